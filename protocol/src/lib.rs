@@ -1,0 +1,21 @@
+//! # shardwise-protocol
+//!
+//! A sans-IO implementation of the CQL native protocol, versions 4 and 5:
+//! bytes in, messages out, and messages in, bytes out. There are no sockets,
+//! no async runtime and no clock in this crate, so every part of it is
+//! testable with byte slices alone; the `shardwise` driver puts I/O around it.
+//!
+//! - [`codec`]: the primitive notations of the spec over a bounds-checked reader.
+//! - [`types`]: CQL types, value serialization and zero-copy deserialization.
+//!
+//! Every decoder returns a typed [`DecodeError`] on malformed input; nothing
+//! here panics on bytes from the network.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod codec;
+pub mod error;
+pub mod types;
+
+pub use error::{DecodeError, EncodeError};
