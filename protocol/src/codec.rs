@@ -212,10 +212,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `[bytes map]`.
-    pub fn bytes_map(
-        &mut self,
-        what: &'static str,
-    ) -> Result<Vec<(&'a str, Option<&'a [u8]>)>, DecodeError> {
+    pub fn bytes_map(&mut self, what: &'static str) -> Result<BytesMap<'a>, DecodeError> {
         let n = self.u16(what)? as usize;
         let mut out = Vec::with_capacity(n.min(self.remaining() / 6));
         for _ in 0..n {
@@ -268,6 +265,9 @@ impl<'a> Reader<'a> {
         Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
     }
 }
+
+/// A decoded `[bytes map]`.
+pub type BytesMap<'a> = Vec<(&'a str, Option<&'a [u8]>)>;
 
 fn utf8<'a>(b: &'a [u8], what: &'static str) -> Result<&'a str, DecodeError> {
     std::str::from_utf8(b).map_err(|_| DecodeError::InvalidText { what })
@@ -476,6 +476,45 @@ pub fn put_unsigned_vint(buf: &mut impl BufMut, v: u64) {
 /// Writes a signed `[vint]`.
 pub fn put_vint(buf: &mut impl BufMut, v: i64) {
     put_unsigned_vint(buf, zigzag(v));
+}
+
+// ---------------------------------------------------------------- checked writers
+//
+// Responses are encoded by servers and tests rather than on the client's hot
+// path, so they are written in one pass with lengths checked as they go.
+
+/// Writes a `[string]`, checking its length.
+pub fn write_string(buf: &mut impl BufMut, what: &'static str, s: &str) -> Result<(), EncodeError> {
+    string_len(what, s)?;
+    put_string(buf, s);
+    Ok(())
+}
+
+/// Writes a `[short bytes]`, checking its length.
+pub fn write_short_bytes(buf: &mut impl BufMut, what: &'static str, b: &[u8]) -> Result<(), EncodeError> {
+    short_bytes_len(what, b)?;
+    put_short_bytes(buf, b);
+    Ok(())
+}
+
+/// Writes `[bytes]`, checking its length.
+pub fn write_bytes(buf: &mut impl BufMut, what: &'static str, b: Option<&[u8]>) -> Result<(), EncodeError> {
+    check_int_len(what, b.map_or(0, <[u8]>::len))?;
+    put_bytes(buf, b);
+    Ok(())
+}
+
+/// Writes a `[string list]`, checking lengths.
+pub fn write_string_list<S: AsRef<str>>(
+    buf: &mut impl BufMut,
+    what: &'static str,
+    list: &[S],
+) -> Result<(), EncodeError> {
+    buf.put_u16(check_short_len(what, list.len())? as u16);
+    for s in list {
+        write_string(buf, what, s.as_ref())?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //!
 //! - [`codec`]: the primitive notations of the spec over a bounds-checked reader.
 //! - [`types`]: CQL types, value serialization and zero-copy deserialization.
+//! - [`token`], [`sharding`]: partition-key tokens (Murmur3, CDC) and Scylla shard routing.
 //!
 //! Every decoder returns a typed [`DecodeError`] on malformed input; nothing
 //! here panics on bytes from the network.
@@ -16,6 +17,15 @@
 
 pub mod codec;
 pub mod error;
+pub mod consistency;
+pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod request;
+pub mod response;
+pub mod rows;
+pub mod sharding;
+pub mod token;
 pub mod types;
 
 pub use error::{DecodeError, EncodeError};

@@ -256,18 +256,18 @@ impl ColumnType {
         }
     }
 
-    /// The fixed serialized size of values of this type, if it has one
-    /// (this decides how `vector` elements are laid out).
+    /// The serialized size of values of this type if Cassandra declares it
+    /// fixed (`AbstractType.valueLengthIfFixed`). This decides how `vector`
+    /// elements are laid out: elements of these types are written without a
+    /// length. `tinyint`, `smallint`, `date`, `time` and `counter` values
+    /// also always have the same size, but Cassandra does not declare them
+    /// fixed, so inside a vector they carry a length like variable-size
+    /// types do.
     pub fn fixed_size(&self) -> Option<usize> {
         match self {
-            ColumnType::Boolean | ColumnType::TinyInt => Some(1),
-            ColumnType::SmallInt => Some(2),
-            ColumnType::Int | ColumnType::Float | ColumnType::Date => Some(4),
-            ColumnType::BigInt
-            | ColumnType::Counter
-            | ColumnType::Double
-            | ColumnType::Timestamp
-            | ColumnType::Time => Some(8),
+            ColumnType::Boolean => Some(1),
+            ColumnType::Int | ColumnType::Float => Some(4),
+            ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => Some(8),
             ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
             ColumnType::Vector(t, n) => t.fixed_size().map(|s| s * *n as usize),
             _ => None,

@@ -3,13 +3,17 @@
 //! ([`ser`]), zero-copy deserialization of values and rows ([`de`]), and an
 //! owned dynamic value ([`CqlValue`]) for convenience.
 
+mod collections;
 mod column_type;
 pub mod de;
 pub mod ser;
 mod value;
 
 pub use column_type::{ColumnType, DURATION_CLASS};
-// pub use value::{CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint};
+pub use value::{
+    CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint, CqlVector,
+    VarintOutOfRange,
+};
 
 /// One column of a result set or one bind marker of a prepared statement.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -26,3 +30,5 @@ pub struct ColumnSpec {
 
 #[cfg(test)]
 pub(crate) use column_type::tests::sample_types;
+#[cfg(test)]
+pub(crate) use value::tests::sample_values;

@@ -1,0 +1,406 @@
+//! Result metadata and zero-copy row sets.
+//!
+//! A [`Rows`] result keeps the whole response body as one [`Bytes`]. Its
+//! framing (every row has `columns_count` `[bytes]` values) is checked once
+//! when the result is decoded, without allocating; afterwards rows are read
+//! lazily as views borrowing from that buffer, with the Rust row type
+//! checked once against the column specs ([`Rows::rows`]).
+
+use std::marker::PhantomData;
+
+use bytes::{BufMut, Bytes};
+
+use crate::codec::{self, Reader};
+use crate::error::{DecodeError, EncodeError};
+use crate::types::de::{ColumnIterator, DeserializeError, DeserializeRow, TypeCheckError};
+use crate::types::{ColumnSpec, ColumnType};
+
+mod flag {
+    pub const GLOBAL_TABLES_SPEC: i32 = 0x0001;
+    pub const HAS_MORE_PAGES: i32 = 0x0002;
+    pub const NO_METADATA: i32 = 0x0004;
+    pub const METADATA_CHANGED: i32 = 0x0008;
+}
+
+/// Metadata of a Rows result (also the result metadata of PREPARED).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResultMetadata {
+    /// Number of columns of each row.
+    pub columns_count: usize,
+    /// Paging state when more pages follow (a slice of the response body).
+    pub paging_state: Option<Bytes>,
+    /// New result metadata id (v5 `Metadata_changed`).
+    pub new_metadata_id: Option<Bytes>,
+    /// Column specs; `None` when the server omitted them (`No_metadata`,
+    /// after the client asked to skip metadata).
+    pub specs: Option<Vec<ColumnSpec>>,
+}
+
+impl ResultMetadata {
+    /// Decodes metadata; `body` is the buffer `r` reads from, so that the
+    /// paging state is kept as a slice of it.
+    pub fn decode(r: &mut Reader<'_>, body: &Bytes) -> Result<Self, DecodeError> {
+        let flags = r.i32("metadata flags")?;
+        let columns_count = r.len_i32("columns count")?;
+        let paging_state = if flags & flag::HAS_MORE_PAGES != 0 {
+            r.bytes("paging state")?.map(|p| slice_of(body, p))
+        } else {
+            None
+        };
+        let new_metadata_id = if flags & flag::METADATA_CHANGED != 0 {
+            Some(slice_of(body, r.short_bytes("new metadata id")?))
+        } else {
+            None
+        };
+        let specs = if flags & flag::NO_METADATA != 0 {
+            None
+        } else {
+            Some(decode_specs(r, flags & flag::GLOBAL_TABLES_SPEC != 0, columns_count)?)
+        };
+        Ok(ResultMetadata { columns_count, paging_state, new_metadata_id, specs })
+    }
+
+    /// Writes the metadata.
+    pub fn encode(&self, buf: &mut impl BufMut) -> Result<(), EncodeError> {
+        let global = self.specs.as_deref().and_then(global_table);
+        let mut flags = 0;
+        if global.is_some() {
+            flags |= flag::GLOBAL_TABLES_SPEC;
+        }
+        if self.paging_state.is_some() {
+            flags |= flag::HAS_MORE_PAGES;
+        }
+        if self.specs.is_none() {
+            flags |= flag::NO_METADATA;
+        }
+        if self.new_metadata_id.is_some() {
+            flags |= flag::METADATA_CHANGED;
+        }
+        if let Some(specs) = &self.specs {
+            if specs.len() != self.columns_count {
+                return Err(EncodeError::InvalidValue {
+                    what: "result metadata",
+                    reason: "columns_count differs from the number of specs",
+                });
+            }
+        }
+        buf.put_i32(flags);
+        buf.put_i32(codec::check_int_len("columns", self.columns_count)? as i32);
+        if let Some(p) = &self.paging_state {
+            codec::write_bytes(buf, "paging state", Some(p))?;
+        }
+        if let Some(id) = &self.new_metadata_id {
+            codec::write_short_bytes(buf, "metadata id", id)?;
+        }
+        if let Some(specs) = &self.specs {
+            encode_specs(buf, specs, global)?;
+        }
+        Ok(())
+    }
+}
+
+fn slice_of(body: &Bytes, part: &[u8]) -> Bytes {
+    if part.is_empty() {
+        Bytes::new()
+    } else {
+        body.slice_ref(part)
+    }
+}
+
+/// The `(keyspace, table)` shared by all specs, if there is one.
+fn global_table(specs: &[ColumnSpec]) -> Option<(&str, &str)> {
+    let first = specs.first()?;
+    specs
+        .iter()
+        .all(|s| s.keyspace == first.keyspace && s.table == first.table)
+        .then_some((first.keyspace.as_str(), first.table.as_str()))
+}
+
+fn decode_specs(r: &mut Reader<'_>, global: bool, count: usize) -> Result<Vec<ColumnSpec>, DecodeError> {
+    let table = if global {
+        Some((r.string("keyspace")?, r.string("table")?))
+    } else {
+        None
+    };
+    // Each spec takes at least 4 bytes, which bounds hostile counts.
+    let mut specs = Vec::with_capacity(count.min(r.remaining() / 4));
+    for _ in 0..count {
+        let (keyspace, table) = match table {
+            Some(t) => t,
+            None => (r.string("keyspace")?, r.string("table")?),
+        };
+        let name = r.string("column name")?;
+        let typ = ColumnType::decode(r)?;
+        specs.push(ColumnSpec { keyspace: keyspace.into(), table: table.into(), name: name.into(), typ });
+    }
+    Ok(specs)
+}
+
+fn encode_specs(
+    buf: &mut impl BufMut,
+    specs: &[ColumnSpec],
+    global: Option<(&str, &str)>,
+) -> Result<(), EncodeError> {
+    if let Some((ks, table)) = global {
+        codec::write_string(buf, "keyspace", ks)?;
+        codec::write_string(buf, "table", table)?;
+    }
+    for s in specs {
+        if global.is_none() {
+            codec::write_string(buf, "keyspace", &s.keyspace)?;
+            codec::write_string(buf, "table", &s.table)?;
+        }
+        codec::write_string(buf, "column name", &s.name)?;
+        s.typ.encoded_len()?;
+        s.typ.encode(buf);
+    }
+    Ok(())
+}
+
+/// The bind-marker metadata of a PREPARED result.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PreparedMetadata {
+    /// Flags other than the global-table-spec bit (Scylla's LWT mark lives
+    /// here; see [`Self::is_lwt`]).
+    pub flags: i32,
+    /// Bind-marker indexes of the partition key columns, in key order.
+    pub pk_indexes: Vec<u16>,
+    /// One spec per bind marker.
+    pub specs: Vec<ColumnSpec>,
+}
+
+impl PreparedMetadata {
+    /// Decodes the metadata.
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let flags = r.i32("prepared metadata flags")?;
+        let count = r.len_i32("bind marker count")?;
+        let pk_count = r.len_i32("partition key count")?;
+        let mut pk_indexes = Vec::with_capacity(pk_count.min(r.remaining() / 2));
+        for _ in 0..pk_count {
+            let i = r.u16("partition key index")?;
+            if usize::from(i) >= count {
+                return Err(DecodeError::Invalid { what: "partition key index", reason: "out of range" });
+            }
+            pk_indexes.push(i);
+        }
+        let specs = decode_specs(r, flags & flag::GLOBAL_TABLES_SPEC != 0, count)?;
+        // The global-table-spec bit is an encoding detail, recomputed on encode.
+        Ok(PreparedMetadata { flags: flags & !flag::GLOBAL_TABLES_SPEC, pk_indexes, specs })
+    }
+
+    /// Writes the metadata.
+    pub fn encode(&self, buf: &mut impl BufMut) -> Result<(), EncodeError> {
+        let global = global_table(&self.specs);
+        let flags = if global.is_some() {
+            self.flags | flag::GLOBAL_TABLES_SPEC
+        } else {
+            self.flags & !flag::GLOBAL_TABLES_SPEC
+        };
+        buf.put_i32(flags);
+        buf.put_i32(codec::check_int_len("bind markers", self.specs.len())? as i32);
+        buf.put_i32(codec::check_int_len("partition key", self.pk_indexes.len())? as i32);
+        for i in &self.pk_indexes {
+            buf.put_u16(*i);
+        }
+        encode_specs(buf, &self.specs, global)
+    }
+
+    /// Whether Scylla marked the statement as a lightweight transaction,
+    /// given the mask negotiated with `SCYLLA_LWT_ADD_METADATA_MARK`.
+    pub fn is_lwt(&self, mask: u32) -> bool {
+        mask != 0 && (self.flags as u32) & mask == mask
+    }
+}
+
+/// A page of rows, borrowing nothing: it owns the response body.
+#[derive(Debug, Clone)]
+pub struct Rows {
+    /// The result metadata.
+    pub metadata: ResultMetadata,
+    rows_count: usize,
+    body: Bytes,
+    rows_start: usize,
+}
+
+impl PartialEq for Rows {
+    /// Equal metadata and rows, wherever the buffers start.
+    fn eq(&self, other: &Self) -> bool {
+        self.metadata == other.metadata
+            && self.rows_count == other.rows_count
+            && self.raw_rows() == other.raw_rows()
+    }
+}
+
+impl Eq for Rows {}
+
+/// The row set has no column specs of its own (the server skipped them) and
+/// none were supplied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowsError {
+    /// No metadata to check the row type against.
+    #[error("the result carries no column metadata (skip_metadata); pass the prepared statement's")]
+    NoMetadata,
+    /// The supplied specs do not match the result's column count.
+    #[error("{supplied} column specs supplied for rows of {columns} columns")]
+    SpecCount {
+        /// Specs given.
+        supplied: usize,
+        /// Columns per row.
+        columns: usize,
+    },
+    /// The Rust row type does not match the columns.
+    #[error(transparent)]
+    TypeCheck(#[from] TypeCheckError),
+}
+
+impl Rows {
+    /// Decodes a Rows result from `body[start..]` (just after the result
+    /// kind) to the end of `body`. The body is moved in, not copied, so
+    /// decoding a page allocates nothing beyond its column specs, when the
+    /// server sent them.
+    pub fn decode(body: Bytes, start: usize) -> Result<Self, DecodeError> {
+        let rest = body.get(start..).ok_or(DecodeError::UnexpectedEnd {
+            what: "rows",
+            needed: start,
+            remaining: body.len(),
+        })?;
+        let mut r = Reader::new(rest);
+        let metadata = ResultMetadata::decode(&mut r, &body)?;
+        let rows_count = r.len_i32("rows count")?;
+        let rows_start = body.len() - r.remaining();
+        if metadata.columns_count == 0 && rows_count > body.len() {
+            // Rows without columns take no bytes; bound the count by the body size.
+            return Err(DecodeError::Invalid { what: "rows count", reason: "implausible for zero columns" });
+        }
+        // Check the framing of every value once, so iteration cannot fail on it.
+        for _ in 0..rows_count {
+            for _ in 0..metadata.columns_count {
+                r.bytes("row value")?;
+            }
+        }
+        r.finish("rows")?;
+        Ok(Rows { metadata, rows_count, body, rows_start })
+    }
+
+    /// Builds a row set from rows already in wire form (for servers and tests).
+    pub fn from_raw(metadata: ResultMetadata, rows: &[Vec<Option<&[u8]>>]) -> Result<Self, EncodeError> {
+        let mut buf = Vec::new();
+        buf.put_i32(0x0002);
+        metadata.encode(&mut buf)?;
+        buf.put_i32(codec::check_int_len("rows", rows.len())? as i32);
+        let rows_start = buf.len() - 4;
+        for row in rows {
+            if row.len() != metadata.columns_count {
+                return Err(EncodeError::InvalidValue { what: "row", reason: "wrong number of columns" });
+            }
+            for v in row {
+                codec::write_bytes(&mut buf, "value", *v)?;
+            }
+        }
+        let body = Bytes::from(buf).slice(4..);
+        Ok(Rows { metadata, rows_count: rows.len(), body, rows_start })
+    }
+
+    /// Writes the Rows result (kind included).
+    pub fn encode(&self, buf: &mut impl BufMut) -> Result<(), EncodeError> {
+        buf.put_i32(0x0002);
+        self.metadata.encode(buf)?;
+        buf.put_i32(self.rows_count as i32);
+        buf.put_slice(self.raw_rows());
+        Ok(())
+    }
+
+    /// Number of rows in this page.
+    pub fn rows_count(&self) -> usize {
+        self.rows_count
+    }
+
+    /// The row data in wire form.
+    pub fn raw_rows(&self) -> &[u8] {
+        self.body.get(self.rows_start..).unwrap_or_default()
+    }
+
+    /// The response body the rows borrow from.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Rows as `R`, checked against the result's own column specs.
+    ///
+    /// ```
+    /// # use shardwise_protocol::rows::{ResultMetadata, Rows};
+    /// # use shardwise_protocol::types::{ColumnSpec, ColumnType};
+    /// let spec = |name: &str, typ| ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ };
+    /// let metadata = ResultMetadata {
+    ///     columns_count: 2,
+    ///     specs: Some(vec![spec("id", ColumnType::Int), spec("name", ColumnType::Text)]),
+    ///     ..Default::default()
+    /// };
+    /// let rows = Rows::from_raw(metadata, &[vec![Some(&7i32.to_be_bytes()[..]), Some(b"seven")]]).unwrap();
+    /// for row in rows.rows::<(i32, &str)>().unwrap() {
+    ///     let (id, name) = row.unwrap();
+    ///     assert_eq!((id, name), (7, "seven"));
+    /// }
+    /// ```
+    pub fn rows<'a, R: DeserializeRow<'a>>(&'a self) -> Result<TypedRows<'a, R>, RowsError> {
+        let specs = self.metadata.specs.as_deref().ok_or(RowsError::NoMetadata)?;
+        self.rows_with(specs)
+    }
+
+    /// Rows as `R`, checked against `specs` (the cached result metadata of a
+    /// prepared statement when the server skipped it).
+    pub fn rows_with<'a, R: DeserializeRow<'a>>(
+        &'a self,
+        specs: &'a [ColumnSpec],
+    ) -> Result<TypedRows<'a, R>, RowsError> {
+        if specs.len() != self.metadata.columns_count {
+            return Err(RowsError::SpecCount { supplied: specs.len(), columns: self.metadata.columns_count });
+        }
+        R::type_check(specs)?;
+        Ok(TypedRows {
+            specs,
+            body: &self.body,
+            reader: Reader::new(self.raw_rows()),
+            remaining: self.rows_count,
+            _row: PhantomData,
+        })
+    }
+}
+
+/// Iterator over the rows of a [`Rows`] result, decoded as `R`.
+#[derive(Debug)]
+pub struct TypedRows<'a, R> {
+    specs: &'a [ColumnSpec],
+    body: &'a Bytes,
+    reader: Reader<'a>,
+    remaining: usize,
+    _row: PhantomData<R>,
+}
+
+impl<'a, R: DeserializeRow<'a>> Iterator for TypedRows<'a, R> {
+    type Item = Result<R, DeserializeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let row = ColumnIterator::new(self.specs, self.body, self.reader);
+        // Skip to the next row; framing was validated when the result was decoded.
+        let mut skip = row.clone();
+        for column in skip.by_ref() {
+            if let Err(e) = column {
+                self.remaining = 0;
+                return Some(Err(DeserializeError::Malformed { cql_type: "row".into(), source: e }));
+            }
+        }
+        self.reader = skip.reader();
+        Some(R::deserialize(row))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<'a, R: DeserializeRow<'a>> ExactSizeIterator for TypedRows<'a, R> {}
