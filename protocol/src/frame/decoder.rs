@@ -59,7 +59,8 @@ impl FrameDecoder {
     }
 
     /// In unframed mode, decompress bodies flagged as LZ4-compressed (v4
-    /// with `COMPRESSION: lz4` negotiated).
+    /// with `COMPRESSION: lz4` negotiated). Enable it before sending STARTUP:
+    /// Cassandra already compresses its READY answer.
     pub fn set_v4_lz4(&mut self, enabled: bool) {
         self.mode = Mode::Unframed { v4_lz4: enabled };
     }

@@ -45,6 +45,23 @@ pub struct QueryParameters<'a, V> {
     pub now_in_seconds: Option<i32>,
 }
 
+impl<'a, V> QueryParameters<'a, V> {
+    /// Parameters with `values` at `consistency`, everything else unset.
+    pub fn new(consistency: Consistency, values: V) -> Self {
+        QueryParameters {
+            consistency,
+            values,
+            skip_metadata: false,
+            page_size: None,
+            paging_state: None,
+            serial_consistency: None,
+            timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
+        }
+    }
+}
+
 impl<'a, V: SerializeValues> QueryParameters<'a, V> {
     fn flags(&self) -> u32 {
         let mut f = 0;
