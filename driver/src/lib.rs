@@ -1,7 +1,31 @@
-#![warn(missing_docs)]
-//! shardwise: a latency-first ScyllaDB / Cassandra driver.
+//! # shardwise
 //!
-//! The I/O layer (connections, sessions, routing) is built on the sans-IO
-//! [`shardwise_protocol`] crate, which is re-exported as [`protocol`].
+//! A latency-first ScyllaDB / Cassandra driver. Requests are serialized in
+//! place into per-connection swap buffers and coalesced into one write per
+//! buffer; responses are read into one buffer each and rows are borrowed
+//! views over it. The wire format comes from the sans-IO
+//! [`shardwise_protocol`] crate, re-exported as [`protocol`].
+
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod execute;
+mod metrics;
+pub mod result;
+pub mod retry;
+pub mod session;
+pub mod statement;
+mod sync;
 
 pub use shardwise_protocol as protocol;
+
+pub use config::{Compression, ConnectionConfig};
+pub use connection::Connection;
+pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError};
+pub use metrics::MetricsSnapshot;
+pub use result::{PagingState, QueryResult};
+pub use session::{Session, SessionBuilder, SessionConfig, SpeculativePolicy};
+pub use statement::{Batch, PreparedStatement, Statement, StatementOptions};

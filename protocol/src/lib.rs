@@ -29,3 +29,7 @@ pub mod token;
 pub mod types;
 
 pub use error::{DecodeError, EncodeError};
+
+// Used by the code `shardwise-macros` generates.
+#[doc(hidden)]
+pub use bytes;

@@ -1,7 +1,7 @@
 //! A node must not outlive the process that started it, even when that
 //! process is SIGKILLed and runs no destructor.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -21,7 +21,11 @@ fn lifeline_child() {
     }
     let cfg = NodeConfig::default().with_free_ports().expect("free ports");
     let node = Node::start(cfg).unwrap_or_else(|e| panic!("{e}"));
-    println!("READY {} {} {}", node.addr(), node.process_group(), node.dir().display());
+    // Straight to fd 1: libtest's output capture only intercepts `print!`.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "READY {} {} {}", node.addr(), node.process_group(), node.dir().display()).unwrap();
+    out.flush().unwrap();
+    drop(out);
     std::thread::sleep(Duration::from_secs(600));
 }
 
@@ -38,7 +42,9 @@ fn node_dies_with_its_process() {
     let mut ready = None;
     for line in BufReader::new(stdout).lines() {
         let line = line.unwrap();
-        if let Some(rest) = line.strip_prefix("READY ") {
+        eprintln!("child: {line}");
+        // libtest may have printed "test lifeline_child ... " on the same line.
+        if let Some(rest) = line.find("READY ").map(|i| &line[i + "READY ".len()..]) {
             let mut parts = rest.splitn(3, ' ');
             let addr: SocketAddr = parts.next().unwrap().parse().unwrap();
             let pgid: u32 = parts.next().unwrap().parse().unwrap();

@@ -5,7 +5,7 @@
 //! This proves the codec against the server, not just against itself.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
@@ -19,10 +19,8 @@ use shardwise_protocol::response::{ErrorKind, Prepared, Response, ResponseMessag
 use shardwise_protocol::rows::Rows;
 use shardwise_protocol::types::de::{ListIter, Row};
 use shardwise_protocol::types::ser::SerializeValues;
-use shardwise_protocol::types::{
-    CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint,
-};
-use uuid::Uuid;
+use shardwise_protocol::types::CqlValue;
+use testkit::samples::{every_type_schema, every_type_row, EVERY_TYPE_COLUMNS as COLUMNS};
 
 /// A deliberately tiny blocking client: one request at a time.
 struct Client {
@@ -129,59 +127,6 @@ impl Client {
     }
 }
 
-const COLUMNS: &str = "pk, a, b, bl, bo, dec, dbl, dur, f, ip, i, si, t, tm, ts, tu, ti, u, vi, d, l, s, m, tup, ud, vec";
-
-fn schema(ks: &str) -> [String; 4] {
-    [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-        format!("CREATE TYPE {ks}.addr (street text, zip int)"),
-        format!(
-            "CREATE TABLE {ks}.every_type (pk int PRIMARY KEY, a ascii, b bigint, bl blob, bo boolean, \
-             dec decimal, dbl double, dur duration, f float, ip inet, i int, si smallint, t text, \
-             tm time, ts timestamp, tu timeuuid, ti tinyint, u uuid, vi varint, d date, \
-             l list<int>, s set<text>, m map<text, int>, tup tuple<int, text>, ud frozen<addr>, \
-             vec vector<float, 3>)"
-        ),
-        format!("CREATE TABLE {ks}.counters (pk int PRIMARY KEY, c counter)"),
-    ]
-}
-
-fn sample_row(pk: i32, ks: &str) -> Vec<Option<CqlValue>> {
-    let v = |x| Some(x);
-    vec![
-        v(CqlValue::Int(pk)),
-        v(CqlValue::Ascii("ascii only".into())),
-        v(CqlValue::BigInt(-9_000_000_000)),
-        v(CqlValue::Blob(vec![0, 1, 2, 0xff])),
-        v(CqlValue::Boolean(true)),
-        v(CqlValue::Decimal(CqlDecimal { unscaled: CqlVarint::from(-12345i64), scale: 3 })),
-        v(CqlValue::Double(2.5e100)),
-        v(CqlValue::Duration(CqlDuration { months: 1, days: 2, nanoseconds: 3_000_000_004 })),
-        v(CqlValue::Float(-1.5)),
-        v(CqlValue::Inet(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)))),
-        None, // i: null
-        v(CqlValue::SmallInt(-300)),
-        v(CqlValue::Text("zażółć gęślą jaźń".into())),
-        v(CqlValue::Time(CqlTime(13 * 3_600_000_000_000 + 5))),
-        v(CqlValue::Timestamp(CqlTimestamp(1_700_000_000_123))),
-        v(CqlValue::Timeuuid(Uuid::parse_str("8e14e760-7fa8-11eb-bc66-000000000001").expect("uuid"))),
-        v(CqlValue::TinyInt(-7)),
-        v(CqlValue::Uuid(Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef))),
-        v(CqlValue::Varint(CqlVarint::from(i128::MAX))),
-        v(CqlValue::Date(CqlDate::from_ymd(2024, 2, 29).expect("date"))),
-        v(CqlValue::List(vec![CqlValue::Int(3), CqlValue::Int(1), CqlValue::Int(2)])),
-        v(CqlValue::Set(vec![CqlValue::Text("a".into()), CqlValue::Text("b".into())])),
-        v(CqlValue::Map(vec![(CqlValue::Text("k".into()), CqlValue::Int(1))])),
-        v(CqlValue::Tuple(vec![Some(CqlValue::Int(1)), None])),
-        v(CqlValue::Udt {
-            keyspace: ks.into(),
-            name: "addr".into(),
-            fields: vec![("street".into(), Some(CqlValue::Text("Main".into()))), ("zip".into(), Some(CqlValue::Int(12345)))],
-        }),
-        v(CqlValue::Vector(vec![CqlValue::Float(1.0), CqlValue::Float(-2.0), CqlValue::Float(0.5)])),
-    ]
-}
-
 fn select(c: &mut Client, ks: &str, pk: i32) -> Rows {
     let cql = format!("SELECT {COLUMNS} FROM {ks}.every_type WHERE pk = ?");
     match c.query(&cql, (pk,)) {
@@ -197,19 +142,19 @@ fn round_trip(version: ProtocolVersion, lz4: bool) {
     assert!(supported.iter().any(|(k, v)| k == "COMPRESSION" && v.iter().any(|c| c == "lz4")));
 
     let ks = testkit::fresh_keyspace("proto");
-    for ddl in schema(&ks) {
+    for ddl in every_type_schema(&ks) {
         assert!(matches!(c.query(&ddl, ()), ResultMessage::SchemaChange(_)), "{ddl}");
     }
     let placeholders = vec!["?"; COLUMNS.split(',').count()].join(", ");
     let insert = format!("INSERT INTO {ks}.every_type ({COLUMNS}) VALUES ({placeholders})");
 
     // Unprepared QUERY with bind values, then a prepared EXECUTE.
-    let row1 = sample_row(1, &ks);
+    let row1 = every_type_row(1, &ks);
     assert_eq!(c.query(&insert, &row1[..]), ResultMessage::Void);
     let prepared = c.prepare(&insert);
     assert_eq!(prepared.metadata.pk_indexes, [0], "partition key index from PREPARED");
     assert_eq!(version == ProtocolVersion::V5, prepared.result_metadata_id.is_some());
-    let row2 = sample_row(2, &ks);
+    let row2 = every_type_row(2, &ks);
     assert_eq!(c.execute(&prepared, &row2[..]), ResultMessage::Void);
 
     for (pk, expected) in [(1, &row1), (2, &row2)] {

@@ -1,0 +1,68 @@
+//! Connection settings shared by every connection of a session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardwise_protocol::frame::ProtocolVersion;
+
+use crate::auth::AuthenticatorProvider;
+
+/// Compression negotiated in STARTUP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// No compression.
+    #[default]
+    None,
+    /// LZ4: v4 compresses each body, v5 each segment.
+    Lz4,
+}
+
+/// How connections are opened and run.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// Highest protocol version to try first.
+    pub max_version: ProtocolVersion,
+    /// Lowest acceptable version when the server refuses the higher one.
+    pub min_version: ProtocolVersion,
+    /// Compression to request (used only if the server supports it).
+    pub compression: Compression,
+    /// Authentication, for servers that require it.
+    pub authenticator: Option<Arc<dyn AuthenticatorProvider>>,
+    /// Timeout of TCP connect plus handshake.
+    pub connect_timeout: Duration,
+    /// Size of each of the two swap write buffers; requests that do not fit
+    /// take a separate (allocating) path.
+    pub write_buffer_size: usize,
+    /// Maximum concurrent requests per connection (≤ 32768).
+    pub max_streams: usize,
+    /// Close the connection when more requests than this were abandoned
+    /// (e.g. timed out) and are still unanswered.
+    pub max_orphans: Option<usize>,
+    /// Send OPTIONS on an idle connection at this interval.
+    pub heartbeat_interval: Option<Duration>,
+    /// A heartbeat unanswered for this long closes the connection.
+    pub heartbeat_timeout: Duration,
+    /// Largest accepted response body.
+    pub max_response_body: usize,
+    /// Disable Nagle's algorithm.
+    pub tcp_nodelay: bool,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            max_version: ProtocolVersion::V5,
+            min_version: ProtocolVersion::V4,
+            compression: Compression::None,
+            authenticator: None,
+            connect_timeout: Duration::from_secs(5),
+            write_buffer_size: 64 * 1024,
+            max_streams: 32768,
+            max_orphans: Some(1024),
+            heartbeat_interval: Some(Duration::from_secs(30)),
+            heartbeat_timeout: Duration::from_secs(30),
+            max_response_body: 256 * 1024 * 1024,
+            tcp_nodelay: true,
+        }
+    }
+}

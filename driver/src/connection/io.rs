@@ -1,0 +1,202 @@
+//! The writer, reader and heartbeat tasks of a connection.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use shardwise_protocol::frame::compression::{compress_body, decompress_body};
+use shardwise_protocol::frame::segment::{
+    encode_envelopes, encode_segment, seal_in_place, SegmentCompression, LZ4_HEADER_LEN,
+    UNCOMPRESSED_HEADER_LEN,
+};
+use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
+use shardwise_protocol::request::Options;
+use shardwise_protocol::response::Event;
+use shardwise_protocol::codec::Reader;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+
+use super::{deliver, Inner};
+use crate::config::Compression;
+use crate::error::ConnectionError;
+
+/// The body of the Void result every plain write gets.
+const VOID: &[u8] = &[0, 0, 0, 1];
+
+/// Writes whatever the swap buffer collected, one syscall per buffer.
+pub(super) async fn writer(inner: Arc<Inner>, mut socket: OwnedWriteHalf, mut oversized: mpsc::UnboundedReceiver<Vec<u8>>) {
+    let mut scratch = Vec::new();
+    let result: Result<(), ConnectionError> = async {
+        loop {
+            tokio::select! {
+                biased;
+                slice = inner.queue.dequeue_async() => {
+                    let Ok(mut slice) = slice else { return Ok(()) };
+                    match (inner.version, inner.compression) {
+                        (ProtocolVersion::V4, Compression::None) => socket.write_all(&slice).await?,
+                        (ProtocolVersion::V4, Compression::Lz4) => {
+                            scratch.clear();
+                            compress_envelopes(&slice, &mut scratch)?;
+                            socket.write_all(&scratch).await?;
+                        }
+                        (ProtocolVersion::V5, Compression::None) => {
+                            // One self-contained segment, sealed in place.
+                            let frame = &mut slice.frame_mut()[LZ4_HEADER_LEN - UNCOMPRESSED_HEADER_LEN..];
+                            seal_in_place(frame, true).map_err(|_| ConnectionError::Protocol("oversized segment"))?;
+                            socket.write_all(frame).await?;
+                        }
+                        (ProtocolVersion::V5, Compression::Lz4) => {
+                            scratch.clear();
+                            encode_segment(&slice, true, SegmentCompression::Lz4, &mut scratch)
+                                .map_err(|_| ConnectionError::Protocol("oversized segment"))?;
+                            socket.write_all(&scratch).await?;
+                        }
+                    }
+                }
+                Some(buf) = oversized.recv() => {
+                    scratch.clear();
+                    match (inner.version, inner.compression) {
+                        (ProtocolVersion::V4, Compression::None) => socket.write_all(&buf).await?,
+                        (ProtocolVersion::V4, Compression::Lz4) => {
+                            compress_envelopes(&buf, &mut scratch)?;
+                            socket.write_all(&scratch).await?;
+                        }
+                        (ProtocolVersion::V5, c) => {
+                            let c = if c == Compression::Lz4 { SegmentCompression::Lz4 } else { SegmentCompression::None };
+                            encode_envelopes(&buf, c, &mut scratch)
+                                .map_err(|_| ConnectionError::Protocol("malformed envelope run"))?;
+                            socket.write_all(&scratch).await?;
+                        }
+                    }
+                    // Do not keep a huge scratch buffer around.
+                    if scratch.capacity() > 1 << 20 {
+                        scratch = Vec::new();
+                    }
+                }
+            }
+        }
+    }
+    .await;
+    if let Err(e) = result {
+        inner.close(e);
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// v4 LZ4: compresses the body of each envelope of a run.
+fn compress_envelopes(mut run: &[u8], out: &mut Vec<u8>) -> Result<(), ConnectionError> {
+    while let Some(header) = run.first_chunk::<HEADER_LEN>() {
+        let len = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
+        let body = run.get(HEADER_LEN..HEADER_LEN + len).ok_or(ConnectionError::Protocol("truncated envelope"))?;
+        let start = out.len();
+        out.extend_from_slice(header);
+        if body.is_empty() {
+            run = &run[HEADER_LEN..];
+            continue;
+        }
+        compress_body(body, out).map_err(|_| ConnectionError::Protocol("compression failed"))?;
+        out[start + 1] |= Flags::COMPRESSION;
+        let compressed = (out.len() - start - HEADER_LEN) as u32;
+        out[start + 5..start + HEADER_LEN].copy_from_slice(&compressed.to_be_bytes());
+        run = &run[HEADER_LEN + len..];
+    }
+    Ok(())
+}
+
+/// Reads envelopes and hands each to its request (events to subscribers).
+pub(super) async fn reader(inner: Arc<Inner>, socket: OwnedReadHalf, decoder: FrameDecoder, max_body: usize) {
+    let result = match inner.version {
+        ProtocolVersion::V4 => read_v4(&inner, socket, max_body).await,
+        ProtocolVersion::V5 => read_v5(&inner, socket, decoder).await,
+    };
+    inner.close(result.err().unwrap_or(ConnectionError::Closed));
+}
+
+async fn read_v4(inner: &Inner, socket: OwnedReadHalf, max_body: usize) -> Result<(), ConnectionError> {
+    let mut socket = BufReader::with_capacity(16 * 1024, socket);
+    let lz4 = inner.compression == Compression::Lz4;
+    loop {
+        let mut head = [0u8; HEADER_LEN];
+        match socket.read_exact(&mut head).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(ConnectionError::Closed),
+            Err(e) => return Err(e.into()),
+        }
+        let mut header = EnvelopeHeader::decode(&head, max_body)?;
+        let len = header.length as usize;
+        let mut body = if header.opcode == Opcode::Result && len == VOID.len() {
+            let mut four = [0u8; 4];
+            socket.read_exact(&mut four).await?;
+            if four == VOID {
+                Bytes::from_static(VOID)
+            } else {
+                Bytes::copy_from_slice(&four)
+            }
+        } else {
+            // The one allocation of a response: its body, exactly.
+            let mut body = vec![0u8; len];
+            socket.read_exact(&mut body).await?;
+            Bytes::from(body)
+        };
+        if lz4 && header.flags.has(Flags::COMPRESSION) {
+            body = decompress_body(&body, max_body)?;
+            header.flags.0 &= !Flags::COMPRESSION;
+            header.length = body.len() as u32;
+        }
+        dispatch(inner, Envelope { header, body })?;
+    }
+}
+
+async fn read_v5(inner: &Inner, mut socket: OwnedReadHalf, mut decoder: FrameDecoder) -> Result<(), ConnectionError> {
+    loop {
+        while let Some(envelope) = decoder.next_envelope()? {
+            dispatch(inner, envelope)?;
+        }
+        let input = decoder.input_mut();
+        if input.capacity() - input.len() < 4096 {
+            input.reserve(16 * 1024);
+        }
+        if socket.read_buf(input).await? == 0 {
+            return Err(ConnectionError::Closed);
+        }
+    }
+}
+
+fn dispatch(inner: &Inner, envelope: Envelope) -> Result<(), ConnectionError> {
+    if envelope.header.stream >= 0 {
+        return deliver(inner, envelope);
+    }
+    if envelope.header.opcode == Opcode::Event {
+        match Event::decode(&mut Reader::new(&envelope.body)) {
+            Ok(event) => {
+                let _ = inner.events.send(event);
+            }
+            Err(e) => tracing::warn!(addr = %inner.addr, error = %e, "undecodable event ignored"),
+        }
+    }
+    Ok(())
+}
+
+/// Pings an idle connection; closes it when a ping gets no answer in time.
+pub(super) async fn heartbeat(inner: Weak<Inner>, interval: Duration, timeout: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(strong) = inner.upgrade() else { return };
+        if strong.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        if strong.streams.in_flight() > 0 {
+            // Traffic proves liveness well enough; the request timeout covers the rest.
+            continue;
+        }
+        match tokio::time::timeout(timeout, strong.send(&Options, 0)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                strong.close(ConnectionError::HeartbeatTimeout);
+                return;
+            }
+        }
+    }
+}

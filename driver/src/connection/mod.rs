@@ -1,0 +1,345 @@
+//! One CQL connection: a handshake, then a writer task and a reader task
+//! around a [`Streams`] table.
+//!
+//! The write path serializes each request in place, with its exact size
+//! known first, into a swap buffer (`swap-buffer-queue`): concurrent
+//! requests coalesce into the buffer while the writer task writes the other
+//! one with a single syscall, and in v5 a dequeued buffer is sealed into one
+//! self-contained segment in place. Requests larger than the buffer take a
+//! separate, allocating path. The read path allocates one buffer per
+//! response body (none for the 4-byte Void result of a write) and hands it
+//! to the waiting request's slot.
+
+mod handshake;
+mod io;
+pub(crate) mod stream;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use shardwise_protocol::frame::segment::{LZ4_HEADER_LEN, MAX_PAYLOAD, TRAILER_LEN};
+use shardwise_protocol::frame::{Envelope, ProtocolVersion, HEADER_LEN};
+use shardwise_protocol::request::{encode_request, write_request, Options, Request};
+use shardwise_protocol::response::Event;
+use shardwise_protocol::sharding::ShardingInfo;
+use swap_buffer_queue::write::WriteVecBuffer;
+use swap_buffer_queue::SynchronizedQueue;
+use tokio::net::TcpStream;
+use tokio::sync::{broadcast, mpsc, Notify};
+
+use crate::config::{Compression, ConnectionConfig};
+use crate::error::{ConnectionError, ExecutionError};
+use stream::{Delivery, Streams};
+
+/// What a request's slot receives.
+pub(crate) type Delivered = Result<Envelope, ConnectionError>;
+
+/// The swap buffer: 8 spare bytes before the payload (room for a v5 LZ4
+/// segment header) and 4 after it (the CRC32 trailer).
+pub(crate) type WriteQueue = SynchronizedQueue<WriteVecBuffer<LZ4_HEADER_LEN, TRAILER_LEN>>;
+
+pub(crate) struct Inner {
+    pub(crate) addr: SocketAddr,
+    pub(crate) version: ProtocolVersion,
+    pub(crate) compression: Compression,
+    pub(crate) supported: Vec<(String, Vec<String>)>,
+    pub(crate) sharding: Option<ShardingInfo>,
+    pub(crate) streams: Streams<Delivered>,
+    pub(crate) queue: WriteQueue,
+    pub(crate) oversized: mpsc::UnboundedSender<Vec<u8>>,
+    /// Pinged whenever a stream id is freed, for requests waiting for one.
+    pub(crate) freed: Notify,
+    pub(crate) closed: AtomicBool,
+    pub(crate) error: OnceLock<ConnectionError>,
+    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) max_orphans: Option<usize>,
+}
+
+impl Inner {
+    /// Closes the connection with `error`: fails every in-flight request,
+    /// refuses new ones and stops the writer.
+    pub(crate) fn close(&self, error: ConnectionError) {
+        let _ = self.error.set(error);
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let error = self.error.get().cloned().unwrap_or(ConnectionError::Closed);
+        tracing::debug!(addr = %self.addr, %error, "connection closed");
+        self.queue.close();
+        self.streams.fail_all(|| Err(error.clone()));
+        self.freed.notify_waiters();
+    }
+
+    fn closed_error(&self) -> ConnectionError {
+        self.error.get().cloned().unwrap_or(ConnectionError::Closed)
+    }
+
+    pub(crate) async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
+        let inner = self;
+        let body_len = request.body_len(inner.version)?;
+        let total = HEADER_LEN + body_len;
+        let id = self.allocate_stream().await?;
+        let mut response = ResponseFuture { inner, id, sent: false, done: false };
+        if total <= inner.queue.capacity() {
+            let version = inner.version;
+            let write = move |slice: &mut [u8]| {
+                let mut out = slice;
+                // Cannot fail: the size was computed and checked above.
+                let _ = write_request(request, version, id, flags, body_len, &mut out);
+            };
+            if inner.queue.enqueue_async((total, write)).await.is_err() {
+                return Err(inner.closed_error().into());
+            }
+            response.sent = true;
+        } else {
+            let mut buf = Vec::new();
+            encode_request(request, inner.version, id, flags, &mut buf)?;
+            if inner.oversized.send(buf).is_err() {
+                return Err(inner.closed_error().into());
+            }
+            response.sent = true;
+        }
+        let delivered = (&mut response).await;
+        Ok(delivered?)
+    }
+
+    async fn allocate_stream(&self) -> Result<i16, ConnectionError> {
+        let inner = self;
+        loop {
+            if inner.closed.load(Ordering::Acquire) {
+                return Err(inner.closed_error());
+            }
+            let notified = inner.freed.notified();
+            if let Some(id) = inner.streams.allocate() {
+                return Ok(id);
+            }
+            notified.await;
+        }
+    }
+
+}
+
+/// An open connection. Cheap to clone; the tasks stop when the connection
+/// is closed or every clone is dropped.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+    _owner: Arc<Owner>,
+}
+
+/// Closes the connection when the last user handle goes away.
+struct Owner(Arc<Inner>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.close(ConnectionError::Closed);
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("addr", &self.inner.addr)
+            .field("version", &self.inner.version)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Connects to `addr`, negotiates the highest protocol version both
+    /// sides speak and starts the I/O tasks on the current tokio runtime.
+    pub async fn open(addr: SocketAddr, config: &ConnectionConfig) -> Result<Connection, ConnectionError> {
+        let mut version = config.max_version;
+        loop {
+            let attempt = tokio::time::timeout(config.connect_timeout, async {
+                let mut socket = TcpStream::connect(addr).await?;
+                socket.set_nodelay(config.tcp_nodelay)?;
+                match handshake::handshake(&mut socket, config, version).await {
+                    Ok(h) => Ok(Ok((socket, h))),
+                    Err(handshake::Failure::VersionRejected) => Ok(Err(())),
+                    Err(handshake::Failure::Fatal(e)) => Err(e),
+                }
+            })
+            .await
+            .map_err(|_| ConnectionError::ConnectTimeout)??;
+            match attempt {
+                Ok((socket, h)) => return Ok(Self::start(addr, socket, h, config)),
+                Err(()) if version > config.min_version => {
+                    tracing::debug!(%addr, ?version, "protocol version rejected, trying a lower one");
+                    version = ProtocolVersion::V4;
+                }
+                Err(()) => return Err(ConnectionError::NoCommonVersion),
+            }
+        }
+    }
+
+    fn start(addr: SocketAddr, socket: TcpStream, h: handshake::Handshake, config: &ConnectionConfig) -> Connection {
+        let mut capacity = config.write_buffer_size.max(1024);
+        if h.version == ProtocolVersion::V5 {
+            capacity = capacity.min(MAX_PAYLOAD);
+        }
+        let sharding = ShardingInfo::from_entries(h.supported.iter().map(|(k, v)| (k, v)))
+            .unwrap_or_else(|e| {
+                tracing::warn!(%addr, error = %e, "ignoring malformed sharding options");
+                None
+            });
+        let (oversized, oversized_rx) = mpsc::unbounded_channel();
+        let (events, _) = broadcast::channel(64);
+        let inner = Arc::new(Inner {
+            addr,
+            version: h.version,
+            compression: h.compression,
+            supported: h.supported,
+            sharding,
+            streams: Streams::new(config.max_streams),
+            queue: SynchronizedQueue::with_capacity(capacity),
+            oversized,
+            freed: Notify::new(),
+            closed: AtomicBool::new(false),
+            error: OnceLock::new(),
+            events,
+            max_orphans: config.max_orphans,
+        });
+        let (read, write) = socket.into_split();
+        tokio::spawn(io::writer(inner.clone(), write, oversized_rx));
+        tokio::spawn(io::reader(inner.clone(), read, h.decoder, config.max_response_body));
+        let conn = Connection { _owner: Arc::new(Owner(inner.clone())), inner };
+        if let Some(interval) = config.heartbeat_interval {
+            tokio::spawn(io::heartbeat(Arc::downgrade(&conn.inner), interval, config.heartbeat_timeout));
+        }
+        conn
+    }
+
+    /// Whether both handles are the same connection.
+    pub fn same_as(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// The negotiated protocol version.
+    pub fn version(&self) -> ProtocolVersion {
+        self.inner.version
+    }
+
+    /// The negotiated compression.
+    pub fn compression(&self) -> Compression {
+        self.inner.compression
+    }
+
+    /// The options the server listed in SUPPORTED.
+    pub fn supported(&self) -> &[(String, Vec<String>)] {
+        &self.inner.supported
+    }
+
+    /// Scylla's sharding parameters, when the server is sharded.
+    pub fn sharding(&self) -> Option<&ShardingInfo> {
+        self.inner.sharding.as_ref()
+    }
+
+    /// Whether the connection is closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Why the connection closed, if it did.
+    pub fn close_reason(&self) -> Option<ConnectionError> {
+        self.inner.error.get().cloned()
+    }
+
+    /// Requests in flight (including abandoned ones still unanswered).
+    pub fn in_flight(&self) -> usize {
+        self.inner.streams.in_flight()
+    }
+
+    /// Requests abandoned before their answer and still unanswered.
+    pub fn orphans(&self) -> usize {
+        self.inner.streams.orphans()
+    }
+
+    /// Server events received on this connection (after REGISTER).
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    /// Closes the connection; in-flight requests fail with `Closed`.
+    pub fn close(&self) {
+        self.inner.close(ConnectionError::Closed);
+    }
+
+    /// Sends a request and waits for its answer envelope. The request is
+    /// serialized straight into the write buffer; nothing is allocated
+    /// unless it is larger than the buffer. Waits for a free stream id when
+    /// all are in use. Dropping the future abandons the request.
+    pub async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
+        self.inner.send(request, flags).await
+    }
+
+    /// Sends OPTIONS and waits for SUPPORTED: a liveness probe.
+    pub async fn ping(&self) -> Result<(), ExecutionError> {
+        self.send(&Options, 0).await.map(drop)
+    }
+}
+
+/// Waits for the answer of one stream id; abandons the id when dropped first.
+struct ResponseFuture<'a> {
+    inner: &'a Inner,
+    id: i16,
+    /// The request reached the write path, so an answer will come.
+    sent: bool,
+    done: bool,
+}
+
+impl Future for &mut ResponseFuture<'_> {
+    type Output = Delivered;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Delivered> {
+        let this = self.get_mut();
+        match this.inner.streams.poll_response(this.id, cx) {
+            Poll::Ready(v) => {
+                this.done = true;
+                this.inner.freed.notify_one();
+                Poll::Ready(v.unwrap_or_else(|| Err(this.inner.closed_error())))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for ResponseFuture<'_> {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.inner.streams.cancel(self.id);
+            self.inner.freed.notify_one();
+        } else if !self.done {
+            self.inner.streams.abandon(self.id);
+            if let Some(max) = self.inner.max_orphans {
+                let orphans = self.inner.streams.orphans();
+                if orphans > max {
+                    self.inner.close(ConnectionError::TooManyOrphans(orphans));
+                }
+            }
+        }
+    }
+}
+
+/// Reader-side delivery of one envelope to its request.
+pub(crate) fn deliver(inner: &Inner, envelope: Envelope) -> Result<(), ConnectionError> {
+    let id = envelope.header.stream;
+    match inner.streams.complete(id, Ok(envelope)) {
+        Ok(Delivery::Delivered) => Ok(()),
+        Ok(Delivery::Orphan) => {
+            inner.freed.notify_one();
+            Ok(())
+        }
+        Err(_) => Err(ConnectionError::Protocol("response for a stream id with no request")),
+    }
+}

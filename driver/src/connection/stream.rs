@@ -1,0 +1,295 @@
+//! Stream ids and the slots where responses meet their requests.
+//!
+//! Each connection can have up to 32768 requests in flight, one per stream
+//! id. Ids live in pages of 64 slots, created on first use, so an idle
+//! connection costs one page. A page has a bitmap of used ids (claimed with
+//! `fetch_or`, lock-free) and one small mutex-protected slot per id that the
+//! reader task fills and the waiting request drains; no channel or
+//! allocation per request.
+//!
+//! ```text
+//!            allocate            complete (reader)
+//!   Free ───────────────▶ Pending ───────────────▶ Done ──take (request)──▶ Free
+//!                            │                              │
+//!                     abandon│ (request dropped)     abandon│ (value dropped)
+//!                            ▼                              ▼
+//!                        Abandoned ──complete (reader)──▶ Free
+//! ```
+//!
+//! Abandoned slots are "orphans": their id stays reserved until the server
+//! answers, and their count is exposed so the connection can enforce a
+//! budget.
+
+use std::task::{Context, Poll, Waker};
+
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, OnceLock, Ordering};
+
+/// Ids per page.
+const PAGE_SIZE: usize = 64;
+/// The protocol's limit of concurrent stream ids.
+pub(crate) const MAX_STREAMS: usize = 32768;
+
+enum Slot<T> {
+    Free,
+    Pending(Option<Waker>),
+    Done(T),
+    Abandoned,
+}
+
+struct Page<T> {
+    used: AtomicU64,
+    slots: Box<[Mutex<Slot<T>>]>,
+}
+
+impl<T> Page<T> {
+    fn new() -> Self {
+        Page {
+            used: AtomicU64::new(0),
+            slots: (0..PAGE_SIZE).map(|_| Mutex::new(Slot::Free)).collect(),
+        }
+    }
+}
+
+/// What [`Streams::complete`] did with a value.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Handed to the waiting request.
+    Delivered,
+    /// The request had been dropped; the id is free again.
+    Orphan,
+}
+
+/// The stream-id table of one connection.
+pub(crate) struct Streams<T> {
+    pages: Box<[OnceLock<Page<T>>]>,
+    orphans: AtomicUsize,
+    in_flight: AtomicUsize,
+}
+
+impl<T> Streams<T> {
+    /// A table with room for `max_streams` ids (at most 32768), of which only
+    /// the first page is allocated now.
+    pub(crate) fn new(max_streams: usize) -> Self {
+        let pages = max_streams.clamp(1, MAX_STREAMS).div_ceil(PAGE_SIZE);
+        let pages: Box<[OnceLock<Page<T>>]> = (0..pages).map(|_| OnceLock::new()).collect();
+        if let Some(first) = pages.first() {
+            first.get_or_init(Page::new);
+        }
+        Streams { pages, orphans: AtomicUsize::new(0), in_flight: AtomicUsize::new(0) }
+    }
+
+    /// Claims a free id and marks its slot pending, or `None` when every id
+    /// is in use.
+    pub(crate) fn allocate(&self) -> Option<i16> {
+        for (p, page) in self.pages.iter().enumerate() {
+            let page = page.get_or_init(Page::new);
+            let mut used = page.used.load(Ordering::Relaxed);
+            while used != u64::MAX {
+                let bit = used.trailing_ones() as usize;
+                let mask = 1u64 << bit;
+                let before = page.used.fetch_or(mask, Ordering::Acquire);
+                if before & mask == 0 {
+                    *lock(&page.slots[bit]) = Slot::Pending(None);
+                    self.in_flight.fetch_add(1, Ordering::Relaxed);
+                    return Some((p * PAGE_SIZE + bit) as i16);
+                }
+                used = before | mask;
+            }
+        }
+        None
+    }
+
+    fn slot(&self, id: i16) -> Option<(&Page<T>, usize)> {
+        let id = usize::try_from(id).ok()?;
+        let page = self.pages.get(id / PAGE_SIZE)?.get()?;
+        Some((page, id % PAGE_SIZE))
+    }
+
+    fn release(&self, page: &Page<T>, bit: usize) {
+        page.used.fetch_and(!(1u64 << bit), Ordering::Release);
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Polls for the response of `id`; on `Ready` the id is free again.
+    pub(crate) fn poll_response(&self, id: i16, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let Some((page, bit)) = self.slot(id) else { return Poll::Ready(None) };
+        let mut slot = lock(&page.slots[bit]);
+        match std::mem::replace(&mut *slot, Slot::Free) {
+            Slot::Done(value) => {
+                drop(slot);
+                self.release(page, bit);
+                Poll::Ready(Some(value))
+            }
+            Slot::Pending(_) => {
+                *slot = Slot::Pending(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+            other => {
+                // Not a request's slot: leave it as it was.
+                *slot = other;
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    /// The request of `id` was never sent: free the id at once.
+    pub(crate) fn cancel(&self, id: i16) {
+        let Some((page, bit)) = self.slot(id) else { return };
+        let mut slot = lock(&page.slots[bit]);
+        if let Slot::Pending(_) = &*slot {
+            *slot = Slot::Free;
+            drop(slot);
+            self.release(page, bit);
+        }
+    }
+
+    /// The request of `id` was dropped before taking its response.
+    pub(crate) fn abandon(&self, id: i16) {
+        let Some((page, bit)) = self.slot(id) else { return };
+        let mut slot = lock(&page.slots[bit]);
+        match std::mem::replace(&mut *slot, Slot::Free) {
+            Slot::Pending(_) => {
+                *slot = Slot::Abandoned;
+                self.orphans.fetch_add(1, Ordering::Relaxed);
+            }
+            Slot::Done(value) => {
+                drop(slot);
+                drop(value);
+                self.release(page, bit);
+            }
+            other => *slot = other,
+        }
+    }
+
+    /// Delivers the response for `id`. `Err(value)` means no request waits
+    /// on that id (a server bug, or a stale id).
+    pub(crate) fn complete(&self, id: i16, value: T) -> Result<Delivery, T> {
+        let Some((page, bit)) = self.slot(id) else { return Err(value) };
+        let mut slot = lock(&page.slots[bit]);
+        match std::mem::replace(&mut *slot, Slot::Free) {
+            Slot::Pending(waker) => {
+                *slot = Slot::Done(value);
+                drop(slot);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+                Ok(Delivery::Delivered)
+            }
+            Slot::Abandoned => {
+                drop(slot);
+                self.orphans.fetch_sub(1, Ordering::Relaxed);
+                self.release(page, bit);
+                Ok(Delivery::Orphan)
+            }
+            other => {
+                *slot = other;
+                Err(value)
+            }
+        }
+    }
+
+    /// Fails every pending request with `error()` and frees abandoned ids
+    /// (the connection is gone; no response will come).
+    pub(crate) fn fail_all(&self, error: impl Fn() -> T) {
+        for page in self.pages.iter().filter_map(OnceLock::get) {
+            for (bit, slot) in page.slots.iter().enumerate() {
+                let mut slot = lock(slot);
+                match std::mem::replace(&mut *slot, Slot::Free) {
+                    Slot::Pending(waker) => {
+                        *slot = Slot::Done(error());
+                        drop(slot);
+                        if let Some(w) = waker {
+                            w.wake();
+                        }
+                    }
+                    Slot::Abandoned => {
+                        drop(slot);
+                        self.orphans.fetch_sub(1, Ordering::Relaxed);
+                        self.release(page, bit);
+                    }
+                    other => *slot = other,
+                }
+            }
+        }
+    }
+
+    /// Requests abandoned before their response arrived.
+    pub(crate) fn orphans(&self) -> usize {
+        self.orphans.load(Ordering::Relaxed)
+    }
+
+    /// Ids in use (including orphans).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// Slot locks are never held across user code, so a poisoned lock only means
+/// another thread panicked mid-update of a plain enum; take the data anyway.
+fn lock<T>(m: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    use super::*;
+
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn ids_are_unique_until_released_and_pages_grow_lazily() {
+        let s: Streams<u32> = Streams::new(200);
+        assert_eq!(s.pages.iter().filter(|p| p.get().is_some()).count(), 1);
+        let ids: Vec<i16> = (0..200).map(|_| s.allocate().expect("id")).collect();
+        assert_eq!(s.allocate(), None, "all ids in use");
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 200);
+        assert_eq!(s.in_flight(), 200);
+        let flag = Arc::new(Flag(false.into()));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(s.poll_response(ids[70], &mut cx).is_pending());
+        assert_eq!(s.complete(ids[70], 7), Ok(Delivery::Delivered));
+        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "woken");
+        assert_eq!(s.poll_response(ids[70], &mut cx), Poll::Ready(Some(7)));
+        assert_eq!(s.allocate(), Some(ids[70]), "freed id is reused");
+    }
+
+    #[test]
+    fn abandoned_requests_are_orphans_until_answered() {
+        let s: Streams<u32> = Streams::new(64);
+        let id = s.allocate().expect("id");
+        s.abandon(id);
+        assert_eq!(s.orphans(), 1);
+        assert_eq!(s.complete(id, 1), Ok(Delivery::Orphan));
+        assert_eq!(s.orphans(), 0);
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.complete(id, 2), Err(2), "stale id");
+        assert_eq!(s.complete(-1, 3), Err(3));
+        assert_eq!(s.complete(10_000, 4), Err(4));
+    }
+
+    #[test]
+    fn fail_all_fails_pending_and_frees_orphans() {
+        let s: Streams<i32> = Streams::new(64);
+        let a = s.allocate().expect("id");
+        let b = s.allocate().expect("id");
+        s.abandon(b);
+        s.fail_all(|| -1);
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert_eq!(s.poll_response(a, &mut cx), Poll::Ready(Some(-1)));
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.orphans(), 0);
+    }
+}

@@ -1,0 +1,270 @@
+//! How each kind of statement becomes a protocol request: the
+//! [`Executable`] trait, implemented for [`Statement`], [`PreparedStatement`]
+//! and [`Batch`]es of them. Requests borrow the statement and the values,
+//! so building one allocates nothing (batches over a `Vec` excepted).
+
+use std::sync::Arc;
+
+use bytes::BufMut;
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::frame::{Opcode, ProtocolVersion};
+use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
+use shardwise_protocol::types::ser::SerializeValues;
+use shardwise_protocol::types::ColumnSpec;
+use shardwise_protocol::EncodeError;
+
+use crate::statement::{Batch, PreparedStatement, ResultShape, Statement, StatementOptions};
+
+/// Per-attempt parameters resolved from the statement and session defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Params<'a> {
+    /// Consistency level.
+    pub consistency: Consistency,
+    /// Serial consistency.
+    pub serial_consistency: Option<Consistency>,
+    /// Page size.
+    pub page_size: Option<i32>,
+    /// Paging state of the page to fetch.
+    pub paging_state: Option<&'a [u8]>,
+    /// Client timestamp.
+    pub timestamp: Option<i64>,
+}
+
+impl<'a> Params<'a> {
+    fn query<V>(&self, values: V) -> QueryParameters<'a, V> {
+        QueryParameters {
+            page_size: self.page_size,
+            paging_state: self.paging_state,
+            serial_consistency: self.serial_consistency,
+            timestamp: self.timestamp,
+            ..QueryParameters::new(self.consistency, values)
+        }
+    }
+}
+
+/// Something `Session::execute` can run with values `V`.
+pub trait Executable<V> {
+    /// The protocol request of one attempt.
+    type Request<'a>: Request
+    where
+        Self: 'a,
+        V: 'a;
+
+    /// The statement's options.
+    fn options(&self) -> &StatementOptions;
+
+    /// Builds the request, checking the values against the bind markers
+    /// when they are known.
+    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError>;
+
+    /// Result columns known in advance (prepared statements), for results
+    /// that skip their metadata.
+    fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
+        None
+    }
+
+    /// The prepared statement with the given id, to re-prepare it after the
+    /// server forgot it.
+    fn prepared_with_id(&self, _id: &[u8]) -> Option<&PreparedStatement> {
+        None
+    }
+
+    /// The prepared statement whose result metadata the server may update.
+    fn as_prepared(&self) -> Option<&PreparedStatement> {
+        None
+    }
+}
+
+impl<V: SerializeValues> Executable<V> for Statement {
+    type Request<'a> = Query<'a, &'a V> where V: 'a;
+
+    fn options(&self) -> &StatementOptions {
+        self.options()
+    }
+    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+        Ok(Query { query: self.text(), params: params.query(values) })
+    }
+}
+
+/// EXECUTE of a prepared statement; holds the result shape it was built
+/// with so the metadata id it borrows stays alive.
+pub struct ExecuteRequest<'a, V> {
+    shape: Arc<ResultShape>,
+    id: &'a [u8],
+    params: QueryParameters<'a, &'a V>,
+}
+
+impl<V: SerializeValues> ExecuteRequest<'_, V> {
+    fn execute(&self) -> Execute<'_, &V> {
+        Execute {
+            id: self.id,
+            result_metadata_id: self.shape.metadata_id.as_deref(),
+            params: QueryParameters { values: self.params.values, ..self.params.clone() },
+        }
+    }
+}
+
+impl<V: SerializeValues> Request for ExecuteRequest<'_, V> {
+    const OPCODE: Opcode = Opcode::Execute;
+    fn body_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
+        self.execute().body_len(version)
+    }
+    fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
+        self.execute().encode_body(version, buf)
+    }
+}
+
+impl<V: SerializeValues> Executable<V> for PreparedStatement {
+    type Request<'a> = ExecuteRequest<'a, V> where V: 'a;
+
+    fn options(&self) -> &StatementOptions {
+        self.options()
+    }
+    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+        values.check_types(self.bind_specs())?;
+        let shape = self.shape();
+        let mut query = params.query(values);
+        // The result columns are cached: ask the server not to resend them.
+        query.skip_metadata = shape.specs.is_some();
+        Ok(ExecuteRequest { shape, id: self.id(), params: query })
+    }
+    fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
+        PreparedStatement::result_specs(self)
+    }
+    fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
+        (self.id() == id).then_some(self)
+    }
+    fn as_prepared(&self) -> Option<&PreparedStatement> {
+        Some(self)
+    }
+}
+
+impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
+    type Request<'a> = T::Request<'a> where Self: 'a, V: 'a;
+
+    fn options(&self) -> &StatementOptions {
+        (**self).options()
+    }
+    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+        (**self).build(values, params)
+    }
+    fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
+        (**self).result_specs()
+    }
+    fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
+        (**self).prepared_with_id(id)
+    }
+    fn as_prepared(&self) -> Option<&PreparedStatement> {
+        (**self).as_prepared()
+    }
+}
+
+/// A statement that can be part of a batch.
+pub trait BatchEntry {
+    /// How the statement is sent in the batch.
+    fn kind(&self) -> StatementKind<'_>;
+    /// Checks values against the bind markers, when known.
+    fn check<V: SerializeValues>(&self, values: &V) -> Result<(), EncodeError>;
+    /// The prepared statement, if this is one.
+    fn prepared(&self) -> Option<&PreparedStatement>;
+}
+
+impl BatchEntry for Statement {
+    fn kind(&self) -> StatementKind<'_> {
+        StatementKind::Query(self.text())
+    }
+    fn check<V: SerializeValues>(&self, _: &V) -> Result<(), EncodeError> {
+        Ok(())
+    }
+    fn prepared(&self) -> Option<&PreparedStatement> {
+        None
+    }
+}
+
+impl BatchEntry for PreparedStatement {
+    fn kind(&self) -> StatementKind<'_> {
+        StatementKind::Prepared(self.id())
+    }
+    fn check<V: SerializeValues>(&self, values: &V) -> Result<(), EncodeError> {
+        values.check_types(self.bind_specs())
+    }
+    fn prepared(&self) -> Option<&PreparedStatement> {
+        Some(self)
+    }
+}
+
+impl<T: BatchEntry + ?Sized> BatchEntry for &T {
+    fn kind(&self) -> StatementKind<'_> {
+        (**self).kind()
+    }
+    fn check<V: SerializeValues>(&self, values: &V) -> Result<(), EncodeError> {
+        (**self).check(values)
+    }
+    fn prepared(&self) -> Option<&PreparedStatement> {
+        (**self).prepared()
+    }
+}
+
+fn batch_request<'a, S>(kind: request::BatchType, statements: S, params: Params<'a>) -> request::Batch<'a, S> {
+    request::Batch {
+        kind,
+        statements,
+        consistency: params.consistency,
+        serial_consistency: params.serial_consistency,
+        timestamp: params.timestamp,
+        keyspace: None,
+        now_in_seconds: None,
+    }
+}
+
+macro_rules! tuple_batch {
+    ($($s:ident $v:ident . $i:tt),+) => {
+        impl<$($s: BatchEntry, $v: SerializeValues),+> Executable<($($v,)+)> for Batch<($($s,)+)> {
+            type Request<'a> = request::Batch<'a, ($(BatchStatement<'a, &'a $v>,)+)> where Self: 'a, $($v: 'a),+;
+
+            fn options(&self) -> &StatementOptions {
+                self.options()
+            }
+            fn build<'a>(&'a self, values: &'a ($($v,)+), params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+                $(self.statements.$i.check(&values.$i)?;)+
+                let statements = ($(BatchStatement { kind: self.statements.$i.kind(), values: &values.$i },)+);
+                Ok(batch_request(self.kind, statements, params))
+            }
+            fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
+                None$(.or_else(|| self.statements.$i.prepared().filter(|p| p.id() == id)))+
+            }
+        }
+    };
+}
+tuple_batch!(S0 V0.0);
+tuple_batch!(S0 V0.0, S1 V1.1);
+tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2);
+tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3);
+tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4);
+tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5);
+tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5, S6 V6.6);
+tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5, S6 V6.6, S7 V7.7);
+
+/// A batch over a slice of statements with one value list per statement
+/// (the list of requests is built in a `Vec`).
+impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
+    type Request<'a> = request::Batch<'a, Vec<BatchStatement<'a, &'a V>>> where Self: 'a, V: 'a;
+
+    fn options(&self) -> &StatementOptions {
+        self.options()
+    }
+    fn build<'a>(&'a self, values: &'a Vec<V>, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+        if values.len() != self.statements.len() {
+            return Err(EncodeError::InvalidValue { what: "batch", reason: "one value list per statement is needed" });
+        }
+        let mut statements = Vec::with_capacity(values.len());
+        for (s, v) in self.statements.iter().zip(values) {
+            s.check(v)?;
+            statements.push(BatchStatement { kind: s.kind(), values: v });
+        }
+        Ok(batch_request(self.kind, statements, params))
+    }
+    fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
+        self.statements.iter().find_map(|s| s.prepared().filter(|p| p.id() == id))
+    }
+}

@@ -1,0 +1,110 @@
+//! Cheap counters and a latency histogram, updated with relaxed atomics on
+//! the request path and read as a [`MetricsSnapshot`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Histogram buckets: bucket `i` holds latencies in `[2^i, 2^(i+1))` µs.
+const BUCKETS: usize = 40;
+
+/// Session-wide counters.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    retries: AtomicU64,
+    timeouts: AtomicU64,
+    latency: [AtomicU64; BUCKETS],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            latency: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Metrics {
+    pub(crate) fn request(&self, latency: Duration, ok: bool) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let micros = latency.as_micros().max(1) as u64;
+        let bucket = (63 - micros.leading_zeros() as usize).min(BUCKETS - 1);
+        self.latency[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn timeout(&self) {
+        self.timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            requests: self.requests.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
+            latency_buckets: std::array::from_fn(|i| self.latency[i].load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A copy of the session's counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// Requests completed (successfully or not).
+    pub requests: u64,
+    /// Requests that ended in an error.
+    pub errors: u64,
+    /// Retries made.
+    pub retries: u64,
+    /// Requests that timed out.
+    pub timeouts: u64,
+    /// Latency histogram: bucket `i` counts requests that took
+    /// `[2^i, 2^(i+1))` microseconds.
+    pub latency_buckets: [u64; BUCKETS],
+}
+
+impl MetricsSnapshot {
+    /// An upper bound of the `q` quantile (0.0..=1.0) of the latency.
+    pub fn latency_quantile(&self, q: f64) -> Option<Duration> {
+        let total: u64 = self.latency_buckets.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let target = ((total as f64) * q.clamp(0.0, 1.0)).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.latency_buckets.iter().enumerate() {
+            seen += n;
+            if seen >= target {
+                return Some(Duration::from_micros(1 << (i + 1)));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_come_from_the_buckets() {
+        let m = Metrics::default();
+        for us in [1, 3, 100, 100, 5000] {
+            m.request(Duration::from_micros(us), us != 3);
+        }
+        m.retry();
+        let s = m.snapshot();
+        assert_eq!((s.requests, s.errors, s.retries), (5, 1, 1));
+        assert_eq!(s.latency_quantile(0.5), Some(Duration::from_micros(128)));
+        assert_eq!(s.latency_quantile(1.0), Some(Duration::from_micros(8192)));
+    }
+}

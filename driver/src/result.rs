@@ -1,0 +1,130 @@
+//! The result of `Session::execute`: the decoded response (which owns the
+//! response buffer) plus what is needed to read its rows.
+
+use std::sync::Arc;
+
+use shardwise_protocol::response::{ResultMessage, SchemaChange};
+use shardwise_protocol::rows::{Rows, TypedRows};
+use shardwise_protocol::types::de::DeserializeRow;
+use shardwise_protocol::types::de::Row;
+use shardwise_protocol::types::{ColumnSpec, CqlValue};
+use uuid::Uuid;
+
+use crate::error::RowsAccessError;
+
+/// The state to fetch the next page with. Owned (copied out of the
+/// response), so keeping it does not pin the previous page's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagingState(pub(crate) Arc<[u8]>);
+
+impl PagingState {
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+    /// A paging state from raw bytes (e.g. saved by an application).
+    pub fn from_bytes(bytes: &[u8]) -> Self {
+        PagingState(bytes.into())
+    }
+}
+
+/// The outcome of a request.
+#[derive(Debug)]
+pub struct QueryResult {
+    pub(crate) result: ResultMessage,
+    pub(crate) specs: Option<Arc<[ColumnSpec]>>,
+    pub(crate) tracing_id: Option<Uuid>,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl QueryResult {
+    /// The result message itself.
+    pub fn message(&self) -> &ResultMessage {
+        &self.result
+    }
+
+    /// The page of rows, if the result has rows.
+    pub fn raw_rows(&self) -> Option<&Rows> {
+        match &self.result {
+            ResultMessage::Rows(rows) => Some(rows),
+            _ => None,
+        }
+    }
+
+    /// Number of rows in this page (0 for non-row results).
+    pub fn rows_count(&self) -> usize {
+        self.raw_rows().map_or(0, Rows::rows_count)
+    }
+
+    /// The rows as `R`, borrowing from the response buffer; the type is
+    /// checked once against the columns.
+    ///
+    /// ```no_run
+    /// # async fn f(session: &shardwise::Session) -> Result<(), Box<dyn std::error::Error>> {
+    /// let result = session.execute(&"SELECT pk, name FROM ks.t".into(), ()).await?;
+    /// for row in result.rows::<(i64, &str)>()? {
+    ///     let (pk, name) = row?;
+    ///     println!("{pk}: {name}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn rows<'a, R: DeserializeRow<'a>>(&'a self) -> Result<TypedRows<'a, R>, RowsAccessError> {
+        let rows = self.raw_rows().ok_or(RowsAccessError::NotRows)?;
+        Ok(match (&rows.metadata.specs, &self.specs) {
+            (Some(_), _) => rows.rows()?,
+            (None, Some(specs)) => rows.rows_with(specs)?,
+            (None, None) => rows.rows()?,
+        })
+    }
+
+    /// The first row, if any.
+    pub fn first_row<'a, R: DeserializeRow<'a>>(&'a self) -> Result<Option<R>, RowsAccessError> {
+        Ok(self.rows::<R>()?.next().transpose()?)
+    }
+
+    /// The column specs of the rows.
+    pub fn column_specs(&self) -> Option<&[ColumnSpec]> {
+        let rows = self.raw_rows()?;
+        rows.metadata.specs.as_deref().or(self.specs.as_deref())
+    }
+
+    /// The paging state for the next page, if there is one.
+    pub fn paging_state(&self) -> Option<PagingState> {
+        let state = self.raw_rows()?.metadata.paging_state.as_ref()?;
+        Some(PagingState(Arc::from(&state[..])))
+    }
+
+    /// Whether more pages follow.
+    pub fn has_more_pages(&self) -> bool {
+        self.raw_rows().is_some_and(|r| r.metadata.paging_state.is_some())
+    }
+
+    /// For a conditional (LWT) statement: whether it was applied (the
+    /// `[applied]` column). `None` if the result has no such column.
+    pub fn applied(&self) -> Option<bool> {
+        let index = self.column_specs()?.iter().position(|s| s.name == "[applied]")?;
+        let row: Row = self.first_row().ok()??;
+        match row.columns.get(index)? {
+            Some(CqlValue::Boolean(applied)) => Some(*applied),
+            _ => None,
+        }
+    }
+
+    /// The schema change this result reports, for DDL.
+    pub fn schema_change(&self) -> Option<&SchemaChange> {
+        match &self.result {
+            ResultMessage::SchemaChange(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The tracing session id, when tracing was requested.
+    pub fn tracing_id(&self) -> Option<Uuid> {
+        self.tracing_id
+    }
+
+    /// Warnings the server attached to the response.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}

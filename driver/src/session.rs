@@ -1,0 +1,762 @@
+//! The session: connection pools to the known nodes, the prepared-statement
+//! cache, and the one `execute` for every kind of statement.
+//!
+//! The cluster-awareness work (topology, token-aware routing, shards) plugs
+//! in behind the same API; for now the session spreads requests over the
+//! known nodes in round-robin order and fails over between them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::frame::{Flags, ProtocolVersion};
+use shardwise_protocol::request::{Prepare, Query, QueryParameters};
+use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::types::de::DeserializeRow;
+use uuid::Uuid;
+
+use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
+use crate::config::{Compression, ConnectionConfig};
+use crate::connection::Connection;
+use crate::error::{ConnectionError, ExecutionError, NewSessionError};
+use crate::execute::{Executable, Params};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::result::{PagingState, QueryResult};
+use crate::retry::{DefaultRetryPolicy, RetryDecision, RetryPolicy};
+use crate::statement::{PreparedStatement, ResultShape, Statement};
+
+/// Speculative execution: for idempotent statements, start another attempt
+/// on the next node when the first has not answered within `delay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeculativePolicy {
+    /// How long to wait before each extra attempt.
+    pub delay: Duration,
+    /// Extra attempts at most.
+    pub max_extra: usize,
+}
+
+/// Session settings. Build with [`SessionBuilder`].
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Contact points (`host:port`).
+    pub known_nodes: Vec<String>,
+    /// How connections are opened.
+    pub connection: ConnectionConfig,
+    /// Connections per node.
+    pub connections_per_node: usize,
+    /// Keyspace to `USE` on every connection.
+    pub keyspace: Option<String>,
+    /// Default consistency.
+    pub consistency: Consistency,
+    /// Default serial consistency.
+    pub serial_consistency: Option<Consistency>,
+    /// Default page size.
+    pub page_size: i32,
+    /// Default request timeout.
+    pub request_timeout: Option<Duration>,
+    /// Retry policy.
+    pub retry_policy: Arc<dyn RetryPolicy>,
+    /// Speculative execution, for idempotent statements.
+    pub speculative: Option<SpeculativePolicy>,
+    /// Wait for schema agreement after DDL.
+    pub await_schema_agreement: bool,
+    /// How long to wait for schema agreement.
+    pub schema_agreement_timeout: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            known_nodes: Vec::new(),
+            connection: ConnectionConfig::default(),
+            connections_per_node: 1,
+            keyspace: None,
+            consistency: Consistency::LocalQuorum,
+            serial_consistency: Some(Consistency::LocalSerial),
+            page_size: 5000,
+            request_timeout: Some(Duration::from_secs(30)),
+            retry_policy: Arc::new(DefaultRetryPolicy),
+            speculative: None,
+            await_schema_agreement: true,
+            schema_agreement_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Builds a [`Session`].
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use shardwise::{Compression, SessionBuilder};
+///
+/// let session = SessionBuilder::new()
+///     .known_node("127.0.0.1:9042")
+///     .compression(Compression::Lz4)
+///     .user("cassandra", "cassandra")
+///     .build()
+///     .await?;
+/// # let _ = session; Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SessionBuilder {
+    config: SessionConfig,
+}
+
+impl SessionBuilder {
+    /// A builder with default settings and no known node.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a contact point (`host:port`, or a host for port 9042).
+    pub fn known_node(mut self, addr: impl Into<String>) -> Self {
+        self.config.known_nodes.push(addr.into());
+        self
+    }
+    /// Adds a contact point.
+    pub fn known_node_addr(self, addr: SocketAddr) -> Self {
+        self.known_node(addr.to_string())
+    }
+    /// Requests compression.
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.config.connection.compression = c;
+        self
+    }
+    /// Username/password authentication.
+    pub fn user(self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.authenticator(Arc::new(PlainTextAuthenticator::new(username, password)))
+    }
+    /// Custom authentication.
+    pub fn authenticator(mut self, a: Arc<dyn AuthenticatorProvider>) -> Self {
+        self.config.connection.authenticator = Some(a);
+        self
+    }
+    /// Protocol versions to negotiate between.
+    pub fn protocol_versions(mut self, min: ProtocolVersion, max: ProtocolVersion) -> Self {
+        self.config.connection.min_version = min;
+        self.config.connection.max_version = max;
+        self
+    }
+    /// Keyspace to use.
+    pub fn use_keyspace(mut self, keyspace: impl Into<String>) -> Self {
+        self.config.keyspace = Some(keyspace.into());
+        self
+    }
+    /// Default consistency.
+    pub fn default_consistency(mut self, c: Consistency) -> Self {
+        self.config.consistency = c;
+        self
+    }
+    /// Default serial consistency.
+    pub fn default_serial_consistency(mut self, c: Option<Consistency>) -> Self {
+        self.config.serial_consistency = c;
+        self
+    }
+    /// Default page size.
+    pub fn page_size(mut self, rows: i32) -> Self {
+        self.config.page_size = rows;
+        self
+    }
+    /// Default request timeout (`None`: wait forever).
+    pub fn request_timeout(mut self, t: Option<Duration>) -> Self {
+        self.config.request_timeout = t;
+        self
+    }
+    /// Retry policy.
+    pub fn retry_policy(mut self, p: Arc<dyn RetryPolicy>) -> Self {
+        self.config.retry_policy = p;
+        self
+    }
+    /// Speculative execution for idempotent statements.
+    pub fn speculative_execution(mut self, p: Option<SpeculativePolicy>) -> Self {
+        self.config.speculative = p;
+        self
+    }
+    /// Connections per node.
+    pub fn connections_per_node(mut self, n: usize) -> Self {
+        self.config.connections_per_node = n;
+        self
+    }
+    /// Connection settings.
+    pub fn connection_config(mut self, c: ConnectionConfig) -> Self {
+        self.config.connection = c;
+        self
+    }
+    /// Whether to wait for schema agreement after DDL.
+    pub fn await_schema_agreement(mut self, on: bool) -> Self {
+        self.config.await_schema_agreement = on;
+        self
+    }
+    /// The settings so far.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+    /// Connects to the known nodes.
+    pub async fn build(self) -> Result<Session, NewSessionError> {
+        Session::connect(self.config).await
+    }
+}
+
+/// The connections to one node, refilled in the background when some close.
+struct NodePool {
+    addr: SocketAddr,
+    connections: RwLock<Vec<Connection>>,
+    refilling: AtomicBool,
+    next: AtomicUsize,
+}
+
+impl NodePool {
+    /// The open connection with the fewest requests in flight.
+    fn connection(&self) -> Option<Connection> {
+        let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = conns.len();
+        (0..n)
+            .map(|i| &conns[(start + i) % n.max(1)])
+            .filter(|c| !c.is_closed())
+            .min_by_key(|c| c.in_flight())
+            .cloned()
+    }
+
+    fn needs_refill(&self, target: usize) -> bool {
+        let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
+        conns.iter().filter(|c| !c.is_closed()).count() < target
+    }
+}
+
+struct SessionInner {
+    config: SessionConfig,
+    nodes: Vec<Arc<NodePool>>,
+    next_node: AtomicUsize,
+    prepared: Mutex<HashMap<String, PreparedStatement>>,
+    keyspace: RwLock<Option<String>>,
+    metrics: Metrics,
+}
+
+/// A session: the entry point for executing statements. Cheap to clone.
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<SessionInner>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("nodes", &self.inner.nodes.iter().map(|n| n.addr).collect::<Vec<_>>()).finish()
+    }
+}
+
+fn resolve(node: &str) -> Result<Vec<SocketAddr>, NewSessionError> {
+    use std::net::ToSocketAddrs;
+    let with_port = if node.parse::<SocketAddr>().is_ok() || node.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        node.to_owned()
+    } else {
+        format!("{node}:9042")
+    };
+    with_port.to_socket_addrs().map(Iterator::collect).map_err(|_| NewSessionError::Resolve(node.to_owned()))
+}
+
+impl Session {
+    async fn connect(config: SessionConfig) -> Result<Session, NewSessionError> {
+        if config.known_nodes.is_empty() {
+            return Err(NewSessionError::NoKnownNodes);
+        }
+        if config.connections_per_node == 0 {
+            return Err(NewSessionError::Config("connections_per_node must be at least 1"));
+        }
+        let mut addrs = Vec::new();
+        for node in &config.known_nodes {
+            for a in resolve(node)? {
+                if !addrs.contains(&a) {
+                    addrs.push(a);
+                }
+            }
+        }
+        let mut nodes = Vec::new();
+        let mut last_error = None;
+        for addr in addrs {
+            let mut conns = Vec::new();
+            for _ in 0..config.connections_per_node {
+                match Connection::open(addr, &config.connection).await {
+                    Ok(c) => conns.push(c),
+                    Err(e) => {
+                        tracing::warn!(%addr, error = %e, "cannot connect");
+                        last_error = Some(e);
+                        break;
+                    }
+                }
+            }
+            nodes.push(Arc::new(NodePool {
+                addr,
+                connections: RwLock::new(conns),
+                refilling: AtomicBool::new(false),
+                next: AtomicUsize::new(0),
+            }));
+        }
+        if nodes.iter().all(|n| n.connection().is_none()) {
+            return Err(NewSessionError::Connect(last_error.unwrap_or(ConnectionError::Closed)));
+        }
+        let session = Session {
+            inner: Arc::new(SessionInner {
+                keyspace: RwLock::new(None),
+                config,
+                nodes,
+                next_node: AtomicUsize::new(0),
+                prepared: Mutex::new(HashMap::new()),
+                metrics: Metrics::default(),
+            }),
+        };
+        if let Some(ks) = session.inner.config.keyspace.clone() {
+            session.use_keyspace(&ks).await.map_err(NewSessionError::UseKeyspace)?;
+        }
+        for node in &session.inner.nodes {
+            session.refill(node);
+        }
+        Ok(session)
+    }
+
+    /// The session's settings.
+    pub fn config(&self) -> &SessionConfig {
+        &self.inner.config
+    }
+
+    /// The nodes this session talks to.
+    pub fn nodes(&self) -> Vec<SocketAddr> {
+        self.inner.nodes.iter().map(|n| n.addr).collect()
+    }
+
+    /// The open connections to every node (for tools that need to pick one).
+    pub fn connections(&self) -> Vec<Connection> {
+        self.inner
+            .nodes
+            .iter()
+            .flat_map(|n| n.connections.read().unwrap_or_else(|e| e.into_inner()).clone())
+            .filter(|c| !c.is_closed())
+            .collect()
+    }
+
+    /// A copy of the request counters and latency histogram.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.inner.metrics.snapshot()
+    }
+
+    /// Opens missing connections to `node` in the background, with backoff.
+    fn refill(&self, node: &Arc<NodePool>) {
+        let target = self.inner.config.connections_per_node;
+        if !node.needs_refill(target) || node.refilling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let node = node.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                if !node.needs_refill(target) {
+                    node.refilling.store(false, Ordering::Release);
+                    // A connection may have closed right after the check.
+                    if !node.needs_refill(target) || node.refilling.swap(true, Ordering::AcqRel) {
+                        return;
+                    }
+                }
+                match Connection::open(node.addr, &inner.config.connection).await {
+                    Ok(conn) => {
+                        let ks = inner.keyspace.read().unwrap_or_else(|e| e.into_inner()).clone();
+                        if let Some(ks) = ks {
+                            if let Err(e) = use_keyspace_on(&conn, &ks).await {
+                                tracing::warn!(addr = %node.addr, error = %e, "USE failed on a new connection");
+                                continue;
+                            }
+                        }
+                        let mut conns = node.connections.write().unwrap_or_else(|e| e.into_inner());
+                        conns.retain(|c| !c.is_closed());
+                        conns.push(conn);
+                        backoff = Duration::from_millis(100);
+                    }
+                    Err(e) => {
+                        tracing::debug!(addr = %node.addr, error = %e, ?backoff, "reconnect failed");
+                        drop(inner);
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(10));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Prepares a statement (once per text: prepared statements are cached).
+    pub async fn prepare(&self, statement: impl Into<Statement>) -> Result<PreparedStatement, ExecutionError> {
+        let statement = statement.into();
+        let cached = self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(statement.text()).cloned();
+        if let Some(p) = cached {
+            return Ok(with_options(p, &statement));
+        }
+        let (node, conn) = self.pick(0)?;
+        let p = match self.prepare_on(&conn, statement.text()).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.note_failure(&node, &conn);
+                return Err(e);
+            }
+        };
+        // Prepare on the other nodes too, so EXECUTE works wherever it goes.
+        for other in &self.inner.nodes {
+            if !Arc::ptr_eq(other, &node) {
+                if let Some(c) = other.connection() {
+                    let _ = self.prepare_on(&c, statement.text()).await;
+                }
+            }
+        }
+        self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(statement.text().to_owned(), p.clone());
+        Ok(with_options(p, &statement))
+    }
+
+    async fn prepare_on(&self, conn: &Connection, text: &str) -> Result<PreparedStatement, ExecutionError> {
+        let env = conn.send(&Prepare { query: text, keyspace: None }, 0).await?;
+        match Response::from_envelope(env)?.message {
+            ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p)),
+            ResponseMessage::Error(e) => Err(e.into()),
+            _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
+        }
+    }
+
+    /// Runs a statement with its values and returns the first page.
+    ///
+    /// `statement` is a [`Statement`], a [`PreparedStatement`] or a
+    /// [`crate::statement::Batch`]; `values` is a tuple, slice or derived
+    /// struct (for a batch: one such per statement).
+    pub async fn execute<E: Executable<V>, V>(&self, statement: &E, values: V) -> Result<QueryResult, ExecutionError> {
+        self.execute_page(statement, &values, None).await
+    }
+
+    /// Runs a statement and returns the page after `paging_state`.
+    pub async fn execute_page<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        paging_state: Option<&PagingState>,
+    ) -> Result<QueryResult, ExecutionError> {
+        let started = Instant::now();
+        let options = statement.options();
+        let params = Params {
+            consistency: options.consistency.unwrap_or(self.inner.config.consistency),
+            serial_consistency: options.serial_consistency.or(self.inner.config.serial_consistency),
+            page_size: Some(options.page_size.unwrap_or(self.inner.config.page_size)),
+            paging_state: paging_state.map(PagingState::as_bytes),
+            timestamp: options.timestamp,
+        };
+        let timeout = options.timeout.or(self.inner.config.request_timeout);
+        let run = self.run(statement, values, params);
+        let result = match timeout {
+            Some(t) => match tokio::time::timeout(t, run).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.inner.metrics.timeout();
+                    Err(ExecutionError::Timeout(t))
+                }
+            },
+            None => run.await,
+        };
+        self.inner.metrics.request(started.elapsed(), result.is_ok());
+        let result = result?;
+        if result.schema_change().is_some() && self.inner.config.await_schema_agreement {
+            self.await_schema_agreement().await?;
+        }
+        Ok(result)
+    }
+
+    /// Iterates over every page of a statement's result.
+    pub fn execute_iter<E: Executable<V>, V>(&self, statement: E, values: V) -> Pager<E, V> {
+        Pager { session: self.clone(), statement, values, state: None, done: false }
+    }
+
+    /// Picks a node (round-robin from `offset`) and one of its connections.
+    fn pick(&self, offset: usize) -> Result<(Arc<NodePool>, Connection), ExecutionError> {
+        let nodes = &self.inner.nodes;
+        let start = self.inner.next_node.fetch_add(1, Ordering::Relaxed) + offset;
+        for i in 0..nodes.len() {
+            let node = &nodes[(start + i) % nodes.len()];
+            match node.connection() {
+                Some(c) => return Ok((node.clone(), c)),
+                None => self.refill(node),
+            }
+        }
+        Err(ExecutionError::NoConnection)
+    }
+
+    fn note_failure(&self, node: &Arc<NodePool>, conn: &Connection) {
+        if conn.is_closed() {
+            self.refill(node);
+        }
+    }
+
+    async fn run<E: Executable<V>, V>(&self, statement: &E, values: &V, params: Params<'_>) -> Result<QueryResult, ExecutionError> {
+        let idempotent = statement.options().idempotent;
+        let speculative = self.inner.config.speculative.filter(|_| idempotent && self.inner.nodes.len() > 1);
+        let Some(spec) = speculative else {
+            return self.run_with_retries(statement, values, params, 0).await;
+        };
+        // Speculative execution: the first attempt to succeed wins.
+        let mut attempts = vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0)))];
+        let mut last_error = None;
+        loop {
+            let can_add = attempts.len() <= spec.max_extra;
+            let add = {
+                let first = first_ok(&mut attempts, &mut last_error);
+                let delay = tokio::time::sleep(spec.delay);
+                tokio::select! {
+                    r = first => return r,
+                    _ = delay, if can_add => true,
+                }
+            };
+            if add {
+                let offset = attempts.len();
+                attempts.push(Some(Box::pin(self.run_with_retries(statement, values, params, offset))));
+            }
+        }
+    }
+
+    async fn run_with_retries<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+        node_offset: usize,
+    ) -> Result<QueryResult, ExecutionError> {
+        let idempotent = statement.options().idempotent;
+        let mut retries = 0;
+        let mut offset = node_offset;
+        let (mut node, mut conn) = self.pick(offset)?;
+        loop {
+            let error = match self.attempt(&conn, statement, values, params).await {
+                Ok(r) => return Ok(r),
+                Err(e) => e,
+            };
+            self.note_failure(&node, &conn);
+            match self.inner.config.retry_policy.decide(&error, retries, idempotent) {
+                RetryDecision::DontRetry => return Err(error),
+                RetryDecision::RetrySameNode => {
+                    if let Some(c) = node.connection() {
+                        conn = c;
+                    }
+                }
+                RetryDecision::RetryNextNode => {
+                    offset += 1;
+                    (node, conn) = self.pick(offset).map_err(|_| error.clone())?;
+                }
+            }
+            retries += 1;
+            self.inner.metrics.retry();
+            tracing::debug!(%error, retries, "retrying");
+        }
+    }
+
+    async fn attempt<E: Executable<V>, V>(
+        &self,
+        conn: &Connection,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+    ) -> Result<QueryResult, ExecutionError> {
+        let flags = if statement.options().tracing { Flags::TRACING } else { 0 };
+        let mut reprepared = false;
+        loop {
+            let request = statement.build(values, params)?;
+            let env = conn.send(&request, flags).await?;
+            drop(request);
+            let response = Response::from_envelope(env)?;
+            match response.message {
+                ResponseMessage::Result(result) => {
+                    if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {
+                        if rows.metadata.new_metadata_id.is_some() {
+                            // The table changed: the server sent new columns and their id.
+                            p.set_shape(ResultShape {
+                                metadata_id: rows.metadata.new_metadata_id.clone().map(|b| bytes::Bytes::copy_from_slice(&b)),
+                                specs: rows.metadata.specs.clone().map(Arc::from),
+                            });
+                        }
+                    }
+                    if let ResultMessage::SetKeyspace(ks) = &result {
+                        self.keyspace_changed(ks, conn).await;
+                    }
+                    return Ok(QueryResult {
+                        specs: statement.result_specs(),
+                        result,
+                        tracing_id: response.tracing_id,
+                        warnings: response.warnings,
+                    });
+                }
+                ResponseMessage::Error(e) => {
+                    if let ErrorKind::Unprepared { id } = &e.kind {
+                        if let Some(p) = statement.prepared_with_id(id).filter(|_| !reprepared) {
+                            // The node forgot the statement (restart, eviction): prepare it
+                            // again there and retry; this is not a retry for the policy.
+                            tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
+                            let fresh = self.prepare_on(conn, p.text()).await?;
+                            if fresh.id() != p.id() {
+                                return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
+                            }
+                            p.set_shape(ResultShape { metadata_id: fresh.shape().metadata_id.clone(), specs: fresh.result_specs() });
+                            reprepared = true;
+                            continue;
+                        }
+                    }
+                    return Err(e.into());
+                }
+                _ => return Err(ExecutionError::UnexpectedResponse("request not answered with RESULT or ERROR")),
+            }
+        }
+    }
+
+    /// Sets the keyspace of every connection (`USE keyspace`).
+    pub async fn use_keyspace(&self, keyspace: &str) -> Result<(), ExecutionError> {
+        for conn in self.connections() {
+            use_keyspace_on(&conn, keyspace).await?;
+        }
+        *self.inner.keyspace.write().unwrap_or_else(|e| e.into_inner()) = Some(keyspace.to_owned());
+        Ok(())
+    }
+
+    async fn keyspace_changed(&self, keyspace: &str, already: &Connection) {
+        *self.inner.keyspace.write().unwrap_or_else(|e| e.into_inner()) = Some(keyspace.to_owned());
+        for conn in self.connections() {
+            if conn.same_as(already) {
+                continue;
+            }
+            if let Err(e) = use_keyspace_on(&conn, keyspace).await {
+                tracing::warn!(addr = %conn.addr(), error = %e, "USE failed");
+            }
+        }
+    }
+
+    /// The keyspace set by `USE`, if any.
+    pub fn keyspace(&self) -> Option<String> {
+        self.inner.keyspace.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits until every node reports the same schema version.
+    pub async fn await_schema_agreement(&self) -> Result<Uuid, ExecutionError> {
+        let timeout = self.inner.config.schema_agreement_timeout;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(version) = self.schema_version_if_agreed().await? {
+                return Ok(version);
+            }
+            if Instant::now() >= deadline {
+                return Err(ExecutionError::SchemaAgreementTimeout(timeout));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn schema_version_if_agreed(&self) -> Result<Option<Uuid>, ExecutionError> {
+        let (_, conn) = self.pick(0)?;
+        let mut versions: Vec<Uuid> = Vec::new();
+        for cql in ["SELECT schema_version FROM system.local WHERE key = 'local'", "SELECT schema_version FROM system.peers"] {
+            let q = Query { query: cql, params: QueryParameters::new(Consistency::One, ()) };
+            let env = conn.send(&q, 0).await?;
+            let result = match Response::from_envelope(env)?.message {
+                ResponseMessage::Result(r) => QueryResult { result: r, specs: None, tracing_id: None, warnings: Vec::new() },
+                ResponseMessage::Error(e) => return Err(e.into()),
+                _ => return Err(ExecutionError::UnexpectedResponse("schema version query")),
+            };
+            for row in result.rows::<(Option<Uuid>,)>().map_err(|_| ExecutionError::UnexpectedResponse("schema version rows"))? {
+                if let Ok((Some(v),)) = row {
+                    versions.push(v);
+                }
+            }
+        }
+        versions.dedup();
+        Ok(match versions.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        })
+    }
+}
+
+fn with_options(mut p: PreparedStatement, statement: &Statement) -> PreparedStatement {
+    *p.options_mut() = statement.options().clone();
+    p
+}
+
+async fn use_keyspace_on(conn: &Connection, keyspace: &str) -> Result<(), ExecutionError> {
+    let cql = format!("USE \"{}\"", keyspace.replace('"', "\"\""));
+    let q = Query { query: &cql, params: QueryParameters::new(Consistency::One, ()) };
+    match Response::from_envelope(conn.send(&q, 0).await?)?.message {
+        ResponseMessage::Result(ResultMessage::SetKeyspace(_)) => Ok(()),
+        ResponseMessage::Error(e) => Err(e.into()),
+        _ => Err(ExecutionError::UnexpectedResponse("USE not answered with Set_keyspace")),
+    }
+}
+
+/// Polls every running attempt; resolves with the first success, or the
+/// last error once all failed. Finished attempts are removed (set to `None`)
+/// so they are never polled again.
+async fn first_ok<F>(
+    attempts: &mut [Option<std::pin::Pin<Box<F>>>],
+    last_error: &mut Option<ExecutionError>,
+) -> Result<QueryResult, ExecutionError>
+where
+    F: std::future::Future<Output = Result<QueryResult, ExecutionError>>,
+{
+    std::future::poll_fn(|cx| {
+        for slot in attempts.iter_mut() {
+            let Some(attempt) = slot else { continue };
+            if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
+                *slot = None;
+                match r {
+                    Ok(v) => return std::task::Poll::Ready(Ok(v)),
+                    Err(e) => *last_error = Some(e),
+                }
+            }
+        }
+        if attempts.iter().all(Option::is_none) {
+            return std::task::Poll::Ready(Err(last_error.take().unwrap_or(ExecutionError::NoConnection)));
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// Pages of a statement's result, fetched one at a time.
+pub struct Pager<E, V> {
+    session: Session,
+    statement: E,
+    values: V,
+    state: Option<PagingState>,
+    done: bool,
+}
+
+impl<E: Executable<V>, V> Pager<E, V> {
+    /// The next page, or `None` after the last one.
+    pub async fn next_page(&mut self) -> Option<Result<QueryResult, ExecutionError>> {
+        if self.done {
+            return None;
+        }
+        let result = self.session.execute_page(&self.statement, &self.values, self.state.as_ref()).await;
+        match &result {
+            Ok(r) => {
+                self.state = r.paging_state();
+                self.done = self.state.is_none();
+            }
+            Err(_) => self.done = true,
+        }
+        Some(result)
+    }
+
+    /// All remaining rows as owned values of type `R`, page by page.
+    pub async fn collect_rows<R>(&mut self) -> Result<Vec<R>, ExecutionError>
+    where
+        R: for<'a> DeserializeRow<'a>,
+    {
+        let mut out = Vec::new();
+        while let Some(page) = self.next_page().await {
+            let page = page?;
+            for row in page.rows::<R>().map_err(|_| ExecutionError::UnexpectedResponse("rows of another type"))? {
+                out.push(row.map_err(|_| ExecutionError::UnexpectedResponse("undecodable row"))?);
+            }
+        }
+        Ok(out)
+    }
+}

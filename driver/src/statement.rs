@@ -1,0 +1,229 @@
+//! Statements: unprepared [`Statement`]s, [`PreparedStatement`]s and
+//! [`Batch`]es, all executed by `Session::execute`. Per-statement options
+//! ([`StatementOptions`]) override the session defaults.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::request::BatchType;
+use shardwise_protocol::response::Prepared;
+use shardwise_protocol::types::ColumnSpec;
+
+/// Options of one statement; `None` means "the session default".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatementOptions {
+    /// Consistency level.
+    pub consistency: Option<Consistency>,
+    /// Serial consistency for conditional statements.
+    pub serial_consistency: Option<Consistency>,
+    /// Rows per page.
+    pub page_size: Option<i32>,
+    /// Client-side timestamp (µs); `None` lets the server assign it.
+    pub timestamp: Option<i64>,
+    /// Whether the statement can safely be applied twice (enables
+    /// speculative execution and retries after a lost answer).
+    pub idempotent: bool,
+    /// Request timeout.
+    pub timeout: Option<Duration>,
+    /// Ask the server to trace the request.
+    pub tracing: bool,
+}
+
+macro_rules! options_setters {
+    () => {
+        /// Sets the consistency level.
+        pub fn with_consistency(mut self, c: Consistency) -> Self {
+            self.options.consistency = Some(c);
+            self
+        }
+        /// Sets the serial consistency level.
+        pub fn with_serial_consistency(mut self, c: Consistency) -> Self {
+            self.options.serial_consistency = Some(c);
+            self
+        }
+        /// Sets the page size.
+        pub fn with_page_size(mut self, rows: i32) -> Self {
+            self.options.page_size = Some(rows);
+            self
+        }
+        /// Sets a client-side timestamp in microseconds.
+        pub fn with_timestamp(mut self, micros: i64) -> Self {
+            self.options.timestamp = Some(micros);
+            self
+        }
+        /// Marks the statement idempotent.
+        pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+            self.options.idempotent = idempotent;
+            self
+        }
+        /// Sets the request timeout.
+        pub fn with_timeout(mut self, timeout: Duration) -> Self {
+            self.options.timeout = Some(timeout);
+            self
+        }
+        /// Asks the server to trace the request.
+        pub fn with_tracing(mut self, tracing: bool) -> Self {
+            self.options.tracing = tracing;
+            self
+        }
+        /// The statement's options.
+        pub fn options(&self) -> &StatementOptions {
+            &self.options
+        }
+        /// The statement's options, mutably.
+        pub fn options_mut(&mut self) -> &mut StatementOptions {
+            &mut self.options
+        }
+    };
+}
+
+/// An unprepared statement: its text is sent with every execution.
+///
+/// ```
+/// # use shardwise::statement::Statement;
+/// # use shardwise::protocol::consistency::Consistency;
+/// let s = Statement::new("SELECT * FROM ks.t WHERE pk = ?").with_consistency(Consistency::One);
+/// assert_eq!(s.text(), "SELECT * FROM ks.t WHERE pk = ?");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Statement {
+    text: Arc<str>,
+    options: StatementOptions,
+}
+
+impl Statement {
+    /// A statement with default options.
+    pub fn new(text: impl Into<Arc<str>>) -> Self {
+        Statement { text: text.into(), options: StatementOptions::default() }
+    }
+    /// The CQL text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+    options_setters!();
+}
+
+impl From<&str> for Statement {
+    fn from(s: &str) -> Self {
+        Statement::new(s)
+    }
+}
+
+/// What a prepared statement's result looks like; replaced as a whole when
+/// the server reports a schema change (`METADATA_CHANGED`).
+#[derive(Debug)]
+pub(crate) struct ResultShape {
+    /// v5 result metadata id.
+    pub(crate) metadata_id: Option<Bytes>,
+    /// Result column specs; `None` when the statement returns no rows.
+    pub(crate) specs: Option<Arc<[ColumnSpec]>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct PreparedInner {
+    pub(crate) text: String,
+    pub(crate) id: Bytes,
+    pub(crate) bind_specs: Vec<ColumnSpec>,
+    pub(crate) pk_indexes: Vec<u16>,
+    pub(crate) shape: RwLock<Arc<ResultShape>>,
+}
+
+/// A statement prepared on the server: executed by id, with its bind
+/// markers and result columns known (results skip their metadata).
+/// Cloning is cheap.
+#[derive(Debug, Clone)]
+pub struct PreparedStatement {
+    pub(crate) inner: Arc<PreparedInner>,
+    options: StatementOptions,
+}
+
+impl PreparedStatement {
+    pub(crate) fn new(text: &str, prepared: Prepared) -> Self {
+        let specs = prepared.result_metadata.specs.filter(|s| !s.is_empty()).map(Arc::from);
+        PreparedStatement {
+            inner: Arc::new(PreparedInner {
+                text: text.to_owned(),
+                id: prepared.id,
+                bind_specs: prepared.metadata.specs,
+                pk_indexes: prepared.metadata.pk_indexes,
+                shape: RwLock::new(Arc::new(ResultShape { metadata_id: prepared.result_metadata_id, specs })),
+            }),
+            options: StatementOptions::default(),
+        }
+    }
+
+    /// The CQL text.
+    pub fn text(&self) -> &str {
+        &self.inner.text
+    }
+    /// The server's statement id.
+    pub fn id(&self) -> &[u8] {
+        &self.inner.id
+    }
+    /// The bind markers.
+    pub fn bind_specs(&self) -> &[ColumnSpec] {
+        &self.inner.bind_specs
+    }
+    /// Bind-marker indexes of the partition key, in key order.
+    pub fn pk_indexes(&self) -> &[u16] {
+        &self.inner.pk_indexes
+    }
+    /// The result columns, if the statement returns rows.
+    pub fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
+        self.shape().specs.clone()
+    }
+    pub(crate) fn shape(&self) -> Arc<ResultShape> {
+        self.inner.shape.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    pub(crate) fn set_shape(&self, shape: ResultShape) {
+        *self.inner.shape.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(shape);
+    }
+    options_setters!();
+}
+
+/// A batch of statements applied together. `S` is a tuple, array, slice or
+/// `Vec` of statements (`Statement`, `PreparedStatement` or references to
+/// them); the values passed to `execute` have the same shape, one value
+/// list per statement, so a batch needs no boxing.
+///
+/// ```
+/// # use shardwise::statement::{Batch, Statement};
+/// let batch = Batch::logged((
+///     Statement::new("INSERT INTO ks.t (pk, v) VALUES (?, ?)"),
+///     Statement::new("DELETE FROM ks.t WHERE pk = ?"),
+/// ));
+/// // session.execute(&batch, ((1, "one"), (2,))).await?;
+/// # let _ = batch;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Batch<S> {
+    pub(crate) kind: BatchType,
+    pub(crate) statements: S,
+    options: StatementOptions,
+}
+
+impl<S> Batch<S> {
+    /// A batch of the given kind.
+    pub fn new(kind: BatchType, statements: S) -> Self {
+        Batch { kind, statements, options: StatementOptions::default() }
+    }
+    /// A logged (atomic) batch.
+    pub fn logged(statements: S) -> Self {
+        Self::new(BatchType::Logged, statements)
+    }
+    /// An unlogged batch.
+    pub fn unlogged(statements: S) -> Self {
+        Self::new(BatchType::Unlogged, statements)
+    }
+    /// A counter batch.
+    pub fn counter(statements: S) -> Self {
+        Self::new(BatchType::Counter, statements)
+    }
+    /// The statements.
+    pub fn statements(&self) -> &S {
+        &self.statements
+    }
+    options_setters!();
+}

@@ -1,0 +1,6 @@
+//! The synchronization primitives shared-state modules use. `loom-tests`
+//! compiles those modules (by `#[path]`) against a facade of the same names
+//! backed by loom, so the models check exactly the code that ships.
+
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::{Mutex, MutexGuard, OnceLock};

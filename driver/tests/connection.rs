@@ -1,0 +1,115 @@
+//! The connection layer against the real Cassandra: every protocol version
+//! and compression, many concurrent requests coalescing into few writes,
+//! oversized requests, abandoned requests.
+
+use std::sync::Arc;
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::protocol::request::{Query, QueryParameters};
+use shardwise::protocol::response::{Response, ResponseMessage, ResultMessage};
+use shardwise::{Compression, Connection, ConnectionConfig};
+
+fn config(version: ProtocolVersion, compression: Compression) -> ConnectionConfig {
+    ConnectionConfig { max_version: version, min_version: version, compression, ..Default::default() }
+}
+
+async fn query(conn: &Connection, cql: &str) -> ResultMessage {
+    let q = Query { query: cql, params: QueryParameters::new(Consistency::One, ()) };
+    let env = conn.send(&q, 0).await.expect("answer");
+    match Response::from_envelope(env).expect("decodes").message {
+        ResponseMessage::Result(r) => r,
+        other => panic!("{}: {other:?}", &cql[..cql.len().min(80)]),
+    }
+}
+
+async fn exercise(version: ProtocolVersion, compression: Compression) {
+    let addr = testkit::shared_node().expect("server");
+    let conn = Connection::open(addr, &config(version, compression)).await.expect("connect");
+    assert_eq!(conn.version(), version);
+    assert_eq!(conn.compression(), compression);
+    let ResultMessage::Rows(rows) = query(&conn, "SELECT release_version FROM system.local").await else {
+        panic!("rows")
+    };
+    let versions: Vec<(&str,)> = rows.rows().expect("types").map(|r| r.expect("row")).collect();
+    assert!(versions[0].0.starts_with("5.0"), "{versions:?}");
+
+    // Many requests in flight at once on one connection.
+    let conn = Arc::new(conn);
+    let mut tasks = Vec::new();
+    for i in 0..500 {
+        let conn = conn.clone();
+        tasks.push(tokio::spawn(async move {
+            let cql = format!("SELECT key, cluster_name AS c{i} FROM system.local");
+            match query(&conn, &cql).await {
+                ResultMessage::Rows(rows) => rows.rows_count(),
+                _ => 0,
+            }
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.expect("task"), 1);
+    }
+    // A request larger than the write buffer (and than a v5 segment).
+    let big = format!("SELECT key FROM system.local WHERE cluster_name = '{}' ALLOW FILTERING", "x".repeat(300_000));
+    let ResultMessage::Rows(rows) = query(&conn, &big).await else { panic!("rows") };
+    assert_eq!(rows.rows_count(), 0);
+    assert_eq!(conn.in_flight(), 0);
+    conn.ping().await.expect("ping");
+}
+
+#[tokio::test]
+async fn v4_plain() {
+    exercise(ProtocolVersion::V4, Compression::None).await;
+}
+
+#[tokio::test]
+async fn v4_lz4() {
+    exercise(ProtocolVersion::V4, Compression::Lz4).await;
+}
+
+#[tokio::test]
+async fn v5_plain() {
+    exercise(ProtocolVersion::V5, Compression::None).await;
+}
+
+#[tokio::test]
+async fn v5_lz4() {
+    exercise(ProtocolVersion::V5, Compression::Lz4).await;
+}
+
+#[tokio::test]
+async fn negotiates_v5_by_default() {
+    let addr = testkit::shared_node().expect("server");
+    let conn = Connection::open(addr, &ConnectionConfig::default()).await.expect("connect");
+    assert_eq!(conn.version(), ProtocolVersion::V5);
+}
+
+#[tokio::test]
+async fn abandoned_requests_become_orphans_then_free() {
+    let addr = testkit::shared_node().expect("server");
+    let conn = Connection::open(addr, &ConnectionConfig::default()).await.expect("connect");
+    for _ in 0..20 {
+        let q = Query { query: "SELECT * FROM system_schema.columns", params: QueryParameters::new(Consistency::One, ()) };
+        // Give up on the request right after it is sent.
+        let _ = tokio::time::timeout(std::time::Duration::from_micros(1), conn.send(&q, 0)).await;
+    }
+    for _ in 0..100 {
+        if conn.in_flight() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(conn.in_flight(), 0, "answers to abandoned requests free their ids");
+    assert_eq!(conn.orphans(), 0);
+    conn.ping().await.expect("still usable");
+}
+
+#[tokio::test]
+async fn closing_fails_new_requests() {
+    let addr = testkit::shared_node().expect("server");
+    let conn = Connection::open(addr, &ConnectionConfig::default()).await.expect("connect");
+    conn.close();
+    assert!(conn.is_closed());
+    assert!(conn.ping().await.is_err());
+}

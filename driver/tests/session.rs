@@ -1,0 +1,221 @@
+//! `Session::execute` against the real Cassandra 5.0, in v4 and v5: every
+//! CQL type prepared and unprepared, batches, paging, LWT, USE, schema
+//! changes, METADATA_CHANGED, timeouts, compression and typed server errors.
+
+use std::time::Duration;
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::protocol::response::ErrorKind;
+use shardwise::protocol::types::de::Row;
+use shardwise::protocol::types::CqlValue;
+use shardwise::{Batch, Compression, ExecutionError, Session, SessionBuilder, Statement};
+use testkit::samples::{every_type_row, every_type_schema, EVERY_TYPE_COLUMNS};
+
+async fn session(version: ProtocolVersion, compression: Compression) -> Session {
+    SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .protocol_versions(version, version)
+        .compression(compression)
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session")
+}
+
+async fn keyspace(s: &Session, prefix: &str) -> String {
+    let ks = testkit::fresh_keyspace(prefix);
+    for ddl in every_type_schema(&ks) {
+        let r = s.execute(&Statement::new(ddl), ()).await.expect("ddl");
+        assert!(r.schema_change().is_some());
+    }
+    ks
+}
+
+async fn every_type(version: ProtocolVersion, compression: Compression) {
+    let s = session(version, compression).await;
+    let ks = keyspace(&s, "sess").await;
+    let marks = vec!["?"; EVERY_TYPE_COLUMNS.split(',').count()].join(", ");
+    let insert = format!("INSERT INTO {ks}.every_type ({EVERY_TYPE_COLUMNS}) VALUES ({marks})");
+    let select = format!("SELECT {EVERY_TYPE_COLUMNS} FROM {ks}.every_type WHERE pk = ?");
+
+    let row1 = every_type_row(1, &ks);
+    s.execute(&Statement::new(insert.as_str()), row1.as_slice()).await.expect("unprepared insert");
+    let prepared = s.prepare(insert.as_str()).await.expect("prepare");
+    let row2 = every_type_row(2, &ks);
+    let r = s.execute(&prepared, row2.as_slice()).await.expect("prepared insert");
+    assert_eq!(r.rows_count(), 0);
+
+    let unprepared = s.execute(&Statement::new(select.as_str()), (1i32,)).await.expect("select");
+    let got: Option<Row> = unprepared.first_row().expect("row type");
+    assert_eq!(got.expect("a row").columns, row1);
+    let select = s.prepare(select.as_str()).await.expect("prepare select");
+    let r = s.execute(&select, (2i32,)).await.expect("prepared select");
+    assert_eq!(r.first_row::<Row>().expect("type").expect("row").columns, row2);
+    // Borrowed views straight from the response buffer.
+    let narrow = s.prepare(format!("SELECT t, bl FROM {ks}.every_type WHERE pk = ?").as_str()).await.expect("prepare");
+    let r = s.execute(&narrow, (2i32,)).await.expect("select");
+    let (t, bl): (&str, &[u8]) = r.first_row().expect("type").expect("row");
+    assert_eq!((t, bl), ("zażółć gęślą jaźń", &[0u8, 1, 2, 0xff][..]));
+    // A wrong Rust type is a typed error naming the column.
+    let err = r.rows::<(i32, &[u8])>().expect_err("text is not int");
+    assert!(err.to_string().contains("text"), "{err}");
+    // Values of the wrong type are refused before anything is sent.
+    let err = s.execute(&prepared, (1i32,)).await.expect_err("too few values");
+    assert!(matches!(err, ExecutionError::Encode(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn every_type_v4() {
+    every_type(ProtocolVersion::V4, Compression::None).await;
+}
+
+#[tokio::test]
+async fn every_type_v5() {
+    every_type(ProtocolVersion::V5, Compression::None).await;
+}
+
+#[tokio::test]
+async fn every_type_v4_lz4() {
+    every_type(ProtocolVersion::V4, Compression::Lz4).await;
+}
+
+#[tokio::test]
+async fn every_type_v5_lz4() {
+    every_type(ProtocolVersion::V5, Compression::Lz4).await;
+}
+
+#[tokio::test]
+async fn batches_of_every_kind() {
+    for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
+        let s = session(version, Compression::None).await;
+        let ks = keyspace(&s, "batch").await;
+        let insert = s.prepare(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (?, ?)").as_str()).await.expect("prepare");
+        let delete = Statement::new(format!("DELETE FROM {ks}.every_type WHERE pk = ?"));
+        // A logged batch of a prepared and an unprepared statement, values as a tuple of tuples.
+        let batch = Batch::logged((&insert, &insert, &delete));
+        s.execute(&batch, ((10i32, "ten"), (11i32, "eleven"), (10i32,))).await.expect("logged batch");
+        // An unlogged batch over a Vec.
+        let many = Batch::unlogged(vec![&insert; 5]);
+        let values: Vec<(i32, String)> = (20..25).map(|i| (i, format!("v{i}"))).collect();
+        s.execute(&many, values).await.expect("unlogged batch");
+        // A counter batch.
+        let inc = s.prepare(format!("UPDATE {ks}.counters SET c = c + ? WHERE pk = ?").as_str()).await.expect("prepare");
+        let counters = Batch::counter((&inc, &inc));
+        s.execute(&counters, ((CqlValue::Counter(2), 1i32), (CqlValue::Counter(3), 1i32))).await.expect("counter batch");
+
+        let r = s.execute(&Statement::new(format!("SELECT pk, t FROM {ks}.every_type")), ()).await.expect("select");
+        let mut rows: Vec<(i32, String)> = r.rows().expect("types").map(|r| r.expect("row")).collect();
+        rows.sort();
+        let want: Vec<(i32, String)> =
+            [(11, "eleven".to_owned())].into_iter().chain((20..25).map(|i| (i, format!("v{i}")))).collect();
+        assert_eq!(rows, want);
+        let r = s.execute(&Statement::new(format!("SELECT c FROM {ks}.counters WHERE pk = 1")), ()).await.expect("select");
+        assert_eq!(r.first_row::<(i64,)>().expect("type"), Some((5,)));
+    }
+}
+
+#[tokio::test]
+async fn paging_over_thousands_of_rows() {
+    let s = session(ProtocolVersion::V5, Compression::None).await;
+    let ks = keyspace(&s, "page").await;
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.wide (pk int, ck int, v text, PRIMARY KEY (pk, ck))")), ())
+        .await
+        .expect("ddl");
+    let insert = s.prepare(format!("INSERT INTO {ks}.wide (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    let mut tasks = Vec::new();
+    for ck in 0..3000i32 {
+        let (s, insert) = (s.clone(), insert.clone());
+        tasks.push(tokio::spawn(async move { s.execute(&insert, (1i32, ck, format!("row {ck}"))).await.map(drop) }));
+    }
+    for t in tasks {
+        t.await.expect("task").expect("insert");
+    }
+    let select = s
+        .prepare(format!("SELECT ck, v FROM {ks}.wide WHERE pk = ?").as_str())
+        .await
+        .expect("prepare")
+        .with_page_size(700);
+    let mut pager = s.execute_iter(select.clone(), (1i32,));
+    let mut pages = 0;
+    let mut seen = 0;
+    while let Some(page) = pager.next_page().await {
+        let page = page.expect("page");
+        pages += 1;
+        for row in page.rows::<(i32, &str)>().expect("types") {
+            let (ck, v) = row.expect("row");
+            assert_eq!(v, format!("row {ck}"));
+            seen += 1;
+        }
+    }
+    assert_eq!((pages, seen), (5, 3000));
+    let all: Vec<(i32, String)> = s.execute_iter(select, (1i32,)).collect_rows().await.expect("rows");
+    assert_eq!(all.len(), 3000);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "clustering order");
+}
+
+#[tokio::test]
+async fn lwt_use_keyspace_and_typed_errors() {
+    let s = session(ProtocolVersion::V5, Compression::None).await;
+    let ks = keyspace(&s, "lwt").await;
+    s.use_keyspace(&ks).await.expect("use");
+    assert_eq!(s.keyspace().as_deref(), Some(ks.as_str()));
+    let lwt = s.prepare("INSERT INTO every_type (pk, t) VALUES (?, ?) IF NOT EXISTS").await.expect("prepare");
+    let first = s.execute(&lwt, (7i32, "first")).await.expect("lwt");
+    assert_eq!(first.applied(), Some(true));
+    let second = s.execute(&lwt, (7i32, "second")).await.expect("lwt");
+    assert_eq!(second.applied(), Some(false));
+
+    // `USE` through execute applies to the whole session.
+    let other = keyspace(&s, "lwt2").await;
+    s.execute(&Statement::new(format!("USE {other}")), ()).await.expect("use");
+    assert_eq!(s.keyspace().as_deref(), Some(other.as_str()));
+
+    let err = s.execute(&Statement::new("SELEKT 1"), ()).await.expect_err("syntax");
+    assert!(matches!(&err, ExecutionError::Db(e) if e.kind == ErrorKind::SyntaxError), "{err:?}");
+    let err = s.execute(&Statement::new("SELECT * FROM no_such_table"), ()).await.expect_err("invalid");
+    assert!(matches!(&err, ExecutionError::Db(e) if e.kind == ErrorKind::Invalid), "{err:?}");
+    let err = s
+        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")), ())
+        .await
+        .expect_err("exists");
+    assert!(matches!(&err, ExecutionError::Db(e) if matches!(&e.kind, ErrorKind::AlreadyExists { keyspace, .. } if *keyspace == ks)), "{err:?}");
+}
+
+#[tokio::test]
+async fn prepared_select_follows_alter_table() {
+    for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
+        let s = session(version, Compression::None).await;
+        let ks = keyspace(&s, "alter").await;
+        s.execute(&Statement::new(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, a int)")), ()).await.expect("ddl");
+        s.execute(&Statement::new(format!("INSERT INTO {ks}.t (pk, a) VALUES (1, 10)")), ()).await.expect("insert");
+        let select = s.prepare(format!("SELECT * FROM {ks}.t WHERE pk = ?").as_str()).await.expect("prepare");
+        let r = s.execute(&select, (1i32,)).await.expect("select");
+        assert_eq!(r.first_row::<(i32, i32)>().expect("type"), Some((1, 10)));
+        s.execute(&Statement::new(format!("ALTER TABLE {ks}.t ADD b text")), ()).await.expect("alter");
+        s.execute(&Statement::new(format!("UPDATE {ks}.t SET b = 'new' WHERE pk = 1")), ()).await.expect("update");
+        let r = s.execute(&select, (1i32,)).await.expect("select after alter");
+        if version == ProtocolVersion::V5 {
+            // METADATA_CHANGED: the cached result metadata was replaced, the new column is read.
+            assert_eq!(r.first_row::<(i32, i32, Option<&str>)>().expect("type"), Some((1, 10, Some("new"))));
+            assert_eq!(select.result_specs().expect("specs").len(), 3, "cache updated");
+        } else {
+            // v4 has no metadata id: the server keeps sending rows for the cached columns only
+            // or the full new row; either way the result is self-consistent.
+            assert!(r.rows_count() == 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn request_timeout_is_a_typed_error() {
+    let s = session(ProtocolVersion::V5, Compression::None).await;
+    let slow = Statement::new("SELECT * FROM system_schema.columns").with_timeout(Duration::from_micros(1));
+    let err = s.execute(&slow, ()).await.expect_err("timeout");
+    assert!(matches!(err, ExecutionError::Timeout(_)), "{err:?}");
+    assert!(s.metrics().timeouts >= 1);
+    // The session still works afterwards.
+    s.execute(&Statement::new("SELECT key FROM system.local"), ()).await.expect("ok");
+    let m = s.metrics();
+    assert!(m.requests >= 2 && m.latency_quantile(0.5).is_some());
+}

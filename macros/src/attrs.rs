@@ -1,0 +1,260 @@
+//! Parsing of the derive input: `#[shardwise(...)]` attributes and the
+//! struct's fields.
+
+use std::collections::HashSet;
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{Data, DeriveInput, Fields, GenericParam, Ident, LitStr, Path, Type};
+
+/// How a derived row type finds its columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    /// Columns are matched to fields by name, in any order.
+    ByName,
+    /// Columns are matched to fields by position; names are not checked.
+    InOrder,
+}
+
+/// The struct-level `#[shardwise(...)]` attributes.
+pub(crate) struct StructAttrs {
+    /// Path of the protocol crate in generated code.
+    pub krate: Path,
+    /// Column matching of `DeserializeRow`.
+    pub flavor: Flavor,
+}
+
+/// One named field of the struct.
+pub(crate) struct Field {
+    /// The field's identifier.
+    pub ident: Ident,
+    /// The field's type.
+    pub ty: Type,
+    /// Column or bind-marker name: the field name (without `r#`) unless
+    /// renamed.
+    pub name: String,
+    /// `#[shardwise(skip)]`.
+    pub skip: bool,
+}
+
+/// A parsed derive input.
+pub(crate) struct Input<'a> {
+    /// The whole input.
+    pub ast: &'a DeriveInput,
+    /// Struct attributes.
+    pub attrs: StructAttrs,
+    /// All fields, in declaration order, skipped ones included.
+    pub fields: Vec<Field>,
+}
+
+impl<'a> Input<'a> {
+    /// Parses a struct with named fields; `derive` names the derive in
+    /// errors.
+    pub fn parse(ast: &'a DeriveInput, derive: &str) -> syn::Result<Self> {
+        let named = match &ast.data {
+            Data::Struct(s) => match &s.fields {
+                Fields::Named(named) => named,
+                Fields::Unnamed(f) => {
+                    return Err(syn::Error::new(
+                        f.span(),
+                        format!(
+                            "#[derive({derive})] needs a struct with named fields: \
+                             the field names are the column names; for positional \
+                             values use a tuple"
+                        ),
+                    ))
+                }
+                Fields::Unit => {
+                    return Err(syn::Error::new(
+                        ast.ident.span(),
+                        format!(
+                        "#[derive({derive})] needs a struct with named fields, not a unit struct"
+                    ),
+                    ))
+                }
+            },
+            Data::Enum(e) => {
+                return Err(syn::Error::new(
+                    e.enum_token.span,
+                    format!(
+                        "#[derive({derive})] supports only structs with named fields, not enums"
+                    ),
+                ))
+            }
+            Data::Union(u) => {
+                return Err(syn::Error::new(
+                    u.union_token.span,
+                    format!(
+                        "#[derive({derive})] supports only structs with named fields, not unions"
+                    ),
+                ))
+            }
+        };
+        let attrs = parse_struct_attrs(ast)?;
+        let mut fields = Vec::with_capacity(named.named.len());
+        let mut names = HashSet::new();
+        for f in &named.named {
+            let Some(ident) = f.ident.clone() else {
+                return Err(syn::Error::new(f.span(), "expected a named field"));
+            };
+            let mut skip = false;
+            let mut rename: Option<LitStr> = None;
+            for attr in f.attrs.iter().filter(|a| a.path().is_ident("shardwise")) {
+                attr.parse_nested_meta(|meta| {
+                    if meta.path.is_ident("skip") {
+                        skip = true;
+                        Ok(())
+                    } else if meta.path.is_ident("rename") {
+                        rename = Some(meta.value()?.parse()?);
+                        Ok(())
+                    } else {
+                        Err(meta.error(
+                            "unknown field attribute: expected `skip` or `rename = \"column\"`",
+                        ))
+                    }
+                })?;
+            }
+            let (name, span) = match &rename {
+                Some(lit) => (lit.value(), lit.span()),
+                None => (ident.unraw().to_string(), ident.span()),
+            };
+            if !skip && !names.insert(name.clone()) {
+                return Err(syn::Error::new(
+                    span,
+                    format!("two fields use the column name `{name}`"),
+                ));
+            }
+            fields.push(Field {
+                ident,
+                ty: f.ty.clone(),
+                name,
+                skip,
+            });
+        }
+        Ok(Input { ast, attrs, fields })
+    }
+
+    /// The fields that are not skipped.
+    pub fn active(&self) -> impl Iterator<Item = &Field> {
+        self.fields.iter().filter(|f| !f.skip)
+    }
+
+    /// Whether `ty` mentions a type or const parameter of the struct, so
+    /// that its trait bound must go into the impl's where clause. (Bounds
+    /// on types with only lifetimes, like `&'a str: Trait<'a>`, are left
+    /// out: the impls decide, and such bounds can be ambiguous.)
+    pub fn is_generic(&self, ty: &Type) -> bool {
+        let params: HashSet<String> = self
+            .ast
+            .generics
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                GenericParam::Type(t) => Some(t.ident.to_string()),
+                GenericParam::Const(c) => Some(c.ident.to_string()),
+                GenericParam::Lifetime(_) => None,
+            })
+            .collect();
+        !params.is_empty() && mentions(quote::quote!(#ty), &params)
+    }
+}
+
+/// Whether `tokens` contain one of the identifiers `idents` (not as a
+/// lifetime).
+fn mentions(tokens: TokenStream, idents: &HashSet<String>) -> bool {
+    let mut after_quote = false;
+    for tt in tokens {
+        match tt {
+            TokenTree::Group(g) => {
+                if mentions(g.stream(), idents) {
+                    return true;
+                }
+                after_quote = false;
+            }
+            TokenTree::Ident(i) => {
+                if !after_quote && idents.contains(&i.to_string()) {
+                    return true;
+                }
+                after_quote = false;
+            }
+            TokenTree::Punct(p) => after_quote = p.as_char() == '\'',
+            TokenTree::Literal(_) => after_quote = false,
+        }
+    }
+    false
+}
+
+/// `tokens` with every lifetime named in `from` replaced by `to`.
+pub(crate) fn replace_lifetimes(
+    tokens: TokenStream,
+    from: &HashSet<String>,
+    to: &syn::Lifetime,
+) -> TokenStream {
+    let mut out = Vec::new();
+    let mut iter = tokens.into_iter().peekable();
+    while let Some(tt) = iter.next() {
+        match tt {
+            TokenTree::Group(g) => {
+                let mut group =
+                    proc_macro2::Group::new(g.delimiter(), replace_lifetimes(g.stream(), from, to));
+                group.set_span(g.span());
+                out.push(TokenTree::Group(group));
+            }
+            TokenTree::Punct(p) if p.as_char() == '\'' => match iter.peek() {
+                Some(TokenTree::Ident(i)) if from.contains(&i.to_string()) => {
+                    iter.next();
+                    out.extend(quote::quote!(#to));
+                }
+                _ => out.push(TokenTree::Punct(p)),
+            },
+            tt => out.push(tt),
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
+    let mut krate: Option<Path> = None;
+    let mut flavor = Flavor::ByName;
+    for attr in ast.attrs.iter().filter(|a| a.path().is_ident("shardwise")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("crate") {
+                let value = meta.value()?;
+                // `crate = "path"`, or an unquoted `crate = path`.
+                krate = Some(if value.peek(LitStr) {
+                    value.parse::<LitStr>()?.parse()?
+                } else {
+                    value.parse()?
+                });
+                Ok(())
+            } else if meta.path.is_ident("flavor") {
+                let lit: LitStr = meta.value()?.parse()?;
+                flavor = match lit.value().as_str() {
+                    "by_name" => Flavor::ByName,
+                    "in_order" => Flavor::InOrder,
+                    _ => {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "unknown flavor: expected \"by_name\" or \"in_order\"",
+                        ))
+                    }
+                };
+                Ok(())
+            } else if meta.path.is_ident("skip") || meta.path.is_ident("rename") {
+                Err(meta.error("`skip` and `rename` are field attributes: put them on a field"))
+            } else {
+                Err(meta.error(
+                    "unknown attribute: expected `crate = \"path\"` or `flavor = \"in_order\"`",
+                ))
+            }
+        })?;
+    }
+    let krate = krate.unwrap_or_else(|| syn::parse_quote!(::shardwise_protocol));
+    Ok(StructAttrs { krate, flavor })
+}
+
+/// A string literal token for `s`, spanned at the call site.
+pub(crate) fn lit(s: &str) -> LitStr {
+    LitStr::new(s, Span::call_site())
+}
