@@ -148,14 +148,20 @@ async fn read_v4(inner: &Inner, socket: OwnedReadHalf, max_body: usize) -> Resul
     }
 }
 
+/// v5 read buffer: segments are split off it without copying, so
+/// responses share it; once they are dropped, the space is reused in place.
+const V5_READ_BUFFER: usize = 64 * 1024;
+
 async fn read_v5(inner: &Inner, mut socket: OwnedReadHalf, mut decoder: FrameDecoder) -> Result<(), ConnectionError> {
+    decoder.input_mut().reserve(V5_READ_BUFFER);
     loop {
         while let Some(envelope) = decoder.next_envelope()? {
             dispatch(inner, envelope)?;
         }
         let input = decoder.input_mut();
         if input.capacity() - input.len() < 4096 {
-            input.reserve(16 * 1024);
+            // Less than the whole buffer, so a buffer no response holds is reclaimed.
+            input.reserve(V5_READ_BUFFER / 4);
         }
         if socket.read_buf(input).await? == 0 {
             return Err(ConnectionError::Closed);

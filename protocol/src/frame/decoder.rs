@@ -173,6 +173,10 @@ impl FrameDecoder {
             });
         }
         let mut env = self.segment.split_to(total);
+        if self.segment.is_empty() {
+            // Drop the reference to the input buffer so it can be reused in place.
+            self.segment = Bytes::new();
+        }
         env.advance(HEADER_LEN);
         Ok(Envelope { header, body: env })
     }
@@ -191,8 +195,10 @@ impl FrameDecoder {
             self.input.reserve(total - self.input.len());
             return Ok(None);
         }
-        let payload = decode_payload(&header, &self.input[hlen..total], c)?;
-        self.input.advance(total);
+        // Split the segment off the input: its envelopes share the buffer.
+        let mut segment = self.input.split_to(total).freeze();
+        segment.advance(hlen);
+        let payload = decode_payload(&header, &segment, c)?;
         Ok(Some((header, payload)))
     }
 }

@@ -260,10 +260,11 @@ fn envelope_len(bytes: &[u8]) -> Result<Option<usize>, EncodeError> {
 }
 
 /// Decodes the payload of a segment whose header was read: checks the CRC32
-/// trailer and decompresses LZ4 payloads. `bytes` holds payload and trailer.
+/// trailer and decompresses LZ4 payloads. `bytes` holds payload and trailer;
+/// an uncompressed payload is returned as a slice of it, without a copy.
 pub fn decode_payload(
     header: &SegmentHeader,
-    bytes: &[u8],
+    bytes: &Bytes,
     compression: SegmentCompression,
 ) -> Result<Bytes, DecodeError> {
     let total = header.payload_len + TRAILER_LEN;
@@ -291,7 +292,7 @@ pub fn decode_payload(
         }
         return Ok(Bytes::from(out));
     }
-    Ok(Bytes::copy_from_slice(payload))
+    Ok(bytes.slice(..header.payload_len))
 }
 
 #[cfg(test)]
@@ -373,12 +374,13 @@ mod tests {
             let mut out = Vec::new();
             encode_segment(&payload, true, SegmentCompression::Lz4, &mut out).unwrap();
             let h = SegmentHeader::decode(&out, SegmentCompression::Lz4).unwrap();
-            let got = decode_payload(&h, &out[LZ4_HEADER_LEN..], SegmentCompression::Lz4).unwrap();
+            let got = decode_payload(&h, &Bytes::copy_from_slice(&out[LZ4_HEADER_LEN..]), SegmentCompression::Lz4).unwrap();
             assert_eq!(&got[..], &payload[..]);
             let mut bad = out.clone();
             let last = bad.len() - 5;
             bad[last] ^= 0x40;
-            assert!(decode_payload(&h, &bad[LZ4_HEADER_LEN..], SegmentCompression::Lz4).is_err());
+            let bad = Bytes::copy_from_slice(&bad[LZ4_HEADER_LEN..]);
+            assert!(decode_payload(&h, &bad, SegmentCompression::Lz4).is_err());
         }
     }
 }

@@ -1,0 +1,117 @@
+//! Heap allocations per request, end to end against the real server,
+//! counted by a global allocator: a prepared write must allocate nothing and
+//! a single-page prepared read at most once (its response buffer).
+//!
+//! Everything runs on one current-thread runtime, and this file holds a
+//! single test, so the count covers the request path, the writer task and
+//! the reader task, and nothing else.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::{Session, SessionBuilder, Statement};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards every call to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+async fn count<F: std::future::Future<Output = ()>>(f: F) -> usize {
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    f.await;
+    COUNTING.store(false, Ordering::SeqCst);
+    ALLOCATIONS.load(Ordering::SeqCst)
+}
+
+async fn setup(version: ProtocolVersion) -> (Session, String) {
+    let session = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .protocol_versions(version, version)
+        .default_consistency(Consistency::One)
+        .request_timeout(None)
+        .build()
+        .await
+        .expect("session");
+    let ks = testkit::fresh_keyspace("alloc");
+    for ddl in [
+        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)"),
+    ] {
+        session.execute(&Statement::new(ddl), ()).await.expect("ddl");
+    }
+    (session, ks)
+}
+
+#[test]
+fn prepared_write_allocates_nothing_and_read_allocates_once() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
+        rt.block_on(measure(version));
+    }
+}
+
+async fn measure(version: ProtocolVersion) {
+    {
+        let (session, ks) = setup(version).await;
+        let insert = session
+            .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str())
+            .await
+            .expect("prepare");
+        let select = session.prepare(format!("SELECT v1, v2 FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
+        let text = "a value of some length";
+        // Warm up: buffers, stream-id pages and timers reach their steady state.
+        for i in 0..200i64 {
+            session.execute(&insert, (i, i * 2, text)).await.expect("insert");
+            session.execute(&select, (i,)).await.expect("select");
+        }
+        const N: usize = 1000;
+        let writes = count(async {
+            for i in 0..N as i64 {
+                session.execute(&insert, (i, i * 2, text)).await.expect("insert");
+            }
+        })
+        .await;
+        let mut checksum = 0i64;
+        let reads = count(async {
+            for i in 0..N as i64 {
+                let result = session.execute(&select, (i,)).await.expect("select");
+                let (v1, v2): (i64, &str) = result.first_row().expect("types").expect("row");
+                checksum += v1 + v2.len() as i64;
+            }
+        })
+        .await;
+        assert_eq!(checksum, (0..N as i64).map(|i| i * 2 + text.len() as i64).sum::<i64>());
+        println!("{version:?}: allocations per prepared write: {:.3}", writes as f64 / N as f64);
+        println!("{version:?}: allocations per single-page prepared read: {:.3}", reads as f64 / N as f64);
+        assert_eq!(writes, 0, "{version:?}: prepared writes allocated {writes} times in {N} requests");
+        assert!(reads <= N, "{version:?}: prepared reads allocated {reads} times in {N} requests");
+    }
+}
