@@ -135,6 +135,6 @@ mod tests {
     #[test]
     fn errors_stay_small() {
         assert!(std::mem::size_of::<ExecutionError>() <= 64, "{}", std::mem::size_of::<ExecutionError>());
-        assert!(std::mem::size_of::<ConnectionError>() <= 32);
+        assert!(std::mem::size_of::<ConnectionError>() <= 48);
     }
 }

@@ -42,9 +42,10 @@ struct Page<T> {
 }
 
 impl<T> Page<T> {
-    fn new() -> Self {
+    /// A page whose ids set in `reserved` are never handed out.
+    fn new(reserved: u64) -> Self {
         Page {
-            used: AtomicU64::new(0),
+            used: AtomicU64::new(reserved),
             slots: (0..PAGE_SIZE).map(|_| Mutex::new(Slot::Free)).collect(),
         }
     }
@@ -62,6 +63,8 @@ pub(crate) enum Delivery {
 /// The stream-id table of one connection.
 pub(crate) struct Streams<T> {
     pages: Box<[OnceLock<Page<T>>]>,
+    /// Ids of the last page beyond the configured maximum.
+    last_page_reserved: u64,
     orphans: AtomicUsize,
     in_flight: AtomicUsize,
 }
@@ -70,19 +73,27 @@ impl<T> Streams<T> {
     /// A table with room for `max_streams` ids (at most 32768), of which only
     /// the first page is allocated now.
     pub(crate) fn new(max_streams: usize) -> Self {
-        let pages = max_streams.clamp(1, MAX_STREAMS).div_ceil(PAGE_SIZE);
-        let pages: Box<[OnceLock<Page<T>>]> = (0..pages).map(|_| OnceLock::new()).collect();
-        if let Some(first) = pages.first() {
-            first.get_or_init(Page::new);
-        }
-        Streams { pages, orphans: AtomicUsize::new(0), in_flight: AtomicUsize::new(0) }
+        let max = max_streams.clamp(1, MAX_STREAMS);
+        let pages: Box<[OnceLock<Page<T>>]> = (0..max.div_ceil(PAGE_SIZE)).map(|_| OnceLock::new()).collect();
+        let last_page_reserved = match max % PAGE_SIZE {
+            0 => 0,
+            n => !((1u64 << n) - 1),
+        };
+        let streams = Streams { pages, last_page_reserved, orphans: AtomicUsize::new(0), in_flight: AtomicUsize::new(0) };
+        streams.page(0);
+        streams
+    }
+
+    fn page(&self, p: usize) -> Option<&Page<T>> {
+        let reserved = if p + 1 == self.pages.len() { self.last_page_reserved } else { 0 };
+        Some(self.pages.get(p)?.get_or_init(|| Page::new(reserved)))
     }
 
     /// Claims a free id and marks its slot pending, or `None` when every id
     /// is in use.
     pub(crate) fn allocate(&self) -> Option<i16> {
-        for (p, page) in self.pages.iter().enumerate() {
-            let page = page.get_or_init(Page::new);
+        for p in 0..self.pages.len() {
+            let page = self.page(p)?;
             let mut used = page.used.load(Ordering::Relaxed);
             while used != u64::MAX {
                 let bit = used.trailing_ones() as usize;
