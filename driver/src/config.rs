@@ -5,7 +5,52 @@ use std::time::Duration;
 
 use shardwise_protocol::frame::ProtocolVersion;
 
+use tokio_rustls::rustls;
+
 use crate::auth::AuthenticatorProvider;
+
+/// TLS settings: a rustls client configuration (certificate verification is
+/// rustls', on by default) and the name to verify the server against.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// The rustls configuration.
+    pub client: Arc<rustls::ClientConfig>,
+    /// Server name to verify; `None` verifies the node's IP address.
+    pub server_name: Option<String>,
+}
+
+impl TlsConfig {
+    /// Trusts the CA certificates of a PEM file (and nothing else).
+    pub fn with_ca_pem(pem: &[u8]) -> Result<TlsConfig, TlsSetupError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::CertificateDer;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| TlsSetupError(format!("bad PEM: {e}")))?;
+            roots.add(cert).map_err(|e| TlsSetupError(format!("bad CA certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(TlsSetupError("no certificate in the PEM data".into()));
+        }
+        Self::with_roots(roots)
+    }
+
+    /// Trusts the given roots.
+    pub fn with_roots(roots: rustls::RootCertStore) -> Result<TlsConfig, TlsSetupError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsSetupError(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(TlsConfig { client: Arc::new(client), server_name: None })
+    }
+}
+
+/// A TLS configuration could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("TLS setup: {0}")]
+pub struct TlsSetupError(pub String);
 
 /// Compression negotiated in STARTUP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,6 +91,8 @@ pub struct ConnectionConfig {
     pub max_response_body: usize,
     /// Disable Nagle's algorithm.
     pub tcp_nodelay: bool,
+    /// TLS, when the server requires it.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ConnectionConfig {
@@ -63,6 +110,7 @@ impl Default for ConnectionConfig {
             heartbeat_timeout: Duration::from_secs(30),
             max_response_body: 256 * 1024 * 1024,
             tcp_nodelay: true,
+            tls: None,
         }
     }
 }

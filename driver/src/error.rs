@@ -20,6 +20,9 @@ pub enum ConnectionError {
     /// A socket error.
     #[error("I/O error: {0}")]
     Io(Arc<std::io::Error>),
+    /// The TLS handshake failed (e.g. the server's certificate is not trusted).
+    #[error("TLS handshake failed: {0}")]
+    Tls(Arc<str>),
     /// Connecting took longer than the connect timeout.
     #[error("connect timed out")]
     ConnectTimeout,

@@ -22,7 +22,7 @@ mod sync;
 
 pub use shardwise_protocol as protocol;
 
-pub use config::{Compression, ConnectionConfig};
+pub use config::{Compression, ConnectionConfig, TlsConfig};
 pub use connection::Connection;
 pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError};
 pub use metrics::MetricsSnapshot;

@@ -9,8 +9,7 @@ use shardwise_protocol::frame::segment::{encode_envelopes, SegmentCompression};
 use shardwise_protocol::frame::{Flags, FrameDecoder, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::{encode_request, AuthResponse, Options, Request, Startup};
 use shardwise_protocol::response::{code, Response, ResponseMessage};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::ConnectionError;
@@ -38,8 +37,8 @@ impl From<ConnectionError> for Failure {
     }
 }
 
-struct Io<'a> {
-    socket: &'a mut TcpStream,
+struct Io<'a, S> {
+    socket: &'a mut S,
     decoder: FrameDecoder,
     version: ProtocolVersion,
     framed: Option<SegmentCompression>,
@@ -47,7 +46,7 @@ struct Io<'a> {
     read_buf: BytesMut,
 }
 
-impl Io<'_> {
+impl<S: AsyncRead + AsyncWrite + Unpin> Io<'_, S> {
     async fn round_trip<R: Request>(&mut self, request: &R) -> Result<Response, ConnectionError> {
         let mut envelope = Vec::new();
         encode_request(request, self.version, 0, 0, &mut envelope)
@@ -95,8 +94,8 @@ fn is_version_rejection(msg: &str) -> bool {
 }
 
 /// Runs the handshake at `version` on a fresh socket.
-pub(crate) async fn handshake(
-    socket: &mut TcpStream,
+pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    socket: &mut S,
     config: &ConnectionConfig,
     version: ProtocolVersion,
 ) -> Result<Handshake, Failure> {
@@ -135,7 +134,7 @@ pub(crate) async fn handshake(
         }
     }
     let answer = io.round_trip(&Startup { options }).await?;
-    let start_framing = |io: &mut Io<'_>| match version {
+    let start_framing = |io: &mut Io<'_, S>| match version {
         ProtocolVersion::V5 => {
             let c = match compression {
                 Compression::Lz4 => SegmentCompression::Lz4,

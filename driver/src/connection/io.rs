@@ -13,8 +13,7 @@ use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, O
 use shardwise_protocol::request::Options;
 use shardwise_protocol::response::Event;
 use shardwise_protocol::codec::Reader;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::{deliver, Inner};
@@ -25,7 +24,11 @@ use crate::error::ConnectionError;
 const VOID: &[u8] = &[0, 0, 0, 1];
 
 /// Writes whatever the swap buffer collected, one syscall per buffer.
-pub(super) async fn writer(inner: Arc<Inner>, mut socket: OwnedWriteHalf, mut oversized: mpsc::UnboundedReceiver<Vec<u8>>) {
+pub(super) async fn writer<W: AsyncWrite + Unpin>(
+    inner: Arc<Inner>,
+    mut socket: W,
+    mut oversized: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
     let mut scratch = Vec::new();
     let result: Result<(), ConnectionError> = async {
         loop {
@@ -105,7 +108,7 @@ fn compress_envelopes(mut run: &[u8], out: &mut Vec<u8>) -> Result<(), Connectio
 }
 
 /// Reads envelopes and hands each to its request (events to subscribers).
-pub(super) async fn reader(inner: Arc<Inner>, socket: OwnedReadHalf, decoder: FrameDecoder, max_body: usize) {
+pub(super) async fn reader<R: AsyncRead + Unpin>(inner: Arc<Inner>, socket: R, decoder: FrameDecoder, max_body: usize) {
     let result = match inner.version {
         ProtocolVersion::V4 => read_v4(&inner, socket, max_body).await,
         ProtocolVersion::V5 => read_v5(&inner, socket, decoder).await,
@@ -113,7 +116,7 @@ pub(super) async fn reader(inner: Arc<Inner>, socket: OwnedReadHalf, decoder: Fr
     inner.close(result.err().unwrap_or(ConnectionError::Closed));
 }
 
-async fn read_v4(inner: &Inner, socket: OwnedReadHalf, max_body: usize) -> Result<(), ConnectionError> {
+async fn read_v4<R: AsyncRead + Unpin>(inner: &Inner, socket: R, max_body: usize) -> Result<(), ConnectionError> {
     let mut socket = BufReader::with_capacity(16 * 1024, socket);
     let lz4 = inner.compression == Compression::Lz4;
     loop {
@@ -152,7 +155,7 @@ async fn read_v4(inner: &Inner, socket: OwnedReadHalf, max_body: usize) -> Resul
 /// responses share it; once they are dropped, the space is reused in place.
 const V5_READ_BUFFER: usize = 64 * 1024;
 
-async fn read_v5(inner: &Inner, mut socket: OwnedReadHalf, mut decoder: FrameDecoder) -> Result<(), ConnectionError> {
+async fn read_v5<R: AsyncRead + Unpin>(inner: &Inner, mut socket: R, mut decoder: FrameDecoder) -> Result<(), ConnectionError> {
     decoder.input_mut().reserve(V5_READ_BUFFER);
     loop {
         while let Some(envelope) = decoder.next_envelope()? {

@@ -28,7 +28,10 @@ use shardwise_protocol::response::Event;
 use shardwise_protocol::sharding::ShardingInfo;
 use swap_buffer_queue::write::WriteVecBuffer;
 use swap_buffer_queue::SynchronizedQueue;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
 use tokio::sync::{broadcast, mpsc, Notify};
 
 use crate::config::{Compression, ConnectionConfig};
@@ -157,28 +160,65 @@ impl Connection {
         let mut version = config.max_version;
         loop {
             let attempt = tokio::time::timeout(config.connect_timeout, async {
-                let mut socket = TcpStream::connect(addr).await?;
+                let socket = TcpStream::connect(addr).await?;
                 socket.set_nodelay(config.tcp_nodelay)?;
-                match handshake::handshake(&mut socket, config, version).await {
-                    Ok(h) => Ok(Ok((socket, h))),
-                    Err(handshake::Failure::VersionRejected) => Ok(Err(())),
-                    Err(handshake::Failure::Fatal(e)) => Err(e),
+                match &config.tls {
+                    None => Self::negotiate(addr, socket, config, version, TcpStream::into_split).await,
+                    Some(tls) => {
+                        let name = match &tls.server_name {
+                            Some(n) => ServerName::try_from(n.clone())
+                                .map_err(|_| ConnectionError::Tls(format!("invalid server name {n}").into()))?,
+                            None => ServerName::IpAddress(addr.ip().into()),
+                        };
+                        let socket = TlsConnector::from(tls.client.clone())
+                            .connect(name, socket)
+                            .await
+                            .map_err(|e| ConnectionError::Tls(e.to_string().into()))?;
+                        Self::negotiate(addr, socket, config, version, tokio::io::split).await
+                    }
                 }
             })
             .await
             .map_err(|_| ConnectionError::ConnectTimeout)??;
             match attempt {
-                Ok((socket, h)) => return Ok(Self::start(addr, socket, h, config)),
-                Err(()) if version > config.min_version => {
+                Some(conn) => return Ok(conn),
+                None if version > config.min_version => {
                     tracing::debug!(%addr, ?version, "protocol version rejected, trying a lower one");
                     version = ProtocolVersion::V4;
                 }
-                Err(()) => return Err(ConnectionError::NoCommonVersion),
+                None => return Err(ConnectionError::NoCommonVersion),
             }
         }
     }
 
-    fn start(addr: SocketAddr, socket: TcpStream, h: handshake::Handshake, config: &ConnectionConfig) -> Connection {
+    /// Runs the handshake on `socket`; `None` when the version was rejected.
+    async fn negotiate<S, R, W>(
+        addr: SocketAddr,
+        mut socket: S,
+        config: &ConnectionConfig,
+        version: ProtocolVersion,
+        split: impl FnOnce(S) -> (R, W),
+    ) -> Result<Option<Connection>, ConnectionError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        match handshake::handshake(&mut socket, config, version).await {
+            Ok(h) => {
+                let (read, write) = split(socket);
+                Ok(Some(Self::start(addr, read, write, h, config)))
+            }
+            Err(handshake::Failure::VersionRejected) => Ok(None),
+            Err(handshake::Failure::Fatal(e)) => Err(e),
+        }
+    }
+
+    fn start<R, W>(addr: SocketAddr, read: R, write: W, h: handshake::Handshake, config: &ConnectionConfig) -> Connection
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let mut capacity = config.write_buffer_size.max(1024);
         if h.version == ProtocolVersion::V5 {
             capacity = capacity.min(MAX_PAYLOAD);
@@ -205,7 +245,6 @@ impl Connection {
             events,
             max_orphans: config.max_orphans,
         });
-        let (read, write) = socket.into_split();
         tokio::spawn(io::writer(inner.clone(), write, oversized_rx));
         tokio::spawn(io::reader(inner.clone(), read, h.decoder, config.max_response_body));
         let conn = Connection { _owner: Arc::new(Owner(inner.clone())), inner };
