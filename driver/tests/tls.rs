@@ -55,8 +55,10 @@ async fn tls_with_a_trusted_and_an_unknown_ca() {
     let r = session.execute(&Statement::new("SELECT release_version FROM system.local"), ()).await.expect("query");
     assert_eq!(r.rows_count(), 1);
 
-    let mut conn = shardwise::ConnectionConfig::default();
-    conn.tls = Some(TlsConfig::with_ca_pem(&other_pem).expect("tls config"));
+    let conn = shardwise::ConnectionConfig {
+        tls: Some(TlsConfig::with_ca_pem(&other_pem).expect("tls config")),
+        ..Default::default()
+    };
     let err = SessionBuilder::new().known_node_addr(node.addr()).connection_config(conn).build().await.expect_err("unknown CA");
     match err {
         NewSessionError::Connect(ConnectionError::Tls(msg)) => assert!(msg.contains("certificate"), "{msg}"),
