@@ -5,14 +5,18 @@
 
 use std::sync::Arc;
 
-use bytes::BufMut;
+use bytes::{BufMut, Bytes};
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::{Opcode, ProtocolVersion};
+use shardwise_protocol::frame::{Flags, Opcode, ProtocolVersion};
 use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
 use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::ColumnSpec;
+use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::EncodeError;
 
+use crate::connection::Connection;
+use crate::error::ExecutionError;
+use crate::result::QueryResult;
 use crate::statement::{Batch, PreparedStatement, ResultShape, Statement, StatementOptions};
 
 /// Per-attempt parameters resolved from the statement and session defaults.
@@ -31,6 +35,11 @@ pub struct Params<'a> {
 }
 
 impl<'a> Params<'a> {
+    /// Parameters at `consistency`, with nothing else set.
+    pub fn new(consistency: Consistency) -> Self {
+        Params { consistency, serial_consistency: None, page_size: None, paging_state: None, timestamp: None }
+    }
+
     fn query<V>(&self, values: V) -> QueryParameters<'a, V> {
         QueryParameters {
             page_size: self.page_size,
@@ -266,5 +275,63 @@ impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
     }
     fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
         self.statements.iter().find_map(|s| s.prepared().filter(|p| p.id() == id))
+    }
+}
+
+/// Runs `statement` on one chosen connection: builds the request in place,
+/// decodes the answer, follows `METADATA_CHANGED` and re-prepares on
+/// `UNPREPARED`. This is the allocation-free path `Session::execute` uses for
+/// each attempt, public for callers that pick their own connection (the CDC
+/// engine's per-shard workers).
+pub(crate) async fn execute_on<E: Executable<V>, V>(
+    conn: &Connection,
+    statement: &E,
+    values: &V,
+    params: Params<'_>,
+) -> Result<QueryResult, ExecutionError> {
+    let flags = if statement.options().tracing { Flags::TRACING } else { 0 };
+    let mut reprepared = false;
+    loop {
+        let request = statement.build(values, params)?;
+        let envelope = conn.send(&request, flags).await?;
+        drop(request);
+        let response = Response::from_envelope(envelope)?;
+        match response.message {
+            ResponseMessage::Result(result) => {
+                if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {
+                    if let Some(id) = &rows.metadata.new_metadata_id {
+                        // The table changed: the server sent the new columns and their id.
+                        p.set_shape(ResultShape {
+                            metadata_id: Some(Bytes::copy_from_slice(id)),
+                            specs: rows.metadata.specs.clone().map(Arc::from),
+                        });
+                    }
+                }
+                return Ok(QueryResult {
+                    specs: statement.result_specs(),
+                    result,
+                    tracing_id: response.tracing_id,
+                    warnings: response.warnings,
+                });
+            }
+            ResponseMessage::Error(e) => {
+                if let ErrorKind::Unprepared { id } = &e.kind {
+                    if let Some(p) = statement.prepared_with_id(id).filter(|_| !reprepared) {
+                        // The node forgot the statement (restart, eviction): prepare it
+                        // again there and retry; retry policies do not count this.
+                        tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
+                        let fresh = conn.prepare(p.text()).await?;
+                        if fresh.id() != p.id() {
+                            return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
+                        }
+                        p.set_shape(ResultShape { metadata_id: fresh.shape().metadata_id.clone(), specs: fresh.result_specs() });
+                        reprepared = true;
+                        continue;
+                    }
+                }
+                return Err(e.into());
+            }
+            _ => return Err(ExecutionError::UnexpectedResponse("request not answered with RESULT or ERROR")),
+        }
     }
 }

@@ -21,6 +21,8 @@ pub mod statement;
 mod sync;
 
 pub use shardwise_protocol as protocol;
+/// Derives for bind values (`SerializeValues`) and rows (`DeserializeRow`).
+pub use shardwise_macros::{DeserializeRow, SerializeValues};
 
 pub use config::{Compression, ConnectionConfig, TlsConfig};
 pub use connection::Connection;

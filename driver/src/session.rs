@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::{Flags, ProtocolVersion};
-use shardwise_protocol::request::{Prepare, Query, QueryParameters};
-use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::frame::ProtocolVersion;
+use shardwise_protocol::request::{Query, QueryParameters};
+use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::types::de::DeserializeRow;
 use uuid::Uuid;
 
@@ -26,7 +26,7 @@ use crate::execute::{Executable, Params};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::result::{PagingState, QueryResult};
 use crate::retry::{DefaultRetryPolicy, RetryDecision, RetryPolicy};
-use crate::statement::{PreparedStatement, ResultShape, Statement};
+use crate::statement::{PreparedStatement, Statement};
 
 /// Speculative execution: for idempotent statements, start another attempt
 /// on the next node when the first has not answered within `delay`.
@@ -393,7 +393,7 @@ impl Session {
             return Ok(with_options(p, &statement));
         }
         let (node, conn) = self.pick(0)?;
-        let p = match self.prepare_on(&conn, statement.text()).await {
+        let p = match conn.prepare(statement.text()).await {
             Ok(p) => p,
             Err(e) => {
                 self.note_failure(&node, &conn);
@@ -404,21 +404,12 @@ impl Session {
         for other in &self.inner.nodes {
             if !Arc::ptr_eq(other, &node) {
                 if let Some(c) = other.connection() {
-                    let _ = self.prepare_on(&c, statement.text()).await;
+                    let _ = c.prepare(statement.text()).await;
                 }
             }
         }
         self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(statement.text().to_owned(), p.clone());
         Ok(with_options(p, &statement))
-    }
-
-    async fn prepare_on(&self, conn: &Connection, text: &str) -> Result<PreparedStatement, ExecutionError> {
-        let env = conn.send(&Prepare { query: text, keyspace: None }, 0).await?;
-        match Response::from_envelope(env)?.message {
-            ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p)),
-            ResponseMessage::Error(e) => Err(e.into()),
-            _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
-        }
     }
 
     /// Runs a statement with its values and returns the first page.
@@ -559,54 +550,11 @@ impl Session {
         values: &V,
         params: Params<'_>,
     ) -> Result<QueryResult, ExecutionError> {
-        let flags = if statement.options().tracing { Flags::TRACING } else { 0 };
-        let mut reprepared = false;
-        loop {
-            let request = statement.build(values, params)?;
-            let env = conn.send(&request, flags).await?;
-            drop(request);
-            let response = Response::from_envelope(env)?;
-            match response.message {
-                ResponseMessage::Result(result) => {
-                    if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {
-                        if rows.metadata.new_metadata_id.is_some() {
-                            // The table changed: the server sent new columns and their id.
-                            p.set_shape(ResultShape {
-                                metadata_id: rows.metadata.new_metadata_id.clone().map(|b| bytes::Bytes::copy_from_slice(&b)),
-                                specs: rows.metadata.specs.clone().map(Arc::from),
-                            });
-                        }
-                    }
-                    if let ResultMessage::SetKeyspace(ks) = &result {
-                        self.keyspace_changed(ks, conn).await;
-                    }
-                    return Ok(QueryResult {
-                        specs: statement.result_specs(),
-                        result,
-                        tracing_id: response.tracing_id,
-                        warnings: response.warnings,
-                    });
-                }
-                ResponseMessage::Error(e) => {
-                    if let ErrorKind::Unprepared { id } = &e.kind {
-                        if let Some(p) = statement.prepared_with_id(id).filter(|_| !reprepared) {
-                            // The node forgot the statement (restart, eviction): prepare it
-                            // again there and retry; this is not a retry for the policy.
-                            tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
-                            let fresh = self.prepare_on(conn, p.text()).await?;
-                            if fresh.id() != p.id() {
-                                return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
-                            }
-                            p.set_shape(ResultShape { metadata_id: fresh.shape().metadata_id.clone(), specs: fresh.result_specs() });
-                            reprepared = true;
-                            continue;
-                        }
-                    }
-                    return Err(e.into());
-                }
-                _ => return Err(ExecutionError::UnexpectedResponse("request not answered with RESULT or ERROR")),
-            }
+        let result = conn.execute(statement, values, params).await?;
+        if let ResultMessage::SetKeyspace(ks) = result.message() {
+            self.keyspace_changed(ks, conn).await;
         }
+        Ok(result)
     }
 
     /// Sets the keyspace of every connection (`USE keyspace`).

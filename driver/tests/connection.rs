@@ -113,3 +113,25 @@ async fn closing_fails_new_requests() {
     assert!(conn.is_closed());
     assert!(conn.ping().await.is_err());
 }
+
+/// The path a CDC worker takes: its own thread and current-thread runtime, a
+/// connection it opened itself, a prepared statement executed on it, rows
+/// read as views.
+#[test]
+fn a_worker_thread_executes_on_its_own_connection() {
+    let addr = testkit::shared_node().expect("server");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async {
+            let conn = Connection::open(addr, &ConnectionConfig::default()).await.expect("connect");
+            let select = conn.prepare("SELECT key, cluster_name FROM system.local WHERE key = ?").await.expect("prepare");
+            let params = shardwise::execute::Params::new(Consistency::One);
+            let result = conn.execute(&select, &("local",), params).await.expect("execute");
+            let (key, cluster): (&str, &str) = result.first_row().expect("types").expect("row");
+            assert_eq!(key, "local");
+            assert!(!cluster.is_empty());
+        });
+    })
+    .join()
+    .expect("worker");
+}

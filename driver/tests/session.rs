@@ -219,3 +219,30 @@ async fn request_timeout_is_a_typed_error() {
     let m = s.metrics();
     assert!(m.requests >= 2 && m.latency_quantile(0.5).is_some());
 }
+
+#[derive(Debug, PartialEq, shardwise::SerializeValues)]
+struct NewUser<'a> {
+    pk: i32,
+    t: &'a str,
+    bo: bool,
+}
+
+#[derive(Debug, PartialEq, shardwise::DeserializeRow)]
+struct UserRow<'a> {
+    bo: Option<bool>,
+    pk: i32,
+    t: &'a str,
+}
+
+#[tokio::test]
+async fn derived_structs_bind_values_and_read_rows() {
+    let s = session(ProtocolVersion::V5, Compression::None).await;
+    let ks = keyspace(&s, "derive").await;
+    let insert = s.prepare(format!("INSERT INTO {ks}.every_type (pk, t, bo) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    s.execute(&insert, NewUser { pk: 5, t: "five", bo: true }).await.expect("insert");
+    let select = s.prepare(format!("SELECT pk, t, bo FROM {ks}.every_type WHERE pk = ?").as_str()).await.expect("prepare");
+    let r = s.execute(&select, (5i32,)).await.expect("select");
+    // Columns are matched by name, whatever the field order.
+    let row: UserRow<'_> = r.first_row().expect("types").expect("row");
+    assert_eq!(row, UserRow { bo: Some(true), pk: 5, t: "five" });
+}

@@ -250,8 +250,30 @@ fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
             }
         })?;
     }
-    let krate = krate.unwrap_or_else(|| syn::parse_quote!(::shardwise_protocol));
+    let krate = krate.unwrap_or_else(default_crate_path);
     Ok(StructAttrs { krate, flavor })
+}
+
+/// The protocol crate as the deriving crate reaches it: `::shardwise_protocol`
+/// when it depends on it directly, `::shardwise::protocol` when it only
+/// depends on the driver (read from the deriving crate's `Cargo.toml`).
+fn default_crate_path() -> syn::Path {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR")
+        .ok()
+        .and_then(|dir| std::fs::read_to_string(std::path::Path::new(&dir).join("Cargo.toml")).ok())
+        .unwrap_or_default();
+    let depends_on = |name: &str| {
+        manifest.lines().any(|line| {
+            line.trim_start()
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.trim_start().starts_with(['=', '.']))
+        })
+    };
+    if !depends_on("shardwise-protocol") && depends_on("shardwise") {
+        syn::parse_quote!(::shardwise::protocol)
+    } else {
+        syn::parse_quote!(::shardwise_protocol)
+    }
 }
 
 /// A string literal token for `s`, spanned at the call site.

@@ -30,9 +30,10 @@
 //!
 //! ## The protocol crate's path
 //!
-//! Generated code names the protocol crate `::shardwise_protocol`. Code that
-//! reaches it through another path (such as the driver's re-export) says so
-//! with `#[shardwise(crate = "path")]`:
+//! Generated code names the protocol crate `::shardwise_protocol` when the
+//! deriving crate depends on it, and `::shardwise::protocol` when it depends
+//! only on the driver (which re-exports these derives). Any other path is
+//! given with `#[shardwise(crate = "path")]`:
 //!
 //! ```
 //! extern crate shardwise_protocol as proto;

@@ -23,8 +23,8 @@ use std::task::{Context, Poll};
 
 use shardwise_protocol::frame::segment::{LZ4_HEADER_LEN, MAX_PAYLOAD, TRAILER_LEN};
 use shardwise_protocol::frame::{Envelope, ProtocolVersion, HEADER_LEN};
-use shardwise_protocol::request::{encode_request, write_request, Options, Request};
-use shardwise_protocol::response::Event;
+use shardwise_protocol::request::{encode_request, write_request, Options, Prepare, Request};
+use shardwise_protocol::response::{Event, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::sharding::ShardingInfo;
 use swap_buffer_queue::write::WriteVecBuffer;
 use swap_buffer_queue::SynchronizedQueue;
@@ -36,6 +36,9 @@ use tokio::sync::{broadcast, mpsc, Notify};
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
+use crate::execute::{Executable, Params};
+use crate::result::QueryResult;
+use crate::statement::PreparedStatement;
 use stream::{Delivery, Streams};
 
 /// What a request's slot receives.
@@ -320,6 +323,31 @@ impl Connection {
     /// all are in use. Dropping the future abandons the request.
     pub async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
         self.inner.send(request, flags).await
+    }
+
+    /// Runs a statement on this connection (no retries, no failover): the
+    /// request is written in place, the answer decoded, `METADATA_CHANGED`
+    /// followed and `UNPREPARED` answered by re-preparing here. For callers
+    /// that choose their own connection, e.g. per-shard workers running
+    /// their own current-thread runtime; rows come back as views over the
+    /// response buffer.
+    pub async fn execute<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+    ) -> Result<QueryResult, ExecutionError> {
+        crate::execute::execute_on(self, statement, values, params).await
+    }
+
+    /// Prepares a statement on this connection's node.
+    pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
+        let envelope = self.send(&Prepare { query: text, keyspace: None }, 0).await?;
+        match Response::from_envelope(envelope)?.message {
+            ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p)),
+            ResponseMessage::Error(e) => Err(e.into()),
+            _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
+        }
     }
 
     /// Sends OPTIONS and waits for SUPPORTED: a liveness probe.

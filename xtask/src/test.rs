@@ -1,0 +1,452 @@
+//! `cargo xtask test`: every test tier in one command, against a Cassandra
+//! this process starts and always stops.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use testkit::{Node, NodeConfig};
+
+use crate::interrupted;
+
+/// Parsed command line of `xtask test`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub fuzz: bool,
+    pub loom: bool,
+    pub fuzz_seconds: u64,
+    /// `--only`: run just the workspace tests with these extra arguments.
+    pub only: Option<Vec<String>>,
+}
+
+/// Parses the arguments after `test`; `env_seconds` is `$SHARDWISE_FUZZ_SECONDS`.
+pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options, String> {
+    let fuzz_seconds = match env_seconds.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) => s
+            .parse()
+            .map_err(|_| format!("SHARDWISE_FUZZ_SECONDS={s:?} is not a number of seconds"))?,
+        None => 30,
+    };
+    let mut o = Options {
+        fuzz: true,
+        loom: true,
+        fuzz_seconds,
+        only: None,
+    };
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--no-fuzz" => o.fuzz = false,
+            "--no-loom" => o.loom = false,
+            "--fuzz-seconds" => {
+                let v = args.get(i + 1).ok_or("--fuzz-seconds needs a value")?;
+                o.fuzz_seconds = v.parse().map_err(|_| format!("--fuzz-seconds {v:?} is not a number"))?;
+                i += 1;
+            }
+            "--only" => {
+                o.only = Some(args[i + 1..].to_vec());
+                break;
+            }
+            other => return Err(format!("unknown option {other:?} (see `cargo xtask help`)")),
+        }
+        i += 1;
+    }
+    if o.fuzz_seconds == 0 {
+        return Err("fuzz seconds must be at least 1".into());
+    }
+    Ok(o)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Status {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+#[derive(Debug)]
+struct Step {
+    name: String,
+    status: Status,
+    note: String,
+    took: Duration,
+}
+
+struct Run {
+    steps: Vec<Step>,
+}
+
+impl Run {
+    fn record(&mut self, name: &str, started: Instant, status: Status, note: impl Into<String>) {
+        let note = note.into();
+        let took = started.elapsed();
+        let tag = match status {
+            Status::Passed => "PASS",
+            Status::Failed => "FAIL",
+            Status::Skipped => "SKIP",
+        };
+        eprintln!("\nxtask test: {tag} {name} ({:.1} s){}", took.as_secs_f64(), suffix(&note));
+        self.steps.push(Step {
+            name: name.to_string(),
+            status,
+            note,
+            took,
+        });
+    }
+
+    fn skip_rest(&mut self, names: &[&str]) {
+        for n in names {
+            self.record(n, Instant::now(), Status::Skipped, "interrupted");
+        }
+    }
+}
+
+fn suffix(note: &str) -> String {
+    if note.is_empty() {
+        String::new()
+    } else {
+        format!(": {note}")
+    }
+}
+
+fn banner(text: &str) {
+    eprintln!("\n==== xtask test: {text}");
+}
+
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// The `cargo` that runs this xtask (same toolchain), else `cargo` on PATH.
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// `cargo +nightly` through the rustup proxy on PATH.
+fn cargo_nightly() -> Command {
+    let mut c = Command::new("cargo");
+    c.arg("+nightly");
+    // Let the `+nightly` proxy pick every tool; do not pin the outer toolchain.
+    c.env_remove("RUSTUP_TOOLCHAIN").env_remove("CARGO").env_remove("RUSTC");
+    c
+}
+
+fn run_status(cmd: &mut Command) -> Result<(), String> {
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("exited with {s}")),
+        Err(e) => Err(format!("could not run: {e}")),
+    }
+}
+
+pub fn run(args: &[String]) -> ExitCode {
+    let env_seconds = std::env::var("SHARDWISE_FUZZ_SECONDS").ok();
+    let opts = match parse_args(args, env_seconds.as_deref()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("xtask test: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    crate::install_interrupt_handler();
+    let root = workspace_root();
+    let mut run = Run { steps: Vec::new() };
+    let all = Instant::now();
+
+    // 1. The server.
+    banner("starting Cassandra");
+    let t = Instant::now();
+    let mut node: Option<Node> = None;
+    let server = match std::env::var(testkit::SHARDWISE_CASSANDRA).ok().filter(|v| !v.trim().is_empty()) {
+        Some(v) => {
+            run.record("cassandra", t, Status::Passed, format!("using SHARDWISE_CASSANDRA={v}"));
+            Some(v)
+        }
+        None => match NodeConfig::default().with_free_ports().and_then(Node::start) {
+            Ok(n) => {
+                let addr = n.addr().to_string();
+                run.record(
+                    "cassandra",
+                    t,
+                    Status::Passed,
+                    format!("{addr}, ready in {:.1} s, log {}", t.elapsed().as_secs_f64(), n.log_path().display()),
+                );
+                node = Some(n);
+                Some(addr)
+            }
+            Err(e) => {
+                run.record("cassandra", t, Status::Failed, e.to_string());
+                None
+            }
+        },
+    };
+
+    // 2. Workspace tests.
+    if interrupted() {
+        run.skip_rest(&["cargo test --workspace"]);
+    } else {
+        let extra = opts.only.clone().unwrap_or_default();
+        let name = if extra.is_empty() {
+            "cargo test --workspace".to_string()
+        } else {
+            format!("cargo test --workspace {}", extra.join(" "))
+        };
+        banner(&name);
+        let t = Instant::now();
+        let mut cmd = cargo();
+        cmd.current_dir(&root).args(["test", "--workspace"]).args(&extra);
+        match &server {
+            Some(addr) => {
+                cmd.env(testkit::SHARDWISE_CASSANDRA, addr);
+            }
+            None => {
+                // Tests start their own server (testkit::shared_node) then.
+                cmd.env_remove(testkit::SHARDWISE_CASSANDRA);
+            }
+        }
+        match run_status(&mut cmd) {
+            Ok(()) => run.record(&name, t, Status::Passed, ""),
+            Err(e) => run.record(&name, t, Status::Failed, e),
+        }
+    }
+
+    if opts.only.is_none() {
+        // 3. Loom models.
+        if !opts.loom {
+            run.record("loom", Instant::now(), Status::Skipped, "--no-loom");
+        } else if interrupted() {
+            run.skip_rest(&["loom"]);
+        } else {
+            banner("loom models (RUSTFLAGS=\"--cfg loom\", target/loom)");
+            let t = Instant::now();
+            let mut cmd = cargo();
+            cmd.current_dir(&root)
+                .args(["test", "-p", "shardwise-loom-tests", "--release"])
+                .env("RUSTFLAGS", "--cfg loom")
+                .env("CARGO_TARGET_DIR", root.join("target").join("loom"));
+            match run_status(&mut cmd) {
+                Ok(()) => run.record("loom", t, Status::Passed, ""),
+                Err(e) => run.record("loom", t, Status::Failed, e),
+            }
+        }
+
+        // 4. Fuzz smoke runs.
+        if !opts.fuzz {
+            run.record("fuzz", Instant::now(), Status::Skipped, "--no-fuzz");
+        } else if interrupted() {
+            run.skip_rest(&["fuzz"]);
+        } else {
+            banner(&format!("fuzz smoke runs ({} s per target)", opts.fuzz_seconds));
+            let t = Instant::now();
+            let (status, note) = fuzz(&root, opts.fuzz_seconds);
+            run.record("fuzz", t, status, note);
+        }
+    }
+
+    // 5. Stop the server, whatever happened.
+    if let Some(mut n) = node.take() {
+        banner("stopping Cassandra");
+        let t = Instant::now();
+        match n.stop() {
+            Ok(_) => run.record("stop cassandra", t, Status::Passed, ""),
+            Err(e) => run.record("stop cassandra", t, Status::Failed, e.to_string()),
+        }
+    }
+
+    // 6. Summary.
+    eprintln!("\n==== xtask test summary ({:.0} s)", all.elapsed().as_secs_f64());
+    for s in &run.steps {
+        let tag = match s.status {
+            Status::Passed => "PASS",
+            Status::Failed => "FAIL",
+            Status::Skipped => "SKIP",
+        };
+        let note = s.note.lines().next().unwrap_or("");
+        eprintln!("  {tag}  {:<28} {:>7.1} s{}", s.name, s.took.as_secs_f64(), suffix(note));
+    }
+    let failed = run.steps.iter().filter(|s| s.status == Status::Failed).count();
+    let passed = run.steps.iter().filter(|s| s.status == Status::Passed).count();
+    let skipped = run.steps.iter().filter(|s| s.status == Status::Skipped).count();
+    if interrupted() {
+        eprintln!("xtask test: INTERRUPTED");
+        ExitCode::from(130)
+    } else if failed > 0 {
+        eprintln!("xtask test: FAILED ({failed} of {} steps)", run.steps.len());
+        ExitCode::FAILURE
+    } else {
+        eprintln!("xtask test: OK ({passed} steps, {skipped} skipped)");
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs every fuzz target for `seconds`; returns the step's status and note.
+fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
+    let fuzz_dir = root.join("fuzz");
+    if !fuzz_dir.join("Cargo.toml").is_file() {
+        return (Status::Skipped, "fuzz/ has no Cargo.toml yet".into());
+    }
+    let quiet = |c: &mut Command| {
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    };
+    if !quiet(cargo_nightly().arg("--version")) {
+        return (
+            Status::Failed,
+            "no nightly toolchain: rustup toolchain install nightly --profile minimal".into(),
+        );
+    }
+    if !quiet(cargo_nightly().args(["fuzz", "--version"])) {
+        eprintln!("xtask test: installing cargo-fuzz (cargo install cargo-fuzz --locked)");
+        if let Err(e) = run_status(cargo().args(["install", "cargo-fuzz", "--locked"])) {
+            return (Status::Failed, format!("cargo install cargo-fuzz --locked {e}"));
+        }
+    }
+    let list = cargo_nightly().current_dir(root).args(["fuzz", "list"]).stdin(Stdio::null()).output();
+    let targets: Vec<String> = match list {
+        Ok(out) if out.status.success() => parse_fuzz_list(&String::from_utf8_lossy(&out.stdout)),
+        Ok(out) => {
+            return (
+                Status::Failed,
+                format!("cargo +nightly fuzz list failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+            )
+        }
+        Err(e) => return (Status::Failed, format!("cargo +nightly fuzz list: {e}")),
+    };
+    if targets.is_empty() {
+        return (Status::Skipped, "cargo fuzz list shows no targets yet".into());
+    }
+    let mut notes = Vec::new();
+    let mut failed = false;
+    for target in &targets {
+        if interrupted() {
+            notes.push(format!("{target}: not run (interrupted)"));
+            failed = true;
+            continue;
+        }
+        eprintln!("\n---- fuzz {target}: {seconds} s");
+        match fuzz_target(root, target, seconds) {
+            Ok(runs) => {
+                eprintln!("---- fuzz {target}: {runs} executions, no crash");
+                notes.push(format!("{target}: {runs} runs"));
+            }
+            Err(e) => {
+                eprintln!("---- fuzz {target}: FAILED: {e}");
+                notes.push(format!("{target}: FAILED {e}"));
+                failed = true;
+            }
+        }
+    }
+    let status = if failed { Status::Failed } else { Status::Passed };
+    (status, notes.join("; "))
+}
+
+/// Runs one target; returns libFuzzer's execution count.
+fn fuzz_target(root: &Path, target: &str, seconds: u64) -> Result<u64, String> {
+    let mut child = cargo_nightly()
+        .current_dir(root)
+        .args(["fuzz", "run", target, "--"])
+        .arg(format!("-max_total_time={seconds}"))
+        .arg("-rss_limit_mb=2048")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run cargo +nightly fuzz run: {e}"))?;
+    let mut runs = None;
+    let mut artifact = None;
+    let mut tail: Vec<String> = Vec::new();
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("{line}");
+            if let Some(n) = parse_done_runs(&line) {
+                runs = Some(n);
+            }
+            if line.contains("Test unit written to") {
+                artifact = Some(line.trim().to_string());
+            }
+            tail.push(line);
+            if tail.len() > 20 {
+                tail.remove(0);
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| format!("waiting for cargo fuzz: {e}"))?;
+    match (status.success(), runs) {
+        (true, Some(n)) => Ok(n),
+        (true, None) => Err("finished without libFuzzer's \"Done N runs\" line".into()),
+        (false, _) => Err(format!(
+            "{status}{}",
+            artifact.map(|a| format!(" ({a})")).unwrap_or_default()
+        )),
+    }
+}
+
+/// Targets from `cargo fuzz list`: one per non-empty line.
+pub fn parse_fuzz_list(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.contains(' '))
+        .map(String::from)
+        .collect()
+}
+
+/// libFuzzer's final line: `Done 123456 runs in 31 second(s)`.
+pub fn parse_done_runs(line: &str) -> Option<u64> {
+    let rest = line.trim().strip_prefix("Done ")?;
+    let (n, rest) = rest.split_once(' ')?;
+    if !rest.starts_with("runs in ") {
+        return None;
+    }
+    n.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn defaults_and_env() {
+        let o = parse_args(&[], None).unwrap();
+        assert_eq!(
+            o,
+            Options {
+                fuzz: true,
+                loom: true,
+                fuzz_seconds: 30,
+                only: None
+            }
+        );
+        assert_eq!(parse_args(&[], Some("5")).unwrap().fuzz_seconds, 5);
+        assert!(parse_args(&[], Some("soon")).is_err());
+    }
+
+    #[test]
+    fn flags() {
+        let o = parse_args(&args("--no-fuzz --fuzz-seconds 7 --no-loom"), Some("5")).unwrap();
+        assert!(!o.fuzz && !o.loom);
+        assert_eq!(o.fuzz_seconds, 7);
+        let o = parse_args(&args("--only -p testkit start_stop -- --nocapture"), None).unwrap();
+        assert_eq!(o.only, Some(args("-p testkit start_stop -- --nocapture")));
+        assert!(parse_args(&args("--fuzz-seconds"), None).is_err());
+        assert!(parse_args(&args("--fuzz-seconds 0"), None).is_err());
+        assert!(parse_args(&args("--bogus"), None).is_err());
+    }
+
+    #[test]
+    fn libfuzzer_done_line() {
+        assert_eq!(parse_done_runs("Done 1234567 runs in 31 second(s)"), Some(1_234_567));
+        assert_eq!(parse_done_runs("#1024\tpulse  cov: 12 ft: 13"), None);
+        assert_eq!(parse_done_runs("Done soon"), None);
+    }
+
+    #[test]
+    fn fuzz_list_lines() {
+        assert_eq!(parse_fuzz_list("frame_decoder\nrequest\n\nvalue\n"), args("frame_decoder request value"));
+    }
+}
