@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod execute;
 mod metrics;
 pub mod result;
 pub mod retry;
+pub mod routing;
 pub mod session;
 pub mod statement;
 mod sync;
