@@ -9,6 +9,7 @@ use bytes::{BufMut, Bytes};
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{Flags, Opcode, ProtocolVersion};
 use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
+use shardwise_protocol::token::{Partitioner, Token};
 use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
@@ -82,6 +83,21 @@ pub trait Executable<V> {
     fn as_prepared(&self) -> Option<&PreparedStatement> {
         None
     }
+
+    /// Keyspace and partition-key token of this execution, for token-aware
+    /// routing (prepared statements whose key is bound).
+    fn route(&self, _values: &V) -> Option<(&str, Token)> {
+        None
+    }
+}
+
+/// Keyspace and token of a prepared statement bound with `values`.
+fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, values: &V) -> Option<(&'a str, Token)> {
+    let spec = p.bind_specs().first()?;
+    let partitioner =
+        if spec.table.ends_with("_scylla_cdc_log") { Partitioner::Cdc } else { Partitioner::Murmur3 };
+    let token = crate::routing::partition_token(p.pk_indexes(), values, partitioner)?;
+    Some((spec.keyspace.as_str(), token))
 }
 
 impl<V: SerializeValues> Executable<V> for Statement {
@@ -146,6 +162,9 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
     fn as_prepared(&self) -> Option<&PreparedStatement> {
         Some(self)
     }
+    fn route(&self, values: &V) -> Option<(&str, Token)> {
+        prepared_route(self, values)
+    }
 }
 
 impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
@@ -165,6 +184,9 @@ impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
     }
     fn as_prepared(&self) -> Option<&PreparedStatement> {
         (**self).as_prepared()
+    }
+    fn route(&self, values: &V) -> Option<(&str, Token)> {
+        (**self).route(values)
     }
 }
 
@@ -242,6 +264,10 @@ macro_rules! tuple_batch {
             fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
                 None$(.or_else(|| self.statements.$i.prepared().filter(|p| p.id() == id)))+
             }
+            fn route(&self, values: &($($v,)+)) -> Option<(&str, Token)> {
+                // A batch goes where its first statement's partition lives.
+                prepared_route(self.statements.0.prepared()?, &values.0)
+            }
         }
     };
 }
@@ -275,6 +301,9 @@ impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
     }
     fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
         self.statements.iter().find_map(|s| s.prepared().filter(|p| p.id() == id))
+    }
+    fn route(&self, values: &Vec<V>) -> Option<(&str, Token)> {
+        prepared_route(self.statements.first()?.prepared()?, values.first()?)
     }
 }
 

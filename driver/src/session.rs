@@ -18,7 +18,11 @@ use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::types::de::DeserializeRow;
 use uuid::Uuid;
 
+use shardwise_protocol::token::Token;
+
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
+use crate::cluster::topology::{fetch_keyspaces, fetch_nodes};
+use crate::cluster::{DistancePolicy, NodeDistance, NodeInfo, ReplicaTable, ReplicationStrategy, TokenRing};
 use crate::config::{Compression, ConnectionConfig};
 use crate::connection::Connection;
 use crate::error::{ConnectionError, ExecutionError, NewSessionError};
@@ -65,6 +69,10 @@ pub struct SessionConfig {
     pub await_schema_agreement: bool,
     /// How long to wait for schema agreement.
     pub schema_agreement_timeout: Duration,
+    /// Discover the cluster's nodes from the contact points and route by token.
+    pub discover_topology: bool,
+    /// Which nodes get connections, and in which order they are tried.
+    pub distance: DistancePolicy,
 }
 
 impl Default for SessionConfig {
@@ -82,6 +90,8 @@ impl Default for SessionConfig {
             speculative: None,
             await_schema_agreement: true,
             schema_agreement_timeout: Duration::from_secs(10),
+            discover_topology: true,
+            distance: DistancePolicy::default(),
         }
     }
 }
@@ -184,6 +194,16 @@ impl SessionBuilder {
         self.config.connection = c;
         self
     }
+    /// Whether to discover the cluster and route requests to replicas.
+    pub fn discover_topology(mut self, on: bool) -> Self {
+        self.config.discover_topology = on;
+        self
+    }
+    /// Node distance (local datacenter, allow and deny lists).
+    pub fn distance_policy(mut self, p: DistancePolicy) -> Self {
+        self.config.distance = p;
+        self
+    }
     /// Whether to wait for schema agreement after DDL.
     pub fn await_schema_agreement(mut self, on: bool) -> Self {
         self.config.await_schema_agreement = on;
@@ -226,9 +246,33 @@ impl NodePool {
     }
 }
 
+/// What token-aware routing needs: the ring of every discovered node, which
+/// pool serves each of them, and each keyspace's replica table.
+struct Routing {
+    ring: Arc<TokenRing>,
+    /// Pool index (in `SessionInner::nodes`) of each ring node; `None` when
+    /// the node is ignored.
+    pool_of: Vec<Option<usize>>,
+    strategies: RwLock<HashMap<String, ReplicationStrategy>>,
+    tables: RwLock<HashMap<String, Arc<ReplicaTable>>>,
+}
+
+impl Routing {
+    fn table(&self, keyspace: &str) -> Option<Arc<ReplicaTable>> {
+        if let Some(t) = self.tables.read().unwrap_or_else(|e| e.into_inner()).get(keyspace) {
+            return Some(t.clone());
+        }
+        let strategy = self.strategies.read().unwrap_or_else(|e| e.into_inner()).get(keyspace)?.clone();
+        let table = Arc::new(ReplicaTable::new(self.ring.clone(), strategy));
+        self.tables.write().unwrap_or_else(|e| e.into_inner()).insert(keyspace.to_owned(), table.clone());
+        Some(table)
+    }
+}
+
 struct SessionInner {
     config: SessionConfig,
     nodes: Vec<Arc<NodePool>>,
+    routing: Option<Routing>,
     next_node: AtomicUsize,
     prepared: Mutex<HashMap<String, PreparedStatement>>,
     keyspace: RwLock<Option<String>>,
@@ -273,9 +317,37 @@ impl Session {
                 }
             }
         }
-        let mut nodes = Vec::new();
         let mut last_error = None;
-        for addr in addrs {
+        let mut discovered = None;
+        if config.discover_topology {
+            for addr in &addrs {
+                match Connection::open(*addr, &config.connection).await {
+                    Ok(control) => match (fetch_nodes(&control).await, fetch_keyspaces(&control).await) {
+                        (Ok(found), Ok(keyspaces)) if !found.is_empty() => {
+                            discovered = Some((found, keyspaces));
+                            break;
+                        }
+                        (Err(e), _) | (_, Err(e)) => tracing::warn!(%addr, error = %e, "topology discovery failed"),
+                        _ => {}
+                    },
+                    Err(e) => last_error = Some(e),
+                }
+            }
+        }
+        let targets: Vec<SocketAddr> = match &discovered {
+            Some((found, _)) => {
+                let mut usable: Vec<(NodeDistance, SocketAddr)> = found
+                    .iter()
+                    .map(|n| (config.distance.distance(n), n.address))
+                    .filter(|(d, _)| *d != NodeDistance::Ignored)
+                    .collect();
+                usable.sort();
+                usable.into_iter().map(|(_, a)| a).collect()
+            }
+            None => addrs,
+        };
+        let mut nodes = Vec::new();
+        for addr in targets {
             let mut conns = Vec::new();
             for _ in 0..config.connections_per_node {
                 match Connection::open(addr, &config.connection).await {
@@ -297,11 +369,18 @@ impl Session {
         if nodes.iter().all(|n| n.connection().is_none()) {
             return Err(NewSessionError::Connect(last_error.unwrap_or(ConnectionError::Closed)));
         }
+        let routing = discovered.map(|(found, keyspaces)| Routing {
+            ring: Arc::new(TokenRing::new(found.iter().map(NodeInfo::ring_node).collect())),
+            pool_of: found.iter().map(|n| nodes.iter().position(|p: &Arc<NodePool>| p.addr == n.address)).collect(),
+            strategies: RwLock::new(keyspaces),
+            tables: RwLock::new(HashMap::new()),
+        });
         let session = Session {
             inner: Arc::new(SessionInner {
                 keyspace: RwLock::new(None),
                 config,
                 nodes,
+                routing,
                 next_node: AtomicUsize::new(0),
                 prepared: Mutex::new(HashMap::new()),
                 metrics: Metrics::default(),
@@ -392,7 +471,8 @@ impl Session {
         if let Some(p) = cached {
             return Ok(with_options(p, &statement));
         }
-        let (node, conn) = self.pick(0)?;
+        let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
+        let (node, conn) = self.pick(seed, 0, None)?;
         let p = match conn.prepare(statement.text()).await {
             Ok(p) => p,
             Err(e) => {
@@ -451,10 +531,40 @@ impl Session {
         };
         self.inner.metrics.request(started.elapsed(), result.is_ok());
         let result = result?;
-        if result.schema_change().is_some() && self.inner.config.await_schema_agreement {
-            self.await_schema_agreement().await?;
+        if result.schema_change().is_some() {
+            if self.inner.config.await_schema_agreement {
+                self.await_schema_agreement().await?;
+            }
+            self.refresh_keyspaces().await;
         }
         Ok(result)
+    }
+
+    /// Re-reads every keyspace's replication (after a schema change).
+    async fn refresh_keyspaces(&self) {
+        let Some(routing) = &self.inner.routing else { return };
+        let Ok((_, conn)) = self.pick(0, 0, None) else { return };
+        match fetch_keyspaces(&conn).await {
+            Ok(keyspaces) => {
+                *routing.strategies.write().unwrap_or_else(|e| e.into_inner()) = keyspaces;
+                routing.tables.write().unwrap_or_else(|e| e.into_inner()).clear();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot refresh keyspaces"),
+        }
+    }
+
+    /// The nodes (in token-aware order) a request for `token` in `keyspace`
+    /// would try first: its replicas. Empty without topology or replication
+    /// information.
+    pub fn replicas(&self, keyspace: &str, token: Token) -> Vec<SocketAddr> {
+        let Some(routing) = &self.inner.routing else { return Vec::new() };
+        let Some(table) = routing.table(keyspace) else { return Vec::new() };
+        table
+            .replicas(token)
+            .iter()
+            .filter_map(|r| routing.pool_of.get(*r).copied().flatten())
+            .map(|p| self.inner.nodes[p].addr)
+            .collect()
     }
 
     /// Iterates over every page of a statement's result.
@@ -462,10 +572,32 @@ impl Session {
         Pager { session: self.clone(), statement, values, state: None, done: false }
     }
 
-    /// Picks a node (round-robin from `offset`) and one of its connections.
-    fn pick(&self, offset: usize) -> Result<(Arc<NodePool>, Connection), ExecutionError> {
+    /// Picks the node for attempt `offset` of a request: its replicas first
+    /// (rotated by `seed` so no replica takes every first attempt), then the
+    /// other nodes round-robin; nodes without a live connection are skipped.
+    fn pick(
+        &self,
+        seed: usize,
+        offset: usize,
+        route: Option<(&str, Token)>,
+    ) -> Result<(Arc<NodePool>, Connection), ExecutionError> {
         let nodes = &self.inner.nodes;
-        let start = self.inner.next_node.fetch_add(1, Ordering::Relaxed) + offset;
+        if let (Some((keyspace, token)), Some(routing)) = (route, &self.inner.routing) {
+            if let Some(table) = routing.table(keyspace) {
+                let replicas = table.replicas(token);
+                let n = replicas.len();
+                for i in offset..n {
+                    let r = replicas[(seed + i) % n];
+                    let Some(pool) = routing.pool_of.get(r).copied().flatten() else { continue };
+                    let node = &nodes[pool];
+                    match node.connection() {
+                        Some(c) => return Ok((node.clone(), c)),
+                        None => self.refill(node),
+                    }
+                }
+            }
+        }
+        let start = seed + offset;
         for i in 0..nodes.len() {
             let node = &nodes[(start + i) % nodes.len()];
             match node.connection() {
@@ -518,7 +650,9 @@ impl Session {
         let idempotent = statement.options().idempotent;
         let mut retries = 0;
         let mut offset = node_offset;
-        let (mut node, mut conn) = self.pick(offset)?;
+        let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
+        let route = statement.route(values);
+        let (mut node, mut conn) = self.pick(seed, offset, route)?;
         loop {
             let error = match self.attempt(&conn, statement, values, params).await {
                 Ok(r) => return Ok(r),
@@ -534,7 +668,7 @@ impl Session {
                 }
                 RetryDecision::RetryNextNode => {
                     offset += 1;
-                    (node, conn) = self.pick(offset).map_err(|_| error.clone())?;
+                    (node, conn) = self.pick(seed, offset, route).map_err(|_| error.clone())?;
                 }
             }
             retries += 1;
@@ -599,7 +733,7 @@ impl Session {
     }
 
     async fn schema_version_if_agreed(&self) -> Result<Option<Uuid>, ExecutionError> {
-        let (_, conn) = self.pick(0)?;
+        let (_, conn) = self.pick(0, 0, None)?;
         let mut versions: Vec<Uuid> = Vec::new();
         for cql in ["SELECT schema_version FROM system.local WHERE key = 'local'", "SELECT schema_version FROM system.peers"] {
             let q = Query { query: cql, params: QueryParameters::new(Consistency::One, ()) };

@@ -123,6 +123,14 @@ pub fn value(data: &[u8]) {
 mod tests {
     use super::*;
 
+    /// Inputs on which a fuzz target once failed; each must pass now.
+    #[test]
+    fn regressions() {
+        // EXECUTE with the "values with names" flag and zero values: decoded as named,
+        // re-encoded without values (fuzz `request`, fixed in QueryParameters::decode).
+        request(&[0x0a, 0x00, 0, 0, 0, 0, 0x55, 0, 0, 0, 0, 0xfc, 0, 0, 0x07]);
+    }
+
     #[test]
     fn harnesses_accept_seeds_and_garbage() {
         let seeds: [&[u8]; 6] = [

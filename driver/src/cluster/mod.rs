@@ -1,4 +1,10 @@
-//! Cluster awareness: the token ring and replica placement ([`ring`]).
-//! Topology discovery, node distance and shard-aware pools build on it.
+//! Cluster awareness: topology discovery ([`topology`]), the token ring and
+//! replica placement ([`ring`]), and node distance ([`distance`]).
 
+pub mod distance;
 pub mod ring;
+pub mod topology;
+
+pub use distance::{DistancePolicy, NodeDistance};
+pub use ring::{ReplicaTable, ReplicationStrategy, RingNode, TokenRing};
+pub use topology::NodeInfo;

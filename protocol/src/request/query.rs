@@ -180,7 +180,8 @@ impl<'a> QueryParameters<'a, RawValues<'a>> {
                 }
                 values.values.push(r.value("value")?);
             }
-            if with_names {
+            // Names of zero values are no names: keep one form, so re-encoding round-trips.
+            if with_names && n > 0 {
                 values.names = Some(names);
             }
         }
