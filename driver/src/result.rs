@@ -61,7 +61,7 @@ impl QueryResult {
     ///
     /// ```no_run
     /// # async fn f(session: &shardwise::Session) -> Result<(), Box<dyn std::error::Error>> {
-    /// let result = session.execute(&"SELECT pk, name FROM ks.t".into(), ()).await?;
+    /// let result = session.execute(&shardwise::Statement::new("SELECT pk, name FROM ks.t"), ()).await?;
     /// for row in result.rows::<(i64, &str)>()? {
     ///     let (pk, name) = row?;
     ///     println!("{pk}: {name}");
