@@ -732,23 +732,25 @@ impl Session {
         }
     }
 
+    /// Asks every node with a live connection for its schema version (as
+    /// the official driver does): peers' views in `system.peers` can lag.
     async fn schema_version_if_agreed(&self) -> Result<Option<Uuid>, ExecutionError> {
-        let (_, conn) = self.pick(0, 0, None)?;
+        let query = Statement::new("SELECT schema_version FROM system.local WHERE key = 'local'");
         let mut versions: Vec<Uuid> = Vec::new();
-        for cql in ["SELECT schema_version FROM system.local WHERE key = 'local'", "SELECT schema_version FROM system.peers"] {
-            let q = Query { query: cql, params: QueryParameters::new(Consistency::One, ()) };
-            let env = conn.send(&q, 0).await?;
-            let result = match Response::from_envelope(env)?.message {
-                ResponseMessage::Result(r) => QueryResult { result: r, specs: None, tracing_id: None, warnings: Vec::new() },
-                ResponseMessage::Error(e) => return Err(e.into()),
-                _ => return Err(ExecutionError::UnexpectedResponse("schema version query")),
-            };
-            for row in result.rows::<(Option<Uuid>,)>().map_err(|_| ExecutionError::UnexpectedResponse("schema version rows"))? {
-                if let Ok((Some(v),)) = row {
-                    versions.push(v);
-                }
+        let mut asked = 0;
+        for node in &self.inner.nodes {
+            let Some(conn) = node.connection() else { continue };
+            asked += 1;
+            let result = conn.execute(&query, &(), Params::new(Consistency::One)).await?;
+            let row = result.first_row::<(Option<Uuid>,)>().map_err(|_| ExecutionError::UnexpectedResponse("schema version rows"))?;
+            if let Some((Some(v),)) = row {
+                versions.push(v);
             }
         }
+        if asked == 0 {
+            return Err(ExecutionError::NoConnection);
+        }
+        versions.sort_unstable();
         versions.dedup();
         Ok(match versions.as_slice() {
             [one] => Some(*one),
