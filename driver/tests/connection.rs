@@ -135,3 +135,22 @@ fn a_worker_thread_executes_on_its_own_connection() {
     .join()
     .expect("worker");
 }
+
+/// With only two stream ids, fifty concurrent requests wait for free ids
+/// instead of failing.
+#[tokio::test]
+async fn back_pressure_when_every_stream_id_is_in_use() {
+    let addr = testkit::shared_node().expect("server");
+    let config = ConnectionConfig { max_streams: 2, ..Default::default() };
+    let conn = Arc::new(Connection::open(addr, &config).await.expect("connect"));
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let conn = conn.clone();
+            tokio::spawn(async move { query(&conn, "SELECT key FROM system.local").await })
+        })
+        .collect();
+    for t in tasks {
+        assert!(matches!(t.await.expect("task"), ResultMessage::Rows(_)));
+    }
+    assert_eq!(conn.in_flight(), 0);
+}

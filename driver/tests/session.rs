@@ -246,3 +246,26 @@ async fn derived_structs_bind_values_and_read_rows() {
     let row: UserRow<'_> = r.first_row().expect("types").expect("row");
     assert_eq!(row, UserRow { bo: Some(true), pk: 5, t: "five" });
 }
+
+#[tokio::test]
+async fn speculative_execution_for_idempotent_statements() {
+    // Two contact points that are the same server: speculative attempts go to "another node".
+    let addr = testkit::shared_node().expect("server");
+    let s = SessionBuilder::new()
+        .known_node_addr(addr)
+        .known_node(format!("localhost:{}", addr.port()))
+        .discover_topology(false)
+        .speculative_execution(Some(shardwise::SpeculativePolicy { delay: Duration::from_micros(1), max_extra: 2 }))
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    let read = Statement::new("SELECT key FROM system.local").with_idempotent(true);
+    for _ in 0..20 {
+        let r = s.execute(&read, ()).await.expect("speculative read");
+        assert_eq!(r.rows_count(), 1);
+    }
+    // Non-idempotent statements are never sent twice.
+    let write = Statement::new("SELECT key FROM system.local");
+    s.execute(&write, ()).await.expect("plain read");
+}
