@@ -25,6 +25,7 @@
 pub mod cluster;
 pub mod config;
 pub mod dist;
+pub mod emu;
 pub mod error;
 pub mod node;
 pub mod ports;

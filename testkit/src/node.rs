@@ -149,7 +149,7 @@ fn signal_group(pgid: u32, signal: &str) {
 /// Whether any process of group `pgid` is alive.
 pub fn group_alive(pgid: u32) -> bool {
     Command::new("sh")
-        .args(["-c", "kill -0 -- \"-$1\" 2>/dev/null", "sh", &pgid.to_string()])
+        .args(["-c", "kill -s 0 -- \"-$1\" 2>/dev/null", "sh", &pgid.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -503,6 +503,7 @@ mod tests {
         let pgid = child.id();
         std::thread::sleep(Duration::from_millis(300));
         assert!(child.try_wait().unwrap().is_none());
+        assert!(group_alive(pgid));
         let t = Instant::now();
         drop(child.stdin.take());
         let status = child.wait().unwrap();

@@ -2,7 +2,8 @@
 //! same everywhere `cargo` does.
 //!
 //! * `cargo xtask demo` — start a local Cassandra 5.0 (via `testkit`), ask it
-//!   OPTIONS over a plain `TcpStream`, print what it serves, stop it.
+//!   OPTIONS over a plain `TcpStream`, then run the driver against it end to
+//!   end, stop it.
 //! * `cargo xtask test` — the whole test suite against a server it starts
 //!   itself: workspace tests, loom models, fuzz smoke runs. CI runs exactly
 //!   this (`.ci/run`).
@@ -44,19 +45,24 @@ const HELP: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  demo                 start a local Cassandra 5.0, show what it serves (OPTIONS), stop it
+  demo                 start a local Cassandra 5.0, show what it serves (OPTIONS), run the
+                       driver against it (writes, reads, latency), stop it
                        (uses $SHARDWISE_CASSANDRA instead when that is set)
   test [options]       the whole suite against a Cassandra it starts itself:
-                       1. start a node, export SHARDWISE_CASSANDRA=<addr> to the steps
-                       2. cargo test --workspace
-                       3. loom models: RUSTFLAGS=\"--cfg loom\" cargo test -p shardwise-loom-tests --release
-                       4. fuzz smoke: cargo +nightly fuzz run <target> for every target
-                       5. stop the node (also on failure and Ctrl-C)
-    --no-fuzz            skip step 4
-    --no-loom            skip step 3
+                       1. start a node (or use $SHARDWISE_CASSANDRA), export
+                          SHARDWISE_CASSANDRA=<addr> to the test steps
+                       2. cargo test --workspace --all-targets, then --doc
+                       3. stop the node (also on failure, Ctrl-C, or if xtask dies)
+                       4. loom models: RUSTFLAGS=\"--cfg loom\" cargo test -p shardwise-loom-tests --release
+                          (CARGO_TARGET_DIR=target/loom)
+                       5. fuzz smoke: cargo +nightly fuzz run <target> for every target
+                       6. a summary; the exit code is non-zero if any step failed
+    --no-fuzz            skip step 5
+    --no-loom            skip step 4
     --fuzz-seconds N     seconds per fuzz target (default $SHARDWISE_FUZZ_SECONDS or 30)
-    --only ARGS...       run only step 2, passing ARGS to cargo test
-                         (e.g. --only -p testkit start_stop)
+    --only ARGS...       run only step 2, with ARGS instead of --all-targets
+                         (e.g. --only -p testkit --test start_stop)
+    -- ARGS...           extra arguments for step 2
   help                 this text
 ";
 
@@ -65,6 +71,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("demo") => demo::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
+        Some("emu") => emu(&args[1..]),
         Some("help" | "-h" | "--help") => {
             print!("{HELP}");
             ExitCode::SUCCESS
@@ -78,4 +85,97 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `cargo xtask emu [--nodes N] [--shards N] [--ignore-msb N] [--miss-delay-us N]
+/// [--port P] [--shard-aware-port P]`: Cassandra plus the Scylla emulation
+/// front (`testkit::emu`), serving until Ctrl-C; prints the addresses and,
+/// whenever they change, the front's counters.
+fn emu(args: &[String]) -> ExitCode {
+    match emu_serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn emu_serve(args: &[String]) -> Result<(), String> {
+    use std::time::{Duration, Instant};
+    use testkit::emu::{Front, FrontConfig};
+    use testkit::{Cluster, Node, NodeConfig};
+
+    let mut nodes: u8 = 1;
+    let mut config = FrontConfig::default();
+    let mut it = args.iter();
+    let number = |flag: &str, v: Option<&String>| -> Result<u64, String> {
+        v.and_then(|s| s.parse().ok()).ok_or_else(|| format!("{flag} takes a number"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--nodes" => nodes = number(a, it.next())?.clamp(1, 9) as u8,
+            "--shards" => config.shards = number(a, it.next())?.clamp(1, 1024) as u16,
+            "--ignore-msb" => config.ignore_msb = number(a, it.next())?.min(63) as u8,
+            "--miss-delay-us" => config.miss_delay = Some(Duration::from_micros(number(a, it.next())?)),
+            "--port" => config.port = number(a, it.next())? as u16,
+            "--shard-aware-port" => config.shard_aware_port = number(a, it.next())? as u16,
+            other => return Err(format!("unknown option {other} (options: --nodes --shards --ignore-msb --miss-delay-us --port --shard-aware-port)")),
+        }
+    }
+    install_interrupt_handler();
+    let started = Instant::now();
+    let (single, cluster) = if nodes == 1 {
+        eprintln!("xtask: starting Cassandra {}...", testkit::CASSANDRA_VERSION);
+        let config = NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?;
+        (Some(Node::start(config).map_err(|e| e.to_string())?), None)
+    } else {
+        eprintln!("xtask: starting a {nodes}-node Cassandra cluster on 127.0.0.1..{nodes} (about 20 s per joining node)...");
+        (None, Some(Cluster::start(nodes).map_err(|e| e.to_string())?))
+    };
+    let upstreams: Vec<std::net::SocketAddr> = match (&single, &cluster) {
+        (Some(n), _) => vec![n.addr()],
+        (_, Some(c)) => c.contact_points(),
+        _ => Vec::new(),
+    };
+    let front = Front::start_cluster(&upstreams, config).map_err(|e| e.to_string())?;
+    println!(
+        "Scylla emulation front up after {:.1?}: {} shards per node, ignore_msb {}, miss delay {:?}",
+        started.elapsed(),
+        front.sharder().nr_shards(),
+        front.sharder().ignore_msb(),
+        front.config().miss_delay
+    );
+    for n in front.nodes() {
+        println!(
+            "  Cassandra {}  ->  front {}  shard-aware {}  (host id {})",
+            n.upstream,
+            n.addr,
+            n.shard_aware_addr,
+            n.host_id.map(|h| h.to_string()).unwrap_or_else(|| "?".into())
+        );
+    }
+    println!("contact point (Scylla): {}", front.addr());
+    println!("Cassandra itself:       {}={}", testkit::SHARDWISE_CASSANDRA, upstreams[0]);
+    println!("counters: SELECT * FROM {}.front_stats (through the front); Ctrl-C stops", front.emu_keyspace());
+    let mut last = front.stats();
+    let mut ticks = 0u32;
+    while !interrupted() {
+        std::thread::sleep(Duration::from_millis(200));
+        ticks += 1;
+        if ticks >= 50 {
+            ticks = 0;
+            let now = front.stats();
+            if now != last {
+                println!("{now}");
+                last = now;
+            }
+        }
+    }
+    println!("{}", front.stats());
+    front.stop();
+    drop(cluster);
+    drop(single);
+    eprintln!("xtask: stopped");
+    Ok(())
 }

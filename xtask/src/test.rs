@@ -18,6 +18,8 @@ pub struct Options {
     pub fuzz_seconds: u64,
     /// `--only`: run just the workspace tests with these extra arguments.
     pub only: Option<Vec<String>>,
+    /// After `--`: extra arguments for the workspace test step.
+    pub cargo_args: Vec<String>,
 }
 
 /// Parses the arguments after `test`; `env_seconds` is `$SHARDWISE_FUZZ_SECONDS`.
@@ -33,6 +35,7 @@ pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options,
         loom: true,
         fuzz_seconds,
         only: None,
+        cargo_args: Vec::new(),
     };
     let mut i = 0;
     while i < args.len() {
@@ -46,6 +49,10 @@ pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options,
             }
             "--only" => {
                 o.only = Some(args[i + 1..].to_vec());
+                break;
+            }
+            "--" => {
+                o.cargo_args = args[i + 1..].to_vec();
                 break;
             }
             other => return Err(format!("unknown option {other:?} (see `cargo xtask help`)")),
@@ -183,37 +190,66 @@ pub fn run(args: &[String]) -> ExitCode {
         },
     };
 
-    // 2. Workspace tests.
-    if interrupted() {
-        run.skip_rest(&["cargo test --workspace"]);
-    } else {
-        let extra = opts.only.clone().unwrap_or_default();
-        let name = if extra.is_empty() {
-            "cargo test --workspace".to_string()
-        } else {
-            format!("cargo test --workspace {}", extra.join(" "))
+    // 2. Workspace tests (unit, integration against the server, loom models
+    //    compiled without `--cfg loom`), then doc tests.
+    let with_server = |cmd: &mut Command| {
+        match &server {
+            Some(addr) => cmd.env(testkit::SHARDWISE_CASSANDRA, addr),
+            // Tests start their own server (testkit::shared_node) then.
+            None => cmd.env_remove(testkit::SHARDWISE_CASSANDRA),
         };
+    };
+    let (name, mut args) = match &opts.only {
+        Some(extra) => (
+            format!("cargo test --workspace {}", extra.join(" ")).trim_end().to_string(),
+            extra.clone(),
+        ),
+        None => ("cargo test --workspace --all-targets".to_string(), vec!["--all-targets".to_string()]),
+    };
+    args.extend(opts.cargo_args.iter().cloned());
+    if interrupted() {
+        run.skip_rest(&[&name]);
+    } else {
         banner(&name);
         let t = Instant::now();
         let mut cmd = cargo();
-        cmd.current_dir(&root).args(["test", "--workspace"]).args(&extra);
-        match &server {
-            Some(addr) => {
-                cmd.env(testkit::SHARDWISE_CASSANDRA, addr);
-            }
-            None => {
-                // Tests start their own server (testkit::shared_node) then.
-                cmd.env_remove(testkit::SHARDWISE_CASSANDRA);
-            }
-        }
+        cmd.current_dir(&root).args(["test", "--workspace"]).args(&args);
+        with_server(&mut cmd);
         match run_status(&mut cmd) {
             Ok(()) => run.record(&name, t, Status::Passed, ""),
             Err(e) => run.record(&name, t, Status::Failed, e),
         }
     }
+    if opts.only.is_none() {
+        if interrupted() {
+            run.skip_rest(&["doc tests"]);
+        } else {
+            banner("cargo test --workspace --doc");
+            let t = Instant::now();
+            let mut cmd = cargo();
+            cmd.current_dir(&root).args(["test", "--workspace", "--doc"]);
+            with_server(&mut cmd);
+            match run_status(&mut cmd) {
+                Ok(()) => run.record("doc tests", t, Status::Passed, ""),
+                Err(e) => run.record("doc tests", t, Status::Failed, e),
+            }
+        }
+    }
+
+    // 3. The server is not needed any more: stop it now so that loom and the
+    //    fuzzers get its CPU and memory (it is also stopped on every early
+    //    exit: on drop, and by its lifeline if this process dies).
+    if let Some(mut n) = node.take() {
+        banner("stopping Cassandra");
+        let t = Instant::now();
+        match n.stop() {
+            Ok(_) => run.record("stop cassandra", t, Status::Passed, ""),
+            Err(e) => run.record("stop cassandra", t, Status::Failed, e.to_string()),
+        }
+    }
 
     if opts.only.is_none() {
-        // 3. Loom models.
+        // 4. Loom models.
         if !opts.loom {
             run.record("loom", Instant::now(), Status::Skipped, "--no-loom");
         } else if interrupted() {
@@ -232,7 +268,7 @@ pub fn run(args: &[String]) -> ExitCode {
             }
         }
 
-        // 4. Fuzz smoke runs.
+        // 5. Fuzz smoke runs.
         if !opts.fuzz {
             run.record("fuzz", Instant::now(), Status::Skipped, "--no-fuzz");
         } else if interrupted() {
@@ -242,16 +278,6 @@ pub fn run(args: &[String]) -> ExitCode {
             let t = Instant::now();
             let (status, note) = fuzz(&root, opts.fuzz_seconds);
             run.record("fuzz", t, status, note);
-        }
-    }
-
-    // 5. Stop the server, whatever happened.
-    if let Some(mut n) = node.take() {
-        banner("stopping Cassandra");
-        let t = Instant::now();
-        match n.stop() {
-            Ok(_) => run.record("stop cassandra", t, Status::Passed, ""),
-            Err(e) => run.record("stop cassandra", t, Status::Failed, e.to_string()),
         }
     }
 
@@ -348,6 +374,7 @@ fn fuzz_target(root: &Path, target: &str, seconds: u64) -> Result<u64, String> {
         .args(["fuzz", "run", target, "--"])
         .arg(format!("-max_total_time={seconds}"))
         .arg("-rss_limit_mb=2048")
+        .arg("-print_final_stats=1")
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -419,7 +446,8 @@ mod tests {
                 fuzz: true,
                 loom: true,
                 fuzz_seconds: 30,
-                only: None
+                only: None,
+                cargo_args: Vec::new(),
             }
         );
         assert_eq!(parse_args(&[], Some("5")).unwrap().fuzz_seconds, 5);
@@ -433,6 +461,9 @@ mod tests {
         assert_eq!(o.fuzz_seconds, 7);
         let o = parse_args(&args("--only -p testkit start_stop -- --nocapture"), None).unwrap();
         assert_eq!(o.only, Some(args("-p testkit start_stop -- --nocapture")));
+        let o = parse_args(&args("--no-fuzz -- -p testkit --lib"), None).unwrap();
+        assert_eq!(o.cargo_args, args("-p testkit --lib"));
+        assert!(!o.fuzz);
         assert!(parse_args(&args("--fuzz-seconds"), None).is_err());
         assert!(parse_args(&args("--fuzz-seconds 0"), None).is_err());
         assert!(parse_args(&args("--bogus"), None).is_err());

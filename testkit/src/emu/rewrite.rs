@@ -1,0 +1,483 @@
+//! Statement rewriting: what Scylla accepts and Cassandra does not.
+//!
+//! A small CQL tokenizer (strings, `$$` strings, quoted identifiers and
+//! comments are single tokens, so nothing inside them is ever touched) finds
+//! the spots to change; edits are byte-range replacements on the original
+//! text, so everything else reaches Cassandra exactly as written.
+//!
+//! - `BYPASS CACHE` (SELECT) is removed.
+//! - `USING TIMEOUT <duration>` is removed, alone or among `TTL`/`TIMESTAMP`
+//!   clauses (`USING TTL 5 AND TIMEOUT 1s` → `USING TTL 5`). A bound timeout
+//!   (`USING TIMEOUT ?`) would change the statement's bind markers, so it is
+//!   refused with an Invalid error instead (deviation from Scylla).
+//! - `WITH cdc = {...}` in `CREATE TABLE`/`ALTER TABLE`: the map is validated
+//!   ([`CdcOptions::parse`]) and replaced by Cassandra's own (unrelated,
+//!   default) `cdc = false`; the caller creates the log table.
+//! - `system_distributed.<t>` → `<emu keyspace>.<t>`;
+//!   `system_schema.scylla_tables`/`scylla_keyspaces` → `<emu
+//!   keyspace>.scylla_tables`/`scylla_keyspaces` (real stand-in tables).
+//! - `system.peers_v2` does not exist on Scylla: answered with Scylla's
+//!   Invalid error, so that drivers fall back to `system.peers` (whose
+//!   addresses, with the front's port, lead to the fronts).
+//! - `SELECT ... FROM <emu keyspace>.front_stats` is answered by the front.
+//!
+//! The text is only tokenized when a cheap case-insensitive scan finds a
+//! word that could need a change, so ordinary statements cost one scan.
+
+use super::cdc::CdcOptions;
+
+/// Token kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Unquoted identifier or keyword.
+    Ident,
+    /// `"quoted identifier"`.
+    QuotedIdent,
+    /// `'string'` or `$$string$$`.
+    Str,
+    /// Number, duration, blob or other literal starting with a digit.
+    Number,
+    /// `?`
+    Marker,
+    /// Any other single character.
+    Punct,
+}
+
+/// A token: its kind and byte range in the statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tok<'a> {
+    /// The kind.
+    pub kind: Kind,
+    /// The text as written.
+    pub text: &'a str,
+    /// Start offset.
+    pub start: usize,
+    /// End offset (exclusive).
+    pub end: usize,
+}
+
+impl Tok<'_> {
+    /// Whether this is the unquoted keyword `kw` (any case).
+    pub fn is_kw(&self, kw: &str) -> bool {
+        self.kind == Kind::Ident && self.text.eq_ignore_ascii_case(kw)
+    }
+    /// Whether this is the punctuation `c`.
+    pub fn is_punct(&self, c: char) -> bool {
+        self.kind == Kind::Punct && self.text.len() == c.len_utf8() && self.text.starts_with(c)
+    }
+    /// The identifier this token names: unquoted ones fold to lowercase.
+    pub fn ident(&self) -> Option<String> {
+        match self.kind {
+            Kind::Ident => Some(self.text.to_ascii_lowercase()),
+            Kind::QuotedIdent => Some(self.text[1..self.text.len() - 1].replace("\"\"", "\"")),
+            _ => None,
+        }
+    }
+    /// The value of a string literal (quotes removed, `''` unescaped).
+    pub fn string_value(&self) -> Option<String> {
+        match self.kind {
+            Kind::Str if self.text.starts_with('\'') => Some(self.text[1..self.text.len() - 1].replace("''", "'")),
+            Kind::Str => Some(self.text[2..self.text.len() - 2].to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Splits a statement into tokens; `None` on an unterminated string,
+/// identifier or comment (the statement is then passed on untouched and
+/// Cassandra reports the error).
+pub fn tokenize(s: &str) -> Option<Vec<Tok<'_>>> {
+    let b = s.as_bytes();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let start = i;
+        let kind = match c {
+            _ if c.is_ascii_whitespace() => {
+                i += 1;
+                continue;
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                i = s[i..].find('\n').map_or(b.len(), |n| i + n + 1);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = s[i..].find('\n').map_or(b.len(), |n| i + n + 1);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = i + 2 + s[i + 2..].find("*/")? + 2;
+                continue;
+            }
+            b'\'' | b'"' => {
+                i += 1;
+                loop {
+                    if *b.get(i)? == c {
+                        if b.get(i + 1) == Some(&c) {
+                            i += 2;
+                            continue;
+                        }
+                        i += 1;
+                        break;
+                    }
+                    i += 1;
+                }
+                if c == b'\'' { Kind::Str } else { Kind::QuotedIdent }
+            }
+            b'$' if b.get(i + 1) == Some(&b'$') => {
+                i = i + 2 + s[i + 2..].find("$$")? + 2;
+                Kind::Str
+            }
+            _ if c.is_ascii_alphabetic() || c == b'_' => {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$') {
+                    i += 1;
+                }
+                Kind::Ident
+            }
+            _ if c.is_ascii_digit() => {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.') {
+                    i += 1;
+                }
+                Kind::Number
+            }
+            b'?' => {
+                i += 1;
+                Kind::Marker
+            }
+            _ => {
+                i += s[i..].chars().next().map_or(1, char::len_utf8);
+                Kind::Punct
+            }
+        };
+        toks.push(Tok { kind, text: &s[start..i], start, end: i });
+    }
+    Some(toks)
+}
+
+/// What the front must do with a statement.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rewrite {
+    /// The text to send instead, when it changed.
+    pub text: Option<String>,
+    /// Answer the request locally instead of forwarding it.
+    pub local: Option<LocalAnswer>,
+    /// `CREATE TABLE`/`ALTER TABLE` with Scylla's `cdc` map.
+    pub cdc: Option<CdcOptions>,
+    /// A schema statement (CREATE/ALTER/DROP): its Schema_change result is
+    /// observed (CDC log creation, log mirroring, clean-up).
+    pub schema: bool,
+    /// A conditional (LWT) modification: `INSERT/UPDATE/DELETE/BATCH ... IF`.
+    pub lwt: bool,
+    /// For `CREATE TABLE`/`ALTER TABLE`: the table named, `(keyspace if
+    /// qualified, table)`.
+    pub table: Option<(Option<String>, String)>,
+    /// A `USE` statement.
+    pub use_keyspace: bool,
+}
+
+/// An answer the front gives itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalAnswer {
+    /// An ERROR response.
+    Error {
+        /// Error code.
+        code: i32,
+        /// Message.
+        message: String,
+    },
+    /// Rows of the front's statistics table.
+    FrontStats,
+}
+
+const INVALID: i32 = 0x2200;
+const CONFIG_ERROR: i32 = 0x2300;
+
+fn contains_ci(hay: &str, needle: &str) -> bool {
+    hay.as_bytes().windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+fn first_word(text: &str) -> &str {
+    let t = text.trim_start();
+    let end = t.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(t.len());
+    &t[..end]
+}
+
+/// Whether a statement might need [`rewrite`] at all (a cheap scan).
+pub fn may_need_rewrite(text: &str, emu_keyspace: &str) -> bool {
+    let w = first_word(text);
+    ["create", "alter", "drop"].iter().any(|k| w.eq_ignore_ascii_case(k))
+        || text.trim_start().starts_with('/')
+        || text.trim_start().starts_with('-')
+        || ["bypass", "timeout", "system_distributed", "scylla_", "peers_v2", emu_keyspace]
+            .iter()
+            .any(|n| contains_ci(text, n))
+}
+
+/// Rewrites one statement for Cassandra. `prepare` adds LWT detection.
+pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
+    let mut out = Rewrite::default();
+    let first = first_word(text).to_ascii_lowercase();
+    out.schema = matches!(first.as_str(), "create" | "alter" | "drop");
+    if !prepare && !may_need_rewrite(text, emu_keyspace) {
+        return out;
+    }
+    let Some(toks) = tokenize(text) else {
+        return out;
+    };
+    let first = toks.first().and_then(|t| t.ident()).unwrap_or_default();
+    out.schema = matches!(first.as_str(), "create" | "alter" | "drop");
+    out.use_keyspace = first == "use";
+    if matches!(first.as_str(), "create" | "alter")
+        && toks.get(1).is_some_and(|t| t.is_kw("TABLE") || t.is_kw("COLUMNFAMILY"))
+    {
+        let mut j = 2;
+        while toks.get(j).is_some_and(|t| t.is_kw("IF") || t.is_kw("NOT") || t.is_kw("EXISTS")) {
+            j += 1;
+        }
+        let a = toks.get(j).and_then(|t| t.ident());
+        if toks.get(j + 1).is_some_and(|t| t.is_punct('.')) {
+            out.table = toks.get(j + 2).and_then(|t| t.ident()).map(|t| (a, t));
+        } else {
+            out.table = a.map(|a| (None, a));
+        }
+    }
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut depth = 0i32;
+    let mut i = 0;
+    while i < toks.len() {
+        let t = toks[i];
+        let next = |k: usize| toks.get(i + k);
+        if t.is_punct('(') || t.is_punct('{') || t.is_punct('[') {
+            depth += 1;
+        } else if t.is_punct(')') || t.is_punct('}') || t.is_punct(']') {
+            depth -= 1;
+        }
+        let dotted = next(1).is_some_and(|d| d.is_punct('.'));
+        let name = t.ident();
+        if depth == 0 && t.is_kw("BYPASS") && next(1).is_some_and(|n| n.is_kw("CACHE")) {
+            edits.push((t.start, toks[i + 1].end, String::new()));
+            i += 2;
+            continue;
+        }
+        if depth == 0 && t.is_kw("USING") {
+            match using_clause(&toks, i) {
+                Ok(Some((start, end, keep))) => {
+                    edits.push((start, end, keep));
+                }
+                Ok(None) => {}
+                Err(message) => {
+                    out.local = Some(LocalAnswer::Error { code: INVALID, message });
+                    return out;
+                }
+            }
+        }
+        if depth == 0 && t.is_kw("IF") && matches!(first.as_str(), "insert" | "update" | "delete" | "begin") {
+            out.lwt = true;
+        }
+        if dotted {
+            let table = next(2).and_then(|x| x.ident()).unwrap_or_default();
+            match name.as_deref() {
+                Some("system_distributed") => edits.push((t.start, t.end, emu_keyspace.to_string())),
+                Some("system_schema") if table == "scylla_tables" || table == "scylla_keyspaces" => {
+                    edits.push((t.start, t.end, emu_keyspace.to_string()))
+                }
+                Some("system") if table == "peers_v2" => {
+                    out.local =
+                        Some(LocalAnswer::Error { code: INVALID, message: "unconfigured table peers_v2".into() });
+                    return out;
+                }
+                Some(ks) if ks == emu_keyspace && table == "front_stats" && first == "select" => {
+                    out.local = Some(LocalAnswer::FrontStats);
+                    return out;
+                }
+                _ => {}
+            }
+        }
+        if depth == 0
+            && name.as_deref() == Some("cdc")
+            && out.schema
+            && next(1).is_some_and(|e| e.is_punct('='))
+            && next(2).is_some_and(|b| b.is_punct('{'))
+        {
+            match cdc_map(&toks, i + 2) {
+                Ok((end, options)) => {
+                    edits.push((toks[i + 2].start, toks[end].end, "false".into()));
+                    out.cdc = Some(options);
+                    i = end + 1;
+                    continue;
+                }
+                Err(message) => {
+                    out.local = Some(LocalAnswer::Error { code: CONFIG_ERROR, message });
+                    return out;
+                }
+            }
+        }
+        i += 1;
+    }
+    if !edits.is_empty() {
+        let mut s = String::with_capacity(text.len());
+        let mut at = 0;
+        for (start, end, with) in edits {
+            s.push_str(&text[at..start]);
+            s.push_str(&with);
+            at = end;
+        }
+        s.push_str(&text[at..]);
+        out.text = Some(s);
+    }
+    out
+}
+
+/// Parses `USING <clause> [AND <clause>]...` at `toks[at]`. Returns the byte
+/// range to replace and its replacement when a TIMEOUT clause is present.
+fn using_clause(toks: &[Tok<'_>], at: usize) -> Result<Option<(usize, usize, String)>, String> {
+    let is_clause = |t: Option<&Tok<'_>>| t.is_some_and(|t| t.is_kw("TTL") || t.is_kw("TIMESTAMP") || t.is_kw("TIMEOUT"));
+    if !is_clause(toks.get(at + 1)) {
+        return Ok(None);
+    }
+    let mut clauses = Vec::new(); // (is_timeout, start, end)
+    let mut j = at + 1;
+    loop {
+        let name = toks[j];
+        let mut v = j + 1;
+        let Some(value) = toks.get(v) else { return Ok(None) };
+        if value.is_punct('-') {
+            v += 1;
+        }
+        let Some(value) = toks.get(v) else { return Ok(None) };
+        let timeout = name.is_kw("TIMEOUT");
+        if timeout && (value.kind == Kind::Marker || value.is_punct(':')) {
+            return Err("USING TIMEOUT with a bind marker is not supported by the Scylla emulation front".into());
+        }
+        let end = if value.is_punct(':') { toks.get(v + 1).map_or(value.end, |t| t.end) } else { value.end };
+        clauses.push((timeout, name.start, end));
+        j = v + 1;
+        if toks.get(j).is_some_and(|t| t.is_kw("AND")) && is_clause(toks.get(j + 1)) {
+            j += 1;
+        } else {
+            break;
+        }
+    }
+    if !clauses.iter().any(|c| c.0) {
+        return Ok(None);
+    }
+    let last_end = clauses.last().map_or(toks[at].end, |c| c.2);
+    let keep: Vec<(usize, usize)> = clauses.iter().filter(|c| !c.0).map(|c| (c.1, c.2)).collect();
+    Ok(Some(if keep.is_empty() {
+        (toks[at].start, last_end, String::new())
+    } else {
+        let text_of = |(s, e): (usize, usize)| -> String {
+            toks.iter().filter(|t| t.start >= s && t.end <= e).map(|t| t.text).collect::<Vec<_>>().join(" ")
+        };
+        let kept: Vec<String> = keep.into_iter().map(text_of).collect();
+        (toks[at + 1].start, last_end, kept.join(" AND "))
+    }))
+}
+
+/// Parses the map literal starting at `toks[open]` (`{`): returns the index
+/// of the closing `}` and the options.
+fn cdc_map(toks: &[Tok<'_>], open: usize) -> Result<(usize, CdcOptions), String> {
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let mut j = open + 1;
+    let value_of = |t: &Tok<'_>| t.string_value().unwrap_or_else(|| t.text.to_string());
+    loop {
+        let t = toks.get(j).ok_or("unterminated cdc options map")?;
+        if t.is_punct('}') {
+            break;
+        }
+        if t.is_punct(',') {
+            j += 1;
+            continue;
+        }
+        let colon = toks.get(j + 1).ok_or("unterminated cdc options map")?;
+        if !colon.is_punct(':') {
+            return Err(format!("Invalid cdc options map near {}", t.text));
+        }
+        let mut v = j + 2;
+        let mut value = String::new();
+        if toks.get(v).is_some_and(|x| x.is_punct('-')) {
+            value.push('-');
+            v += 1;
+        }
+        let vt = toks.get(v).ok_or("unterminated cdc options map")?;
+        value.push_str(&value_of(vt));
+        entries.push((value_of(t), value));
+        j = v + 1;
+    }
+    Ok((j, CdcOptions::parse(&entries)?))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn rw(s: &str) -> Rewrite {
+        rewrite(s, "emu", false)
+    }
+
+    #[test]
+    fn strips_scylla_only_syntax() {
+        assert_eq!(rw("SELECT * FROM t WHERE a = 1 BYPASS CACHE").text.unwrap(), "SELECT * FROM t WHERE a = 1 ");
+        assert_eq!(rw("select * from t using timeout 5s").text.unwrap(), "select * from t ");
+        assert_eq!(
+            rw("SELECT * FROM t BYPASS CACHE USING TIMEOUT 100ms;").text.unwrap(),
+            "SELECT * FROM t  ;"
+        );
+        assert_eq!(
+            rw("INSERT INTO t (a) VALUES (1) USING TTL 10 AND TIMEOUT 1s AND TIMESTAMP 5").text.unwrap(),
+            "INSERT INTO t (a) VALUES (1) USING TTL 10 AND TIMESTAMP 5"
+        );
+        assert_eq!(
+            rw("UPDATE t USING TIMEOUT 1s AND TTL 3 SET v = 1 WHERE a = 1").text.unwrap(),
+            "UPDATE t USING TTL 3 SET v = 1 WHERE a = 1"
+        );
+        assert_eq!(rw("SELECT 'BYPASS CACHE' FROM t").text, None);
+        assert_eq!(rw("INSERT INTO t (a) VALUES (1) USING TTL 10").text, None);
+        assert!(matches!(rw("SELECT * FROM t USING TIMEOUT ?").local, Some(LocalAnswer::Error { .. })));
+    }
+
+    #[test]
+    fn renames_system_distributed_and_scylla_tables() {
+        assert_eq!(
+            rw("SELECT time FROM system_distributed.cdc_generation_timestamps WHERE key = 'timestamps'").text.unwrap(),
+            "SELECT time FROM emu.cdc_generation_timestamps WHERE key = 'timestamps'"
+        );
+        assert_eq!(
+            rw("SELECT keyspace_name, table_name, partitioner FROM system_schema.scylla_tables").text.unwrap(),
+            "SELECT keyspace_name, table_name, partitioner FROM emu.scylla_tables"
+        );
+        assert_eq!(rw("SELECT * FROM system_schema.tables").text, None);
+        assert!(matches!(rw("SELECT * FROM system.peers_v2").local, Some(LocalAnswer::Error { code: 0x2200, .. })));
+        assert_eq!(rw("select * from emu.front_stats").local, Some(LocalAnswer::FrontStats));
+    }
+
+    #[test]
+    fn cdc_map_becomes_cassandras_flag() {
+        let r = rw("CREATE TABLE ks.t (pk int PRIMARY KEY, v map<int, text>) WITH cdc = {'enabled': true, 'ttl': 60} AND comment = 'x'");
+        assert_eq!(
+            r.text.unwrap(),
+            "CREATE TABLE ks.t (pk int PRIMARY KEY, v map<int, text>) WITH cdc = false AND comment = 'x'"
+        );
+        let o = r.cdc.unwrap();
+        assert!(o.enabled);
+        assert_eq!(o.ttl, 60);
+        assert!(r.schema);
+        let r = rw("ALTER TABLE t WITH cdc = {'enabled': 'false'}");
+        assert_eq!(r.text.unwrap(), "ALTER TABLE t WITH cdc = false");
+        assert!(!r.cdc.unwrap().enabled);
+        assert!(matches!(rw("ALTER TABLE t WITH cdc = {'nope': 1}").local, Some(LocalAnswer::Error { code: 0x2300, .. })));
+        assert_eq!(rw("CREATE TABLE t (a int PRIMARY KEY) WITH cdc = true").cdc, None);
+        assert_eq!(rw("ALTER TABLE \"Ks\".T WITH cdc = {}").table, Some((Some("Ks".into()), "t".into())));
+        assert_eq!(rw("CREATE TABLE IF NOT EXISTS t (a int PRIMARY KEY)").table, Some((None, "t".into())));
+    }
+
+    #[test]
+    fn lwt_detection() {
+        assert!(rewrite("INSERT INTO t (a) VALUES (?) IF NOT EXISTS", "emu", true).lwt);
+        assert!(rewrite("UPDATE t SET v = ? WHERE a = ? IF v = ?", "emu", true).lwt);
+        assert!(!rewrite("INSERT INTO t (a) VALUES (?)", "emu", true).lwt);
+        assert!(!rewrite("CREATE TABLE IF NOT EXISTS t (a int PRIMARY KEY)", "emu", true).lwt);
+    }
+}
