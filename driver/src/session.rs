@@ -18,6 +18,7 @@ use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::types::de::DeserializeRow;
 use uuid::Uuid;
 
+use shardwise_protocol::sharding::{ShardPortIterator, ShardingInfo};
 use shardwise_protocol::token::Token;
 
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
@@ -228,6 +229,22 @@ struct NodePool {
 }
 
 impl NodePool {
+    /// The open connection of the shard owning `token` on a sharded node,
+    /// else the least loaded one.
+    fn connection_for(&self, token: Option<Token>) -> Option<Connection> {
+        if let Some(token) = token {
+            let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(sharding) = conns.iter().find_map(|c| c.sharding().copied()) {
+                let shard = sharding.sharder().shard_of(token);
+                let on_shard = conns.iter().filter(|c| !c.is_closed() && c.shard() == shard).min_by_key(|c| c.in_flight());
+                if let Some(c) = on_shard {
+                    return Some(c.clone());
+                }
+            }
+        }
+        self.connection()
+    }
+
     /// The open connection with the fewest requests in flight.
     fn connection(&self) -> Option<Connection> {
         let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
@@ -240,9 +257,24 @@ impl NodePool {
             .cloned()
     }
 
+    /// Whether connections are missing: `per_shard` for every shard of a
+    /// sharded node, `target` in all otherwise.
     fn needs_refill(&self, target: usize) -> bool {
+        self.missing_shard(target).is_some() || {
+            let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
+            conns.iter().all(|c| c.sharding().is_none()) && conns.iter().filter(|c| !c.is_closed()).count() < target
+        }
+    }
+
+    /// A shard with fewer than `per_shard` open connections, with the
+    /// sharding parameters, on a sharded node.
+    fn missing_shard(&self, per_shard: usize) -> Option<(u16, ShardingInfo)> {
         let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
-        conns.iter().filter(|c| !c.is_closed()).count() < target
+        let sharding = *conns.iter().find_map(|c| c.sharding())?;
+        let n = sharding.sharder().nr_shards().get();
+        (0..n)
+            .find(|s| conns.iter().filter(|c| !c.is_closed() && c.shard() == *s).count() < per_shard)
+            .map(|s| (s, sharding))
     }
 }
 
@@ -439,7 +471,12 @@ impl Session {
                         return;
                     }
                 }
-                match Connection::open(node.addr, &inner.config.connection).await {
+                let per_shard = inner.config.connections_per_node;
+                let attempt = match node.missing_shard(per_shard) {
+                    Some((shard, sharding)) => open_to_shard(node.addr, shard, &sharding, &inner.config.connection).await,
+                    None => Connection::open(node.addr, &inner.config.connection).await,
+                };
+                match attempt {
                     Ok(conn) => {
                         let ks = inner.keyspace.read().unwrap_or_else(|e| e.into_inner()).clone();
                         if let Some(ks) = ks {
@@ -450,7 +487,13 @@ impl Session {
                         }
                         let mut conns = node.connections.write().unwrap_or_else(|e| e.into_inner());
                         conns.retain(|c| !c.is_closed());
-                        conns.push(conn);
+                        // Through the regular port the server picks the shard: drop a
+                        // connection that landed on a shard already served.
+                        let surplus = conn.sharding().is_some()
+                            && conns.iter().filter(|c| c.shard() == conn.shard()).count() >= per_shard;
+                        if !surplus {
+                            conns.push(conn);
+                        }
                         backoff = Duration::from_millis(100);
                     }
                     Err(e) => {
@@ -590,7 +633,7 @@ impl Session {
                     let r = replicas[(seed + i) % n];
                     let Some(pool) = routing.pool_of.get(r).copied().flatten() else { continue };
                     let node = &nodes[pool];
-                    match node.connection() {
+                    match node.connection_for(Some(token)) {
                         Some(c) => return Ok((node.clone(), c)),
                         None => self.refill(node),
                     }
@@ -598,9 +641,10 @@ impl Session {
             }
         }
         let start = seed + offset;
+        let token = route.map(|(_, t)| t);
         for i in 0..nodes.len() {
             let node = &nodes[(start + i) % nodes.len()];
-            match node.connection() {
+            match node.connection_for(token) {
                 Some(c) => return Ok((node.clone(), c)),
                 None => self.refill(node),
             }
@@ -757,6 +801,44 @@ impl Session {
             _ => None,
         })
     }
+}
+
+/// Opens a connection served by `shard`: through the shard-aware port from
+/// a local port that maps to it (trying the candidates from a random start),
+/// else through the regular port, where the server picks the shard.
+async fn open_to_shard(
+    addr: SocketAddr,
+    shard: u16,
+    sharding: &ShardingInfo,
+    config: &ConnectionConfig,
+) -> Result<Connection, ConnectionError> {
+    if let Some(port) = sharding.shard_aware_port_for(config.tls.is_some()) {
+        let target = SocketAddr::new(addr.ip(), port);
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() as usize);
+        let nr = sharding.sharder().nr_shards();
+        for local in ShardPortIterator::new(shard, nr, 49152..=65535, start).take(8) {
+            match Connection::open_from(target, Some(local), config).await {
+                Ok(conn) if conn.shard() == shard => return Ok(conn),
+                Ok(conn) => {
+                    // The port was rewritten on the way (NAT): the shard-aware port is of no use.
+                    tracing::warn!(%addr, wanted = shard, got = conn.shard(), "shard-aware port gave another shard");
+                    return Ok(conn);
+                }
+                Err(ConnectionError::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::PermissionDenied
+                    ) => {}
+                Err(e) => {
+                    tracing::debug!(%addr, error = %e, "shard-aware port failed, using the regular port");
+                    break;
+                }
+            }
+        }
+    }
+    Connection::open(addr, config).await
 }
 
 fn with_options(mut p: PreparedStatement, statement: &Statement) -> PreparedStatement {

@@ -29,7 +29,7 @@ use shardwise_protocol::sharding::ShardingInfo;
 use swap_buffer_queue::write::WriteVecBuffer;
 use swap_buffer_queue::SynchronizedQueue;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 use tokio::sync::{broadcast, mpsc, Notify};
@@ -160,10 +160,32 @@ impl Connection {
     /// Connects to `addr`, negotiates the highest protocol version both
     /// sides speak and starts the I/O tasks on the current tokio runtime.
     pub async fn open(addr: SocketAddr, config: &ConnectionConfig) -> Result<Connection, ConnectionError> {
+        Self::open_from(addr, None, config).await
+    }
+
+    /// Connects from a chosen local port: Scylla's shard-aware port assigns
+    /// the connection to shard `local_port % nr_shards`.
+    pub async fn open_from(
+        addr: SocketAddr,
+        local_port: Option<u16>,
+        config: &ConnectionConfig,
+    ) -> Result<Connection, ConnectionError> {
         let mut version = config.max_version;
         loop {
             let attempt = tokio::time::timeout(config.connect_timeout, async {
-                let socket = TcpStream::connect(addr).await?;
+                let socket = match local_port {
+                    None => TcpStream::connect(addr).await?,
+                    Some(port) => {
+                        let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+                        let unspecified: std::net::IpAddr = if addr.is_ipv4() {
+                            std::net::Ipv4Addr::UNSPECIFIED.into()
+                        } else {
+                            std::net::Ipv6Addr::UNSPECIFIED.into()
+                        };
+                        socket.bind(SocketAddr::new(unspecified, port))?;
+                        socket.connect(addr).await?
+                    }
+                };
                 socket.set_nodelay(config.tcp_nodelay)?;
                 match &config.tls {
                     None => Self::negotiate(addr, socket, config, version, TcpStream::into_split).await,
@@ -285,6 +307,11 @@ impl Connection {
     /// Scylla's sharding parameters, when the server is sharded.
     pub fn sharding(&self) -> Option<&ShardingInfo> {
         self.inner.sharding.as_ref()
+    }
+
+    /// The shard serving this connection (0 on an unsharded server).
+    pub fn shard(&self) -> u16 {
+        self.inner.sharding.as_ref().map_or(0, ShardingInfo::shard)
     }
 
     /// Whether the connection is closed.
