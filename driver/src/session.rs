@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::ProtocolVersion;
-use shardwise_protocol::request::{Query, QueryParameters};
-use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::request::{Query, QueryParameters, Register};
+use shardwise_protocol::response::{Event, Response, ResponseMessage, ResultMessage};
+use tokio::sync::broadcast;
 use shardwise_protocol::types::de::DeserializeRow;
 use uuid::Uuid;
 
@@ -27,6 +28,7 @@ use crate::cluster::{DistancePolicy, NodeDistance, NodeInfo, ReplicaTable, Repli
 use crate::config::{Compression, ConnectionConfig};
 use crate::connection::Connection;
 use crate::error::{ConnectionError, ExecutionError, NewSessionError};
+use crate::events::SessionEvent;
 use crate::execute::{Executable, Params};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::result::{PagingState, QueryResult};
@@ -226,6 +228,8 @@ struct NodePool {
     connections: RwLock<Vec<Connection>>,
     refilling: AtomicBool,
     next: AtomicUsize,
+    /// Whether the node had a connection when last looked at.
+    up: AtomicBool,
 }
 
 impl NodePool {
@@ -309,6 +313,13 @@ struct SessionInner {
     prepared: Mutex<HashMap<String, PreparedStatement>>,
     keyspace: RwLock<Option<String>>,
     metrics: Metrics,
+    events: broadcast::Sender<SessionEvent>,
+}
+
+impl SessionInner {
+    fn emit(&self, event: SessionEvent) {
+        let _ = self.events.send(event);
+    }
 }
 
 /// A session: the entry point for executing statements. Cheap to clone.
@@ -396,6 +407,7 @@ impl Session {
                 connections: RwLock::new(conns),
                 refilling: AtomicBool::new(false),
                 next: AtomicUsize::new(0),
+                up: AtomicBool::new(true),
             }));
         }
         if nodes.iter().all(|n| n.connection().is_none()) {
@@ -416,6 +428,7 @@ impl Session {
                 next_node: AtomicUsize::new(0),
                 prepared: Mutex::new(HashMap::new()),
                 metrics: Metrics::default(),
+                events: broadcast::channel(256).0,
             }),
         };
         if let Some(ks) = session.inner.config.keyspace.clone() {
@@ -424,7 +437,14 @@ impl Session {
         for node in &session.inner.nodes {
             session.refill(node);
         }
+        tokio::spawn(control_connection(Arc::downgrade(&session.inner)));
         Ok(session)
+    }
+
+    /// Session and database events. Subscribe early: events sent before
+    /// subscribing are not replayed.
+    pub fn events(&self) -> broadcast::Receiver<SessionEvent> {
+        self.inner.events.subscribe()
     }
 
     /// The session's settings.
@@ -492,12 +512,17 @@ impl Session {
                         let surplus = conn.sharding().is_some()
                             && conns.iter().filter(|c| c.shard() == conn.shard()).count() >= per_shard;
                         if !surplus {
+                            inner.emit(SessionEvent::ConnectionOpened(node.addr));
+                            if !node.up.swap(true, Ordering::AcqRel) {
+                                inner.emit(SessionEvent::NodeUp(node.addr));
+                            }
                             conns.push(conn);
                         }
                         backoff = Duration::from_millis(100);
                     }
                     Err(e) => {
                         tracing::debug!(addr = %node.addr, error = %e, ?backoff, "reconnect failed");
+                        inner.emit(SessionEvent::ConnectionFailed { node: node.addr, error: e.to_string() });
                         drop(inner);
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(10));
@@ -635,7 +660,7 @@ impl Session {
                     let node = &nodes[pool];
                     match node.connection_for(Some(token)) {
                         Some(c) => return Ok((node.clone(), c)),
-                        None => self.refill(node),
+                        None => self.node_unavailable(node),
                     }
                 }
             }
@@ -646,10 +671,17 @@ impl Session {
             let node = &nodes[(start + i) % nodes.len()];
             match node.connection_for(token) {
                 Some(c) => return Ok((node.clone(), c)),
-                None => self.refill(node),
+                None => self.node_unavailable(node),
             }
         }
         Err(ExecutionError::NoConnection)
+    }
+
+    fn node_unavailable(&self, node: &Arc<NodePool>) {
+        if node.up.swap(false, Ordering::AcqRel) {
+            self.inner.emit(SessionEvent::NodeDown(node.addr));
+        }
+        self.refill(node);
     }
 
     fn note_failure(&self, node: &Arc<NodePool>, conn: &Connection) {
@@ -767,6 +799,7 @@ impl Session {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(version) = self.schema_version_if_agreed().await? {
+                self.inner.emit(SessionEvent::SchemaAgreement(version));
                 return Ok(version);
             }
             if Instant::now() >= deadline {
@@ -800,6 +833,63 @@ impl Session {
             [one] => Some(*one),
             _ => None,
         })
+    }
+}
+
+/// Keeps one connection registered for server events, moving to another
+/// node when it closes; forwards events and reacts to them (schema changes
+/// refresh replication, a node coming up is reconnected at once).
+async fn control_connection(weak: std::sync::Weak<SessionInner>) {
+    let mut next = 0usize;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let session = Session { inner };
+        let conn = session.inner.nodes.iter().cycle().skip(next).take(session.inner.nodes.len()).find_map(|n| n.connection());
+        next += 1;
+        let Some(conn) = conn else {
+            drop(session);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        let mut events = conn.events();
+        let register = Register { events: vec!["TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"] };
+        let registered = match conn.send(&register, 0).await.map(Response::from_envelope) {
+            Ok(Ok(Response { message: ResponseMessage::Ready, .. })) => true,
+            other => {
+                tracing::debug!(addr = %conn.addr(), ?other, "REGISTER failed");
+                false
+            }
+        };
+        if !registered {
+            drop(session);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        session.inner.emit(SessionEvent::ControlConnectionChanged(conn.addr()));
+        let weak_inner = Arc::downgrade(&session.inner);
+        drop(session);
+        loop {
+            let event = tokio::select! {
+                e = events.recv() => e,
+                _ = tokio::time::sleep(Duration::from_millis(500)) => Err(broadcast::error::RecvError::Lagged(0)),
+            };
+            let Some(inner) = weak_inner.upgrade() else { return };
+            if conn.is_closed() {
+                break;
+            }
+            let Ok(event) = event else { continue };
+            let session = Session { inner };
+            match &event {
+                Event::SchemaChange(_) => session.refresh_keyspaces().await,
+                Event::StatusChange { change, node } if change == "UP" => {
+                    for pool in session.inner.nodes.iter().filter(|p| p.addr.ip() == node.ip()) {
+                        session.refill(pool);
+                    }
+                }
+                _ => {}
+            }
+            session.inner.emit(SessionEvent::Database(event));
+        }
     }
 }
 

@@ -269,3 +269,18 @@ async fn speculative_execution_for_idempotent_statements() {
     let write = Statement::new("SELECT key FROM system.local");
     s.execute(&write, ()).await.expect("plain read");
 }
+
+#[tokio::test]
+async fn events_from_the_control_connection() {
+    let s = session(ProtocolVersion::V5, Compression::None).await;
+    let mut events = s.events();
+    let ks = keyspace(&s, "events").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut saw_schema_change = false;
+    while !saw_schema_change {
+        let event = tokio::time::timeout_at(deadline, events.recv()).await.expect("an event in time").expect("open channel");
+        if let shardwise::SessionEvent::Database(shardwise::protocol::response::Event::SchemaChange(c)) = event {
+            saw_schema_change = format!("{c:?}").contains(&ks);
+        }
+    }
+}

@@ -51,7 +51,7 @@ tasks:
   test [options]       the whole suite against a Cassandra it starts itself:
                        1. start a node (or use $SHARDWISE_CASSANDRA), export
                           SHARDWISE_CASSANDRA=<addr> to the test steps
-                       2. cargo test --workspace --all-targets, then --doc
+                       2. cargo test --workspace --all-targets --no-fail-fast, then --doc
                        3. stop the node (also on failure, Ctrl-C, or if xtask dies)
                        4. loom models: RUSTFLAGS=\"--cfg loom\" cargo test -p shardwise-loom-tests --release
                           (CARGO_TARGET_DIR=target/loom)

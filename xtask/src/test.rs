@@ -204,7 +204,11 @@ pub fn run(args: &[String]) -> ExitCode {
             format!("cargo test --workspace {}", extra.join(" ")).trim_end().to_string(),
             extra.clone(),
         ),
-        None => ("cargo test --workspace --all-targets".to_string(), vec!["--all-targets".to_string()]),
+        // --no-fail-fast: one failing test binary must not hide the others.
+        None => (
+            "cargo test --workspace --all-targets".to_string(),
+            vec!["--all-targets".to_string(), "--no-fail-fast".to_string()],
+        ),
     };
     args.extend(opts.cargo_args.iter().cloned());
     if interrupted() {

@@ -172,7 +172,12 @@ async fn read_v5<R: AsyncRead + Unpin>(inner: &Inner, mut socket: R, mut decoder
     }
 }
 
-fn dispatch(inner: &Inner, envelope: Envelope) -> Result<(), ConnectionError> {
+fn dispatch(inner: &Inner, mut envelope: Envelope) -> Result<(), ConnectionError> {
+    if envelope.header.opcode == Opcode::Result && envelope.body.as_ref() == VOID {
+        // Do not let a write's answer keep the (v5) read buffer shared: the
+        // buffer is then reused in place instead of reallocated.
+        envelope.body = Bytes::from_static(VOID);
+    }
     if envelope.header.stream >= 0 {
         return deliver(inner, envelope);
     }
