@@ -871,13 +871,14 @@ async fn control_connection(weak: std::sync::Weak<SessionInner>) {
         loop {
             let event = tokio::select! {
                 e = events.recv() => e,
-                _ = tokio::time::sleep(Duration::from_millis(500)) => Err(broadcast::error::RecvError::Lagged(0)),
+                _ = conn.closed() => break,
             };
             let Some(inner) = weak_inner.upgrade() else { return };
-            if conn.is_closed() {
-                break;
-            }
-            let Ok(event) = event else { continue };
+            let event = match event {
+                Ok(e) => e,
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => break,
+            };
             let session = Session { inner };
             match &event {
                 Event::SchemaChange(_) => session.refresh_keyspaces().await,

@@ -59,6 +59,8 @@ pub(crate) struct Inner {
     pub(crate) oversized: mpsc::UnboundedSender<Vec<u8>>,
     /// Pinged whenever a stream id is freed, for requests waiting for one.
     pub(crate) freed: Notify,
+    /// Pinged once when the connection closes.
+    pub(crate) closed_notify: Notify,
     pub(crate) closed: AtomicBool,
     pub(crate) error: OnceLock<ConnectionError>,
     pub(crate) events: broadcast::Sender<Event>,
@@ -78,6 +80,7 @@ impl Inner {
         self.queue.close();
         self.streams.fail_all(|| Err(error.clone()));
         self.freed.notify_waiters();
+        self.closed_notify.notify_waiters();
     }
 
     fn closed_error(&self) -> ConnectionError {
@@ -265,6 +268,7 @@ impl Connection {
             queue: SynchronizedQueue::with_capacity(capacity),
             oversized,
             freed: Notify::new(),
+            closed_notify: Notify::new(),
             closed: AtomicBool::new(false),
             error: OnceLock::new(),
             events,
@@ -317,6 +321,15 @@ impl Connection {
     /// Whether the connection is closed.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Resolves when the connection closes.
+    pub async fn closed(&self) {
+        let notified = self.inner.closed_notify.notified();
+        if self.is_closed() {
+            return;
+        }
+        notified.await;
     }
 
     /// Why the connection closed, if it did.
