@@ -5,7 +5,8 @@
 
 use bytes::BufMut;
 
-use super::{put_flags, read_flags, v5_only, flags_len, Request};
+use super::query::SharedTail;
+use super::{flags_len, put_flags, read_flags, Request};
 use crate::codec::{self, Reader};
 use crate::consistency::Consistency;
 use crate::error::{DecodeError, EncodeError};
@@ -214,35 +215,19 @@ impl<'a> Batch<'a, Vec<BatchStatement<'a, RawValues<'a>>>> {
         if flags & !known != 0 {
             return Err(DecodeError::UnknownCode { what: "batch flags", value: flags.into() });
         }
-        let serial_consistency = if flags & flag::SERIAL_CONSISTENCY != 0 {
-            Some(Consistency::from_u16(r.u16("serial consistency")?)?)
-        } else {
-            None
-        };
-        let timestamp = if flags & flag::TIMESTAMP != 0 { Some(r.i64("timestamp")?) } else { None };
-        let keyspace = if flags & flag::KEYSPACE != 0 { Some(r.string("keyspace")?) } else { None };
-        let now_in_seconds =
-            if flags & flag::NOW_IN_SECONDS != 0 { Some(r.i32("now in seconds")?) } else { None };
+        let SharedTail { serial_consistency, timestamp, keyspace, now_in_seconds } = SharedTail::decode(flags, r)?;
         Ok(Batch { kind, statements, consistency, serial_consistency, timestamp, keyspace, now_in_seconds })
     }
 }
 
-impl<S: BatchStatements> Batch<'_, S> {
-    fn flags(&self) -> u32 {
-        let mut f = 0;
-        if self.serial_consistency.is_some() {
-            f |= flag::SERIAL_CONSISTENCY;
+impl<'a, S: BatchStatements> Batch<'a, S> {
+    fn tail(&self) -> SharedTail<'a> {
+        SharedTail {
+            serial_consistency: self.serial_consistency,
+            timestamp: self.timestamp,
+            keyspace: self.keyspace,
+            now_in_seconds: self.now_in_seconds,
         }
-        if self.timestamp.is_some() {
-            f |= flag::TIMESTAMP;
-        }
-        if self.keyspace.is_some() {
-            f |= flag::KEYSPACE;
-        }
-        if self.now_in_seconds.is_some() {
-            f |= flag::NOW_IN_SECONDS;
-        }
-        f
     }
 }
 
@@ -250,40 +235,16 @@ impl<S: BatchStatements> Request for Batch<'_, S> {
     const OPCODE: Opcode = Opcode::Batch;
     fn body_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
         codec::check_short_len("batch statements", self.statements.count())?;
-        let mut n = 1 + 2 + self.statements.encoded_len()? + 2 + flags_len(version);
-        if self.serial_consistency.is_some() {
-            n += 2;
-        }
-        if self.timestamp.is_some() {
-            n += 8;
-        }
-        if let Some(ks) = self.keyspace {
-            v5_only(version, "keyspace in BATCH")?;
-            n += codec::string_len("keyspace", ks)?;
-        }
-        if self.now_in_seconds.is_some() {
-            v5_only(version, "now_in_seconds")?;
-            n += 4;
-        }
-        Ok(n)
+        let n = 1 + 2 + self.statements.encoded_len()? + 2 + flags_len(version);
+        Ok(n + self.tail().encoded_len(version)?)
     }
     fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
         buf.put_u8(self.kind as u8);
         buf.put_u16(self.statements.count() as u16);
         self.statements.encode(buf);
         buf.put_u16(self.consistency as u16);
-        put_flags(version, self.flags(), buf);
-        if let Some(c) = self.serial_consistency {
-            buf.put_u16(c as u16);
-        }
-        if let Some(t) = self.timestamp {
-            buf.put_i64(t);
-        }
-        if let Some(ks) = self.keyspace {
-            codec::put_string(buf, ks);
-        }
-        if let Some(n) = self.now_in_seconds {
-            buf.put_i32(n);
-        }
+        let tail = self.tail();
+        put_flags(version, tail.flags(), buf);
+        tail.encode(buf);
     }
 }

@@ -22,6 +22,83 @@ pub(crate) mod flag {
     pub const NOW_IN_SECONDS: u32 = 0x100;
 }
 
+/// The optional fields that QUERY/EXECUTE parameters and BATCH share, in
+/// wire order: serial consistency, timestamp, and the v5 keyspace and
+/// now-in-seconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SharedTail<'a> {
+    pub(crate) serial_consistency: Option<Consistency>,
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) keyspace: Option<&'a str>,
+    pub(crate) now_in_seconds: Option<i32>,
+}
+
+impl<'a> SharedTail<'a> {
+    pub(crate) fn flags(&self) -> u32 {
+        let mut f = 0;
+        if self.serial_consistency.is_some() {
+            f |= flag::SERIAL_CONSISTENCY;
+        }
+        if self.timestamp.is_some() {
+            f |= flag::TIMESTAMP;
+        }
+        if self.keyspace.is_some() {
+            f |= flag::KEYSPACE;
+        }
+        if self.now_in_seconds.is_some() {
+            f |= flag::NOW_IN_SECONDS;
+        }
+        f
+    }
+
+    pub(crate) fn encoded_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
+        let mut n = 0;
+        if self.serial_consistency.is_some() {
+            n += 2;
+        }
+        if self.timestamp.is_some() {
+            n += 8;
+        }
+        if let Some(ks) = self.keyspace {
+            v5_only(version, "keyspace")?;
+            n += codec::string_len("keyspace", ks)?;
+        }
+        if self.now_in_seconds.is_some() {
+            v5_only(version, "now_in_seconds")?;
+            n += 4;
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn encode(&self, buf: &mut impl BufMut) {
+        if let Some(c) = self.serial_consistency {
+            buf.put_u16(c as u16);
+        }
+        if let Some(t) = self.timestamp {
+            buf.put_i64(t);
+        }
+        if let Some(ks) = self.keyspace {
+            codec::put_string(buf, ks);
+        }
+        if let Some(n) = self.now_in_seconds {
+            buf.put_i32(n);
+        }
+    }
+
+    pub(crate) fn decode(flags: u32, r: &mut Reader<'a>) -> Result<Self, DecodeError> {
+        let serial_consistency = if flags & flag::SERIAL_CONSISTENCY != 0 {
+            Some(Consistency::from_u16(r.u16("serial consistency")?)?)
+        } else {
+            None
+        };
+        let timestamp = if flags & flag::TIMESTAMP != 0 { Some(r.i64("timestamp")?) } else { None };
+        let keyspace = if flags & flag::KEYSPACE != 0 { Some(r.string("keyspace")?) } else { None };
+        let now_in_seconds =
+            if flags & flag::NOW_IN_SECONDS != 0 { Some(r.i32("now in seconds")?) } else { None };
+        Ok(SharedTail { serial_consistency, timestamp, keyspace, now_in_seconds })
+    }
+}
+
 /// The `<query_parameters>` of QUERY and EXECUTE.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueryParameters<'a, V> {
@@ -63,8 +140,17 @@ impl<'a, V> QueryParameters<'a, V> {
 }
 
 impl<'a, V: SerializeValues> QueryParameters<'a, V> {
+    fn tail(&self) -> SharedTail<'a> {
+        SharedTail {
+            serial_consistency: self.serial_consistency,
+            timestamp: self.timestamp,
+            keyspace: self.keyspace,
+            now_in_seconds: self.now_in_seconds,
+        }
+    }
+
     fn flags(&self) -> u32 {
-        let mut f = 0;
+        let mut f = self.tail().flags();
         if self.values.count() > 0 {
             f |= flag::VALUES;
             if self.values.with_names() {
@@ -79,18 +165,6 @@ impl<'a, V: SerializeValues> QueryParameters<'a, V> {
         }
         if self.paging_state.is_some() {
             f |= flag::PAGING_STATE;
-        }
-        if self.serial_consistency.is_some() {
-            f |= flag::SERIAL_CONSISTENCY;
-        }
-        if self.timestamp.is_some() {
-            f |= flag::TIMESTAMP;
-        }
-        if self.keyspace.is_some() {
-            f |= flag::KEYSPACE;
-        }
-        if self.now_in_seconds.is_some() {
-            f |= flag::NOW_IN_SECONDS;
         }
         f
     }
@@ -109,21 +183,7 @@ impl<'a, V: SerializeValues> QueryParameters<'a, V> {
         if let Some(p) = self.paging_state {
             n += 4 + codec::check_int_len("paging state", p.len())?;
         }
-        if self.serial_consistency.is_some() {
-            n += 2;
-        }
-        if self.timestamp.is_some() {
-            n += 8;
-        }
-        if let Some(ks) = self.keyspace {
-            v5_only(version, "keyspace in query parameters")?;
-            n += codec::string_len("keyspace", ks)?;
-        }
-        if self.now_in_seconds.is_some() {
-            v5_only(version, "now_in_seconds")?;
-            n += 4;
-        }
-        Ok(n)
+        Ok(n + self.tail().encoded_len(version)?)
     }
 
     /// Writes the parameters (after [`Self::encoded_len`] succeeded).
@@ -141,18 +201,7 @@ impl<'a, V: SerializeValues> QueryParameters<'a, V> {
         if let Some(p) = self.paging_state {
             codec::put_bytes(buf, Some(p));
         }
-        if let Some(c) = self.serial_consistency {
-            buf.put_u16(c as u16);
-        }
-        if let Some(t) = self.timestamp {
-            buf.put_i64(t);
-        }
-        if let Some(ks) = self.keyspace {
-            codec::put_string(buf, ks);
-        }
-        if let Some(n) = self.now_in_seconds {
-            buf.put_i32(n);
-        }
+        self.tail().encode(buf);
     }
 }
 
@@ -194,15 +243,7 @@ impl<'a> QueryParameters<'a, RawValues<'a>> {
         } else {
             None
         };
-        let serial_consistency = if flags & flag::SERIAL_CONSISTENCY != 0 {
-            Some(Consistency::from_u16(r.u16("serial consistency")?)?)
-        } else {
-            None
-        };
-        let timestamp = if flags & flag::TIMESTAMP != 0 { Some(r.i64("timestamp")?) } else { None };
-        let keyspace = if flags & flag::KEYSPACE != 0 { Some(r.string("keyspace")?) } else { None };
-        let now_in_seconds =
-            if flags & flag::NOW_IN_SECONDS != 0 { Some(r.i32("now in seconds")?) } else { None };
+        let SharedTail { serial_consistency, timestamp, keyspace, now_in_seconds } = SharedTail::decode(flags, r)?;
         Ok(QueryParameters {
             consistency,
             values,
