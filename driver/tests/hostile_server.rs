@@ -167,3 +167,53 @@ async fn handshake_errors_are_typed() {
     let err = Connection::open(addr, &config()).await.expect_err("garbage SUPPORTED");
     assert!(matches!(err, ConnectionError::Decode(_)), "{err:?}");
 }
+
+/// A server that forgot a prepared statement answers UNPREPARED; the driver
+/// prepares it again on that connection and retries, transparently.
+#[tokio::test]
+async fn unprepared_is_answered_by_re_preparing() {
+    use shardwise::protocol::response::{code, ErrorKind, ErrorResponse, Prepared};
+    use shardwise::protocol::rows::{PreparedMetadata, ResultMetadata};
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let id = bytes::Bytes::from_static(b"statement-id-001");
+    let prepared = {
+        let id = id.clone();
+        move || {
+            ResponseMessage::Result(ResultMessage::Prepared(Prepared {
+                id: id.clone(),
+                result_metadata_id: None,
+                metadata: PreparedMetadata::default(),
+                result_metadata: ResultMetadata::default(),
+            }))
+        }
+    };
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let s = read_request(&mut socket).await.expect("OPTIONS");
+        socket.write_all(&response(s, ResponseMessage::Supported(vec![]))).await.expect("write");
+        let s = read_request(&mut socket).await.expect("STARTUP");
+        socket.write_all(&response(s, ResponseMessage::Ready)).await.expect("write");
+        let s = read_request(&mut socket).await.expect("PREPARE");
+        socket.write_all(&response(s, prepared())).await.expect("write");
+        // First EXECUTE: "I do not know this statement".
+        let s = read_request(&mut socket).await.expect("EXECUTE");
+        let unprepared = ErrorResponse { code: code::UNPREPARED, message: "unknown".into(), kind: ErrorKind::Unprepared { id: id.to_vec() } };
+        socket.write_all(&response(s, ResponseMessage::Error(unprepared))).await.expect("write");
+        // The driver prepares again, then retries the EXECUTE.
+        let s = read_request(&mut socket).await.expect("re-PREPARE");
+        socket.write_all(&response(s, prepared())).await.expect("write");
+        let s = read_request(&mut socket).await.expect("EXECUTE again");
+        socket.write_all(&response(s, ResponseMessage::Result(ResultMessage::Void))).await.expect("write");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    });
+    let conn = Connection::open(addr, &config()).await.expect("handshake");
+    let statement = conn.prepare("INSERT INTO ks.t (a) VALUES (1)").await.expect("prepare");
+    let result = conn
+        .execute(&statement, &(), shardwise::execute::Params::new(Default::default()))
+        .await
+        .expect("executed after re-preparing");
+    assert!(matches!(result.message(), ResultMessage::Void));
+    server.abort();
+}
