@@ -314,6 +314,8 @@ struct SessionInner {
     keyspace: RwLock<Option<String>>,
     metrics: Metrics,
     events: broadcast::Sender<SessionEvent>,
+    /// Dropped with the session: tells background tasks to stop.
+    _shutdown: tokio::sync::watch::Sender<()>,
 }
 
 impl SessionInner {
@@ -419,6 +421,7 @@ impl Session {
             strategies: RwLock::new(keyspaces),
             tables: RwLock::new(HashMap::new()),
         });
+        let (shutdown, shutdown_rx) = tokio::sync::watch::channel(());
         let session = Session {
             inner: Arc::new(SessionInner {
                 keyspace: RwLock::new(None),
@@ -429,6 +432,7 @@ impl Session {
                 prepared: Mutex::new(HashMap::new()),
                 metrics: Metrics::default(),
                 events: broadcast::channel(256).0,
+                _shutdown: shutdown,
             }),
         };
         if let Some(ks) = session.inner.config.keyspace.clone() {
@@ -437,7 +441,7 @@ impl Session {
         for node in &session.inner.nodes {
             session.refill(node);
         }
-        tokio::spawn(control_connection(Arc::downgrade(&session.inner)));
+        tokio::spawn(control_connection(Arc::downgrade(&session.inner), shutdown_rx));
         Ok(session)
     }
 
@@ -839,7 +843,7 @@ impl Session {
 /// Keeps one connection registered for server events, moving to another
 /// node when it closes; forwards events and reacts to them (schema changes
 /// refresh replication, a node coming up is reconnected at once).
-async fn control_connection(weak: std::sync::Weak<SessionInner>) {
+async fn control_connection(weak: std::sync::Weak<SessionInner>, mut shutdown: tokio::sync::watch::Receiver<()>) {
     let mut next = 0usize;
     loop {
         let Some(inner) = weak.upgrade() else { return };
@@ -872,6 +876,8 @@ async fn control_connection(weak: std::sync::Weak<SessionInner>) {
             let event = tokio::select! {
                 e = events.recv() => e,
                 _ = conn.closed() => break,
+                // The session is gone: let go of its connection.
+                _ = shutdown.changed() => return,
             };
             let Some(inner) = weak_inner.upgrade() else { return };
             let event = match event {

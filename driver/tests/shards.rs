@@ -69,4 +69,13 @@ async fn shard_aware_routing_through_the_emulated_scylla() {
     let stats = front.stats();
     let used = stats.nodes[0].shards.iter().filter(|s| s.unrouted > 0).count();
     assert!(used >= usize::from(SHARDS) / 2, "unroutable requests went to {used} shards: {stats:?}");
+
+    // Dropping the session closes every connection, the control connection included.
+    drop(conns);
+    drop(session);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while front.stats().connections_open() > 0 {
+        assert!(Instant::now() < deadline, "connections left open: {:?}", front.stats());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
