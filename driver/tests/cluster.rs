@@ -48,8 +48,27 @@ async fn traced(session: &Session, tracing_id: Uuid) -> (BTreeSet<IpAddr>, Optio
 async fn three_nodes_replicas_routing_and_failover() {
     let mut cluster = tokio::task::spawn_blocking(|| Cluster::start(3)).await.expect("join").expect("3-node cluster");
     let contact = cluster.contact_points()[0];
-    // Gossip may still be spreading the last node's arrival: retry discovery for a while.
+    // Gossip may still be spreading the last node's arrival (a joining node is listed
+    // before its tokens are): wait until the contact point knows every peer's tokens.
     let deadline = Instant::now() + Duration::from_secs(90);
+    let probe = SessionBuilder::new().known_node_addr(contact).discover_topology(false).build().await.expect("probe session");
+    loop {
+        let peers = probe
+            .execute(&Statement::new("SELECT peer, tokens FROM system.peers").with_consistency(Consistency::One), ())
+            .await
+            .expect("peers");
+        let settled = peers
+            .rows::<(IpAddr, Option<Vec<String>>)>()
+            .expect("types")
+            .filter(|r| r.as_ref().is_ok_and(|(_, t)| t.as_ref().is_some_and(|t| !t.is_empty())))
+            .count();
+        if settled == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "peers still joining");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(probe);
     let session = loop {
         let session = SessionBuilder::new()
             .known_node_addr(contact)
