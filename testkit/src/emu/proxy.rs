@@ -200,6 +200,16 @@ fn response_frame(stream: i16, message: ResponseMessage) -> Option<Bytes> {
     Some(Bytes::from(buf))
 }
 
+/// Reads more bytes from `r` into the decoder's input, growing it by 64 KiB
+/// when less than 16 KiB is free. `false` when the peer closed or failed.
+async fn read_more(dec: &mut FrameDecoder, r: &mut OwnedReadHalf) -> bool {
+    let input = dec.input_mut();
+    if input.capacity() - input.len() < 16 * 1024 {
+        input.reserve(64 * 1024);
+    }
+    matches!(r.read_buf(input).await, Ok(n) if n > 0)
+}
+
 async fn client_loop(conn: Arc<Conn>, mut r: OwnedReadHalf) {
     let mut dec = FrameDecoder::new();
     loop {
@@ -218,13 +228,8 @@ async fn client_loop(conn: Arc<Conn>, mut r: OwnedReadHalf) {
                 Err(_) => return,
             }
         }
-        let input = dec.input_mut();
-        if input.capacity() - input.len() < 16 * 1024 {
-            input.reserve(64 * 1024);
-        }
-        match r.read_buf(input).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        if !read_more(&mut dec, &mut r).await {
+            return;
         }
     }
 }
@@ -453,13 +458,8 @@ async fn upstream_loop(conn: Arc<Conn>, mut r: OwnedReadHalf) {
                 Err(_) => return,
             }
         }
-        let input = dec.input_mut();
-        if input.capacity() - input.len() < 16 * 1024 {
-            input.reserve(64 * 1024);
-        }
-        match r.read_buf(input).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        if !read_more(&mut dec, &mut r).await {
+            return;
         }
     }
 }
