@@ -1,8 +1,106 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-//! shardwise-cdc: reads ScyllaDB's CDC log with thread-per-shard readers.
+//! # shardwise-cdc
 //!
-//! The engine is being built on top of the [`shardwise`] driver; this crate is
-//! a placeholder until then.
+//! A change data capture engine for ScyllaDB's CDC log, built on the
+//! [`shardwise`] driver.
+//!
+//! Scylla writes every change of a CDC-enabled table into a log table
+//! whose partitions are *streams*; the set of streams changes with each
+//! *generation*. Reading the log means reading every stream of the current
+//! generation, window after window, a safety interval behind the clock,
+//! and moving on to the next generation once every stream has been read up
+//! to its start.
+//!
+//! **Planning is sans-IO.** [`plan::Planner`] is a pure state machine in
+//! the style of `quinn-proto`: time comes in as a parameter, inputs are
+//! mutators ([`Planner::window_done`], [`Planner::next_generation_found`],
+//! ...) and outputs are [`plan::Action`]s drained with
+//! [`Planner::poll`] (read this window, look for the next generation, save
+//! a checkpoint, sleep, finished). Window sizing, the safety interval,
+//! generation switches, end timestamps and checkpoint cadence are all
+//! decided there and tested with a virtual clock; the I/O around it lives
+//! behind two small async traits, [`GenerationSource`] and
+//! [`CheckpointStore`], with implementations on a [`shardwise::Session`].
+//!
+//! **Thread-per-shard workers.** Streams are grouped by vnode
+//! ([`StreamGroup`]); each group is owned by one worker (a thread, one per
+//! shard), chosen by the shard its streams live on. Workers poll the one
+//! planner with their own index and get only their groups' windows, so the
+//! rows of a group are read, decoded and consumed on one thread, next to
+//! the connection of the shard that holds them, while the global decisions
+//! (generation barrier, checkpoints) stay in one place.
+//!
+//! **Borrowed rows.** A page of the log is one response buffer. A
+//! [`LogSchema`] is computed once per result metadata; [`LogPage`] indexes
+//! a page into a reusable buffer and yields [`CdcRow`]s, views that decode
+//! the `cdc$` columns once and base columns on demand, zero-copy. A
+//! [`Consumer`] (one per group, made by a [`ConsumerFactory`]) receives
+//! them synchronously on its worker; [`Change`] is the owned copy for code
+//! that keeps rows.
+//!
+//! Modules: [`stream`] (stream ids and groups), [`time`] (milliseconds and
+//! `cdc$time`), [`plan`], [`row`], [`consumer`], [`checkpoint`],
+//! [`generation`].
+//!
+//! [`Planner::window_done`]: plan::Planner::window_done
+//! [`Planner::next_generation_found`]: plan::Planner::next_generation_found
+//! [`Planner::poll`]: plan::Planner::poll
+
+pub mod checkpoint;
+pub mod consumer;
+pub mod generation;
+pub mod plan;
+pub mod row;
+pub mod stream;
+mod sync;
+pub mod time;
+
+use std::future::Future;
+use std::pin::Pin;
 
 pub use shardwise;
+
+pub use checkpoint::{
+    Checkpoint, CheckpointError, CheckpointStore, GroupProgress, MemoryCheckpointStore, TableCheckpointStore,
+};
+pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory, GroupInfo};
+pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
+pub use plan::{Action, GroupId, PlanError, Planner, PlannerConfig, ReadWindow};
+pub use row::{CdcRow, LogPage, LogSchema, Operation, RowError, RowIndex, SchemaError};
+pub use stream::{StreamGroup, StreamId, StreamIdError};
+pub use time::Millis;
+
+/// A boxed, `Send` future: what the async traits of this crate return, so
+/// that they can be used as trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    use super::*;
+
+    #[test]
+    fn errors_stay_small() {
+        assert!(size_of::<RowError>() <= 40, "{}", size_of::<RowError>());
+        assert!(size_of::<PlanError>() <= 40, "{}", size_of::<PlanError>());
+        assert!(size_of::<SchemaError>() <= 64, "{}", size_of::<SchemaError>());
+        assert!(size_of::<ConsumerError>() <= 48, "{}", size_of::<ConsumerError>());
+        assert!(size_of::<CheckpointError>() <= 72, "{}", size_of::<CheckpointError>());
+        assert!(size_of::<GenerationError>() <= 72, "{}", size_of::<GenerationError>());
+    }
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Planner>();
+        send_sync::<LogSchema>();
+        send_sync::<RowIndex>();
+        send_sync::<CdcRow<'static>>();
+        send_sync::<Change>();
+        send_sync::<MemoryCheckpointStore>();
+        send_sync::<TableCheckpointStore>();
+        send_sync::<VnodeGenerations>();
+    }
+}

@@ -19,13 +19,14 @@ use tokio::sync::Mutex;
 
 use super::EmuError;
 
-struct Conn {
-    stream: TcpStream,
-    decoder: FrameDecoder,
+/// A handshaken connection (STARTUP and authentication done).
+pub(crate) struct Conn {
+    pub(crate) stream: TcpStream,
+    pub(crate) decoder: FrameDecoder,
 }
 
 impl Conn {
-    async fn connect(addr: SocketAddr, credentials: Option<&(String, String)>) -> Result<Conn, EmuError> {
+    pub(crate) async fn connect(addr: SocketAddr, credentials: Option<&(String, String)>) -> Result<Conn, EmuError> {
         let stream = TcpStream::connect(addr).await.map_err(|e| EmuError::io(format!("connecting to {addr}"), e))?;
         let _ = stream.set_nodelay(true);
         let mut conn = Conn { stream, decoder: FrameDecoder::new() };

@@ -53,6 +53,7 @@
 //! front's keyspace instead of `system_distributed`.
 
 pub mod cdc;
+pub mod cdclog;
 pub mod generation;
 mod admin;
 pub mod proxy;
@@ -168,12 +169,12 @@ impl Default for FrontConfig {
 /// What the front learned from a PREPARED answer.
 #[derive(Debug, Clone)]
 pub(crate) struct StatementInfo {
-    #[allow(dead_code)]
-    pub(crate) keyspace: String,
-    #[allow(dead_code)]
-    pub(crate) table: String,
     pub(crate) pk_indexes: Vec<u16>,
     pub(crate) partitioner: Partitioner,
+    /// The statement, when it is DML (for CDC log synthesis).
+    pub(crate) dml: Option<Arc<cdclog::dml::Statement>>,
+    /// The keyspace of its unqualified table names.
+    pub(crate) keyspace: Option<String>,
 }
 
 pub(crate) struct NodeState {
@@ -193,6 +194,15 @@ pub(crate) struct Shared {
     generations: Mutex<Vec<Generation>>,
     admin: Admin,
     pub(crate) delay: Option<proxy::DelayLine>,
+    /// Schemas of CDC tables, for log synthesis (dropped on DDL).
+    cdc_schemas: Mutex<HashMap<(String, String), Arc<cdclog::schema::TableSchema>>>,
+    /// Connections writing log rows and reading images.
+    pub(crate) log_writer: cdclog::writer::LogWriter,
+    /// Random bits for timeuuids.
+    rng: std::sync::atomic::AtomicU64,
+    /// The last write timestamp the front assigned (µs), so that the
+    /// timestamps it assigns are unique and increasing.
+    last_timestamp: std::sync::atomic::AtomicI64,
 }
 
 fn now_ms() -> i64 {
@@ -226,6 +236,18 @@ impl Shared {
             v.push(one("SCYLLA_HOST_ID", id.hyphenated().to_string()));
         }
         v
+    }
+
+    /// A write timestamp for a request that has none: now, but always above
+    /// the last one assigned.
+    pub(crate) fn next_timestamp(&self) -> i64 {
+        let now = cdclog::synth::now_micros();
+        let prev = self.last_timestamp.fetch_max(now, Ordering::Relaxed);
+        if prev >= now {
+            self.last_timestamp.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            now
+        }
     }
 
     pub(crate) fn partitioner_of(&self, keyspace: &str, table: &str) -> Partitioner {
@@ -340,6 +362,20 @@ impl Shared {
     }
 
     async fn schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), EmuError> {
+        match &change.target {
+            SchemaChangeTarget::Table { keyspace, name } => self.forget_cdc_schema(keyspace, name),
+            SchemaChangeTarget::Keyspace { keyspace } => {
+                if let Ok(mut s) = self.cdc_schemas.lock() {
+                    s.retain(|(k, _), _| k != keyspace);
+                }
+            }
+            // A changed user type changes the tables using it.
+            _ => {
+                if let Ok(mut s) = self.cdc_schemas.lock() {
+                    s.clear();
+                }
+            }
+        }
         match (&change.target, change.change) {
             (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Created) => match cdc {
                 Some(options) => {
@@ -523,6 +559,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         listeners.push((i, regular, aware));
     }
 
+    let credentials = config.credentials.clone();
     let shared = Arc::new(Shared {
         delay: config.miss_delay.filter(|d| !d.is_zero()).map(proxy::DelayLine::start),
         config,
@@ -533,6 +570,10 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         registry: Mutex::new(registry),
         generations: Mutex::new(Vec::new()),
         admin,
+        cdc_schemas: Mutex::new(HashMap::new()),
+        log_writer: cdclog::writer::LogWriter::new(upstreams[0], credentials, 2),
+        rng: std::sync::atomic::AtomicU64::new(now_ms() as u64 ^ u64::from(std::process::id()) << 32),
+        last_timestamp: std::sync::atomic::AtomicI64::new(0),
     });
 
     // The generation: reuse the latest when it was built for this ring and

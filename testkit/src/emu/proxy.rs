@@ -41,7 +41,11 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use shardwise_protocol::codec::Reader;
 use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
-use shardwise_protocol::request::{encode_request, AnyRequest, Batch, BatchStatement, StatementKind, Startup};
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::request::{
+    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind, Startup,
+};
+use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::response::{
     Event, Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
 };
@@ -51,6 +55,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
+use super::cdclog::dml::{self, Statement};
+use super::cdclog::synth::{self, Item, OwnedValue};
 use super::rewrite::{self, LocalAnswer};
 use super::stats::inc;
 use super::{Shared, StatementInfo};
@@ -96,7 +102,9 @@ impl DelayLine {
 /// What a request expects of its response.
 #[derive(Debug)]
 enum Pending {
-    Prepare { lwt: bool },
+    Prepare { lwt: bool, text: String, keyspace: Option<String> },
+    /// A write to a CDC table: the answer goes to the task that writes the log.
+    Cdc(tokio::sync::oneshot::Sender<Envelope>),
     Schema { cdc: Option<super::cdc::CdcOptions>, table: Option<(Option<String>, String)> },
     Use,
 }
@@ -305,6 +313,46 @@ impl Conn {
         }
     }
 
+    fn current_keyspace(&self) -> Option<String> {
+        self.keyspace.lock().ok().and_then(|k| k.clone())
+    }
+
+    /// The statement, if `text` is DML.
+    fn dml(&self, text: &str) -> Option<Arc<Statement>> {
+        if !synth::may_be_dml(text) {
+            return None;
+        }
+        dml::parse(text).ok().map(Arc::new)
+    }
+
+    /// The statement, if `text` writes to a CDC table.
+    fn cdc_statement(&self, text: &str) -> Option<Arc<Statement>> {
+        let statement = self.dml(text)?;
+        self.shared.writes_cdc_table(&statement, self.current_keyspace().as_deref()).then_some(statement)
+    }
+
+    /// A prepared statement's DML and keyspace.
+    fn prepared_dml(&self, id: &[u8]) -> Option<(Arc<Statement>, Option<String>)> {
+        let info = self.shared.prepared.lock().ok()?.get(id).cloned()?;
+        Some((info.dml.clone()?, info.keyspace.clone()))
+    }
+
+    /// A prepared statement's DML, if it writes to a CDC table.
+    fn prepared_cdc_statement(&self, id: &[u8]) -> Option<(Arc<Statement>, Option<String>)> {
+        let (statement, keyspace) = self.prepared_dml(id)?;
+        let ks = keyspace.clone().or_else(|| self.current_keyspace());
+        self.shared.writes_cdc_table(&statement, ks.as_deref()).then_some((statement, keyspace))
+    }
+
+    fn item(&self, statement: Arc<Statement>, values: &RawValues<'_>) -> Item {
+        Item {
+            statement,
+            keyspace: self.current_keyspace(),
+            values: values.values.iter().map(|v| OwnedValue::of(*v)).collect(),
+            names: values.names.as_ref().map(|n| n.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
     fn forward_routed(&self, header: &EnvelopeHeader, body: &[u8], miss: bool) {
         match (&self.shared.delay, miss) {
             (Some(line), true) => line.push(&self.to_upstream, frame(header, header.flags.0 & !Flags::COMPRESSION, body)),
@@ -355,6 +403,21 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 return;
             }
             inc(&conn.shard_counters().unrouted);
+            let text = rw.text.as_deref().unwrap_or(q.query);
+            if let Some(statement) = conn.cdc_statement(text) {
+                let item = conn.item(statement, &q.params.values);
+                let conditional = item.statement.is_conditional();
+                let ts = q.params.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
+                let params = QueryParameters {
+                    timestamp: if conditional { q.params.timestamp } else { Some(ts) },
+                    ..q.params.clone()
+                };
+                let request = Query { query: text, params };
+                if let Some(frame) = encode(&h, &request) {
+                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, conditional);
+                }
+                return;
+            }
             if rw.schema {
                 conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table });
             } else if rw.use_keyspace {
@@ -379,7 +442,8 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 conn.local_answer(h.stream, answer);
                 return;
             }
-            conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt });
+            let text = rw.text.clone().unwrap_or_else(|| p.query.to_string());
+            conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt, text, keyspace: conn.current_keyspace() });
             match rw.text {
                 Some(text) => {
                     inc(&conn.shared.counters.rewritten);
@@ -393,6 +457,21 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
         }
         Ok(AnyRequest::Execute(e)) => {
             let miss = conn.route(e.id, &e.params.values) == Some(true);
+            if let Some((statement, keyspace)) = conn.prepared_cdc_statement(e.id) {
+                let mut item = conn.item(statement, &e.params.values);
+                item.keyspace = keyspace.or(item.keyspace);
+                let conditional = item.statement.is_conditional();
+                let ts = e.params.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
+                let params = QueryParameters {
+                    timestamp: if conditional { e.params.timestamp } else { Some(ts) },
+                    ..e.params.clone()
+                };
+                let request = Execute { params, ..e };
+                if let Some(frame) = encode(&h, &request) {
+                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, conditional);
+                }
+                return;
+            }
             conn.forward_routed(&h, &env.body, miss);
         }
         Ok(AnyRequest::Batch(b)) => on_batch(conn, &h, &env.body, b),
@@ -421,6 +500,37 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
             }
         }
     }
+    // Writes to CDC tables: the log follows the batch.
+    let mut items = Vec::new();
+    let mut cdc = false;
+    for (s, t) in b.statements.iter().zip(&texts) {
+        let parsed = match s.kind {
+            StatementKind::Prepared(id) => conn.prepared_dml(id),
+            StatementKind::Query(q) => conn.dml(t.as_deref().unwrap_or(q)).map(|st| (st, None)),
+        };
+        if let Some((statement, keyspace)) = parsed {
+            cdc |= conn.shared.writes_cdc_table(&statement, keyspace.as_deref().or(conn.current_keyspace().as_deref()));
+            let mut item = conn.item(statement, &s.values);
+            item.keyspace = keyspace.or(item.keyspace);
+            items.push(item);
+        }
+    }
+    if cdc {
+        let conditional = items.iter().any(|i| i.statement.is_conditional());
+        let ts = b.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
+        let statements: Vec<BatchStatement<'_, RawValues<'_>>> = b
+            .statements
+            .iter()
+            .zip(&texts)
+            .map(|(s, t)| BatchStatement { kind: t.as_deref().map_or(s.kind, StatementKind::Query), values: s.values.clone() })
+            .collect();
+        let (consistency, timestamp) = (b.consistency, if conditional { b.timestamp } else { Some(ts) });
+        let batch = Batch { statements, timestamp, ..b };
+        if let Some(frame) = encode(h, &batch) {
+            cdc_write(conn, *h, frame, items, ts, consistency, conditional);
+        }
+        return;
+    }
     if texts.iter().all(Option::is_none) {
         conn.forward_routed(h, body, miss);
         return;
@@ -445,6 +555,78 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
                 let _ = conn.to_upstream.send(f);
             }
         }
+    }
+}
+
+/// Encodes a (modified) request with the client's stream id, uncompressed.
+fn encode<R: Request>(h: &EnvelopeHeader, request: &R) -> Option<Bytes> {
+    let mut buf = Vec::new();
+    encode_request(request, ProtocolVersion::V4, h.stream, h.flags.0 & !Flags::COMPRESSION, &mut buf).ok()?;
+    Some(Bytes::from(buf))
+}
+
+/// A write to CDC tables: computes its log rows (reading images first when
+/// the tables want them), forwards the write, and writes the log rows once
+/// Cassandra has applied it, before the client sees the answer. A write the
+/// front cannot log is refused; a log write that fails turns the answer
+/// into an error — a log row is never silently missing.
+fn cdc_write(conn: &Arc<Conn>, h: EnvelopeHeader, request: Bytes, items: Vec<Item>, ts: i64, cl: Consistency, conditional: bool) {
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        let shared = &conn.shared;
+        let log_cl = synth::log_consistency(cl);
+        let planned = async {
+            let built = shared.cdc_mutations(&items, ts).await?;
+            let mut with_images = Vec::with_capacity(built.mutations.len());
+            for m in built.mutations {
+                let images = shared
+                    .cdc_images(&m, log_cl)
+                    .await
+                    .map_err(|e| (0x1300, format!("CDC preimage query could not achieve the CL: {e}")))?;
+                with_images.push((m, images));
+            }
+            let (writes, logged) = shared.cdc_log_writes(&with_images)?;
+            Ok::<_, (i32, String)>((writes, logged, built.inexact))
+        }
+        .await;
+        let (writes, logged, inexact) = match planned {
+            Ok(p) => p,
+            Err((code, message)) => {
+                inc(&shared.counters.cdc_refused);
+                conn.reply_error(h.stream, code, &message);
+                return;
+            }
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        conn.pend(h.stream, Pending::Cdc(tx));
+        if conn.to_upstream.send(request).is_err() {
+            return;
+        }
+        let Ok(answer) = rx.await else { return };
+        if !writes.is_empty() && applied(&answer, conditional) {
+            if let Err(e) = shared.log_writer.batch(&writes, log_cl, logged).await {
+                inc(&shared.counters.cdc_log_failures);
+                let _ = conn.to_client.send(error_frame(4, h.stream, 0, &format!("CDC log write failed: {e}")));
+                return;
+            }
+            inc(&shared.counters.cdc_writes_logged);
+            shared.counters.cdc_log_rows.fetch_add(writes.len() as u64, Ordering::Relaxed);
+            shared.counters.cdc_inexact.fetch_add(u64::from(inexact), Ordering::Relaxed);
+        }
+        let _ = conn.to_client.send(frame(&answer.header, answer.header.flags.0, &answer.body));
+    });
+}
+
+/// Whether the answer to a write says it was applied: a RESULT, and for a
+/// conditional write `[applied] = true`.
+fn applied(answer: &Envelope, conditional: bool) -> bool {
+    match Response::decode(&answer.header, answer.body.clone()) {
+        Ok(Response { message: ResponseMessage::Result(ResultMessage::Rows(rows)), .. }) if conditional => {
+            let mut r = Reader::new(rows.raw_rows());
+            rows.rows_count() > 0 && matches!(r.bytes("[applied]"), Ok(Some([1])))
+        }
+        Ok(Response { message: ResponseMessage::Result(_), .. }) => !conditional,
+        _ => false,
     }
 }
 
@@ -497,8 +679,11 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
         None => {
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Prepare { lwt }) => {
-            let body = learn_prepared(conn, &env, lwt);
+        Some(Pending::Cdc(tx)) => {
+            let _ = tx.send(env);
+        }
+        Some(Pending::Prepare { lwt, text, keyspace }) => {
+            let body = learn_prepared(conn, &env, lwt, &text, keyspace);
             let _ = conn.to_client.send(frame(&h, h.flags.0, &body));
         }
         Some(Pending::Use) => {
@@ -552,14 +737,16 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
     }
 }
 
-/// Learns a PREPARED answer's table, key indexes and partitioner; marks LWT
-/// statements when the client negotiated the mark. Returns the body to send.
-fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool) -> Bytes {
+/// Learns a PREPARED answer's table, key indexes and partitioner, and the
+/// statement when it is DML; marks LWT statements when the client
+/// negotiated the mark. Returns the body to send.
+fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: Option<String>) -> Bytes {
     let Ok(Response { message: ResponseMessage::Result(ResultMessage::Prepared(p)), .. }) =
         Response::decode(&env.header, env.body.clone())
     else {
         return env.body.clone();
     };
+    let dml = conn.dml(text).map(|d| (d, keyspace));
     if let Some(spec) = p.metadata.specs.first() {
         let partitioner = conn.shared.partitioner_of(&spec.keyspace, &spec.table);
         // `pk IN ?` binds a list of keys: a multi-partition request, not routable.
@@ -570,15 +757,20 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool) -> Bytes {
             }
         });
         let info = StatementInfo {
-            keyspace: spec.keyspace.clone(),
-            table: spec.table.clone(),
             pk_indexes: if multi { Vec::new() } else { p.metadata.pk_indexes.clone() },
             partitioner,
+            keyspace: dml.as_ref().and_then(|d| d.1.clone()).or_else(|| Some(spec.keyspace.clone())),
+            dml: dml.map(|d| d.0),
         };
         if let Ok(mut m) = conn.shared.prepared.lock() {
             m.insert(p.id.clone(), Arc::new(info));
         }
         inc(&conn.shared.counters.prepared_learned);
+    } else if let Some((statement, keyspace)) = dml {
+        let info = StatementInfo { pk_indexes: Vec::new(), partitioner: Partitioner::Murmur3, dml: Some(statement), keyspace };
+        if let Ok(mut m) = conn.shared.prepared.lock() {
+            m.insert(p.id.clone(), Arc::new(info));
+        }
     }
     if lwt && conn.lwt_mark.load(Ordering::Relaxed) {
         // <kind [int]><id [short bytes]><flags [int]>...

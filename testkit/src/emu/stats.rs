@@ -41,6 +41,11 @@ pub(crate) struct Counters {
     pub(crate) version_rejections: AtomicU64,
     pub(crate) prepared_learned: AtomicU64,
     pub(crate) cdc_logs_created: AtomicU64,
+    pub(crate) cdc_writes_logged: AtomicU64,
+    pub(crate) cdc_log_rows: AtomicU64,
+    pub(crate) cdc_inexact: AtomicU64,
+    pub(crate) cdc_refused: AtomicU64,
+    pub(crate) cdc_log_failures: AtomicU64,
 }
 
 pub(crate) fn inc(c: &AtomicU64) {
@@ -98,6 +103,19 @@ pub struct FrontStats {
     pub prepared_learned: u64,
     /// CDC log tables created.
     pub cdc_logs_created: u64,
+    /// Writes to CDC tables whose log rows were written.
+    pub cdc_writes_logged: u64,
+    /// Log rows written.
+    pub cdc_log_rows: u64,
+    /// List operations logged with guessed keys (`l[i] = v`, `DELETE l[i]`,
+    /// `l = l - [v]`: the real keys exist only in Scylla).
+    pub cdc_inexact: u64,
+    /// Writes to CDC tables refused (a timestamp outside the generations, a
+    /// statement the front cannot log).
+    pub cdc_refused: u64,
+    /// Writes that succeeded but whose log write failed (the client got an
+    /// error).
+    pub cdc_log_failures: u64,
 }
 
 impl FrontStats {
@@ -135,14 +153,20 @@ impl fmt::Display for FrontStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "requests {}  rewritten {}  local {}  v5-rejections {}  prepared {}  cdc-logs {}  hit-rate {:.4}",
+            "requests {}  rewritten {}  local {}  v5-rejections {}  prepared {}  cdc-logs {}  hit-rate {:.4}\n\
+             cdc: writes logged {}  log rows {}  inexact list ops {}  refused {}  log-write failures {}",
             self.requests,
             self.rewritten,
             self.answered_locally,
             self.version_rejections,
             self.prepared_learned,
             self.cdc_logs_created,
-            self.hit_rate()
+            self.hit_rate(),
+            self.cdc_writes_logged,
+            self.cdc_log_rows,
+            self.cdc_inexact,
+            self.cdc_refused,
+            self.cdc_log_failures
         )?;
         for n in &self.nodes {
             writeln!(
@@ -192,6 +216,11 @@ impl Counters {
             version_rejections: get(&self.version_rejections),
             prepared_learned: get(&self.prepared_learned),
             cdc_logs_created: get(&self.cdc_logs_created),
+            cdc_writes_logged: get(&self.cdc_writes_logged),
+            cdc_log_rows: get(&self.cdc_log_rows),
+            cdc_inexact: get(&self.cdc_inexact),
+            cdc_refused: get(&self.cdc_refused),
+            cdc_log_failures: get(&self.cdc_log_failures),
         }
     }
 

@@ -1,0 +1,301 @@
+//! Checkpoints: how far a run got, so that a restarted run resumes there.
+//!
+//! A [`Checkpoint`] is the current generation's timestamp and, for every
+//! stream group of it, its progress (everything before it was read). The
+//! planner produces one ([`crate::plan::Planner::checkpoint`]) every
+//! checkpoint interval and resumes from one ([`crate::plan::Planner::restore`]);
+//! a window being read at save time is read again after a restart
+//! (at-least-once delivery). Groups are identified by their first stream id,
+//! which is unique across generations.
+//!
+//! Stores are async (they do I/O) and object safe: methods return boxed
+//! futures, so a store can be shared as `Arc<dyn CheckpointStore>`.
+//!
+//! # The table of [`TableCheckpointStore`]
+//!
+//! ```text
+//! CREATE TABLE IF NOT EXISTS <keyspace>.<table> (
+//!     table_name text,       -- the checkpointed log, e.g. 'ks.t'
+//!     generation timestamp,  -- a generation's timestamp
+//!     group_id   blob,       -- a group's first stream id (16 zero bytes: the generation marker)
+//!     progress   timestamp,  -- everything before it was read
+//!     PRIMARY KEY ((table_name), generation, group_id)
+//! ) WITH CLUSTERING ORDER BY (generation DESC, group_id ASC)
+//! ```
+//!
+//! Statements are unprepared: a save every few seconds does not need
+//! preparing, and at the driver's HEAD the future of `Session::prepare`
+//! cannot be boxed as `Send` (its loop over the nodes keeps a borrow
+//! across an `.await`).
+//!
+//! A save writes a marker row (so that a generation without streams is
+//! recorded too) and one row per group of the current
+//! generation, `USING TTL` (7 days by default, so rows of old generations
+//! expire), in unlogged batches of at most 64 rows. All rows of a log live
+//! in one partition, so each batch is applied atomically; a save cut short
+//! between batches leaves some groups at their previous progress, which
+//! only means reading more again. A load takes the newest generation (the
+//! first clustering row) and its groups' progress.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardwise::protocol::types::CqlTimestamp;
+use shardwise::{Batch, ExecutionError, RowsAccessError, Session, Statement};
+
+use crate::stream::StreamId;
+use crate::sync::Mutex;
+use crate::time::Millis;
+use crate::BoxFuture;
+
+/// What a checkpoint holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The timestamp of the generation being read.
+    pub generation: Millis,
+    /// The progress of its groups.
+    pub groups: Vec<GroupProgress>,
+}
+
+/// The progress of one stream group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GroupProgress {
+    /// The group: its first stream id.
+    pub group: StreamId,
+    /// Everything before this time was read.
+    pub progress: Millis,
+}
+
+/// A checkpoint could not be loaded or saved.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// A request failed.
+    #[error("checkpoint request failed: {0}")]
+    Query(#[from] ExecutionError),
+    /// The checkpoint table's rows do not have the expected columns.
+    #[error("unexpected checkpoint rows: {0}")]
+    Rows(#[from] RowsAccessError),
+}
+
+/// Where checkpoints are kept, per log table.
+pub trait CheckpointStore: Send + Sync {
+    /// The last checkpoint saved for `table`, if any.
+    fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>>;
+
+    /// Saves `checkpoint` as the latest of `table`.
+    fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>>;
+}
+
+/// Checkpoints in memory (tests, or runs that never restart).
+#[derive(Debug, Default)]
+pub struct MemoryCheckpointStore {
+    checkpoints: Mutex<HashMap<String, Checkpoint>>,
+}
+
+impl MemoryCheckpointStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl CheckpointStore for MemoryCheckpointStore {
+    fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        let found = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(table)
+            .cloned();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(table.to_owned(), checkpoint.clone());
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Checkpoints in a table of the cluster (see the [module docs](self) for
+/// its schema).
+#[derive(Debug, Clone)]
+pub struct TableCheckpointStore {
+    session: Session,
+    name: String,
+    ttl: Duration,
+    batch_rows: usize,
+}
+
+/// The largest TTL Cassandra and Scylla accept (20 years).
+const MAX_TTL_SECS: i32 = 630_720_000;
+
+/// The default TTL of checkpoint rows.
+pub const DEFAULT_CHECKPOINT_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl TableCheckpointStore {
+    /// A store in `keyspace.table` (identifiers as written in CQL: quote
+    /// them if they need quoting).
+    pub fn new(session: Session, keyspace: &str, table: &str) -> Self {
+        TableCheckpointStore {
+            session,
+            name: format!("{keyspace}.{table}"),
+            ttl: DEFAULT_CHECKPOINT_TTL,
+            batch_rows: 64,
+        }
+    }
+
+    /// Sets the TTL of saved rows (whole seconds, at most the server's
+    /// maximum of 20 years; zero: rows never expire).
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Creates the table if it does not exist.
+    pub async fn create_table(&self) -> Result<(), CheckpointError> {
+        self.session
+            .execute(&Statement::new(create_table_cql(&self.name)), ())
+            .await?;
+        Ok(())
+    }
+
+    async fn load_checkpoint(&self, table: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        let table: Arc<str> = table.into();
+        let latest = Statement::new(format!(
+            "SELECT generation FROM {} WHERE table_name = ? LIMIT 1",
+            self.name
+        ))
+        .with_idempotent(true);
+        let result = self.session.execute(&latest, (table.clone(),)).await?;
+        let Some((generation,)) = result.first_row::<(CqlTimestamp,)>()? else {
+            return Ok(None);
+        };
+        let groups = Statement::new(format!(
+            "SELECT group_id, progress FROM {} WHERE table_name = ? AND generation = ?",
+            self.name
+        ))
+        .with_idempotent(true);
+        let mut pages = self.session.execute_iter(groups, (table, generation));
+        let mut checkpoint = Checkpoint {
+            generation: generation.into(),
+            groups: Vec::new(),
+        };
+        while let Some(page) = pages.next_page().await {
+            let page = page?;
+            for row in page.rows::<(StreamId, CqlTimestamp)>()? {
+                let (group, progress) = row.map_err(RowsAccessError::from)?;
+                if group != GENERATION_MARKER {
+                    checkpoint.groups.push(GroupProgress {
+                        group,
+                        progress: progress.into(),
+                    });
+                }
+            }
+        }
+        Ok(Some(checkpoint))
+    }
+
+    async fn save_checkpoint(&self, table: &str, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+        let insert = Statement::new(format!(
+            "INSERT INTO {} (table_name, generation, group_id, progress) VALUES (?, ?, ?, ?) USING TTL ?",
+            self.name
+        ));
+        let table: Arc<str> = table.into();
+        let ttl = i32::try_from(self.ttl.as_secs()).unwrap_or(i32::MAX).min(MAX_TTL_SECS);
+        let generation = CqlTimestamp::from(checkpoint.generation);
+        let marker = (table.clone(), generation, GENERATION_MARKER, generation, ttl);
+        let groups = checkpoint
+            .groups
+            .iter()
+            .map(|g| (table.clone(), generation, g.group, g.progress.into(), ttl));
+        let rows: Vec<_> = std::iter::once(marker).chain(groups).collect();
+        for chunk in rows.chunks(self.batch_rows.max(1)) {
+            let batch = Batch::unlogged(vec![insert.clone(); chunk.len()]).with_idempotent(true);
+            self.session.execute(&batch, chunk.to_vec()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The `group_id` of the row that records a generation even when it has
+/// no groups: all zeros, a version-0 id that Scylla never creates.
+const GENERATION_MARKER: StreamId = StreamId::from_bytes([0; 16]);
+
+/// The DDL of the checkpoint table `name` (`keyspace.table`).
+fn create_table_cql(name: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {name} (table_name text, generation timestamp, group_id blob, \
+         progress timestamp, PRIMARY KEY ((table_name), generation, group_id)) \
+         WITH CLUSTERING ORDER BY (generation DESC, group_id ASC)"
+    )
+}
+
+impl CheckpointStore for TableCheckpointStore {
+    fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        Box::pin(self.load_checkpoint(table))
+    }
+
+    fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(self.save_checkpoint(table, checkpoint))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// Polls a future that is ready without waiting.
+    fn now_or_never<F: Future>(f: F) -> F::Output {
+        let mut f = pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the future waits"),
+        }
+    }
+
+    fn checkpoint(generation: i64) -> Checkpoint {
+        Checkpoint {
+            generation: Millis(generation),
+            groups: vec![GroupProgress {
+                group: StreamId::from_bytes([7; 16]),
+                progress: Millis(generation + 5),
+            }],
+        }
+    }
+
+    #[test]
+    fn memory_store_keeps_the_latest_per_table() {
+        let store: Arc<dyn CheckpointStore> = Arc::new(MemoryCheckpointStore::new());
+        assert!(now_or_never(store.load("ks.t")).unwrap().is_none());
+        now_or_never(store.save("ks.t", &checkpoint(1))).unwrap();
+        now_or_never(store.save("ks.t", &checkpoint(2))).unwrap();
+        now_or_never(store.save("ks.u", &checkpoint(3))).unwrap();
+        assert_eq!(now_or_never(store.load("ks.t")).unwrap(), Some(checkpoint(2)));
+        assert_eq!(now_or_never(store.load("ks.u")).unwrap(), Some(checkpoint(3)));
+    }
+
+    #[test]
+    fn table_store_schema() {
+        let cql = create_table_cql("ks.cdc_checkpoints");
+        assert!(cql.starts_with("CREATE TABLE IF NOT EXISTS ks.cdc_checkpoints ("));
+        assert!(cql.contains("PRIMARY KEY ((table_name), generation, group_id)"));
+        assert!(cql.contains("CLUSTERING ORDER BY (generation DESC, group_id ASC)"));
+    }
+
+    /// The table store's futures can be boxed as `Send` (checked by
+    /// compiling, never run).
+    #[allow(dead_code)]
+    fn table_store_is_object_safe(session: Session) -> Arc<dyn CheckpointStore> {
+        Arc::new(TableCheckpointStore::new(session, "ks", "checkpoints").with_ttl(Duration::ZERO))
+    }
+}
