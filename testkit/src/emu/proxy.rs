@@ -611,6 +611,9 @@ fn cdc_write(conn: &Arc<Conn>, h: EnvelopeHeader, request: Bytes, items: Vec<Ite
             }
             inc(&shared.counters.cdc_writes_logged);
             shared.counters.cdc_log_rows.fetch_add(writes.len() as u64, Ordering::Relaxed);
+        }
+        if applied(&answer, conditional) {
+            // Counted even when nothing could be logged (`l = l - [v]`).
             shared.counters.cdc_inexact.fetch_add(u64::from(inexact), Ordering::Relaxed);
         }
         let _ = conn.to_client.send(frame(&answer.header, answer.header.flags.0, &answer.body));
