@@ -51,6 +51,9 @@ pub mod checkpoint;
 pub mod consumer;
 pub mod generation;
 pub mod plan;
+pub mod printer;
+pub mod reader;
+pub mod replicator;
 pub mod row;
 pub mod stream;
 mod sync;
@@ -67,6 +70,7 @@ pub use checkpoint::{
 pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory, GroupInfo};
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
 pub use plan::{Action, GroupId, PlanError, Planner, PlannerConfig, ReadWindow};
+pub use reader::{CdcError, CdcReader, CdcReaderBuilder, CdcReaderHandle};
 pub use row::{CdcRow, LogPage, LogSchema, Operation, RowError, RowIndex, SchemaError};
 pub use stream::{StreamGroup, StreamId, StreamIdError};
 pub use time::Millis;

@@ -380,6 +380,49 @@ impl Connection {
         crate::execute::execute_on(self, statement, values, params).await
     }
 
+    /// Opens a connection to `shard` of the node at `addr`: through the
+    /// node's shard-aware port with a source port that selects the shard
+    /// when the node advertises one (`sharding` is what another connection
+    /// to the node reported), else the regular port (whose shard the node
+    /// picks). What per-shard workers use to read data where it lives.
+    pub async fn open_to_shard(
+        addr: SocketAddr,
+        shard: u16,
+        sharding: &crate::protocol::sharding::ShardingInfo,
+        config: &ConnectionConfig,
+    ) -> Result<Connection, ConnectionError> {
+        if let Some(port) = sharding.shard_aware_port_for(config.tls.is_some()) {
+            let target = SocketAddr::new(addr.ip(), port);
+            let start = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos() as usize);
+            let nr = sharding.sharder().nr_shards();
+            let ports = crate::protocol::sharding::ShardPortIterator::new(shard, nr, 49152..=65535, start);
+            for local in ports.take(8) {
+                match Connection::open_from(target, Some(local), config).await {
+                    Ok(conn) if conn.shard() == shard => return Ok(conn),
+                    Ok(conn) => {
+                        // The port was rewritten on the way (NAT): the shard-aware port is of no use.
+                        tracing::warn!(%addr, wanted = shard, got = conn.shard(), "shard-aware port gave another shard");
+                        return Ok(conn);
+                    }
+                    Err(ConnectionError::Io(e))
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::AddrInUse
+                                | std::io::ErrorKind::AddrNotAvailable
+                                | std::io::ErrorKind::PermissionDenied
+                        ) => {}
+                    Err(e) => {
+                        tracing::debug!(%addr, error = %e, "shard-aware port failed, using the regular port");
+                        break;
+                    }
+                }
+            }
+        }
+        Connection::open(addr, config).await
+    }
+
     /// Prepares a statement on this connection's node.
     pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
         let envelope = self.send(&Prepare { query: text, keyspace: None }, 0).await?;

@@ -1,0 +1,128 @@
+//! `printer`: follows a CDC-enabled table and prints every change, one line
+//! each (human-readable, or JSON lines with `--json`), with progress (rows
+//! per second) on stderr. Ctrl-C stops it after the current window.
+//!
+//! ```text
+//! printer --node 127.0.0.1:9042 --keyspace ks --table t --start-ago 60 --json
+//! ```
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::Parser;
+use shardwise::protocol::consistency::Consistency;
+use shardwise::SessionBuilder;
+use shardwise_cdc::printer::{human, json};
+use shardwise_cdc::{CdcReaderBuilder, CdcRow, Change, Consumer, ConsumerError, GroupInfo};
+
+/// Prints the changes of a CDC-enabled table.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// A node to connect to (host:port).
+    #[arg(long, default_value = "127.0.0.1:9042")]
+    node: String,
+    /// Keyspace of the table.
+    #[arg(long)]
+    keyspace: String,
+    /// The base table (not its `_scylla_cdc_log`).
+    #[arg(long)]
+    table: String,
+    /// Print JSON lines instead of human-readable lines.
+    #[arg(long)]
+    json: bool,
+    /// Start this many seconds ago (0: now).
+    #[arg(long, default_value_t = 0)]
+    start_ago: u64,
+    /// Stop after this many seconds of changes from the start (default: follow forever).
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Window size in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    window: f64,
+    /// Safety interval in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    safety: f64,
+    /// Sleep between windows once caught up, in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    sleep: f64,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Read consistency (ONE, QUORUM, LOCAL_QUORUM, ALL...).
+    #[arg(long, default_value = "LOCAL_QUORUM")]
+    consistency: String,
+}
+
+fn consistency(name: &str) -> Result<Consistency, String> {
+    Ok(match name.to_ascii_uppercase().as_str() {
+        "ONE" => Consistency::One,
+        "TWO" => Consistency::Two,
+        "THREE" => Consistency::Three,
+        "QUORUM" => Consistency::Quorum,
+        "ALL" => Consistency::All,
+        "LOCAL_QUORUM" => Consistency::LocalQuorum,
+        "EACH_QUORUM" => Consistency::EachQuorum,
+        "LOCAL_ONE" => Consistency::LocalOne,
+        other => return Err(format!("unknown consistency {other}")),
+    })
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let session = SessionBuilder::new().known_node(&args.node).build().await?;
+    let start = SystemTime::now() - Duration::from_secs(args.start_ago);
+    let mut builder = CdcReaderBuilder::new(session, &args.keyspace, &args.table)
+        .start(start)
+        .window_size(Duration::from_secs_f64(args.window))
+        .safety_interval(Duration::from_secs_f64(args.safety))
+        .sleep_interval(Duration::from_secs_f64(args.sleep))
+        .consistency(consistency(&args.consistency)?);
+    if let Some(d) = args.duration {
+        builder = builder.duration(Duration::from_secs(d));
+    }
+    if let Some(w) = args.workers {
+        builder = builder.workers(w);
+    }
+    let rows = Arc::new(AtomicU64::new(0));
+    let (as_json, counter) = (args.json, rows.clone());
+    let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
+        let counter = counter.clone();
+        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+            let change = Change::from_row(&row)?;
+            let line = if as_json { json(&change) } else { human(&change) };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").map_err(ConsumerError::failed)?;
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+    };
+    let reader = builder.build(Arc::new(factory)).await?;
+    let handle = reader.handle();
+    let counter = rows.clone();
+    tokio::spawn(async move {
+        let (begin, mut last, mut at) = (Instant::now(), 0, Instant::now());
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let n = counter.load(Ordering::Relaxed);
+            let rate = (n - last) as f64 / at.elapsed().as_secs_f64();
+            eprintln!("[printer] {n} rows, {rate:.0} rows/s, {:.0} s", begin.elapsed().as_secs_f64());
+            (last, at) = (n, Instant::now());
+            if handle.is_finished() {
+                return;
+            }
+        }
+    });
+    let handle = reader.handle();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            handle.stop();
+        }
+    });
+    reader.join().await?;
+    eprintln!("[printer] done: {} rows", rows.load(Ordering::Relaxed));
+    Ok(())
+}

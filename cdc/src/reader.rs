@@ -1,0 +1,662 @@
+//! The reader: worker threads around the [`Planner`].
+//!
+//! `workers` OS threads each run a current-thread tokio runtime. Streams are
+//! planned one per group, and a group belongs to the worker of its shard
+//! (`shard % workers`: the CDC partitioner gives a stream's token, the
+//! node's sharding gives the shard). A worker opens its own connections —
+//! one per (node, shard) it reads, through Scylla's shard-aware port when
+//! the node offers it — so a window's query, its response buffer, the row
+//! views and the consumer all live on one thread, next to the shard that
+//! holds the rows. Each window is one prepared, single-partition query
+//! `"cdc$stream_id" = ? AND "cdc$time" >= minTimeuuid(?) AND "cdc$time" <
+//! minTimeuuid(?)`, paged, routed by its key (no `IN` that would be served
+//! by one arbitrary shard).
+//!
+//! Errors reading a window are retried with exponential backoff (100 ms up
+//! to the sleep interval); consumer errors and unrecoverable errors stop
+//! the reader, and [`CdcReader::join`] returns them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::sharding::ShardingInfo;
+use shardwise::protocol::token::Token;
+use shardwise::protocol::types::CqlTimestamp;
+use shardwise::execute::Params;
+use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, PreparedStatement, Session};
+use tokio::sync::{mpsc, Notify};
+
+use crate::checkpoint::{CheckpointError, CheckpointStore};
+use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory, GroupInfo};
+use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
+use crate::plan::{Action, GroupId, PlanError, Planner, PlannerConfig, ReadWindow};
+use crate::row::{LogPage, LogSchema, RowError, RowIndex, SchemaError};
+use crate::stream::{StreamGroup, StreamId};
+use crate::sync::Mutex;
+use crate::time::Millis;
+
+/// What stops a reader.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CdcError {
+    /// Bad configuration.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The session knows no node.
+    #[error("the session has no connection to any node")]
+    NoNodes,
+    /// Reading generations failed.
+    #[error(transparent)]
+    Generation(#[from] GenerationError),
+    /// Loading or saving a checkpoint failed.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// A query failed for good.
+    #[error(transparent)]
+    Execution(#[from] ExecutionError),
+    /// A connection could not be opened.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// The consumer failed.
+    #[error("consumer: {0}")]
+    Consumer(#[from] ConsumerError),
+    /// A log row could not be read.
+    #[error(transparent)]
+    Row(#[from] RowError),
+    /// The log table's columns are not a CDC log's.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// The planner refused a call (a bug).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A worker thread died.
+    #[error("worker thread: {0}")]
+    Worker(String),
+}
+
+/// Configures and starts a [`CdcReader`].
+///
+/// ```no_run
+/// # async fn f(session: shardwise::Session) -> Result<(), shardwise_cdc::CdcError> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use shardwise_cdc::{CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo};
+///
+/// let reader = CdcReaderBuilder::new(session, "ks", "t")
+///     .window_size(Duration::from_secs(30))
+///     .safety_interval(Duration::from_secs(10))
+///     .start(std::time::SystemTime::now() - Duration::from_secs(60))
+///     .build(Arc::new(|_: &GroupInfo| -> Box<dyn Consumer> {
+///         Box::new(|row: CdcRow<'_>| -> Result<(), ConsumerError> {
+///             println!("{:?} at {}", row.operation(), row.time_micros()?);
+///             Ok(())
+///         })
+///     }))
+///     .await?;
+/// reader.stop();
+/// reader.join().await?;
+/// # Ok(()) }
+/// ```
+pub struct CdcReaderBuilder {
+    session: Session,
+    keyspace: String,
+    table: String,
+    start: Option<Millis>,
+    end: Option<Millis>,
+    duration: Option<Duration>,
+    window: Duration,
+    safety: Duration,
+    sleep: Duration,
+    poll: Duration,
+    page_size: i32,
+    workers: usize,
+    consistency: Consistency,
+    bypass_cache: bool,
+    checkpoints: Option<(Arc<dyn CheckpointStore>, Duration)>,
+    generations: Option<Arc<dyn GenerationSource>>,
+}
+
+impl std::fmt::Debug for CdcReaderBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CdcReaderBuilder").field("keyspace", &self.keyspace).field("table", &self.table).finish()
+    }
+}
+
+impl CdcReaderBuilder {
+    /// A reader of the log of `keyspace.table` (the base table's name).
+    /// Defaults: start now, no end, window 60 s, safety interval 30 s,
+    /// sleep 10 s, page size 5,000, one worker per available core, reads at
+    /// `LOCAL_QUORUM` with `BYPASS CACHE`, no checkpoints, generations from
+    /// `system_distributed`.
+    pub fn new(session: Session, keyspace: &str, table: &str) -> Self {
+        CdcReaderBuilder {
+            session,
+            keyspace: keyspace.into(),
+            table: table.into(),
+            start: None,
+            end: None,
+            duration: None,
+            window: Duration::from_secs(60),
+            safety: Duration::from_secs(30),
+            sleep: Duration::from_secs(10),
+            poll: Duration::from_secs(10),
+            page_size: 5000,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            consistency: Consistency::LocalQuorum,
+            bypass_cache: true,
+            checkpoints: None,
+            generations: None,
+        }
+    }
+
+    /// Reads changes from this time on.
+    pub fn start(mut self, at: SystemTime) -> Self {
+        self.start = Some(Millis::from_system_time(at));
+        self
+    }
+
+    /// Stops after the changes before this time.
+    pub fn end(mut self, at: SystemTime) -> Self {
+        self.end = Some(Millis::from_system_time(at));
+        self
+    }
+
+    /// With only a start or only an end: the length of the time range.
+    pub fn duration(mut self, d: Duration) -> Self {
+        self.duration = Some(d);
+        self
+    }
+
+    /// The largest window one query reads.
+    pub fn window_size(mut self, d: Duration) -> Self {
+        self.window = d;
+        self
+    }
+
+    /// How far behind the clock reading stays (late writes).
+    pub fn safety_interval(mut self, d: Duration) -> Self {
+        self.safety = d;
+        self
+    }
+
+    /// Pause between windows once caught up.
+    pub fn sleep_interval(mut self, d: Duration) -> Self {
+        self.sleep = d;
+        self
+    }
+
+    /// How often to look for a new generation.
+    pub fn generation_poll_interval(mut self, d: Duration) -> Self {
+        self.poll = d;
+        self
+    }
+
+    /// Rows per page.
+    pub fn page_size(mut self, rows: i32) -> Self {
+        self.page_size = rows.max(1);
+        self
+    }
+
+    /// Worker threads.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// Consistency of log reads (choose it so that reads and the writers'
+    /// writes overlap).
+    pub fn consistency(mut self, c: Consistency) -> Self {
+        self.consistency = c;
+        self
+    }
+
+    /// Whether log queries say `BYPASS CACHE` (Scylla-only syntax).
+    pub fn bypass_cache(mut self, on: bool) -> Self {
+        self.bypass_cache = on;
+        self
+    }
+
+    /// Saves progress to `store` every `interval` and resumes from it.
+    pub fn checkpoints(mut self, store: Arc<dyn CheckpointStore>, interval: Duration) -> Self {
+        self.checkpoints = Some((store, interval));
+        self
+    }
+
+    /// Where generations come from (default: [`VnodeGenerations`]).
+    pub fn generation_source(mut self, source: Arc<dyn GenerationSource>) -> Self {
+        self.generations = Some(source);
+        self
+    }
+
+    fn range(&self) -> Result<(Millis, Millis), CdcError> {
+        let now = Millis::from_system_time(SystemTime::now());
+        Ok(match (self.start, self.end, self.duration) {
+            (Some(s), Some(e), _) => (s, e),
+            (Some(s), None, Some(d)) => (s, s.saturating_add(d)),
+            (None, Some(e), Some(d)) => (e.saturating_sub(d), e),
+            (Some(s), None, None) => (s, Millis::MAX),
+            (None, Some(e), None) => (now, e),
+            (None, None, Some(d)) => (now, now.saturating_add(d)),
+            (None, None, None) => (now, Millis::MAX),
+        })
+    }
+
+    /// Starts the workers; rows go to consumers made by `factory`.
+    pub async fn build(self, factory: Arc<dyn ConsumerFactory>) -> Result<CdcReader, CdcError> {
+        let (start, end) = self.range()?;
+        if end < start {
+            return Err(CdcError::Config(format!("end {end:?} is before start {start:?}")));
+        }
+        let sharding = self.session.connections().iter().find_map(|c| c.sharding().copied());
+        let workers = self.workers;
+        let mut config = PlannerConfig::new(start);
+        config.end = end;
+        config.window = self.window;
+        config.safety_interval = self.safety;
+        config.sleep_interval = self.sleep;
+        config.generation_poll_interval = self.poll;
+        config.checkpoint_interval = self.checkpoints.as_ref().map(|c| c.1);
+        config.workers = workers;
+        let mut planner = Planner::new(config)?.with_assignment(move |g: &StreamGroup| worker_of(&sharding, g, workers));
+        let log = format!("{}_scylla_cdc_log", self.table);
+        if let Some((store, _)) = &self.checkpoints {
+            if let Some(cp) = store.load(&log).await? {
+                planner.restore(&cp)?;
+            }
+        }
+        let source = match self.generations {
+            Some(s) => s,
+            None => Arc::new(VnodeGenerations::new(self.session.clone())),
+        };
+        let text = format!(
+            "SELECT * FROM {}.{} WHERE \"cdc$stream_id\" = ? AND \"cdc$time\" >= minTimeuuid(?) AND \"cdc$time\" < minTimeuuid(?){}",
+            quote(&self.keyspace),
+            quote(&log),
+            if self.bypass_cache { " BYPASS CACHE" } else { "" }
+        );
+        let shared = Arc::new(Shared {
+            planner: Mutex::new(planner),
+            source,
+            checkpoints: self.checkpoints.map(|c| c.0),
+            factory,
+            session: self.session,
+            keyspace: self.keyspace,
+            log,
+            text,
+            page_size: self.page_size,
+            consistency: self.consistency,
+            max_backoff: self.sleep.max(Duration::from_millis(100)),
+            stopped: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        let mut threads = Vec::with_capacity(workers);
+        for index in 0..workers {
+            let shared = shared.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("cdc-worker-{index}"))
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| CdcError::Worker(e.to_string()))?;
+                    let result = runtime.block_on(Worker::new(index, shared.clone()).run());
+                    if result.is_err() {
+                        shared.stop();
+                    }
+                    result
+                })
+                .map_err(|e| CdcError::Worker(e.to_string()))?;
+            threads.push(thread);
+        }
+        Ok(CdcReader { shared, threads })
+    }
+
+    /// Starts the workers and returns owned [`Change`]s on a channel: the
+    /// simple API for code that does not need borrowed rows.
+    pub async fn build_stream(self) -> Result<(CdcReader, mpsc::UnboundedReceiver<Change>), CdcError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
+            let tx = tx.clone();
+            Box::new(move |row: crate::row::CdcRow<'_>| -> Result<(), ConsumerError> {
+                let change = Change::from_row(&row)?;
+                tx.send(change).map_err(|_| ConsumerError::failed("the change receiver was dropped"))
+            })
+        };
+        Ok((self.build(Arc::new(factory)).await?, rx))
+    }
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The worker of a group: the shard of its first stream, modulo workers.
+fn worker_of(sharding: &Option<ShardingInfo>, group: &StreamGroup, workers: usize) -> usize {
+    let shard = sharding.as_ref().map_or(0, |s| s.sharder().shard_of(Token::new(group.key().token())));
+    usize::from(shard) % workers.max(1)
+}
+
+struct Shared {
+    planner: Mutex<Planner>,
+    source: Arc<dyn GenerationSource>,
+    checkpoints: Option<Arc<dyn CheckpointStore>>,
+    factory: Arc<dyn ConsumerFactory>,
+    session: Session,
+    keyspace: String,
+    log: String,
+    text: String,
+    page_size: i32,
+    consistency: Consistency,
+    max_backoff: Duration,
+    stopped: AtomicBool,
+    wake: Notify,
+}
+
+impl Shared {
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.wake.notify_waiters();
+    }
+
+    fn planner(&self) -> std::sync::MutexGuard<'_, Planner> {
+        // A worker that panicked holding the lock left the planner as it
+        // was between two calls: still consistent.
+        self.planner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A running reader.
+pub struct CdcReader {
+    shared: Arc<Shared>,
+    threads: Vec<std::thread::JoinHandle<Result<(), CdcError>>>,
+}
+
+impl std::fmt::Debug for CdcReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CdcReader").field("workers", &self.threads.len()).finish()
+    }
+}
+
+impl CdcReader {
+    /// Asks the workers to stop after their current window (a checkpoint
+    /// is saved first when checkpoints are on).
+    pub fn stop(&self) {
+        self.shared.stop();
+    }
+
+    /// Whether every group has been read up to the end.
+    pub fn is_finished(&self) -> bool {
+        self.shared.planner().is_finished()
+    }
+
+    /// A handle to stop the reader or watch it from elsewhere (a signal
+    /// handler, a progress task).
+    pub fn handle(&self) -> CdcReaderHandle {
+        CdcReaderHandle { shared: self.shared.clone() }
+    }
+
+    /// Waits for the workers; the first error of any of them.
+    pub async fn join(self) -> Result<(), CdcError> {
+        let threads = self.threads;
+        let results = tokio::task::spawn_blocking(move || threads.into_iter().map(|t| t.join()).collect::<Vec<_>>())
+            .await
+            .map_err(|e| CdcError::Worker(e.to_string()))?;
+        let mut first = Ok(());
+        for r in results {
+            let r = r.map_err(|_| CdcError::Worker("a worker panicked".into())).and_then(|r| r);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        if let (Some(store), Some(cp)) = (&self.shared.checkpoints, self.shared.planner().checkpoint()) {
+            store.save(&self.shared.log, &cp).await?;
+        }
+        first
+    }
+}
+
+/// Stops or watches a [`CdcReader`]; cheap to clone.
+#[derive(Clone)]
+pub struct CdcReaderHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for CdcReaderHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CdcReaderHandle").finish_non_exhaustive()
+    }
+}
+
+impl CdcReaderHandle {
+    /// See [`CdcReader::stop`].
+    pub fn stop(&self) {
+        self.shared.stop();
+    }
+
+    /// See [`CdcReader::is_finished`].
+    pub fn is_finished(&self) -> bool {
+        self.shared.planner().is_finished()
+    }
+}
+
+struct Route {
+    conn: Connection,
+    prepared: PreparedStatement,
+    schema: Option<LogSchema>,
+}
+
+struct Worker {
+    index: usize,
+    shared: Arc<Shared>,
+    consumers: HashMap<GroupId, Box<dyn Consumer>>,
+    routes: HashMap<(SocketAddr, u16), Route>,
+    rows: RowIndex,
+    failures: HashMap<GroupId, u32>,
+}
+
+fn now() -> Millis {
+    Millis::from_system_time(SystemTime::now())
+}
+
+impl Worker {
+    fn new(index: usize, shared: Arc<Shared>) -> Worker {
+        Worker {
+            index,
+            shared,
+            consumers: HashMap::new(),
+            routes: HashMap::new(),
+            rows: RowIndex::default(),
+            failures: HashMap::new(),
+        }
+    }
+
+    async fn sleep(&self, d: Duration) {
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = self.shared.wake.notified() => {}
+        }
+    }
+
+    async fn run(mut self) -> Result<(), CdcError> {
+        while !self.shared.stopped.load(Ordering::Acquire) {
+            let action = self.shared.planner().poll(self.index, now());
+            match action {
+                Action::Read(window) => {
+                    let group = window.group;
+                    match self.read(&window).await {
+                        Ok(()) => {
+                            self.failures.remove(&group);
+                            self.shared.planner().window_done(group, window.to)?;
+                            self.shared.wake.notify_waiters();
+                        }
+                        Err(e) if transient(&e) => {
+                            let n = self.failures.entry(group).or_insert(0);
+                            *n += 1;
+                            let backoff = Duration::from_millis(100)
+                                .saturating_mul(1 << (*n).min(16))
+                                .min(self.shared.max_backoff);
+                            self.routes.retain(|_, r| !r.conn.is_closed());
+                            self.shared.planner().window_failed(group, now().saturating_add(backoff))?;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Action::FetchFirstGeneration { at } => {
+                    let found = self.shared.source.first_generation(at).await;
+                    self.generation_found(found).await?;
+                }
+                Action::FetchNextGeneration { after } => {
+                    let found = self.shared.source.next_generation_after(after).await;
+                    self.generation_found(found).await?;
+                }
+                Action::SaveCheckpoint => {
+                    let cp = self.shared.planner().checkpoint();
+                    if let (Some(store), Some(cp)) = (&self.shared.checkpoints, cp) {
+                        store.save(&self.shared.log, &cp).await?;
+                    }
+                }
+                Action::Sleep(until) => {
+                    let d = until.duration_since(now());
+                    self.sleep(d.max(Duration::from_millis(1))).await;
+                }
+                Action::Idle => self.sleep(Duration::from_millis(50)).await,
+                Action::Finished => {
+                    self.shared.wake.notify_waiters();
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn generation_found(&mut self, found: Result<Option<Millis>, GenerationError>) -> Result<(), CdcError> {
+        let ts = match found {
+            Ok(Some(ts)) => ts,
+            Ok(None) => {
+                self.shared.planner().next_generation_not_found(now());
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading CDC generations failed; retrying");
+                self.shared.planner().generation_fetch_failed(now());
+                return Ok(());
+            }
+        };
+        match self.shared.source.streams(ts).await {
+            Ok(groups) => {
+                // One stream per group: each is read through its own shard.
+                let streams: Vec<StreamGroup> = groups
+                    .iter()
+                    .flat_map(|g| g.streams().iter().copied())
+                    .filter_map(|s: StreamId| StreamGroup::new([s]))
+                    .collect();
+                if streams.is_empty() {
+                    self.shared.planner().generation_fetch_failed(now());
+                } else {
+                    self.shared.planner().next_generation_found(ts, streams)?;
+                    self.shared.wake.notify_waiters();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the streams of generation {ts} failed; retrying");
+                self.shared.planner().generation_fetch_failed(now());
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection (and prepared query) for a stream: the first replica
+    /// of its token, on the shard that owns it.
+    async fn route(&mut self, stream: StreamId) -> Result<(SocketAddr, u16), CdcError> {
+        let token = Token::new(stream.token());
+        let session = &self.shared.session;
+        let connections = session.connections();
+        let node = session
+            .replicas(&self.shared.keyspace, token)
+            .into_iter()
+            .find(|n| connections.iter().any(|c| c.addr() == *n))
+            .or_else(|| connections.first().map(Connection::addr))
+            .ok_or(CdcError::NoNodes)?;
+        let sharding = connections.iter().filter(|c| c.addr() == node).find_map(|c| c.sharding().copied());
+        let shard = sharding.as_ref().map_or(0, |s| s.sharder().shard_of(token));
+        let key = (node, shard);
+        if self.routes.get(&key).is_none_or(|r| r.conn.is_closed()) {
+            let config = &session.config().connection;
+            let conn = match &sharding {
+                Some(s) => Connection::open_to_shard(node, shard, s, config).await?,
+                None => Connection::open(node, config).await?,
+            };
+            let prepared = conn.prepare(&self.shared.text).await?;
+            let schema = prepared.result_specs().map(LogSchema::new).transpose()?;
+            self.routes.insert(key, Route { conn, prepared, schema });
+        }
+        Ok(key)
+    }
+
+    async fn read(&mut self, window: &ReadWindow) -> Result<(), CdcError> {
+        if !self.consumers.contains_key(&window.group) {
+            let info = self.shared.planner().group(window.group);
+            if let Some(info) = info {
+                self.consumers.insert(window.group, self.shared.factory.new_consumer(&info));
+            }
+        }
+        for &stream in window.streams.streams() {
+            let key = self.route(stream).await?;
+            let values = (stream, CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
+            let mut paging: Option<PagingState> = None;
+            loop {
+                let Some(route) = self.routes.get_mut(&key) else { return Err(CdcError::NoNodes) };
+                let params = Params {
+                    page_size: Some(self.shared.page_size),
+                    paging_state: paging.as_ref().map(PagingState::as_bytes),
+                    ..Params::new(self.shared.consistency)
+                };
+                let result = route.conn.execute(&route.prepared, &values, params).await?;
+                if let Some(rows) = result.raw_rows() {
+                    if route.schema.is_none() {
+                        let specs = result
+                            .column_specs()
+                            .ok_or_else(|| CdcError::Config("the log query returned no column metadata".into()))?;
+                        route.schema = Some(LogSchema::new(specs.to_vec())?);
+                    }
+                    if let (Some(schema), Some(consumer)) = (&route.schema, self.consumers.get_mut(&window.group)) {
+                        let page = LogPage::new(schema, rows, &mut self.rows)?;
+                        for row in page.iter() {
+                            consumer.consume(row?)?;
+                        }
+                    }
+                }
+                if !result.has_more_pages() {
+                    break;
+                }
+                paging = result.paging_state();
+            }
+        }
+        if let Some(consumer) = self.consumers.get_mut(&window.group) {
+            consumer.window_end(window)?;
+        }
+        Ok(())
+    }
+}
+
+/// Errors worth retrying: the server or the network, not the data.
+fn transient(e: &CdcError) -> bool {
+    match e {
+        CdcError::Execution(ExecutionError::Db(db)) => {
+            // Unavailable, overloaded, bootstrapping, read/write timeouts and failures.
+            matches!(db.code, 0x1000 | 0x1001 | 0x1002 | 0x1100 | 0x1200 | 0x1300 | 0x1500)
+        }
+        CdcError::Execution(
+            ExecutionError::Connection(_) | ExecutionError::Timeout(_) | ExecutionError::NoConnection,
+        ) => true,
+        CdcError::Connection(_) | CdcError::NoNodes => true,
+        _ => false,
+    }
+}
