@@ -92,7 +92,7 @@ pub enum CdcError {
 ///     .start(std::time::SystemTime::now() - Duration::from_secs(60))
 ///     .build(Arc::new(|_: &GroupInfo| -> Box<dyn Consumer> {
 ///         Box::new(|row: CdcRow<'_>| -> Result<(), ConsumerError> {
-///             println!("{:?} at {}", row.operation(), row.time_micros()?);
+///             println!("{:?} at {:?}", row.operation(), row.time_micros());
 ///             Ok(())
 ///         })
 ///     }))
