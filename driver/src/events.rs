@@ -23,12 +23,28 @@ pub enum SessionEvent {
         /// Why.
         error: String,
     },
-    /// A node has no open connection left.
+    /// A node is down: it has no open connection left, or the cluster
+    /// reported it down (STATUS_CHANGE). Query plans skip it until it is up.
     NodeDown(SocketAddr),
-    /// A node that was down has a connection again.
+    /// A node that was down is up again: a connection to it opened, or the
+    /// cluster reported it up while a connection was open.
     NodeUp(SocketAddr),
     /// The control connection (which receives server events) moved to a node.
     ControlConnectionChanged(SocketAddr),
     /// Every node reported this schema version.
     SchemaAgreement(Uuid),
+    /// The topology was read again (after a topology or status event, a
+    /// control connection move, or periodically) and the pools and the
+    /// token ring now follow it.
+    TopologyRefreshed {
+        /// Nodes that got a connection pool.
+        added: Vec<SocketAddr>,
+        /// Nodes whose pool was closed (they left, or are now ignored).
+        removed: Vec<SocketAddr>,
+        /// Nodes (by address) whose host id, datacenter, rack or tokens
+        /// changed, or that moved to this address.
+        changed: Vec<SocketAddr>,
+        /// Nodes with a connection pool now.
+        nodes: usize,
+    },
 }

@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes};
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{Flags, Opcode, ProtocolVersion};
 use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
-use shardwise_protocol::token::{Partitioner, Token};
+use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
@@ -94,9 +94,7 @@ pub trait Executable<V> {
 /// Keyspace and token of a prepared statement bound with `values`.
 fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, values: &V) -> Option<(&'a str, Token)> {
     let spec = p.bind_specs().first()?;
-    let partitioner =
-        if spec.table.ends_with("_scylla_cdc_log") { Partitioner::Cdc } else { Partitioner::Murmur3 };
-    let token = crate::routing::partition_token(p.pk_indexes(), values, partitioner)?;
+    let token = crate::routing::partition_token(p.pk_indexes(), values, p.partitioner()?)?;
     Some((spec.keyspace.as_str(), token))
 }
 
@@ -362,5 +360,50 @@ pub(crate) async fn execute_on<E: Executable<V>, V>(
             }
             _ => return Err(ExecutionError::UnexpectedResponse("request not answered with RESULT or ERROR")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use shardwise_protocol::response::Prepared;
+    use shardwise_protocol::rows::{PreparedMetadata, ResultMetadata};
+    use shardwise_protocol::token::Partitioner;
+    use shardwise_protocol::types::{ColumnSpec, ColumnType};
+
+    use super::*;
+
+    fn prepared(table: &str) -> PreparedStatement {
+        let spec = ColumnSpec { keyspace: "ks".into(), table: table.into(), name: "cdc$stream_id".into(), typ: ColumnType::Blob };
+        let metadata = PreparedMetadata { flags: 0, pk_indexes: vec![0], specs: vec![spec] };
+        let result_metadata = ResultMetadata { columns_count: 0, paging_state: None, new_metadata_id: None, specs: None };
+        PreparedStatement::new(
+            "SELECT * FROM ks.t WHERE \"cdc$stream_id\" = ?",
+            Prepared { id: Bytes::from_static(b"id"), result_metadata_id: None, metadata, result_metadata },
+        )
+    }
+
+    /// Regression: the CDC partitioner used to be chosen by the table's name
+    /// (`…_scylla_cdc_log`); a log table is recognised by its partitioner,
+    /// which the session learns from `system_schema.scylla_tables`.
+    #[test]
+    fn the_route_uses_the_statements_partitioner_not_the_table_name() {
+        let stream_id: [u8; 16] = [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8];
+        let values = (&stream_id[..],);
+        let murmur3 = crate::routing::partition_token(&[0], &values, Partitioner::Murmur3).expect("token");
+        let cdc = crate::routing::partition_token(&[0], &values, Partitioner::Cdc).expect("token");
+        assert_ne!(murmur3, cdc);
+
+        let named_like_a_log = prepared("t_scylla_cdc_log");
+        assert_eq!(named_like_a_log.partitioner(), Some(Partitioner::Murmur3), "Murmur3 until told otherwise");
+        assert_eq!(prepared_route(&named_like_a_log, &values), Some(("ks", murmur3)));
+
+        let log = prepared("anything");
+        log.set_partitioner(Some(Partitioner::Cdc));
+        assert_eq!(prepared_route(&log, &values), Some(("ks", cdc)));
+        assert_eq!(log.clone().partitioner(), Some(Partitioner::Cdc), "shared by every handle");
+
+        log.set_partitioner(None);
+        assert_eq!(prepared_route(&log, &values), None, "an unsupported partitioner is not routed");
     }
 }

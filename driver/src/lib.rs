@@ -19,6 +19,7 @@ mod metrics;
 pub mod result;
 pub mod retry;
 pub mod routing;
+mod pool;
 pub mod session;
 pub mod statement;
 mod sync;

@@ -1,29 +1,34 @@
-//! The session: connection pools to the known nodes, the prepared-statement
-//! cache, and the one `execute` for every kind of statement.
+//! The session: connection pools to the cluster's nodes, the token ring
+//! they route by, the prepared-statement cache, and the one `execute` for
+//! every kind of statement.
 //!
-//! The cluster-awareness work (topology, token-aware routing, shards) plugs
-//! in behind the same API; for now the session spreads requests over the
-//! known nodes in round-robin order and fails over between them.
+//! What the session knows of the cluster is one snapshot (the pools, local
+//! nodes first, and the ring with its replica tables), replaced as a whole
+//! when the topology or the schema is read again (by the control
+//! connection's task, on events and periodically), so a request plans
+//! against one consistent view without locking more than a pointer copy.
+//! Each pool keeps its connections in per-shard slots, refilled in the
+//! background and watched for closing.
+
+mod control;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::ProtocolVersion;
-use shardwise_protocol::request::{Query, QueryParameters, Register};
-use shardwise_protocol::response::{Event, Response, ResponseMessage, ResultMessage};
-use tokio::sync::broadcast;
+use shardwise_protocol::request::{Query, QueryParameters};
+use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::token::{Partitioner, Token};
 use shardwise_protocol::types::de::DeserializeRow;
+use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
-use shardwise_protocol::sharding::{ShardPortIterator, ShardingInfo};
-use shardwise_protocol::token::Token;
-
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
-use crate::cluster::topology::{fetch_keyspaces, fetch_nodes};
+use crate::cluster::topology::{fetch_keyspaces, fetch_nodes, fetch_partitioners, TablePartitioners};
 use crate::cluster::{DistancePolicy, NodeDistance, NodeInfo, ReplicaTable, ReplicationStrategy, TokenRing};
 use crate::config::{Compression, ConnectionConfig};
 use crate::connection::Connection;
@@ -31,6 +36,8 @@ use crate::error::{ConnectionError, ExecutionError, NewSessionError};
 use crate::events::SessionEvent;
 use crate::execute::{Executable, Params};
 use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::pool::slots::Wanted;
+use crate::pool::NodePool;
 use crate::result::{PagingState, QueryResult};
 use crate::retry::{DefaultRetryPolicy, RetryDecision, RetryPolicy};
 use crate::statement::{PreparedStatement, Statement};
@@ -76,6 +83,14 @@ pub struct SessionConfig {
     pub discover_topology: bool,
     /// Which nodes get connections, and in which order they are tried.
     pub distance: DistancePolicy,
+    /// Re-read the topology and schema at this interval (besides after
+    /// topology and status events); `None`: only after events.
+    pub topology_refresh_interval: Option<Duration>,
+    /// How long to wait after a topology or status event before re-reading
+    /// the topology (events are hints, and the peers table of a joining
+    /// node fills in over a moment); events within the delay share one
+    /// refresh.
+    pub topology_event_delay: Duration,
 }
 
 impl Default for SessionConfig {
@@ -95,6 +110,8 @@ impl Default for SessionConfig {
             schema_agreement_timeout: Duration::from_secs(10),
             discover_topology: true,
             distance: DistancePolicy::default(),
+            topology_refresh_interval: Some(Duration::from_secs(60)),
+            topology_event_delay: Duration::from_secs(1),
         }
     }
 }
@@ -207,6 +224,18 @@ impl SessionBuilder {
         self.config.distance = p;
         self
     }
+    /// How often to re-read the topology and schema besides after events
+    /// (`None`: only after events). Default 60 s.
+    pub fn topology_refresh_interval(mut self, interval: Option<Duration>) -> Self {
+        self.config.topology_refresh_interval = interval;
+        self
+    }
+    /// How long to wait after a topology or status event before re-reading
+    /// the topology. Default 1 s.
+    pub fn topology_event_delay(mut self, delay: Duration) -> Self {
+        self.config.topology_event_delay = delay;
+        self
+    }
     /// Whether to wait for schema agreement after DDL.
     pub fn await_schema_agreement(mut self, on: bool) -> Self {
         self.config.await_schema_agreement = on;
@@ -221,75 +250,15 @@ impl SessionBuilder {
         Session::connect(self.config).await
     }
 }
-
-/// The connections to one node, refilled in the background when some close.
-struct NodePool {
-    addr: SocketAddr,
-    connections: RwLock<Vec<Connection>>,
-    refilling: AtomicBool,
-    next: AtomicUsize,
-    /// Whether the node had a connection when last looked at.
-    up: AtomicBool,
-}
-
-impl NodePool {
-    /// The open connection of the shard owning `token` on a sharded node,
-    /// else the least loaded one.
-    fn connection_for(&self, token: Option<Token>) -> Option<Connection> {
-        if let Some(token) = token {
-            let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(sharding) = conns.iter().find_map(|c| c.sharding().copied()) {
-                let shard = sharding.sharder().shard_of(token);
-                let on_shard = conns.iter().filter(|c| !c.is_closed() && c.shard() == shard).min_by_key(|c| c.in_flight());
-                if let Some(c) = on_shard {
-                    return Some(c.clone());
-                }
-            }
-        }
-        self.connection()
-    }
-
-    /// The open connection with the fewest requests in flight.
-    fn connection(&self) -> Option<Connection> {
-        let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let n = conns.len();
-        (0..n)
-            .map(|i| &conns[(start + i) % n.max(1)])
-            .filter(|c| !c.is_closed())
-            .min_by_key(|c| c.in_flight())
-            .cloned()
-    }
-
-    /// Whether connections are missing: `per_shard` for every shard of a
-    /// sharded node, `target` in all otherwise.
-    fn needs_refill(&self, target: usize) -> bool {
-        self.missing_shard(target).is_some() || {
-            let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
-            conns.iter().all(|c| c.sharding().is_none()) && conns.iter().filter(|c| !c.is_closed()).count() < target
-        }
-    }
-
-    /// A shard with fewer than `per_shard` open connections, with the
-    /// sharding parameters, on a sharded node.
-    fn missing_shard(&self, per_shard: usize) -> Option<(u16, ShardingInfo)> {
-        let conns = self.connections.read().unwrap_or_else(|e| e.into_inner());
-        let sharding = *conns.iter().find_map(|c| c.sharding())?;
-        let n = sharding.sharder().nr_shards().get();
-        (0..n)
-            .find(|s| conns.iter().filter(|c| !c.is_closed() && c.shard() == *s).count() < per_shard)
-            .map(|s| (s, sharding))
-    }
-}
-
-/// What token-aware routing needs: the ring of every discovered node, which
-/// pool serves each of them, and each keyspace's replica table.
+/// What token-aware routing needs besides the pools: the ring of every
+/// discovered node, which pool serves each of them, and each keyspace's
+/// replica table (computed on first use, then cached with the snapshot).
 struct Routing {
     ring: Arc<TokenRing>,
-    /// Pool index (in `SessionInner::nodes`) of each ring node; `None` when
-    /// the node is ignored.
+    /// Pool index (in [`ClusterState::nodes`]) of each ring node; `None`
+    /// when the node is ignored.
     pool_of: Vec<Option<usize>>,
-    strategies: RwLock<HashMap<String, ReplicationStrategy>>,
+    strategies: Arc<HashMap<String, ReplicationStrategy>>,
     tables: RwLock<HashMap<String, Arc<ReplicaTable>>>,
 }
 
@@ -298,24 +267,121 @@ impl Routing {
         if let Some(t) = self.tables.read().unwrap_or_else(|e| e.into_inner()).get(keyspace) {
             return Some(t.clone());
         }
-        let strategy = self.strategies.read().unwrap_or_else(|e| e.into_inner()).get(keyspace)?.clone();
+        let strategy = self.strategies.get(keyspace)?.clone();
         let table = Arc::new(ReplicaTable::new(self.ring.clone(), strategy));
         self.tables.write().unwrap_or_else(|e| e.into_inner()).insert(keyspace.to_owned(), table.clone());
         Some(table)
     }
 }
 
-struct SessionInner {
-    config: SessionConfig,
+/// One consistent view of the cluster. Replaced, never changed in place
+/// (except for the replica-table cache inside [`Routing`]).
+struct ClusterState {
+    /// Pools of the nodes that get connections: local ones first.
     nodes: Vec<Arc<NodePool>>,
+    /// How many of `nodes` are local.
+    local: usize,
+    /// The nodes the last topology reading found (ignored ones included);
+    /// empty when the topology is not discovered.
+    infos: Vec<NodeInfo>,
+    /// `None` without topology discovery.
     routing: Option<Routing>,
+}
+
+impl ClusterState {
+    /// The view of `infos`: pools (reused from `existing` by address, else
+    /// new) for every node the distance policy does not ignore.
+    fn build(
+        config: &SessionConfig,
+        infos: Vec<NodeInfo>,
+        strategies: Arc<HashMap<String, ReplicationStrategy>>,
+        existing: &[Arc<NodePool>],
+    ) -> ClusterState {
+        let mut usable: Vec<(NodeDistance, SocketAddr)> = Vec::new();
+        for n in &infos {
+            let d = config.distance.distance(n);
+            if d != NodeDistance::Ignored && !usable.iter().any(|(_, a)| *a == n.address) {
+                usable.push((d, n.address));
+            }
+        }
+        // Stable: discovery order within a distance.
+        usable.sort_by_key(|(d, _)| *d);
+        let local = usable.iter().filter(|(d, _)| *d == NodeDistance::Local).count();
+        let nodes: Vec<Arc<NodePool>> = usable
+            .iter()
+            .map(|(_, addr)| {
+                existing
+                    .iter()
+                    .find(|p| p.addr == *addr && !p.is_retired())
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, config.connections_per_node)))
+            })
+            .collect();
+        let routing = Routing {
+            ring: Arc::new(TokenRing::new(infos.iter().map(NodeInfo::ring_node).collect())),
+            pool_of: infos.iter().map(|n| nodes.iter().position(|p| p.addr == n.address)).collect(),
+            strategies,
+            tables: RwLock::new(HashMap::new()),
+        };
+        ClusterState { nodes, local, infos, routing: Some(routing) }
+    }
+
+    /// The same view with other replication strategies (a schema change).
+    fn with_strategies(&self, strategies: Arc<HashMap<String, ReplicationStrategy>>) -> ClusterState {
+        ClusterState {
+            nodes: self.nodes.clone(),
+            local: self.local,
+            infos: self.infos.clone(),
+            routing: self.routing.as_ref().map(|r| Routing {
+                ring: r.ring.clone(),
+                pool_of: r.pool_of.clone(),
+                strategies,
+                tables: RwLock::new(HashMap::new()),
+            }),
+        }
+    }
+
+    fn pool(&self, addr: SocketAddr) -> Option<&Arc<NodePool>> {
+        self.nodes.iter().find(|p| p.addr == addr)
+    }
+}
+
+/// The partitioner of each table, as last read.
+#[derive(Debug, Default)]
+struct Partitioners {
+    /// `None` when the cluster has no `system_schema.scylla_tables`
+    /// (Cassandra: every table uses Murmur3).
+    tables: Option<TablePartitioners>,
+}
+
+impl Partitioners {
+    /// The partitioner of `keyspace.table`: `Some(None)` for one the driver
+    /// does not implement, `None` when the table is not known yet.
+    fn lookup(&self, keyspace: &str, table: &str) -> Option<Option<Partitioner>> {
+        match &self.tables {
+            None => Some(Some(Partitioner::Murmur3)),
+            Some(t) => t.get(&(keyspace.to_owned(), table.to_owned())).copied(),
+        }
+    }
+}
+
+pub(crate) struct SessionInner {
+    config: SessionConfig,
+    state: RwLock<Arc<ClusterState>>,
+    /// Replication of every keyspace, as last read.
+    strategies: RwLock<Arc<HashMap<String, ReplicationStrategy>>>,
+    partitioners: RwLock<Partitioners>,
+    /// One topology or schema refresh at a time.
+    refresh_lock: tokio::sync::Mutex<()>,
+    /// The node of the control connection.
+    control: Mutex<Option<SocketAddr>>,
     next_node: AtomicUsize,
     prepared: Mutex<HashMap<String, PreparedStatement>>,
     keyspace: RwLock<Option<String>>,
     metrics: Metrics,
     events: broadcast::Sender<SessionEvent>,
     /// Dropped with the session: tells background tasks to stop.
-    _shutdown: tokio::sync::watch::Sender<()>,
+    shutdown: watch::Sender<()>,
 }
 
 impl SessionInner {
@@ -332,7 +398,7 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("nodes", &self.inner.nodes.iter().map(|n| n.addr).collect::<Vec<_>>()).finish()
+        f.debug_struct("Session").field("nodes", &self.nodes()).finish()
     }
 }
 
@@ -344,6 +410,43 @@ fn resolve(node: &str) -> Result<Vec<SocketAddr>, NewSessionError> {
         format!("{node}:9042")
     };
     with_port.to_socket_addrs().map(Iterator::collect).map_err(|_| NewSessionError::Resolve(node.to_owned()))
+}
+
+/// The first connections of a node: one, and on an unsharded node up to
+/// `per_node` (a sharded node's others are opened per shard by the refill).
+async fn open_initial(addr: SocketAddr, config: ConnectionConfig, per_node: usize) -> (Vec<Connection>, Option<ConnectionError>) {
+    let mut conns = Vec::new();
+    for _ in 0..per_node {
+        match Connection::open(addr, &config).await {
+            Ok(c) => {
+                let sharded = c.sharding().is_some();
+                conns.push(c);
+                if sharded {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "cannot connect");
+                return (conns, Some(e));
+            }
+        }
+    }
+    (conns, None)
+}
+
+/// What the first successful contact point told of the cluster.
+struct Discovered {
+    nodes: Vec<NodeInfo>,
+    keyspaces: HashMap<String, ReplicationStrategy>,
+    partitioners: Option<TablePartitioners>,
+}
+
+async fn discover(conn: &Connection) -> Result<Discovered, ExecutionError> {
+    Ok(Discovered {
+        nodes: fetch_nodes(conn).await?,
+        keyspaces: fetch_keyspaces(conn).await?,
+        partitioners: fetch_partitioners(conn).await?,
+    })
 }
 
 impl Session {
@@ -367,82 +470,86 @@ impl Session {
         if config.discover_topology {
             for addr in &addrs {
                 match Connection::open(*addr, &config.connection).await {
-                    Ok(control) => match (fetch_nodes(&control).await, fetch_keyspaces(&control).await) {
-                        (Ok(found), Ok(keyspaces)) if !found.is_empty() => {
-                            discovered = Some((found, keyspaces));
+                    Ok(contact) => match discover(&contact).await {
+                        Ok(d) if !d.nodes.is_empty() => {
+                            discovered = Some(d);
                             break;
                         }
-                        (Err(e), _) | (_, Err(e)) => tracing::warn!(%addr, error = %e, "topology discovery failed"),
-                        _ => {}
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(%addr, error = %e, "topology discovery failed"),
                     },
                     Err(e) => last_error = Some(e),
                 }
             }
         }
-        let targets: Vec<SocketAddr> = match &discovered {
-            Some((found, _)) => {
-                let mut usable: Vec<(NodeDistance, SocketAddr)> = found
-                    .iter()
-                    .map(|n| (config.distance.distance(n), n.address))
-                    .filter(|(d, _)| *d != NodeDistance::Ignored)
-                    .collect();
-                usable.sort();
-                usable.into_iter().map(|(_, a)| a).collect()
+        let (state, strategies, partitioners) = match discovered {
+            Some(d) => {
+                let strategies = Arc::new(d.keyspaces);
+                (ClusterState::build(&config, d.nodes, strategies.clone(), &[]), strategies, d.partitioners)
             }
-            None => addrs,
+            None => {
+                let nodes: Vec<Arc<NodePool>> =
+                    addrs.iter().map(|a| Arc::new(NodePool::new(*a, config.connections_per_node))).collect();
+                let local = nodes.len();
+                (ClusterState { nodes, local, infos: Vec::new(), routing: None }, Arc::default(), None)
+            }
         };
-        let mut nodes = Vec::new();
-        for addr in targets {
-            let mut conns = Vec::new();
-            for _ in 0..config.connections_per_node {
-                match Connection::open(addr, &config.connection).await {
-                    Ok(c) => conns.push(c),
-                    Err(e) => {
-                        tracing::warn!(%addr, error = %e, "cannot connect");
-                        last_error = Some(e);
-                        break;
-                    }
-                }
-            }
-            nodes.push(Arc::new(NodePool {
-                addr,
-                connections: RwLock::new(conns),
-                refilling: AtomicBool::new(false),
-                next: AtomicUsize::new(0),
-                up: AtomicBool::new(true),
-            }));
-        }
-        if nodes.iter().all(|n| n.connection().is_none()) {
-            return Err(NewSessionError::Connect(last_error.unwrap_or(ConnectionError::Closed)));
-        }
-        let routing = discovered.map(|(found, keyspaces)| Routing {
-            ring: Arc::new(TokenRing::new(found.iter().map(NodeInfo::ring_node).collect())),
-            pool_of: found.iter().map(|n| nodes.iter().position(|p: &Arc<NodePool>| p.addr == n.address)).collect(),
-            strategies: RwLock::new(keyspaces),
-            tables: RwLock::new(HashMap::new()),
-        });
-        let (shutdown, shutdown_rx) = tokio::sync::watch::channel(());
+        let (shutdown, shutdown_rx) = watch::channel(());
         let session = Session {
             inner: Arc::new(SessionInner {
                 keyspace: RwLock::new(None),
+                state: RwLock::new(Arc::new(state)),
+                strategies: RwLock::new(strategies),
+                partitioners: RwLock::new(Partitioners { tables: partitioners }),
+                refresh_lock: tokio::sync::Mutex::new(()),
+                control: Mutex::new(None),
                 config,
-                nodes,
-                routing,
                 next_node: AtomicUsize::new(0),
                 prepared: Mutex::new(HashMap::new()),
                 metrics: Metrics::default(),
                 events: broadcast::channel(256).0,
-                _shutdown: shutdown,
+                shutdown,
             }),
         };
+        let state = session.state();
+        let per_node = session.inner.config.connections_per_node;
+        let opening: Vec<_> = state
+            .nodes
+            .iter()
+            .map(|node| tokio::spawn(open_initial(node.addr, session.inner.config.connection.clone(), per_node)))
+            .collect();
+        for (node, opening) in state.nodes.iter().zip(opening) {
+            let (conns, error) = opening.await.unwrap_or_else(|_| (Vec::new(), Some(ConnectionError::Closed)));
+            if let Some(e) = error {
+                last_error = Some(e);
+            }
+            for conn in conns {
+                session.install(node, conn);
+            }
+        }
+        if state.nodes.iter().all(|n| !n.slots.has_open()) {
+            return Err(NewSessionError::Connect(last_error.unwrap_or(ConnectionError::Closed)));
+        }
         if let Some(ks) = session.inner.config.keyspace.clone() {
             session.use_keyspace(&ks).await.map_err(NewSessionError::UseKeyspace)?;
         }
-        for node in &session.inner.nodes {
+        for node in &state.nodes {
+            if !node.slots.has_open() && node.set_up(false) {
+                session.inner.emit(SessionEvent::NodeDown(node.addr));
+            }
             session.refill(node);
         }
-        tokio::spawn(control_connection(Arc::downgrade(&session.inner), shutdown_rx));
+        tokio::spawn(control::run(Arc::downgrade(&session.inner), shutdown_rx));
         Ok(session)
+    }
+
+    /// The current view of the cluster.
+    fn state(&self) -> Arc<ClusterState> {
+        self.inner.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_state(&self, state: ClusterState) {
+        *self.inner.state.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(state);
     }
 
     /// Session and database events. Subscribe early: events sent before
@@ -456,19 +563,49 @@ impl Session {
         &self.inner.config
     }
 
-    /// The nodes this session talks to.
+    /// The nodes this session has connection pools for (local ones first).
     pub fn nodes(&self) -> Vec<SocketAddr> {
-        self.inner.nodes.iter().map(|n| n.addr).collect()
+        self.state().nodes.iter().map(|n| n.addr).collect()
+    }
+
+    /// The nodes this session has pools for that count as up (an open
+    /// connection, and no DOWN event since).
+    pub fn up_nodes(&self) -> Vec<SocketAddr> {
+        self.state().nodes.iter().filter(|n| n.is_up() && n.slots.has_open()).map(|n| n.addr).collect()
     }
 
     /// The open connections to every node (for tools that need to pick one).
     pub fn connections(&self) -> Vec<Connection> {
-        self.inner
-            .nodes
-            .iter()
-            .flat_map(|n| n.connections.read().unwrap_or_else(|e| e.into_inner()).clone())
-            .filter(|c| !c.is_closed())
-            .collect()
+        self.state().nodes.iter().flat_map(|n| n.slots.open_connections()).collect()
+    }
+
+    /// The open connections to the node at `node` (its client address as
+    /// [`Session::nodes`] lists it), only those served by `shard` when
+    /// given.
+    pub fn node_connections(&self, node: SocketAddr, shard: Option<u16>) -> Vec<Connection> {
+        let state = self.state();
+        let Some(pool) = state.pool(node) else { return Vec::new() };
+        pool.slots.open_connections().into_iter().filter(|c| shard.is_none_or(|s| c.shard() == s)).collect()
+    }
+
+    /// The shard of the node at `node` that owns `token`: `None` when the
+    /// node is unknown or not sharded.
+    pub fn shard_of(&self, node: SocketAddr, token: Token) -> Option<u16> {
+        let state = self.state();
+        let pool = state.pool(node)?;
+        pool.slots.open_connections().iter().find_map(|c| c.sharding().map(|s| s.sharder().shard_of(token)))
+    }
+
+    /// The node the control connection (which receives server events) is
+    /// on, if it is registered.
+    pub fn control_node(&self) -> Option<SocketAddr> {
+        *self.inner.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The nodes of the cluster as the last topology reading found them
+    /// (ignored ones included); empty without topology discovery.
+    pub fn topology(&self) -> Vec<NodeInfo> {
+        self.state().infos.clone()
     }
 
     /// A copy of the request counters and latency histogram.
@@ -476,64 +613,62 @@ impl Session {
         self.inner.metrics.snapshot()
     }
 
-    /// Opens missing connections to `node` in the background, with backoff.
-    fn refill(&self, node: &Arc<NodePool>) {
-        let target = self.inner.config.connections_per_node;
-        if !node.needs_refill(target) || node.refilling.swap(true, Ordering::AcqRel) {
+    /// Puts a new connection into `node`'s slots and watches it; closes
+    /// what does not fit or was replaced.
+    fn install(&self, node: &Arc<NodePool>, conn: Connection) {
+        let installed = node.slots.install(conn.clone());
+        for c in installed.dropped {
+            c.close();
+        }
+        if let Some(c) = installed.surplus {
+            c.close();
             return;
         }
+        if node.is_retired() {
+            node.retire();
+            return;
+        }
+        self.watch(node, conn);
+        self.inner.emit(SessionEvent::ConnectionOpened(node.addr));
+        if node.set_up(true) {
+            self.inner.emit(SessionEvent::NodeUp(node.addr));
+        }
+    }
+
+    /// Waits in the background for `conn` to close, then reports the node
+    /// down if it was its last connection and refills.
+    fn watch(&self, node: &Arc<NodePool>, conn: Connection) {
         let weak = Arc::downgrade(&self.inner);
-        let node = node.clone();
+        let pool = Arc::downgrade(node);
+        let mut shutdown = self.inner.shutdown.subscribe();
         tokio::spawn(async move {
-            let mut backoff = Duration::from_millis(100);
-            loop {
-                let Some(inner) = weak.upgrade() else { return };
-                if !node.needs_refill(target) {
-                    node.refilling.store(false, Ordering::Release);
-                    // A connection may have closed right after the check.
-                    if !node.needs_refill(target) || node.refilling.swap(true, Ordering::AcqRel) {
-                        return;
-                    }
-                }
-                let per_shard = inner.config.connections_per_node;
-                let attempt = match node.missing_shard(per_shard) {
-                    Some((shard, sharding)) => open_to_shard(node.addr, shard, &sharding, &inner.config.connection).await,
-                    None => Connection::open(node.addr, &inner.config.connection).await,
-                };
-                match attempt {
-                    Ok(conn) => {
-                        let ks = inner.keyspace.read().unwrap_or_else(|e| e.into_inner()).clone();
-                        if let Some(ks) = ks {
-                            if let Err(e) = use_keyspace_on(&conn, &ks).await {
-                                tracing::warn!(addr = %node.addr, error = %e, "USE failed on a new connection");
-                                continue;
-                            }
-                        }
-                        let mut conns = node.connections.write().unwrap_or_else(|e| e.into_inner());
-                        conns.retain(|c| !c.is_closed());
-                        // Through the regular port the server picks the shard: drop a
-                        // connection that landed on a shard already served.
-                        let surplus = conn.sharding().is_some()
-                            && conns.iter().filter(|c| c.shard() == conn.shard()).count() >= per_shard;
-                        if !surplus {
-                            inner.emit(SessionEvent::ConnectionOpened(node.addr));
-                            if !node.up.swap(true, Ordering::AcqRel) {
-                                inner.emit(SessionEvent::NodeUp(node.addr));
-                            }
-                            conns.push(conn);
-                        }
-                        backoff = Duration::from_millis(100);
-                    }
-                    Err(e) => {
-                        tracing::debug!(addr = %node.addr, error = %e, ?backoff, "reconnect failed");
-                        inner.emit(SessionEvent::ConnectionFailed { node: node.addr, error: e.to_string() });
-                        drop(inner);
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(10));
-                    }
-                }
+            tokio::select! {
+                _ = conn.closed() => {}
+                _ = shutdown.changed() => return,
             }
+            drop(conn);
+            let (Some(inner), Some(node)) = (weak.upgrade(), pool.upgrade()) else { return };
+            Session { inner }.connection_lost(&node);
         });
+    }
+
+    fn connection_lost(&self, node: &Arc<NodePool>) {
+        if node.is_retired() {
+            return;
+        }
+        if !node.slots.has_open() && node.set_up(false) {
+            self.inner.emit(SessionEvent::NodeDown(node.addr));
+        }
+        self.refill(node);
+    }
+
+    /// Opens missing connections to `node` in the background, with backoff,
+    /// unless a refill of the node is already running.
+    fn refill(&self, node: &Arc<NodePool>) {
+        if node.is_retired() || !node.slots.claim_refill() {
+            return;
+        }
+        tokio::spawn(refill(Arc::downgrade(&self.inner), node.clone()));
     }
 
     /// Prepares a statement (once per text: prepared statements are cached).
@@ -544,24 +679,57 @@ impl Session {
             return Ok(with_options(p, &statement));
         }
         let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
-        let (node, conn) = self.pick(seed, 0, None)?;
-        let p = match conn.prepare(statement.text()).await {
-            Ok(p) => p,
-            Err(e) => {
-                self.note_failure(&node, &conn);
-                return Err(e);
-            }
-        };
+        let state = self.state();
+        let (_, node, conn) = self.pick(&state, seed, 0, None)?;
+        let p = conn.prepare(statement.text()).await?;
         // Prepare on the other nodes too, so EXECUTE works wherever it goes.
-        for other in &self.inner.nodes {
-            if !Arc::ptr_eq(other, &node) {
-                if let Some(c) = other.connection() {
-                    let _ = c.prepare(statement.text()).await;
-                }
-            }
+        let others: Vec<Connection> =
+            state.nodes.iter().filter(|other| !Arc::ptr_eq(other, &node)).filter_map(|other| other.connection(seed)).collect();
+        drop(state);
+        for c in others {
+            let _ = c.prepare(statement.text()).await;
+        }
+        let table = p.bind_specs().first().map(|spec| (spec.keyspace.clone(), spec.table.clone()));
+        if let Some((keyspace, table)) = table {
+            let partitioner = self.table_partitioner(&conn, keyspace, table).await;
+            p.set_partitioner(partitioner);
         }
         self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(statement.text().to_owned(), p.clone());
         Ok(with_options(p, &statement))
+    }
+
+    /// The partitioner of `keyspace.table` as last read: from
+    /// `system_schema.scylla_tables` where the cluster has it (CDC log
+    /// tables use the CDC partitioner), Murmur3 otherwise and for tables
+    /// not listed there. `None` for a partitioner the driver does not
+    /// implement (requests to such a table are not routed by token).
+    pub fn partitioner(&self, keyspace: &str, table: &str) -> Option<Partitioner> {
+        let partitioners = self.inner.partitioners.read().unwrap_or_else(|e| e.into_inner());
+        partitioners.lookup(keyspace, table).unwrap_or(Some(Partitioner::Murmur3))
+    }
+
+    /// The partitioner of a table being prepared: from the cache, else read
+    /// from `system_schema.scylla_tables` through `conn` (a table created
+    /// by another client since the last schema refresh).
+    async fn table_partitioner(&self, conn: &Connection, keyspace: String, table: String) -> Option<Partitioner> {
+        let cached = self.inner.partitioners.read().unwrap_or_else(|e| e.into_inner()).lookup(&keyspace, &table);
+        if let Some(p) = cached {
+            return p;
+        }
+        match crate::cluster::topology::fetch_table_partitioner(conn, &keyspace, &table).await {
+            Ok(found) => {
+                let p = found.unwrap_or(Some(Partitioner::Murmur3));
+                let mut partitioners = self.inner.partitioners.write().unwrap_or_else(|e| e.into_inner());
+                if let Some(tables) = &mut partitioners.tables {
+                    tables.insert((keyspace, table), p);
+                }
+                p
+            }
+            Err(e) => {
+                tracing::warn!(keyspace, table, error = %e, "cannot read the table's partitioner; using Murmur3");
+                Some(Partitioner::Murmur3)
+            }
+        }
     }
 
     /// Runs a statement with its values and returns the first page.
@@ -607,35 +775,112 @@ impl Session {
             if self.inner.config.await_schema_agreement {
                 self.await_schema_agreement().await?;
             }
-            self.refresh_keyspaces().await;
+            self.refresh_schema().await;
         }
         Ok(result)
     }
 
-    /// Re-reads every keyspace's replication (after a schema change).
-    async fn refresh_keyspaces(&self) {
-        let Some(routing) = &self.inner.routing else { return };
-        let Ok((_, conn)) = self.pick(0, 0, None) else { return };
-        match fetch_keyspaces(&conn).await {
-            Ok(keyspaces) => {
-                *routing.strategies.write().unwrap_or_else(|e| e.into_inner()) = keyspaces;
-                routing.tables.write().unwrap_or_else(|e| e.into_inner()).clear();
+    /// A connection for reading system tables: the control connection's
+    /// node first, then any up node.
+    fn system_connection(&self) -> Option<(SocketAddr, Connection)> {
+        let state = self.state();
+        let control = self.control_node();
+        let preferred = control.and_then(|a| state.pool(a)).filter(|p| p.is_up());
+        preferred
+            .into_iter()
+            .chain(state.nodes.iter().filter(|p| p.is_up()))
+            .chain(state.nodes.iter())
+            .find_map(|p| p.connection(0).map(|c| (p.addr, c)))
+    }
+
+    /// Re-reads every keyspace's replication and every table's partitioner
+    /// (after a schema change): replica tables are computed afresh, and
+    /// cached prepared statements take their table's new partitioner.
+    pub(crate) async fn refresh_schema(&self) {
+        let _guard = self.inner.refresh_lock.lock().await;
+        let Some((_, conn)) = self.system_connection() else { return };
+        let keyspaces = match fetch_keyspaces(&conn).await {
+            Ok(k) => Arc::new(k),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot refresh keyspaces");
+                return;
             }
-            Err(e) => tracing::warn!(error = %e, "cannot refresh keyspaces"),
+        };
+        match fetch_partitioners(&conn).await {
+            Ok(tables) => *self.inner.partitioners.write().unwrap_or_else(|e| e.into_inner()) = Partitioners { tables },
+            Err(e) => tracing::warn!(error = %e, "cannot refresh table partitioners"),
         }
+        *self.inner.strategies.write().unwrap_or_else(|e| e.into_inner()) = keyspaces.clone();
+        let state = self.state().with_strategies(keyspaces);
+        self.set_state(state);
+        let prepared: Vec<PreparedStatement> =
+            self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for p in prepared {
+            if let Some(spec) = p.bind_specs().first() {
+                p.set_partitioner(self.partitioner(&spec.keyspace, &spec.table));
+            }
+        }
+    }
+
+    /// Re-reads the topology: pools for new nodes (refilled in the
+    /// background), closed pools for nodes that left or are now ignored, a
+    /// new ring when anything changed. Emits
+    /// [`SessionEvent::TopologyRefreshed`].
+    pub async fn refresh_topology(&self) -> Result<(), ExecutionError> {
+        if !self.inner.config.discover_topology {
+            return Ok(());
+        }
+        let _guard = self.inner.refresh_lock.lock().await;
+        let (addr, conn) = self.system_connection().ok_or(ExecutionError::NoConnection)?;
+        let infos = crate::cluster::topology::fetch_nodes_at(&conn, addr).await?;
+        if infos.is_empty() {
+            return Err(ExecutionError::UnexpectedResponse("the topology lists no node"));
+        }
+        let old = self.state();
+        let diff = crate::cluster::topology::diff_topology(&old.infos, &infos);
+        let (added, removed) = if diff.is_empty() && old.routing.is_some() {
+            (Vec::new(), Vec::new())
+        } else {
+            let strategies = self.inner.strategies.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let new = ClusterState::build(&self.inner.config, infos, strategies, &old.nodes);
+            let added: Vec<Arc<NodePool>> =
+                new.nodes.iter().filter(|p| !old.nodes.iter().any(|o| Arc::ptr_eq(o, p))).cloned().collect();
+            let removed: Vec<Arc<NodePool>> =
+                old.nodes.iter().filter(|o| !new.nodes.iter().any(|p| Arc::ptr_eq(o, p))).cloned().collect();
+            self.set_state(new);
+            for pool in &removed {
+                pool.retire();
+            }
+            for pool in &added {
+                self.refill(pool);
+            }
+            (added, removed)
+        };
+        let nodes = self.state().nodes.len();
+        if !added.is_empty() || !removed.is_empty() {
+            tracing::info!(added = added.len(), removed = removed.len(), nodes, "topology changed");
+        }
+        self.inner.emit(SessionEvent::TopologyRefreshed {
+            added: added.iter().map(|p| p.addr).collect(),
+            removed: removed.iter().map(|p| p.addr).collect(),
+            changed: diff.changed,
+            nodes,
+        });
+        Ok(())
     }
 
     /// The nodes (in token-aware order) a request for `token` in `keyspace`
     /// would try first: its replicas. Empty without topology or replication
     /// information.
     pub fn replicas(&self, keyspace: &str, token: Token) -> Vec<SocketAddr> {
-        let Some(routing) = &self.inner.routing else { return Vec::new() };
+        let state = self.state();
+        let Some(routing) = &state.routing else { return Vec::new() };
         let Some(table) = routing.table(keyspace) else { return Vec::new() };
         table
             .replicas(token)
             .iter()
             .filter_map(|r| routing.pool_of.get(*r).copied().flatten())
-            .map(|p| self.inner.nodes[p].addr)
+            .map(|p| state.nodes[p].addr)
             .collect()
     }
 
@@ -644,45 +889,72 @@ impl Session {
         Pager { session: self.clone(), statement, values, state: None, done: false }
     }
 
-    /// Picks the node for attempt `offset` of a request: its replicas first
-    /// (rotated by `seed` so no replica takes every first attempt), then the
-    /// other nodes round-robin; nodes without a live connection are skipped.
+    /// Picks the node for a request from plan position `from` on, and
+    /// returns the position it was found at. The plan: the token's local
+    /// replicas, then its remote ones (each rotated by `seed`, so that no
+    /// replica takes every first attempt), then every local node and every
+    /// remote node round-robin. Nodes that are down are skipped; only when
+    /// the whole plan has none up are they tried (a DOWN event may be
+    /// stale). Allocates nothing.
     fn pick(
         &self,
+        state: &ClusterState,
         seed: usize,
-        offset: usize,
+        from: usize,
         route: Option<(&str, Token)>,
-    ) -> Result<(Arc<NodePool>, Connection), ExecutionError> {
-        let nodes = &self.inner.nodes;
-        if let (Some((keyspace, token)), Some(routing)) = (route, &self.inner.routing) {
-            if let Some(table) = routing.table(keyspace) {
+    ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
+        let table = match (route, &state.routing) {
+            (Some((keyspace, _)), Some(routing)) => routing.table(keyspace),
+            _ => None,
+        };
+        let token = route.map(|(_, t)| t);
+        for include_down in [false, true] {
+            let mut position = 0;
+            let mut visit = |node: &Arc<NodePool>| -> Option<(usize, Connection)> {
+                let here = position;
+                position += 1;
+                if here < from || (!include_down && !node.is_up()) {
+                    return None;
+                }
+                match node.connection_for(token, seed) {
+                    Some(c) => Some((here, c)),
+                    None => {
+                        self.node_unavailable(node);
+                        None
+                    }
+                }
+            };
+            if let (Some(table), Some(routing), Some(token)) = (&table, &state.routing, token) {
                 let replicas = table.replicas(token);
                 let n = replicas.len();
-                for i in offset..n {
-                    let r = replicas[(seed + i) % n];
-                    let Some(pool) = routing.pool_of.get(r).copied().flatten() else { continue };
-                    let node = &nodes[pool];
-                    match node.connection_for(Some(token)) {
-                        Some(c) => return Ok((node.clone(), c)),
-                        None => self.node_unavailable(node),
+                for local in [true, false] {
+                    for i in 0..n {
+                        let Some(p) = routing.pool_of.get(replicas[(seed + i) % n]).copied().flatten() else { continue };
+                        if (p < state.local) != local {
+                            continue;
+                        }
+                        let node = &state.nodes[p];
+                        if let Some((here, c)) = visit(node) {
+                            return Ok((here, node.clone(), c));
+                        }
                     }
                 }
             }
-        }
-        let start = seed + offset;
-        let token = route.map(|(_, t)| t);
-        for i in 0..nodes.len() {
-            let node = &nodes[(start + i) % nodes.len()];
-            match node.connection_for(token) {
-                Some(c) => return Ok((node.clone(), c)),
-                None => self.node_unavailable(node),
+            for group in [&state.nodes[..state.local], &state.nodes[state.local..]] {
+                let n = group.len();
+                for i in 0..n {
+                    let node = &group[(seed + i) % n];
+                    if let Some((here, c)) = visit(node) {
+                        return Ok((here, node.clone(), c));
+                    }
+                }
             }
         }
         Err(ExecutionError::NoConnection)
     }
 
     fn node_unavailable(&self, node: &Arc<NodePool>) {
-        if node.up.swap(false, Ordering::AcqRel) {
+        if node.set_up(false) {
             self.inner.emit(SessionEvent::NodeDown(node.addr));
         }
         self.refill(node);
@@ -696,7 +968,7 @@ impl Session {
 
     async fn run<E: Executable<V>, V>(&self, statement: &E, values: &V, params: Params<'_>) -> Result<QueryResult, ExecutionError> {
         let idempotent = statement.options().idempotent;
-        let speculative = self.inner.config.speculative.filter(|_| idempotent && self.inner.nodes.len() > 1);
+        let speculative = self.inner.config.speculative.filter(|_| idempotent && self.state().nodes.len() > 1);
         let Some(spec) = speculative else {
             return self.run_with_retries(statement, values, params, 0).await;
         };
@@ -729,10 +1001,10 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let idempotent = statement.options().idempotent;
         let mut retries = 0;
-        let mut offset = node_offset;
         let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
         let route = statement.route(values);
-        let (mut node, mut conn) = self.pick(seed, offset, route)?;
+        let state = self.state();
+        let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route)?;
         loop {
             let error = match self.attempt(&conn, statement, values, params).await {
                 Ok(r) => return Ok(r),
@@ -742,13 +1014,12 @@ impl Session {
             match self.inner.config.retry_policy.decide(&error, retries, idempotent) {
                 RetryDecision::DontRetry => return Err(error),
                 RetryDecision::RetrySameNode => {
-                    if let Some(c) = node.connection() {
+                    if let Some(c) = node.connection(seed) {
                         conn = c;
                     }
                 }
                 RetryDecision::RetryNextNode => {
-                    offset += 1;
-                    (node, conn) = self.pick(seed, offset, route).map_err(|_| error.clone())?;
+                    (position, node, conn) = self.pick(&state, seed, position + 1, route).map_err(|_| error.clone())?;
                 }
             }
             retries += 1;
@@ -815,14 +1086,23 @@ impl Session {
 
     /// Asks every node with a live connection for its schema version (as
     /// the official driver does): peers' views in `system.peers` can lag.
+    /// Nodes that are down are left out.
     async fn schema_version_if_agreed(&self) -> Result<Option<Uuid>, ExecutionError> {
         let query = Statement::new("SELECT schema_version FROM system.local WHERE key = 'local'");
         let mut versions: Vec<Uuid> = Vec::new();
         let mut asked = 0;
-        for node in &self.inner.nodes {
-            let Some(conn) = node.connection() else { continue };
+        for node in &self.state().nodes {
+            if !node.is_up() {
+                continue;
+            }
+            let Some(conn) = node.connection(0) else { continue };
+            let result = match conn.execute(&query, &(), Params::new(Consistency::One)).await {
+                Ok(r) => r,
+                // The node went away while asked: it does not take part.
+                Err(ExecutionError::Connection(_)) => continue,
+                Err(e) => return Err(e),
+            };
             asked += 1;
-            let result = conn.execute(&query, &(), Params::new(Consistency::One)).await?;
             let row = result.first_row::<(Option<Uuid>,)>().map_err(|_| ExecutionError::UnexpectedResponse("schema version rows"))?;
             if let Some((Some(v),)) = row {
                 versions.push(v);
@@ -840,102 +1120,66 @@ impl Session {
     }
 }
 
-/// Keeps one connection registered for server events, moving to another
-/// node when it closes; forwards events and reacts to them (schema changes
-/// refresh replication, a node coming up is reconnected at once).
-async fn control_connection(weak: std::sync::Weak<SessionInner>, mut shutdown: tokio::sync::watch::Receiver<()>) {
-    let mut next = 0usize;
+/// Opens the connections `node` misses, one at a time, with exponential
+/// backoff after failures (cut short by an UP event for the node), until
+/// none is missing, the node is retired or the session is gone.
+async fn refill(weak: Weak<SessionInner>, node: Arc<NodePool>) {
+    let mut backoff = Duration::from_millis(100);
     loop {
+        if node.is_retired() {
+            node.slots.abandon_refill();
+            return;
+        }
         let Some(inner) = weak.upgrade() else { return };
-        let session = Session { inner };
-        let conn = session.inner.nodes.iter().cycle().skip(next).take(session.inner.nodes.len()).find_map(|n| n.connection());
-        next += 1;
-        let Some(conn) = conn else {
-            drop(session);
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            continue;
+        let wanted = match node.slots.missing() {
+            Some(w) => w,
+            None if node.slots.release_refill() => return,
+            // A connection went missing while the job was being let go.
+            None => continue,
         };
-        let mut events = conn.events();
-        let register = Register { events: vec!["TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"] };
-        let registered = match conn.send(&register, 0).await.map(Response::from_envelope) {
-            Ok(Ok(Response { message: ResponseMessage::Ready, .. })) => true,
-            other => {
-                tracing::debug!(addr = %conn.addr(), ?other, "REGISTER failed");
-                false
-            }
+        let config = &inner.config.connection;
+        let attempt = match &wanted {
+            Wanted::Shard { shard, sample } => match sample.sharding() {
+                Some(sharding) => Connection::open_to_shard(node.addr, *shard, sharding, config).await,
+                None => Connection::open(node.addr, config).await,
+            },
+            Wanted::Any => Connection::open(node.addr, config).await,
         };
-        if !registered {
-            drop(session);
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            continue;
-        }
-        session.inner.emit(SessionEvent::ControlConnectionChanged(conn.addr()));
-        let weak_inner = Arc::downgrade(&session.inner);
-        drop(session);
-        loop {
-            let event = tokio::select! {
-                e = events.recv() => e,
-                _ = conn.closed() => break,
-                // The session is gone: let go of its connection.
-                _ = shutdown.changed() => return,
-            };
-            let Some(inner) = weak_inner.upgrade() else { return };
-            let event = match event {
-                Ok(e) => e,
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => break,
-            };
-            let session = Session { inner };
-            match &event {
-                Event::SchemaChange(_) => session.refresh_keyspaces().await,
-                Event::StatusChange { change, node } if change == "UP" => {
-                    for pool in session.inner.nodes.iter().filter(|p| p.addr.ip() == node.ip()) {
-                        session.refill(pool);
-                    }
+        let attempt = match attempt {
+            Ok(conn) => {
+                let keyspace = inner.keyspace.read().unwrap_or_else(|e| e.into_inner()).clone();
+                match keyspace {
+                    Some(ks) => match use_keyspace_on(&conn, &ks).await {
+                        Ok(()) => Ok(conn),
+                        Err(e) => {
+                            conn.close();
+                            Err(e.to_string())
+                        }
+                    },
+                    None => Ok(conn),
                 }
-                _ => {}
             }
-            session.inner.emit(SessionEvent::Database(event));
-        }
-    }
-}
-
-/// Opens a connection served by `shard`: through the shard-aware port from
-/// a local port that maps to it (trying the candidates from a random start),
-/// else through the regular port, where the server picks the shard.
-async fn open_to_shard(
-    addr: SocketAddr,
-    shard: u16,
-    sharding: &ShardingInfo,
-    config: &ConnectionConfig,
-) -> Result<Connection, ConnectionError> {
-    if let Some(port) = sharding.shard_aware_port_for(config.tls.is_some()) {
-        let target = SocketAddr::new(addr.ip(), port);
-        let start = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos() as usize);
-        let nr = sharding.sharder().nr_shards();
-        for local in ShardPortIterator::new(shard, nr, 49152..=65535, start).take(8) {
-            match Connection::open_from(target, Some(local), config).await {
-                Ok(conn) if conn.shard() == shard => return Ok(conn),
-                Ok(conn) => {
-                    // The port was rewritten on the way (NAT): the shard-aware port is of no use.
-                    tracing::warn!(%addr, wanted = shard, got = conn.shard(), "shard-aware port gave another shard");
-                    return Ok(conn);
-                }
-                Err(ConnectionError::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::PermissionDenied
-                    ) => {}
-                Err(e) => {
-                    tracing::debug!(%addr, error = %e, "shard-aware port failed, using the regular port");
-                    break;
-                }
+            Err(e) => Err(e.to_string()),
+        };
+        match attempt {
+            Ok(conn) => {
+                Session { inner }.install(&node, conn);
+                backoff = Duration::from_millis(100);
+            }
+            Err(error) => {
+                tracing::debug!(addr = %node.addr, %error, ?backoff, "reconnect failed");
+                inner.emit(SessionEvent::ConnectionFailed { node: node.addr, error });
+                let mut shutdown = inner.shutdown.subscribe();
+                drop(inner);
+                let woken = tokio::select! {
+                    _ = tokio::time::sleep(backoff) => false,
+                    _ = node.wake.notified() => true,
+                    _ = shutdown.changed() => return,
+                };
+                backoff = if woken { Duration::from_millis(100) } else { (backoff * 2).min(Duration::from_secs(10)) };
             }
         }
     }
-    Connection::open(addr, config).await
 }
 
 fn with_options(mut p: PreparedStatement, statement: &Statement) -> PreparedStatement {

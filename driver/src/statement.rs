@@ -2,6 +2,7 @@
 //! [`Batch`]es, all executed by `Session::execute`. Per-statement options
 //! ([`StatementOptions`]) override the session defaults.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::request::BatchType;
 use shardwise_protocol::response::Prepared;
+use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::types::ColumnSpec;
 
 /// Options of one statement; `None` means "the session default".
@@ -128,6 +130,25 @@ pub(crate) struct PreparedInner {
     pub(crate) bind_specs: Vec<ColumnSpec>,
     pub(crate) pk_indexes: Vec<u16>,
     pub(crate) shape: RwLock<Arc<ResultShape>>,
+    /// The table's partitioner ([`encode_partitioner`]), as the session
+    /// learned it; Murmur3 until then.
+    pub(crate) partitioner: AtomicU8,
+}
+
+fn encode_partitioner(p: Option<Partitioner>) -> u8 {
+    match p {
+        Some(Partitioner::Murmur3) => 0,
+        Some(Partitioner::Cdc) => 1,
+        None => 2,
+    }
+}
+
+fn decode_partitioner(v: u8) -> Option<Partitioner> {
+    match v {
+        0 => Some(Partitioner::Murmur3),
+        1 => Some(Partitioner::Cdc),
+        _ => None,
+    }
 }
 
 /// A statement prepared on the server: executed by id, with its bind
@@ -149,6 +170,7 @@ impl PreparedStatement {
                 bind_specs: prepared.metadata.specs,
                 pk_indexes: prepared.metadata.pk_indexes,
                 shape: RwLock::new(Arc::new(ResultShape { metadata_id: prepared.result_metadata_id, specs })),
+                partitioner: AtomicU8::new(encode_partitioner(Some(Partitioner::Murmur3))),
             }),
             options: StatementOptions::default(),
         }
@@ -169,6 +191,19 @@ impl PreparedStatement {
     /// Bind-marker indexes of the partition key, in key order.
     pub fn pk_indexes(&self) -> &[u16] {
         &self.inner.pk_indexes
+    }
+    /// The partitioner of the statement's table, which turns its bound
+    /// partition key into a token for routing: learned by
+    /// `Session::prepare` from `system_schema.scylla_tables` where that
+    /// table exists (CDC log tables use the CDC partitioner), Murmur3
+    /// otherwise. `None` for a partitioner the driver does not implement:
+    /// the statement is then not routed by token.
+    pub fn partitioner(&self) -> Option<Partitioner> {
+        decode_partitioner(self.inner.partitioner.load(Ordering::Relaxed))
+    }
+    /// Sets the partitioner of every handle to this prepared statement.
+    pub(crate) fn set_partitioner(&self, p: Option<Partitioner>) {
+        self.inner.partitioner.store(encode_partitioner(p), Ordering::Relaxed);
     }
     /// The result columns, if the statement returns rows.
     pub fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {

@@ -1,18 +1,141 @@
-//! A 3-node Cassandra cluster on 127.0.0.1–3: the session discovers every
-//! node, computes replicas exactly where the server places data (checked
-//! against the server itself through request tracing), routes prepared
-//! statements to a replica, and keeps serving while a node is stopped.
+//! A 3-node Cassandra cluster on 127.0.0.1–3, started once for every
+//! scenario of this file (a 3-node cluster takes minutes to start on two
+//! cores), which run in order:
+//!
+//! 1. the session discovers every node, computes replicas exactly where the
+//!    server places data (checked against the server itself through request
+//!    tracing) and routes prepared statements to a replica;
+//! 2. nodes on the distance policy's deny list get no connection (checked in
+//!    the session and in the ignored node's own `system_views.clients`);
+//! 3. a node is stopped and started again (same data): the session reports
+//!    it down and up, skips it meanwhile and reconnects to it, and requests
+//!    at ONE and QUORUM on an RF 3 keyspace keep succeeding throughout;
+//! 4. the node carrying the control connection is stopped: the control
+//!    connection moves to another node and events keep arriving (a schema
+//!    change made afterwards by another client is seen).
+//!
+//! The nodes keep their directories so that a stopped node can start again
+//! with its data (same host id and tokens); the harness below removes them.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use shardwise::cluster::DistancePolicy;
+use shardwise::execute::Params;
 use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::response::Event;
 use shardwise::protocol::token::Partitioner;
 use shardwise::routing::partition_token;
-use shardwise::{Session, SessionBuilder, Statement};
-use testkit::Cluster;
+use shardwise::{Connection, ConnectionConfig, Session, SessionBuilder, SessionEvent, Statement};
+use testkit::{Cluster, Node, NodeConfig};
 use uuid::Uuid;
+
+/// The cluster, and every node directory to remove once it is stopped.
+struct TestCluster {
+    cluster: Cluster,
+    dirs: Vec<PathBuf>,
+}
+
+impl TestCluster {
+    fn start() -> TestCluster {
+        let template = NodeConfig { keep_dir: true, ..Cluster::default_config() };
+        let cluster = Cluster::start_with(3, template).expect("3-node cluster");
+        let dirs = cluster.nodes().iter().map(|n| n.dir().to_path_buf()).collect();
+        TestCluster { cluster, dirs }
+    }
+
+    fn addr(&self, i: usize) -> SocketAddr {
+        self.cluster.contact_points()[i]
+    }
+
+    fn index_of(&self, addr: SocketAddr) -> usize {
+        self.cluster.contact_points().iter().position(|a| *a == addr).expect("a node of the cluster")
+    }
+
+    fn stop(&mut self, i: usize) {
+        self.cluster.nodes_mut()[i].stop().expect("stop");
+    }
+
+    /// Starts stopped node `i` again on its own data (same host id, tokens
+    /// and address): a new directory for the configuration and the log,
+    /// the old one for everything the node stores.
+    fn restart(&mut self, i: usize) {
+        let old = &self.cluster.nodes()[i];
+        let data = old.dir().to_path_buf();
+        let mut config = old.config().clone();
+        let path = |sub: &str| format!("'{}'", data.join(sub).display().to_string().replace('\'', "''"));
+        config.extra_yaml.extend([
+            format!("data_file_directories:\n  - {}", path("data")),
+            format!("commitlog_directory: {}", path("commitlog")),
+            format!("saved_caches_directory: {}", path("saved_caches")),
+            format!("hints_directory: {}", path("hints")),
+            format!("cdc_raw_directory: {}", path("cdc_raw")),
+        ]);
+        let node = Node::start(config).expect("restart on the same data");
+        self.dirs.push(node.dir().to_path_buf());
+        self.cluster.nodes_mut()[i] = node;
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let _ = self.cluster.stop();
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Every session event, with when it arrived.
+#[derive(Clone, Default)]
+struct EventLog(Arc<Mutex<Vec<(Instant, SessionEvent)>>>);
+
+impl EventLog {
+    fn record(session: &Session) -> EventLog {
+        let log = EventLog::default();
+        let mut rx = session.events();
+        let sink = log.clone();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(e) => sink.0.lock().expect("log").push((Instant::now(), e)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => panic!("{n} session events lost"),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        log
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().expect("log").len()
+    }
+
+    fn events(&self) -> Vec<(Instant, SessionEvent)> {
+        self.0.lock().expect("log").clone()
+    }
+
+    /// When the first event from index `from` on that `want` accepts arrived.
+    async fn wait(&self, from: usize, within: Duration, what: &str, want: impl Fn(&SessionEvent) -> bool) -> Instant {
+        let deadline = Instant::now() + within;
+        loop {
+            let found = self.0.lock().expect("log").iter().skip(from).find(|(_, e)| want(e)).map(|(at, _)| *at);
+            if let Some(at) = found {
+                return at;
+            }
+            assert!(Instant::now() < deadline, "no {what} within {within:?}; events: {:#?}", &self.events()[from..]);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn status(event: &SessionEvent, change: &str, addr: SocketAddr) -> bool {
+    matches!(event, SessionEvent::Database(Event::StatusChange { change: c, node }) if c == change && node.ip() == addr.ip())
+}
 
 /// The nodes that served a traced request: the replicas (each logs its
 /// single-partition read) and the coordinator.
@@ -44,10 +167,33 @@ async fn traced(session: &Session, tracing_id: Uuid) -> (BTreeSet<IpAddr>, Optio
     }
 }
 
+/// The (address, port) of every client connection of this driver that the
+/// node `probe` is connected to reports in `system_views.clients` (the
+/// probe's own connection included).
+async fn clients_of(probe: &Connection) -> BTreeSet<(IpAddr, i32)> {
+    let result = probe
+        .execute(
+            &Statement::new("SELECT address, port, driver_name FROM system_views.clients"),
+            &(),
+            Params::new(Consistency::One),
+        )
+        .await
+        .expect("system_views.clients");
+    result
+        .rows::<(IpAddr, i32, Option<String>)>()
+        .expect("types")
+        .map(|r| r.expect("row"))
+        .filter(|(_, _, driver)| driver.as_deref() == Some("shardwise"))
+        .map(|(a, p, _)| (a, p))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_replicas_routing_and_failover() {
-    let mut cluster = tokio::task::spawn_blocking(|| Cluster::start(3)).await.expect("join").expect("3-node cluster");
-    let contact = cluster.contact_points()[0];
+async fn three_node_cluster() {
+    let started = Instant::now();
+    let mut cluster = tokio::task::spawn_blocking(TestCluster::start).await.expect("join");
+    println!("cluster started in {:?}", started.elapsed());
+    let contact = cluster.addr(0);
     // Gossip may still be spreading the last node's arrival (a joining node is listed
     // before its tokens are): wait until the contact point knows every peer's tokens.
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -73,6 +219,8 @@ async fn three_nodes_replicas_routing_and_failover() {
         let session = SessionBuilder::new()
             .known_node_addr(contact)
             .default_consistency(Consistency::One)
+            .topology_refresh_interval(Some(Duration::from_secs(5)))
+            .topology_event_delay(Duration::from_millis(500))
             .build()
             .await
             .expect("session");
@@ -82,7 +230,30 @@ async fn three_nodes_replicas_routing_and_failover() {
         assert!(Instant::now() < deadline, "discovered only {:?}", session.nodes());
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
+    let log = EventLog::record(&session);
 
+    replicas_match_the_server(&session).await;
+    ignored_nodes_get_no_connections(&cluster, &session).await;
+    stopped_node_is_skipped_and_comes_back(&mut cluster, &session, &log).await;
+    control_connection_moves_when_its_node_stops(&mut cluster, &session, &log).await;
+
+    // Periodic refreshes ran, and none of them dropped a node: a stopped node
+    // stays in the topology (it is down, not gone).
+    let refreshes: Vec<SessionEvent> =
+        log.events().into_iter().map(|(_, e)| e).filter(|e| matches!(e, SessionEvent::TopologyRefreshed { .. })).collect();
+    assert!(refreshes.len() >= 3, "periodic topology refreshes: {refreshes:?}");
+    for r in &refreshes {
+        assert!(
+            matches!(r, SessionEvent::TopologyRefreshed { added, removed, nodes: 3, .. } if added.is_empty() && removed.is_empty()),
+            "{r:?}"
+        );
+    }
+    println!("{} topology refreshes, whole test {:?}", refreshes.len(), started.elapsed());
+    drop(session);
+    tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");
+}
+
+async fn replicas_match_the_server(session: &Session) {
     let keyspaces = [
         ("simple_rf2", "{'class': 'SimpleStrategy', 'replication_factor': 2}"),
         ("nts_rf2", "{'class': 'NetworkTopologyStrategy', 'datacenter1': 2}"),
@@ -105,24 +276,215 @@ async fn three_nodes_replicas_routing_and_failover() {
             let ours: BTreeSet<IpAddr> = session.replicas(ks, token).iter().map(|a| a.ip()).collect();
             assert_eq!(ours.len(), 2, "{ks}: RF 2");
             let result = session.execute(&select, (pk,)).await.expect("select");
-            let (servers, coordinator) = traced(&session, result.tracing_id().expect("traced")).await;
+            let (servers, coordinator) = traced(session, result.tracing_id().expect("traced")).await;
             assert_eq!(ours, servers, "{ks} pk {pk}: computed replicas differ from the server's placement");
             routed_to_replica += usize::from(coordinator.is_some_and(|c| ours.contains(&c)));
         }
         assert_eq!(routed_to_replica, KEYS as usize, "{ks}: every prepared request went to a replica");
     }
+    println!("replicas: 2 strategies x 24 keys match the server's placement");
+}
 
-    // Stop a node: idempotent requests keep succeeding on the others.
-    let stopped = cluster.contact_points()[2];
-    cluster.nodes_mut()[2].stop().expect("stop node 3");
-    let read = session
-        .prepare("SELECT v FROM simple_rf2.kv WHERE pk = ?")
+async fn ignored_nodes_get_no_connections(cluster: &TestCluster, session: &Session) {
+    let ignored = cluster.addr(1);
+    let probe = Connection::open(ignored, &ConnectionConfig::default()).await.expect("probe connection");
+    let before = clients_of(&probe).await;
+    let denied = SessionBuilder::new()
+        .known_node_addr(cluster.addr(0))
+        .default_consistency(Consistency::One)
+        .distance_policy(DistancePolicy { deny: vec![ignored.ip()], ..DistancePolicy::default() })
+        .build()
         .await
-        .expect("prepare")
-        .with_consistency(Consistency::One)
-        .with_idempotent(true);
-    for pk in 0..50 {
-        let r = session.execute(&read, (pk % 24,)).await.unwrap_or_else(|e| panic!("pk {pk} with {stopped} down: {e}"));
-        assert_eq!(r.rows_count(), 1);
+        .expect("session with a deny list");
+    let log = EventLog::record(&denied);
+    assert_eq!(denied.topology().len(), 3, "the ignored node is still part of the topology");
+    assert_eq!(denied.nodes().len(), 2);
+    assert!(!denied.nodes().contains(&ignored), "{:?}", denied.nodes());
+    // Replicas on the ignored node are not candidates; requests still succeed.
+    let insert = denied.prepare("INSERT INTO simple_rf2.kv (pk, v) VALUES (?, ?)").await.expect("prepare");
+    for pk in 0..60 {
+        let token = partition_token(&[0], &(pk,), Partitioner::Murmur3).expect("token");
+        let replicas = denied.replicas("simple_rf2", token);
+        assert!(!replicas.contains(&ignored) && !replicas.is_empty(), "{replicas:?}");
+        denied.execute(&insert, (pk, pk)).await.expect("insert with a node ignored");
+    }
+    // Let background refills and the control connection settle.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(denied.connections().iter().all(|c| c.addr().ip() != ignored.ip()));
+    for (_, e) in log.events() {
+        let touched = match &e {
+            SessionEvent::ConnectionOpened(a) | SessionEvent::NodeUp(a) | SessionEvent::NodeDown(a) => *a == ignored,
+            SessionEvent::ConnectionFailed { node, .. } => *node == ignored,
+            SessionEvent::ControlConnectionChanged(a) => *a == ignored,
+            _ => false,
+        };
+        assert!(!touched, "the ignored node was touched: {e:?}");
+    }
+    let after = clients_of(&probe).await;
+    probe.close();
+    let new: Vec<_> = after.difference(&before).collect();
+    assert!(new.is_empty(), "the ignored node sees new client connections: {new:?}");
+    // The main session is unaffected.
+    assert_eq!(session.nodes().len(), 3);
+    drop(denied);
+    println!("ignored node {ignored}: no connection (session view and the node's system_views.clients)");
+}
+
+/// Requests run in the background, and how they went.
+#[derive(Default)]
+struct Load {
+    ok: usize,
+    failed: Vec<(Instant, String)>,
+}
+
+fn start_load(session: &Session, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Load> {
+    let session = session.clone();
+    tokio::spawn(async move {
+        let read = session.prepare("SELECT v FROM failover.kv WHERE pk = ?").await.expect("prepare").with_idempotent(true);
+        let read_one = read.clone().with_consistency(Consistency::One);
+        let read_quorum = read.with_consistency(Consistency::Quorum);
+        let write = session
+            .prepare("INSERT INTO failover.kv (pk, v) VALUES (?, ?)")
+            .await
+            .expect("prepare")
+            .with_consistency(Consistency::Quorum)
+            .with_idempotent(true);
+        let mut load = Load::default();
+        let mut i = 0i32;
+        while !stop.load(Ordering::Relaxed) {
+            let pk = i % 100;
+            let result = match i % 3 {
+                0 => session.execute(&read_one, (pk,)).await.map(|r| r.rows_count() == 1),
+                1 => session.execute(&read_quorum, (pk,)).await.map(|r| r.rows_count() == 1),
+                _ => session.execute(&write, (pk, i)).await.map(|_| true),
+            };
+            match result {
+                Ok(true) => load.ok += 1,
+                Ok(false) => load.failed.push((Instant::now(), format!("request {i}: row missing"))),
+                Err(e) => load.failed.push((Instant::now(), format!("request {i} (kind {}): {e}", i % 3))),
+            }
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        load
+    })
+}
+
+async fn stopped_node_is_skipped_and_comes_back(cluster: &mut TestCluster, session: &Session, log: &EventLog) {
+    session
+        .execute(
+            &Statement::new("CREATE KEYSPACE failover WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"),
+            (),
+        )
+        .await
+        .expect("ks");
+    session.execute(&Statement::new("CREATE TABLE failover.kv (pk int PRIMARY KEY, v int)"), ()).await.expect("table");
+    let insert = session.prepare("INSERT INTO failover.kv (pk, v) VALUES (?, ?)").await.expect("prepare").with_consistency(Consistency::All);
+    for pk in 0..100 {
+        session.execute(&insert, (pk, pk)).await.expect("insert at ALL");
+    }
+    // Not the control connection's node (that is the next scenario), not the seed.
+    let control = session.control_node().expect("a control connection");
+    let victim = (1..3).map(|i| cluster.addr(i)).find(|a| *a != control).expect("a victim");
+    let index = cluster.index_of(victim);
+    let mark = log.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = start_load(session, stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let stopping = Instant::now();
+    tokio::task::block_in_place(|| cluster.stop(index));
+    let stopped = Instant::now();
+    let down = log.wait(mark, Duration::from_secs(60), "NodeDown", |e| *e == SessionEvent::NodeDown(victim)).await;
+    let reported = log.wait(mark, Duration::from_secs(60), "STATUS_CHANGE DOWN", |e| status(e, "DOWN", victim)).await;
+    assert!(!session.up_nodes().contains(&victim), "a stopped node is not up: {:?}", session.up_nodes());
+    println!(
+        "stop {victim}: process exited after {:?}; NodeDown after {:?}, STATUS_CHANGE DOWN after {:?} (from the stop request)",
+        stopped - stopping,
+        down.saturating_duration_since(stopping),
+        reported.saturating_duration_since(stopping),
+    );
+    // Down for a while, under load.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let down_until = Instant::now();
+
+    let restarting = Instant::now();
+    let mark_up = log.len();
+    tokio::task::block_in_place(|| cluster.restart(index));
+    let ready = Instant::now();
+    let up = log.wait(mark_up, Duration::from_secs(60), "NodeUp", |e| *e == SessionEvent::NodeUp(victim)).await;
+    let reported_up = log.wait(mark_up, Duration::from_secs(60), "STATUS_CHANGE UP", |e| status(e, "UP", victim)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while session.node_connections(victim, None).is_empty() {
+        assert!(Instant::now() < deadline, "no connection to {victim} again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(session.up_nodes().contains(&victim));
+    // Requests reach it again: it coordinates some of the keys it replicates.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let load = load.await.expect("load");
+    println!(
+        "restart {victim}: serving CQL after {:?}; NodeUp {:?} and STATUS_CHANGE UP {:?} after it served",
+        ready - restarting,
+        up.saturating_duration_since(ready),
+        reported_up.saturating_duration_since(ready),
+    );
+    let while_down = load.failed.iter().filter(|(at, _)| *at >= down && *at < down_until).count();
+    println!(
+        "load on the RF 3 keyspace (ONE and QUORUM, idempotent): {} succeeded, {} failed ({} while the node was known down)",
+        load.ok,
+        load.failed.len(),
+        while_down
+    );
+    for (at, e) in &load.failed {
+        println!("  failed {:?} after the stop request: {e}", at.saturating_duration_since(stopping));
+    }
+    assert!(load.ok > 100, "the load ran: {}", load.ok);
+    assert!(load.failed.is_empty(), "requests failed while a node was stopped: {:?}", load.failed);
+}
+
+async fn control_connection_moves_when_its_node_stops(cluster: &mut TestCluster, session: &Session, log: &EventLog) {
+    let control = session.control_node().expect("a control connection");
+    let index = cluster.index_of(control);
+    let mark = log.len();
+    let stopping = Instant::now();
+    tokio::task::block_in_place(|| cluster.stop(index));
+    let stopped = Instant::now();
+    let moved = log
+        .wait(mark, Duration::from_secs(30), "ControlConnectionChanged", |e| {
+            matches!(e, SessionEvent::ControlConnectionChanged(a) if *a != control)
+        })
+        .await;
+    let new_control = session.control_node().expect("a control connection again");
+    assert_ne!(new_control, control);
+    assert!(session.up_nodes().contains(&new_control));
+    let down = log.wait(mark, Duration::from_secs(30), "NodeDown", |e| *e == SessionEvent::NodeDown(control)).await;
+    println!(
+        "control connection on {control}: node stopped (process exited after {:?}); moved to {new_control} {:?} after the stop request, NodeDown after {:?}",
+        stopped - stopping,
+        moved.saturating_duration_since(stopping),
+        down.saturating_duration_since(stopping),
+    );
+    // Events still arrive: a schema change made by another client is seen.
+    let other = SessionBuilder::new().known_node_addr(new_control).discover_topology(false).build().await.expect("other client");
+    let mark = log.len();
+    let changed = Instant::now();
+    other
+        .execute(&Statement::new("CREATE TABLE failover.after_move (pk int PRIMARY KEY, v int)"), ())
+        .await
+        .expect("DDL from another client");
+    let seen = log
+        .wait(mark, Duration::from_secs(30), "SCHEMA_CHANGE for failover.after_move", |e| {
+            matches!(e, SessionEvent::Database(Event::SchemaChange(c)) if format!("{c:?}").contains("after_move"))
+        })
+        .await;
+    println!("schema change by another client seen {:?} after it was made", seen.saturating_duration_since(changed));
+    // The other client waited for its own node only: wait until every node
+    // knows the table, then use it through the session.
+    session.await_schema_agreement().await.expect("schema agreement");
+    let insert = session.prepare("INSERT INTO failover.after_move (pk, v) VALUES (?, ?)").await.expect("prepare");
+    for pk in 0..30 {
+        session.execute(&insert.clone().with_consistency(Consistency::One), (pk, pk)).await.expect("insert after the move");
     }
 }

@@ -2,11 +2,16 @@
 //! shards, opens one connection per shard through the shard-aware port,
 //! routes prepared single-partition requests to the owning shard (the
 //! front's counters must show ≥ 99% hits), and spreads requests without a
-//! routable key over every shard.
+//! routable key over every shard. The partitioner of a CDC log table is
+//! learned from `system_schema.scylla_tables` (which the front provides):
+//! reads of a log table by stream id are routed by the CDC partitioner.
+//! Against Cassandra itself (no `scylla_tables`) every table is Murmur3,
+//! whatever its name.
 
 use std::time::{Duration, Instant};
 
 use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::token::Partitioner;
 use shardwise::{Session, SessionBuilder, Statement};
 use testkit::emu::{Front, FrontConfig, FrontHandle};
 
@@ -78,4 +83,89 @@ async fn shard_aware_routing_through_the_emulated_scylla() {
         assert!(Instant::now() < deadline, "connections left open: {:?}", front.stats());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// 16-byte stream ids whose first 8 bytes (the CDC token) spread over the
+/// whole ring.
+fn stream_ids(n: usize) -> Vec<[u8; 16]> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            let mut id = [0u8; 16];
+            for chunk in id.chunks_mut(8) {
+                // splitmix64
+                x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = x;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                chunk.copy_from_slice(&(z ^ (z >> 31)).to_be_bytes());
+            }
+            id
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_log_partitioner_is_learned_from_scylla_tables() {
+    let (front, session) = setup().await;
+    let ks = testkit::fresh_keyspace("cdcpart");
+    session
+        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")), ())
+        .await
+        .expect("ks");
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, v int) WITH cdc = {{'enabled': true}}")), ())
+        .await
+        .expect("CDC table");
+    assert_eq!(session.partitioner(&ks, "t_scylla_cdc_log"), Some(Partitioner::Cdc), "the log table's partitioner");
+    assert_eq!(session.partitioner(&ks, "t"), Some(Partitioner::Murmur3), "the base table's partitioner");
+
+    let read = session
+        .prepare(format!("SELECT \"cdc$time\" FROM {ks}.t_scylla_cdc_log WHERE \"cdc$stream_id\" = ?").as_str())
+        .await
+        .expect("prepare a read of the log");
+    assert_eq!(read.partitioner(), Some(Partitioner::Cdc));
+    let base = session.prepare(format!("SELECT v FROM {ks}.t WHERE pk = ?").as_str()).await.expect("prepare");
+    assert_eq!(base.partitioner(), Some(Partitioner::Murmur3));
+
+    front.reset_routing_stats();
+    for id in stream_ids(2000) {
+        session.execute(&read, (&id[..],)).await.expect("read the log");
+    }
+    let stats = front.stats();
+    println!("CDC log reads by stream id: shard hits {} misses {} rate {:.4}", stats.hits(), stats.misses(), stats.hit_rate());
+    assert_eq!(stats.hits(), 2000, "{stats:?}");
+    assert_eq!(stats.misses(), 0, "every read of the log went to the shard owning its stream: {stats:?}");
+}
+
+/// Regression: a table was taken for a CDC log by its name alone. Against
+/// Cassandra (no `system_schema.scylla_tables`) a table named like a log is
+/// an ordinary Murmur3 table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_scylla_tables_every_table_is_murmur3() {
+    let session = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    let ks = testkit::fresh_keyspace("murmur");
+    session
+        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")), ())
+        .await
+        .expect("ks");
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.t_scylla_cdc_log (\"cdc$stream_id\" blob PRIMARY KEY, v int)")), ())
+        .await
+        .expect("table");
+    assert_eq!(session.partitioner(&ks, "t_scylla_cdc_log"), Some(Partitioner::Murmur3));
+    let read = session
+        .prepare(format!("SELECT v FROM {ks}.t_scylla_cdc_log WHERE \"cdc$stream_id\" = ?").as_str())
+        .await
+        .expect("prepare");
+    assert_eq!(read.partitioner(), Some(Partitioner::Murmur3));
+    let id = stream_ids(1)[0];
+    let token = shardwise::routing::partition_token(&[0], &(&id[..],), Partitioner::Murmur3).expect("token");
+    assert_eq!(session.replicas(&ks, token).len(), 1);
+    session.execute(&read, (&id[..],)).await.expect("read");
 }

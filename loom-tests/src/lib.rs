@@ -1,4 +1,6 @@
-//! loom models of the driver's shared-state structures.
+//! loom models of the driver's shared-state structures: the stream-id
+//! table of a connection ([`stream`]) and the per-shard connection slots of
+//! a node's pool ([`slots`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
@@ -9,8 +11,8 @@
 pub mod sync {
     //! loom versions of the driver's synchronization primitives.
 
-    pub use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-    pub use loom::sync::{Mutex, MutexGuard};
+    pub use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
     /// A `OnceLock` for models: the value lives in a std `OnceLock`, and
     /// every access goes through a loom mutex so the model sees the
@@ -49,5 +51,12 @@ pub mod sync {
 #[path = "../../driver/src/connection/stream.rs"]
 pub mod stream;
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../driver/src/pool/slots.rs"]
+pub mod slots;
+
 #[cfg(test)]
 mod stream_slots;
+
+#[cfg(test)]
+mod pool_refill;

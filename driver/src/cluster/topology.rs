@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::response::ErrorKind;
-use shardwise_protocol::token::Token;
+use shardwise_protocol::token::{Partitioner, Token};
 use uuid::Uuid;
 
 use super::ring::{ReplicationStrategy, RingNode};
@@ -47,6 +47,13 @@ fn tokens(set: Option<Vec<String>>) -> Vec<Token> {
 /// Reads the nodes of the cluster through `conn` (whose address stands for
 /// the node it is connected to).
 pub async fn fetch_nodes(conn: &Connection) -> Result<Vec<NodeInfo>, ExecutionError> {
+    fetch_nodes_at(conn, conn.addr()).await
+}
+
+/// Reads the nodes of the cluster through `conn`, a connection to the node
+/// whose client address is `addr` (a connection through the shard-aware
+/// port has another port than the node's address).
+pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<NodeInfo>, ExecutionError> {
     let params = Params::new(Consistency::One);
     let local = conn
         .execute(&Statement::new("SELECT host_id, data_center, rack, tokens FROM system.local WHERE key = 'local'"), &(), params)
@@ -54,9 +61,9 @@ pub async fn fetch_nodes(conn: &Connection) -> Result<Vec<NodeInfo>, ExecutionEr
     let mut nodes = Vec::new();
     type LocalRow = (Option<Uuid>, Option<String>, Option<String>, Option<Vec<String>>);
     if let Some((Some(host_id), dc, rack, t)) = local.first_row::<LocalRow>().map_err(rows_error)? {
-        nodes.push(NodeInfo { host_id, address: conn.addr(), datacenter: dc, rack, tokens: tokens(t) });
+        nodes.push(NodeInfo { host_id, address: addr, datacenter: dc, rack, tokens: tokens(t) });
     }
-    let port = conn.addr().port();
+    let port = addr.port();
     let v2 = conn
         .execute(
             &Statement::new("SELECT host_id, native_address, native_port, data_center, rack, tokens FROM system.peers_v2"),
@@ -106,6 +113,147 @@ pub async fn fetch_keyspaces(conn: &Connection) -> Result<HashMap<String, Replic
     Ok(out)
 }
 
+/// The partitioner of each table, by keyspace and table name, from
+/// `system_schema.scylla_tables`. A table's entry is `None` when its
+/// partitioner is one the driver does not implement.
+pub type TablePartitioners = HashMap<(String, String), Option<Partitioner>>;
+
+fn table_partitioner(class: Option<&str>) -> Option<Partitioner> {
+    // Scylla leaves the column null for the default partitioner.
+    class.map_or(Some(Partitioner::Murmur3), Partitioner::from_class_name)
+}
+
+/// Reads every table's partitioner from `system_schema.scylla_tables`;
+/// `None` when the cluster has no such table (Cassandra: every table uses
+/// the cluster's Murmur3 partitioner).
+pub async fn fetch_partitioners(conn: &Connection) -> Result<Option<TablePartitioners>, ExecutionError> {
+    let statement = Statement::new("SELECT keyspace_name, table_name, partitioner FROM system_schema.scylla_tables");
+    let result = match conn.execute(&statement, &(), Params::new(Consistency::One)).await {
+        Ok(r) => r,
+        Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut out = HashMap::new();
+    for row in result.rows::<(String, String, Option<&str>)>().map_err(rows_error)? {
+        let (keyspace, table, class) = row.map_err(|e| rows_error(e.into()))?;
+        out.insert((keyspace, table), table_partitioner(class));
+    }
+    Ok(Some(out))
+}
+
+/// Reads one table's partitioner from `system_schema.scylla_tables`: the
+/// outer `None` when the cluster has no such table, the inner one for a
+/// partitioner the driver does not implement. A table without a row uses
+/// the default partitioner (Murmur3).
+pub async fn fetch_table_partitioner(
+    conn: &Connection,
+    keyspace: &str,
+    table: &str,
+) -> Result<Option<Option<Partitioner>>, ExecutionError> {
+    let statement =
+        Statement::new("SELECT partitioner FROM system_schema.scylla_tables WHERE keyspace_name = ? AND table_name = ?");
+    let values = (keyspace.to_owned(), table.to_owned());
+    let result = match conn.execute(&statement, &values, Params::new(Consistency::One)).await {
+        Ok(r) => r,
+        Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let class = result.first_row::<(Option<String>,)>().map_err(rows_error)?.and_then(|(c,)| c);
+    Ok(Some(table_partitioner(class.as_deref())))
+}
+
+/// How a newly read topology differs from the previous one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopologyDiff {
+    /// Addresses that were not in the topology.
+    pub added: Vec<SocketAddr>,
+    /// Addresses that are no longer in it.
+    pub removed: Vec<SocketAddr>,
+    /// Nodes (by their new address) whose identity, datacenter, rack or
+    /// tokens changed while their address stayed, and nodes (same host id)
+    /// that moved to another address.
+    pub changed: Vec<SocketAddr>,
+}
+
+impl TopologyDiff {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// Compares two readings of the topology. A node is identified by its
+/// address (that is what connections are made to); a host id that moved to
+/// another address shows up as removed at the old address, added at the
+/// new one, and changed.
+pub fn diff_topology(old: &[NodeInfo], new: &[NodeInfo]) -> TopologyDiff {
+    let mut diff = TopologyDiff::default();
+    for n in new {
+        match old.iter().find(|o| o.address == n.address) {
+            None => {
+                diff.added.push(n.address);
+                if old.iter().any(|o| o.host_id == n.host_id) {
+                    diff.changed.push(n.address);
+                }
+            }
+            Some(o) if o != n => diff.changed.push(n.address),
+            Some(_) => {}
+        }
+    }
+    diff.removed = old.iter().filter(|o| !new.iter().any(|n| n.address == o.address)).map(|o| o.address).collect();
+    diff
+}
+
 fn rows_error(_: crate::error::RowsAccessError) -> ExecutionError {
     ExecutionError::UnexpectedResponse("system table rows of an unexpected shape")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: u128, ip: [u8; 4], tokens: &[i64]) -> NodeInfo {
+        NodeInfo {
+            host_id: Uuid::from_u128(id),
+            address: (ip, 9042).into(),
+            datacenter: Some("dc1".into()),
+            rack: Some("r1".into()),
+            tokens: tokens.iter().map(|t| Token::from(*t)).collect(),
+        }
+    }
+
+    #[test]
+    fn topology_diff_finds_added_removed_and_replaced_nodes() {
+        let a = node(1, [127, 0, 0, 1], &[0]);
+        let b = node(2, [127, 0, 0, 2], &[100]);
+        let c = node(3, [127, 0, 0, 3], &[200]);
+        assert!(diff_topology(&[a.clone(), b.clone()], &[b.clone(), a.clone()]).is_empty(), "order does not matter");
+        let d = diff_topology(&[a.clone(), b.clone()], &[a.clone(), b.clone(), c.clone()]);
+        assert_eq!(d, TopologyDiff { added: vec![c.address], ..Default::default() });
+        let d = diff_topology(&[a.clone(), b.clone(), c.clone()], &[a.clone(), c.clone()]);
+        assert_eq!(d, TopologyDiff { removed: vec![b.address], ..Default::default() });
+        // Same node, new tokens.
+        let moved = NodeInfo { tokens: vec![Token::from(150)], ..b.clone() };
+        let d = diff_topology(&[a.clone(), b.clone()], &[a.clone(), moved]);
+        assert_eq!(d, TopologyDiff { changed: vec![b.address], ..Default::default() });
+        // Same host id, new address: replaced.
+        let readdressed = NodeInfo { address: ([127, 0, 0, 9], 9042).into(), ..b.clone() };
+        let d = diff_topology(&[a.clone(), b.clone()], &[a.clone(), readdressed.clone()]);
+        assert_eq!(
+            d,
+            TopologyDiff { added: vec![readdressed.address], removed: vec![b.address], changed: vec![readdressed.address] }
+        );
+        // Same address, another host (a node replaced by a new one).
+        let replacement = NodeInfo { host_id: Uuid::from_u128(9), ..b.clone() };
+        let d = diff_topology(&[a.clone(), b.clone()], &[a, replacement]);
+        assert_eq!(d, TopologyDiff { changed: vec![b.address], ..Default::default() });
+    }
+
+    #[test]
+    fn partitioner_classes() {
+        assert_eq!(table_partitioner(None), Some(Partitioner::Murmur3), "null means the default");
+        assert_eq!(table_partitioner(Some("com.scylladb.dht.CDCPartitioner")), Some(Partitioner::Cdc));
+        assert_eq!(table_partitioner(Some("org.apache.cassandra.dht.Murmur3Partitioner")), Some(Partitioner::Murmur3));
+        assert_eq!(table_partitioner(Some("org.apache.cassandra.dht.RandomPartitioner")), None, "not routable");
+    }
 }

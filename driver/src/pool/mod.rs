@@ -1,0 +1,107 @@
+//! The connections to one node: its per-shard [`slots`] and whether the node
+//! is up. The session's refill task (which opens connections to the
+//! missing shards with [`Connection::open_to_shard`]) and connection
+//! watchers fill and empty the slots; requests pick from them.
+
+pub(crate) mod slots;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use shardwise_protocol::sharding::ShardingInfo;
+use shardwise_protocol::token::Token;
+use tokio::sync::Notify;
+
+use crate::connection::Connection;
+use slots::{PoolConnection, Slots};
+
+impl PoolConnection for Connection {
+    fn is_closed(&self) -> bool {
+        Connection::is_closed(self)
+    }
+    fn in_flight(&self) -> usize {
+        Connection::in_flight(self)
+    }
+    fn shard(&self) -> Option<(u16, u16)> {
+        self.sharding().map(|s| (s.shard(), s.sharder().nr_shards().get()))
+    }
+}
+
+/// The connections to one node.
+pub(crate) struct NodePool {
+    /// The node's address.
+    pub(crate) addr: SocketAddr,
+    /// The connections, by shard.
+    pub(crate) slots: Slots<Connection>,
+    /// Whether the node counts as up: it has an open connection and no
+    /// DOWN event came after the last one opened.
+    up: AtomicBool,
+    /// The node left the topology (or its session ended): stop refilling.
+    retired: AtomicBool,
+    /// Wakes a refill task sleeping through its backoff (an UP event); a
+    /// wake-up while no task sleeps is kept for the next sleep.
+    pub(crate) wake: Notify,
+}
+
+impl std::fmt::Debug for NodePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodePool").field("addr", &self.addr).field("up", &self.is_up()).finish()
+    }
+}
+
+impl NodePool {
+    /// An empty pool for `per_shard` connections per shard (per node when
+    /// unsharded).
+    pub(crate) fn new(addr: SocketAddr, per_shard: usize) -> Self {
+        NodePool {
+            addr,
+            slots: Slots::new(per_shard),
+            up: AtomicBool::new(true),
+            retired: AtomicBool::new(false),
+            wake: Notify::new(),
+        }
+    }
+
+    /// The least loaded open connection of the shard owning `token` on a
+    /// sharded node, else the least loaded open connection.
+    pub(crate) fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Connection> {
+        if let Some(token) = token {
+            let on_shard =
+                self.slots.pick_shard(|c| c.sharding().map_or(0, |s: &ShardingInfo| s.sharder().shard_of(token)));
+            if on_shard.is_some() {
+                return on_shard;
+            }
+        }
+        self.slots.pick_any(seed)
+    }
+
+    /// The least loaded open connection.
+    pub(crate) fn connection(&self, seed: usize) -> Option<Connection> {
+        self.slots.pick_any(seed)
+    }
+
+    /// Whether the node counts as up.
+    pub(crate) fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    /// Marks the node up or down; `true` when that changed its state.
+    pub(crate) fn set_up(&self, up: bool) -> bool {
+        self.up.swap(up, Ordering::AcqRel) != up
+    }
+
+    /// Whether the pool was retired.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
+    /// Retires the pool: no more refills, every connection closed.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+        self.slots.abandon_refill();
+        for conn in self.slots.take_all() {
+            conn.close();
+        }
+        self.wake.notify_one();
+    }
+}

@@ -1,0 +1,416 @@
+//! The connections of one node, slot by slot and shard by shard: the state
+//! the refill task writes and every request reads.
+//!
+//! A node gets `per_shard` slots. Until a connection has told whether the
+//! node is sharded (Scylla's `SCYLLA_NR_SHARDS`), that is all; once one
+//! reports `n` shards the slots are laid out again as `n × per_shard`,
+//! shard-major, and every connection already open moves to its shard's
+//! slots. A slot is empty, holds an open connection, or holds a connection
+//! that closed and waits to be replaced.
+//!
+//! ```text
+//!   reader (request)            refiller (background task)        closer (connection watcher)
+//!   pick_shard / pick_any       missing → open → install          connection closes
+//!        │ read lock                  │ write lock                     │
+//!        ▼                            ▼                                ▼
+//!   ┌──────────────── Layout { shards, slots } under one RwLock ────────────────┐
+//!   └────────────────────────────────────────────────────────────────────────────┘
+//!                      refilling flag: who owns the refill job
+//! ```
+//!
+//! The layout and its slots change together under the lock, so a reader
+//! never combines one layout's shard count with another's slots. Which task
+//! refills is decided by one flag ([`Slots::claim_refill`],
+//! [`Slots::release_refill`]): whoever sees a missing connection claims the
+//! job unless someone holds it, and the holder re-checks after letting go,
+//! so a connection that closes while the refiller is finishing is never
+//! left unreplaced. `loom-tests` compiles this file against loom and models
+//! these races.
+//!
+//! No tokio in here: the module is plain shared state.
+
+use crate::sync::{AtomicBool, Ordering, RwLock};
+
+/// What the slots need to know of a connection.
+pub(crate) trait PoolConnection: Clone {
+    /// Whether the connection closed (for good).
+    fn is_closed(&self) -> bool;
+    /// Requests in flight on it.
+    fn in_flight(&self) -> usize;
+    /// `(shard, number of shards)` on a sharded node.
+    fn shard(&self) -> Option<(u16, u16)>;
+}
+
+/// A connection the refiller should open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wanted<C> {
+    /// Any connection: the node is not (known to be) sharded.
+    Any,
+    /// A connection served by `shard`. `sample` is a connection of the same
+    /// node, whose sharding parameters say how to reach the shard.
+    Shard {
+        /// The shard.
+        shard: u16,
+        /// Another connection of the node.
+        sample: C,
+    },
+}
+
+/// What [`Slots::install`] did with a connection.
+#[derive(Debug)]
+pub(crate) struct Installed<C> {
+    /// The new connection, given back when it took no slot: every slot of
+    /// its shard holds an open connection (a connection through the regular
+    /// port landed on a shard already served), or it named a shard the node
+    /// does not have.
+    pub(crate) surplus: Option<C>,
+    /// Connections that left the slots: the closed one the new connection
+    /// replaced and, when it changed the node's layout, those that no
+    /// longer fit. The caller closes them, outside the lock.
+    pub(crate) dropped: Vec<C>,
+}
+
+struct Layout<C> {
+    /// The node's shard count once a connection reported one.
+    shards: Option<u16>,
+    /// `per_shard × shards` slots, shard-major (`per_shard` when unsharded).
+    slots: Vec<Option<C>>,
+}
+
+impl<C: PoolConnection> Layout<C> {
+    fn new(shards: Option<u16>, per_shard: usize) -> Self {
+        let n = per_shard * usize::from(shards.unwrap_or(1));
+        Layout { shards, slots: (0..n).map(|_| None).collect() }
+    }
+
+    /// The slots serving `shard` (all of them on an unsharded node).
+    fn range(&self, shard: Option<u16>, per_shard: usize) -> std::ops::Range<usize> {
+        match (self.shards, shard) {
+            (Some(_), Some(s)) => {
+                let start = usize::from(s) * per_shard;
+                start..start + per_shard
+            }
+            _ => 0..self.slots.len(),
+        }
+    }
+
+    /// Puts `conn` into a free slot of `range`; gives it back when none is.
+    fn place(&mut self, range: std::ops::Range<usize>, conn: C) -> Result<Option<C>, C> {
+        let free = self.slots.get(range.clone()).and_then(|slots| {
+            slots.iter().position(|s| s.as_ref().is_none_or(PoolConnection::is_closed))
+        });
+        match free {
+            Some(i) => Ok(self.slots[range.start + i].replace(conn)),
+            None => Err(conn),
+        }
+    }
+}
+
+fn usable<C: PoolConnection>(slot: &Option<C>) -> Option<&C> {
+    slot.as_ref().filter(|c| !c.is_closed())
+}
+
+/// The connections of one node. See the module docs.
+pub(crate) struct Slots<C> {
+    per_shard: usize,
+    layout: RwLock<Layout<C>>,
+    refilling: AtomicBool,
+}
+
+impl<C: PoolConnection> Slots<C> {
+    /// Empty slots: `per_shard` connections per shard (per node while the
+    /// node's sharding is unknown). `per_shard` is at least 1.
+    pub(crate) fn new(per_shard: usize) -> Self {
+        let per_shard = per_shard.max(1);
+        Slots { per_shard, layout: RwLock::new(Layout::new(None, per_shard)), refilling: AtomicBool::new(false) }
+    }
+
+    fn read(&self) -> crate::sync::RwLockReadGuard<'_, Layout<C>> {
+        self.layout.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The least loaded open connection of the shard that `shard_of` names
+    /// (given any connection of the node, for its sharding parameters).
+    /// `None` on an unsharded node, or when the shard has no open
+    /// connection: the caller then falls back to [`Slots::pick_any`].
+    pub(crate) fn pick_shard(&self, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
+        let layout = self.read();
+        let shards = layout.shards?;
+        let sample = layout.slots.iter().flatten().next()?;
+        let shard = shard_of(sample);
+        if shard >= shards {
+            return None;
+        }
+        layout.slots[layout.range(Some(shard), self.per_shard)]
+            .iter()
+            .filter_map(usable)
+            .min_by_key(|c| c.in_flight())
+            .cloned()
+    }
+
+    /// The least loaded open connection of the node; ties go to the first
+    /// from slot `seed` on, so that equal connections take turns.
+    pub(crate) fn pick_any(&self, seed: usize) -> Option<C> {
+        let layout = self.read();
+        let n = layout.slots.len();
+        (0..n).filter_map(|i| usable(&layout.slots[(seed + i) % n])).min_by_key(|c| c.in_flight()).cloned()
+    }
+
+    /// Whether some connection is open.
+    pub(crate) fn has_open(&self) -> bool {
+        self.read().slots.iter().any(|s| usable(s).is_some())
+    }
+
+    /// Every open connection.
+    pub(crate) fn open_connections(&self) -> Vec<C> {
+        self.read().slots.iter().filter_map(usable).cloned().collect()
+    }
+
+    /// The node's shard count, once a connection reported it.
+    #[allow(dead_code)]
+    pub(crate) fn shards(&self) -> Option<u16> {
+        self.read().shards
+    }
+
+    /// The first slot without an open connection, as what to open for it.
+    pub(crate) fn missing(&self) -> Option<Wanted<C>> {
+        let layout = self.read();
+        let empty = layout.slots.iter().position(|s| usable(s).is_none())?;
+        match layout.shards {
+            None => Some(Wanted::Any),
+            Some(_) => {
+                let sample = layout.slots.iter().flatten().next()?.clone();
+                let shard = u16::try_from(empty / self.per_shard).ok()?;
+                Some(Wanted::Shard { shard, sample })
+            }
+        }
+    }
+
+    /// Puts a new connection into a free slot of its shard. A connection
+    /// reporting another shard count than the layout's (the first sharded
+    /// connection of a node, or a node restarted with another count) lays
+    /// the slots out again first.
+    pub(crate) fn install(&self, conn: C) -> Installed<C> {
+        let reported = conn.shard();
+        if reported.is_some_and(|(shard, shards)| shards == 0 || shard >= shards) {
+            return Installed { surplus: Some(conn), dropped: Vec::new() };
+        }
+        let shards = reported.map(|(_, n)| n);
+        let mut dropped = Vec::new();
+        let mut layout = self.layout.write().unwrap_or_else(|e| e.into_inner());
+        if layout.shards != shards {
+            let old = std::mem::replace(&mut *layout, Layout::new(shards, self.per_shard));
+            for c in old.slots.into_iter().flatten() {
+                let fits = !c.is_closed() && c.shard().map(|(_, n)| n) == shards;
+                if !fits {
+                    dropped.push(c);
+                    continue;
+                }
+                let range = layout.range(c.shard().map(|(s, _)| s), self.per_shard);
+                if let Err(c) = layout.place(range, c) {
+                    dropped.push(c);
+                }
+            }
+        }
+        let range = layout.range(reported.map(|(s, _)| s), self.per_shard);
+        match layout.place(range, conn) {
+            Ok(replaced) => {
+                dropped.extend(replaced);
+                Installed { surplus: None, dropped }
+            }
+            Err(conn) => Installed { surplus: Some(conn), dropped },
+        }
+    }
+
+    /// Empties every slot (the node left the topology); the caller closes
+    /// what it gets.
+    pub(crate) fn take_all(&self) -> Vec<C> {
+        let mut layout = self.layout.write().unwrap_or_else(|e| e.into_inner());
+        layout.slots.iter_mut().filter_map(Option::take).collect()
+    }
+
+    /// Claims the refill job: `true` when a connection is missing and no
+    /// one else refills. The caller then opens connections until
+    /// [`Slots::missing`] is `None` and [`Slots::release_refill`] agrees.
+    pub(crate) fn claim_refill(&self) -> bool {
+        self.missing().is_some() && !self.refilling.swap(true, Ordering::AcqRel)
+    }
+
+    /// The refiller found nothing missing and lets go of the job. `true`
+    /// when it may stop; `false` when a connection went missing meanwhile
+    /// and it holds the job again. (The release is a read-modify-write so
+    /// that a closer whose claim failed against it has its closed
+    /// connection seen by the re-check.)
+    pub(crate) fn release_refill(&self) -> bool {
+        self.refilling.swap(false, Ordering::AcqRel);
+        !self.claim_refill()
+    }
+
+    /// Gives up the refill job without re-checking (the node is gone).
+    pub(crate) fn abandon_refill(&self) {
+        self.refilling.store(false, Ordering::Release);
+    }
+
+    /// Checks the layout's invariants: every connection in a shard's slots
+    /// reports that shard and the layout's shard count. For tests and
+    /// models.
+    #[allow(dead_code)]
+    pub(crate) fn consistent(&self) -> bool {
+        let layout = self.read();
+        let expected = self.per_shard * usize::from(layout.shards.unwrap_or(1));
+        layout.slots.len() == expected
+            && layout.slots.iter().enumerate().all(|(i, slot)| match (slot, layout.shards) {
+                (None, _) => true,
+                (Some(c), None) => c.shard().is_none(),
+                (Some(c), Some(n)) => c.shard() == u16::try_from(i / self.per_shard).ok().map(|s| (s, n)),
+            })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::AtomicBool as StdBool;
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    struct Fake {
+        id: u32,
+        shard: Option<(u16, u16)>,
+        closed: Arc<StdBool>,
+        load: usize,
+    }
+
+    impl Fake {
+        fn new(id: u32, shard: Option<(u16, u16)>) -> Self {
+            Fake { id, shard, closed: Arc::new(StdBool::new(false)), load: 0 }
+        }
+        fn close(&self) {
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl PartialEq for Fake {
+        fn eq(&self, other: &Self) -> bool {
+            self.id == other.id
+        }
+    }
+
+    impl PoolConnection for Fake {
+        fn is_closed(&self) -> bool {
+            self.closed.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        fn in_flight(&self) -> usize {
+            self.load
+        }
+        fn shard(&self) -> Option<(u16, u16)> {
+            self.shard
+        }
+    }
+
+    fn placed(i: Installed<Fake>) -> Vec<Fake> {
+        assert!(i.surplus.is_none(), "surplus {:?}", i.surplus);
+        i.dropped
+    }
+
+    fn surplus(i: Installed<Fake>) -> bool {
+        i.surplus.is_some()
+    }
+
+    #[test]
+    fn unsharded_node_fills_per_node_slots() {
+        let s = Slots::new(2);
+        assert_eq!(s.missing(), Some(Wanted::Any));
+        assert!(placed(s.install(Fake::new(1, None))).is_empty());
+        assert_eq!(s.missing(), Some(Wanted::Any));
+        assert!(placed(s.install(Fake::new(2, None))).is_empty());
+        assert_eq!(s.missing(), None);
+        assert!(surplus(s.install(Fake::new(3, None))));
+        assert_eq!(s.pick_shard(|_| 0), None, "no shards");
+        assert!(s.pick_any(0).is_some());
+        assert!(s.consistent());
+    }
+
+    #[test]
+    fn first_sharded_connection_lays_out_shards_and_refill_asks_per_shard() {
+        let s = Slots::new(1);
+        assert!(placed(s.install(Fake::new(1, Some((2, 4))))).is_empty());
+        assert_eq!(s.shards(), Some(4));
+        match s.missing() {
+            Some(Wanted::Shard { shard, sample }) => {
+                assert_eq!(shard, 0);
+                assert_eq!(sample.id, 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.pick_shard(|_| 2).map(|c| c.id), Some(1));
+        assert_eq!(s.pick_shard(|_| 1), None, "shard 1 has no connection yet");
+        assert_eq!(s.pick_shard(|_| 9), None, "a shard the node does not have");
+        // Through the regular port a connection may land on a served shard.
+        assert!(surplus(s.install(Fake::new(2, Some((2, 4))))));
+        for (id, shard) in [(3, 0), (4, 1), (5, 3)] {
+            placed(s.install(Fake::new(id, Some((shard, 4)))));
+        }
+        assert_eq!(s.missing(), None);
+        assert!(s.consistent());
+        assert!(surplus(s.install(Fake::new(6, Some((4, 4))))), "shard out of range");
+    }
+
+    #[test]
+    fn closed_connection_frees_its_slot_and_is_replaced() {
+        let s = Slots::new(1);
+        let a = Fake::new(1, Some((0, 2)));
+        placed(s.install(a.clone()));
+        placed(s.install(Fake::new(2, Some((1, 2)))));
+        assert_eq!(s.missing(), None);
+        a.close();
+        assert_eq!(s.pick_shard(|_| 0), None, "a closed connection is never picked");
+        assert_eq!(s.pick_any(0).map(|c| c.id), Some(2));
+        assert!(matches!(s.missing(), Some(Wanted::Shard { shard: 0, .. })));
+        let dropped = placed(s.install(Fake::new(3, Some((0, 2)))));
+        assert_eq!(dropped.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1], "the closed one is handed back");
+        assert_eq!(s.pick_shard(|_| 0).map(|c| c.id), Some(3));
+    }
+
+    #[test]
+    fn shard_count_change_relays_out_and_drops_what_no_longer_fits() {
+        let s = Slots::new(1);
+        placed(s.install(Fake::new(1, None)));
+        // The node now reports shards: the unsharded connection no longer fits.
+        let dropped = placed(s.install(Fake::new(2, Some((1, 2)))));
+        assert_eq!(dropped.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1]);
+        let dropped = placed(s.install(Fake::new(3, Some((0, 3)))));
+        assert_eq!(dropped.iter().map(|c| c.id).collect::<Vec<_>>(), vec![2], "another shard count");
+        assert_eq!(s.shards(), Some(3));
+        assert!(s.consistent());
+    }
+
+    #[test]
+    fn least_loaded_wins_and_ties_rotate() {
+        let s = Slots::new(3);
+        let mut busy = Fake::new(1, None);
+        busy.load = 5;
+        placed(s.install(busy));
+        placed(s.install(Fake::new(2, None)));
+        placed(s.install(Fake::new(3, None)));
+        assert_eq!(s.pick_any(0).map(|c| c.id), Some(2));
+        assert_eq!(s.pick_any(2).map(|c| c.id), Some(3));
+    }
+
+    #[test]
+    fn refill_job_is_claimed_once_and_released_with_a_recheck() {
+        let s = Slots::new(1);
+        assert!(s.claim_refill(), "empty: claim");
+        assert!(!s.claim_refill(), "already claimed");
+        let a = Fake::new(1, None);
+        placed(s.install(a.clone()));
+        assert!(s.release_refill(), "full: may stop");
+        assert!(!s.claim_refill(), "nothing missing");
+        a.close();
+        assert!(s.claim_refill());
+        assert!(!s.release_refill(), "still missing: the job is kept");
+        s.abandon_refill();
+        assert_eq!(s.take_all().len(), 1);
+    }
+}

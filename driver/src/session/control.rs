@@ -1,0 +1,212 @@
+//! The control connection: one pooled connection registered for server
+//! events (REGISTER), on an up node. It reacts to what the cluster reports
+//! and keeps the session's view current:
+//!
+//! - SCHEMA_CHANGE: replication and partitioners are read again;
+//! - STATUS_CHANGE DOWN: the node is marked down (plans skip it);
+//! - STATUS_CHANGE UP: the node is marked up when a connection is open,
+//!   its refill is woken, and the topology read again shortly after;
+//! - TOPOLOGY_CHANGE: the topology is read again shortly after (events are
+//!   hints; several within [`SessionConfig::topology_event_delay`] share
+//!   one refresh);
+//! - every [`SessionConfig::topology_refresh_interval`]: topology and
+//!   schema are read again.
+//!
+//! When its connection closes (the node died, or left the topology) it
+//! moves to another node at once, preferring up nodes and leaving the node
+//! it lost for last, registers again, emits
+//! [`SessionEvent::ControlConnectionChanged`], and reads topology and
+//! schema again, since events sent meanwhile were lost.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use shardwise_protocol::request::Register;
+use shardwise_protocol::response::{Event, Response, ResponseMessage};
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use super::{NodePool, Session, SessionInner};
+use crate::connection::Connection;
+use crate::error::ExecutionError;
+use crate::events::SessionEvent;
+
+/// Pause before trying again when no node can take the control connection.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// How a registered control connection stopped listening.
+enum Ended {
+    /// Its connection closed: move to another node.
+    Closed,
+    /// The session is gone.
+    Shutdown,
+}
+
+async fn register(conn: &Connection) -> Result<(), ExecutionError> {
+    let register = Register { events: vec!["TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"] };
+    match Response::from_envelope(conn.send(&register, 0).await?)?.message {
+        ResponseMessage::Ready => Ok(()),
+        ResponseMessage::Error(e) => Err(e.into()),
+        _ => Err(ExecutionError::UnexpectedResponse("REGISTER not answered with READY")),
+    }
+}
+
+/// Sleeps `d`; `true` when the session ended meanwhile.
+async fn pause(shutdown: &mut watch::Receiver<()>, d: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => false,
+        _ = shutdown.changed() => true,
+    }
+}
+
+/// The control connection's task; ends with the session.
+pub(super) async fn run(weak: Weak<SessionInner>, mut shutdown: watch::Receiver<()>) {
+    let mut lost: Option<SocketAddr> = None;
+    let mut registered_before = false;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let session = Session { inner };
+        let Some((addr, conn)) = session.control_candidate(lost) else {
+            drop(session);
+            if pause(&mut shutdown, RETRY).await {
+                return;
+            }
+            continue;
+        };
+        let mut events = conn.events();
+        if let Err(e) = register(&conn).await {
+            tracing::debug!(%addr, error = %e, "REGISTER failed");
+            lost = Some(addr);
+            drop(session);
+            if pause(&mut shutdown, RETRY).await {
+                return;
+            }
+            continue;
+        }
+        *session.inner.control.lock().unwrap_or_else(|e| e.into_inner()) = Some(addr);
+        tracing::debug!(%addr, "control connection registered");
+        session.inner.emit(SessionEvent::ControlConnectionChanged(addr));
+        if registered_before {
+            // Events sent while no connection was registered are lost.
+            if let Err(e) = session.refresh_topology().await {
+                tracing::warn!(error = %e, "topology refresh after the control connection moved failed");
+            }
+            session.refresh_schema().await;
+        }
+        registered_before = true;
+        let interval = session.inner.config.topology_refresh_interval;
+        let delay = session.inner.config.topology_event_delay;
+        let weak_inner = Arc::downgrade(&session.inner);
+        drop(session);
+        match listen(&weak_inner, &conn, &mut events, &mut shutdown, interval, delay).await {
+            Ended::Shutdown => return,
+            Ended::Closed => {
+                tracing::debug!(%addr, "control connection closed");
+                lost = Some(addr);
+                if let Some(inner) = weak_inner.upgrade() {
+                    *inner.control.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                }
+            }
+        }
+    }
+}
+
+async fn listen(
+    weak: &Weak<SessionInner>,
+    conn: &Connection,
+    events: &mut broadcast::Receiver<Event>,
+    shutdown: &mut watch::Receiver<()>,
+    interval: Option<Duration>,
+    delay: Duration,
+) -> Ended {
+    let mut next_periodic = interval.map(|i| Instant::now() + i);
+    let mut topology_due: Option<Instant> = None;
+    loop {
+        let deadline = [next_periodic, topology_due].into_iter().flatten().min();
+        let timer = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let received = tokio::select! {
+            e = events.recv() => Some(e),
+            _ = conn.closed() => return Ended::Closed,
+            _ = shutdown.changed() => return Ended::Shutdown,
+            _ = timer => None,
+        };
+        let Some(inner) = weak.upgrade() else { return Ended::Shutdown };
+        let session = Session { inner };
+        let now = Instant::now();
+        match received {
+            None => {
+                let periodic = next_periodic.is_some_and(|t| t <= now);
+                if periodic || topology_due.is_some_and(|t| t <= now) {
+                    topology_due = None;
+                    if let Err(e) = session.refresh_topology().await {
+                        tracing::warn!(error = %e, "topology refresh failed");
+                    }
+                }
+                if periodic {
+                    session.refresh_schema().await;
+                    next_periodic = interval.map(|i| Instant::now() + i);
+                }
+            }
+            Some(Err(broadcast::error::RecvError::Lagged(missed))) => {
+                tracing::warn!(missed, "server events were dropped; reading topology and schema again");
+                topology_due = Some(now);
+                session.refresh_schema().await;
+            }
+            Some(Err(broadcast::error::RecvError::Closed)) => return Ended::Closed,
+            Some(Ok(event)) => {
+                match &event {
+                    Event::SchemaChange(_) => session.refresh_schema().await,
+                    Event::StatusChange { change, node } if change == "DOWN" => session.node_reported_down(*node),
+                    Event::StatusChange { change, node } if change == "UP" => {
+                        session.node_reported_up(*node);
+                        topology_due.get_or_insert(now + delay);
+                    }
+                    Event::StatusChange { .. } | Event::TopologyChange { .. } => {
+                        topology_due.get_or_insert(now + delay);
+                    }
+                }
+                session.inner.emit(SessionEvent::Database(event));
+            }
+        }
+    }
+}
+
+impl Session {
+    /// A connection to carry the control connection: up nodes first (local
+    /// before remote), the node just lost last.
+    fn control_candidate(&self, lost: Option<SocketAddr>) -> Option<(SocketAddr, Connection)> {
+        let state = self.state();
+        let rank = |p: &Arc<NodePool>| (Some(p.addr) == lost, !p.is_up());
+        let mut order: Vec<&Arc<NodePool>> = state.nodes.iter().collect();
+        // Stable: local nodes stay ahead of remote ones within a rank.
+        order.sort_by_key(|p| rank(p));
+        order.into_iter().find_map(|p| p.connection(0).map(|c| (p.addr, c)))
+    }
+
+    /// The cluster reported a node down: plans skip it until it is up.
+    fn node_reported_down(&self, node: SocketAddr) {
+        for pool in self.state().nodes.iter().filter(|p| p.addr.ip() == node.ip()) {
+            if pool.set_up(false) {
+                self.inner.emit(SessionEvent::NodeDown(pool.addr));
+            }
+        }
+    }
+
+    /// The cluster reported a node up: up at once if a connection is open;
+    /// either way its refill tries now instead of after its backoff.
+    fn node_reported_up(&self, node: SocketAddr) {
+        for pool in self.state().nodes.iter().filter(|p| p.addr.ip() == node.ip()) {
+            if pool.slots.has_open() && pool.set_up(true) {
+                self.inner.emit(SessionEvent::NodeUp(pool.addr));
+            }
+            pool.wake.notify_one();
+            self.refill(pool);
+        }
+    }
+}

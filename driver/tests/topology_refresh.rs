@@ -1,0 +1,461 @@
+//! Topology refresh against a scripted fake cluster on 127.0.0.1–5: one
+//! fake server per address (same port), answering the handshake, REGISTER,
+//! the system tables the session reads (`system.local`, `system.peers_v2`,
+//! `system_schema.keyspaces`; no `scylla_tables`, like Cassandra) from a
+//! topology the test edits, and pushing events to registered connections.
+//! What a real cluster cannot do in a test's time: nodes join, leave, move
+//! their tokens and change their address.
+//!
+//! Checked: pools follow the topology after TOPOLOGY_CHANGE events and
+//! after periodic refreshes (added nodes get connections, removed nodes'
+//! connections are closed, a node with new tokens or a new address is
+//! replaced, and routing follows the new ring); STATUS_CHANGE DOWN takes a
+//! node out of query plans while its connections are still open, and UP
+//! brings it back; the control connection moves when its node dies and
+//! registers again there.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
+use shardwise::protocol::request::AnyRequest;
+use shardwise::protocol::response::{ErrorKind, ErrorResponse, Event, Response, ResponseMessage, ResultMessage};
+use shardwise::protocol::rows::{ResultMetadata, Rows};
+use shardwise::protocol::token::Token;
+use shardwise::protocol::types::{ColumnSpec, ColumnType};
+use shardwise::{SessionBuilder, SessionEvent, Statement};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use uuid::Uuid;
+
+/// A node as the fake cluster reports it.
+#[derive(Debug, Clone)]
+struct FakeNode {
+    host_id: Uuid,
+    ip: IpAddr,
+    tokens: Vec<i64>,
+}
+
+/// One fake server per address; the topology every one of them reports.
+struct FakeCluster {
+    port: u16,
+    topology: Mutex<Vec<FakeNode>>,
+    /// Event sinks of the connections that sent REGISTER, by server address.
+    registered: Mutex<Vec<(IpAddr, mpsc::UnboundedSender<Vec<u8>>)>>,
+    /// Open connections per server address.
+    open: Mutex<HashMap<IpAddr, Arc<AtomicUsize>>>,
+    /// Queries other than system-table reads, per server address.
+    queries: Mutex<HashMap<IpAddr, usize>>,
+    /// Per address: `true` while the server runs; set to `false` to kill it
+    /// (listener and connections).
+    alive: Mutex<HashMap<IpAddr, watch::Sender<bool>>>,
+}
+
+fn ip(last: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, last])
+}
+
+fn text(s: &str) -> Option<Vec<u8>> {
+    Some(s.as_bytes().to_vec())
+}
+
+fn collection(items: &[&str]) -> Vec<u8> {
+    let mut out = (items.len() as i32).to_be_bytes().to_vec();
+    for item in items {
+        out.extend((item.len() as i32).to_be_bytes());
+        out.extend(item.as_bytes());
+    }
+    out
+}
+
+fn spec(table: &str, name: &str, typ: ColumnType) -> ColumnSpec {
+    ColumnSpec { keyspace: "system".into(), table: table.into(), name: name.into(), typ }
+}
+
+fn rows(specs: Vec<ColumnSpec>, rows: Vec<Vec<Option<Vec<u8>>>>) -> ResponseMessage {
+    let metadata = ResultMetadata { columns_count: specs.len(), paging_state: None, new_metadata_id: None, specs: Some(specs) };
+    let borrowed: Vec<Vec<Option<&[u8]>>> = rows.iter().map(|r| r.iter().map(|v| v.as_deref()).collect()).collect();
+    ResponseMessage::Result(ResultMessage::Rows(Rows::from_raw(metadata, &borrowed).expect("rows")))
+}
+
+fn encode(stream: i16, message: ResponseMessage) -> Vec<u8> {
+    let mut out = Vec::new();
+    Response::new(message).encode(ProtocolVersion::V4, stream, &mut out).expect("encodes");
+    out
+}
+
+impl FakeCluster {
+    async fn start(addresses: &[IpAddr], topology: Vec<FakeNode>) -> Arc<FakeCluster> {
+        let port = testkit::ports::free_port(addresses).expect("a free port on every address");
+        let cluster = Arc::new(FakeCluster {
+            port,
+            topology: Mutex::new(topology),
+            registered: Mutex::new(Vec::new()),
+            open: Mutex::new(HashMap::new()),
+            queries: Mutex::new(HashMap::new()),
+            alive: Mutex::new(HashMap::new()),
+        });
+        for &a in addresses {
+            cluster.serve(a).await;
+        }
+        cluster
+    }
+
+    fn addr(&self, ip: IpAddr) -> SocketAddr {
+        SocketAddr::new(ip, self.port)
+    }
+
+    fn open_connections(&self, ip: IpAddr) -> usize {
+        self.open.lock().expect("open").get(&ip).map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    fn queries(&self, ip: IpAddr) -> usize {
+        self.queries.lock().expect("queries").get(&ip).copied().unwrap_or(0)
+    }
+
+    fn registrations(&self, ip: IpAddr) -> usize {
+        self.registered.lock().expect("registered").iter().filter(|(a, tx)| *a == ip && !tx.is_closed()).count()
+    }
+
+    fn edit(&self, f: impl FnOnce(&mut Vec<FakeNode>)) {
+        f(&mut self.topology.lock().expect("topology"));
+    }
+
+    /// Sends `event` on every registered connection still open.
+    fn push(&self, event: Event) {
+        let frame = encode(-1, ResponseMessage::Event(event));
+        for (_, tx) in self.registered.lock().expect("registered").iter() {
+            let _ = tx.send(frame.clone());
+        }
+    }
+
+    /// Kills the server at `ip`: its listener and every connection.
+    fn kill(&self, ip: IpAddr) {
+        if let Some(alive) = self.alive.lock().expect("alive").get(&ip) {
+            let _ = alive.send(false);
+        }
+    }
+
+    async fn serve(self: &Arc<Self>, ip: IpAddr) {
+        let listener = TcpListener::bind(self.addr(ip)).await.expect("bind");
+        let (alive, mut stopped) = watch::channel(true);
+        self.alive.lock().expect("alive").insert(ip, alive);
+        let open = self.open.lock().expect("open").entry(ip).or_default().clone();
+        let cluster = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let (socket, _) = tokio::select! {
+                    a = listener.accept() => match a { Ok(a) => a, Err(_) => return },
+                    _ = stopped.wait_for(|alive| !alive) => return,
+                };
+                let cluster = cluster.clone();
+                let open = open.clone();
+                let stopped = stopped.clone();
+                tokio::spawn(async move {
+                    open.fetch_add(1, Ordering::SeqCst);
+                    cluster.connection(ip, socket, stopped).await;
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+    }
+
+    async fn connection(self: Arc<Self>, ip: IpAddr, socket: TcpStream, mut stopped: watch::Receiver<bool>) {
+        let (mut read, mut write) = socket.into_split();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let writer = tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if write.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        loop {
+            let mut head = [0u8; HEADER_LEN];
+            let got = tokio::select! {
+                r = read.read_exact(&mut head) => r.is_ok(),
+                _ = stopped.wait_for(|alive| !alive) => false,
+            };
+            if !got {
+                break;
+            }
+            let Ok(header) = EnvelopeHeader::decode(&head, 1 << 20) else { break };
+            let mut body = vec![0u8; header.length as usize];
+            if read.read_exact(&mut body).await.is_err() {
+                break;
+            }
+            let Ok(request) = AnyRequest::decode(header.opcode, header.version, &body) else { break };
+            let answer = match request {
+                AnyRequest::Options(_) => ResponseMessage::Supported(vec![("CQL_VERSION".into(), vec!["3.4.7".into()])]),
+                AnyRequest::Startup(_) => ResponseMessage::Ready,
+                AnyRequest::Register(_) => {
+                    self.registered.lock().expect("registered").push((ip, tx.clone()));
+                    ResponseMessage::Ready
+                }
+                AnyRequest::Query(q) => self.answer(ip, q.query),
+                _ => ResponseMessage::Result(ResultMessage::Void),
+            };
+            if tx.send(encode(header.stream, answer)).is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        writer.abort();
+    }
+
+    fn answer(&self, ip: IpAddr, query: &str) -> ResponseMessage {
+        let topology = self.topology.lock().expect("topology").clone();
+        let tokens = |n: &FakeNode| {
+            let t: Vec<String> = n.tokens.iter().map(i64::to_string).collect();
+            Some(collection(&t.iter().map(String::as_str).collect::<Vec<_>>()))
+        };
+        if query.contains("schema_version") {
+            rows(vec![spec("local", "schema_version", ColumnType::Uuid)], vec![vec![Some(Uuid::from_u128(7).as_bytes().to_vec())]])
+        } else if query.contains("FROM system.local") {
+            let specs = vec![
+                spec("local", "host_id", ColumnType::Uuid),
+                spec("local", "data_center", ColumnType::Text),
+                spec("local", "rack", ColumnType::Text),
+                spec("local", "tokens", ColumnType::Set(Box::new(ColumnType::Text))),
+            ];
+            let me = topology.iter().filter(|n| n.ip == ip).map(|n| vec![Some(n.host_id.as_bytes().to_vec()), text("dc1"), text("r1"), tokens(n)]);
+            rows(specs, me.collect())
+        } else if query.contains("FROM system.peers_v2") {
+            let specs = vec![
+                spec("peers_v2", "host_id", ColumnType::Uuid),
+                spec("peers_v2", "native_address", ColumnType::Inet),
+                spec("peers_v2", "native_port", ColumnType::Int),
+                spec("peers_v2", "data_center", ColumnType::Text),
+                spec("peers_v2", "rack", ColumnType::Text),
+                spec("peers_v2", "tokens", ColumnType::Set(Box::new(ColumnType::Text))),
+            ];
+            let inet = |a: IpAddr| match a {
+                IpAddr::V4(v4) => v4.octets().to_vec(),
+                IpAddr::V6(v6) => v6.octets().to_vec(),
+            };
+            let peers = topology.iter().filter(|n| n.ip != ip).map(|n| {
+                vec![
+                    Some(n.host_id.as_bytes().to_vec()),
+                    Some(inet(n.ip)),
+                    Some(i32::from(self.port).to_be_bytes().to_vec()),
+                    text("dc1"),
+                    text("r1"),
+                    tokens(n),
+                ]
+            });
+            rows(specs, peers.collect())
+        } else if query.contains("FROM system_schema.keyspaces") {
+            let specs = vec![
+                spec("keyspaces", "keyspace_name", ColumnType::Text),
+                spec("keyspaces", "replication", ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Text))),
+            ];
+            let mut replication = 2i32.to_be_bytes().to_vec();
+            for s in ["class", "org.apache.cassandra.locator.SimpleStrategy", "replication_factor", "1"] {
+                replication.extend((s.len() as i32).to_be_bytes());
+                replication.extend(s.as_bytes());
+            }
+            rows(specs, vec![vec![text("ks"), Some(replication)]])
+        } else if query.contains("scylla_tables") {
+            ResponseMessage::Error(ErrorResponse {
+                code: 0x2200,
+                message: "table scylla_tables does not exist".into(),
+                kind: ErrorKind::Invalid,
+            })
+        } else {
+            *self.queries.lock().expect("queries").entry(ip).or_default() += 1;
+            ResponseMessage::Result(ResultMessage::Void)
+        }
+    }
+}
+
+/// Every session event, as it arrives.
+struct Events(tokio::sync::broadcast::Receiver<SessionEvent>);
+
+impl Events {
+    /// Waits for an event `want` accepts; returns it.
+    async fn wait(&mut self, what: &str, want: impl Fn(&SessionEvent) -> bool) -> SessionEvent {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match tokio::time::timeout_at(deadline, self.0.recv()).await {
+                Ok(Ok(e)) if want(&e) => return e,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("event stream: {e}"),
+                Err(_) => panic!("no {what} within 10 s"),
+            }
+        }
+    }
+}
+
+fn node(id: u128, last: u8, tokens: &[i64]) -> FakeNode {
+    FakeNode { host_id: Uuid::from_u128(id), ip: ip(last), tokens: tokens.to_vec() }
+}
+
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "not within 10 s: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn builder(fake: &FakeCluster, contact: IpAddr) -> SessionBuilder {
+    SessionBuilder::new()
+        .known_node_addr(fake.addr(contact))
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .default_consistency(Consistency::One)
+        .await_schema_agreement(false)
+        .topology_event_delay(Duration::from_millis(50))
+}
+
+fn refreshed(e: &SessionEvent) -> Option<(&[SocketAddr], &[SocketAddr], &[SocketAddr])> {
+    match e {
+        SessionEvent::TopologyRefreshed { added, removed, changed, .. } => Some((added, removed, changed)),
+        _ => None,
+    }
+}
+
+fn sorted(mut v: Vec<SocketAddr>) -> Vec<SocketAddr> {
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_follow_joins_leaves_moves_and_new_addresses() {
+    let addresses: Vec<IpAddr> = (1..=5).map(ip).collect();
+    let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[-100, 100]), node(2, 2, &[0, 200])]).await;
+    let (a, b, c, d) = (fake.addr(ip(1)), fake.addr(ip(2)), fake.addr(ip(3)), fake.addr(ip(4)));
+    let session = builder(&fake, ip(1)).topology_refresh_interval(None).build().await.expect("session");
+    let mut events = Events(session.events());
+    assert_eq!(sorted(session.nodes()), vec![a, b]);
+    until("a connection to every node", || fake.open_connections(ip(1)) > 0 && fake.open_connections(ip(2)) > 0).await;
+    until("the control connection", || session.control_node().is_some()).await;
+    // Token 150 belongs to the node owning 200: b.
+    assert_eq!(session.replicas("ks", Token::from(150)), vec![b]);
+
+    // A node joins.
+    fake.edit(|t| t.push(node(3, 3, &[300])));
+    fake.push(Event::TopologyChange { change: "NEW_NODE".into(), node: c });
+    let e = events.wait("refresh after NEW_NODE", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
+    assert_eq!(refreshed(&e), Some((&[c][..], &[][..], &[][..])));
+    assert_eq!(sorted(session.nodes()), vec![a, b, c]);
+    until("connections to the new node", || fake.open_connections(ip(3)) > 0).await;
+    assert_eq!(session.replicas("ks", Token::from(250)), vec![c], "the ring includes the new node");
+
+    // A node leaves: its pool is closed.
+    fake.edit(|t| t.retain(|n| n.ip != ip(2)));
+    fake.push(Event::TopologyChange { change: "REMOVED_NODE".into(), node: b });
+    let e = events.wait("refresh after REMOVED_NODE", |e| refreshed(e).is_some_and(|(_, removed, _)| !removed.is_empty())).await;
+    assert_eq!(refreshed(&e), Some((&[][..], &[b][..], &[][..])));
+    assert_eq!(sorted(session.nodes()), vec![a, c]);
+    until("the removed node's connections closed", || fake.open_connections(ip(2)) == 0).await;
+    assert_eq!(session.replicas("ks", Token::from(150)), vec![c], "200 is gone: 150 goes to 300");
+
+    // A node moves its tokens.
+    fake.edit(|t| t.iter_mut().filter(|n| n.ip == ip(3)).for_each(|n| n.tokens = vec![120]));
+    fake.push(Event::TopologyChange { change: "MOVED_NODE".into(), node: c });
+    let e = events.wait("refresh after MOVED_NODE", |e| refreshed(e).is_some_and(|(_, _, changed)| !changed.is_empty())).await;
+    assert_eq!(refreshed(&e), Some((&[][..], &[][..], &[c][..])));
+    assert_eq!(session.replicas("ks", Token::from(110)), vec![c]);
+    assert_eq!(session.replicas("ks", Token::from(150)), vec![a], "past 120 the ring wraps to -100");
+    assert!(fake.open_connections(ip(3)) > 0, "the moved node keeps its connections");
+
+    // The same node (host id) comes back at another address: replaced.
+    fake.edit(|t| t.iter_mut().filter(|n| n.ip == ip(3)).for_each(|n| n.ip = ip(4)));
+    fake.push(Event::TopologyChange { change: "NEW_NODE".into(), node: d });
+    let e = events.wait("refresh after the address change", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
+    assert_eq!(refreshed(&e), Some((&[d][..], &[c][..], &[d][..])));
+    assert_eq!(sorted(session.nodes()), vec![a, d]);
+    until("the old address's connections closed", || fake.open_connections(ip(3)) == 0).await;
+    until("connections to the new address", || fake.open_connections(ip(4)) > 0).await;
+    assert_eq!(session.replicas("ks", Token::from(110)), vec![d]);
+
+    // Requests go only to nodes of the current topology.
+    let before = (fake.queries(ip(2)), fake.queries(ip(3)));
+    for _ in 0..20 {
+        session.execute(&Statement::new("INSERT INTO ks.t (pk) VALUES (1)"), ()).await.expect("request");
+    }
+    assert_eq!((fake.queries(ip(2)), fake.queries(ip(3))), before);
+    assert!(fake.queries(ip(1)) > 0 && fake.queries(ip(4)) > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_refresh_finds_changes_without_events() {
+    let addresses: Vec<IpAddr> = (1..=3).map(ip).collect();
+    let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0]), node(2, 2, &[100])]).await;
+    let session = builder(&fake, ip(1)).topology_refresh_interval(Some(Duration::from_millis(300))).build().await.expect("session");
+    let mut events = Events(session.events());
+    fake.edit(|t| t.push(node(3, 3, &[200])));
+    let e = events.wait("periodic refresh", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
+    assert_eq!(refreshed(&e).map(|(added, _, _)| added.to_vec()), Some(vec![fake.addr(ip(3))]));
+    until("connections to the node found by the periodic refresh", || fake.open_connections(ip(3)) > 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_event_takes_a_node_out_of_plans_until_up() {
+    let addresses: Vec<IpAddr> = (1..=2).map(ip).collect();
+    let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0]), node(2, 2, &[100])]).await;
+    let (a, b) = (fake.addr(ip(1)), fake.addr(ip(2)));
+    let session = builder(&fake, ip(1)).topology_refresh_interval(None).build().await.expect("session");
+    let mut events = Events(session.events());
+    until("the control connection", || session.control_node().is_some()).await;
+    let insert = Statement::new("INSERT INTO ks.t (pk) VALUES (1)");
+    for _ in 0..10 {
+        session.execute(&insert, ()).await.expect("request");
+    }
+    assert!(fake.queries(ip(1)) > 0 && fake.queries(ip(2)) > 0, "round-robin over both");
+
+    // Reported down while its connections are still open: skipped.
+    fake.push(Event::StatusChange { change: "DOWN".into(), node: b });
+    events.wait("NodeDown", |e| *e == SessionEvent::NodeDown(b)).await;
+    assert_eq!(session.up_nodes(), vec![a]);
+    assert!(fake.open_connections(ip(2)) > 0);
+    let before = fake.queries(ip(2));
+    for _ in 0..20 {
+        session.execute(&insert, ()).await.expect("request");
+    }
+    assert_eq!(fake.queries(ip(2)), before, "a node reported down gets no requests");
+
+    fake.push(Event::StatusChange { change: "UP".into(), node: b });
+    events.wait("NodeUp", |e| *e == SessionEvent::NodeUp(b)).await;
+    for _ in 0..20 {
+        session.execute(&insert, ()).await.expect("request");
+    }
+    assert!(fake.queries(ip(2)) > before, "back in the plans");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_connection_moves_and_registers_again() {
+    let addresses: Vec<IpAddr> = (1..=3).map(ip).collect();
+    let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0]), node(2, 2, &[100]), node(3, 3, &[200])]).await;
+    let session = builder(&fake, ip(1)).topology_refresh_interval(None).build().await.expect("session");
+    let mut events = Events(session.events());
+    until("the control connection", || session.control_node().is_some()).await;
+    let first = session.control_node().expect("control");
+    assert_eq!(fake.registrations(first.ip()), 1);
+
+    let killed = Instant::now();
+    fake.kill(first.ip());
+    let e = events
+        .wait("ControlConnectionChanged", |e| matches!(e, SessionEvent::ControlConnectionChanged(a) if *a != first))
+        .await;
+    let SessionEvent::ControlConnectionChanged(second) = e else { unreachable!() };
+    println!("control connection moved from {first} to {second} in {:?}", killed.elapsed());
+    assert_ne!(second, first);
+    assert_eq!(session.control_node(), Some(second));
+    assert_eq!(fake.registrations(second.ip()), 1, "registered again on the new node");
+    // The move re-reads the topology (events sent meanwhile were lost).
+    events.wait("refresh after the move", |e| refreshed(e).is_some()).await;
+    // Events arrive through the new control connection.
+    let change = Event::StatusChange { change: "DOWN".into(), node: first };
+    fake.push(change.clone());
+    events.wait("the event through the new control connection", |e| *e == SessionEvent::Database(change.clone())).await;
+    // Requests avoid the dead node.
+    for _ in 0..10 {
+        session.execute(&Statement::new("INSERT INTO ks.t (pk) VALUES (1)"), ()).await.expect("request");
+    }
+}
