@@ -49,6 +49,8 @@
 
 pub mod checkpoint;
 pub mod consumer;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generation;
 pub mod plan;
 pub mod printer;

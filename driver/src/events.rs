@@ -47,4 +47,15 @@ pub enum SessionEvent {
         /// Nodes with a connection pool now.
         nodes: usize,
     },
+    /// A node answered `UNPREPARED` to a prepared statement (it restarted,
+    /// or evicted the statement from its cache), and the session prepared
+    /// the statement there again and retried the request.
+    StatementReprepared {
+        /// The node that had forgotten the statement.
+        node: SocketAddr,
+        /// The statement's CQL text.
+        statement: String,
+        /// The statement's id (the same before and after).
+        id: Vec<u8>,
+    },
 }

@@ -316,6 +316,20 @@ pub(crate) async fn execute_on<E: Executable<V>, V>(
     values: &V,
     params: Params<'_>,
 ) -> Result<QueryResult, ExecutionError> {
+    execute_observed(conn, statement, values, params, |_| {}).await
+}
+
+/// [`execute_on`], calling `on_reprepared` with the prepared statement once
+/// it was prepared again after an `UNPREPARED` answer (before the retry).
+/// The session reports that as [`crate::SessionEvent::StatementReprepared`].
+pub(crate) async fn execute_observed<E: Executable<V>, V>(
+    conn: &Connection,
+    statement: &E,
+    values: &V,
+    params: Params<'_>,
+    on_reprepared: impl FnOnce(&PreparedStatement),
+) -> Result<QueryResult, ExecutionError> {
+    let mut on_reprepared = Some(on_reprepared);
     let flags = if statement.options().tracing { Flags::TRACING } else { 0 };
     let mut reprepared = false;
     loop {
@@ -352,6 +366,9 @@ pub(crate) async fn execute_on<E: Executable<V>, V>(
                             return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
                         }
                         p.set_shape(ResultShape { metadata_id: fresh.shape().metadata_id.clone(), specs: fresh.result_specs() });
+                        if let Some(report) = on_reprepared.take() {
+                            report(p);
+                        }
                         reprepared = true;
                         continue;
                     }

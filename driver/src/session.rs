@@ -59,8 +59,14 @@ pub struct SessionConfig {
     pub known_nodes: Vec<String>,
     /// How connections are opened.
     pub connection: ConnectionConfig,
-    /// Connections per node.
+    /// Connections to each local node (see [`NodeDistance::Local`]): per
+    /// shard on a sharded (Scylla) node, per node otherwise. When the
+    /// distance policy names no local datacenter every node is local.
     pub connections_per_node: usize,
+    /// Connections to each remote node (see [`NodeDistance::Remote`]): per
+    /// shard on a sharded node, per node otherwise. Remote nodes are only
+    /// fallbacks, so the default is 1. Ignored nodes get none.
+    pub remote_connections_per_node: usize,
     /// Keyspace to `USE` on every connection.
     pub keyspace: Option<String>,
     /// Default consistency.
@@ -93,12 +99,25 @@ pub struct SessionConfig {
     pub topology_event_delay: Duration,
 }
 
+impl SessionConfig {
+    /// How many connections a node at `distance` gets: per shard on a
+    /// sharded node, per node otherwise; 0 for an ignored node.
+    pub fn connections_for(&self, distance: NodeDistance) -> usize {
+        match distance {
+            NodeDistance::Local => self.connections_per_node,
+            NodeDistance::Remote => self.remote_connections_per_node,
+            NodeDistance::Ignored => 0,
+        }
+    }
+}
+
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             known_nodes: Vec::new(),
             connection: ConnectionConfig::default(),
             connections_per_node: 1,
+            remote_connections_per_node: 1,
             keyspace: None,
             consistency: Consistency::LocalQuorum,
             serial_consistency: Some(Consistency::LocalSerial),
@@ -204,9 +223,23 @@ impl SessionBuilder {
         self.config.speculative = p;
         self
     }
-    /// Connections per node.
+    /// Connections per node (per shard on a sharded node) to local nodes;
+    /// see [`SessionBuilder::connections_per_node_for`] for remote ones.
     pub fn connections_per_node(mut self, n: usize) -> Self {
         self.config.connections_per_node = n;
+        self
+    }
+    /// Connections per node (per shard on a sharded node) to nodes at
+    /// `distance`: [`NodeDistance::Local`] sets
+    /// [`SessionConfig::connections_per_node`], [`NodeDistance::Remote`]
+    /// [`SessionConfig::remote_connections_per_node`]. Ignored nodes never
+    /// get connections, so [`NodeDistance::Ignored`] changes nothing.
+    pub fn connections_per_node_for(mut self, distance: NodeDistance, n: usize) -> Self {
+        match distance {
+            NodeDistance::Local => self.config.connections_per_node = n,
+            NodeDistance::Remote => self.config.remote_connections_per_node = n,
+            NodeDistance::Ignored => {}
+        }
         self
     }
     /// Connection settings.
@@ -289,8 +322,10 @@ struct ClusterState {
 }
 
 impl ClusterState {
-    /// The view of `infos`: pools (reused from `existing` by address, else
-    /// new) for every node the distance policy does not ignore.
+    /// The view of `infos`: pools (reused from `existing` by address and
+    /// size, else new) for every node the distance policy does not ignore,
+    /// each sized for its distance ([`SessionConfig::connections_for`]): a
+    /// node whose distance changed to one with another size gets a new pool.
     fn build(
         config: &SessionConfig,
         infos: Vec<NodeInfo>,
@@ -309,12 +344,13 @@ impl ClusterState {
         let local = usable.iter().filter(|(d, _)| *d == NodeDistance::Local).count();
         let nodes: Vec<Arc<NodePool>> = usable
             .iter()
-            .map(|(_, addr)| {
+            .map(|(distance, addr)| {
+                let size = config.connections_for(*distance).max(1);
                 existing
                     .iter()
-                    .find(|p| p.addr == *addr && !p.is_retired())
+                    .find(|p| p.addr == *addr && !p.is_retired() && p.slots.per_shard() == size)
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, config.connections_per_node)))
+                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, size)))
             })
             .collect();
         let routing = Routing {
@@ -457,6 +493,11 @@ impl Session {
         if config.connections_per_node == 0 {
             return Err(NewSessionError::Config("connections_per_node must be at least 1"));
         }
+        if config.remote_connections_per_node == 0 {
+            return Err(NewSessionError::Config(
+                "remote_connections_per_node must be at least 1 (to keep remote nodes out, do not use them in the distance policy)",
+            ));
+        }
         let mut addrs = Vec::new();
         for node in &config.known_nodes {
             for a in resolve(node)? {
@@ -512,11 +553,12 @@ impl Session {
             }),
         };
         let state = session.state();
-        let per_node = session.inner.config.connections_per_node;
         let opening: Vec<_> = state
             .nodes
             .iter()
-            .map(|node| tokio::spawn(open_initial(node.addr, session.inner.config.connection.clone(), per_node)))
+            .map(|node| {
+                tokio::spawn(open_initial(node.addr, session.inner.config.connection.clone(), node.slots.per_shard()))
+            })
             .collect();
         for (node, opening) in state.nodes.iter().zip(opening) {
             let (conns, error) = opening.await.unwrap_or_else(|_| (Vec::new(), Some(ConnectionError::Closed)));
@@ -1035,7 +1077,15 @@ impl Session {
         values: &V,
         params: Params<'_>,
     ) -> Result<QueryResult, ExecutionError> {
-        let result = conn.execute(statement, values, params).await?;
+        let reprepared = |p: &PreparedStatement| {
+            tracing::info!(addr = %conn.addr(), text = p.text(), "statement re-prepared");
+            self.inner.emit(SessionEvent::StatementReprepared {
+                node: conn.addr(),
+                statement: p.text().to_owned(),
+                id: p.id().to_vec(),
+            });
+        };
+        let result = crate::execute::execute_observed(conn, statement, values, params, reprepared).await?;
         if let ResultMessage::SetKeyspace(ks) = result.message() {
             self.keyspace_changed(ks, conn).await;
         }

@@ -13,10 +13,17 @@
 //! node out of query plans while its connections are still open, and UP
 //! brings it back; the control connection moves when its node dies and
 //! registers again there.
+//!
+//! Also checked here, where a test can give nodes datacenters and make
+//! them forget prepared statements: local and remote nodes get pools of
+//! their own size and ignored nodes none, a node whose distance changes
+//! gets a pool of the new size; and an `UNPREPARED` answer makes the
+//! session prepare the statement again and report it
+//! ([`SessionEvent::StatementReprepared`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +34,10 @@ use shardwise::protocol::response::{ErrorKind, ErrorResponse, Event, Response, R
 use shardwise::protocol::rows::{ResultMetadata, Rows};
 use shardwise::protocol::token::Token;
 use shardwise::protocol::types::{ColumnSpec, ColumnType};
-use shardwise::{SessionBuilder, SessionEvent, Statement};
+use shardwise::cluster::{DistancePolicy, NodeDistance};
+use shardwise::protocol::response::{code, Prepared};
+use shardwise::protocol::rows::PreparedMetadata;
+use shardwise::{SessionBuilder, SessionConfig, SessionEvent, Statement};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -39,6 +49,7 @@ struct FakeNode {
     host_id: Uuid,
     ip: IpAddr,
     tokens: Vec<i64>,
+    datacenter: &'static str,
 }
 
 /// One fake server per address; the topology every one of them reports.
@@ -54,6 +65,10 @@ struct FakeCluster {
     /// Per address: `true` while the server runs; set to `false` to kill it
     /// (listener and connections).
     alive: Mutex<HashMap<IpAddr, watch::Sender<bool>>>,
+    /// PREPARE requests, per server address.
+    prepares: Mutex<HashMap<IpAddr, usize>>,
+    /// Set: the next EXECUTE (on any server) is answered UNPREPARED.
+    forget: AtomicBool,
 }
 
 fn ip(last: u8) -> IpAddr {
@@ -99,6 +114,8 @@ impl FakeCluster {
             open: Mutex::new(HashMap::new()),
             queries: Mutex::new(HashMap::new()),
             alive: Mutex::new(HashMap::new()),
+            prepares: Mutex::new(HashMap::new()),
+            forget: AtomicBool::new(false),
         });
         for &a in addresses {
             cluster.serve(a).await;
@@ -116,6 +133,16 @@ impl FakeCluster {
 
     fn queries(&self, ip: IpAddr) -> usize {
         self.queries.lock().expect("queries").get(&ip).copied().unwrap_or(0)
+    }
+
+    fn prepares(&self, ip: IpAddr) -> usize {
+        self.prepares.lock().expect("prepares").get(&ip).copied().unwrap_or(0)
+    }
+
+    /// Every server forgets its prepared statements: the next EXECUTE is
+    /// answered UNPREPARED.
+    fn forget_prepared(&self) {
+        self.forget.store(true, Ordering::SeqCst);
     }
 
     fn registrations(&self, ip: IpAddr) -> usize {
@@ -198,6 +225,26 @@ impl FakeCluster {
                     ResponseMessage::Ready
                 }
                 AnyRequest::Query(q) => self.answer(ip, q.query),
+                AnyRequest::Prepare(p) => {
+                    *self.prepares.lock().expect("prepares").entry(ip).or_default() += 1;
+                    ResponseMessage::Result(ResultMessage::Prepared(Prepared {
+                        id: bytes::Bytes::copy_from_slice(&statement_id(p.query)),
+                        result_metadata_id: None,
+                        metadata: PreparedMetadata::default(),
+                        result_metadata: ResultMetadata::default(),
+                    }))
+                }
+                AnyRequest::Execute(e) if self.forget.swap(false, Ordering::SeqCst) => {
+                    ResponseMessage::Error(ErrorResponse {
+                        code: code::UNPREPARED,
+                        message: "prepared statement not found".into(),
+                        kind: ErrorKind::Unprepared { id: e.id.to_vec() },
+                    })
+                }
+                AnyRequest::Execute(_) => {
+                    *self.queries.lock().expect("queries").entry(ip).or_default() += 1;
+                    ResponseMessage::Result(ResultMessage::Void)
+                }
                 _ => ResponseMessage::Result(ResultMessage::Void),
             };
             if tx.send(encode(header.stream, answer)).is_err() {
@@ -223,7 +270,10 @@ impl FakeCluster {
                 spec("local", "rack", ColumnType::Text),
                 spec("local", "tokens", ColumnType::Set(Box::new(ColumnType::Text))),
             ];
-            let me = topology.iter().filter(|n| n.ip == ip).map(|n| vec![Some(n.host_id.as_bytes().to_vec()), text("dc1"), text("r1"), tokens(n)]);
+            let me = topology
+                .iter()
+                .filter(|n| n.ip == ip)
+                .map(|n| vec![Some(n.host_id.as_bytes().to_vec()), text(n.datacenter), text("r1"), tokens(n)]);
             rows(specs, me.collect())
         } else if query.contains("FROM system.peers_v2") {
             let specs = vec![
@@ -243,7 +293,7 @@ impl FakeCluster {
                     Some(n.host_id.as_bytes().to_vec()),
                     Some(inet(n.ip)),
                     Some(i32::from(self.port).to_be_bytes().to_vec()),
-                    text("dc1"),
+                    text(n.datacenter),
                     text("r1"),
                     tokens(n),
                 ]
@@ -292,7 +342,19 @@ impl Events {
 }
 
 fn node(id: u128, last: u8, tokens: &[i64]) -> FakeNode {
-    FakeNode { host_id: Uuid::from_u128(id), ip: ip(last), tokens: tokens.to_vec() }
+    FakeNode { host_id: Uuid::from_u128(id), ip: ip(last), tokens: tokens.to_vec(), datacenter: "dc1" }
+}
+
+fn node_in(datacenter: &'static str, id: u128, last: u8, tokens: &[i64]) -> FakeNode {
+    FakeNode { datacenter, ..node(id, last, tokens) }
+}
+
+/// The fake's id for a prepared statement: a digest of its text.
+fn statement_id(query: &str) -> [u8; 8] {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    query.hash(&mut h);
+    h.finish().to_be_bytes()
 }
 
 async fn until(what: &str, f: impl Fn() -> bool) {
@@ -457,5 +519,113 @@ async fn control_connection_moves_and_registers_again() {
     // Requests avoid the dead node.
     for _ in 0..10 {
         session.execute(&Statement::new("INSERT INTO ks.t (pk) VALUES (1)"), ()).await.expect("request");
+    }
+}
+
+#[test]
+fn connection_counts_per_distance() {
+    let config = SessionConfig::default();
+    assert_eq!(config.connections_for(NodeDistance::Local), 1);
+    assert_eq!(config.connections_for(NodeDistance::Remote), 1, "remote nodes default to one connection");
+    assert_eq!(config.connections_for(NodeDistance::Ignored), 0);
+    let builder = SessionBuilder::new()
+        .connections_per_node(4)
+        .connections_per_node_for(NodeDistance::Remote, 2)
+        .connections_per_node_for(NodeDistance::Ignored, 9);
+    let config = builder.config();
+    assert_eq!(config.connections_for(NodeDistance::Local), 4);
+    assert_eq!(config.connections_for(NodeDistance::Remote), 2);
+    assert_eq!(config.connections_for(NodeDistance::Ignored), 0, "ignored nodes never get connections");
+    let builder = builder.connections_per_node_for(NodeDistance::Local, 3);
+    assert_eq!(builder.config().connections_per_node, 3);
+}
+
+/// Local nodes get the local count, remote nodes their own, ignored nodes
+/// none; a node that becomes local is given a pool of the local size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_are_sized_by_node_distance() {
+    let addresses: Vec<IpAddr> = (1..=4).map(ip).collect();
+    let topology = vec![
+        node_in("dc1", 1, 1, &[0]),
+        node_in("dc1", 2, 2, &[100]),
+        node_in("dc2", 3, 3, &[200]),
+        node_in("dc2", 4, 4, &[300]),
+    ];
+    let fake = FakeCluster::start(&addresses, topology).await;
+    let (a, b, c, d) = (fake.addr(ip(1)), fake.addr(ip(2)), fake.addr(ip(3)), fake.addr(ip(4)));
+    let policy = DistancePolicy {
+        local_datacenter: Some("dc1".into()),
+        use_remote: true,
+        deny: vec![ip(4)],
+        ..Default::default()
+    };
+    let session = builder(&fake, ip(1))
+        .topology_refresh_interval(None)
+        .distance_policy(policy)
+        .connections_per_node_for(NodeDistance::Local, 3)
+        .connections_per_node_for(NodeDistance::Remote, 2)
+        .build()
+        .await
+        .expect("session");
+    let mut events = Events(session.events());
+    assert_eq!(session.nodes(), vec![a, b, c], "local nodes first, the ignored one left out");
+    let pool = |addr: SocketAddr| session.node_connections(addr, None).len();
+    until("local pools full", || pool(a) == 3 && pool(b) == 3).await;
+    until("the remote pool full", || pool(c) == 2).await;
+    until("the control connection", || session.control_node().is_some()).await;
+    // Let the refills settle: nothing more is opened.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!((pool(a), pool(b), pool(c), pool(d)), (3, 3, 2, 0));
+    until("the server sees the local count", || fake.open_connections(ip(2)) == 3).await;
+    until("the server sees the remote count", || fake.open_connections(ip(3)) == 2).await;
+    assert_eq!(fake.open_connections(ip(4)), 0, "an ignored node gets no connection");
+
+    // The remote node moves to the local datacenter: a pool of the local size.
+    fake.edit(|t| t.iter_mut().filter(|n| n.ip == ip(3)).for_each(|n| n.datacenter = "dc1"));
+    fake.push(Event::TopologyChange { change: "MOVED_NODE".into(), node: c });
+    let e = events.wait("refresh after the move", |e| refreshed(e).is_some_and(|(_, _, changed)| !changed.is_empty())).await;
+    assert_eq!(refreshed(&e), Some((&[c][..], &[c][..], &[c][..])), "the pool was replaced");
+    until("the moved node's pool at the local size", || pool(c) == 3).await;
+    until("the old remote pool's connections closed", || fake.open_connections(ip(3)) == 3).await;
+    assert_eq!(fake.open_connections(ip(4)), 0);
+    assert_eq!(session.nodes(), vec![a, b, c]);
+}
+
+/// A node that forgot a prepared statement answers UNPREPARED: the session
+/// prepares it there again, the request succeeds, and the session reports
+/// the re-prepare.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprepared_answer_reprepares_and_emits_an_event() {
+    let addresses: Vec<IpAddr> = (1..=2).map(ip).collect();
+    let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0]), node(2, 2, &[100])]).await;
+    let session = builder(&fake, ip(1)).topology_refresh_interval(None).build().await.expect("session");
+    let mut events = Events(session.events());
+    until("a connection to every node", || session.up_nodes().len() == 2).await;
+    let text = "INSERT INTO ks.t (pk) VALUES (1)";
+    let prepared = session.prepare(text).await.expect("prepare");
+    assert_eq!(prepared.id(), statement_id(text));
+    let prepares_before: Vec<usize> = addresses.iter().map(|a| fake.prepares(*a)).collect();
+    session.execute(&prepared, ()).await.expect("a request without UNPREPARED");
+
+    fake.forget_prepared();
+    session.execute(&prepared, ()).await.expect("the request succeeds after re-preparing");
+    assert!(!fake.forget.load(Ordering::SeqCst), "the server answered UNPREPARED");
+    let e = events.wait("StatementReprepared", |e| matches!(e, SessionEvent::StatementReprepared { .. })).await;
+    let SessionEvent::StatementReprepared { node, statement, id } = e else { unreachable!() };
+    assert!(addresses.contains(&node.ip()), "{node}");
+    assert_eq!(statement, text);
+    assert_eq!(id, statement_id(text).to_vec());
+    let prepares_after: Vec<usize> = addresses.iter().map(|a| fake.prepares(*a)).collect();
+    let grew: Vec<IpAddr> =
+        addresses.iter().zip(prepares_before.iter().zip(&prepares_after)).filter(|(_, (b, a))| a > b).map(|(ip, _)| *ip).collect();
+    assert_eq!(grew, vec![node.ip()], "prepared again on the node that forgot it, and only there");
+
+    // Once only: requests that do not meet UNPREPARED report nothing.
+    for _ in 0..5 {
+        session.execute(&prepared, ()).await.expect("request");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    while let Ok(e) = events.0.try_recv() {
+        assert!(!matches!(e, SessionEvent::StatementReprepared { .. }), "unexpected {e:?}");
     }
 }

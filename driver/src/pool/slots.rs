@@ -125,6 +125,13 @@ impl<C: PoolConnection> Slots<C> {
         Slots { per_shard, layout: RwLock::new(Layout::new(None, per_shard)), refilling: AtomicBool::new(false) }
     }
 
+    /// Connections per shard (per node while the node's sharding is
+    /// unknown, or when it is not sharded).
+    #[allow(dead_code)]
+    pub(crate) fn per_shard(&self) -> usize {
+        self.per_shard
+    }
+
     fn read(&self) -> crate::sync::RwLockReadGuard<'_, Layout<C>> {
         self.layout.read().unwrap_or_else(|e| e.into_inner())
     }

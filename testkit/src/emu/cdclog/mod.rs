@@ -6,6 +6,8 @@
 //! image reads ([`synth`]) and the log writes ([`writer`]).
 
 pub mod dml;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod mutation;
 pub mod schema;
 pub mod split;
