@@ -15,7 +15,7 @@
 //!
 //! ```text
 //! CREATE TABLE IF NOT EXISTS <keyspace>.<table> (
-//!     table_name text,       -- the checkpointed log, e.g. 'ks.t'
+//!     table_name text,       -- the checkpointed log, e.g. 'ks.t_scylla_cdc_log'
 //!     generation timestamp,  -- a generation's timestamp
 //!     group_id   blob,       -- a group's first stream id (16 zero bytes: the generation marker)
 //!     progress   timestamp,  -- everything before it was read

@@ -263,8 +263,11 @@ impl CdcReaderBuilder {
         config.workers = workers;
         let mut planner = Planner::new(config)?.with_assignment(move |g: &StreamGroup| worker_of(&sharding, g, workers));
         let log = format!("{}_scylla_cdc_log", self.table);
+        // Checkpoints are kept under `keyspace.log`: tables of the same name
+        // in other keyspaces have the same streams (they are per cluster).
+        let checkpoint_key = format!("{}.{log}", self.keyspace);
         if let Some((store, _)) = &self.checkpoints {
-            if let Some(cp) = store.load(&log).await? {
+            if let Some(cp) = store.load(&checkpoint_key).await? {
                 planner.restore(&cp)?;
             }
         }
@@ -285,7 +288,7 @@ impl CdcReaderBuilder {
             factory,
             session: self.session,
             keyspace: self.keyspace,
-            log,
+            log: checkpoint_key,
             text,
             page_size: self.page_size,
             consistency: self.consistency,
@@ -347,6 +350,7 @@ struct Shared {
     factory: Arc<dyn ConsumerFactory>,
     session: Session,
     keyspace: String,
+    /// The checkpoint key: `keyspace.table_scylla_cdc_log`.
     log: String,
     text: String,
     page_size: i32,
@@ -412,7 +416,9 @@ impl CdcReader {
                 first = r;
             }
         }
-        if let (Some(store), Some(cp)) = (&self.shared.checkpoints, self.shared.planner().checkpoint()) {
+        // Not holding the planner's lock across the save.
+        let checkpoint = self.shared.planner().checkpoint();
+        if let (Some(store), Some(cp)) = (&self.shared.checkpoints, checkpoint) {
             store.save(&self.shared.log, &cp).await?;
         }
         first

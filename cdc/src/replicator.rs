@@ -22,10 +22,15 @@
 //!   and sets, `X.f = null` for UDT fields (by index); UDT fields without a
 //!   tombstone ⇒ `X.f = v`;
 //! * lists (logged as `map<timeuuid, V>`): overwrite / append of the values
-//!   in key order. **Not replicable**: removal of list elements by key (the
-//!   timeuuid keys of list cells are hidden on Cassandra) — such rows are
-//!   skipped with a warning; appends are not idempotent either (a replayed
-//!   window appends again, with new cell keys);
+//!   in key order; elements whose keys lie before 2010-01-01 (Scylla's
+//!   mirrored prepend keys) are prepended (`X = [...] + X`). The
+//!   destination takes list keys from its own clock, so writes that add
+//!   list elements are applied in log order ([`Write::ordered`]: the writer
+//!   waits for the writes before them). **Not replicable**: removal of list
+//!   elements by key (the timeuuid keys of list cells are hidden on
+//!   Cassandra) — such rows are skipped with a warning; appends and
+//!   prepends are not idempotent either (a replayed window adds the
+//!   elements again, with new cell keys);
 //! * row delete (op 3) → `DELETE` of the row; partition delete (op 4) →
 //!   `DELETE` of the partition;
 //! * range delete: a start bound row (op 5/6) followed by an end bound row
@@ -170,6 +175,11 @@ pub struct Write {
     pub text: String,
     /// Bind values (`None`: null).
     pub values: Vec<Option<CqlValue>>,
+    /// Whether the write must be applied after every write sent before it
+    /// has been applied: it adds list elements, whose keys the destination
+    /// takes from its clock (not from the write timestamp), so that list
+    /// writes applied out of order would order the elements differently.
+    pub ordered: bool,
 }
 
 fn quote(name: &str) -> String {
@@ -200,13 +210,21 @@ impl RowTranslator {
             Operation::RowDelete => {
                 let (clause, mut values) = self.key_where(row, true)?;
                 values.insert(0, Some(ts));
-                out.push(Write { text: format!("DELETE FROM {} USING TIMESTAMP ? WHERE {clause}", self.target), values });
+                out.push(Write {
+                    text: format!("DELETE FROM {} USING TIMESTAMP ? WHERE {clause}", self.target),
+                    values,
+                    ordered: false,
+                });
                 Ok(())
             }
             Operation::PartitionDelete => {
                 let (clause, mut values) = self.key_where(row, false)?;
                 values.insert(0, Some(ts));
-                out.push(Write { text: format!("DELETE FROM {} USING TIMESTAMP ? WHERE {clause}", self.target), values });
+                out.push(Write {
+                    text: format!("DELETE FROM {} USING TIMESTAMP ? WHERE {clause}", self.target),
+                    values,
+                    ordered: false,
+                });
                 Ok(())
             }
             op @ (Operation::RangeDeleteStartInclusive | Operation::RangeDeleteStartExclusive) => {
@@ -240,7 +258,7 @@ impl RowTranslator {
                     }
                     values.extend(bound.into_iter().map(Some));
                 }
-                out.push(Write { text, values });
+                out.push(Write { text, values, ordered: false });
                 Ok(())
             }
             _ => Ok(()),
@@ -285,6 +303,10 @@ impl RowTranslator {
         let mut assigned: Vec<(String, Option<CqlValue>)> = Vec::new();
         // Extra SET clauses (text, values) that an INSERT cannot express.
         let mut partial: Vec<(String, Vec<Option<CqlValue>>)> = Vec::new();
+        // SET clauses that need an UPDATE of their own.
+        let mut separate: Vec<(String, Vec<Option<CqlValue>>)> = Vec::new();
+        // Whether list elements are written (see `Write::ordered`).
+        let mut ordered = false;
         let schema = row.schema();
         for (i, col) in schema.columns().iter().enumerate() {
             let name = col.name();
@@ -315,9 +337,21 @@ impl RowTranslator {
                     }
                 }
                 ColumnKind::Map | ColumnKind::Set | ColumnKind::List => {
+                    // List entries come in key order; keys before
+                    // 2010-01-01 are those of a prepend.
+                    let mut prepended = Vec::new();
                     let value = match (kind, value) {
                         (ColumnKind::List, Some(CqlValue::Map(entries))) => {
-                            Some(CqlValue::List(entries.into_iter().map(|(_, v)| v).collect()))
+                            let mut appended = Vec::new();
+                            for (k, v) in entries {
+                                if !deleted && is_prepended_list_key(&k) {
+                                    prepended.push(v);
+                                } else {
+                                    appended.push(v);
+                                }
+                            }
+                            ordered |= !appended.is_empty() || !prepended.is_empty();
+                            (deleted || !appended.is_empty()).then_some(CqlValue::List(appended))
                         }
                         (_, v) => v,
                     };
@@ -325,6 +359,17 @@ impl RowTranslator {
                         assigned.push((name.to_owned(), value.clone()));
                     } else if let Some(v) = value.clone() {
                         partial.push((format!("{q} = {q} + ?"), vec![Some(v)]));
+                    }
+                    if !prepended.is_empty() {
+                        // A column takes one operation per statement: a
+                        // prepend next to an append goes into its own UPDATE.
+                        let text = format!("{q} = ? + {q}");
+                        let values = vec![Some(CqlValue::List(prepended))];
+                        if value.is_some() && !deleted {
+                            separate.push((text, values));
+                        } else {
+                            partial.push((text, values));
+                        }
                     }
                     if !removed.is_empty() {
                         if kind == ColumnKind::List {
@@ -392,23 +437,47 @@ impl RowTranslator {
                     names.join(", ")
                 ),
                 values,
+                ordered,
             });
         } else {
             partial.splice(0..0, assigned.into_iter().map(|(n, v)| (format!("{} = ?", quote(&n)), vec![v])));
         }
-        if !partial.is_empty() {
+        for partial in [partial, separate] {
+            if partial.is_empty() {
+                continue;
+            }
             let sets: Vec<&str> = partial.iter().map(|p| p.0.as_str()).collect();
-            let mut values = vec![Some(ts), Some(ttl)];
+            let mut values = vec![Some(ts.clone()), Some(ttl.clone())];
             for (_, v) in &partial {
                 values.extend(v.iter().cloned());
             }
-            values.extend(key_values);
+            values.extend(key_values.iter().cloned());
             out.push(Write {
                 text: format!("UPDATE {} USING TIMESTAMP ? AND TTL ? SET {} WHERE {clause}", self.target, sets.join(", ")),
                 values,
+                ordered,
             });
         }
         Ok(())
+    }
+}
+
+/// Whether a list cell key (a timeuuid) is one of a prepend: prepends
+/// take keys mirrored around 2010-01-01 (`T' = 2010-01-01 − (T −
+/// 2010-01-01)`), appends and overwrites keys at the write's time.
+fn is_prepended_list_key(key: &CqlValue) -> bool {
+    /// 2010-01-01T00:00:00Z in 100 ns units since 1582-10-15, the epoch of
+    /// version-1 UUIDs.
+    const PREPEND_EPOCH: u64 = (1_262_304_000 + 12_219_292_800) * 10_000_000;
+    match key {
+        CqlValue::Timeuuid(u) | CqlValue::Uuid(u) if u.get_version_num() == 1 => {
+            let b = u.as_bytes();
+            let time_low = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            let time_mid = u64::from(u16::from_be_bytes([b[4], b[5]]));
+            let time_hi = u64::from(u16::from_be_bytes([b[6], b[7]]) & 0x0fff);
+            (time_hi << 48 | time_mid << 32 | time_low) < PREPEND_EPOCH
+        }
+        _ => false,
     }
 }
 
@@ -513,7 +582,13 @@ async fn writer_task(session: Session, mut rx: mpsc::UnboundedReceiver<Message>,
                 }
                 let session = session.clone();
                 let prepared = prepared.clone();
-                let Write { text, values } = w;
+                let Write { text, values, ordered } = w;
+                if ordered {
+                    // Everything sent before is applied first.
+                    while let Some(r) = tasks.join_next().await {
+                        note(r, &mut error);
+                    }
+                }
                 tasks.spawn(async move {
                     let statement = {
                         let cached = prepared.lock().await.get(&text).cloned();
@@ -582,5 +657,32 @@ impl Consumer for ReplicatorConsumer {
             Ok(Err(e)) => Err(ConsumerError::failed(e)),
             Err(_) => Err(ConsumerError::failed("the writer task stopped")),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn timeuuid(micros_since_unix: i64) -> CqlValue {
+        let ticks = (micros_since_unix * 10 + 122_192_928_000_000_000) as u64;
+        let mut b = [0u8; 16];
+        b[0..4].copy_from_slice(&((ticks & 0xffff_ffff) as u32).to_be_bytes());
+        b[4..6].copy_from_slice(&(((ticks >> 32) & 0xffff) as u16).to_be_bytes());
+        b[6..8].copy_from_slice(&((((ticks >> 48) & 0x0fff) as u16) | 0x1000).to_be_bytes());
+        b[8] = 0x80;
+        CqlValue::Timeuuid(uuid::Uuid::from_bytes(b))
+    }
+
+    #[test]
+    fn prepended_list_keys_are_those_before_2010() {
+        const Y2010: i64 = 1_262_304_000_000_000;
+        let now = 1_790_000_000_000_000;
+        assert!(!is_prepended_list_key(&timeuuid(now)), "an append's key");
+        assert!(is_prepended_list_key(&timeuuid(Y2010 - (now - Y2010))), "a prepend's mirrored key");
+        assert!(is_prepended_list_key(&timeuuid(Y2010 - 1)));
+        assert!(!is_prepended_list_key(&timeuuid(Y2010)));
+        assert!(!is_prepended_list_key(&CqlValue::Int(1)));
     }
 }

@@ -170,16 +170,19 @@ pub fn compare_clustering(schema: &TableSchema, a: &[Bytes], b: &[Bytes]) -> Ord
     a.len().cmp(&b.len())
 }
 
-/// Cassandra's reconciliation of two versions of one cell: the later write
-/// wins; on a tie a tombstone wins, then the greater value.
-fn newer(a: (i64, Option<&Bytes>), b: (i64, Option<&Bytes>)) -> bool {
+/// Cassandra's reconciliation of two versions of one cell `(ts, ttl,
+/// value)` (`Cells.reconcile` since CASSANDRA-14592; Scylla the same since
+/// scylladb#14182): the later write wins; on a tie a tombstone wins, then an
+/// expiring cell over a non-expiring one, then the later expiration (the
+/// cells of one write share "now": the larger TTL), then the greater value.
+fn newer(a: (i64, i32, Option<&Bytes>), b: (i64, i32, Option<&Bytes>)) -> bool {
     match a.0.cmp(&b.0) {
         Ordering::Greater => true,
         Ordering::Less => false,
-        Ordering::Equal => match (a.1, b.1) {
+        Ordering::Equal => match (a.2, b.2) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(x), Some(y)) => x > y,
+            (Some(x), Some(y)) => (a.1, x) > (b.1, y),
         },
     }
 }
@@ -187,7 +190,8 @@ fn newer(a: (i64, Option<&Bytes>), b: (i64, Option<&Bytes>)) -> bool {
 impl RowChange {
     fn merge(&mut self, other: RowChange) {
         if let Some(m) = other.marker {
-            if self.marker.is_none_or(|o| m.0 >= o.0) {
+            // `LivenessInfo.supersedes`: on a tie the expiring (later) marker.
+            if self.marker.is_none_or(|o| m >= o) {
                 self.marker = Some(m);
             }
         }
@@ -200,7 +204,7 @@ impl RowChange {
                     self.columns.insert(i, change);
                 }
                 (Some(ColumnChange::Atomic(old)), ColumnChange::Atomic(new)) => {
-                    if newer((new.ts, new.value.as_ref()), (old.ts, old.value.as_ref())) {
+                    if newer((new.ts, new.ttl, new.value.as_ref()), (old.ts, old.ttl, old.value.as_ref())) {
                         *old = new;
                     }
                 }
@@ -211,7 +215,7 @@ impl RowChange {
                     for cell in new.cells {
                         match old.cells.iter_mut().find(|c| c.key == cell.key) {
                             Some(o) => {
-                                if newer((cell.ts, cell.value.as_ref()), (o.ts, o.value.as_ref())) {
+                                if newer((cell.ts, cell.ttl, cell.value.as_ref()), (o.ts, o.ttl, o.value.as_ref())) {
                                     *o = cell;
                                 }
                             }
@@ -829,7 +833,7 @@ impl Builder<'_, '_> {
             return Ok(());
         }
         // A slice on the next column(s).
-        let (mut lower, mut upper): (Option<(Vec<Bytes>, bool)>, Option<(Vec<Bytes>, bool)>) = (None, None);
+        let (mut lower, mut upper): (Option<SliceBound>, Option<SliceBound>) = (None, None);
         for r in relations {
             let (columns, op, values): (Vec<&String>, CompareOp, Vec<&Term>) = match r {
                 Relation::Compare { column, op, value } if *op != CompareOp::Eq => (vec![column], *op, vec![value]),
@@ -863,7 +867,7 @@ impl Builder<'_, '_> {
             }
         }
         for prefix in prefixes {
-            let bound = |b: &Option<(Vec<Bytes>, bool)>| match b {
+            let bound = |b: &Option<SliceBound>| match b {
                 Some((values, inclusive)) => {
                     let mut p = prefix.clone();
                     p.extend(values.iter().cloned());
@@ -879,6 +883,9 @@ impl Builder<'_, '_> {
         Ok(())
     }
 }
+
+/// A slice bound before it is put after the equality prefix: values and inclusiveness.
+type SliceBound = (Vec<Bytes>, bool);
 
 fn has_slice(schema: &TableSchema, relations: &[Relation]) -> bool {
     relations.iter().any(|r| match r {
@@ -918,5 +925,31 @@ fn range_is_empty(schema: &TableSchema, start: &RangeBound, end: &RangeBound) ->
         Ordering::Greater => true,
         Ordering::Less => false,
         Ordering::Equal => start.prefix.len() == end.prefix.len() && !(start.inclusive && end.inclusive),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_timestamp_cells_reconcile_like_cassandra() {
+        let (one, two) = (Bytes::from_static(&[1]), Bytes::from_static(&[2]));
+        // A later write wins whatever else.
+        assert!(newer((11, 0, Some(&one)), (10, 3600, None)));
+        // Tie: a tombstone, then an expiring cell, then the later expiry, then the value.
+        assert!(newer((10, 0, None), (10, 3600, Some(&two))));
+        assert!(!newer((10, 3600, Some(&two)), (10, 0, None)));
+        assert!(newer((10, 3600, Some(&one)), (10, 0, Some(&two))));
+        assert!(!newer((10, 0, Some(&two)), (10, 3600, Some(&one))));
+        assert!(newer((10, 3600, Some(&one)), (10, 100, Some(&two))));
+        assert!(newer((10, 0, Some(&two)), (10, 0, Some(&one))));
+        assert!(!newer((10, 0, Some(&one)), (10, 0, Some(&two))));
+        // Row markers: on a tie the expiring one.
+        let mut row = RowChange { marker: Some((10, 3600)), ..RowChange::default() };
+        row.merge(RowChange { marker: Some((10, 0)), ..RowChange::default() });
+        assert_eq!(row.marker, Some((10, 3600)));
+        row.merge(RowChange { marker: Some((11, 0)), ..RowChange::default() });
+        assert_eq!(row.marker, Some((11, 0)));
     }
 }

@@ -86,7 +86,7 @@ impl TableSchema {
         keyspace: &str,
         table: &str,
         base: &[BaseColumn],
-        udt: &dyn Fn(&str, &str) -> Option<Vec<(String, String)>>,
+        udt: &super::values::UdtResolver<'_>,
         default_ttl: i32,
         options: CdcOptions,
     ) -> Result<TableSchema, String> {

@@ -155,9 +155,8 @@ impl Shared {
             for t in item.statement.tables() {
                 if let Some((k, t)) = resolve(t, item.keyspace.as_deref()) {
                     let key = (k.to_string(), t.to_string());
-                    if !schemas.contains_key(&key) {
-                        let s = self.cdc_schema(k, t).await.map_err(|e| (0, e.to_string()))?;
-                        schemas.insert(key, s);
+                    if let std::collections::hash_map::Entry::Vacant(slot) = schemas.entry(key) {
+                        slot.insert(self.cdc_schema(k, t).await.map_err(|e| (0, e.to_string()))?);
                     }
                 }
             }
