@@ -1,16 +1,18 @@
 //! The reader: worker threads around the [`Planner`].
 //!
 //! `workers` OS threads each run a current-thread tokio runtime. Streams are
-//! planned one per group, and a group belongs to the worker of its shard
-//! (`shard % workers`: the CDC partitioner gives a stream's token, the
-//! node's sharding gives the shard). A worker opens its own connections —
-//! one per (node, shard) it reads, through Scylla's shard-aware port when
-//! the node offers it — so a window's query, its response buffer, the row
-//! views and the consumer all live on one thread, next to the shard that
-//! holds the rows. Each window is one prepared, single-partition query
-//! `"cdc$stream_id" = ? AND "cdc$time" >= minTimeuuid(?) AND "cdc$time" <
-//! minTimeuuid(?)`, paged, routed by its key (no `IN` that would be served
-//! by one arbitrary shard).
+//! grouped by where they live — the (node, shard) holding them: the CDC
+//! partitioner gives a stream's token, the session's ring its replica, the
+//! node's sharding its shard — in groups of at most 64, and a group belongs
+//! to the worker of its shard (`shard % workers`). A worker opens its own
+//! connections — one per (node, shard) it reads, through Scylla's
+//! shard-aware port when the node offers it — so a window's query, its
+//! response buffer, the row views and the consumer all live on one thread,
+//! next to the shard that holds the rows. Each window of a group is one
+//! prepared, paged query `"cdc$stream_id" IN ? AND "cdc$time" >=
+//! minTimeuuid(?) AND "cdc$time" < minTimeuuid(?)` whose keys all belong to
+//! the shard it is sent to (unlike an `IN` over a vnode's streams, which
+//! spans every shard and is served by whichever one receives it).
 //!
 //! Errors reading a window are retried with exponential backoff (100 ms up
 //! to the sleep interval); consumer errors and unrecoverable errors stop
@@ -276,7 +278,7 @@ impl CdcReaderBuilder {
             None => Arc::new(VnodeGenerations::new(self.session.clone())),
         };
         let text = format!(
-            "SELECT * FROM {}.{} WHERE \"cdc$stream_id\" = ? AND \"cdc$time\" >= minTimeuuid(?) AND \"cdc$time\" < minTimeuuid(?){}",
+            "SELECT * FROM {}.{} WHERE \"cdc$stream_id\" IN ? AND \"cdc$time\" >= minTimeuuid(?) AND \"cdc$time\" < minTimeuuid(?){}",
             quote(&self.keyspace),
             quote(&log),
             if self.bypass_cache { " BYPASS CACHE" } else { "" }
@@ -333,6 +335,10 @@ impl CdcReaderBuilder {
     }
 }
 
+/// Streams per log query: the streams of one (node, shard) are read with
+/// one `IN ?` query per window, in chunks of this size.
+const MAX_STREAMS_PER_QUERY: usize = 64;
+
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
@@ -361,6 +367,23 @@ struct Shared {
 }
 
 impl Shared {
+    /// Where a stream lives: its first replica that the session is
+    /// connected to, that node's sharding, and the shard of the stream.
+    fn place(&self, stream: StreamId) -> Result<(SocketAddr, Option<ShardingInfo>, u16), CdcError> {
+        let token = Token::new(stream.token());
+        let connections = self.session.connections();
+        let node = self
+            .session
+            .replicas(&self.keyspace, token)
+            .into_iter()
+            .find(|n| connections.iter().any(|c| c.addr() == *n))
+            .or_else(|| connections.first().map(Connection::addr))
+            .ok_or(CdcError::NoNodes)?;
+        let sharding = connections.iter().filter(|c| c.addr() == node).find_map(|c| c.sharding().copied());
+        let shard = sharding.as_ref().map_or(0, |s| s.sharder().shard_of(token));
+        Ok((node, sharding, shard))
+    }
+
     fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.wake.notify_waiters();
@@ -558,11 +581,18 @@ impl Worker {
         match self.shared.source.streams(ts).await {
             Ok(groups) => {
                 // One stream per group: each is read through its own shard.
-                let streams: Vec<StreamGroup> = groups
-                    .iter()
-                    .flat_map(|g| g.streams().iter().copied())
-                    .filter_map(|s: StreamId| StreamGroup::new([s]))
+                // Regrouped by the (node, shard) that holds them: one query
+                // per group and window, served by that shard alone.
+                let mut by_place: HashMap<(SocketAddr, u16), Vec<StreamId>> = HashMap::new();
+                for &s in groups.iter().flat_map(|g| g.streams()) {
+                    let (node, _, shard) = self.shared.place(s)?;
+                    by_place.entry((node, shard)).or_default().push(s);
+                }
+                let mut streams: Vec<StreamGroup> = by_place
+                    .into_values()
+                    .flat_map(|v| v.chunks(MAX_STREAMS_PER_QUERY).filter_map(|c| StreamGroup::new(c.iter().copied())).collect::<Vec<_>>())
                     .collect();
+                streams.sort_by_key(StreamGroup::key);
                 if streams.is_empty() {
                     self.shared.planner().generation_fetch_failed(now());
                 } else {
@@ -578,22 +608,13 @@ impl Worker {
         Ok(())
     }
 
-    /// The connection (and prepared query) for a stream: the first replica
-    /// of its token, on the shard that owns it.
+    /// The connection (and prepared query) for a group: the first replica
+    /// of its streams' tokens, on the shard that owns them.
     async fn route(&mut self, stream: StreamId) -> Result<(SocketAddr, u16), CdcError> {
-        let token = Token::new(stream.token());
-        let session = &self.shared.session;
-        let connections = session.connections();
-        let node = session
-            .replicas(&self.shared.keyspace, token)
-            .into_iter()
-            .find(|n| connections.iter().any(|c| c.addr() == *n))
-            .or_else(|| connections.first().map(Connection::addr))
-            .ok_or(CdcError::NoNodes)?;
-        let sharding = connections.iter().filter(|c| c.addr() == node).find_map(|c| c.sharding().copied());
-        let shard = sharding.as_ref().map_or(0, |s| s.sharder().shard_of(token));
+        let (node, sharding, shard) = self.shared.place(stream)?;
         let key = (node, shard);
         if self.routes.get(&key).is_none_or(|r| r.conn.is_closed()) {
+            let session = &self.shared.session;
             let config = &session.config().connection;
             let conn = match &sharding {
                 Some(s) => Connection::open_to_shard(node, shard, s, config).await?,
@@ -613,9 +634,9 @@ impl Worker {
                 self.consumers.insert(window.group, self.shared.factory.new_consumer(&info));
             }
         }
-        for &stream in window.streams.streams() {
-            let key = self.route(stream).await?;
-            let values = (stream, CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
+        {
+            let key = self.route(window.streams.key()).await?;
+            let values = (window.streams.streams(), CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
             let mut paging: Option<PagingState> = None;
             loop {
                 let Some(route) = self.routes.get_mut(&key) else { return Err(CdcError::NoNodes) };

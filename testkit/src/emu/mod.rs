@@ -170,6 +170,8 @@ impl Default for FrontConfig {
 #[derive(Debug, Clone)]
 pub(crate) struct StatementInfo {
     pub(crate) pk_indexes: Vec<u16>,
+    /// The partition key is one column bound as a list (`pk IN ?`).
+    pub(crate) in_list: bool,
     pub(crate) partitioner: Partitioner,
     /// The statement, when it is DML (for CDC log synthesis).
     pub(crate) dml: Option<Arc<cdclog::dml::Statement>>,

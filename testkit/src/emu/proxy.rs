@@ -290,6 +290,20 @@ impl Conn {
             if info.pk_indexes.is_empty() || values.names.is_some() {
                 return None;
             }
+            if info.in_list {
+                // `pk IN ?`: served where it arrives; a hit only when every
+                // key lives on this shard (else the shard must ask others).
+                let list = values.values.get(usize::from(*info.pk_indexes.first()?))?.as_bytes()?;
+                let keys = super::cdclog::values::collection_elements(list).ok()?;
+                let mut shard = None;
+                for key in keys {
+                    let s = self.shared.sharder.shard_of(info.partitioner.token_of_key([key?]).ok()??);
+                    if s != self.shard || shard.is_none() {
+                        shard = Some(s);
+                    }
+                }
+                return shard;
+            }
             let mut key = Vec::with_capacity(info.pk_indexes.len());
             for &i in &info.pk_indexes {
                 key.push(values.values.get(usize::from(i))?.as_bytes()?);
@@ -752,15 +766,29 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: 
     let dml = conn.dml(text).map(|d| (d, keyspace));
     if let Some(spec) = p.metadata.specs.first() {
         let partitioner = conn.shared.partitioner_of(&spec.keyspace, &spec.table);
-        // `pk IN ?` binds a list of keys: a multi-partition request, not routable.
+        // `pk IN ?` binds a list of keys: a multi-partition request, routed
+        // (counted) by all of its keys when the key has one column.
         let multi = p.metadata.pk_indexes.iter().any(|&i| {
             match p.metadata.specs.get(usize::from(i)) {
                 Some(s) => s.name.to_ascii_lowercase().starts_with("in("),
                 None => true,
             }
         });
+        // Cassandra reports no key index for `"cdc$stream_id" IN ?` (the
+        // marker's column is `in(cdc$stream_id)`); the log's key is that one
+        // column, so the list is the key.
+        let log_in = (partitioner == Partitioner::Cdc && p.metadata.pk_indexes.is_empty())
+            .then(|| p.metadata.specs.iter().position(|s| s.name == "in(cdc$stream_id)"))
+            .flatten()
+            .and_then(|i| u16::try_from(i).ok());
+        let (pk_indexes, in_list) = match log_in {
+            Some(i) => (vec![i], true),
+            None if multi && p.metadata.pk_indexes.len() > 1 => (Vec::new(), false),
+            None => (p.metadata.pk_indexes.clone(), multi),
+        };
         let info = StatementInfo {
-            pk_indexes: if multi { Vec::new() } else { p.metadata.pk_indexes.clone() },
+            pk_indexes,
+            in_list,
             partitioner,
             keyspace: dml.as_ref().and_then(|d| d.1.clone()).or_else(|| Some(spec.keyspace.clone())),
             dml: dml.map(|d| d.0),
@@ -770,7 +798,13 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: 
         }
         inc(&conn.shared.counters.prepared_learned);
     } else if let Some((statement, keyspace)) = dml {
-        let info = StatementInfo { pk_indexes: Vec::new(), partitioner: Partitioner::Murmur3, dml: Some(statement), keyspace };
+        let info = StatementInfo {
+            pk_indexes: Vec::new(),
+            in_list: false,
+            partitioner: Partitioner::Murmur3,
+            dml: Some(statement),
+            keyspace,
+        };
         if let Ok(mut m) = conn.shared.prepared.lock() {
             m.insert(p.id.clone(), Arc::new(info));
         }
