@@ -4,6 +4,9 @@
 //! * `cargo xtask demo` — start a local Cassandra 5.0 (via `testkit`), ask it
 //!   OPTIONS over a plain `TcpStream`, then run the driver against it end to
 //!   end, stop it.
+//! * `cargo xtask bench` — the benchmark comparison suite (shardwise beside
+//!   the official driver) against a Cassandra and an emulation front it
+//!   starts itself; writes `benches/results/latest.md`.
 //! * `cargo xtask test` — the whole test suite against a server it starts
 //!   itself: workspace tests, loom models, fuzz smoke runs. CI runs exactly
 //!   this (`.ci/run`).
@@ -13,6 +16,7 @@
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+mod bench;
 mod demo;
 mod test;
 
@@ -48,6 +52,23 @@ tasks:
   demo                 start a local Cassandra 5.0, show what it serves (OPTIONS), run the
                        driver against it (writes, reads, latency), stop it
                        (uses $SHARDWISE_CASSANDRA instead when that is set)
+  bench [options]      the benchmark comparison suite, shardwise beside the official driver:
+                       1. cargo build --release -p shardwise-benches --bin workload (and --bin cdc_thesis)
+                       2. start Cassandra 5.0 (or use $SHARDWISE_CASSANDRA) and a Scylla emulation
+                          front with 2 shards, in this process
+                       3. target/release/workload compare {write,read} at 1 thread x 128 and
+                          2 threads x 2048 in flight, against Cassandra and through the front
+                          (3 rounds of 6 s runs per comparison, alternating the drivers)
+                       4. target/release/cdc_thesis --node <front> (the CDC benchmark), if it builds
+                       5. print the results and write benches/results/latest.md (copy into
+                          benches/RESULTS.md) and one JSON file per comparison beside it;
+                          about 7 minutes plus the server start and the CDC benchmark
+    --quick              1 s runs, 1 round, small load: checks that everything works
+    --no-cdc             skip step 4
+    --cdc-only           skip step 3
+    --duration D         run time per measured run (e.g. 10s, or a cycle count)
+    --warmup D           warm-up before each run (default 1s)
+    --rounds N           rounds per comparison (default 3)
   test [options]       the whole suite against a Cassandra it starts itself:
                        1. start a node (or use $SHARDWISE_CASSANDRA), export
                           SHARDWISE_CASSANDRA=<addr> to the test steps
@@ -70,6 +91,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("demo") => demo::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("emu") => emu(&args[1..]),
         Some("help" | "-h" | "--help") => {

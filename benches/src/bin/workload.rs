@@ -1,2 +1,983 @@
-//! Placeholder.
-fn main() {}
+//! `workload`: a latte-style workload runner for shardwise and the official
+//! ScyllaDB driver (`scylla` 1.9), both in this one binary.
+//!
+//! ```text
+//! workload run write --driver shardwise -d 10s -t 1 -p 128 --node 127.0.0.1:9042
+//! workload compare read --rounds 3 -d 10s -t 2 -p 2048 --node 127.0.0.1:9042 --markdown out.md
+//! ```
+//!
+//! Vocabulary as in latte: `-d/--duration` (time such as `10s`, or a cycle
+//! count such as `100000`), `-w/--warmup`, `-t/--threads`,
+//! `-p/--concurrency` (requests in flight per thread), `-c/--connections`
+//! (per shard, per node), `-r/--rate` (ops/s for the whole process),
+//! `--consistency`, `--node host:port`.
+//!
+//! Workloads, on `<keyspace>.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)`:
+//! `write` (prepared INSERT, pk = cycle), `read` (prepared SELECT by pk of
+//! the `--load N` rows loaded first), `mixed` (even cycles write, odd cycles
+//! read).
+//!
+//! Threading, as latte does it: one tokio runtime per run, current-thread
+//! when `-t 1`, otherwise multi-thread with `-t` workers; one session shared
+//! by everything (latte shares one driver session through its context); `-t`
+//! top-level tasks, each running `-p` request loops (one request at a time
+//! per loop). The drivers' own connection tasks run on the same runtime.
+//!
+//! Measured per run (after the warm-up): elapsed, throughput, latency
+//! percentiles (HDR histogram, from just before `execute` to the decoded
+//! answer), client CPU (user + system of the whole process from
+//! `getrusage(RUSAGE_SELF)`, so the drivers' background tasks count), CPU
+//! utilisation, CPU per request, heap allocations per request (a counting
+//! global allocator), errors.
+//!
+//! `compare` runs shardwise and the official driver alternately (A B A B …)
+//! against the same server and reports per-round ratios shardwise/official
+//! and their median.
+
+use std::fmt::Write as _;
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hdrhistogram::Histogram;
+use shardwise_benches::alloc_count::{allocations, CountingAllocator};
+use shardwise_benches::rusage::{online_cpus, process_cpu_time};
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// The `v2` value of every row (32 bytes): a constant, so the runner itself
+/// allocates nothing per request.
+const TEXT: &str = "shardwise workload value 0123456";
+
+#[derive(Parser, Debug)]
+#[command(name = "workload", version, about = "latte-style workload runner: shardwise beside the official ScyllaDB driver")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one workload with one driver and print latte-style statistics.
+    Run {
+        #[command(flatten)]
+        common: Common,
+        /// Which driver to run.
+        #[arg(long, value_enum, default_value_t = DriverKind::Shardwise)]
+        driver: DriverKind,
+        /// Write the figures as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+    },
+    /// Run both drivers alternately (shardwise, official, shardwise, …) and
+    /// print per-round ratios shardwise/official with their median.
+    Compare {
+        #[command(flatten)]
+        common: Common,
+        /// Rounds (each runs both drivers once).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Write the runs, ratios and medians as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+        /// Write a markdown section (tables) to this file.
+        #[arg(long)]
+        markdown: Option<std::path::PathBuf>,
+        /// Heading text for the markdown section (e.g. the server).
+        #[arg(long)]
+        label: Option<String>,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// write | read | mixed.
+    #[arg(value_enum)]
+    workload: WorkloadKind,
+    /// Run time (`10s`, `500ms`, `2m`) or a number of cycles (`100000`).
+    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_interval)]
+    duration: Interval,
+    /// Warm-up before each measured run, not measured (time or cycles).
+    #[arg(short = 'w', long, default_value = "1s", value_parser = parse_interval)]
+    warmup: Interval,
+    /// Threads (tokio workers; one task of `-p` request loops each).
+    #[arg(short = 't', long, default_value = "1")]
+    threads: NonZeroUsize,
+    /// Requests in flight per thread.
+    #[arg(short = 'p', long, default_value = "128")]
+    concurrency: NonZeroUsize,
+    /// Connections per shard (per node for Cassandra).
+    #[arg(short = 'c', long, default_value = "1")]
+    connections: NonZeroUsize,
+    /// Maximum rate in ops/s for the whole process (default: unlimited).
+    #[arg(short = 'r', long)]
+    rate: Option<f64>,
+    /// Consistency level (ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM, ALL, …).
+    #[arg(long, default_value = "LOCAL_QUORUM")]
+    consistency: String,
+    /// Contact point host:port (repeatable).
+    #[arg(long = "node", default_value = "127.0.0.1:9042")]
+    nodes: Vec<String>,
+    /// Keyspace of the `kv` table (created if missing, replication factor 1).
+    #[arg(long, default_value = "shardwise_workload")]
+    keyspace: String,
+    /// Rows (pk 0..N) to load before a `read` or `mixed` run, or before a
+    /// `write` run when given. Loading is skipped when pk 0 and pk N-1 exist.
+    #[arg(long)]
+    load: Option<u64>,
+    /// Request timeout in seconds (latte's default: 5); 0: none, for both
+    /// drivers (no per-request timer).
+    #[arg(long, default_value_t = 5.0)]
+    request_timeout: f64,
+    /// Highest protocol version shardwise may negotiate (4 or 5; the official
+    /// driver speaks v4 only). Default: shardwise's own default (v5 first).
+    #[arg(long)]
+    protocol: Option<u8>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum WorkloadKind {
+    /// Prepared INSERT of (pk, v1, v2).
+    Write,
+    /// Prepared SELECT v1, v2 by pk of loaded rows.
+    Read,
+    /// Half writes, half reads.
+    Mixed,
+}
+
+impl WorkloadKind {
+    fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Write => "write",
+            WorkloadKind::Read => "read",
+            WorkloadKind::Mixed => "mixed",
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum DriverKind {
+    /// This project's driver.
+    Shardwise,
+    /// The official ScyllaDB driver, `scylla` 1.9.
+    Official,
+}
+
+impl DriverKind {
+    fn name(self) -> &'static str {
+        match self {
+            DriverKind::Shardwise => "shardwise",
+            DriverKind::Official => "official",
+        }
+    }
+}
+
+/// How long a phase runs: for a time, or for a number of cycles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Interval {
+    Time(Duration),
+    Count(u64),
+}
+
+impl std::fmt::Display for Interval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Interval::Time(d) => write!(f, "{} s", d.as_secs_f64()),
+            Interval::Count(n) => write!(f, "{n} cycles"),
+        }
+    }
+}
+
+fn parse_interval(s: &str) -> Result<Interval, String> {
+    let s = s.trim();
+    if let Ok(n) = s.replace('_', "").parse::<u64>() {
+        return Ok(Interval::Count(n));
+    }
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(|| format!("bad duration {s:?}"))?;
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.trim().parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("bad duration unit {unit:?} (ms, s, m, h, or a plain cycle count)")),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("bad duration {s:?}"));
+    }
+    Ok(Interval::Time(Duration::from_secs_f64(secs)))
+}
+
+fn parse_consistency(s: &str) -> anyhow::Result<(shardwise::protocol::consistency::Consistency, scylla::statement::Consistency)> {
+    use scylla::statement::Consistency as O;
+    use shardwise::protocol::consistency::Consistency as S;
+    Ok(match s.to_ascii_uppercase().replace('-', "_").as_str() {
+        "ANY" => (S::Any, O::Any),
+        "ONE" => (S::One, O::One),
+        "TWO" => (S::Two, O::Two),
+        "THREE" => (S::Three, O::Three),
+        "QUORUM" => (S::Quorum, O::Quorum),
+        "ALL" => (S::All, O::All),
+        "LOCAL_QUORUM" => (S::LocalQuorum, O::LocalQuorum),
+        "EACH_QUORUM" => (S::EachQuorum, O::EachQuorum),
+        "LOCAL_ONE" => (S::LocalOne, O::LocalOne),
+        other => bail!("unknown consistency {other:?}"),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// The two drivers behind one interface.
+
+/// One request of the workload, on one driver.
+trait Driver: Send + Sync + 'static {
+    /// Prepared INSERT of row `pk`.
+    fn write(&self, pk: i64) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// Prepared SELECT of row `pk`; `Ok(false)` when the row is missing.
+    fn read(&self, pk: i64) -> impl Future<Output = anyhow::Result<bool>> + Send;
+    /// Protocol version in use, for the report.
+    fn protocol(&self) -> String;
+}
+
+struct Shardwise {
+    session: shardwise::Session,
+    insert: shardwise::PreparedStatement,
+    select: shardwise::PreparedStatement,
+}
+
+impl Shardwise {
+    async fn connect(c: &Common) -> anyhow::Result<Shardwise> {
+        let session = shardwise_session(c, c.connections.get()).await?;
+        let (insert, select) = (insert_cql(&c.keyspace), select_cql(&c.keyspace));
+        let insert = session.prepare(insert.as_str()).await.context("prepare INSERT (shardwise)")?;
+        let select = session.prepare(select.as_str()).await.context("prepare SELECT (shardwise)")?;
+        Ok(Shardwise { session, insert, select })
+    }
+}
+
+async fn shardwise_session(c: &Common, connections: usize) -> anyhow::Result<shardwise::Session> {
+    use shardwise::protocol::frame::ProtocolVersion;
+    let (consistency, _) = parse_consistency(&c.consistency)?;
+    let mut b = shardwise::SessionBuilder::new()
+        .default_consistency(consistency)
+        .connections_per_node(connections)
+        .request_timeout(request_timeout(c));
+    for n in &c.nodes {
+        b = b.known_node(n.clone());
+    }
+    match c.protocol {
+        None => {}
+        Some(4) => b = b.protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4),
+        Some(5) => b = b.protocol_versions(ProtocolVersion::V4, ProtocolVersion::V5),
+        Some(v) => bail!("--protocol {v}: 4 or 5"),
+    }
+    b.build().await.context("shardwise session")
+}
+
+impl Driver for Shardwise {
+    async fn write(&self, pk: i64) -> anyhow::Result<()> {
+        self.session.execute(&self.insert, ShardwiseRow { pk, v1: pk.wrapping_mul(2), v2: TEXT }).await?;
+        Ok(())
+    }
+    async fn read(&self, pk: i64) -> anyhow::Result<bool> {
+        let result = self.session.execute(&self.select, (pk,)).await?;
+        let row: Option<(i64, &str)> = result.first_row()?;
+        Ok(row.is_some_and(|(v1, v2)| v1 == pk.wrapping_mul(2) && !v2.is_empty()))
+    }
+    fn protocol(&self) -> String {
+        match self.session.connections().first() {
+            Some(c) => format!("{:?}", c.version()),
+            None => "?".into(),
+        }
+    }
+}
+
+struct Official {
+    session: scylla::client::session::Session,
+    insert: scylla::statement::prepared::PreparedStatement,
+    select: scylla::statement::prepared::PreparedStatement,
+}
+
+impl Official {
+    async fn connect(c: &Common) -> anyhow::Result<Official> {
+        use scylla::client::execution_profile::ExecutionProfile;
+        use scylla::client::PoolSize;
+        let (_, consistency) = parse_consistency(&c.consistency)?;
+        let profile = ExecutionProfile::builder()
+            .consistency(consistency)
+            .request_timeout(request_timeout(c))
+            .build();
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_nodes(&c.nodes)
+            .pool_size(PoolSize::PerShard(c.connections))
+            .default_execution_profile_handle(profile.into_handle())
+            .build()
+            .await
+            .context("official driver session")?;
+        let insert = session.prepare(insert_cql(&c.keyspace)).await.context("prepare INSERT (official)")?;
+        let select = session.prepare(select_cql(&c.keyspace)).await.context("prepare SELECT (official)")?;
+        Ok(Official { session, insert, select })
+    }
+}
+
+impl Driver for Official {
+    async fn write(&self, pk: i64) -> anyhow::Result<()> {
+        self.session.execute_unpaged(&self.insert, OfficialRow { pk, v1: pk.wrapping_mul(2), v2: TEXT }).await?;
+        Ok(())
+    }
+    async fn read(&self, pk: i64) -> anyhow::Result<bool> {
+        let result = self.session.execute_unpaged(&self.select, (pk,)).await?;
+        let rows = result.into_rows_result()?;
+        let row: Option<(i64, &str)> = rows.maybe_first_row()?;
+        Ok(row.is_some_and(|(v1, v2)| v1 == pk.wrapping_mul(2) && !v2.is_empty()))
+    }
+    fn protocol(&self) -> String {
+        "V4".into()
+    }
+}
+
+/// The INSERT's values for shardwise. Both drivers get a struct without
+/// lifetime parameters: with a `(i64, i64, &str)` tuple, rustc cannot prove
+/// the request future `Send` inside a trait's `impl Future + Send` method
+/// (higher-ranked lifetime inference, E0477), for either driver.
+#[derive(shardwise::SerializeValues)]
+struct ShardwiseRow {
+    pk: i64,
+    v1: i64,
+    v2: &'static str,
+}
+
+/// The INSERT's values for the official driver (see [`ShardwiseRow`]).
+#[derive(scylla::SerializeRow)]
+struct OfficialRow {
+    pk: i64,
+    v1: i64,
+    v2: &'static str,
+}
+
+fn request_timeout(c: &Common) -> Option<Duration> {
+    (c.request_timeout > 0.0).then(|| Duration::from_secs_f64(c.request_timeout))
+}
+
+fn insert_cql(ks: &str) -> String {
+    format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)")
+}
+
+fn select_cql(ks: &str) -> String {
+    format!("SELECT v1, v2 FROM {ks}.kv WHERE pk = ?")
+}
+
+// ---------------------------------------------------------------------------
+// Schema and load (always with shardwise; not measured).
+
+async fn prepare_data(c: &Common) -> anyhow::Result<()> {
+    use shardwise::Statement;
+    let session = shardwise_session(c, 1).await?;
+    let ks = &c.keyspace;
+    session
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
+        .await
+        .context("CREATE KEYSPACE")?;
+    session
+        .execute(&Statement::new(format!("CREATE TABLE IF NOT EXISTS {ks}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)")), ())
+        .await
+        .context("CREATE TABLE")?;
+    let rows = load_rows(c);
+    if rows == 0 {
+        return Ok(());
+    }
+    let insert = session.prepare(insert_cql(ks).as_str()).await?;
+    let select = session.prepare(select_cql(ks).as_str()).await?;
+    let present = |pk: i64| {
+        let (session, select) = (&session, &select);
+        async move {
+            let r = session.execute(select, (pk,)).await?;
+            anyhow::Ok(r.first_row::<(i64, &str)>()?.is_some())
+        }
+    };
+    if present(0).await? && present(rows as i64 - 1).await? {
+        eprintln!("load: {rows} rows already present in {ks}.kv");
+        return Ok(());
+    }
+    let started = Instant::now();
+    let next = AtomicU64::new(0);
+    let loops = (0..256).map(|_| async {
+        loop {
+            let pk = next.fetch_add(1, Ordering::Relaxed);
+            if pk >= rows {
+                return anyhow::Ok(());
+            }
+            let pk = pk as i64;
+            session.execute(&insert, (pk, pk.wrapping_mul(2), TEXT)).await.context("load INSERT")?;
+        }
+    });
+    for r in futures::future::join_all(loops).await {
+        r?;
+    }
+    eprintln!("load: {rows} rows into {ks}.kv in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn load_rows(c: &Common) -> u64 {
+    match (c.workload, c.load) {
+        (_, Some(n)) => n,
+        (WorkloadKind::Write, None) => 0,
+        (_, None) => 100_000,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The run loop.
+
+/// What one thread (task) collects.
+struct ThreadStats {
+    histogram: Histogram<u64>,
+    ops: u64,
+    errors: u64,
+    missing_rows: u64,
+    first_error: Option<String>,
+}
+
+impl ThreadStats {
+    fn new() -> anyhow::Result<ThreadStats> {
+        Ok(ThreadStats {
+            // Nanoseconds, 1 ns .. 100 s, 3 significant digits.
+            histogram: Histogram::new_with_bounds(1, 100_000_000_000, 3)?,
+            ops: 0,
+            errors: 0,
+            missing_rows: 0,
+            first_error: None,
+        })
+    }
+}
+
+/// Parameters of one phase, shared by the threads.
+struct Phase {
+    workload: WorkloadKind,
+    interval: Interval,
+    threads: u64,
+    /// Rows to read from (pk 0..rows).
+    rows: u64,
+    /// Per-thread rate in ops/s.
+    rate_per_thread: Option<f64>,
+}
+
+/// One thread's task: `concurrency` loops, each one request at a time.
+async fn thread_task<D: Driver>(db: Arc<D>, phase: Arc<Phase>, index: u64, concurrency: usize, start: Instant) -> anyhow::Result<ThreadStats> {
+    let stats = Mutex::new(ThreadStats::new()?);
+    let next = AtomicU64::new(0);
+    let deadline = match phase.interval {
+        Interval::Time(d) => Some(start + d),
+        Interval::Count(_) => None,
+    };
+    let limit = match phase.interval {
+        // Thread `index` runs cycles index, index + threads, …
+        Interval::Count(n) => (n + phase.threads - 1 - index) / phase.threads,
+        Interval::Time(_) => u64::MAX,
+    };
+    let one_loop = || async {
+        loop {
+            let local = next.fetch_add(1, Ordering::Relaxed);
+            if local >= limit {
+                return;
+            }
+            if let Some(rate) = phase.rate_per_thread {
+                tokio::time::sleep_until((start + Duration::from_secs_f64(local as f64 / rate)).into()).await;
+            }
+            let t0 = Instant::now();
+            if deadline.is_some_and(|d| t0 >= d) {
+                return;
+            }
+            let cycle = local * phase.threads + index;
+            let write = match phase.workload {
+                WorkloadKind::Write => true,
+                WorkloadKind::Read => false,
+                WorkloadKind::Mixed => cycle.is_multiple_of(2),
+            };
+            let result = if write {
+                db.write(cycle as i64).await.map(|()| true)
+            } else {
+                db.read((cycle % phase.rows.max(1)) as i64).await
+            };
+            let ns = t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+            let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
+            s.ops += 1;
+            match result {
+                Ok(found) => {
+                    s.histogram.saturating_record(ns.max(1));
+                    if !found {
+                        s.missing_rows += 1;
+                    }
+                }
+                Err(e) => {
+                    s.errors += 1;
+                    if s.first_error.is_none() {
+                        s.first_error = Some(format!("{e:#}"));
+                    }
+                }
+            }
+        }
+    };
+    futures::future::join_all((0..concurrency).map(|_| one_loop())).await;
+    Ok(stats.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Figures of one measured run.
+#[derive(Debug, Clone)]
+struct RunReport {
+    driver: DriverKind,
+    workload: WorkloadKind,
+    threads: usize,
+    concurrency: usize,
+    connections: usize,
+    protocol: String,
+    elapsed_s: f64,
+    ops: u64,
+    errors: u64,
+    missing_rows: u64,
+    first_error: Option<String>,
+    throughput: f64,
+    mean_ms: f64,
+    p50_ms: f64,
+    p90_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    max_ms: f64,
+    cpu_user_s: f64,
+    cpu_sys_s: f64,
+    cpu_s: f64,
+    /// Percent of all online CPUs (latte's figure).
+    cpu_util: f64,
+    cpu_us_per_op: f64,
+    allocs: u64,
+    allocs_per_op: f64,
+}
+
+async fn run_phase<D: Driver>(db: &Arc<D>, phase: Phase, concurrency: usize, multi: bool) -> anyhow::Result<(Vec<ThreadStats>, Duration)> {
+    let phase = Arc::new(phase);
+    let start = Instant::now();
+    let mut stats = Vec::new();
+    if multi {
+        let handles: Vec<_> =
+            (0..phase.threads).map(|i| tokio::spawn(thread_task(db.clone(), phase.clone(), i, concurrency, start))).collect();
+        for h in handles {
+            stats.push(h.await??);
+        }
+    } else {
+        stats.push(thread_task(db.clone(), phase.clone(), 0, concurrency, start).await?);
+    }
+    Ok((stats, start.elapsed()))
+}
+
+async fn measure<D: Driver>(db: D, c: &Common, driver: DriverKind) -> anyhow::Result<RunReport> {
+    let db = Arc::new(db);
+    let threads = c.threads.get();
+    let concurrency = c.concurrency.get();
+    let multi = threads > 1;
+    let rows = load_rows(c);
+    let rate_per_thread = c.rate.map(|r| r / threads as f64);
+    // Warm-up: pools fill, buffers and stream-id tables reach their size.
+    if c.warmup != Interval::Count(0) && c.warmup != Interval::Time(Duration::ZERO) {
+        let phase = Phase { workload: c.workload, interval: c.warmup, threads: threads as u64, rows, rate_per_thread };
+        run_phase(&db, phase, concurrency, multi).await?;
+    }
+    let protocol = db.protocol();
+    let cpu0 = process_cpu_time()?;
+    let allocs0 = allocations();
+    let phase = Phase { workload: c.workload, interval: c.duration, threads: threads as u64, rows, rate_per_thread };
+    let (stats, elapsed) = run_phase(&db, phase, concurrency, multi).await?;
+    let allocs = allocations().saturating_sub(allocs0);
+    let cpu = process_cpu_time()?.since(&cpu0);
+    drop(db);
+
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)?;
+    let (mut ops, mut errors, mut missing_rows, mut first_error) = (0u64, 0u64, 0u64, None);
+    for s in stats {
+        hist.add(&s.histogram)?;
+        ops += s.ops;
+        errors += s.errors;
+        missing_rows += s.missing_rows;
+        first_error = first_error.or(s.first_error);
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let elapsed_s = elapsed.as_secs_f64();
+    let cpu_s = cpu.total().as_secs_f64();
+    let per_op = |x: f64| if ops == 0 { f64::NAN } else { x / ops as f64 };
+    Ok(RunReport {
+        driver,
+        workload: c.workload,
+        threads,
+        concurrency,
+        connections: c.connections.get(),
+        protocol,
+        elapsed_s,
+        ops,
+        errors,
+        missing_rows,
+        first_error,
+        throughput: ops as f64 / elapsed_s,
+        mean_ms: hist.mean() / 1e6,
+        p50_ms: ms(hist.value_at_quantile(0.5)),
+        p90_ms: ms(hist.value_at_quantile(0.9)),
+        p99_ms: ms(hist.value_at_quantile(0.99)),
+        p999_ms: ms(hist.value_at_quantile(0.999)),
+        max_ms: ms(hist.max()),
+        cpu_user_s: cpu.user.as_secs_f64(),
+        cpu_sys_s: cpu.system.as_secs_f64(),
+        cpu_s,
+        cpu_util: 100.0 * cpu_s / elapsed_s / online_cpus() as f64,
+        cpu_us_per_op: per_op(cpu_s * 1e6),
+        allocs,
+        allocs_per_op: per_op(allocs as f64),
+    })
+}
+
+/// One run of one driver in a runtime of its own (dropped afterwards, with
+/// the session and its tasks).
+fn run_driver(c: &Common, driver: DriverKind) -> anyhow::Result<RunReport> {
+    let threads = c.threads.get();
+    let rt = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build()?
+    };
+    let report = rt.block_on(async {
+        match driver {
+            DriverKind::Shardwise => measure(Shardwise::connect(c).await?, c, driver).await,
+            DriverKind::Official => measure(Official::connect(c).await?, c, driver).await,
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    report
+}
+
+fn setup(c: &Common) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(prepare_data(c))
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+fn print_config(c: &Common, what: &str) {
+    println!("CONFIG");
+    println!("            Mode  {what}");
+    println!("        Workload  {} on {}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)", c.workload.name(), c.keyspace);
+    println!("           Nodes  {}", c.nodes.join(", "));
+    println!("     Consistency  {}", c.consistency.to_ascii_uppercase());
+    println!("         Threads  {}", c.threads);
+    println!("     Concurrency  {} in flight per thread", c.concurrency);
+    println!("     Connections  {} per shard", c.connections);
+    println!("        Max rate  {}", c.rate.map(|r| format!("{r} op/s")).unwrap_or_else(|| "unlimited".into()));
+    println!("          Warmup  {}", c.warmup);
+    println!("        Run time  {}", c.duration);
+    println!("   Loaded rows    {}", load_rows(c));
+    println!("   Client CPUs    {} online", online_cpus());
+    println!();
+}
+
+fn print_report(r: &RunReport) {
+    println!(
+        "SUMMARY  {}  {}  {} thread(s) x {} in flight, {} connection(s)/shard, protocol {}",
+        r.driver.name(),
+        r.workload.name(),
+        r.threads,
+        r.concurrency,
+        r.connections,
+        r.protocol
+    );
+    println!("         Elapsed time       [s]  {:>12.3}", r.elapsed_s);
+    println!("             CPU time       [s]  {:>12.3}   (user {:.3}, sys {:.3})", r.cpu_s, r.cpu_user_s, r.cpu_sys_s);
+    println!("      CPU utilisation       [%]  {:>12.1}   (of {} CPUs)", r.cpu_util, online_cpus());
+    println!("        CPU / request      [µs]  {:>12.2}", r.cpu_us_per_op);
+    println!("     Allocs / request            {:>12.3}   ({} in all)", r.allocs_per_op, r.allocs);
+    println!("             Requests      [op]  {:>12}", r.ops);
+    println!("               Errors      [op]  {:>12}", r.errors);
+    if r.missing_rows > 0 {
+        println!("         Missing rows      [op]  {:>12}", r.missing_rows);
+    }
+    println!("           Throughput    [op/s]  {:>12.0}", r.throughput);
+    println!(
+        "    Latency [ms]  mean {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
+        r.mean_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms
+    );
+    if let Some(e) = &r.first_error {
+        println!("      First error  {e}");
+    }
+    println!();
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".into()
+    }
+}
+
+fn report_json(r: &RunReport) -> String {
+    format!(
+        "{{\"driver\": {}, \"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"protocol\": {}, \
+         \"elapsed_s\": {}, \"ops\": {}, \"errors\": {}, \"missing_rows\": {}, \"throughput\": {}, \"mean_ms\": {}, \"p50_ms\": {}, \
+         \"p90_ms\": {}, \"p99_ms\": {}, \"p999_ms\": {}, \"max_ms\": {}, \"cpu_user_s\": {}, \"cpu_sys_s\": {}, \"cpu_s\": {}, \
+         \"cpu_util_pct\": {}, \"cpu_us_per_op\": {}, \"allocs\": {}, \"allocs_per_op\": {}, \"first_error\": {}}}",
+        json_str(r.driver.name()),
+        json_str(r.workload.name()),
+        r.threads,
+        r.concurrency,
+        r.connections,
+        json_str(&r.protocol),
+        json_num(r.elapsed_s),
+        r.ops,
+        r.errors,
+        r.missing_rows,
+        json_num(r.throughput),
+        json_num(r.mean_ms),
+        json_num(r.p50_ms),
+        json_num(r.p90_ms),
+        json_num(r.p99_ms),
+        json_num(r.p999_ms),
+        json_num(r.max_ms),
+        json_num(r.cpu_user_s),
+        json_num(r.cpu_sys_s),
+        json_num(r.cpu_s),
+        json_num(r.cpu_util),
+        json_num(r.cpu_us_per_op),
+        r.allocs,
+        json_num(r.allocs_per_op),
+        r.first_error.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
+    )
+}
+
+/// Ratios shardwise/official of one round.
+#[derive(Debug, Clone, Copy)]
+struct Ratios {
+    cpu_per_op: f64,
+    throughput: f64,
+    p50: f64,
+    p99: f64,
+}
+
+impl Ratios {
+    fn of(s: &RunReport, o: &RunReport) -> Ratios {
+        Ratios {
+            cpu_per_op: s.cpu_us_per_op / o.cpu_us_per_op,
+            throughput: s.throughput / o.throughput,
+            p50: s.p50_ms / o.p50_ms,
+            p99: s.p99_ms / o.p99_ms,
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+struct Comparison {
+    runs: Vec<(RunReport, RunReport)>,
+    ratios: Vec<Ratios>,
+    median: Ratios,
+    median_allocs: (f64, f64),
+    median_cpu: (f64, f64),
+}
+
+fn compare_summary(runs: Vec<(RunReport, RunReport)>) -> Comparison {
+    let ratios: Vec<Ratios> = runs.iter().map(|(s, o)| Ratios::of(s, o)).collect();
+    let pick = |f: fn(&Ratios) -> f64| median(ratios.iter().map(f).collect());
+    let median_r = Ratios { cpu_per_op: pick(|r| r.cpu_per_op), throughput: pick(|r| r.throughput), p50: pick(|r| r.p50), p99: pick(|r| r.p99) };
+    let median_allocs = (median(runs.iter().map(|(s, _)| s.allocs_per_op).collect()), median(runs.iter().map(|(_, o)| o.allocs_per_op).collect()));
+    let median_cpu = (median(runs.iter().map(|(s, _)| s.cpu_us_per_op).collect()), median(runs.iter().map(|(_, o)| o.cpu_us_per_op).collect()));
+    Comparison { runs, ratios, median: median_r, median_allocs, median_cpu }
+}
+
+fn print_comparison(cmp: &Comparison) {
+    println!("COMPARISON  shardwise / official, per round");
+    println!("  round   CPU/request   throughput        p50        p99   allocs/req (shardwise, official)");
+    for (i, (r, (s, o))) in cmp.ratios.iter().zip(&cmp.runs).enumerate() {
+        println!(
+            "  {:>5}   {:>10.3}x   {:>9.3}x  {:>8.3}x  {:>8.3}x   {:.3}, {:.3}",
+            i + 1,
+            r.cpu_per_op,
+            r.throughput,
+            r.p50,
+            r.p99,
+            s.allocs_per_op,
+            o.allocs_per_op
+        );
+    }
+    let m = &cmp.median;
+    println!(
+        "  median  {:>10.3}x   {:>9.3}x  {:>8.3}x  {:>8.3}x   {:.3}, {:.3}",
+        m.cpu_per_op, m.throughput, m.p50, m.p99, cmp.median_allocs.0, cmp.median_allocs.1
+    );
+    println!("  median CPU per request: shardwise {:.2} µs, official {:.2} µs", cmp.median_cpu.0, cmp.median_cpu.1);
+    println!();
+}
+
+fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "#### {} — {} thread(s) × {} in flight, {} connection(s) per shard{}\n",
+        c.workload.name(),
+        c.threads,
+        c.concurrency,
+        c.connections,
+        label.map(|l| format!(" — {l}")).unwrap_or_default()
+    );
+    let _ = writeln!(
+        md,
+        "Run time {} after a {} warm-up, consistency {}, {} rounds (shardwise then official in each).\n",
+        c.duration,
+        c.warmup,
+        c.consistency.to_ascii_uppercase(),
+        cmp.runs.len()
+    );
+    md.push_str("| round | driver | protocol | ops/s | CPU µs/op | CPU util % | allocs/op | p50 ms | p99 ms | p99.9 ms | errors |\n");
+    md.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i, (s, o)) in cmp.runs.iter().enumerate() {
+        for r in [s, o] {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+                i + 1,
+                r.driver.name(),
+                r.protocol,
+                r.throughput,
+                r.cpu_us_per_op,
+                r.cpu_util,
+                r.allocs_per_op,
+                r.p50_ms,
+                r.p99_ms,
+                r.p999_ms,
+                r.errors
+            );
+        }
+    }
+    md.push_str("\n| shardwise / official | CPU per request | throughput | p50 | p99 |\n|---|---:|---:|---:|---:|\n");
+    for (i, r) in cmp.ratios.iter().enumerate() {
+        let _ = writeln!(md, "| round {} | {:.3} | {:.3} | {:.3} | {:.3} |", i + 1, r.cpu_per_op, r.throughput, r.p50, r.p99);
+    }
+    let m = &cmp.median;
+    let _ = writeln!(md, "| **median** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** |", m.cpu_per_op, m.throughput, m.p50, m.p99);
+    let _ = writeln!(
+        md,
+        "\nMedian CPU per request: shardwise {:.2} µs, official {:.2} µs. Median allocations per request: shardwise {:.3}, official {:.3}.\n",
+        cmp.median_cpu.0, cmp.median_cpu.1, cmp.median_allocs.0, cmp.median_allocs.1
+    );
+    md
+}
+
+fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String {
+    let mut j = String::from("{");
+    let _ = write!(
+        j,
+        "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"label\": {}, \"runs\": [",
+        json_str(c.workload.name()),
+        c.threads,
+        c.concurrency,
+        c.connections,
+        label.map(json_str).unwrap_or_else(|| "null".into())
+    );
+    let runs: Vec<String> = cmp.runs.iter().map(|(s, o)| format!("{{\"shardwise\": {}, \"official\": {}}}", report_json(s), report_json(o))).collect();
+    j.push_str(&runs.join(", "));
+    let ratio = |r: &Ratios| {
+        format!(
+            "{{\"cpu_per_op\": {}, \"throughput\": {}, \"p50\": {}, \"p99\": {}}}",
+            json_num(r.cpu_per_op),
+            json_num(r.throughput),
+            json_num(r.p50),
+            json_num(r.p99)
+        )
+    };
+    let ratios: Vec<String> = cmp.ratios.iter().map(ratio).collect();
+    let _ = writeln!(
+        j,
+        "], \"ratios\": [{}], \"median\": {}, \"median_allocs_per_op\": {{\"shardwise\": {}, \"official\": {}}}, \
+         \"median_cpu_us_per_op\": {{\"shardwise\": {}, \"official\": {}}}}}",
+        ratios.join(", "),
+        ratio(&cmp.median),
+        json_num(cmp.median_allocs.0),
+        json_num(cmp.median_allocs.1),
+        json_num(cmp.median_cpu.0),
+        json_num(cmp.median_cpu.1)
+    );
+    j
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { common, driver, json } => {
+            print_config(&common, &format!("run, driver {}", driver.name()));
+            setup(&common)?;
+            let r = run_driver(&common, driver)?;
+            print_report(&r);
+            if let Some(path) = json {
+                std::fs::write(&path, report_json(&r) + "\n").with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+        Command::Compare { common, rounds, json, markdown, label } => {
+            if rounds == 0 {
+                return Err(anyhow!("--rounds must be at least 1"));
+            }
+            print_config(&common, &format!("compare, {rounds} round(s): shardwise, official, shardwise, …"));
+            setup(&common)?;
+            let mut runs = Vec::new();
+            for round in 1..=rounds {
+                println!("--- round {round}/{rounds}: shardwise");
+                let s = run_driver(&common, DriverKind::Shardwise)?;
+                print_report(&s);
+                println!("--- round {round}/{rounds}: official");
+                let o = run_driver(&common, DriverKind::Official)?;
+                print_report(&o);
+                runs.push((s, o));
+            }
+            let cmp = compare_summary(runs);
+            print_comparison(&cmp);
+            if let Some(path) = markdown {
+                std::fs::write(&path, comparison_markdown(&common, &cmp, label.as_deref())).with_context(|| format!("writing {}", path.display()))?;
+            }
+            if let Some(path) = json {
+                std::fs::write(&path, comparison_json(&common, &cmp, label.as_deref())).with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,413 @@
+//! `cargo xtask bench`: the comparison suite end to end. Builds the release
+//! benchmark binaries, starts Cassandra 5.0 (or uses `$SHARDWISE_CASSANDRA`)
+//! and a Scylla emulation front with 2 shards in this process, runs
+//! `workload compare` (shardwise beside the official driver) for `write` and
+//! `read` at 1 thread × 128 and 2 threads × 2048 in flight, against plain
+//! Cassandra and through the front, then the CDC benchmark (`cdc_thesis`)
+//! when it exists, and writes everything to `benches/results/latest.md`.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use testkit::emu::{Front, FrontConfig, FrontHandle};
+use testkit::{Node, NodeConfig};
+
+use crate::test::workspace_root;
+
+struct Options {
+    quick: bool,
+    cdc: bool,
+    workloads: bool,
+    duration: Option<String>,
+    warmup: Option<String>,
+    rounds: Option<usize>,
+}
+
+fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut o = Options { quick: false, cdc: true, workloads: true, duration: None, warmup: None, rounds: None };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--no-cdc" => o.cdc = false,
+            "--cdc-only" => o.workloads = false,
+            "--duration" => o.duration = Some(it.next().ok_or("--duration takes a value (e.g. 10s)")?.clone()),
+            "--warmup" => o.warmup = Some(it.next().ok_or("--warmup takes a value (e.g. 1s)")?.clone()),
+            "--rounds" => {
+                o.rounds = Some(it.next().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0).ok_or("--rounds takes a positive number")?)
+            }
+            other => return Err(format!("unknown option {other} (options: --quick --no-cdc --cdc-only --duration D --warmup D --rounds N)")),
+        }
+    }
+    Ok(o)
+}
+
+pub fn run(args: &[String]) -> ExitCode {
+    let opts = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("xtask bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    crate::install_interrupt_handler();
+    match bench(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn banner(text: &str) {
+    eprintln!("\n==== xtask bench: {text}");
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Where cargo puts release binaries (honours `CARGO_TARGET_DIR`).
+fn release_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => {
+            let d = PathBuf::from(d);
+            if d.is_absolute() { d } else { root.join(d) }.join("release")
+        }
+        None => root.join("target").join("release"),
+    }
+}
+
+fn build(root: &Path, bin: &str) -> Result<(), String> {
+    let status = cargo()
+        .current_dir(root)
+        .args(["build", "--release", "-p", "shardwise-benches", "--bin", bin])
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo build --release -p shardwise-benches --bin {bin}: {status}"))
+    }
+}
+
+/// Output of a shell-free command, trimmed; empty on failure.
+fn capture(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn machine_description() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "?".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| format!("{:.1} GiB", kb / 1024.0 / 1024.0))
+        .unwrap_or_else(|| "?".into());
+    format!(
+        "- `nproc`: {}\n- CPU: {model}\n- RAM: {mem_gib}\n- kernel: {}\n- `rustc`: {}\n",
+        capture("nproc", &[]),
+        capture("uname", &["-r"]),
+        capture("rustc", &["--version"]),
+    )
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into())
+}
+
+struct Case {
+    workload: &'static str,
+    threads: usize,
+    concurrency: usize,
+}
+
+const CASES: [Case; 4] = [
+    Case { workload: "write", threads: 1, concurrency: 128 },
+    Case { workload: "read", threads: 1, concurrency: 128 },
+    Case { workload: "write", threads: 2, concurrency: 2048 },
+    Case { workload: "read", threads: 2, concurrency: 2048 },
+];
+
+fn bench(o: &Options) -> Result<(), String> {
+    let started = Instant::now();
+    let root = workspace_root();
+    let bin_dir = release_dir(&root);
+    let out_dir = root.join("benches").join("results");
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
+    let work = out_dir.join("tmp");
+    std::fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
+
+    let (duration, warmup, rounds, load) = if o.quick {
+        (o.duration.clone().unwrap_or_else(|| "1s".into()), o.warmup.clone().unwrap_or_else(|| "300ms".into()), o.rounds.unwrap_or(1), "5000")
+    } else {
+        (o.duration.clone().unwrap_or_else(|| "6s".into()), o.warmup.clone().unwrap_or_else(|| "1s".into()), o.rounds.unwrap_or(3), "100000")
+    };
+
+    banner("1. build the release binaries");
+    build(&root, "workload")?;
+    let workload_bin = bin_dir.join("workload");
+    let cdc_bin = bin_dir.join("cdc_thesis");
+    let cdc_note = if !o.cdc {
+        Some("skipped (--no-cdc)".to_string())
+    } else {
+        match build(&root, "cdc_thesis") {
+            Ok(()) => None,
+            Err(e) => Some(format!("skipped: the CDC benchmark does not build ({e})")),
+        }
+    };
+
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = format!("cargo xtask {}", args.join(" "));
+    let mut md = String::new();
+    let _ = writeln!(md, "## Workload comparison: `{command}`\n");
+    let _ = writeln!(md, "- date: {} (`date -u`)", capture("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]));
+    let _ = writeln!(
+        md,
+        "- tree: `{}`{}",
+        capture("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short", "HEAD"]),
+        if capture("git", &["-C", &root.to_string_lossy(), "status", "--porcelain"]).is_empty() { "" } else { " plus uncommitted changes" }
+    );
+    let _ = writeln!(md, "- load average (1, 5, 15 min) at the start: {}", load_average());
+    md.push_str(&machine_description());
+    let _ = writeln!(
+        md,
+        "- settings: run time {duration}, warm-up {warmup}, {rounds} round(s) per comparison, consistency ONE, 1 connection per shard, \
+         {load} rows loaded for reads; Cassandra, the emulation front (in the xtask process, 2 shards) and the client share the machine.\n"
+    );
+
+    banner("2. start the server");
+    let mut node = None;
+    let addr: SocketAddr = match std::env::var(testkit::SHARDWISE_CASSANDRA).ok().filter(|v| !v.trim().is_empty()) {
+        Some(v) => {
+            let a = testkit::shared::parse_server_addr(&v).map_err(|e| e.to_string())?;
+            eprintln!("using the server in {}: {a}", testkit::SHARDWISE_CASSANDRA);
+            a
+        }
+        None => {
+            eprintln!("starting Cassandra {}...", testkit::CASSANDRA_VERSION);
+            let n = Node::start(NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+            eprintln!("ready at {} after {:.1} s", n.addr(), n.startup_time().unwrap_or_default().as_secs_f64());
+            let a = n.addr();
+            node = Some(n);
+            a
+        }
+    };
+    let front = Front::start(addr, FrontConfig { shards: 2, emu_keyspace: "shardwise_emu_bench".into(), ..FrontConfig::default() })
+        .map_err(|e| format!("emulation front: {e}"))?;
+    eprintln!("emulation front at {} (2 shards, shard-aware port {})", front.addr(), front.shard_aware_addr());
+
+    let result = run_suite(o, &workload_bin, &cdc_bin, cdc_note, addr, &front, &work, &duration, &warmup, rounds, load, &mut md);
+    let _ = writeln!(md, "\nLoad average at the end: {}. Whole suite: {:.0} s.", load_average(), started.elapsed().as_secs_f64());
+
+    front.stop();
+    if let Some(mut n) = node {
+        if let Err(e) = n.stop() {
+            eprintln!("xtask bench: stopping the server: {e}");
+        }
+    }
+    let latest = out_dir.join("latest.md");
+    std::fs::write(&latest, &md).map_err(|e| format!("writing {}: {e}", latest.display()))?;
+    let _ = std::fs::remove_dir_all(&work);
+    banner("results");
+    println!("{md}");
+    eprintln!("xtask bench: wrote {}; copy the figures into benches/RESULTS.md", latest.display());
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_suite(
+    o: &Options,
+    workload_bin: &Path,
+    cdc_bin: &Path,
+    cdc_note: Option<String>,
+    addr: SocketAddr,
+    front: &FrontHandle,
+    work: &Path,
+    duration: &str,
+    warmup: &str,
+    rounds: usize,
+    load: &str,
+    md: &mut String,
+) -> Result<(), String> {
+    let targets = [("Cassandra 5.0 directly", addr, false), ("through the emulation front, 2 shards", front.addr(), true)];
+    let mut failures = Vec::new();
+    let mut step = 3;
+    for (label, target, is_front) in targets.into_iter().filter(|_| o.workloads) {
+        let _ = writeln!(md, "### {}\n", if is_front { "Shard-aware: through the Scylla emulation front (2 shards)" } else { "Plain Cassandra 5.0" });
+        for case in &CASES {
+            if crate::interrupted() {
+                return Err("interrupted".into());
+            }
+            banner(&format!(
+                "{step}. workload compare {} -t {} -p {} — {label}",
+                case.workload, case.threads, case.concurrency
+            ));
+            step += 1;
+            let stem = format!("{}-{}-t{}-p{}", if is_front { "front" } else { "cassandra" }, case.workload, case.threads, case.concurrency);
+            let md_path = work.join(format!("{stem}.md"));
+            let json_path = work.parent().unwrap_or(work).join(format!("{stem}.json"));
+            if is_front {
+                front.reset_routing_stats();
+            }
+            let status = Command::new(workload_bin)
+                .arg("compare")
+                .arg(case.workload)
+                .args(["--node", &target.to_string()])
+                .args(["-t", &case.threads.to_string(), "-p", &case.concurrency.to_string(), "-c", "1"])
+                .args(["-d", duration, "-w", warmup, "--rounds", &rounds.to_string()])
+                .args(["--consistency", "ONE", "--load", load, "--keyspace", "shardwise_workload"])
+                .args(["--label", label])
+                .arg("--markdown")
+                .arg(&md_path)
+                .arg("--json")
+                .arg(&json_path)
+                .stdin(Stdio::null())
+                .status()
+                .map_err(|e| format!("cannot run {}: {e}", workload_bin.display()))?;
+            if status.success() {
+                md.push_str(&std::fs::read_to_string(&md_path).unwrap_or_default());
+                let _ = writeln!(md, "Machine-readable: `benches/results/{stem}.json`.\n");
+            } else {
+                let _ = writeln!(md, "**{stem}: the workload runner failed ({status}).**\n");
+                failures.push(stem.clone());
+            }
+            if is_front {
+                let s = front.stats();
+                let line = format!(
+                    "Front routing over both drivers: {} hits, {} misses (hit rate {:.4}), {} unrouted.",
+                    s.hits(),
+                    s.misses(),
+                    s.hit_rate(),
+                    s.nodes.iter().flat_map(|n| n.shards.iter()).map(|sh| sh.unrouted).sum::<u64>()
+                );
+                eprintln!("{line}");
+                let _ = writeln!(md, "{line}\n");
+            }
+        }
+    }
+
+    banner(&format!("{step}. CDC benchmark"));
+    let _ = writeln!(md, "### CDC benchmark (`cdc_thesis`)\n");
+    match cdc_note {
+        Some(note) => {
+            eprintln!("CDC benchmark {note}");
+            let _ = writeln!(md, "{note}\n");
+        }
+        None if crate::interrupted() => return Err("interrupted".into()),
+        None => match run_cdc(o, cdc_bin, front, work) {
+            Ok((cmdline, out)) => {
+                let _ = writeln!(md, "Command: `{cmdline}`\n\n{}\n", out.trim_end());
+            }
+            Err(e) => {
+                eprintln!("CDC benchmark: {e}");
+                let _ = writeln!(md, "**CDC benchmark failed: {e}**\n");
+                failures.push("cdc_thesis".into());
+            }
+        },
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failures.join(", ")))
+    }
+}
+
+/// Runs the CDC benchmark through the front. Its interface is read from
+/// `--help`: with `load` and `compare` subcommands, `cdc_thesis load --node
+/// <front>` then `cdc_thesis compare --node <front> --markdown <file>` (small
+/// sizes and one window when `--quick`); otherwise `cdc_thesis --node
+/// <front>`. Returns the command lines and the Markdown (or standard output).
+fn run_cdc(o: &Options, bin: &Path, front: &FrontHandle, work: &Path) -> Result<(String, String), String> {
+    let help = Command::new(bin).arg("--help").output().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let help = String::from_utf8_lossy(&help.stdout).to_string() + &String::from_utf8_lossy(&help.stderr);
+    let node = front.addr().to_string();
+    let run = |args: &[String], capture_stdout: bool| -> Result<String, String> {
+        let shown = format!("target/release/cdc_thesis {}", args.join(" "));
+        eprintln!("running {shown}");
+        let out = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(if capture_stdout { Stdio::piped() } else { Stdio::inherit() })
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        print!("{stdout}");
+        if out.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!("{shown}: {}", out.status))
+        }
+    };
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    if help.contains("load") && help.contains("compare") {
+        let mut load = strings(&["load", "--node", &node]);
+        let table = work.join("cdc.md");
+        let mut compare = strings(&["compare", "--node", &node]);
+        if o.quick {
+            load.extend(strings(&["--partitions", "10", "--rows", "200"]));
+            compare.extend(strings(&["--windows", "15"]));
+        }
+        compare.push("--markdown".into());
+        compare.push(table.to_string_lossy().into_owned());
+        run(&load, false)?;
+        if crate::interrupted() {
+            return Err("interrupted".into());
+        }
+        let stdout = run(&compare, true)?;
+        let text = std::fs::read_to_string(&table).unwrap_or(stdout);
+        let cmdline = format!(
+            "target/release/cdc_thesis {}; target/release/cdc_thesis {}",
+            load.join(" "),
+            compare[..compare.len() - 2].join(" ")
+        );
+        Ok((cmdline, text))
+    } else if help.contains("--node") {
+        let args = strings(&["--node", &node]);
+        let stdout = run(&args, true)?;
+        Ok((format!("target/release/cdc_thesis {}", args.join(" ")), format!("```\n{}\n```", stdout.trim_end())))
+    } else {
+        Err(format!("{} --help names neither load/compare nor --node; not run", bin.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn options() {
+        let o = parse_args(&args("--quick --no-cdc --rounds 2 --duration 3s")).expect("parse");
+        assert!(o.quick && !o.cdc);
+        assert_eq!(o.rounds, Some(2));
+        assert_eq!(o.duration.as_deref(), Some("3s"));
+        assert!(parse_args(&args("--rounds 0")).is_err());
+        assert!(parse_args(&args("--bogus")).is_err());
+    }
+}
