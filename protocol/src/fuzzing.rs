@@ -129,6 +129,14 @@ mod tests {
         // EXECUTE with the "values with names" flag and zero values: decoded as named,
         // re-encoded without values (fuzz `request`, fixed in QueryParameters::decode).
         request(&[0x0a, 0x00, 0, 0, 0, 0, 0x55, 0, 0, 0, 0, 0xfc, 0, 0, 0x07]);
+        // ROWS with zero columns, HAS_MORE_PAGES and a null paging state,
+        // 20 rows: the zero-column bound was the body size, which shrank by
+        // the 4 bytes of the null paging state on re-encoding (fuzz
+        // `response`, fixed in Rows::decode).
+        response(&[
+            0xef, 0x00, 0x3f, 0x00, 0x08, 0x00, 0xff, 0x01, 0x00, 0x00, 0x00, 0x00, 0x02, 0x06, 0x00, 0x00, 0x02, 0x00,
+            0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x14,
+        ]);
     }
 
     #[test]

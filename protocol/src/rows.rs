@@ -253,6 +253,10 @@ pub enum RowsError {
     TypeCheck(#[from] TypeCheckError),
 }
 
+/// The most rows a result without columns may claim (no server sends any:
+/// a page of rows holds at least one column).
+const MAX_ROWS_WITHOUT_COLUMNS: usize = 1 << 16;
+
 impl Rows {
     /// Decodes a Rows result from `body[start..]` (just after the result
     /// kind) to the end of `body`. The body is moved in, not copied, so
@@ -268,8 +272,10 @@ impl Rows {
         let metadata = ResultMetadata::decode(&mut r, &body)?;
         let rows_count = r.len_i32("rows count")?;
         let rows_start = body.len() - r.remaining();
-        if metadata.columns_count == 0 && rows_count > body.len() {
-            // Rows without columns take no bytes; bound the count by the body size.
+        if metadata.columns_count == 0 && rows_count > MAX_ROWS_WITHOUT_COLUMNS {
+            // Rows without columns take no bytes: bound their count by a
+            // constant (not by the body's size, which depends on how the
+            // metadata was encoded, e.g. a null paging state).
             return Err(DecodeError::Invalid { what: "rows count", reason: "implausible for zero columns" });
         }
         // Check the framing of every value once, so iteration cannot fail on it.
