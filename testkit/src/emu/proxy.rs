@@ -149,6 +149,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, node: usize, client: TcpStream, s
             _ = client_loop(conn.clone(), cr) => {}
             _ = upstream_loop(conn.clone(), ur) => {}
         }
+        // Answers that will never come: CDC write tasks waiting for one end.
+        if let Ok(mut pending) = conn.pending.lock() {
+            pending.clear();
+        };
     }
     counters.open.fetch_sub(1, Ordering::Relaxed);
 }
