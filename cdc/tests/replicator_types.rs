@@ -8,49 +8,22 @@
 //! CDC. Both tables then hold the same rows, with the same write times and
 //! (within the replication delay) the same TTLs on the atomic columns.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::types::CqlValue;
-use shardwise::{Session, SessionBuilder, Statement};
+use shardwise::{Session, Statement};
 use shardwise_cdc::replicator::Replicator;
 use shardwise_cdc::CdcReaderBuilder;
-use testkit::emu::{Front, FrontConfig, FrontHandle};
+use testkit::emu::FrontHandle;
 
-const SHARDS: u16 = 4;
+mod common;
+use common::run;
 
 async fn setup(tag: &str) -> (FrontHandle, Session, String) {
-    let upstream = testkit::shared_node().expect("server");
-    let emu = testkit::fresh_keyspace(&format!("emu_{tag}"));
-    let front = tokio::task::spawn_blocking(move || {
-        Front::start(upstream, FrontConfig { shards: SHARDS, emu_keyspace: emu, ..FrontConfig::default() })
-    })
-    .await
-    .expect("join")
-    .expect("front");
-    let session = SessionBuilder::new()
-        .known_node_addr(front.addr())
-        .default_consistency(Consistency::One)
-        .build()
-        .await
-        .expect("session");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while session.connections().len() < usize::from(SHARDS) {
-        assert!(Instant::now() < deadline, "per-shard connections");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let ks = testkit::fresh_keyspace(tag);
-    run(
-        &session,
-        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-    )
-    .await;
+    let (front, session, ks) = common::front_and_keyspace(tag).await;
     (front, session, ks)
 }
 
-async fn run(session: &Session, text: &str) {
-    session.execute(&Statement::new(text.to_owned()), ()).await.unwrap_or_else(|e| panic!("{text}: {e}"));
-}
 
 /// The rows of `table`: every column, then the write time and the TTL of
 /// each of `atomic`; sorted.

@@ -1,0 +1,50 @@
+//! Shared setup of the CDC integration tests: an emulation front (4 shards,
+//! its own stand-in keyspace, so its generation is stable) over the shared
+//! Cassandra, a session through it with one connection per shard, and a
+//! fresh keyspace.
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::{Session, SessionBuilder, Statement};
+use testkit::emu::{Front, FrontConfig, FrontHandle};
+
+/// Shards of the emulated node.
+pub const SHARDS: u16 = 4;
+
+/// The front, a session through it, and a new keyspace named after `tag`.
+pub async fn front_and_keyspace(tag: &str) -> (FrontHandle, Session, String) {
+    let upstream = testkit::shared_node().expect("server");
+    let emu = testkit::fresh_keyspace(&format!("emu_{tag}"));
+    let front = tokio::task::spawn_blocking(move || {
+        Front::start(upstream, FrontConfig { shards: SHARDS, emu_keyspace: emu, ..FrontConfig::default() })
+    })
+    .await
+    .expect("join")
+    .expect("front");
+    let session = SessionBuilder::new()
+        .known_node_addr(front.addr())
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while session.connections().len() < usize::from(SHARDS) {
+        assert!(Instant::now() < deadline, "per-shard connections");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ks = testkit::fresh_keyspace(tag);
+    run(
+        &session,
+        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+    )
+    .await;
+    (front, session, ks)
+}
+
+/// Runs a statement, panicking with its text on error.
+pub async fn run(session: &Session, text: &str) {
+    session.execute(&Statement::new(text.to_owned()), ()).await.unwrap_or_else(|e| panic!("{text}: {e}"));
+}
