@@ -30,6 +30,7 @@ pub mod error;
 pub mod node;
 pub mod ports;
 pub mod probe;
+pub mod rng;
 pub mod samples;
 pub mod shared;
 

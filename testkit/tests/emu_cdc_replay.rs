@@ -68,28 +68,9 @@ const ATOMIC: [&str; 3] = ["a", "b", "s"];
 const COLLECTIONS: [&str; 2] = ["m", "st"];
 
 // ---------------------------------------------------------------------------
-// A small deterministic generator (no extra dependency).
+// The test kit's deterministic generator.
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn int(&mut self, n: i32) -> i32 {
-        self.below(n as u64) as i32
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+use testkit::rng::SplitMix64 as Rng;
 
 fn now_micros() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_micros() as i64

@@ -245,16 +245,11 @@ impl Generation {
 pub(crate) fn random_source() -> impl FnMut() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    let mut state = nanos
+    let state = nanos
         ^ (u64::from(std::process::id()) << 32)
-        ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
-    move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+        ^ COUNTER.fetch_add(crate::rng::GAMMA, Ordering::Relaxed);
+    let mut rng = crate::rng::SplitMix64(state);
+    move || rng.next_u64()
 }
 
 #[cfg(test)]

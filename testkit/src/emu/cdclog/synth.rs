@@ -63,10 +63,8 @@ pub(crate) fn now_micros() -> i64 {
 
 /// splitmix64 over a shared counter: random bits for timeuuids.
 pub(crate) fn random(state: &AtomicU64) -> u64 {
-    let mut z = state.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    use crate::rng::{mix, GAMMA};
+    mix(state.fetch_add(GAMMA, Ordering::Relaxed).wrapping_add(GAMMA))
 }
 
 /// The consistency of log writes and image reads for a write at `cl` (§3.7).
