@@ -332,7 +332,10 @@ impl Shared {
         &self,
         mutations: &[(PartitionMutation, Images)],
     ) -> Result<(Vec<Write>, bool), (i32, String)> {
-        let gens = self.generations.lock().map(|g| g.clone()).unwrap_or_default();
+        // Held for this synchronous computation only: no copy of every
+        // generation's streams per write.
+        let guard = self.generations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let gens: &[crate::emu::Generation] = &guard;
         let mut writes = Vec::new();
         let mut streams = Vec::new();
         for (m, images) in mutations {
@@ -344,7 +347,7 @@ impl Shared {
                 .ok_or_else(|| (0x2200, "CDC emulation: partition key too long".to_string()))?;
             let log = format!("{}.{}", quote(&schema.keyspace), quote(&crate::emu::cdc::log_table_name(&schema.table)));
             for record in split::records(m, images) {
-                Self::check_cdc_timestamp(&gens, record.ts)?;
+                Self::check_cdc_timestamp(gens, record.ts)?;
                 let ms = record.ts.div_euclid(1000);
                 let generation = gens.iter().rev().find(|g| g.timestamp_ms <= ms).ok_or_else(|| {
                     (0x2200, format!("cdc::metadata::get_stream: could not find any CDC stream for timestamp {}", record.ts))
