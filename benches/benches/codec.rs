@@ -29,16 +29,10 @@ fn execute<M: Measurement>(c: &mut Criterion<M>) {
     let ctx = RowSerializationContext::from_specs(&off_specs);
     let mut g = c.benchmark_group("execute");
     let mut buf = Vec::with_capacity(256);
-    g.bench_function("shardwise", |b| {
-        b.iter(|| sw_execute(&mut buf, black_box(&sw_specs), black_box(&ROW)))
-    });
+    g.bench_function("shardwise", |b| b.iter(|| sw_execute(&mut buf, black_box(&sw_specs), black_box(&ROW))));
     let mut buf = Vec::with_capacity(256);
-    g.bench_function("official", |b| {
-        b.iter(|| off_execute(&mut buf, black_box(&ctx), black_box(&ROW)))
-    });
-    g.bench_function("official_make", |b| {
-        b.iter(|| off_execute_make(black_box(&ctx), black_box(&ROW)))
-    });
+    g.bench_function("official", |b| b.iter(|| off_execute(&mut buf, black_box(&ctx), black_box(&ROW))));
+    g.bench_function("official_make", |b| b.iter(|| off_execute_make(black_box(&ctx), black_box(&ROW))));
     g.finish();
 }
 
@@ -49,19 +43,10 @@ fn batch<M: Measurement>(c: &mut Criterion<M>) {
     let rows = [ROW; BATCH_LEN];
     let mut g = c.benchmark_group("batch16");
     let mut buf = Vec::with_capacity(2048);
-    g.bench_function("shardwise", |b| {
-        b.iter(|| sw_batch(&mut buf, black_box(&sw_specs), black_box(&rows)))
-    });
+    g.bench_function("shardwise", |b| b.iter(|| sw_batch(&mut buf, black_box(&sw_specs), black_box(&rows))));
     let mut buf = Vec::with_capacity(2048);
     g.bench_function("official", |b| {
-        b.iter(|| {
-            off_batch(
-                &mut buf,
-                black_box(&statements),
-                black_box(&off_specs),
-                black_box(&rows),
-            )
-        })
+        b.iter(|| off_batch(&mut buf, black_box(&statements), black_box(&off_specs), black_box(&rows)))
     });
     g.finish();
 }
@@ -70,30 +55,18 @@ fn rows<M: Measurement>(c: &mut Criterion<M>) {
     let body = rows_body();
     let mut g = c.benchmark_group("rows1000");
     g.throughput(Throughput::Elements(PAGE_ROWS as u64));
-    g.bench_function("shardwise_borrowed", |b| {
-        b.iter(|| sw_rows_borrowed(black_box(&body)))
-    });
-    g.bench_function("official_borrowed", |b| {
-        b.iter(|| off_rows_borrowed(black_box(&body)))
-    });
-    g.bench_function("shardwise_owned", |b| {
-        b.iter(|| sw_rows_owned(black_box(&body)))
-    });
-    g.bench_function("official_owned", |b| {
-        b.iter(|| off_rows_owned(black_box(&body)))
-    });
+    g.bench_function("shardwise_borrowed", |b| b.iter(|| sw_rows_borrowed(black_box(&body))));
+    g.bench_function("official_borrowed", |b| b.iter(|| off_rows_borrowed(black_box(&body))));
+    g.bench_function("shardwise_owned", |b| b.iter(|| sw_rows_owned(black_box(&body))));
+    g.bench_function("official_owned", |b| b.iter(|| off_rows_owned(black_box(&body))));
     g.finish();
 }
 
 fn token<M: Measurement>(c: &mut Criterion<M>) {
     let mut g = c.benchmark_group("token");
     for (name, key) in [("8B", &KEY_8[..]), ("32B", &KEY_32[..])] {
-        g.bench_with_input(BenchmarkId::new("shardwise", name), key, |b, k| {
-            b.iter(|| sw_token(black_box(k)))
-        });
-        g.bench_with_input(BenchmarkId::new("official", name), key, |b, k| {
-            b.iter(|| off_token(black_box(k)))
-        });
+        g.bench_with_input(BenchmarkId::new("shardwise", name), key, |b, k| b.iter(|| sw_token(black_box(k))));
+        g.bench_with_input(BenchmarkId::new("official", name), key, |b, k| b.iter(|| off_token(black_box(k))));
     }
     g.finish();
 }
@@ -104,12 +77,8 @@ fn shard<M: Measurement>(c: &mut Criterion<M>) {
     let off = off_sharder(NR_SHARDS, IGNORE_MSB);
     let mut g = c.benchmark_group("shard");
     g.throughput(Throughput::Elements(tokens.len() as u64));
-    g.bench_function("shardwise", |b| {
-        b.iter(|| sw_shards(black_box(&sw), black_box(&tokens)))
-    });
-    g.bench_function("official", |b| {
-        b.iter(|| off_shards(black_box(&off), black_box(&tokens)))
-    });
+    g.bench_function("shardwise", |b| b.iter(|| sw_shards(black_box(&sw), black_box(&tokens))));
+    g.bench_function("official", |b| b.iter(|| off_shards(black_box(&off), black_box(&tokens))));
     g.finish();
 }
 
@@ -119,10 +88,7 @@ struct ThreadCpuTime {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable `timespec` for the duration of the
     // call, and CLOCK_THREAD_CPUTIME_ID is a clock every Linux kernel has.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -171,9 +137,7 @@ fn benches() {
         all(&mut Criterion::default().configure_from_args());
     } else {
         let cpu = ThreadCpuTime { wall: WallTime };
-        all(&mut Criterion::default()
-            .with_measurement(cpu)
-            .configure_from_args());
+        all(&mut Criterion::default().with_measurement(cpu).configure_from_args());
     }
 }
 

@@ -24,8 +24,8 @@ use bytes::Bytes;
 use shardwise_protocol::consistency::Consistency as SwConsistency;
 use shardwise_protocol::frame::ProtocolVersion;
 use shardwise_protocol::request::{
-    encode_request, Batch as SwBatch, BatchStatement as SwBatchStatement, BatchType,
-    Execute as SwExecute, QueryParameters as SwQueryParameters, StatementKind,
+    encode_request, Batch as SwBatch, BatchStatement as SwBatchStatement, BatchType, Execute as SwExecute,
+    QueryParameters as SwQueryParameters, StatementKind,
 };
 use shardwise_protocol::response::ResultMessage;
 use shardwise_protocol::rows::{ResultMetadata, Rows};
@@ -45,8 +45,8 @@ use scylla_cql::frame::request::query::QueryParameters as OffQueryParameters;
 use scylla_cql::frame::request::SerializableRequest;
 use scylla_cql::frame::response::result::cow_bytes::CowBytes;
 use scylla_cql::frame::response::result::{
-    deserialize_with_features, ColumnSpec as OffColumnSpec, ColumnType as OffColumnType,
-    NativeType, Result as OffResult, TableSpec,
+    deserialize_with_features, ColumnSpec as OffColumnSpec, ColumnType as OffColumnType, NativeType,
+    Result as OffResult, TableSpec,
 };
 use scylla_cql::frame::SerializedRequest;
 use scylla_cql::serialize::raw_batch::RawBatchValuesAdapter;
@@ -54,9 +54,8 @@ use scylla_cql::serialize::row::{RowSerializationContext, SerializedValues};
 use scylla_cql::Consistency as OffConsistency;
 
 /// A prepared statement id (Scylla's are 16-byte MD5 digests).
-pub const STATEMENT_ID: &[u8] = &[
-    0x5c, 0x1d, 0xa7, 0x03, 0x9e, 0x41, 0x22, 0x88, 0x0b, 0xf4, 0x6a, 0x17, 0xd2, 0x3e, 0x90, 0x4c,
-];
+pub const STATEMENT_ID: &[u8] =
+    &[0x5c, 0x1d, 0xa7, 0x03, 0x9e, 0x41, 0x22, 0x88, 0x0b, 0xf4, 0x6a, 0x17, 0xd2, 0x3e, 0x90, 0x4c];
 
 /// One row of bind values for `INSERT INTO ks.t (pk, v1, v2) VALUES (?, ?, ?)`.
 pub type Row<'a> = (i64, i64, &'a str);
@@ -77,55 +76,29 @@ const HEADER_LEN: usize = 9;
 
 /// The bind markers / result columns, shardwise form.
 pub fn sw_specs() -> Vec<SwColumnSpec> {
-    let spec = |name: &str, typ| SwColumnSpec {
-        keyspace: "ks".into(),
-        table: "t".into(),
-        name: name.into(),
-        typ,
-    };
-    vec![
-        spec("pk", SwColumnType::BigInt),
-        spec("v1", SwColumnType::BigInt),
-        spec("v2", SwColumnType::Text),
-    ]
+    let spec = |name: &str, typ| SwColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ };
+    vec![spec("pk", SwColumnType::BigInt), spec("v1", SwColumnType::BigInt), spec("v2", SwColumnType::Text)]
 }
 
 /// The bind markers / result columns, official form.
 pub fn off_specs() -> Vec<OffColumnSpec<'static>> {
     let table = TableSpec::borrowed("ks", "t");
     vec![
-        OffColumnSpec::borrowed(
-            "pk",
-            OffColumnType::Native(NativeType::BigInt),
-            table.clone(),
-        ),
-        OffColumnSpec::borrowed(
-            "v1",
-            OffColumnType::Native(NativeType::BigInt),
-            table.clone(),
-        ),
+        OffColumnSpec::borrowed("pk", OffColumnType::Native(NativeType::BigInt), table.clone()),
+        OffColumnSpec::borrowed("v1", OffColumnType::Native(NativeType::BigInt), table.clone()),
         OffColumnSpec::borrowed("v2", OffColumnType::Native(NativeType::Text), table),
     ]
 }
 
 /// The official batch's statement list (built once, as a `Batch` is).
 pub fn off_batch_statements() -> Vec<OffBatchStatement<'static>> {
-    vec![
-        OffBatchStatement::Prepared {
-            id: Cow::Borrowed(STATEMENT_ID)
-        };
-        BATCH_LEN
-    ]
+    vec![OffBatchStatement::Prepared { id: Cow::Borrowed(STATEMENT_ID) }; BATCH_LEN]
 }
 
 /// Row `i` of the page used by the ROWS benchmarks.
 pub fn page_row(i: usize) -> (i64, i64, String) {
     let i = i as i64;
-    (
-        i * 7_919 - 1_000_000,
-        i.wrapping_mul(0x9e37_79b9_7f4a_7c15_u64 as i64),
-        format!("row-{i:06}-payload-text"),
-    )
+    (i * 7_919 - 1_000_000, i.wrapping_mul(0x9e37_79b9_7f4a_7c15_u64 as i64), format!("row-{i:06}-payload-text"))
 }
 
 /// The body of a RESULT message (kind Rows, full metadata, [`PAGE_ROWS`]
@@ -134,26 +107,14 @@ pub fn page_row(i: usize) -> (i64, i64, String) {
 /// back identically is part of the equivalence test.
 pub fn rows_body() -> Bytes {
     let specs = sw_specs();
-    let metadata = ResultMetadata {
-        columns_count: specs.len(),
-        specs: Some(specs),
-        ..Default::default()
-    };
+    let metadata = ResultMetadata { columns_count: specs.len(), specs: Some(specs), ..Default::default() };
     let owned: Vec<(i64, i64, String)> = (0..PAGE_ROWS).map(page_row).collect();
-    let cells: Vec<[[u8; 8]; 2]> = owned
-        .iter()
-        .map(|r| [r.0.to_be_bytes(), r.1.to_be_bytes()])
-        .collect();
-    let rows: Vec<Vec<Option<&[u8]>>> = owned
-        .iter()
-        .zip(&cells)
-        .map(|(r, c)| vec![Some(&c[0][..]), Some(&c[1][..]), Some(r.2.as_bytes())])
-        .collect();
+    let cells: Vec<[[u8; 8]; 2]> = owned.iter().map(|r| [r.0.to_be_bytes(), r.1.to_be_bytes()]).collect();
+    let rows: Vec<Vec<Option<&[u8]>>> =
+        owned.iter().zip(&cells).map(|(r, c)| vec![Some(&c[0][..]), Some(&c[1][..]), Some(r.2.as_bytes())]).collect();
     let rows = Rows::from_raw(metadata, &rows).expect("valid rows");
     let mut body = Vec::new();
-    ResultMessage::Rows(rows)
-        .encode(ProtocolVersion::V4, &mut body)
-        .expect("encodable rows");
+    ResultMessage::Rows(rows).encode(ProtocolVersion::V4, &mut body).expect("encodable rows");
     Bytes::from(body)
 }
 
@@ -163,9 +124,7 @@ pub const KEY_32: &[u8; 32] = b"user:0000000000042:session:abcde";
 
 /// Tokens for the shard benchmark: spread over the ring, plus the edges.
 pub fn shard_tokens() -> Vec<i64> {
-    let mut t: Vec<i64> = (0..1_021_u64)
-        .map(|i| SwToken::murmur3(&i.to_be_bytes()).value())
-        .collect();
+    let mut t: Vec<i64> = (0..1_021_u64).map(|i| SwToken::murmur3(&i.to_be_bytes()).value()).collect();
     t.extend([i64::MIN + 1, -1, 0, 1, i64::MAX]);
     t
 }
@@ -224,11 +183,8 @@ fn off_execute_request<'a>(values: &'a SerializedValues) -> ExecuteV2<'a> {
 pub fn off_execute(buf: &mut Vec<u8>, ctx: &RowSerializationContext<'_>, row: &Row<'_>) -> usize {
     buf.clear();
     buf.resize(HEADER_LEN, 0);
-    let values =
-        SerializedValues::from_serializable(ctx, row).expect("values fit the bind markers");
-    off_execute_request(&values)
-        .serialize(buf)
-        .expect("serializable EXECUTE");
+    let values = SerializedValues::from_serializable(ctx, row).expect("values fit the bind markers");
+    off_execute_request(&values).serialize(buf).expect("serializable EXECUTE");
     off_finish_header(buf, ExecuteV2::OPCODE as u8);
     buf.len()
 }
@@ -236,10 +192,8 @@ pub fn off_execute(buf: &mut Vec<u8>, ctx: &RowSerializationContext<'_>, row: &R
 /// official, as its connection layer frames a request:
 /// `SerializedRequest::make` into a fresh `Vec`.
 pub fn off_execute_make(ctx: &RowSerializationContext<'_>, row: &Row<'_>) -> SerializedRequest {
-    let values =
-        SerializedValues::from_serializable(ctx, row).expect("values fit the bind markers");
-    SerializedRequest::make(&off_execute_request(&values), None, false)
-        .expect("serializable EXECUTE")
+    let values = SerializedValues::from_serializable(ctx, row).expect("values fit the bind markers");
+    SerializedRequest::make(&off_execute_request(&values), None, false).expect("serializable EXECUTE")
 }
 
 // --- BATCH ---------------------------------------------------------------
@@ -251,13 +205,8 @@ pub fn off_execute_make(ctx: &RowSerializationContext<'_>, row: &Row<'_>) -> Ser
 pub fn sw_batch(buf: &mut Vec<u8>, specs: &[SwColumnSpec], rows: &[Row<'_>; BATCH_LEN]) -> usize {
     buf.clear();
     let statements: [SwBatchStatement<'_, &Row<'_>>; BATCH_LEN] = std::array::from_fn(|i| {
-        rows[i]
-            .check_types(specs)
-            .expect("values fit the bind markers");
-        SwBatchStatement {
-            kind: StatementKind::Prepared(STATEMENT_ID),
-            values: &rows[i],
-        }
+        rows[i].check_types(specs).expect("values fit the bind markers");
+        SwBatchStatement { kind: StatementKind::Prepared(STATEMENT_ID), values: &rows[i] }
     });
     let batch = SwBatch {
         kind: BatchType::Logged,
@@ -282,9 +231,7 @@ pub fn off_batch(
 ) -> usize {
     buf.clear();
     buf.resize(HEADER_LEN, 0);
-    let contexts = statements
-        .iter()
-        .map(|_| RowSerializationContext::from_specs(specs));
+    let contexts = statements.iter().map(|_| RowSerializationContext::from_specs(specs));
     let batch = OffBatch {
         statements: Cow::Borrowed(statements),
         batch_type: OffBatchType::Logged,
@@ -314,10 +261,7 @@ pub fn sw_rows_borrowed(body: &Bytes) -> u64 {
     let mut sum = 0u64;
     for row in rows.rows::<(i64, i64, &str)>().expect("row type fits") {
         let (a, b, c) = row.expect("valid row");
-        sum = sum
-            .wrapping_add(a as u64)
-            .wrapping_add(b as u64)
-            .wrapping_add(c.len() as u64);
+        sum = sum.wrapping_add(a as u64).wrapping_add(b as u64).wrapping_add(c.len() as u64);
     }
     sum
 }
@@ -325,10 +269,7 @@ pub fn sw_rows_borrowed(body: &Bytes) -> u64 {
 /// shardwise: decode, then collect every row as owned `(i64, i64, String)`.
 pub fn sw_rows_owned(body: &Bytes) -> Vec<(i64, i64, String)> {
     let rows = sw_rows(body);
-    rows.rows::<(i64, i64, String)>()
-        .expect("row type fits")
-        .map(|r| r.expect("valid row"))
-        .collect()
+    rows.rows::<(i64, i64, String)>().expect("row type fits").map(|r| r.expect("valid row")).collect()
 }
 
 /// shardwise: borrowed rows collected, for the equivalence test.
@@ -341,9 +282,7 @@ pub fn sw_rows_borrowed_vec(body: &Bytes) -> Vec<(i64, i64, String)> {
 }
 
 fn off_rows(body: &Bytes) -> scylla_cql::frame::response::result::DeserializedMetadataAndRawRows {
-    match deserialize_with_features(body.clone(), None, &ProtocolFeatures::default())
-        .expect("valid RESULT")
-    {
+    match deserialize_with_features(body.clone(), None, &ProtocolFeatures::default()).expect("valid RESULT") {
         OffResult::Rows((raw, _paging)) => raw.deserialize_metadata().expect("valid metadata"),
         other => panic!("not rows: {other:?}"),
     }
@@ -356,10 +295,7 @@ pub fn off_rows_borrowed(body: &Bytes) -> u64 {
     let mut sum = 0u64;
     for row in rows.rows_iter::<(i64, i64, &str)>().expect("row type fits") {
         let (a, b, c) = row.expect("valid row");
-        sum = sum
-            .wrapping_add(a as u64)
-            .wrapping_add(b as u64)
-            .wrapping_add(c.len() as u64);
+        sum = sum.wrapping_add(a as u64).wrapping_add(b as u64).wrapping_add(c.len() as u64);
     }
     sum
 }
@@ -367,10 +303,7 @@ pub fn off_rows_borrowed(body: &Bytes) -> u64 {
 /// official: decode, then collect every row as owned `(i64, i64, String)`.
 pub fn off_rows_owned(body: &Bytes) -> Vec<(i64, i64, String)> {
     let rows = off_rows(body);
-    rows.rows_iter::<(i64, i64, String)>()
-        .expect("row type fits")
-        .map(|r| r.expect("valid row"))
-        .collect()
+    rows.rows_iter::<(i64, i64, String)>().expect("row type fits").map(|r| r.expect("valid row")).collect()
 }
 
 /// official: borrowed rows collected, for the equivalence test.
@@ -394,15 +327,9 @@ pub fn off_token(key: &[u8]) -> i64 {
 
 /// Sum of the shards of `tokens` (the loop is what is timed).
 pub fn sw_shards(sharder: &SwSharder, tokens: &[i64]) -> u64 {
-    tokens
-        .iter()
-        .map(|&t| u64::from(sharder.shard_of(SwToken::new(t))))
-        .sum()
+    tokens.iter().map(|&t| u64::from(sharder.shard_of(SwToken::new(t)))).sum()
 }
 
 pub fn off_shards(sharder: &OffSharder, tokens: &[i64]) -> u64 {
-    tokens
-        .iter()
-        .map(|&t| u64::from(sharder.shard_of(OffToken::new(t))))
-        .sum()
+    tokens.iter().map(|&t| u64::from(sharder.shard_of(OffToken::new(t)))).sum()
 }

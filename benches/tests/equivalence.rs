@@ -23,19 +23,11 @@ fn execute_bytes_match() {
         let mut off = vec![0xff; 3]; // a reused buffer is cleared first
         off_execute(&mut off, &ctx, &row);
         assert_eq!(sw, off, "EXECUTE of {row:?}");
-        assert_eq!(
-            sw,
-            off_execute_make(&ctx, &row).get_data(),
-            "EXECUTE of {row:?} via SerializedRequest::make"
-        );
+        assert_eq!(sw, off_execute_make(&ctx, &row).get_data(), "EXECUTE of {row:?} via SerializedRequest::make");
     }
     // Reuse leaves no trace.
     let mut buf = Vec::new();
-    sw_execute(
-        &mut buf,
-        &sw_specs,
-        &(1, 2, "a much longer text than the next one"),
-    );
+    sw_execute(&mut buf, &sw_specs, &(1, 2, "a much longer text than the next one"));
     let mut fresh = Vec::new();
     sw_execute(&mut fresh, &sw_specs, &ROW);
     sw_execute(&mut buf, &sw_specs, &ROW);
@@ -56,8 +48,7 @@ fn batch_bytes_match() {
     assert_eq!(sw, off);
     // Distinct rows land in order on both sides.
     let texts: Vec<String> = (0..BATCH_LEN).map(|i| "x".repeat(i)).collect();
-    let rows: [Row<'_>; BATCH_LEN] =
-        std::array::from_fn(|i| (i as i64, -(i as i64), texts[i].as_str()));
+    let rows: [Row<'_>; BATCH_LEN] = std::array::from_fn(|i| (i as i64, -(i as i64), texts[i].as_str()));
     sw_batch(&mut sw, &sw_specs, &rows);
     off_batch(&mut off, &statements, &off_specs, &rows);
     assert_eq!(sw, off);
@@ -97,9 +88,7 @@ fn rows_match() {
 fn tokens_match() {
     assert_eq!(sw_token(&KEY_8), off_token(&KEY_8));
     assert_eq!(sw_token(KEY_32), off_token(KEY_32));
-    let bytes: Vec<u8> = (0..100_u32)
-        .map(|i| (i.wrapping_mul(151) ^ 0xa5) as u8)
-        .collect();
+    let bytes: Vec<u8> = (0..100_u32).map(|i| (i.wrapping_mul(151) ^ 0xa5) as u8).collect();
     for len in 0..=bytes.len() {
         let key = &bytes[..len];
         assert_eq!(sw_token(key), off_token(key), "key of {len} bytes");
@@ -111,15 +100,7 @@ fn tokens_match() {
 #[test]
 fn shards_match() {
     let tokens = shard_tokens();
-    for (nr, msb) in [
-        (NR_SHARDS, IGNORE_MSB),
-        (1, 0),
-        (3, 0),
-        (7, 12),
-        (64, 12),
-        (255, 20),
-        (u16::MAX, 63),
-    ] {
+    for (nr, msb) in [(NR_SHARDS, IGNORE_MSB), (1, 0), (3, 0), (7, 12), (64, 12), (255, 20), (u16::MAX, 63)] {
         let sw = sw_sharder(nr, msb);
         let off = off_sharder(nr, msb);
         for &t in &tokens {

@@ -103,20 +103,12 @@ impl MemoryCheckpointStore {
 
 impl CheckpointStore for MemoryCheckpointStore {
     fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
-        let found = self
-            .checkpoints
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(table)
-            .cloned();
+        let found = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).get(table).cloned();
         Box::pin(std::future::ready(Ok(found)))
     }
 
     fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.checkpoints
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(table.to_owned(), checkpoint.clone());
+        self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).insert(table.to_owned(), checkpoint.clone());
         Box::pin(std::future::ready(Ok(())))
     }
 }
@@ -158,19 +150,14 @@ impl TableCheckpointStore {
 
     /// Creates the table if it does not exist.
     pub async fn create_table(&self) -> Result<(), CheckpointError> {
-        self.session
-            .execute(&Statement::new(create_table_cql(&self.name)), ())
-            .await?;
+        self.session.execute(&Statement::new(create_table_cql(&self.name)), ()).await?;
         Ok(())
     }
 
     async fn load_checkpoint(&self, table: &str) -> Result<Option<Checkpoint>, CheckpointError> {
         let table: Arc<str> = table.into();
-        let latest = Statement::new(format!(
-            "SELECT generation FROM {} WHERE table_name = ? LIMIT 1",
-            self.name
-        ))
-        .with_idempotent(true);
+        let latest = Statement::new(format!("SELECT generation FROM {} WHERE table_name = ? LIMIT 1", self.name))
+            .with_idempotent(true);
         let result = self.session.execute(&latest, (table.clone(),)).await?;
         let Some((generation,)) = result.first_row::<(CqlTimestamp,)>()? else {
             return Ok(None);
@@ -181,19 +168,13 @@ impl TableCheckpointStore {
         ))
         .with_idempotent(true);
         let mut pages = self.session.execute_iter(groups, (table, generation));
-        let mut checkpoint = Checkpoint {
-            generation: generation.into(),
-            groups: Vec::new(),
-        };
+        let mut checkpoint = Checkpoint { generation: generation.into(), groups: Vec::new() };
         while let Some(page) = pages.next_page().await {
             let page = page?;
             for row in page.rows::<(StreamId, CqlTimestamp)>()? {
                 let (group, progress) = row.map_err(RowsAccessError::from)?;
                 if group != GENERATION_MARKER {
-                    checkpoint.groups.push(GroupProgress {
-                        group,
-                        progress: progress.into(),
-                    });
+                    checkpoint.groups.push(GroupProgress { group, progress: progress.into() });
                 }
             }
         }
@@ -209,10 +190,7 @@ impl TableCheckpointStore {
         let ttl = i32::try_from(self.ttl.as_secs()).unwrap_or(i32::MAX).min(MAX_TTL_SECS);
         let generation = CqlTimestamp::from(checkpoint.generation);
         let marker = (table.clone(), generation, GENERATION_MARKER, generation, ttl);
-        let groups = checkpoint
-            .groups
-            .iter()
-            .map(|g| (table.clone(), generation, g.group, g.progress.into(), ttl));
+        let groups = checkpoint.groups.iter().map(|g| (table.clone(), generation, g.group, g.progress.into(), ttl));
         let rows: Vec<_> = std::iter::once(marker).chain(groups).collect();
         for chunk in rows.chunks(self.batch_rows.max(1)) {
             let batch = Batch::unlogged(vec![insert.clone(); chunk.len()]).with_idempotent(true);
@@ -266,10 +244,7 @@ mod tests {
     fn checkpoint(generation: i64) -> Checkpoint {
         Checkpoint {
             generation: Millis(generation),
-            groups: vec![GroupProgress {
-                group: StreamId::from_bytes([7; 16]),
-                progress: Millis(generation + 5),
-            }],
+            groups: vec![GroupProgress { group: StreamId::from_bytes([7; 16]), progress: Millis(generation + 5) }],
         }
     }
 

@@ -197,32 +197,8 @@ mod tests {
     fn change_copies_a_row() {
         let rows = log_rows(
             &[
-                (
-                    0,
-                    2,
-                    Some(9),
-                    None,
-                    Some(1),
-                    Some(vec![(1, "a"), (2, "b")]),
-                    7,
-                    Some(5),
-                    None,
-                    Some(true),
-                    None,
-                ),
-                (
-                    1,
-                    1,
-                    None,
-                    Some(true),
-                    Some(1),
-                    None,
-                    7,
-                    None,
-                    Some(true),
-                    None,
-                    Some(vec![3]),
-                ),
+                (0, 2, Some(9), None, Some(1), Some(vec![(1, "a"), (2, "b")]), 7, Some(5), None, Some(true), None),
+                (1, 1, None, Some(true), Some(1), None, 7, None, Some(true), None, Some(vec![3])),
             ],
             true,
         );
@@ -251,10 +227,7 @@ mod tests {
         assert_eq!(names, vec!["ck", "m", "pk", "v"]);
 
         let c = &changes[1];
-        assert_eq!(
-            (c.batch_seq_no, c.operation, c.ttl, c.end_of_batch),
-            (1, Operation::Update, None, true)
-        );
+        assert_eq!((c.batch_seq_no, c.operation, c.ttl, c.end_of_batch), (1, Operation::Update, None, true));
         assert_eq!(c.value("v"), None);
         assert!(c.is_deleted("v"));
         assert_eq!(c.deleted_elements("m"), &[CqlValue::Int(3)]);
@@ -264,22 +237,21 @@ mod tests {
 
     #[test]
     fn closures_are_consumers_and_factories() {
-        let rows = log_rows(
-            &[(0, 1, None, Some(true), None, None, 1, Some(2), None, None, None)],
-            false,
-        );
+        let rows = log_rows(&[(0, 1, None, Some(true), None, None, 1, Some(2), None, None, None)], false);
         let schema = LogSchema::new(log_specs()).unwrap();
         let mut index = RowIndex::default();
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
 
         let factory = |_: &GroupInfo| -> Box<dyn Consumer> {
-            Box::new(|row: CdcRow<'_>| {
-                if row.value::<i32>("v")? == 2 {
-                    Ok(())
-                } else {
-                    Err(ConsumerError::failed("unexpected v"))
-                }
-            })
+            Box::new(
+                |row: CdcRow<'_>| {
+                    if row.value::<i32>("v")? == 2 {
+                        Ok(())
+                    } else {
+                        Err(ConsumerError::failed("unexpected v"))
+                    }
+                },
+            )
         };
         let group = GroupInfo {
             generation: Millis(0),

@@ -118,11 +118,7 @@ impl Queries {
 impl VnodeGenerations {
     /// Generations from `system_distributed`.
     pub fn new(session: Session) -> Self {
-        VnodeGenerations {
-            session,
-            queries: Queries::new(DEFAULT_METADATA_KEYSPACE),
-            page_size: 5000,
-        }
+        VnodeGenerations { session, queries: Queries::new(DEFAULT_METADATA_KEYSPACE), page_size: 5000 }
     }
 
     /// Reads the generation tables from `keyspace` instead (as written in
@@ -135,22 +131,14 @@ impl VnodeGenerations {
     /// ONE on a one-node cluster, else QUORUM (counted each time: a
     /// cluster grows exactly when new generations appear).
     async fn consistency(&self) -> Result<Consistency, GenerationError> {
-        let peers = self
-            .queries
-            .peers
-            .clone()
-            .with_consistency(Consistency::One)
-            .with_idempotent(true);
+        let peers = self.queries.peers.clone().with_consistency(Consistency::One).with_idempotent(true);
         let result = self.session.execute(&peers, ()).await?;
         let count = result.first_row::<(i64,)>()?.map_or(0, |(n,)| n);
         Ok(consistency_for(count))
     }
 
     async fn timestamp(&self, query: &Statement, ts: Millis) -> Result<Option<Millis>, GenerationError> {
-        let statement = query
-            .clone()
-            .with_consistency(self.consistency().await?)
-            .with_idempotent(true);
+        let statement = query.clone().with_consistency(self.consistency().await?).with_idempotent(true);
         let result = self.session.execute(&statement, (CqlTimestamp::from(ts),)).await?;
         Ok(result.first_row::<(CqlTimestamp,)>()?.map(|(t,)| t.into()))
     }
@@ -241,10 +229,7 @@ mod tests {
             q.streams.text(),
             "SELECT streams FROM system_distributed.cdc_streams_descriptions_v2 WHERE time = ?"
         );
-        assert!(Queries::new("emu")
-            .streams
-            .text()
-            .contains(" emu.cdc_streams_descriptions_v2 "));
+        assert!(Queries::new("emu").streams.text().contains(" emu.cdc_streams_descriptions_v2 "));
     }
 
     #[test]
@@ -281,24 +266,12 @@ mod tests {
     #[test]
     fn first_generation_falls_back_to_the_next_one() {
         let source: Arc<dyn GenerationSource> = Arc::new(Fixed(vec![10, 20, 30]));
-        assert_eq!(
-            now_or_never(source.first_generation(Millis(25))).unwrap(),
-            Some(Millis(20))
-        );
-        assert_eq!(
-            now_or_never(source.first_generation(Millis(5))).unwrap(),
-            Some(Millis(10))
-        );
-        assert_eq!(
-            now_or_never(source.first_generation(Millis(30))).unwrap(),
-            Some(Millis(30))
-        );
+        assert_eq!(now_or_never(source.first_generation(Millis(25))).unwrap(), Some(Millis(20)));
+        assert_eq!(now_or_never(source.first_generation(Millis(5))).unwrap(), Some(Millis(10)));
+        assert_eq!(now_or_never(source.first_generation(Millis(30))).unwrap(), Some(Millis(30)));
         let empty: Arc<dyn GenerationSource> = Arc::new(Fixed(vec![]));
         assert_eq!(now_or_never(empty.first_generation(Millis(5))).unwrap(), None);
-        assert!(matches!(
-            now_or_never(source.streams(Millis(10))),
-            Err(GenerationError::EmptyGeneration(Millis(10)))
-        ));
+        assert!(matches!(now_or_never(source.streams(Millis(10))), Err(GenerationError::EmptyGeneration(Millis(10)))));
     }
 
     fn streams_page(rows: &[Option<Vec<StreamId>>]) -> Rows {
@@ -306,12 +279,7 @@ mod tests {
         use shardwise::protocol::types::ser::SerializeValue;
         use shardwise::protocol::types::{ColumnSpec, ColumnType};
         let typ = ColumnType::Set(Box::new(ColumnType::Blob));
-        let spec = ColumnSpec {
-            keyspace: "ks".into(),
-            table: "t".into(),
-            name: "streams".into(),
-            typ,
-        };
+        let spec = ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: "streams".into(), typ };
         let encoded: Vec<Option<Vec<u8>>> = rows
             .iter()
             .map(|r| {
@@ -323,11 +291,7 @@ mod tests {
             })
             .collect();
         let rows: Vec<Vec<Option<&[u8]>>> = encoded.iter().map(|r| vec![r.as_deref()]).collect();
-        let metadata = ResultMetadata {
-            columns_count: 1,
-            specs: Some(vec![spec]),
-            ..Default::default()
-        };
+        let metadata = ResultMetadata { columns_count: 1, specs: Some(vec![spec]), ..Default::default() };
         Rows::from_raw(metadata, &rows).unwrap()
     }
 
@@ -344,11 +308,7 @@ mod tests {
         let mut groups = Vec::new();
         groups_of_rows(&page, Millis(1), &mut groups).unwrap();
         let streams: Vec<&[StreamId]> = groups.iter().map(StreamGroup::streams).collect();
-        assert_eq!(
-            streams,
-            vec![&[id(3, 1), id(9, 1)][..], &[id(4, 2)][..]],
-            "sorted within, empty rows skipped"
-        );
+        assert_eq!(streams, vec![&[id(3, 1), id(9, 1)][..], &[id(4, 2)][..]], "sorted within, empty rows skipped");
     }
 
     #[test]
@@ -356,22 +316,13 @@ mod tests {
         use shardwise::protocol::rows::ResultMetadata;
         // A set holding one 15-byte blob.
         let specs = streams_page(&[]).metadata.specs;
-        let value = [
-            0, 0, 0, 1, 0, 0, 0, 15, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-        ];
-        let metadata = ResultMetadata {
-            columns_count: 1,
-            specs,
-            ..Default::default()
-        };
+        let value = [0, 0, 0, 1, 0, 0, 0, 15, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+        let metadata = ResultMetadata { columns_count: 1, specs, ..Default::default() };
         let bad = Rows::from_raw(metadata, &[vec![Some(&value[..])]]).unwrap();
         let mut groups = Vec::new();
         assert!(matches!(
             groups_of_rows(&bad, Millis(1), &mut groups),
-            Err(GenerationError::StreamId {
-                source: StreamIdError::Length(15),
-                ..
-            })
+            Err(GenerationError::StreamId { source: StreamIdError::Length(15), .. })
         ));
     }
 

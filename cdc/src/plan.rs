@@ -326,10 +326,7 @@ impl Planner {
             assign: None,
             current: None,
             next: None,
-            fetch: Fetch {
-                due: Some(Millis::MIN),
-                in_flight: false,
-            },
+            fetch: Fetch { due: Some(Millis::MIN), in_flight: false },
             final_check: FinalCheck::NotNeeded,
             resume: None,
             last_checkpoint: None,
@@ -367,12 +364,7 @@ impl Planner {
     pub fn group(&self, group: GroupId) -> Option<GroupInfo> {
         let current = self.current.as_ref()?;
         let g = current.groups.get(group.0 as usize)?;
-        Some(GroupInfo {
-            generation: current.timestamp,
-            group,
-            streams: g.streams.clone(),
-            worker: g.worker,
-        })
+        Some(GroupInfo { generation: current.timestamp, group, streams: g.streams.clone(), worker: g.worker })
     }
 
     /// The progress of a group: everything before it has been read.
@@ -394,18 +386,9 @@ impl Planner {
     /// `None` before the first generation is known.
     pub fn checkpoint(&self) -> Option<Checkpoint> {
         let current = self.current.as_ref()?;
-        let groups = current
-            .groups
-            .iter()
-            .map(|g| GroupProgress {
-                group: g.streams.key(),
-                progress: g.progress,
-            })
-            .collect();
-        Some(Checkpoint {
-            generation: current.timestamp,
-            groups,
-        })
+        let groups =
+            current.groups.iter().map(|g| GroupProgress { group: g.streams.key(), progress: g.progress }).collect();
+        Some(Checkpoint { generation: current.timestamp, groups })
     }
 
     // ------------------------------------------------------------ mutators
@@ -441,18 +424,10 @@ impl Planner {
     pub fn window_done(&mut self, group: GroupId, to: Millis) -> Result<(), PlanError> {
         let upper = self.upper();
         let current = self.current.as_mut().ok_or(PlanError::UnknownGroup(group))?;
-        let g = current
-            .groups
-            .get_mut(group.0 as usize)
-            .ok_or(PlanError::UnknownGroup(group))?;
+        let g = current.groups.get_mut(group.0 as usize).ok_or(PlanError::UnknownGroup(group))?;
         let window_end = g.reading.ok_or(PlanError::NotReading(group))?;
         if to <= g.progress || to > window_end {
-            return Err(PlanError::OutsideWindow {
-                group,
-                to,
-                from: g.progress,
-                window_end,
-            });
+            return Err(PlanError::OutsideWindow { group, to, from: g.progress, window_end });
         }
         let was_unfinished = g.progress < upper;
         g.progress = to;
@@ -470,10 +445,7 @@ impl Planner {
     /// progress at `retry_at`.
     pub fn window_failed(&mut self, group: GroupId, retry_at: Millis) -> Result<(), PlanError> {
         let current = self.current.as_mut().ok_or(PlanError::UnknownGroup(group))?;
-        let g = current
-            .groups
-            .get_mut(group.0 as usize)
-            .ok_or(PlanError::UnknownGroup(group))?;
+        let g = current.groups.get_mut(group.0 as usize).ok_or(PlanError::UnknownGroup(group))?;
         if g.reading.take().is_none() {
             return Err(PlanError::NotReading(group));
         }
@@ -490,10 +462,7 @@ impl Planner {
         let generation = Generation { timestamp: ts, groups };
         match &self.current {
             None => {
-                self.fetch = Fetch {
-                    due: None,
-                    in_flight: false,
-                };
+                self.fetch = Fetch { due: None, in_flight: false };
                 self.switch_to(generation)?;
                 if ts >= self.end {
                     // Nothing before the end: no earlier generation exists.
@@ -509,10 +478,7 @@ impl Planner {
                     });
                 }
                 self.next = Some(generation);
-                self.fetch = Fetch {
-                    due: None,
-                    in_flight: false,
-                };
+                self.fetch = Fetch { due: None, in_flight: false };
                 self.final_check = FinalCheck::NotNeeded;
                 self.requeue_all();
             }
@@ -702,11 +668,8 @@ impl Planner {
     }
 
     fn finish(&mut self) {
-        self.state = if self.checkpoint_interval.is_some() && self.dirty {
-            RunState::FinalSave
-        } else {
-            RunState::Finished
-        };
+        self.state =
+            if self.checkpoint_interval.is_some() && self.dirty { RunState::FinalSave } else { RunState::Finished };
         self.fetch.due = None;
     }
 
@@ -729,21 +692,10 @@ impl Planner {
                     Some(saved) => (*saved).max(generation.timestamp),
                     None => base,
                 };
-                Group {
-                    streams,
-                    worker,
-                    progress,
-                    reading: None,
-                    not_before: Millis::MIN,
-                }
+                Group { streams, worker, progress, reading: None, not_before: Millis::MIN }
             })
             .collect();
-        self.current = Some(Current {
-            timestamp: generation.timestamp,
-            groups,
-            unfinished: 0,
-            queues: Vec::new(),
-        });
+        self.current = Some(Current { timestamp: generation.timestamp, groups, unfinished: 0, queues: Vec::new() });
         self.next = None;
         self.final_check = FinalCheck::NotNeeded;
         self.fetch.due = Some(Millis::MIN);
@@ -842,15 +794,7 @@ mod tests {
 
     impl Sim {
         fn new(p: Planner, now: i64, gens: Vec<Gen>) -> Self {
-            Sim {
-                p,
-                now,
-                gens,
-                reads: vec![],
-                saves: vec![],
-                fetches: vec![],
-                sleeps: vec![],
-            }
+            Sim { p, now, gens, reads: vec![], saves: vec![], fetches: vec![], sleeps: vec![] }
         }
 
         fn answer(&mut self, action: &Action) {
@@ -913,11 +857,7 @@ mod tests {
 
         /// Windows read per group key, in order.
         fn windows(&self, g: &StreamGroup) -> Vec<(i64, i64)> {
-            self.reads
-                .iter()
-                .filter(|(_, w)| w.streams == *g)
-                .map(|(_, w)| (w.from.0, w.to.0))
-                .collect()
+            self.reads.iter().filter(|(_, w)| w.streams == *g).map(|(_, w)| (w.from.0, w.to.0)).collect()
         }
     }
 
@@ -941,31 +881,21 @@ mod tests {
         c.checkpoint_interval = Some(Duration::ZERO);
         assert!(matches!(Planner::new(c), Err(PlanError::Config(_))));
         let d = PlannerConfig::new(Millis(5));
-        assert_eq!(
-            (d.start, d.end, d.workers, d.checkpoint_interval),
-            (Millis(5), Millis::MAX, 1, None)
-        );
+        assert_eq!((d.start, d.end, d.workers, d.checkpoint_interval), (Millis(5), Millis::MAX, 1, None));
     }
 
     #[test]
     fn catching_up_reads_full_windows_without_sleeping() {
         // Start an hour ago: 60 full windows are readable at once.
         let start = T0 - 60 * MIN;
-        let gens = vec![Gen {
-            ts: start - MIN,
-            groups: groups(0..3),
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: start - MIN, groups: groups(0..3), published: 0 }];
         let mut sim = Sim::new(Planner::new(config(start)).unwrap(), T0, gens);
         sim.run(T0);
         for g in groups(0..3) {
             let windows = sim.windows(&g);
             assert_contiguous(&windows, start, T0 - 30 * S);
             // All but the last are exactly one window long.
-            assert!(
-                windows[..windows.len() - 1].iter().all(|(f, t)| t - f == MIN),
-                "{windows:?}"
-            );
+            assert!(windows[..windows.len() - 1].iter().all(|(f, t)| t - f == MIN), "{windows:?}");
             assert_eq!(windows.len(), 60);
         }
         assert!(sim.reads.iter().all(|(at, _)| *at == T0), "no sleep while catching up");
@@ -974,18 +904,11 @@ mod tests {
 
     #[test]
     fn live_reading_respects_the_safety_interval_and_sleeps() {
-        let gens = vec![Gen {
-            ts: T0 - MIN,
-            groups: groups(0..2),
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: T0 - MIN, groups: groups(0..2), published: 0 }];
         let mut sim = Sim::new(Planner::new(config(T0)).unwrap(), T0, gens);
         sim.run(T0 + 10 * MIN);
         for (at, w) in &sim.reads {
-            assert!(
-                w.to.0 <= at - 30 * S,
-                "read {w:?} at {at} is within the safety interval"
-            );
+            assert!(w.to.0 <= at - 30 * S, "read {w:?} at {at} is within the safety interval");
             assert!(w.to.0 - w.from.0 <= MIN);
             // Caught up: each window is one sleep interval long.
             assert_eq!(w.to.0 - w.from.0, 10 * S, "{w:?}");
@@ -1006,16 +929,8 @@ mod tests {
         let start = T0 - 10 * MIN;
         let gen2 = start + 3 * MIN + 7 * S; // not on a window boundary
         let gens = vec![
-            Gen {
-                ts: start - MIN,
-                groups: groups(0..2),
-                published: 0,
-            },
-            Gen {
-                ts: gen2,
-                groups: groups(10..13),
-                published: 0,
-            },
+            Gen { ts: start - MIN, groups: groups(0..2), published: 0 },
+            Gen { ts: gen2, groups: groups(10..13), published: 0 },
         ];
         let mut sim = Sim::new(Planner::new(config(start)).unwrap(), T0, gens);
         sim.run(T0 + MIN);
@@ -1024,18 +939,11 @@ mod tests {
         }
         for g in groups(10..13) {
             let windows = sim.windows(&g);
-            assert_eq!(
-                windows[0].0, gen2,
-                "the new generation starts where the old one stopped"
-            );
+            assert_eq!(windows[0].0, gen2, "the new generation starts where the old one stopped");
             assert_contiguous(&windows, gen2, windows.last().unwrap().1);
         }
         // Every read of generation 1 comes before every read of generation 2.
-        let last_old = sim
-            .reads
-            .iter()
-            .rposition(|(_, w)| w.generation.0 == start - MIN)
-            .unwrap();
+        let last_old = sim.reads.iter().rposition(|(_, w)| w.generation.0 == start - MIN).unwrap();
         let first_new = sim.reads.iter().position(|(_, w)| w.generation.0 == gen2).unwrap();
         assert!(last_old < first_new);
         assert_eq!(sim.p.generation(), Some(Millis(gen2)));
@@ -1046,16 +954,8 @@ mod tests {
         // Live reading; generation 2 (at T0 + 5 min) is published at T0 + 4 min.
         let gen2 = T0 + 5 * MIN;
         let gens = vec![
-            Gen {
-                ts: T0 - MIN,
-                groups: groups(0..1),
-                published: 0,
-            },
-            Gen {
-                ts: gen2,
-                groups: groups(5..6),
-                published: T0 + 4 * MIN,
-            },
+            Gen { ts: T0 - MIN, groups: groups(0..1), published: 0 },
+            Gen { ts: gen2, groups: groups(5..6), published: T0 + 4 * MIN },
         ];
         let mut sim = Sim::new(Planner::new(config(T0)).unwrap(), T0, gens);
         sim.run(T0 + 8 * MIN);
@@ -1073,21 +973,14 @@ mod tests {
         let end = start + 4 * MIN + 500;
         let mut c = config(start);
         c.end = Millis(end);
-        let gens = vec![Gen {
-            ts: start - MIN,
-            groups: groups(0..2),
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: start - MIN, groups: groups(0..2), published: 0 }];
         let mut sim = Sim::new(Planner::new(c).unwrap(), T0, gens);
         assert!(sim.run(T0), "finishes without waiting");
         for g in groups(0..2) {
             assert_contiguous(&sim.windows(&g), start, end);
         }
         // The first fetch, one regular poll and the final look for a missed generation.
-        assert!(matches!(
-            sim.fetches.last(),
-            Some((_, Action::FetchNextGeneration { .. }))
-        ));
+        assert!(matches!(sim.fetches.last(), Some((_, Action::FetchNextGeneration { .. }))));
         assert!(sim.p.is_finished());
         assert_eq!(sim.p.poll(0, Millis(T0)), Action::Finished);
     }
@@ -1097,11 +990,7 @@ mod tests {
         let end = T0 + 5 * MIN;
         let mut c = config(T0);
         c.end = Millis(end);
-        let gens = vec![Gen {
-            ts: T0 - MIN,
-            groups: groups(0..1),
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: T0 - MIN, groups: groups(0..1), published: 0 }];
         let mut sim = Sim::new(Planner::new(c).unwrap(), T0, gens);
         assert!(sim.run(T0 + 20 * MIN));
         assert_contiguous(&sim.windows(&group(0)), T0, end);
@@ -1119,16 +1008,8 @@ mod tests {
         c.end = Millis(end);
         c.generation_poll_interval = Duration::from_secs(86_400);
         let gens = vec![
-            Gen {
-                ts: T0 - MIN,
-                groups: groups(0..1),
-                published: 0,
-            },
-            Gen {
-                ts: gen2,
-                groups: groups(3..4),
-                published: T0 + MIN,
-            },
+            Gen { ts: T0 - MIN, groups: groups(0..1), published: 0 },
+            Gen { ts: gen2, groups: groups(3..4), published: T0 + MIN },
         ];
         let mut sim = Sim::new(Planner::new(c).unwrap(), T0, gens);
         assert!(sim.run(T0 + 20 * MIN));
@@ -1175,10 +1056,7 @@ mod tests {
         assert!(matches!(p.poll(0, now), Action::FetchNextGeneration { .. }));
         p.generation_fetch_failed(now);
         assert_eq!(p.poll(0, now), Action::Sleep(Millis(T0 + 10 * S)));
-        assert!(matches!(
-            p.poll(0, Millis(T0 + 10 * S)),
-            Action::FetchNextGeneration { .. }
-        ));
+        assert!(matches!(p.poll(0, Millis(T0 + 10 * S)), Action::FetchNextGeneration { .. }));
         p.next_generation_not_found(Millis(T0 + 10 * S));
         assert_eq!(p.poll(0, Millis(T0 + 10 * S)), Action::Finished);
     }
@@ -1186,34 +1064,20 @@ mod tests {
     #[test]
     fn start_before_the_first_generation() {
         let first = T0 - 5 * MIN;
-        let gens = vec![Gen {
-            ts: first,
-            groups: groups(0..1),
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: first, groups: groups(0..1), published: 0 }];
         let mut sim = Sim::new(Planner::new(config(0)).unwrap(), T0, gens);
         sim.run(T0);
-        assert!(matches!(
-            sim.fetches[0],
-            (_, Action::FetchFirstGeneration { at: Millis(0) })
-        ));
+        assert!(matches!(sim.fetches[0], (_, Action::FetchFirstGeneration { at: Millis(0) })));
         assert_eq!(sim.windows(&group(0))[0], (first, first + MIN));
     }
 
     #[test]
     fn no_generation_yet_is_polled_for() {
-        let gens = vec![Gen {
-            ts: T0 + MIN,
-            groups: groups(0..1),
-            published: T0 + 45 * S,
-        }];
+        let gens = vec![Gen { ts: T0 + MIN, groups: groups(0..1), published: T0 + 45 * S }];
         let mut sim = Sim::new(Planner::new(config(T0)).unwrap(), T0, gens);
         sim.run(T0 + 3 * MIN);
         let first_fetches: Vec<i64> = sim.fetches.iter().take(6).map(|(at, _)| *at).collect();
-        assert_eq!(
-            first_fetches,
-            vec![T0, T0 + 10 * S, T0 + 20 * S, T0 + 30 * S, T0 + 40 * S, T0 + 50 * S]
-        );
+        assert_eq!(first_fetches, vec![T0, T0 + 10 * S, T0 + 20 * S, T0 + 30 * S, T0 + 40 * S, T0 + 50 * S]);
         assert_eq!(sim.p.generation(), Some(Millis(T0 + MIN)));
         assert_eq!(sim.windows(&group(0))[0].0, T0 + MIN);
     }
@@ -1231,11 +1095,7 @@ mod tests {
     fn first_generation_after_the_end_finishes() {
         let mut c = config(T0 - 10 * MIN);
         c.end = Millis(T0 - 5 * MIN);
-        let gens = vec![Gen {
-            ts: T0 - 4 * MIN,
-            groups: groups(0..1),
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: T0 - 4 * MIN, groups: groups(0..1), published: 0 }];
         let mut sim = Sim::new(Planner::new(c).unwrap(), T0, gens);
         assert!(sim.run(T0));
         assert!(sim.reads.is_empty());
@@ -1246,16 +1106,8 @@ mod tests {
         let start = T0 - 10 * MIN;
         let gen2 = start + 2 * MIN;
         let gens = vec![
-            Gen {
-                ts: start - MIN,
-                groups: vec![],
-                published: 0,
-            },
-            Gen {
-                ts: gen2,
-                groups: groups(0..1),
-                published: 0,
-            },
+            Gen { ts: start - MIN, groups: vec![], published: 0 },
+            Gen { ts: gen2, groups: groups(0..1), published: 0 },
         ];
         let mut sim = Sim::new(Planner::new(config(start)).unwrap(), T0, gens);
         sim.run(T0);
@@ -1268,27 +1120,16 @@ mod tests {
     fn empty_generation_with_an_end_waits_for_the_end() {
         let mut c = config(T0);
         c.end = Millis(T0 + MIN);
-        let gens = vec![Gen {
-            ts: T0 - MIN,
-            groups: vec![],
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: T0 - MIN, groups: vec![], published: 0 }];
         let mut sim = Sim::new(Planner::new(c).unwrap(), T0, gens);
         assert!(sim.run(T0 + 10 * MIN));
         assert!(sim.reads.is_empty());
-        assert!(
-            sim.now >= T0 + MIN + 30 * S,
-            "a generation could still have appeared before the end"
-        );
+        assert!(sim.now >= T0 + MIN + 30 * S, "a generation could still have appeared before the end");
     }
 
     #[test]
     fn unbounded_empty_generation_never_finishes() {
-        let gens = vec![Gen {
-            ts: T0 - MIN,
-            groups: vec![],
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: T0 - MIN, groups: vec![], published: 0 }];
         let mut sim = Sim::new(Planner::new(config(T0)).unwrap(), T0, gens);
         assert!(!sim.run(T0 + 10 * MIN));
         assert!(sim.fetches.len() > 50);
@@ -1299,11 +1140,7 @@ mod tests {
         let mut c = config(T0);
         c.checkpoint_interval = Some(Duration::from_secs(60));
         c.end = Millis(T0 + 10 * MIN);
-        let gens = vec![Gen {
-            ts: T0 - MIN,
-            groups: groups(0..2),
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: T0 - MIN, groups: groups(0..2), published: 0 }];
         let mut sim = Sim::new(Planner::new(c).unwrap(), T0, gens);
         assert!(sim.run(T0 + 20 * MIN));
         let times: Vec<i64> = sim.saves.iter().map(|(at, _)| *at).collect();
@@ -1315,10 +1152,7 @@ mod tests {
         assert!((10..=12).contains(&times.len()), "{times:?}");
         let (_, last) = sim.saves.last().unwrap();
         assert_eq!(last.generation, Millis(T0 - MIN));
-        assert!(
-            last.groups.iter().all(|g| g.progress == Millis(T0 + 10 * MIN)),
-            "{last:?}"
-        );
+        assert!(last.groups.iter().all(|g| g.progress == Millis(T0 + 10 * MIN)), "{last:?}");
         assert_eq!(last.groups.len(), 2);
         // Each save holds the progress at that time, never beyond what was read.
         for (at, cp) in &sim.saves {
@@ -1331,11 +1165,7 @@ mod tests {
         let mut c = config(T0);
         c.checkpoint_interval = Some(Duration::from_secs(1));
         // The only generation has no streams: nothing ever progresses...
-        let gens = vec![Gen {
-            ts: T0 - MIN,
-            groups: vec![],
-            published: 0,
-        }];
+        let gens = vec![Gen { ts: T0 - MIN, groups: vec![], published: 0 }];
         let mut sim = Sim::new(Planner::new(c).unwrap(), T0, gens);
         sim.run(T0 + MIN);
         // ...except the switch to the first generation, saved once.
@@ -1349,41 +1179,23 @@ mod tests {
         let cp = Checkpoint {
             generation: Millis(gen1),
             groups: vec![
-                GroupProgress {
-                    group: g0.key(),
-                    progress: Millis(T0 - 20 * MIN),
-                },
-                GroupProgress {
-                    group: g1.key(),
-                    progress: Millis(T0 - 10 * MIN),
-                },
+                GroupProgress { group: g0.key(), progress: Millis(T0 - 20 * MIN) },
+                GroupProgress { group: g1.key(), progress: Millis(T0 - 10 * MIN) },
             ],
         };
         // The configured start (now) is ignored: the checkpoint wins.
         let mut p = Planner::new(config(T0)).unwrap();
         p.restore(&cp).unwrap();
         let gens = vec![
-            Gen {
-                ts: gen1 - MIN,
-                groups: groups(7..8),
-                published: 0,
-            },
-            Gen {
-                ts: gen1,
-                groups: vec![g0.clone(), g1.clone(), g2.clone()],
-                published: 0,
-            },
+            Gen { ts: gen1 - MIN, groups: groups(7..8), published: 0 },
+            Gen { ts: gen1, groups: vec![g0.clone(), g1.clone(), g2.clone()], published: 0 },
         ];
         let mut sim = Sim::new(p, T0, gens);
         sim.run(T0);
         assert!(matches!(sim.fetches[0], (_, Action::FetchFirstGeneration { at }) if at.0 == gen1));
         assert_eq!(sim.windows(&g0)[0].0, T0 - 20 * MIN);
         assert_eq!(sim.windows(&g1)[0].0, T0 - 10 * MIN);
-        assert_eq!(
-            sim.windows(&g2)[0].0,
-            gen1,
-            "a group missing from the checkpoint starts at its generation"
-        );
+        assert_eq!(sim.windows(&g2)[0].0, gen1, "a group missing from the checkpoint starts at its generation");
         assert!(sim.windows(&group(7)).is_empty());
         // Too late to restore now.
         assert_eq!(sim.p.restore(&cp), Err(PlanError::AlreadyStarted));
@@ -1395,24 +1207,13 @@ mod tests {
         let gen2 = T0 - 20 * MIN;
         let cp = Checkpoint {
             generation: Millis(gen1),
-            groups: vec![GroupProgress {
-                group: group(0).key(),
-                progress: Millis(gen2),
-            }],
+            groups: vec![GroupProgress { group: group(0).key(), progress: Millis(gen2) }],
         };
         let mut p = Planner::new(config(T0)).unwrap();
         p.restore(&cp).unwrap();
         let gens = vec![
-            Gen {
-                ts: gen1,
-                groups: groups(0..1),
-                published: 0,
-            },
-            Gen {
-                ts: gen2,
-                groups: groups(1..2),
-                published: 0,
-            },
+            Gen { ts: gen1, groups: groups(0..1), published: 0 },
+            Gen { ts: gen2, groups: groups(1..2), published: 0 },
         ];
         let mut sim = Sim::new(p, T0, gens);
         sim.run(T0);
@@ -1426,20 +1227,13 @@ mod tests {
         let gen2 = T0 - 3 * MIN;
         let mut c = config(start);
         c.workers = 2;
-        let mut p = Planner::new(c)
-            .unwrap()
-            .with_assignment(|g| usize::from(g.key().as_bytes()[0] % 2));
+        let mut p = Planner::new(c).unwrap().with_assignment(|g| usize::from(g.key().as_bytes()[0] % 2));
         let now = Millis(T0);
         assert_eq!(p.poll(1, now), Action::FetchFirstGeneration { at: Millis(start) });
         assert_eq!(p.poll(0, now), Action::Idle, "waits for the fetch another worker does");
         p.next_generation_found(Millis(start - MIN), groups(0..4)).unwrap();
         // Worker 0 owns groups 0 and 2, worker 1 groups 1 and 3.
-        assert_eq!(
-            p.poll(0, now),
-            Action::FetchNextGeneration {
-                after: Millis(start - MIN)
-            }
-        );
+        assert_eq!(p.poll(0, now), Action::FetchNextGeneration { after: Millis(start - MIN) });
         p.next_generation_found(Millis(gen2), groups(4..6)).unwrap();
         let mut done0 = vec![];
         loop {
@@ -1461,14 +1255,8 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert!(w.streams == group(1) || w.streams == group(3));
-        assert!(matches!(
-            p.window_done(w.group, Millis(w.to.0 + 1)),
-            Err(PlanError::OutsideWindow { .. })
-        ));
-        assert!(matches!(
-            p.window_done(w.group, w.from),
-            Err(PlanError::OutsideWindow { .. })
-        ));
+        assert!(matches!(p.window_done(w.group, Millis(w.to.0 + 1)), Err(PlanError::OutsideWindow { .. })));
+        assert!(matches!(p.window_done(w.group, w.from), Err(PlanError::OutsideWindow { .. })));
         p.window_failed(w.group, Millis(T0 + 5 * S)).unwrap();
         let mut reads = 0;
         let mut now = now;
@@ -1487,11 +1275,7 @@ mod tests {
             }
         }
         assert_eq!(reads, 4);
-        assert_eq!(
-            p.generation(),
-            Some(Millis(gen2)),
-            "switched once every worker finished"
-        );
+        assert_eq!(p.generation(), Some(Millis(gen2)), "switched once every worker finished");
         p.next_generation_not_found(now);
         let mut seen = vec![];
         for worker in 0..2 {
@@ -1506,24 +1290,12 @@ mod tests {
     #[test]
     fn misuse_is_reported() {
         let mut p = Planner::new(config(T0)).unwrap();
-        assert_eq!(
-            p.window_done(GroupId(0), Millis(T0)),
-            Err(PlanError::UnknownGroup(GroupId(0)))
-        );
+        assert_eq!(p.window_done(GroupId(0), Millis(T0)), Err(PlanError::UnknownGroup(GroupId(0))));
         assert!(p.checkpoint().is_none());
         p.next_generation_found(Millis(T0 - MIN), groups(0..1)).unwrap();
-        assert_eq!(
-            p.window_done(GroupId(3), Millis(T0)),
-            Err(PlanError::UnknownGroup(GroupId(3)))
-        );
-        assert_eq!(
-            p.window_done(GroupId(0), Millis(T0)),
-            Err(PlanError::NotReading(GroupId(0)))
-        );
-        assert_eq!(
-            p.window_failed(GroupId(0), Millis(T0)),
-            Err(PlanError::NotReading(GroupId(0)))
-        );
+        assert_eq!(p.window_done(GroupId(3), Millis(T0)), Err(PlanError::UnknownGroup(GroupId(3))));
+        assert_eq!(p.window_done(GroupId(0), Millis(T0)), Err(PlanError::NotReading(GroupId(0))));
+        assert_eq!(p.window_failed(GroupId(0), Millis(T0)), Err(PlanError::NotReading(GroupId(0))));
         assert!(matches!(
             p.next_generation_found(Millis(T0 - MIN), vec![]),
             Err(PlanError::UnexpectedGeneration { .. })
@@ -1534,10 +1306,7 @@ mod tests {
             Err(PlanError::UnexpectedGeneration { next: Some(_), .. })
         ));
         let info = p.group(GroupId(0)).unwrap();
-        assert_eq!(
-            (info.generation, info.worker, info.streams),
-            (Millis(T0 - MIN), 0, group(0))
-        );
+        assert_eq!((info.generation, info.worker, info.streams), (Millis(T0 - MIN), 0, group(0)));
         assert_eq!(p.progress(GroupId(0)), Some(Millis(T0)));
     }
 
@@ -1546,11 +1315,7 @@ mod tests {
         let mut sim = Sim::new(
             Planner::new(config(T0 - 10 * MIN)).unwrap(),
             T0,
-            vec![Gen {
-                ts: T0 - 20 * MIN,
-                groups: groups(0..1),
-                published: 0,
-            }],
+            vec![Gen { ts: T0 - 20 * MIN, groups: groups(0..1), published: 0 }],
         );
         // The first generation and the first look for the next one.
         for _ in 0..2 {

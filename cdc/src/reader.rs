@@ -24,11 +24,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use shardwise::execute::Params;
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::sharding::ShardingInfo;
 use shardwise::protocol::token::Token;
 use shardwise::protocol::types::CqlTimestamp;
-use shardwise::execute::Params;
 use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, PreparedStatement, Session};
 use tokio::sync::{mpsc, Notify};
 
@@ -263,7 +263,8 @@ impl CdcReaderBuilder {
         config.generation_poll_interval = self.poll;
         config.checkpoint_interval = self.checkpoints.as_ref().map(|c| c.1);
         config.workers = workers;
-        let mut planner = Planner::new(config)?.with_assignment(move |g: &StreamGroup| worker_of(&sharding, g, workers));
+        let mut planner =
+            Planner::new(config)?.with_assignment(move |g: &StreamGroup| worker_of(&sharding, g, workers));
         let log = format!("{}_scylla_cdc_log", self.table);
         // Checkpoints are kept under `keyspace.log`: tables of the same name
         // in other keyspaces have the same streams (they are per cluster).
@@ -590,7 +591,11 @@ impl Worker {
                 }
                 let mut streams: Vec<StreamGroup> = by_place
                     .into_values()
-                    .flat_map(|v| v.chunks(MAX_STREAMS_PER_QUERY).filter_map(|c| StreamGroup::new(c.iter().copied())).collect::<Vec<_>>())
+                    .flat_map(|v| {
+                        v.chunks(MAX_STREAMS_PER_QUERY)
+                            .filter_map(|c| StreamGroup::new(c.iter().copied()))
+                            .collect::<Vec<_>>()
+                    })
                     .collect();
                 streams.sort_by_key(StreamGroup::key);
                 if streams.is_empty() {

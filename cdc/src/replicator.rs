@@ -104,7 +104,8 @@ impl TableInfo {
                 (keyspace, table),
             )
             .await?;
-        let rows = result.rows::<(String, String, i32, String)>().map_err(|e| ReplicatorError::Schema(e.to_string()))?;
+        let rows =
+            result.rows::<(String, String, i32, String)>().map_err(|e| ReplicatorError::Schema(e.to_string()))?;
         let mut pk = Vec::new();
         let mut ck = Vec::new();
         let mut kinds = HashMap::new();
@@ -453,7 +454,11 @@ impl RowTranslator {
             }
             values.extend(key_values.iter().cloned());
             out.push(Write {
-                text: format!("UPDATE {} USING TIMESTAMP ? AND TTL ? SET {} WHERE {clause}", self.target, sets.join(", ")),
+                text: format!(
+                    "UPDATE {} USING TIMESTAMP ? AND TTL ? SET {} WHERE {clause}",
+                    self.target,
+                    sets.join(", ")
+                ),
                 values,
                 ordered,
             });

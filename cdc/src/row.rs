@@ -118,10 +118,7 @@ impl Operation {
 
     /// Whether the row deletes data (row, partition, range bound, expiry).
     pub fn is_delete(self) -> bool {
-        !matches!(
-            self,
-            Operation::PreImage | Operation::Update | Operation::Insert | Operation::PostImage
-        )
+        !matches!(self, Operation::PreImage | Operation::Update | Operation::Insert | Operation::PostImage)
     }
 }
 
@@ -273,30 +270,15 @@ impl LogSchema {
             if ok(&specs[i].typ) {
                 Ok(Some(i))
             } else {
-                Err(SchemaError::WrongType {
-                    column: name.into(),
-                    expected,
-                    found: specs[i].typ.to_string(),
-                })
+                Err(SchemaError::WrongType { column: name.into(), expected, found: specs[i].typ.to_string() })
             }
         };
         let required = |i: Option<usize>, name| i.ok_or(SchemaError::MissingColumn(name));
         let stream_id = required(find(STREAM_ID, |t| *t == ColumnType::Blob, "blob")?, STREAM_ID)?;
-        let time = required(
-            find(
-                TIME,
-                |t| matches!(t, ColumnType::Timeuuid | ColumnType::Uuid),
-                "timeuuid",
-            )?,
-            TIME,
-        )?;
+        let time = required(find(TIME, |t| matches!(t, ColumnType::Timeuuid | ColumnType::Uuid), "timeuuid")?, TIME)?;
         let batch_seq_no = required(find(BATCH_SEQ_NO, |t| *t == ColumnType::Int, "int")?, BATCH_SEQ_NO)?;
         let operation = required(
-            find(
-                OPERATION,
-                |t| matches!(t, ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int),
-                "tinyint",
-            )?,
+            find(OPERATION, |t| matches!(t, ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int), "tinyint")?,
             OPERATION,
         )?;
         let ttl = find(TTL, |t| *t == ColumnType::BigInt, "bigint")?;
@@ -308,12 +290,7 @@ impl LogSchema {
             if !spec.name.starts_with(METADATA_PREFIX) {
                 let name: Arc<str> = spec.name.as_str().into();
                 by_name.insert(name.clone(), columns.len());
-                columns.push(BaseColumn {
-                    name,
-                    value: i,
-                    deleted: None,
-                    deleted_elements: None,
-                });
+                columns.push(BaseColumn { name, value: i, deleted: None, deleted_elements: None });
             }
         }
         let mut flags = Vec::new();
@@ -343,18 +320,7 @@ impl LogSchema {
                 }
             }
         }
-        Ok(LogSchema {
-            specs,
-            stream_id,
-            time,
-            batch_seq_no,
-            operation,
-            ttl,
-            end_of_batch,
-            columns,
-            by_name,
-            flags,
-        })
+        Ok(LogSchema { specs, stream_id, time, batch_seq_no, operation, ttl, end_of_batch, columns, by_name, flags })
     }
 
     /// The result's column specs.
@@ -385,21 +351,15 @@ impl LogSchema {
     fn check(&self, rows: &Rows) -> Result<(), RowError> {
         let actual = rows.metadata.columns_count;
         if actual != self.specs.len() {
-            return Err(RowError::ColumnCount {
-                expected: self.specs.len(),
-                actual,
-            });
+            return Err(RowError::ColumnCount { expected: self.specs.len(), actual });
         }
         if let Some(specs) = &rows.metadata.specs {
-            if let Some((index, spec)) = specs.iter().enumerate().find(|(i, s)| {
-                self.specs
-                    .get(*i)
-                    .is_none_or(|mine| mine.name != s.name || mine.typ != s.typ)
-            }) {
-                return Err(RowError::SchemaChanged {
-                    index,
-                    name: spec.name.clone(),
-                });
+            if let Some((index, spec)) = specs
+                .iter()
+                .enumerate()
+                .find(|(i, s)| self.specs.get(*i).is_none_or(|mine| mine.name != s.name || mine.typ != s.typ))
+            {
+                return Err(RowError::SchemaChanged { index, name: spec.name.clone() });
             }
         }
         Ok(())
@@ -437,10 +397,7 @@ impl<'a> LogPage<'a> {
     pub fn new(schema: &'a LogSchema, rows: &'a Rows, index: &'a mut RowIndex) -> Result<Self, RowError> {
         schema.check(rows)?;
         let raw = rows.raw_rows();
-        let count = rows
-            .rows_count()
-            .checked_mul(schema.specs.len())
-            .ok_or(RowError::PageTooLarge)?;
+        let count = rows.rows_count().checked_mul(schema.specs.len()).ok_or(RowError::PageTooLarge)?;
         index.spans.clear();
         // `Rows::decode` checked the framing, so the count is bounded by the
         // body (4 bytes per value) unless there are no columns at all.
@@ -449,10 +406,8 @@ impl<'a> LogPage<'a> {
         for _ in 0..count {
             let start = raw.len() - reader.remaining() + 4;
             // Cannot fail: `Rows::decode` checked the framing.
-            let value = reader.bytes("log value").map_err(|_| RowError::Malformed {
-                column: "page".into(),
-                len: raw.len(),
-            })?;
+            let value =
+                reader.bytes("log value").map_err(|_| RowError::Malformed { column: "page".into(), len: raw.len() })?;
             let span = match value {
                 None => Span { start: 0, len: -1 },
                 Some(v) => Span {
@@ -462,13 +417,7 @@ impl<'a> LogPage<'a> {
             };
             index.spans.push(span);
         }
-        Ok(LogPage {
-            schema,
-            frame: rows.body(),
-            raw,
-            spans: &index.spans,
-            rows: rows.rows_count(),
-        })
+        Ok(LogPage { schema, frame: rows.body(), raw, spans: &index.spans, rows: rows.rows_count() })
     }
 
     /// Number of rows.
@@ -587,10 +536,9 @@ fn fixed<const N: usize>(
 ) -> Result<Option<[u8; N]>, RowError> {
     match slice(raw, spans, index) {
         None => Ok(None),
-        Some(b) => <[u8; N]>::try_from(b).map(Some).map_err(|_| RowError::Malformed {
-            column: column.into(),
-            len: b.len(),
-        }),
+        Some(b) => {
+            <[u8; N]>::try_from(b).map(Some).map_err(|_| RowError::Malformed { column: column.into(), len: b.len() })
+        }
     }
 }
 
@@ -598,26 +546,17 @@ impl<'a> CdcRow<'a> {
     fn parse(schema: &'a LogSchema, frame: &'a Bytes, raw: &'a [u8], spans: &'a [Span]) -> Result<Self, RowError> {
         let stream_id = StreamId::from_bytes(required(fixed(raw, spans, schema.stream_id, STREAM_ID)?, STREAM_ID)?);
         let time = Uuid::from_bytes(required(fixed(raw, spans, schema.time, TIME)?, TIME)?);
-        let batch_seq_no = i32::from_be_bytes(required(
-            fixed(raw, spans, schema.batch_seq_no, BATCH_SEQ_NO)?,
-            BATCH_SEQ_NO,
-        )?);
+        let batch_seq_no =
+            i32::from_be_bytes(required(fixed(raw, spans, schema.batch_seq_no, BATCH_SEQ_NO)?, BATCH_SEQ_NO)?);
         let op = slice(raw, spans, schema.operation).ok_or(RowError::Null(OPERATION))?;
         let code = match *op {
             [a] => i32::from(i8::from_be_bytes([a])),
             [a, b] => i32::from(i16::from_be_bytes([a, b])),
             [a, b, c, d] => i32::from_be_bytes([a, b, c, d]),
-            _ => {
-                return Err(RowError::Malformed {
-                    column: OPERATION.into(),
-                    len: op.len(),
-                })
-            }
+            _ => return Err(RowError::Malformed { column: OPERATION.into(), len: op.len() }),
         };
-        let operation = i8::try_from(code)
-            .ok()
-            .and_then(Operation::from_code)
-            .ok_or(RowError::UnknownOperation(code))?;
+        let operation =
+            i8::try_from(code).ok().and_then(Operation::from_code).ok_or(RowError::UnknownOperation(code))?;
         let ttl = match schema.ttl {
             Some(i) => fixed(raw, spans, i, TTL)?.map(i64::from_be_bytes),
             None => None,
@@ -634,18 +573,7 @@ impl<'a> CdcRow<'a> {
                 }
             }
         }
-        Ok(CdcRow {
-            schema,
-            frame,
-            raw,
-            spans,
-            stream_id,
-            time,
-            batch_seq_no,
-            operation,
-            ttl,
-            end_of_batch,
-        })
+        Ok(CdcRow { schema, frame, raw, spans, stream_id, time, batch_seq_no, operation, ttl, end_of_batch })
     }
 
     /// `cdc$stream_id`.
@@ -736,8 +664,7 @@ impl<'a> CdcRow<'a> {
     pub fn is_deleted_at(&self, column: usize) -> bool {
         let flag = self.schema.columns.get(column).and_then(|c| c.deleted);
         // Flags were checked to be one byte when the row was parsed.
-        flag.and_then(|i| slice(self.raw, self.spans, i))
-            .is_some_and(|b| b.first().is_some_and(|&b| b != 0))
+        flag.and_then(|i| slice(self.raw, self.spans, i)).is_some_and(|b| b.first().is_some_and(|&b| b != 0))
     }
 
     /// `cdc$deleted_elements_<name>` as `T` (e.g. `Vec<K>`, or a
@@ -746,45 +673,30 @@ impl<'a> CdcRow<'a> {
     /// or UDT field indexes. Null reads as empty.
     pub fn deleted_elements<T: DeserializeValue<'a>>(&self, name: &str) -> Result<T, RowError> {
         let c = self.base(name)?;
-        let i = c
-            .deleted_elements
-            .ok_or_else(|| RowError::NoSuchColumn(format!("{DELETED_ELEMENTS}{name}")))?;
+        let i = c.deleted_elements.ok_or_else(|| RowError::NoSuchColumn(format!("{DELETED_ELEMENTS}{name}")))?;
         self.read(i)
     }
 
     /// [`Self::deleted_elements`] by position in [`LogSchema::columns`].
     pub fn deleted_elements_at<T: DeserializeValue<'a>>(&self, column: usize) -> Result<T, RowError> {
         let c = self.base_at(column)?;
-        let i = c
-            .deleted_elements
-            .ok_or_else(|| RowError::NoSuchColumn(format!("{DELETED_ELEMENTS}{}", c.name)))?;
+        let i = c.deleted_elements.ok_or_else(|| RowError::NoSuchColumn(format!("{DELETED_ELEMENTS}{}", c.name)))?;
         self.read(i)
     }
 
     fn base(&self, name: &str) -> Result<&'a BaseColumn, RowError> {
-        self.schema
-            .column(name)
-            .ok_or_else(|| RowError::NoSuchColumn(name.into()))
+        self.schema.column(name).ok_or_else(|| RowError::NoSuchColumn(name.into()))
     }
 
     fn base_at(&self, column: usize) -> Result<&'a BaseColumn, RowError> {
-        self.schema
-            .columns
-            .get(column)
-            .ok_or_else(|| RowError::NoSuchColumn(format!("#{column}")))
+        self.schema.columns.get(column).ok_or_else(|| RowError::NoSuchColumn(format!("#{column}")))
     }
 
     /// Reads result column `index` as `T`.
     fn read<T: DeserializeValue<'a>>(&self, index: usize) -> Result<T, RowError> {
         let schema: &'a LogSchema = self.schema;
-        let spec = schema
-            .specs
-            .get(index)
-            .ok_or_else(|| RowError::NoSuchColumn(format!("#{index}")))?;
-        let error = |e: DeserializeError| RowError::Value {
-            column: spec.name.clone(),
-            source: Box::new(e),
-        };
+        let spec = schema.specs.get(index).ok_or_else(|| RowError::NoSuchColumn(format!("#{index}")))?;
+        let error = |e: DeserializeError| RowError::Value { column: spec.name.clone(), source: Box::new(e) };
         T::type_check(&spec.typ).map_err(|e| error(e.into()))?;
         let value = slice(self.raw, self.spans, index).map(|b| FrameSlice::new(self.frame, b));
         T::deserialize(&spec.typ, value).map_err(error)
@@ -804,12 +716,7 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
-        ColumnSpec {
-            keyspace: "ks".into(),
-            table: "t_scylla_cdc_log".into(),
-            name: name.into(),
-            typ,
-        }
+        ColumnSpec { keyspace: "ks".into(), table: "t_scylla_cdc_log".into(), name: name.into(), typ }
     }
 
     /// The log of `t (pk int, ck int, v int, m map<int, text>, PRIMARY KEY
@@ -840,9 +747,8 @@ pub(crate) mod tests {
         buf.split_off(4)
     }
 
-    pub(crate) const STREAM: [u8; 16] = [
-        0x80, 0x7a, 0xe7, 0x3e, 0x07, 0xdb, 0xd4, 0x12, 0x2e, 0x32, 0xd3, 0x6e, 0x08, 0, 0, 0x11,
-    ];
+    pub(crate) const STREAM: [u8; 16] =
+        [0x80, 0x7a, 0xe7, 0x3e, 0x07, 0xdb, 0xd4, 0x12, 0x2e, 0x32, 0xd3, 0x6e, 0x08, 0, 0, 0x11];
     pub(crate) const TIME_UUID: &str = "b223c55e-6d07-11ea-7654-24e4fb3f20b9";
 
     /// Rows of the log in `log_specs()` order: (seq, op, ttl, eob, ck, m,
@@ -879,23 +785,17 @@ pub(crate) mod tests {
                     Some(ser(*op)),
                     ttl.map(ser),
                     ck.map(ser),
-                    m.as_ref()
-                        .map(|m| ser(m.iter().map(|(k, v)| (*k, v.to_string())).collect::<BTreeMap<_, _>>())),
+                    m.as_ref().map(|m| ser(m.iter().map(|(k, v)| (*k, v.to_string())).collect::<BTreeMap<_, _>>())),
                     Some(ser(*pk)),
                     v.map(ser),
                 ]
             })
             .collect();
-        let borrowed: Vec<Vec<Option<&[u8]>>> = encoded
-            .iter()
-            .map(|r| r.iter().map(|c| c.as_deref()).collect())
-            .collect();
+        let borrowed: Vec<Vec<Option<&[u8]>>> =
+            encoded.iter().map(|r| r.iter().map(|c| c.as_deref()).collect()).collect();
         let specs = log_specs();
-        let metadata = ResultMetadata {
-            columns_count: specs.len(),
-            specs: with_metadata.then_some(specs),
-            ..Default::default()
-        };
+        let metadata =
+            ResultMetadata { columns_count: specs.len(), specs: with_metadata.then_some(specs), ..Default::default() };
         Rows::from_raw(metadata, &borrowed).unwrap()
     }
 
@@ -903,33 +803,9 @@ pub(crate) mod tests {
         log_rows(
             &[
                 // UPDATE SET v = 5, m = m + {1: 'a'} USING TTL 30
-                (
-                    0,
-                    1,
-                    Some(30),
-                    None,
-                    Some(2),
-                    Some(vec![(1, "a")]),
-                    7,
-                    Some(5),
-                    None,
-                    None,
-                    None,
-                ),
+                (0, 1, Some(30), None, Some(2), Some(vec![(1, "a")]), 7, Some(5), None, None, None),
                 // DELETE v, m[3], m[4]
-                (
-                    1,
-                    1,
-                    None,
-                    None,
-                    Some(2),
-                    None,
-                    7,
-                    None,
-                    Some(true),
-                    None,
-                    Some(vec![3, 4]),
-                ),
+                (1, 1, None, None, Some(2), None, 7, None, Some(true), None, Some(vec![3, 4])),
                 // partition delete (−4: expiry), last row of the change
                 (2, -4, None, Some(true), None, None, 7, None, None, None, None),
             ],
@@ -942,10 +818,7 @@ pub(crate) mod tests {
         for code in -128..=127i8 {
             match Operation::from_code(code) {
                 Some(op) => assert_eq!(op.code(), code),
-                None => assert_eq!(
-                    Operation::try_from(code),
-                    Err(RowError::UnknownOperation(i32::from(code)))
-                ),
+                None => assert_eq!(Operation::try_from(code), Err(RowError::UnknownOperation(i32::from(code)))),
             }
         }
         let known: Vec<i8> = (-128..=127).filter(|c| Operation::from_code(*c).is_some()).collect();
@@ -963,15 +836,9 @@ pub(crate) mod tests {
         let names: Vec<&str> = schema.column_names().collect();
         assert_eq!(names, vec!["ck", "m", "pk", "v"]);
         let m = schema.column("m").unwrap();
-        assert_eq!(
-            (m.value_index(), m.deleted_index(), m.deleted_elements_index()),
-            (10, Some(4), Some(3))
-        );
+        assert_eq!((m.value_index(), m.deleted_index(), m.deleted_elements_index()), (10, Some(4), Some(3)));
         let v = schema.column("v").unwrap();
-        assert_eq!(
-            (v.value_index(), v.deleted_index(), v.deleted_elements_index()),
-            (12, Some(5), None)
-        );
+        assert_eq!((v.value_index(), v.deleted_index(), v.deleted_elements_index()), (12, Some(5), None));
         let pk = schema.column("pk").unwrap();
         assert_eq!((pk.deleted_index(), pk.deleted_elements_index()), (None, None));
         assert_eq!(schema.column_index("v"), Some(3));
@@ -1002,28 +869,13 @@ pub(crate) mod tests {
     fn schema_errors() {
         let mut specs = log_specs();
         specs.retain(|s| s.name != "cdc$operation");
-        assert_eq!(
-            LogSchema::new(specs).unwrap_err(),
-            SchemaError::MissingColumn("cdc$operation")
-        );
+        assert_eq!(LogSchema::new(specs).unwrap_err(), SchemaError::MissingColumn("cdc$operation"));
         let mut specs = log_specs();
         specs[1].typ = ColumnType::Text;
-        assert!(matches!(
-            LogSchema::new(specs),
-            Err(SchemaError::WrongType {
-                expected: "timeuuid",
-                ..
-            })
-        ));
+        assert!(matches!(LogSchema::new(specs), Err(SchemaError::WrongType { expected: "timeuuid", .. })));
         let mut specs = log_specs();
         specs[5].typ = ColumnType::Int;
-        assert!(matches!(
-            LogSchema::new(specs),
-            Err(SchemaError::WrongType {
-                expected: "boolean",
-                ..
-            })
-        ));
+        assert!(matches!(LogSchema::new(specs), Err(SchemaError::WrongType { expected: "boolean", .. })));
         // Optional metadata columns may be missing.
         let mut specs = log_specs();
         specs.retain(|s| s.name != "cdc$ttl" && s.name != "cdc$end_of_batch");
@@ -1089,14 +941,8 @@ pub(crate) mod tests {
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
         let r = page.row(1).unwrap().unwrap();
         assert_eq!(r.value::<i32>("nope"), Err(RowError::NoSuchColumn("nope".into())));
-        assert!(
-            matches!(r.value::<i32>("v"), Err(RowError::Value { ref column, .. }) if column == "v"),
-            "null"
-        );
-        assert!(
-            matches!(r.value::<String>("pk"), Err(RowError::Value { .. })),
-            "type mismatch"
-        );
+        assert!(matches!(r.value::<i32>("v"), Err(RowError::Value { ref column, .. }) if column == "v"), "null");
+        assert!(matches!(r.value::<String>("pk"), Err(RowError::Value { .. })), "type mismatch");
         assert!(
             matches!(r.deleted_elements::<Vec<i32>>("v"), Err(RowError::NoSuchColumn(c)) if c == "cdc$deleted_elements_v")
         );
@@ -1127,20 +973,14 @@ pub(crate) mod tests {
         let short = LogSchema::new(specs).unwrap();
         assert_eq!(
             LogPage::new(&short, &rows, &mut index).unwrap_err(),
-            RowError::ColumnCount {
-                expected: 12,
-                actual: 13
-            }
+            RowError::ColumnCount { expected: 12, actual: 13 }
         );
         let mut specs = log_specs();
         specs[12].name = "w".into();
         let other = LogSchema::new(specs).unwrap();
         assert_eq!(
             LogPage::new(&other, &rows, &mut index).unwrap_err(),
-            RowError::SchemaChanged {
-                index: 12,
-                name: "v".into()
-            }
+            RowError::SchemaChanged { index: 12, name: "v".into() }
         );
     }
 
@@ -1148,11 +988,7 @@ pub(crate) mod tests {
     fn raw_page(values: Vec<Option<Vec<u8>>>) -> Rows {
         let specs = log_specs();
         let borrowed: Vec<Option<&[u8]>> = values.iter().map(|v| v.as_deref()).collect();
-        let metadata = ResultMetadata {
-            columns_count: specs.len(),
-            specs: Some(specs),
-            ..Default::default()
-        };
+        let metadata = ResultMetadata { columns_count: specs.len(), specs: Some(specs), ..Default::default() };
         Rows::from_raw(metadata, &[borrowed]).unwrap()
     }
 
@@ -1172,58 +1008,16 @@ pub(crate) mod tests {
         let mut index = RowIndex::default();
         let cases: Vec<(usize, Option<Vec<u8>>, RowError)> = vec![
             (0, None, RowError::Null("cdc$stream_id")),
-            (
-                0,
-                Some(vec![1; 15]),
-                RowError::Malformed {
-                    column: "cdc$stream_id".into(),
-                    len: 15,
-                },
-            ),
-            (
-                1,
-                Some(vec![1; 3]),
-                RowError::Malformed {
-                    column: "cdc$time".into(),
-                    len: 3,
-                },
-            ),
+            (0, Some(vec![1; 15]), RowError::Malformed { column: "cdc$stream_id".into(), len: 15 }),
+            (1, Some(vec![1; 3]), RowError::Malformed { column: "cdc$time".into(), len: 3 }),
             (2, None, RowError::Null("cdc$batch_seq_no")),
             (7, None, RowError::Null("cdc$operation")),
             (7, Some(vec![10]), RowError::UnknownOperation(10)),
             (7, Some(vec![0xfe]), RowError::UnknownOperation(-2)),
-            (
-                7,
-                Some(vec![1, 2, 3]),
-                RowError::Malformed {
-                    column: "cdc$operation".into(),
-                    len: 3,
-                },
-            ),
-            (
-                8,
-                Some(vec![0; 4]),
-                RowError::Malformed {
-                    column: "cdc$ttl".into(),
-                    len: 4,
-                },
-            ),
-            (
-                6,
-                Some(vec![]),
-                RowError::Malformed {
-                    column: "cdc$end_of_batch".into(),
-                    len: 0,
-                },
-            ),
-            (
-                5,
-                Some(vec![1, 1]),
-                RowError::Malformed {
-                    column: "cdc$deleted_v".into(),
-                    len: 2,
-                },
-            ),
+            (7, Some(vec![1, 2, 3]), RowError::Malformed { column: "cdc$operation".into(), len: 3 }),
+            (8, Some(vec![0; 4]), RowError::Malformed { column: "cdc$ttl".into(), len: 4 }),
+            (6, Some(vec![]), RowError::Malformed { column: "cdc$end_of_batch".into(), len: 0 }),
+            (5, Some(vec![1, 1]), RowError::Malformed { column: "cdc$deleted_v".into(), len: 2 }),
         ];
         for (column, value, expected) in cases {
             let mut row = good_row();
@@ -1235,10 +1029,7 @@ pub(crate) mod tests {
         let rows = raw_page(good_row());
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
         let r = page.row(0).unwrap().unwrap();
-        assert_eq!(
-            (r.operation(), r.ttl(), r.end_of_batch()),
-            (Operation::Insert, None, false)
-        );
+        assert_eq!((r.operation(), r.ttl(), r.end_of_batch()), (Operation::Insert, None, false));
         // A malformed base value fails only when read.
         let mut row = good_row();
         row[12] = Some(vec![1, 2]);
@@ -1257,11 +1048,7 @@ pub(crate) mod tests {
         let mut row = good_row();
         row[7] = Some(ser(-3i32));
         let borrowed: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
-        let metadata = ResultMetadata {
-            columns_count: specs.len(),
-            specs: Some(specs),
-            ..Default::default()
-        };
+        let metadata = ResultMetadata { columns_count: specs.len(), specs: Some(specs), ..Default::default() };
         let rows = Rows::from_raw(metadata, &[borrowed]).unwrap();
         let mut index = RowIndex::default();
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();

@@ -58,9 +58,7 @@ impl StreamId {
 
     /// Parses a blob; fails unless it has exactly 16 bytes.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, StreamIdError> {
-        <[u8; 16]>::try_from(bytes)
-            .map(StreamId)
-            .map_err(|_| StreamIdError::Length(bytes.len()))
+        <[u8; 16]>::try_from(bytes).map(StreamId).map_err(|_| StreamIdError::Length(bytes.len()))
     }
 
     /// The bytes.
@@ -154,13 +152,7 @@ impl<'a> DeserializeValue<'a> for StreamId {
         let v = v.ok_or(DeserializeError::UnexpectedNull { rust_type: "StreamId" })?;
         StreamId::from_slice(v.as_slice()).map_err(|_| {
             let len = v.as_slice().len() as i64;
-            DeserializeError::malformed(
-                typ,
-                DecodeError::InvalidLength {
-                    what: "CDC stream id",
-                    len,
-                },
-            )
+            DeserializeError::malformed(typ, DecodeError::InvalidLength { what: "CDC stream id", len })
         })
     }
 }
@@ -195,9 +187,7 @@ impl StreamGroup {
         if streams.is_empty() {
             return None;
         }
-        Some(StreamGroup {
-            streams: streams.into(),
-        })
+        Some(StreamGroup { streams: streams.into() })
     }
 
     /// Groups streams by vnode index, as the official readers do for stream
@@ -211,9 +201,7 @@ impl StreamGroup {
         let mut rest = streams.as_slice();
         while let Some(first) = rest.first() {
             let same = if first.version() == 1 {
-                rest.iter()
-                    .take_while(|s| s.version() == 1 && s.vnode_index() == first.vnode_index())
-                    .count()
+                rest.iter().take_while(|s| s.version() == 1 && s.vnode_index() == first.vnode_index()).count()
             } else {
                 1
             };
@@ -287,10 +275,7 @@ mod tests {
         assert_eq!(StreamId::try_from(&a.as_bytes()[..15]), Err(StreamIdError::Length(15)));
         assert_eq!(StreamId::from_slice(&[0; 17]), Err(StreamIdError::Length(17)));
         assert_eq!("807a".parse::<StreamId>(), Err(StreamIdError::Hex));
-        assert_eq!(
-            "zz7ae73e07dbd4122e32d36e08000011".parse::<StreamId>(),
-            Err(StreamIdError::Hex)
-        );
+        assert_eq!("zz7ae73e07dbd4122e32d36e08000011".parse::<StreamId>(), Err(StreamIdError::Hex));
         assert_eq!("807AE73E07DBD4122E32D36E08000011".parse::<StreamId>(), Ok(a));
         // Blob order: a negative token sorts after a positive one.
         assert!(id("7ffe0c687fcce86e0783343730000001") < a);
@@ -308,10 +293,7 @@ mod tests {
             StreamId::deserialize(&ColumnType::Blob, Some(FrameSlice::whole(&short))),
             Err(DeserializeError::Malformed { .. })
         ));
-        assert!(matches!(
-            StreamId::deserialize(&ColumnType::Blob, None),
-            Err(DeserializeError::UnexpectedNull { .. })
-        ));
+        assert!(matches!(StreamId::deserialize(&ColumnType::Blob, None), Err(DeserializeError::UnexpectedNull { .. })));
         let mut buf = Vec::new();
         assert_eq!(a.encoded_len(), Ok(20));
         a.encode(&mut buf);

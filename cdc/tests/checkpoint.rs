@@ -34,7 +34,6 @@ async fn setup(tag: &str) -> (FrontHandle, Session, String) {
     (front, session, ks)
 }
 
-
 type Ops = HashMap<i32, Vec<(Operation, Option<i64>)>>;
 
 /// What the consumer saw per partition: (operation, v) in delivery order.
@@ -83,10 +82,23 @@ fn expected_of(plan: &[(i32, i32, Operation, Option<i64>)]) -> Ops {
 
 /// Writes the planned changes, `per_tick` of them every `tick` (all at once
 /// with a zero tick).
-async fn write(session: &Session, ks: &str, plan: &[(i32, i32, Operation, Option<i64>)], per_tick: usize, tick: Duration) {
-    let insert = session.prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)"))).await.expect("prepare");
-    let update = session.prepare(Statement::new(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?"))).await.expect("prepare");
-    let delete = session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
+async fn write(
+    session: &Session,
+    ks: &str,
+    plan: &[(i32, i32, Operation, Option<i64>)],
+    per_tick: usize,
+    tick: Duration,
+) {
+    let insert = session
+        .prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")))
+        .await
+        .expect("prepare");
+    let update = session
+        .prepare(Statement::new(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?")))
+        .await
+        .expect("prepare");
+    let delete =
+        session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
     for (i, &(pk, ck, op, v)) in plan.iter().enumerate() {
         if i > 0 && i % per_tick.max(1) == 0 && !tick.is_zero() {
             tokio::time::sleep(tick).await;
@@ -111,7 +123,13 @@ fn check_resumed(expected: &Ops, first: &Ops, second: &Ops) -> usize {
         assert!(a.len() <= ops.len() && b.len() <= ops.len(), "pk {pk}: more changes than written");
         assert_eq!(&a[..], &ops[..a.len()], "pk {pk}: first run in write order");
         let resumed_at = ops.len() - b.len();
-        assert!(resumed_at <= a.len(), "pk {pk}: rows missed between runs ({} + {} of {})", a.len(), b.len(), ops.len());
+        assert!(
+            resumed_at <= a.len(),
+            "pk {pk}: rows missed between runs ({} + {} of {})",
+            a.len(),
+            b.len(),
+            ops.len()
+        );
         assert_eq!(&b[..], &ops[resumed_at..], "pk {pk}: second run in write order");
         repeated += a.len() - resumed_at;
     }
@@ -177,7 +195,10 @@ async fn resumes_from_the_table_checkpoint_without_missing_a_row() {
     let second_count = count(&second);
     let (first, second) = (first.lock().expect("lock").clone(), second.lock().expect("lock").clone());
     let repeated = check_resumed(&expected, &first, &second);
-    assert!(second_count < total, "the second run resumed from the checkpoint, not from the start ({second_count} of {total})");
+    assert!(
+        second_count < total,
+        "the second run resumed from the checkpoint, not from the start ({second_count} of {total})"
+    );
     assert_eq!(first_count + second_count - repeated, total);
     eprintln!("first run {first_count}, second run {second_count}, repeated {repeated}, of {total}");
 
@@ -190,7 +211,13 @@ async fn resumes_from_the_table_checkpoint_without_missing_a_row() {
 /// The `printer` of this package, as a child process following `ks.t`
 /// from an absolute time (to an absolute time, or forever), with a table checkpoint in `ks`; its JSON
 /// lines go to `out`.
-fn spawn_printer(addr: std::net::SocketAddr, ks: &str, start_ms: u64, end_ms: Option<u64>, out: &std::path::Path) -> Child {
+fn spawn_printer(
+    addr: std::net::SocketAddr,
+    ks: &str,
+    start_ms: u64,
+    end_ms: Option<u64>,
+    out: &std::path::Path,
+) -> Child {
     let file = std::fs::File::create(out).expect("output file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_printer"));
     if let Some(end) = end_ms {
@@ -330,7 +357,9 @@ async fn tables_of_the_same_name_in_two_keyspaces_keep_separate_checkpoints() {
     .await;
     run(
         &session,
-        &format!("CREATE TABLE {ks2}.t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"),
+        &format!(
+            "CREATE TABLE {ks2}.t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"
+        ),
     )
     .await;
     let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");

@@ -48,10 +48,23 @@ fn collector(seen: Seen) -> Arc<dyn shardwise_cdc::ConsumerFactory> {
 
 /// Writes `n` changes with increasing `v` over `partitions` keys; returns
 /// the expected (operation, v) sequence per key.
-async fn workload(session: &Session, ks: &str, partitions: i32, n: i64, seed: u64) -> HashMap<i32, Vec<(Operation, Option<i64>)>> {
-    let insert = session.prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)"))).await.expect("prepare");
-    let update = session.prepare(Statement::new(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?"))).await.expect("prepare");
-    let delete = session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
+async fn workload(
+    session: &Session,
+    ks: &str,
+    partitions: i32,
+    n: i64,
+    seed: u64,
+) -> HashMap<i32, Vec<(Operation, Option<i64>)>> {
+    let insert = session
+        .prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")))
+        .await
+        .expect("prepare");
+    let update = session
+        .prepare(Statement::new(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?")))
+        .await
+        .expect("prepare");
+    let delete =
+        session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
     let mut expected: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
     let mut x = seed;
     for v in 0..n {
@@ -155,7 +168,13 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
         let a = first.get(pk).cloned().unwrap_or_default();
         let b = second.get(pk).cloned().unwrap_or_default();
         let resumed_at = ops.len() - b.len();
-        assert!(resumed_at <= a.len(), "pk {pk}: rows missed between runs ({} + {} of {})", a.len(), b.len(), ops.len());
+        assert!(
+            resumed_at <= a.len(),
+            "pk {pk}: rows missed between runs ({} + {} of {})",
+            a.len(),
+            b.len(),
+            ops.len()
+        );
         assert_eq!(&a[..], &ops[..a.len()], "pk {pk}: first run in order");
         assert_eq!(&b[..], &ops[resumed_at..], "pk {pk}: second run in order");
     }

@@ -24,16 +24,12 @@ async fn setup(tag: &str) -> (FrontHandle, Session, String) {
     (front, session, ks)
 }
 
-
 /// The rows of `table` with the write times of the atomic columns, sorted.
 async fn dump(session: &Session, ks: &str, table: &str) -> Vec<String> {
     let text = format!("SELECT pk, ck, v1, v2, m, s, writetime(v1), writetime(v2) FROM {ks}.{table}");
     let result = session.execute(&Statement::new(text), ()).await.expect("select");
-    let mut rows: Vec<String> = result
-        .rows::<Vec<Option<CqlValue>>>()
-        .expect("rows")
-        .map(|r| format!("{:?}", r.expect("row")))
-        .collect();
+    let mut rows: Vec<String> =
+        result.rows::<Vec<Option<CqlValue>>>().expect("rows").map(|r| format!("{:?}", r.expect("row"))).collect();
     rows.sort();
     rows
 }

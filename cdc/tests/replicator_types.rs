@@ -24,7 +24,6 @@ async fn setup(tag: &str) -> (FrontHandle, Session, String) {
     (front, session, ks)
 }
 
-
 /// The rows of `table`: every column, then the write time and the TTL of
 /// each of `atomic`; sorted.
 async fn dump(session: &Session, ks: &str, table: &str, atomic: &[&str]) -> Vec<(String, Vec<Option<i32>>)> {
@@ -129,8 +128,25 @@ const NATIVE_COLUMNS: &str = "(pk int, ck int, \
     c_duration duration, PRIMARY KEY (pk, ck))";
 
 const NATIVE: &[&str] = &[
-    "c_int", "c_bigint", "c_text", "c_ascii", "c_varchar", "c_blob", "c_boolean", "c_double", "c_float", "c_decimal",
-    "c_varint", "c_uuid", "c_timeuuid", "c_timestamp", "c_date", "c_time", "c_inet", "c_smallint", "c_tinyint",
+    "c_int",
+    "c_bigint",
+    "c_text",
+    "c_ascii",
+    "c_varchar",
+    "c_blob",
+    "c_boolean",
+    "c_double",
+    "c_float",
+    "c_decimal",
+    "c_varint",
+    "c_uuid",
+    "c_timeuuid",
+    "c_timestamp",
+    "c_date",
+    "c_time",
+    "c_inet",
+    "c_smallint",
+    "c_tinyint",
     "c_duration",
 ];
 

@@ -9,10 +9,10 @@ use bytes::{BufMut, Bytes};
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{Flags, Opcode, ProtocolVersion};
 use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
+use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::ColumnSpec;
-use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::EncodeError;
 
 use crate::connection::Connection;
@@ -99,7 +99,10 @@ fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, val
 }
 
 impl<V: SerializeValues> Executable<V> for Statement {
-    type Request<'a> = Query<'a, &'a V> where V: 'a;
+    type Request<'a>
+        = Query<'a, &'a V>
+    where
+        V: 'a;
 
     fn options(&self) -> &StatementOptions {
         self.options()
@@ -138,7 +141,10 @@ impl<V: SerializeValues> Request for ExecuteRequest<'_, V> {
 }
 
 impl<V: SerializeValues> Executable<V> for PreparedStatement {
-    type Request<'a> = ExecuteRequest<'a, V> where V: 'a;
+    type Request<'a>
+        = ExecuteRequest<'a, V>
+    where
+        V: 'a;
 
     fn options(&self) -> &StatementOptions {
         self.options()
@@ -166,7 +172,11 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
 }
 
 impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
-    type Request<'a> = T::Request<'a> where Self: 'a, V: 'a;
+    type Request<'a>
+        = T::Request<'a>
+    where
+        Self: 'a,
+        V: 'a;
 
     fn options(&self) -> &StatementOptions {
         (**self).options()
@@ -281,7 +291,11 @@ tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5, S6 V6.6, S7 V
 /// A batch over a slice of statements with one value list per statement
 /// (the list of requests is built in a `Vec`).
 impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
-    type Request<'a> = request::Batch<'a, Vec<BatchStatement<'a, &'a V>>> where Self: 'a, V: 'a;
+    type Request<'a>
+        = request::Batch<'a, Vec<BatchStatement<'a, &'a V>>>
+    where
+        Self: 'a,
+        V: 'a;
 
     fn options(&self) -> &StatementOptions {
         self.options()
@@ -365,7 +379,10 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                         if fresh.id() != p.id() {
                             return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
                         }
-                        p.set_shape(ResultShape { metadata_id: fresh.shape().metadata_id.clone(), specs: fresh.result_specs() });
+                        p.set_shape(ResultShape {
+                            metadata_id: fresh.shape().metadata_id.clone(),
+                            specs: fresh.result_specs(),
+                        });
                         if let Some(report) = on_reprepared.take() {
                             report(p);
                         }
@@ -391,9 +408,15 @@ mod tests {
     use super::*;
 
     fn prepared(table: &str) -> PreparedStatement {
-        let spec = ColumnSpec { keyspace: "ks".into(), table: table.into(), name: "cdc$stream_id".into(), typ: ColumnType::Blob };
+        let spec = ColumnSpec {
+            keyspace: "ks".into(),
+            table: table.into(),
+            name: "cdc$stream_id".into(),
+            typ: ColumnType::Blob,
+        };
         let metadata = PreparedMetadata { flags: 0, pk_indexes: vec![0], specs: vec![spec] };
-        let result_metadata = ResultMetadata { columns_count: 0, paging_state: None, new_metadata_id: None, specs: None };
+        let result_metadata =
+            ResultMetadata { columns_count: 0, paging_state: None, new_metadata_id: None, specs: None };
         PreparedStatement::new(
             "SELECT * FROM ks.t WHERE \"cdc$stream_id\" = ?",
             Prepared { id: Bytes::from_static(b"id"), result_metadata_id: None, metadata, result_metadata },

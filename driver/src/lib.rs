@@ -16,17 +16,17 @@ pub mod error;
 pub mod events;
 pub mod execute;
 mod metrics;
+mod pool;
 pub mod result;
 pub mod retry;
 pub mod routing;
-mod pool;
 pub mod session;
 pub mod statement;
 mod sync;
 
-pub use shardwise_protocol as protocol;
 /// Derives for bind values (`SerializeValues`) and rows (`DeserializeRow`).
 pub use shardwise_macros::{DeserializeRow, SerializeValues};
+pub use shardwise_protocol as protocol;
 
 pub use config::{Compression, ConnectionConfig, TlsConfig};
 pub use connection::Connection;

@@ -84,7 +84,8 @@ mod tests {
     fn default_policy_decisions() {
         let p = DefaultRetryPolicy;
         let cl = Consistency::Quorum;
-        let read_timeout = |data_present| db(ErrorKind::ReadTimeout { consistency: cl, received: 2, block_for: 2, data_present });
+        let read_timeout =
+            |data_present| db(ErrorKind::ReadTimeout { consistency: cl, received: 2, block_for: 2, data_present });
         assert_eq!(p.decide(&read_timeout(false), 0, false), RetryDecision::RetrySameNode);
         assert_eq!(p.decide(&read_timeout(true), 0, false), RetryDecision::DontRetry);
         assert_eq!(p.decide(&read_timeout(false), 1, false), RetryDecision::DontRetry);

@@ -440,17 +440,22 @@ impl std::fmt::Debug for Session {
 
 fn resolve(node: &str) -> Result<Vec<SocketAddr>, NewSessionError> {
     use std::net::ToSocketAddrs;
-    let with_port = if node.parse::<SocketAddr>().is_ok() || node.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
-        node.to_owned()
-    } else {
-        format!("{node}:9042")
-    };
+    let with_port =
+        if node.parse::<SocketAddr>().is_ok() || node.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+            node.to_owned()
+        } else {
+            format!("{node}:9042")
+        };
     with_port.to_socket_addrs().map(Iterator::collect).map_err(|_| NewSessionError::Resolve(node.to_owned()))
 }
 
 /// The first connections of a node: one, and on an unsharded node up to
 /// `per_node` (a sharded node's others are opened per shard by the refill).
-async fn open_initial(addr: SocketAddr, config: ConnectionConfig, per_node: usize) -> (Vec<Connection>, Option<ConnectionError>) {
+async fn open_initial(
+    addr: SocketAddr,
+    config: ConnectionConfig,
+    per_node: usize,
+) -> (Vec<Connection>, Option<ConnectionError>) {
     let mut conns = Vec::new();
     for _ in 0..per_node {
         match Connection::open(addr, &config).await {
@@ -725,8 +730,12 @@ impl Session {
         let (_, node, conn) = self.pick(&state, seed, 0, None)?;
         let p = conn.prepare(statement.text()).await?;
         // Prepare on the other nodes too, so EXECUTE works wherever it goes.
-        let others: Vec<Connection> =
-            state.nodes.iter().filter(|other| !Arc::ptr_eq(other, &node)).filter_map(|other| other.connection(seed)).collect();
+        let others: Vec<Connection> = state
+            .nodes
+            .iter()
+            .filter(|other| !Arc::ptr_eq(other, &node))
+            .filter_map(|other| other.connection(seed))
+            .collect();
         drop(state);
         for c in others {
             let _ = c.prepare(statement.text()).await;
@@ -971,7 +980,9 @@ impl Session {
                 let n = replicas.len();
                 for local in [true, false] {
                     for i in 0..n {
-                        let Some(p) = routing.pool_of.get(replicas[(seed + i) % n]).copied().flatten() else { continue };
+                        let Some(p) = routing.pool_of.get(replicas[(seed + i) % n]).copied().flatten() else {
+                            continue;
+                        };
                         if (p < state.local) != local {
                             continue;
                         }
@@ -1008,7 +1019,12 @@ impl Session {
         }
     }
 
-    async fn run<E: Executable<V>, V>(&self, statement: &E, values: &V, params: Params<'_>) -> Result<QueryResult, ExecutionError> {
+    async fn run<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+    ) -> Result<QueryResult, ExecutionError> {
         let idempotent = statement.options().idempotent;
         let speculative = self.inner.config.speculative.filter(|_| idempotent && self.state().nodes.len() > 1);
         let Some(spec) = speculative else {
@@ -1153,7 +1169,9 @@ impl Session {
                 Err(e) => return Err(e),
             };
             asked += 1;
-            let row = result.first_row::<(Option<Uuid>,)>().map_err(|_| ExecutionError::UnexpectedResponse("schema version rows"))?;
+            let row = result
+                .first_row::<(Option<Uuid>,)>()
+                .map_err(|_| ExecutionError::UnexpectedResponse("schema version rows"))?;
             if let Some((Some(v),)) = row {
                 versions.push(v);
             }

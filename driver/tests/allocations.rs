@@ -85,7 +85,8 @@ async fn measure(version: ProtocolVersion) {
             .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str())
             .await
             .expect("prepare");
-        let select = session.prepare(format!("SELECT v1, v2 FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
+        let select =
+            session.prepare(format!("SELECT v1, v2 FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
         let text = "a value of some length";
         // Warm up: buffers, stream-id pages and timers reach their steady state.
         for i in 0..200i64 {

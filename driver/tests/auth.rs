@@ -13,7 +13,11 @@ fn start_node() -> Node {
     Node::start(config).expect("auth-enabled Cassandra")
 }
 
-async fn connect(node: &Node, user: Option<(&str, &str)>, version: ProtocolVersion) -> Result<Session, NewSessionError> {
+async fn connect(
+    node: &Node,
+    user: Option<(&str, &str)>,
+    version: ProtocolVersion,
+) -> Result<Session, NewSessionError> {
     let mut b = SessionBuilder::new().known_node_addr(node.addr()).protocol_versions(version, version);
     if let Some((u, p)) = user {
         b = b.user(u, p);

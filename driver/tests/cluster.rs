@@ -197,7 +197,8 @@ async fn three_node_cluster() {
     // Gossip may still be spreading the last node's arrival (a joining node is listed
     // before its tokens are): wait until the contact point knows every peer's tokens.
     let deadline = Instant::now() + Duration::from_secs(90);
-    let probe = SessionBuilder::new().known_node_addr(contact).discover_topology(false).build().await.expect("probe session");
+    let probe =
+        SessionBuilder::new().known_node_addr(contact).discover_topology(false).build().await.expect("probe session");
     loop {
         let peers = probe
             .execute(&Statement::new("SELECT peer, tokens FROM system.peers").with_consistency(Consistency::One), ())
@@ -239,8 +240,12 @@ async fn three_node_cluster() {
 
     // Periodic refreshes ran, and none of them dropped a node: a stopped node
     // stays in the topology (it is down, not gone).
-    let refreshes: Vec<SessionEvent> =
-        log.events().into_iter().map(|(_, e)| e).filter(|e| matches!(e, SessionEvent::TopologyRefreshed { .. })).collect();
+    let refreshes: Vec<SessionEvent> = log
+        .events()
+        .into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| matches!(e, SessionEvent::TopologyRefreshed { .. }))
+        .collect();
     assert!(refreshes.len() >= 3, "periodic topology refreshes: {refreshes:?}");
     for r in &refreshes {
         assert!(
@@ -259,9 +264,16 @@ async fn replicas_match_the_server(session: &Session) {
         ("nts_rf2", "{'class': 'NetworkTopologyStrategy', 'datacenter1': 2}"),
     ];
     for (ks, replication) in keyspaces {
-        session.execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {replication}")), ()).await.expect("ks");
-        session.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY, v int)")), ()).await.expect("table");
-        let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+        session
+            .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {replication}")), ())
+            .await
+            .expect("ks");
+        session
+            .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY, v int)")), ())
+            .await
+            .expect("table");
+        let insert =
+            session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("prepare");
         let select = session
             .prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?").as_str())
             .await
@@ -340,7 +352,8 @@ struct Load {
 fn start_load(session: &Session, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Load> {
     let session = session.clone();
     tokio::spawn(async move {
-        let read = session.prepare("SELECT v FROM failover.kv WHERE pk = ?").await.expect("prepare").with_idempotent(true);
+        let read =
+            session.prepare("SELECT v FROM failover.kv WHERE pk = ?").await.expect("prepare").with_idempotent(true);
         let read_one = read.clone().with_consistency(Consistency::One);
         let read_quorum = read.with_consistency(Consistency::Quorum);
         let write = session
@@ -373,13 +386,19 @@ fn start_load(session: &Session, stop: Arc<AtomicBool>) -> tokio::task::JoinHand
 async fn stopped_node_is_skipped_and_comes_back(cluster: &mut TestCluster, session: &Session, log: &EventLog) {
     session
         .execute(
-            &Statement::new("CREATE KEYSPACE failover WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"),
+            &Statement::new(
+                "CREATE KEYSPACE failover WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
+            ),
             (),
         )
         .await
         .expect("ks");
     session.execute(&Statement::new("CREATE TABLE failover.kv (pk int PRIMARY KEY, v int)"), ()).await.expect("table");
-    let insert = session.prepare("INSERT INTO failover.kv (pk, v) VALUES (?, ?)").await.expect("prepare").with_consistency(Consistency::All);
+    let insert = session
+        .prepare("INSERT INTO failover.kv (pk, v) VALUES (?, ?)")
+        .await
+        .expect("prepare")
+        .with_consistency(Consistency::All);
     for pk in 0..100 {
         session.execute(&insert, (pk, pk)).await.expect("insert at ALL");
     }
@@ -452,9 +471,12 @@ async fn control_connection_moves_when_its_node_stops(cluster: &mut TestCluster,
     tokio::task::block_in_place(|| cluster.stop(index));
     let stopped = Instant::now();
     let moved = log
-        .wait(mark, Duration::from_secs(30), "ControlConnectionChanged", |e| {
-            matches!(e, SessionEvent::ControlConnectionChanged(a) if *a != control)
-        })
+        .wait(
+            mark,
+            Duration::from_secs(30),
+            "ControlConnectionChanged",
+            |e| matches!(e, SessionEvent::ControlConnectionChanged(a) if *a != control),
+        )
         .await;
     let new_control = session.control_node().expect("a control connection again");
     assert_ne!(new_control, control);
@@ -467,7 +489,12 @@ async fn control_connection_moves_when_its_node_stops(cluster: &mut TestCluster,
         down.saturating_duration_since(stopping),
     );
     // Events still arrive: a schema change made by another client is seen.
-    let other = SessionBuilder::new().known_node_addr(new_control).discover_topology(false).build().await.expect("other client");
+    let other = SessionBuilder::new()
+        .known_node_addr(new_control)
+        .discover_topology(false)
+        .build()
+        .await
+        .expect("other client");
     let mark = log.len();
     let changed = Instant::now();
     other
@@ -475,9 +502,12 @@ async fn control_connection_moves_when_its_node_stops(cluster: &mut TestCluster,
         .await
         .expect("DDL from another client");
     let seen = log
-        .wait(mark, Duration::from_secs(30), "SCHEMA_CHANGE for failover.after_move", |e| {
-            matches!(e, SessionEvent::Database(Event::SchemaChange(c)) if format!("{c:?}").contains("after_move"))
-        })
+        .wait(
+            mark,
+            Duration::from_secs(30),
+            "SCHEMA_CHANGE for failover.after_move",
+            |e| matches!(e, SessionEvent::Database(Event::SchemaChange(c)) if format!("{c:?}").contains("after_move")),
+        )
         .await;
     println!("schema change by another client seen {:?} after it was made", seen.saturating_duration_since(changed));
     // The other client waited for its own node only: wait until every node
@@ -485,6 +515,9 @@ async fn control_connection_moves_when_its_node_stops(cluster: &mut TestCluster,
     session.await_schema_agreement().await.expect("schema agreement");
     let insert = session.prepare("INSERT INTO failover.after_move (pk, v) VALUES (?, ?)").await.expect("prepare");
     for pk in 0..30 {
-        session.execute(&insert.clone().with_consistency(Consistency::One), (pk, pk)).await.expect("insert after the move");
+        session
+            .execute(&insert.clone().with_consistency(Consistency::One), (pk, pk))
+            .await
+            .expect("insert after the move");
     }
 }

@@ -90,7 +90,8 @@ async fn abandoned_requests_become_orphans_then_free() {
     let addr = testkit::shared_node().expect("server");
     let conn = Connection::open(addr, &ConnectionConfig::default()).await.expect("connect");
     for _ in 0..20 {
-        let q = Query { query: "SELECT * FROM system_schema.columns", params: QueryParameters::new(Consistency::One, ()) };
+        let q =
+            Query { query: "SELECT * FROM system_schema.columns", params: QueryParameters::new(Consistency::One, ()) };
         // Give up on the request right after it is sent.
         let _ = tokio::time::timeout(std::time::Duration::from_micros(1), conn.send(&q, 0)).await;
     }
@@ -124,7 +125,8 @@ fn a_worker_thread_executes_on_its_own_connection() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         rt.block_on(async {
             let conn = Connection::open(addr, &ConnectionConfig::default()).await.expect("connect");
-            let select = conn.prepare("SELECT key, cluster_name FROM system.local WHERE key = ?").await.expect("prepare");
+            let select =
+                conn.prepare("SELECT key, cluster_name FROM system.local WHERE key = ?").await.expect("prepare");
             let params = shardwise::execute::Params::new(Consistency::One);
             let result = conn.execute(&select, &("local",), params).await.expect("execute");
             let (key, cluster): (&str, &str) = result.first_row().expect("types").expect("row");

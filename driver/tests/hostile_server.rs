@@ -58,19 +58,21 @@ fn config() -> ConnectionConfig {
     }
 }
 
-async fn first_request(script: impl Fn(i16) -> Vec<u8> + Send + 'static) -> (Connection, Result<ResultMessage, ExecutionError>) {
+async fn first_request(
+    script: impl Fn(i16) -> Vec<u8> + Send + 'static,
+) -> (Connection, Result<ResultMessage, ExecutionError>) {
     let addr = fake(script).await;
     let conn = Connection::open(addr, &config()).await.expect("handshake with the fake");
     let q = shardwise::protocol::request::Query {
         query: "SELECT 1",
         params: shardwise::protocol::request::QueryParameters::new(Default::default(), ()),
     };
-    let result = tokio::time::timeout(Duration::from_secs(5), conn.send(&q, 0))
-        .await
-        .expect("no hang")
-        .and_then(|env| match Response::from_envelope(env)?.message {
-            ResponseMessage::Result(r) => Ok(r),
-            _ => Err(ExecutionError::UnexpectedResponse("not a result")),
+    let result =
+        tokio::time::timeout(Duration::from_secs(5), conn.send(&q, 0)).await.expect("no hang").and_then(|env| {
+            match Response::from_envelope(env)?.message {
+                ResponseMessage::Result(r) => Ok(r),
+                _ => Err(ExecutionError::UnexpectedResponse("not a result")),
+            }
         });
     (conn, result)
 }
@@ -93,7 +95,10 @@ async fn unknown_opcode_closes_the_connection() {
         h
     })
     .await;
-    assert!(matches!(r, Err(ExecutionError::Connection(ConnectionError::Decode(DecodeError::UnknownCode { .. })))), "{r:?}");
+    assert!(
+        matches!(r, Err(ExecutionError::Connection(ConnectionError::Decode(DecodeError::UnknownCode { .. })))),
+        "{r:?}"
+    );
     assert_closed(&conn).await;
 }
 
@@ -105,7 +110,10 @@ async fn oversized_frame_is_refused_without_allocating_it() {
         h
     })
     .await;
-    assert!(matches!(r, Err(ExecutionError::Connection(ConnectionError::Decode(DecodeError::TooLarge { .. })))), "{r:?}");
+    assert!(
+        matches!(r, Err(ExecutionError::Connection(ConnectionError::Decode(DecodeError::TooLarge { .. })))),
+        "{r:?}"
+    );
     assert_closed(&conn).await;
 }
 
@@ -199,7 +207,11 @@ async fn unprepared_is_answered_by_re_preparing() {
         socket.write_all(&response(s, prepared())).await.expect("write");
         // First EXECUTE: "I do not know this statement".
         let s = read_request(&mut socket).await.expect("EXECUTE");
-        let unprepared = ErrorResponse { code: code::UNPREPARED, message: "unknown".into(), kind: ErrorKind::Unprepared { id: id.to_vec() } };
+        let unprepared = ErrorResponse {
+            code: code::UNPREPARED,
+            message: "unknown".into(),
+            kind: ErrorKind::Unprepared { id: id.to_vec() },
+        };
         socket.write_all(&response(s, ResponseMessage::Error(unprepared))).await.expect("write");
         // The driver prepares again, then retries the EXECUTE.
         let s = read_request(&mut socket).await.expect("re-PREPARE");

@@ -90,7 +90,8 @@ async fn batches_of_every_kind() {
     for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
         let s = session(version, Compression::None).await;
         let ks = keyspace(&s, "batch").await;
-        let insert = s.prepare(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (?, ?)").as_str()).await.expect("prepare");
+        let insert =
+            s.prepare(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (?, ?)").as_str()).await.expect("prepare");
         let delete = Statement::new(format!("DELETE FROM {ks}.every_type WHERE pk = ?"));
         // A logged batch of a prepared and an unprepared statement, values as a tuple of tuples.
         let batch = Batch::logged((&insert, &insert, &delete));
@@ -100,9 +101,12 @@ async fn batches_of_every_kind() {
         let values: Vec<(i32, String)> = (20..25).map(|i| (i, format!("v{i}"))).collect();
         s.execute(&many, values).await.expect("unlogged batch");
         // A counter batch.
-        let inc = s.prepare(format!("UPDATE {ks}.counters SET c = c + ? WHERE pk = ?").as_str()).await.expect("prepare");
+        let inc =
+            s.prepare(format!("UPDATE {ks}.counters SET c = c + ? WHERE pk = ?").as_str()).await.expect("prepare");
         let counters = Batch::counter((&inc, &inc));
-        s.execute(&counters, ((CqlValue::Counter(2), 1i32), (CqlValue::Counter(3), 1i32))).await.expect("counter batch");
+        s.execute(&counters, ((CqlValue::Counter(2), 1i32), (CqlValue::Counter(3), 1i32)))
+            .await
+            .expect("counter batch");
 
         let r = s.execute(&Statement::new(format!("SELECT pk, t FROM {ks}.every_type")), ()).await.expect("select");
         let mut rows: Vec<(i32, String)> = r.rows().expect("types").map(|r| r.expect("row")).collect();
@@ -110,7 +114,8 @@ async fn batches_of_every_kind() {
         let want: Vec<(i32, String)> =
             [(11, "eleven".to_owned())].into_iter().chain((20..25).map(|i| (i, format!("v{i}")))).collect();
         assert_eq!(rows, want);
-        let r = s.execute(&Statement::new(format!("SELECT c FROM {ks}.counters WHERE pk = 1")), ()).await.expect("select");
+        let r =
+            s.execute(&Statement::new(format!("SELECT c FROM {ks}.counters WHERE pk = 1")), ()).await.expect("select");
         assert_eq!(r.first_row::<(i64,)>().expect("type"), Some((5,)));
     }
 }
@@ -122,7 +127,8 @@ async fn paging_over_thousands_of_rows() {
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.wide (pk int, ck int, v text, PRIMARY KEY (pk, ck))")), ())
         .await
         .expect("ddl");
-    let insert = s.prepare(format!("INSERT INTO {ks}.wide (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    let insert =
+        s.prepare(format!("INSERT INTO {ks}.wide (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
     let mut tasks = Vec::new();
     for ck in 0..3000i32 {
         let (s, insert) = (s.clone(), insert.clone());
@@ -176,10 +182,18 @@ async fn lwt_use_keyspace_and_typed_errors() {
     let err = s.execute(&Statement::new("SELECT * FROM no_such_table"), ()).await.expect_err("invalid");
     assert!(matches!(&err, ExecutionError::Db(e) if e.kind == ErrorKind::Invalid), "{err:?}");
     let err = s
-        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")), ())
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
         .await
         .expect_err("exists");
-    assert!(matches!(&err, ExecutionError::Db(e) if matches!(&e.kind, ErrorKind::AlreadyExists { keyspace, .. } if *keyspace == ks)), "{err:?}");
+    assert!(
+        matches!(&err, ExecutionError::Db(e) if matches!(&e.kind, ErrorKind::AlreadyExists { keyspace, .. } if *keyspace == ks)),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -238,9 +252,11 @@ struct UserRow<'a> {
 async fn derived_structs_bind_values_and_read_rows() {
     let s = session(ProtocolVersion::V5, Compression::None).await;
     let ks = keyspace(&s, "derive").await;
-    let insert = s.prepare(format!("INSERT INTO {ks}.every_type (pk, t, bo) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    let insert =
+        s.prepare(format!("INSERT INTO {ks}.every_type (pk, t, bo) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
     s.execute(&insert, NewUser { pk: 5, t: "five", bo: true }).await.expect("insert");
-    let select = s.prepare(format!("SELECT pk, t, bo FROM {ks}.every_type WHERE pk = ?").as_str()).await.expect("prepare");
+    let select =
+        s.prepare(format!("SELECT pk, t, bo FROM {ks}.every_type WHERE pk = ?").as_str()).await.expect("prepare");
     let r = s.execute(&select, (5i32,)).await.expect("select");
     // Columns are matched by name, whatever the field order.
     let row: UserRow<'_> = r.first_row().expect("types").expect("row");
@@ -278,7 +294,8 @@ async fn events_from_the_control_connection() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut saw_schema_change = false;
     while !saw_schema_change {
-        let event = tokio::time::timeout_at(deadline, events.recv()).await.expect("an event in time").expect("open channel");
+        let event =
+            tokio::time::timeout_at(deadline, events.recv()).await.expect("an event in time").expect("open channel");
         if let shardwise::SessionEvent::Database(shardwise::protocol::response::Event::SchemaChange(c)) = event {
             saw_schema_change = format!("{c:?}").contains(&ks);
         }

@@ -19,10 +19,12 @@ const SHARDS: u16 = 8;
 
 async fn setup() -> (FrontHandle, Session) {
     let upstream = testkit::shared_node().expect("server");
-    let front = tokio::task::spawn_blocking(move || Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() }))
-        .await
-        .expect("join")
-        .expect("front");
+    let front = tokio::task::spawn_blocking(move || {
+        Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() })
+    })
+    .await
+    .expect("join")
+    .expect("front");
     let session = SessionBuilder::new()
         .known_node_addr(front.addr())
         .default_consistency(Consistency::One)
@@ -52,11 +54,23 @@ async fn shard_aware_routing_through_the_emulated_scylla() {
 
     let ks = testkit::fresh_keyspace("shards");
     session
-        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")), ())
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
         .await
         .expect("ks");
-    session.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint, ck int, v text, PRIMARY KEY ((pk, ck)))")), ()).await.expect("table");
-    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    session
+        .execute(
+            &Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint, ck int, v text, PRIMARY KEY ((pk, ck)))")),
+            (),
+        )
+        .await
+        .expect("table");
+    let insert =
+        session.prepare(format!("INSERT INTO {ks}.kv (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
     front.reset_routing_stats();
     for pk in 0..2000i64 {
         session.execute(&insert, (pk, (pk % 7) as i32, "v")).await.expect("insert");
@@ -110,11 +124,19 @@ async fn cdc_log_partitioner_is_learned_from_scylla_tables() {
     let (front, session) = setup().await;
     let ks = testkit::fresh_keyspace("cdcpart");
     session
-        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")), ())
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
         .await
         .expect("ks");
     session
-        .execute(&Statement::new(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, v int) WITH cdc = {{'enabled': true}}")), ())
+        .execute(
+            &Statement::new(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, v int) WITH cdc = {{'enabled': true}}")),
+            (),
+        )
         .await
         .expect("CDC table");
     assert_eq!(session.partitioner(&ks, "t_scylla_cdc_log"), Some(Partitioner::Cdc), "the log table's partitioner");
@@ -133,7 +155,12 @@ async fn cdc_log_partitioner_is_learned_from_scylla_tables() {
         session.execute(&read, (&id[..],)).await.expect("read the log");
     }
     let stats = front.stats();
-    println!("CDC log reads by stream id: shard hits {} misses {} rate {:.4}", stats.hits(), stats.misses(), stats.hit_rate());
+    println!(
+        "CDC log reads by stream id: shard hits {} misses {} rate {:.4}",
+        stats.hits(),
+        stats.misses(),
+        stats.hit_rate()
+    );
     assert_eq!(stats.hits(), 2000, "{stats:?}");
     assert_eq!(stats.misses(), 0, "every read of the log went to the shard owning its stream: {stats:?}");
 }
@@ -151,11 +178,19 @@ async fn without_scylla_tables_every_table_is_murmur3() {
         .expect("session");
     let ks = testkit::fresh_keyspace("murmur");
     session
-        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")), ())
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
         .await
         .expect("ks");
     session
-        .execute(&Statement::new(format!("CREATE TABLE {ks}.t_scylla_cdc_log (\"cdc$stream_id\" blob PRIMARY KEY, v int)")), ())
+        .execute(
+            &Statement::new(format!("CREATE TABLE {ks}.t_scylla_cdc_log (\"cdc$stream_id\" blob PRIMARY KEY, v int)")),
+            (),
+        )
         .await
         .expect("table");
     assert_eq!(session.partitioner(&ks, "t_scylla_cdc_log"), Some(Partitioner::Murmur3));

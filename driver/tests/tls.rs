@@ -18,11 +18,40 @@ fn make_cert(dir: &Path, name: &str) -> (std::path::PathBuf, Vec<u8>) {
     };
     let ks = keystore.to_str().expect("utf-8 path");
     keytool(&[
-        "-genkeypair", "-alias", "node", "-keyalg", "RSA", "-keysize", "2048", "-validity", "2",
-        "-dname", "CN=127.0.0.1", "-ext", "SAN=ip:127.0.0.1", "-keystore", ks,
-        "-storepass", "changeit", "-keypass", "changeit", "-storetype", "JKS",
+        "-genkeypair",
+        "-alias",
+        "node",
+        "-keyalg",
+        "RSA",
+        "-keysize",
+        "2048",
+        "-validity",
+        "2",
+        "-dname",
+        "CN=127.0.0.1",
+        "-ext",
+        "SAN=ip:127.0.0.1",
+        "-keystore",
+        ks,
+        "-storepass",
+        "changeit",
+        "-keypass",
+        "changeit",
+        "-storetype",
+        "JKS",
     ]);
-    keytool(&["-exportcert", "-rfc", "-alias", "node", "-keystore", ks, "-storepass", "changeit", "-file", pem.to_str().expect("utf-8")]);
+    keytool(&[
+        "-exportcert",
+        "-rfc",
+        "-alias",
+        "node",
+        "-keystore",
+        ks,
+        "-storepass",
+        "changeit",
+        "-file",
+        pem.to_str().expect("utf-8"),
+    ]);
     let pem = std::fs::read(pem).expect("pem");
     (keystore, pem)
 }
@@ -59,7 +88,12 @@ async fn tls_with_a_trusted_and_an_unknown_ca() {
         tls: Some(TlsConfig::with_ca_pem(&other_pem).expect("tls config")),
         ..Default::default()
     };
-    let err = SessionBuilder::new().known_node_addr(node.addr()).connection_config(conn).build().await.expect_err("unknown CA");
+    let err = SessionBuilder::new()
+        .known_node_addr(node.addr())
+        .connection_config(conn)
+        .build()
+        .await
+        .expect_err("unknown CA");
     match err {
         NewSessionError::Connect(ConnectionError::Tls(msg)) => assert!(msg.contains("certificate"), "{msg}"),
         other => panic!("expected a TLS error, got {other:?}"),

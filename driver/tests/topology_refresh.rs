@@ -27,16 +27,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use shardwise::cluster::{DistancePolicy, NodeDistance};
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
 use shardwise::protocol::request::AnyRequest;
+use shardwise::protocol::response::{code, Prepared};
 use shardwise::protocol::response::{ErrorKind, ErrorResponse, Event, Response, ResponseMessage, ResultMessage};
+use shardwise::protocol::rows::PreparedMetadata;
 use shardwise::protocol::rows::{ResultMetadata, Rows};
 use shardwise::protocol::token::Token;
 use shardwise::protocol::types::{ColumnSpec, ColumnType};
-use shardwise::cluster::{DistancePolicy, NodeDistance};
-use shardwise::protocol::response::{code, Prepared};
-use shardwise::protocol::rows::PreparedMetadata;
 use shardwise::{SessionBuilder, SessionConfig, SessionEvent, Statement};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -93,7 +93,8 @@ fn spec(table: &str, name: &str, typ: ColumnType) -> ColumnSpec {
 }
 
 fn rows(specs: Vec<ColumnSpec>, rows: Vec<Vec<Option<Vec<u8>>>>) -> ResponseMessage {
-    let metadata = ResultMetadata { columns_count: specs.len(), paging_state: None, new_metadata_id: None, specs: Some(specs) };
+    let metadata =
+        ResultMetadata { columns_count: specs.len(), paging_state: None, new_metadata_id: None, specs: Some(specs) };
     let borrowed: Vec<Vec<Option<&[u8]>>> = rows.iter().map(|r| r.iter().map(|v| v.as_deref()).collect()).collect();
     ResponseMessage::Result(ResultMessage::Rows(Rows::from_raw(metadata, &borrowed).expect("rows")))
 }
@@ -218,7 +219,9 @@ impl FakeCluster {
             }
             let Ok(request) = AnyRequest::decode(header.opcode, header.version, &body) else { break };
             let answer = match request {
-                AnyRequest::Options(_) => ResponseMessage::Supported(vec![("CQL_VERSION".into(), vec!["3.4.7".into()])]),
+                AnyRequest::Options(_) => {
+                    ResponseMessage::Supported(vec![("CQL_VERSION".into(), vec!["3.4.7".into()])])
+                }
                 AnyRequest::Startup(_) => ResponseMessage::Ready,
                 AnyRequest::Register(_) => {
                     self.registered.lock().expect("registered").push((ip, tx.clone()));
@@ -262,7 +265,10 @@ impl FakeCluster {
             Some(collection(&t.iter().map(String::as_str).collect::<Vec<_>>()))
         };
         if query.contains("schema_version") {
-            rows(vec![spec("local", "schema_version", ColumnType::Uuid)], vec![vec![Some(Uuid::from_u128(7).as_bytes().to_vec())]])
+            rows(
+                vec![spec("local", "schema_version", ColumnType::Uuid)],
+                vec![vec![Some(Uuid::from_u128(7).as_bytes().to_vec())]],
+            )
         } else if query.contains("FROM system.local") {
             let specs = vec![
                 spec("local", "host_id", ColumnType::Uuid),
@@ -302,7 +308,11 @@ impl FakeCluster {
         } else if query.contains("FROM system_schema.keyspaces") {
             let specs = vec![
                 spec("keyspaces", "keyspace_name", ColumnType::Text),
-                spec("keyspaces", "replication", ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Text))),
+                spec(
+                    "keyspaces",
+                    "replication",
+                    ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Text)),
+                ),
             ];
             let mut replication = 2i32.to_be_bytes().to_vec();
             for s in ["class", "org.apache.cassandra.locator.SimpleStrategy", "replication_factor", "1"] {
@@ -402,7 +412,8 @@ async fn pools_follow_joins_leaves_moves_and_new_addresses() {
     // A node joins.
     fake.edit(|t| t.push(node(3, 3, &[300])));
     fake.push(Event::TopologyChange { change: "NEW_NODE".into(), node: c });
-    let e = events.wait("refresh after NEW_NODE", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
+    let e =
+        events.wait("refresh after NEW_NODE", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
     assert_eq!(refreshed(&e), Some((&[c][..], &[][..], &[][..])));
     assert_eq!(sorted(session.nodes()), vec![a, b, c]);
     until("connections to the new node", || fake.open_connections(ip(3)) > 0).await;
@@ -411,7 +422,9 @@ async fn pools_follow_joins_leaves_moves_and_new_addresses() {
     // A node leaves: its pool is closed.
     fake.edit(|t| t.retain(|n| n.ip != ip(2)));
     fake.push(Event::TopologyChange { change: "REMOVED_NODE".into(), node: b });
-    let e = events.wait("refresh after REMOVED_NODE", |e| refreshed(e).is_some_and(|(_, removed, _)| !removed.is_empty())).await;
+    let e = events
+        .wait("refresh after REMOVED_NODE", |e| refreshed(e).is_some_and(|(_, removed, _)| !removed.is_empty()))
+        .await;
     assert_eq!(refreshed(&e), Some((&[][..], &[b][..], &[][..])));
     assert_eq!(sorted(session.nodes()), vec![a, c]);
     until("the removed node's connections closed", || fake.open_connections(ip(2)) == 0).await;
@@ -420,7 +433,9 @@ async fn pools_follow_joins_leaves_moves_and_new_addresses() {
     // A node moves its tokens.
     fake.edit(|t| t.iter_mut().filter(|n| n.ip == ip(3)).for_each(|n| n.tokens = vec![120]));
     fake.push(Event::TopologyChange { change: "MOVED_NODE".into(), node: c });
-    let e = events.wait("refresh after MOVED_NODE", |e| refreshed(e).is_some_and(|(_, _, changed)| !changed.is_empty())).await;
+    let e = events
+        .wait("refresh after MOVED_NODE", |e| refreshed(e).is_some_and(|(_, _, changed)| !changed.is_empty()))
+        .await;
     assert_eq!(refreshed(&e), Some((&[][..], &[][..], &[c][..])));
     assert_eq!(session.replicas("ks", Token::from(110)), vec![c]);
     assert_eq!(session.replicas("ks", Token::from(150)), vec![a], "past 120 the ring wraps to -100");
@@ -429,7 +444,9 @@ async fn pools_follow_joins_leaves_moves_and_new_addresses() {
     // The same node (host id) comes back at another address: replaced.
     fake.edit(|t| t.iter_mut().filter(|n| n.ip == ip(3)).for_each(|n| n.ip = ip(4)));
     fake.push(Event::TopologyChange { change: "NEW_NODE".into(), node: d });
-    let e = events.wait("refresh after the address change", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
+    let e = events
+        .wait("refresh after the address change", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty()))
+        .await;
     assert_eq!(refreshed(&e), Some((&[d][..], &[c][..], &[d][..])));
     assert_eq!(sorted(session.nodes()), vec![a, d]);
     until("the old address's connections closed", || fake.open_connections(ip(3)) == 0).await;
@@ -449,7 +466,11 @@ async fn pools_follow_joins_leaves_moves_and_new_addresses() {
 async fn periodic_refresh_finds_changes_without_events() {
     let addresses: Vec<IpAddr> = (1..=3).map(ip).collect();
     let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0]), node(2, 2, &[100])]).await;
-    let session = builder(&fake, ip(1)).topology_refresh_interval(Some(Duration::from_millis(300))).build().await.expect("session");
+    let session = builder(&fake, ip(1))
+        .topology_refresh_interval(Some(Duration::from_millis(300)))
+        .build()
+        .await
+        .expect("session");
     let mut events = Events(session.events());
     fake.edit(|t| t.push(node(3, 3, &[200])));
     let e = events.wait("periodic refresh", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
@@ -583,7 +604,9 @@ async fn pools_are_sized_by_node_distance() {
     // The remote node moves to the local datacenter: a pool of the local size.
     fake.edit(|t| t.iter_mut().filter(|n| n.ip == ip(3)).for_each(|n| n.datacenter = "dc1"));
     fake.push(Event::TopologyChange { change: "MOVED_NODE".into(), node: c });
-    let e = events.wait("refresh after the move", |e| refreshed(e).is_some_and(|(_, _, changed)| !changed.is_empty())).await;
+    let e = events
+        .wait("refresh after the move", |e| refreshed(e).is_some_and(|(_, _, changed)| !changed.is_empty()))
+        .await;
     assert_eq!(refreshed(&e), Some((&[c][..], &[c][..], &[c][..])), "the pool was replaced");
     until("the moved node's pool at the local size", || pool(c) == 3).await;
     until("the old remote pool's connections closed", || fake.open_connections(ip(3)) == 3).await;
@@ -616,8 +639,12 @@ async fn unprepared_answer_reprepares_and_emits_an_event() {
     assert_eq!(statement, text);
     assert_eq!(id, statement_id(text).to_vec());
     let prepares_after: Vec<usize> = addresses.iter().map(|a| fake.prepares(*a)).collect();
-    let grew: Vec<IpAddr> =
-        addresses.iter().zip(prepares_before.iter().zip(&prepares_after)).filter(|(_, (b, a))| a > b).map(|(ip, _)| *ip).collect();
+    let grew: Vec<IpAddr> = addresses
+        .iter()
+        .zip(prepares_before.iter().zip(&prepares_after))
+        .filter(|(_, (b, a))| a > b)
+        .map(|(ip, _)| *ip)
+        .collect();
     assert_eq!(grew, vec![node.ip()], "prepared again on the node that forgot it, and only there");
 
     // Once only: requests that do not meet UNPREPARED report nothing.

@@ -6,9 +6,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc as StdArc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use crate::stream::{Delivery, Streams};
 use loom::sync::Arc;
 use loom::thread;
-use crate::stream::{Delivery, Streams};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();

@@ -68,26 +68,20 @@ impl<'a> Input<'a> {
                 Fields::Unit => {
                     return Err(syn::Error::new(
                         ast.ident.span(),
-                        format!(
-                        "#[derive({derive})] needs a struct with named fields, not a unit struct"
-                    ),
+                        format!("#[derive({derive})] needs a struct with named fields, not a unit struct"),
                     ))
                 }
             },
             Data::Enum(e) => {
                 return Err(syn::Error::new(
                     e.enum_token.span,
-                    format!(
-                        "#[derive({derive})] supports only structs with named fields, not enums"
-                    ),
+                    format!("#[derive({derive})] supports only structs with named fields, not enums"),
                 ))
             }
             Data::Union(u) => {
                 return Err(syn::Error::new(
                     u.union_token.span,
-                    format!(
-                        "#[derive({derive})] supports only structs with named fields, not unions"
-                    ),
+                    format!("#[derive({derive})] supports only structs with named fields, not unions"),
                 ))
             }
         };
@@ -109,9 +103,7 @@ impl<'a> Input<'a> {
                         rename = Some(meta.value()?.parse()?);
                         Ok(())
                     } else {
-                        Err(meta.error(
-                            "unknown field attribute: expected `skip` or `rename = \"column\"`",
-                        ))
+                        Err(meta.error("unknown field attribute: expected `skip` or `rename = \"column\"`"))
                     }
                 })?;
             }
@@ -120,17 +112,9 @@ impl<'a> Input<'a> {
                 None => (ident.unraw().to_string(), ident.span()),
             };
             if !skip && !names.insert(name.clone()) {
-                return Err(syn::Error::new(
-                    span,
-                    format!("two fields use the column name `{name}`"),
-                ));
+                return Err(syn::Error::new(span, format!("two fields use the column name `{name}`")));
             }
-            fields.push(Field {
-                ident,
-                ty: f.ty.clone(),
-                name,
-                skip,
-            });
+            fields.push(Field { ident, ty: f.ty.clone(), name, skip });
         }
         Ok(Input { ast, attrs, fields })
     }
@@ -186,18 +170,13 @@ fn mentions(tokens: TokenStream, idents: &HashSet<String>) -> bool {
 }
 
 /// `tokens` with every lifetime named in `from` replaced by `to`.
-pub(crate) fn replace_lifetimes(
-    tokens: TokenStream,
-    from: &HashSet<String>,
-    to: &syn::Lifetime,
-) -> TokenStream {
+pub(crate) fn replace_lifetimes(tokens: TokenStream, from: &HashSet<String>, to: &syn::Lifetime) -> TokenStream {
     let mut out = Vec::new();
     let mut iter = tokens.into_iter().peekable();
     while let Some(tt) = iter.next() {
         match tt {
             TokenTree::Group(g) => {
-                let mut group =
-                    proc_macro2::Group::new(g.delimiter(), replace_lifetimes(g.stream(), from, to));
+                let mut group = proc_macro2::Group::new(g.delimiter(), replace_lifetimes(g.stream(), from, to));
                 group.set_span(g.span());
                 out.push(TokenTree::Group(group));
             }
@@ -222,11 +201,7 @@ fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
             if meta.path.is_ident("crate") {
                 let value = meta.value()?;
                 // `crate = "path"`, or an unquoted `crate = path`.
-                krate = Some(if value.peek(LitStr) {
-                    value.parse::<LitStr>()?.parse()?
-                } else {
-                    value.parse()?
-                });
+                krate = Some(if value.peek(LitStr) { value.parse::<LitStr>()?.parse()? } else { value.parse()? });
                 Ok(())
             } else if meta.path.is_ident("flavor") {
                 let lit: LitStr = meta.value()?.parse()?;
@@ -234,19 +209,14 @@ fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
                     "by_name" => Flavor::ByName,
                     "in_order" => Flavor::InOrder,
                     _ => {
-                        return Err(syn::Error::new(
-                            lit.span(),
-                            "unknown flavor: expected \"by_name\" or \"in_order\"",
-                        ))
+                        return Err(syn::Error::new(lit.span(), "unknown flavor: expected \"by_name\" or \"in_order\""))
                     }
                 };
                 Ok(())
             } else if meta.path.is_ident("skip") || meta.path.is_ident("rename") {
                 Err(meta.error("`skip` and `rename` are field attributes: put them on a field"))
             } else {
-                Err(meta.error(
-                    "unknown attribute: expected `crate = \"path\"` or `flavor = \"in_order\"`",
-                ))
+                Err(meta.error("unknown attribute: expected `crate = \"path\"` or `flavor = \"in_order\"`"))
             }
         })?;
     }
@@ -264,9 +234,7 @@ fn default_crate_path() -> syn::Path {
         .unwrap_or_default();
     let depends_on = |name: &str| {
         manifest.lines().any(|line| {
-            line.trim_start()
-                .strip_prefix(name)
-                .is_some_and(|rest| rest.trim_start().starts_with(['=', '.']))
+            line.trim_start().strip_prefix(name).is_some_and(|rest| rest.trim_start().starts_with(['=', '.']))
         })
     };
     if !depends_on("shardwise-protocol") && depends_on("shardwise") {

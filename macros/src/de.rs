@@ -20,35 +20,24 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     // else a new one. With several, the fields are read with all of them
     // replaced by the frame's (`&'f str`), which outlives each of them.
     let struct_lifetimes: Vec<&Lifetime> = ast.generics.lifetimes().map(|l| &l.lifetime).collect();
-    let (lt, impl_generics, rebind): (Lifetime, Generics, HashSet<String>) =
-        if let [only] = struct_lifetimes[..] {
-            (only.clone(), ast.generics.clone(), HashSet::new())
+    let (lt, impl_generics, rebind): (Lifetime, Generics, HashSet<String>) = if let [only] = struct_lifetimes[..] {
+        (only.clone(), ast.generics.clone(), HashSet::new())
+    } else {
+        let lt = Lifetime::new("'__shardwise_frame", Span::call_site());
+        let param: LifetimeParam = if struct_lifetimes.is_empty() {
+            LifetimeParam::new(lt.clone())
         } else {
-            let lt = Lifetime::new("'__shardwise_frame", Span::call_site());
-            let param: LifetimeParam = if struct_lifetimes.is_empty() {
-                LifetimeParam::new(lt.clone())
-            } else {
-                parse_quote!(#lt: #(#struct_lifetimes)+*)
-            };
-            let mut g = ast.generics.clone();
-            g.params.insert(0, GenericParam::Lifetime(param));
-            let rebind = struct_lifetimes
-                .iter()
-                .map(|l| l.ident.to_string())
-                .collect();
-            (lt, g, rebind)
+            parse_quote!(#lt: #(#struct_lifetimes)+*)
         };
+        let mut g = ast.generics.clone();
+        g.params.insert(0, GenericParam::Lifetime(param));
+        let rebind = struct_lifetimes.iter().map(|l| l.ident.to_string()).collect();
+        (lt, g, rebind)
+    };
     let (impl_generics, _, _) = impl_generics.split_for_impl();
     let (_, ty_generics, where_clause) = ast.generics.split_for_impl();
-    let cg = Gen {
-        krate: quote!(#krate),
-        de: de.clone(),
-        lt: &lt,
-        input: &input,
-        rebind,
-    };
-    let mut where_clause: WhereClause =
-        where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
+    let cg = Gen { krate: quote!(#krate), de: de.clone(), lt: &lt, input: &input, rebind };
+    let mut where_clause: WhereClause = where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
     for f in input.fields.iter().filter(|f| input.is_generic(&f.ty)) {
         let ty = &f.ty;
         where_clause.predicates.push(if f.skip {
@@ -351,9 +340,7 @@ impl Gen<'_> {
                 }
             };
         }
-        let vars: Vec<_> = (0..active.len())
-            .map(|i| format_ident!("__f{}", i))
-            .collect();
+        let vars: Vec<_> = (0..active.len()).map(|i| format_ident!("__f{}", i)).collect();
         let decls = active.iter().zip(&vars).map(|(f, var)| {
             let ty = self.frame_ty(f);
             quote!(let mut #var: ::core::option::Option<#ty> = ::core::option::Option::None;)
@@ -404,9 +391,7 @@ impl Gen<'_> {
 
     fn type_check_in_order(&self) -> TokenStream {
         let active = self.active();
-        let specs: Vec<_> = (0..active.len())
-            .map(|i| format_ident!("__spec{}", i))
-            .collect();
+        let specs: Vec<_> = (0..active.len()).map(|i| format_ident!("__spec{}", i)).collect();
         let checks = active.iter().zip(&specs).map(|(f, spec)| {
             let value = self.value_trait(f);
             quote!(#value::type_check(&#spec.typ).map_err(|e| __in_column(e, #spec))?;)

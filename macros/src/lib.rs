@@ -114,9 +114,7 @@ use syn::{parse_macro_input, DeriveInput};
 #[proc_macro_derive(SerializeValues, attributes(shardwise))]
 pub fn derive_serialize_values(input: TokenStream) -> TokenStream {
     let ast = parse_macro_input!(input as DeriveInput);
-    ser::derive(&ast)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    ser::derive(&ast).unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 /// Derives `DeserializeRow<'a>` for a struct with named fields.
@@ -166,9 +164,7 @@ pub fn derive_serialize_values(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(DeserializeRow, attributes(shardwise))]
 pub fn derive_deserialize_row(input: TokenStream) -> TokenStream {
     let ast = parse_macro_input!(input as DeriveInput);
-    de::derive(&ast)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    de::derive(&ast).unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 #[cfg(test)]

@@ -13,13 +13,10 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     let ser = quote!(#krate::types::ser);
     let name = &ast.ident;
     let (impl_generics, ty_generics, where_clause) = ast.generics.split_for_impl();
-    let mut where_clause: WhereClause =
-        where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
+    let mut where_clause: WhereClause = where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
     for f in input.active().filter(|f| input.is_generic(&f.ty)) {
         let ty = &f.ty;
-        where_clause
-            .predicates
-            .push(parse_quote!(#ty: #ser::SerializeValue));
+        where_clause.predicates.push(parse_quote!(#ty: #ser::SerializeValue));
     }
 
     let fields: Vec<_> = input.active().collect();
@@ -41,11 +38,7 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
         let (ty, ident) = (&f.ty, &f.ident);
         quote_spanned!(ty.span()=> <#ty as #ser::SerializeValue>::encode(&self.#ident, __buf);)
     });
-    let buf = if n == 0 {
-        format_ident!("_buf")
-    } else {
-        format_ident!("__buf")
-    };
+    let buf = if n == 0 { format_ident!("_buf") } else { format_ident!("__buf") };
 
     // Values are sent in field order: a struct whose fields carry the bind
     // markers' names in another order is almost surely a mistake.
@@ -70,21 +63,23 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
         }
     });
 
-    let in_marker = (n > 0).then(|| quote! {
-                fn __in_marker(
-                    e: #krate::EncodeError,
-                    spec: &#krate::types::ColumnSpec,
-                ) -> #krate::EncodeError {
-                    match e {
-                        #krate::EncodeError::TypeMismatch { rust_type, cql_type } => {
-                            #krate::EncodeError::TypeMismatch {
-                                rust_type,
-                                cql_type: ::std::format!("{} (bind marker {})", cql_type, spec.name),
+    let in_marker = (n > 0).then(|| {
+        quote! {
+                    fn __in_marker(
+                        e: #krate::EncodeError,
+                        spec: &#krate::types::ColumnSpec,
+                    ) -> #krate::EncodeError {
+                        match e {
+                            #krate::EncodeError::TypeMismatch { rust_type, cql_type } => {
+                                #krate::EncodeError::TypeMismatch {
+                                    rust_type,
+                                    cql_type: ::std::format!("{} (bind marker {})", cql_type, spec.name),
+                                }
                             }
+                            e => e,
                         }
-                        e => e,
                     }
-                }
+        }
     });
 
     Ok(quote! {

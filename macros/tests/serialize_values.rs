@@ -11,12 +11,7 @@ use shardwise_protocol::types::{ColumnSpec, ColumnType};
 use shardwise_protocol::EncodeError;
 
 fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
-    ColumnSpec {
-        keyspace: "ks".into(),
-        table: "t".into(),
-        name: name.into(),
-        typ,
-    }
+    ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ }
 }
 
 /// Encoding and length of a value list, checking they agree.
@@ -47,91 +42,43 @@ fn insert_specs() -> Vec<ColumnSpec> {
 #[test]
 fn encodes_like_the_tuple_of_its_fields() {
     let name = String::from("ann");
-    let v = Insert {
-        id: -3,
-        name: &name,
-        tags: Some(vec!["a".into(), "bc".into()]),
-        score: 1.5,
-    };
-    let tuple = (
-        -3i64,
-        "ann",
-        Some(vec!["a".to_string(), "bc".to_string()]),
-        1.5f64,
-    );
+    let v = Insert { id: -3, name: &name, tags: Some(vec!["a".into(), "bc".into()]), score: 1.5 };
+    let tuple = (-3i64, "ann", Some(vec!["a".to_string(), "bc".to_string()]), 1.5f64);
     assert_eq!(bytes(&v), bytes(&tuple));
     assert_eq!(v.count(), 4);
     assert!(!v.with_names());
     v.check_types(&insert_specs()).unwrap();
 
-    let null = Insert {
-        id: 1,
-        name: "",
-        tags: None,
-        score: 0.0,
-    };
-    assert_eq!(
-        bytes(&null),
-        bytes(&(1i64, "", None::<Vec<String>>, 0.0f64))
-    );
+    let null = Insert { id: 1, name: "", tags: None, score: 0.0 };
+    assert_eq!(bytes(&null), bytes(&(1i64, "", None::<Vec<String>>, 0.0f64)));
 }
 
 #[test]
 fn references_to_derived_structs_are_values_too() {
-    let v = Insert {
-        id: 1,
-        name: "x",
-        tags: None,
-        score: 2.0,
-    };
+    let v = Insert { id: 1, name: "x", tags: None, score: 2.0 };
     assert_eq!(bytes(&&v), bytes(&v));
     assert_eq!(<&Insert as SerializeValues>::count(&&v), 4);
 }
 
 #[test]
 fn count_mismatch_is_an_invalid_value() {
-    let v = Insert {
-        id: 1,
-        name: "x",
-        tags: None,
-        score: 2.0,
-    };
+    let v = Insert { id: 1, name: "x", tags: None, score: 2.0 };
     let mut specs = insert_specs();
     specs.pop();
-    assert!(matches!(
-        v.check_types(&specs),
-        Err(EncodeError::InvalidValue {
-            what: "bind values",
-            ..
-        })
-    ));
+    assert!(matches!(v.check_types(&specs), Err(EncodeError::InvalidValue { what: "bind values", .. })));
     specs.extend(insert_specs());
-    assert!(matches!(
-        v.check_types(&specs),
-        Err(EncodeError::InvalidValue { .. })
-    ));
-    assert!(matches!(
-        v.check_types(&[]),
-        Err(EncodeError::InvalidValue { .. })
-    ));
+    assert!(matches!(v.check_types(&specs), Err(EncodeError::InvalidValue { .. })));
+    assert!(matches!(v.check_types(&[]), Err(EncodeError::InvalidValue { .. })));
 }
 
 #[test]
 fn type_mismatch_names_the_bind_marker() {
-    let v = Insert {
-        id: 1,
-        name: "x",
-        tags: None,
-        score: 2.0,
-    };
+    let v = Insert { id: 1, name: "x", tags: None, score: 2.0 };
     let mut specs = insert_specs();
     specs[3] = spec("score", ColumnType::Int);
     let err = v.check_types(&specs).unwrap_err();
     match &err {
-        EncodeError::TypeMismatch {
-            rust_type,
-            cql_type,
-        } => {
+        EncodeError::TypeMismatch { rust_type, cql_type } => {
             assert_eq!(*rust_type, "f64");
             assert_eq!(cql_type, "int (bind marker score)");
         }
@@ -140,32 +87,17 @@ fn type_mismatch_names_the_bind_marker() {
     // Value-level checks other than type mismatches pass through.
     specs = insert_specs();
     specs[1] = spec("name", ColumnType::Ascii);
-    let v = Insert {
-        id: 1,
-        name: "é",
-        tags: None,
-        score: 2.0,
-    };
-    assert!(matches!(
-        v.check_types(&specs),
-        Err(EncodeError::InvalidValue { what: "ascii", .. })
-    ));
+    let v = Insert { id: 1, name: "é", tags: None, score: 2.0 };
+    assert!(matches!(v.check_types(&specs), Err(EncodeError::InvalidValue { what: "ascii", .. })));
 }
 
 #[test]
 fn same_names_in_another_order_are_an_error_not_a_reordering() {
-    let v = Insert {
-        id: 1,
-        name: "x",
-        tags: None,
-        score: 2.0,
-    };
+    let v = Insert { id: 1, name: "x", tags: None, score: 2.0 };
     let mut specs = insert_specs();
     specs.swap(0, 3);
     let err = v.check_types(&specs).unwrap_err();
-    let EncodeError::InvalidValue { what, reason } = err else {
-        panic!("unexpected error {err:?}")
-    };
+    let EncodeError::InvalidValue { what, reason } = err else { panic!("unexpected error {err:?}") };
     assert_eq!(what, "bind values from struct `Insert`");
     assert!(reason.contains("not in order"), "{reason}");
     assert!(reason.contains("fields: id, name, tags, score"), "{reason}");
@@ -173,23 +105,14 @@ fn same_names_in_another_order_are_an_error_not_a_reordering() {
 
     // Other names (positional markers, expressions) are matched by position
     // with the types alone.
-    let anonymous: Vec<_> = insert_specs()
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| ColumnSpec {
-            name: format!("[{i}]"),
-            ..s
-        })
-        .collect();
+    let anonymous: Vec<_> =
+        insert_specs().into_iter().enumerate().map(|(i, s)| ColumnSpec { name: format!("[{i}]"), ..s }).collect();
     v.check_types(&anonymous).unwrap();
     // Names that only partly match are not taken as a reordering either.
     let mut partial = insert_specs();
     partial.swap(0, 3);
     partial[1].name = "other".into();
-    assert!(matches!(
-        v.check_types(&partial),
-        Err(EncodeError::TypeMismatch { .. })
-    ));
+    assert!(matches!(v.check_types(&partial), Err(EncodeError::TypeMismatch { .. })));
 }
 
 #[derive(SerializeValues)]
@@ -203,27 +126,14 @@ struct Renamed {
 
 #[test]
 fn skip_and_rename() {
-    let v = Renamed {
-        id: 9,
-        _cache: vec![1, 2, 3],
-        r#type: "t".into(),
-    };
+    let v = Renamed { id: 9, _cache: vec![1, 2, 3], r#type: "t".into() };
     assert_eq!(v.count(), 2);
     assert_eq!(bytes(&v), bytes(&(9i32, "t")));
-    let specs = [
-        spec("user_id", ColumnType::Int),
-        spec("type", ColumnType::Text),
-    ];
+    let specs = [spec("user_id", ColumnType::Int), spec("type", ColumnType::Text)];
     v.check_types(&specs).unwrap();
     // The renamed name, not the field's, is what the order check compares.
-    let swapped = [
-        spec("type", ColumnType::Text),
-        spec("user_id", ColumnType::Int),
-    ];
-    assert!(matches!(
-        v.check_types(&swapped),
-        Err(EncodeError::InvalidValue { .. })
-    ));
+    let swapped = [spec("type", ColumnType::Text), spec("user_id", ColumnType::Int)];
+    assert!(matches!(v.check_types(&swapped), Err(EncodeError::InvalidValue { .. })));
 }
 
 #[derive(SerializeValues)]
@@ -240,18 +150,11 @@ where
 #[test]
 fn generic_structs() {
     let map = BTreeMap::from([(1i32, "one".to_string()), (2, "two".to_string())]);
-    let v = Generic {
-        key: 5i32,
-        map: &map,
-        _marker: PhantomData,
-    };
+    let v = Generic { key: 5i32, map: &map, _marker: PhantomData };
     assert_eq!(bytes(&v), bytes(&(5i32, &map)));
     let specs = [
         spec("key", ColumnType::Int),
-        spec(
-            "map",
-            ColumnType::Map(Box::new(ColumnType::Int), Box::new(ColumnType::Text)),
-        ),
+        spec("map", ColumnType::Map(Box::new(ColumnType::Int), Box::new(ColumnType::Text))),
     ];
     v.check_types(&specs).unwrap();
 }
@@ -273,8 +176,7 @@ fn empty_and_single_field_structs() {
 
     let one = One { only: true };
     assert_eq!(bytes(&one), bytes(&(true,)));
-    one.check_types(&[spec("whatever", ColumnType::Boolean)])
-        .unwrap();
+    one.check_types(&[spec("whatever", ColumnType::Boolean)]).unwrap();
 }
 
 #[test]
@@ -283,9 +185,7 @@ fn too_long_values_fail_encoded_len() {
     struct Bad {
         t: shardwise_protocol::types::CqlTime,
     }
-    let bad = Bad {
-        t: shardwise_protocol::types::CqlTime(-1),
-    };
+    let bad = Bad { t: shardwise_protocol::types::CqlTime(-1) };
     assert!(bad.encoded_len().is_err());
     assert!(SerializeValue::encoded_len(&bad.t).is_err());
 }

@@ -199,10 +199,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `[string multimap]`.
-    pub fn string_multimap(
-        &mut self,
-        what: &'static str,
-    ) -> Result<Vec<(&'a str, Vec<&'a str>)>, DecodeError> {
+    pub fn string_multimap(&mut self, what: &'static str) -> Result<Vec<(&'a str, Vec<&'a str>)>, DecodeError> {
         let n = self.u16(what)? as usize;
         let mut out = Vec::with_capacity(n.min(self.remaining() / 4));
         for _ in 0..n {
@@ -321,23 +318,16 @@ pub fn string_map_len(what: &'static str, map: &[(&str, &str)]) -> Result<usize,
 }
 
 /// Size of a `[string multimap]`.
-pub fn string_multimap_len(
-    what: &'static str,
-    map: &[(&str, Vec<&str>)],
-) -> Result<usize, EncodeError> {
+pub fn string_multimap_len(what: &'static str, map: &[(&str, Vec<&str>)]) -> Result<usize, EncodeError> {
     check_short_len(what, map.len())?;
     map.iter().try_fold(2, |acc, (k, v)| Ok(acc + string_len(what, k)? + string_list_len(what, v)?))
 }
 
 /// Size of a `[bytes map]`.
-pub fn bytes_map_len(
-    what: &'static str,
-    map: &[(&str, Option<&[u8]>)],
-) -> Result<usize, EncodeError> {
+pub fn bytes_map_len(what: &'static str, map: &[(&str, Option<&[u8]>)]) -> Result<usize, EncodeError> {
     check_short_len(what, map.len())?;
-    map.iter().try_fold(2, |acc, (k, v)| {
-        Ok(acc + string_len(what, k)? + 4 + check_int_len(what, v.map_or(0, <[u8]>::len))?)
-    })
+    map.iter()
+        .try_fold(2, |acc, (k, v)| Ok(acc + string_len(what, k)? + 4 + check_int_len(what, v.map_or(0, <[u8]>::len))?))
 }
 
 /// Size of an `[inetaddr]`.

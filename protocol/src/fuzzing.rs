@@ -79,11 +79,8 @@ pub fn response(data: &[u8]) {
     }
     let mut again = Vec::new();
     if resp.encode(header.version, 0, &mut again).is_ok() {
-        let h = EnvelopeHeader::decode(
-            again.first_chunk::<HEADER_LEN>().expect("encoded a header"),
-            usize::MAX,
-        )
-        .expect("own header decodes");
+        let h = EnvelopeHeader::decode(again.first_chunk::<HEADER_LEN>().expect("encoded a header"), usize::MAX)
+            .expect("own header decodes");
         let back = Response::decode(&h, Bytes::copy_from_slice(&again[HEADER_LEN..]));
         assert_eq!(back.as_ref().ok(), Some(&resp), "response re-encoding changed it");
     }

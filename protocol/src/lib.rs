@@ -16,8 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod codec;
-pub mod error;
 pub mod consistency;
+pub mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -42,11 +42,8 @@ impl ResultMetadata {
     pub fn decode(r: &mut Reader<'_>, body: &Bytes) -> Result<Self, DecodeError> {
         let flags = r.i32("metadata flags")?;
         let columns_count = r.len_i32("columns count")?;
-        let paging_state = if flags & flag::HAS_MORE_PAGES != 0 {
-            r.bytes("paging state")?.map(|p| slice_of(body, p))
-        } else {
-            None
-        };
+        let paging_state =
+            if flags & flag::HAS_MORE_PAGES != 0 { r.bytes("paging state")?.map(|p| slice_of(body, p)) } else { None };
         let new_metadata_id = if flags & flag::METADATA_CHANGED != 0 {
             Some(slice_of(body, r.short_bytes("new metadata id")?))
         } else {
@@ -117,11 +114,7 @@ fn global_table(specs: &[ColumnSpec]) -> Option<(&str, &str)> {
 }
 
 fn decode_specs(r: &mut Reader<'_>, global: bool, count: usize) -> Result<Vec<ColumnSpec>, DecodeError> {
-    let table = if global {
-        Some((r.string("keyspace")?, r.string("table")?))
-    } else {
-        None
-    };
+    let table = if global { Some((r.string("keyspace")?, r.string("table")?)) } else { None };
     // Each spec takes at least 4 bytes, which bounds hostile counts.
     let mut specs = Vec::with_capacity(count.min(r.remaining() / 4));
     for _ in 0..count {
@@ -136,11 +129,7 @@ fn decode_specs(r: &mut Reader<'_>, global: bool, count: usize) -> Result<Vec<Co
     Ok(specs)
 }
 
-fn encode_specs(
-    buf: &mut impl BufMut,
-    specs: &[ColumnSpec],
-    global: Option<(&str, &str)>,
-) -> Result<(), EncodeError> {
+fn encode_specs(buf: &mut impl BufMut, specs: &[ColumnSpec], global: Option<(&str, &str)>) -> Result<(), EncodeError> {
     if let Some((ks, table)) = global {
         codec::write_string(buf, "keyspace", ks)?;
         codec::write_string(buf, "table", table)?;
@@ -225,9 +214,7 @@ pub struct Rows {
 impl PartialEq for Rows {
     /// Equal metadata and rows, wherever the buffers start.
     fn eq(&self, other: &Self) -> bool {
-        self.metadata == other.metadata
-            && self.rows_count == other.rows_count
-            && self.raw_rows() == other.raw_rows()
+        self.metadata == other.metadata && self.rows_count == other.rows_count && self.raw_rows() == other.raw_rows()
     }
 }
 

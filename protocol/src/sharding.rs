@@ -158,10 +158,7 @@ impl Sharder {
         if ignore_msb >= 64 {
             return Err(ShardingError::IgnoreMsbTooLarge { ignore_msb });
         }
-        Ok(Sharder {
-            nr_shards,
-            ignore_msb,
-        })
+        Ok(Sharder { nr_shards, ignore_msb })
     }
 
     /// The number of shards.
@@ -217,9 +214,7 @@ impl ShardingInfo {
     /// # Errors
     ///
     /// As [`from_entries`](Self::from_entries).
-    pub fn from_supported(
-        supported: &[(&str, Vec<&str>)],
-    ) -> Result<Option<ShardingInfo>, ShardingError> {
+    pub fn from_supported(supported: &[(&str, Vec<&str>)]) -> Result<Option<ShardingInfo>, ShardingError> {
         ShardingInfo::from_entries(supported.iter().map(|(key, values)| (*key, values.iter())))
     }
 
@@ -263,21 +258,15 @@ impl ShardingInfo {
                 SCYLLA_SHARD => shard.set(values, parse_number::<u16>)?,
                 SCYLLA_NR_SHARDS => nr_shards.set(values, parse_number::<u16>)?,
                 SCYLLA_SHARDING_IGNORE_MSB => ignore_msb.set(values, parse_number::<u8>)?,
-                SCYLLA_PARTITIONER => {
-                    partitioner.set(values, |_, name| match Partitioner::from_class_name(name) {
-                        Some(Partitioner::Murmur3) => Ok(()),
-                        _ => Err(ShardingError::UnsupportedPartitioner {
-                            name: name.to_owned(),
-                        }),
-                    })?
-                }
+                SCYLLA_PARTITIONER => partitioner.set(values, |_, name| match Partitioner::from_class_name(name) {
+                    Some(Partitioner::Murmur3) => Ok(()),
+                    _ => Err(ShardingError::UnsupportedPartitioner { name: name.to_owned() }),
+                })?,
                 SCYLLA_SHARDING_ALGORITHM => algorithm.set(values, |_, name| {
                     if name == BIASED_TOKEN_ROUND_ROBIN {
                         Ok(())
                     } else {
-                        Err(ShardingError::UnsupportedAlgorithm {
-                            name: name.to_owned(),
-                        })
+                        Err(ShardingError::UnsupportedAlgorithm { name: name.to_owned() })
                     }
                 })?,
                 SCYLLA_SHARD_AWARE_PORT => port.set(values, parse_port)?,
@@ -286,8 +275,7 @@ impl ShardingInfo {
             }
         }
 
-        if !(shard.seen || nr_shards.seen || ignore_msb.seen || partitioner.seen || algorithm.seen)
-        {
+        if !(shard.seen || nr_shards.seen || ignore_msb.seen || partitioner.seen || algorithm.seen) {
             return Ok(None);
         }
         let shard = shard.required()?;
@@ -298,10 +286,7 @@ impl ShardingInfo {
 
         let nr_shards = NonZeroU16::new(nr_shards).ok_or(ShardingError::ZeroShards)?;
         if shard >= nr_shards.get() {
-            return Err(ShardingError::ShardOutOfRange {
-                shard,
-                nr_shards: nr_shards.get(),
-            });
+            return Err(ShardingError::ShardOutOfRange { shard, nr_shards: nr_shards.get() });
         }
         Ok(Some(ShardingInfo {
             shard,
@@ -354,11 +339,7 @@ struct Slot<T> {
 impl<T> Slot<T> {
     /// An empty slot for `key`.
     const fn new(key: &'static str) -> Slot<T> {
-        Slot {
-            key,
-            seen: false,
-            value: None,
-        }
+        Slot { key, seen: false, value: None }
     }
 
     /// Records the key's values: exactly one, parsed by `parse`, and the key at most once.
@@ -377,17 +358,11 @@ impl<T> Slot<T> {
         self.seen = true;
         let mut values = values.into_iter();
         let Some(first) = values.next() else {
-            return Err(ShardingError::ValueCount {
-                key: self.key,
-                count: 0,
-            });
+            return Err(ShardingError::ValueCount { key: self.key, count: 0 });
         };
         let extra = values.count();
         if extra > 0 {
-            return Err(ShardingError::ValueCount {
-                key: self.key,
-                count: 1 + extra,
-            });
+            return Err(ShardingError::ValueCount { key: self.key, count: 1 + extra });
         }
         self.value = Some(parse(self.key, first.as_ref())?);
         Ok(())
@@ -395,26 +370,19 @@ impl<T> Slot<T> {
 
     /// The value, or [`ShardingError::MissingKey`].
     fn required(self) -> Result<T, ShardingError> {
-        self.value
-            .ok_or(ShardingError::MissingKey { key: self.key })
+        self.value.ok_or(ShardingError::MissingKey { key: self.key })
     }
 }
 
 /// Parses a decimal number for `key`.
 fn parse_number<T: std::str::FromStr>(key: &'static str, value: &str) -> Result<T, ShardingError> {
-    value.parse().map_err(|_| ShardingError::InvalidValue {
-        key,
-        value: value.to_owned(),
-    })
+    value.parse().map_err(|_| ShardingError::InvalidValue { key, value: value.to_owned() })
 }
 
 /// Parses a non-zero decimal port for `key`.
 fn parse_port(key: &'static str, value: &str) -> Result<u16, ShardingError> {
     match parse_number::<u16>(key, value)? {
-        0 => Err(ShardingError::InvalidValue {
-            key,
-            value: value.to_owned(),
-        }),
+        0 => Err(ShardingError::InvalidValue { key, value: value.to_owned() }),
         port => Ok(port),
     }
 }
@@ -471,23 +439,13 @@ impl ShardPortIterator {
         let shard = u32::from(shard);
         // Lowest p >= low with p % step == shard.
         let first = low + (step - low % step + shard) % step;
-        let count = if shard >= step || low > high || first > high {
-            0
-        } else {
-            (high - first) / step + 1
-        };
+        let count = if shard >= step || low > high || first > high { 0 } else { (high - first) / step + 1 };
         let cursor = match count {
             0 => 0,
             // `count <= 65536`, so the remainder fits in `u32`.
             _ => (start_offset % count as usize) as u32,
         };
-        ShardPortIterator {
-            first,
-            step,
-            count,
-            cursor,
-            remaining: count,
-        }
+        ShardPortIterator { first, step, count, cursor, remaining: count }
     }
 }
 
@@ -576,11 +534,7 @@ mod tests {
         assert_eq!(starts.len(), usize::from(n) << s.ignore_msb());
         for (i, &start) in starts.iter().enumerate() {
             let shard = (i % usize::from(n)) as u16;
-            assert_eq!(
-                s.shard_of(Token::new(start)),
-                shard,
-                "slice {i} start {start}"
-            );
+            assert_eq!(s.shard_of(Token::new(start)), shard, "slice {i} start {start}");
             if i > 0 {
                 let prev = ((i - 1) % usize::from(n)) as u16;
                 assert_eq!(s.shard_of(Token::new(start - 1)), prev, "before slice {i}");
@@ -661,10 +615,7 @@ mod tests {
     #[test]
     fn scylla_slices_2_4() {
         let mut starts = vec![-9223372036854775807];
-        starts.extend(
-            (1..32i128)
-                .map(|k| i64::try_from(i128::from(i64::MIN) + k * 576460752303423488).unwrap()),
-        );
+        starts.extend((1..32i128).map(|k| i64::try_from(i128::from(i64::MIN) + k * 576460752303423488).unwrap()));
         assert_eq!(starts[1], -8646911284551352320);
         assert_eq!(starts[31], 8646911284551352320);
         check_slices(sharder(2, 4), &starts);
@@ -692,10 +643,7 @@ mod tests {
     #[test]
     fn sharder_limits() {
         let one = NonZeroU16::new(1).unwrap();
-        assert_eq!(
-            Sharder::new(one, 64),
-            Err(ShardingError::IgnoreMsbTooLarge { ignore_msb: 64 })
-        );
+        assert_eq!(Sharder::new(one, 64), Err(ShardingError::IgnoreMsbTooLarge { ignore_msb: 64 }));
         assert!(Sharder::new(one, 63).is_ok());
         let max = sharder(u16::MAX, 0);
         assert_eq!(max.shard_of(Token::MIN), 0);
@@ -711,14 +659,8 @@ mod tests {
             ("SCYLLA_SHARD", vec!["5"]),
             ("SCYLLA_NR_SHARDS", vec!["12"]),
             ("SCYLLA_SHARDING_IGNORE_MSB", vec!["12"]),
-            (
-                "SCYLLA_PARTITIONER",
-                vec!["org.apache.cassandra.dht.Murmur3Partitioner"],
-            ),
-            (
-                "SCYLLA_SHARDING_ALGORITHM",
-                vec!["biased-token-round-robin"],
-            ),
+            ("SCYLLA_PARTITIONER", vec!["org.apache.cassandra.dht.Murmur3Partitioner"]),
+            ("SCYLLA_SHARDING_ALGORITHM", vec!["biased-token-round-robin"]),
             ("SCYLLA_SHARD_AWARE_PORT", vec!["19042"]),
             ("SCYLLA_SHARD_AWARE_PORT_SSL", vec!["19142"]),
         ]
@@ -747,21 +689,13 @@ mod tests {
 
         // Ports are optional.
         let map = without(SCYLLA_SHARD_AWARE_PORT);
-        let map: Vec<_> = map
-            .into_iter()
-            .filter(|(k, _)| *k != SCYLLA_SHARD_AWARE_PORT_SSL)
-            .collect();
+        let map: Vec<_> = map.into_iter().filter(|(k, _)| *k != SCYLLA_SHARD_AWARE_PORT_SSL).collect();
         let info = ShardingInfo::from_supported(&map).unwrap().unwrap();
-        assert_eq!(
-            (info.shard_aware_port(), info.shard_aware_port_ssl()),
-            (None, None)
-        );
+        assert_eq!((info.shard_aware_port(), info.shard_aware_port_ssl()), (None, None));
 
         // Owned strings through the generic entry point.
-        let owned: Vec<(String, Vec<String>)> = full()
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
-            .collect();
+        let owned: Vec<(String, Vec<String>)> =
+            full().into_iter().map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect())).collect();
         assert_eq!(
             ShardingInfo::from_entries(owned.iter().map(|(k, v)| (k, v))).unwrap(),
             ShardingInfo::from_supported(&full()).unwrap()
@@ -773,10 +707,7 @@ mod tests {
         let cassandra = vec![
             ("CQL_VERSION", vec!["3.4.7"]),
             ("COMPRESSION", vec!["lz4", "snappy"]),
-            (
-                "PROTOCOL_VERSIONS",
-                vec!["3/v3", "4/v4", "5/v5", "6/v6-beta"],
-            ),
+            ("PROTOCOL_VERSIONS", vec!["3/v3", "4/v4", "5/v5", "6/v6-beta"]),
         ];
         assert_eq!(ShardingInfo::from_supported(&cassandra), Ok(None));
         assert_eq!(ShardingInfo::from_supported(&[]), Ok(None));
@@ -787,13 +718,9 @@ mod tests {
 
     #[test]
     fn partial_sharding_keys_are_errors() {
-        for key in [
-            SCYLLA_SHARD,
-            SCYLLA_NR_SHARDS,
-            SCYLLA_SHARDING_IGNORE_MSB,
-            SCYLLA_PARTITIONER,
-            SCYLLA_SHARDING_ALGORITHM,
-        ] {
+        for key in
+            [SCYLLA_SHARD, SCYLLA_NR_SHARDS, SCYLLA_SHARDING_IGNORE_MSB, SCYLLA_PARTITIONER, SCYLLA_SHARDING_ALGORITHM]
+        {
             assert_eq!(
                 ShardingInfo::from_supported(&without(key)),
                 Err(ShardingError::MissingKey { key }),
@@ -801,107 +728,43 @@ mod tests {
             );
         }
         let only_shard = vec![("SCYLLA_SHARD", vec!["0"])];
-        assert_eq!(
-            ShardingInfo::from_supported(&only_shard),
-            Err(ShardingError::MissingKey {
-                key: SCYLLA_NR_SHARDS
-            })
-        );
+        assert_eq!(ShardingInfo::from_supported(&only_shard), Err(ShardingError::MissingKey { key: SCYLLA_NR_SHARDS }));
     }
 
     #[test]
     fn invalid_values_are_errors() {
-        let invalid = |key: &'static str, value: &str| ShardingError::InvalidValue {
-            key,
-            value: value.to_owned(),
-        };
+        let invalid = |key: &'static str, value: &str| ShardingError::InvalidValue { key, value: value.to_owned() };
         let cases: Vec<(&str, Vec<&'static str>, ShardingError)> = vec![
             (SCYLLA_SHARD, vec!["x"], invalid(SCYLLA_SHARD, "x")),
             (SCYLLA_SHARD, vec!["-1"], invalid(SCYLLA_SHARD, "-1")),
-            (
-                SCYLLA_SHARD,
-                vec!["12"],
-                ShardingError::ShardOutOfRange {
-                    shard: 12,
-                    nr_shards: 12,
-                },
-            ),
+            (SCYLLA_SHARD, vec!["12"], ShardingError::ShardOutOfRange { shard: 12, nr_shards: 12 }),
             (SCYLLA_NR_SHARDS, vec!["0"], ShardingError::ZeroShards),
-            (
-                SCYLLA_NR_SHARDS,
-                vec!["65536"],
-                invalid(SCYLLA_NR_SHARDS, "65536"),
-            ),
-            (
-                SCYLLA_NR_SHARDS,
-                vec![" 12"],
-                invalid(SCYLLA_NR_SHARDS, " 12"),
-            ),
-            (
-                SCYLLA_SHARDING_IGNORE_MSB,
-                vec!["256"],
-                invalid(SCYLLA_SHARDING_IGNORE_MSB, "256"),
-            ),
-            (
-                SCYLLA_SHARDING_IGNORE_MSB,
-                vec!["64"],
-                ShardingError::IgnoreMsbTooLarge { ignore_msb: 64 },
-            ),
+            (SCYLLA_NR_SHARDS, vec!["65536"], invalid(SCYLLA_NR_SHARDS, "65536")),
+            (SCYLLA_NR_SHARDS, vec![" 12"], invalid(SCYLLA_NR_SHARDS, " 12")),
+            (SCYLLA_SHARDING_IGNORE_MSB, vec!["256"], invalid(SCYLLA_SHARDING_IGNORE_MSB, "256")),
+            (SCYLLA_SHARDING_IGNORE_MSB, vec!["64"], ShardingError::IgnoreMsbTooLarge { ignore_msb: 64 }),
             (
                 SCYLLA_PARTITIONER,
                 vec!["org.apache.cassandra.dht.RandomPartitioner"],
-                ShardingError::UnsupportedPartitioner {
-                    name: "org.apache.cassandra.dht.RandomPartitioner".to_owned(),
-                },
+                ShardingError::UnsupportedPartitioner { name: "org.apache.cassandra.dht.RandomPartitioner".to_owned() },
             ),
             (
                 SCYLLA_SHARDING_ALGORITHM,
                 vec!["token-round-robin"],
-                ShardingError::UnsupportedAlgorithm {
-                    name: "token-round-robin".to_owned(),
-                },
+                ShardingError::UnsupportedAlgorithm { name: "token-round-robin".to_owned() },
             ),
-            (
-                SCYLLA_SHARD_AWARE_PORT,
-                vec!["0"],
-                invalid(SCYLLA_SHARD_AWARE_PORT, "0"),
-            ),
-            (
-                SCYLLA_SHARD_AWARE_PORT_SSL,
-                vec!["70000"],
-                invalid(SCYLLA_SHARD_AWARE_PORT_SSL, "70000"),
-            ),
-            (
-                SCYLLA_SHARD,
-                vec![],
-                ShardingError::ValueCount {
-                    key: SCYLLA_SHARD,
-                    count: 0,
-                },
-            ),
-            (
-                SCYLLA_NR_SHARDS,
-                vec!["12", "12"],
-                ShardingError::ValueCount {
-                    key: SCYLLA_NR_SHARDS,
-                    count: 2,
-                },
-            ),
+            (SCYLLA_SHARD_AWARE_PORT, vec!["0"], invalid(SCYLLA_SHARD_AWARE_PORT, "0")),
+            (SCYLLA_SHARD_AWARE_PORT_SSL, vec!["70000"], invalid(SCYLLA_SHARD_AWARE_PORT_SSL, "70000")),
+            (SCYLLA_SHARD, vec![], ShardingError::ValueCount { key: SCYLLA_SHARD, count: 0 }),
+            (SCYLLA_NR_SHARDS, vec!["12", "12"], ShardingError::ValueCount { key: SCYLLA_NR_SHARDS, count: 2 }),
         ];
         for (key, values, error) in cases {
             let shown = format!("{key}={values:?}");
-            assert_eq!(
-                ShardingInfo::from_supported(&with(key, values)),
-                Err(error),
-                "{shown}"
-            );
+            assert_eq!(ShardingInfo::from_supported(&with(key, values)), Err(error), "{shown}");
         }
         let mut dup = full();
         dup.push(("SCYLLA_SHARD", vec!["1"]));
-        assert_eq!(
-            ShardingInfo::from_supported(&dup),
-            Err(ShardingError::DuplicateKey { key: SCYLLA_SHARD })
-        );
+        assert_eq!(ShardingInfo::from_supported(&dup), Err(ShardingError::DuplicateKey { key: SCYLLA_SHARD }));
     }
 
     fn ports(shard: u16, n: u16, range: RangeInclusive<u16>, offset: usize) -> Vec<u16> {
@@ -927,22 +790,10 @@ mod tests {
     #[test]
     fn port_iterator_covers_range() {
         for n in [1u16, 2, 3, 7, 12, 64, 1000] {
-            for (lo, hi) in [
-                (49152u16, 65535u16),
-                (32768, 65535),
-                (10000, 10100),
-                (0, 65535),
-            ] {
+            for (lo, hi) in [(49152u16, 65535u16), (32768, 65535), (10000, 10100), (0, 65535)] {
                 let expected: Vec<u16> = (lo..=hi).filter(|p| p % n == n / 2).collect();
-                for offset in [
-                    0,
-                    1,
-                    expected.len().saturating_sub(1),
-                    expected.len(),
-                    12345,
-                ] {
-                    let it =
-                        ShardPortIterator::new(n / 2, NonZeroU16::new(n).unwrap(), lo..=hi, offset);
+                for offset in [0, 1, expected.len().saturating_sub(1), expected.len(), 12345] {
+                    let it = ShardPortIterator::new(n / 2, NonZeroU16::new(n).unwrap(), lo..=hi, offset);
                     assert_eq!(it.len(), expected.len());
                     let got: Vec<u16> = it.collect();
                     let start = offset.checked_rem(expected.len()).unwrap_or(0);

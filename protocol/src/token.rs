@@ -190,13 +190,7 @@ impl Murmur3Hasher {
     /// A hasher with an arbitrary seed (both state halves start at `seed`, as in Cassandra's
     /// `hash3_x64_128(key, offset, length, seed)`). Tokens always use seed 0.
     pub const fn with_seed(seed: u64) -> Murmur3Hasher {
-        Murmur3Hasher {
-            h1: seed,
-            h2: seed,
-            pending: [0; BLOCK],
-            pending_len: 0,
-            len: 0,
-        }
+        Murmur3Hasher { h1: seed, h2: seed, pending: [0; BLOCK], pending_len: 0, len: 0 }
     }
 
     /// Appends `bytes` to the hashed input.
@@ -303,10 +297,7 @@ impl Default for Murmur3Hasher {
 
 /// Reads up to 8 bytes as a little-endian `u64` (body bytes are taken unsigned).
 fn le_u64(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .rev()
-        .fold(0, |acc, &b| (acc << 8) | u64::from(b))
+    bytes.iter().rev().fold(0, |acc, &b| (acc << 8) | u64::from(b))
 }
 
 /// The `k1` scramble: multiply, rotate by 31, multiply.
@@ -343,10 +334,7 @@ pub struct CdcHasher {
 impl CdcHasher {
     /// An empty hasher.
     pub const fn new() -> CdcHasher {
-        CdcHasher {
-            head: [0; 8],
-            head_len: 0,
-        }
+        CdcHasher { head: [0; 8], head_len: 0 }
     }
 
     /// Appends `bytes` to the key; only the first 8 bytes overall matter.
@@ -456,8 +444,7 @@ impl Partitioner {
         let Some(second) = components.next() else {
             return Ok(Some(self.token_of_single(first)));
         };
-        self.token_of_composite([first, second].into_iter().chain(components))
-            .map(Some)
+        self.token_of_composite([first, second].into_iter().chain(components)).map(Some)
     }
 }
 
@@ -517,9 +504,7 @@ pub struct PartitionKeyHasher {
 impl PartitionKeyHasher {
     /// An empty composite key for the given partitioner.
     pub const fn new(partitioner: Partitioner) -> PartitionKeyHasher {
-        PartitionKeyHasher {
-            inner: partitioner.hasher(),
-        }
+        PartitionKeyHasher { inner: partitioner.hasher() }
     }
 
     /// Appends the next component (its serialized value bytes).
@@ -550,10 +535,7 @@ mod tests {
     /// Decodes a hex string (test helper).
     fn hex(s: &str) -> Vec<u8> {
         assert_eq!(s.len() % 2, 0, "odd hex length");
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     /// §3.4: [SRD] tokens of raw single-column keys.
@@ -566,15 +548,8 @@ mod tests {
             ("kremówki", 4354931215268080151),
         ];
         for (key, token) in cases {
-            assert_eq!(
-                Token::murmur3(key.as_bytes()),
-                Token::new(token),
-                "key {key:?}"
-            );
-            assert_eq!(
-                Partitioner::Murmur3.token_of_single(key.as_bytes()).value(),
-                token
-            );
+            assert_eq!(Token::murmur3(key.as_bytes()), Token::new(token), "key {key:?}");
+            assert_eq!(Partitioner::Murmur3.token_of_single(key.as_bytes()).value(), token);
         }
     }
 
@@ -617,14 +592,8 @@ mod tests {
         assert_eq!(murmur3_h1(b"hello"), 0xcbd8a7b341bd9b02_u64 as i64);
         assert_eq!(murmur3_h1(b"hello"), -3758069500696749310);
         assert_eq!(murmur3_h1(b"hello, world"), 0x342fac623a5ebc8e);
-        assert_eq!(
-            murmur3_h1(b"19 Jan 2038 at 3:14:07 AM"),
-            0xb89e5988b737affc_u64 as i64
-        );
-        assert_eq!(
-            murmur3_h1(b"The quick brown fox jumps over the lazy dog."),
-            0xcd99481f9ee902c9_u64 as i64
-        );
+        assert_eq!(murmur3_h1(b"19 Jan 2038 at 3:14:07 AM"), 0xb89e5988b737affc_u64 as i64);
+        assert_eq!(murmur3_h1(b"The quick brown fox jumps over the lazy dog."), 0xcd99481f9ee902c9_u64 as i64);
     }
 
     /// §3.4: the tail holds 0xb8, which the standard (unsigned) algorithm gets wrong.
@@ -651,14 +620,9 @@ mod tests {
 
         let a = 143i32.to_be_bytes();
         let b = 234i32.to_be_bytes();
-        let token = Partitioner::Murmur3
-            .token_of_composite([&a[..], &b[..]])
-            .unwrap();
+        let token = Partitioner::Murmur3.token_of_composite([&a[..], &b[..]]).unwrap();
         assert_eq!(token.value(), 4958784316840156970);
-        assert_eq!(
-            Partitioner::Murmur3.token_of_key([&a[..], &b[..]]).unwrap(),
-            Some(token)
-        );
+        assert_eq!(Partitioner::Murmur3.token_of_key([&a[..], &b[..]]).unwrap(), Some(token));
     }
 
     /// §3.4: [SCY] seeded 128-bit outputs of the core function.
@@ -681,9 +645,7 @@ mod tests {
     #[test]
     fn streaming_is_chunking_independent() {
         // Bytes ≥ 0x80 everywhere so the signed tail matters at every length.
-        let data: Vec<u8> = (0..100u32)
-            .map(|i| (i.wrapping_mul(151) ^ 0x9d) as u8)
-            .collect();
+        let data: Vec<u8> = (0..100u32).map(|i| (i.wrapping_mul(151) ^ 0x9d) as u8).collect();
         for len in 0..data.len() {
             let input = &data[..len];
             let whole = murmur3_h1(input);
@@ -729,41 +691,21 @@ mod tests {
         }
         let token = Partitioner::Murmur3.token_of_composite(parts).unwrap();
         assert_eq!(token, Token::murmur3(&serialized));
-        assert_eq!(
-            Partitioner::Murmur3.token_of_key(parts).unwrap(),
-            Some(token)
-        );
+        assert_eq!(Partitioner::Murmur3.token_of_key(parts).unwrap(), Some(token));
         // CDC partitioner over a composite key: first 8 serialized bytes.
-        assert_eq!(
-            Partitioner::Cdc.token_of_composite(parts).unwrap(),
-            Token::cdc(&serialized)
-        );
+        assert_eq!(Partitioner::Cdc.token_of_composite(parts).unwrap(), Token::cdc(&serialized));
     }
 
     #[test]
     fn composite_component_limit() {
         let max = vec![7u8; 65535];
         let over = vec![7u8; 65536];
-        assert!(Partitioner::Murmur3
-            .token_of_composite([&max[..], b"x"])
-            .is_ok());
-        assert_eq!(
-            Partitioner::Murmur3.token_of_composite([b"x", &over[..]]),
-            Err(ComponentTooLong { len: 65536 })
-        );
-        assert_eq!(
-            Partitioner::Murmur3.token_of_key([&over[..], b"x"]),
-            Err(ComponentTooLong { len: 65536 })
-        );
+        assert!(Partitioner::Murmur3.token_of_composite([&max[..], b"x"]).is_ok());
+        assert_eq!(Partitioner::Murmur3.token_of_composite([b"x", &over[..]]), Err(ComponentTooLong { len: 65536 }));
+        assert_eq!(Partitioner::Murmur3.token_of_key([&over[..], b"x"]), Err(ComponentTooLong { len: 65536 }));
         // A single-column key is not framed, so it has no such limit.
-        assert_eq!(
-            Partitioner::Murmur3.token_of_key([&over[..]]),
-            Ok(Some(Token::murmur3(&over)))
-        );
-        assert_eq!(
-            Partitioner::Murmur3.token_of_key(std::iter::empty()),
-            Ok(None)
-        );
+        assert_eq!(Partitioner::Murmur3.token_of_key([&over[..]]), Ok(Some(Token::murmur3(&over))));
+        assert_eq!(Partitioner::Murmur3.token_of_key(std::iter::empty()), Ok(None));
     }
 
     /// §3.2: the empty key hashes to 0 (Scylla's rule), and i64::MIN is normalized.
@@ -787,10 +729,7 @@ mod tests {
         ];
         for (key, token) in cases {
             assert_eq!(Token::cdc(key.as_bytes()).value(), token, "key {key:?}");
-            assert_eq!(
-                Partitioner::Cdc.token_of_single(key.as_bytes()).value(),
-                token
-            );
+            assert_eq!(Partitioner::Cdc.token_of_single(key.as_bytes()).value(), token);
             let mut h = Partitioner::Cdc.hasher();
             for b in key.as_bytes() {
                 h.write(std::slice::from_ref(b));
@@ -818,18 +757,9 @@ mod tests {
             Partitioner::from_class_name("org.apache.cassandra.dht.Murmur3Partitioner"),
             Some(Partitioner::Murmur3)
         );
-        assert_eq!(
-            Partitioner::from_class_name("com.scylladb.dht.CDCPartitioner"),
-            Some(Partitioner::Cdc)
-        );
-        assert_eq!(
-            Partitioner::from_class_name("Murmur3Partitioner"),
-            Some(Partitioner::Murmur3)
-        );
-        assert_eq!(
-            Partitioner::from_class_name("org.apache.cassandra.dht.RandomPartitioner"),
-            None
-        );
+        assert_eq!(Partitioner::from_class_name("com.scylladb.dht.CDCPartitioner"), Some(Partitioner::Cdc));
+        assert_eq!(Partitioner::from_class_name("Murmur3Partitioner"), Some(Partitioner::Murmur3));
+        assert_eq!(Partitioner::from_class_name("org.apache.cassandra.dht.RandomPartitioner"), None);
         assert_eq!(Partitioner::from_class_name(""), None);
         for p in [Partitioner::Cdc, Partitioner::Murmur3] {
             assert_eq!(Partitioner::from_class_name(p.class_name()), Some(p));

@@ -94,10 +94,14 @@ fn decoding_void_and_skipped_metadata_rows_does_not_allocate() {
     )
     .expect("rows");
     let mut wire = Vec::new();
-    Response::new(ResponseMessage::Result(ResultMessage::Rows(rows))).encode(ProtocolVersion::V4, 1, &mut wire).expect("encodes");
+    Response::new(ResponseMessage::Result(ResultMessage::Rows(rows)))
+        .encode(ProtocolVersion::V4, 1, &mut wire)
+        .expect("encodes");
     let header = EnvelopeHeader::decode(wire.first_chunk().expect("header"), usize::MAX).expect("header");
     let mut void = Vec::new();
-    Response::new(ResponseMessage::Result(ResultMessage::Void)).encode(ProtocolVersion::V4, 1, &mut void).expect("encodes");
+    Response::new(ResponseMessage::Result(ResultMessage::Void))
+        .encode(ProtocolVersion::V4, 1, &mut void)
+        .expect("encodes");
     let void_header = EnvelopeHeader::decode(void.first_chunk().expect("header"), usize::MAX).expect("header");
     let bodies: Vec<Bytes> = (0..100).map(|_| Bytes::copy_from_slice(&wire[HEADER_LEN..])).collect();
     let voids: Vec<Bytes> = (0..100).map(|_| Bytes::copy_from_slice(&void[HEADER_LEN..])).collect();

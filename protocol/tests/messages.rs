@@ -89,14 +89,9 @@ fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
 
 fn responses(version: ProtocolVersion) -> Vec<Response> {
     let v5 = version == ProtocolVersion::V5;
-    let failures = if v5 {
-        Failures::Reasons(vec![(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 2)])
-    } else {
-        Failures::Count(1)
-    };
-    let err = |code, kind| {
-        Response::new(ResponseMessage::Error(ErrorResponse { code, message: "boom".into(), kind }))
-    };
+    let failures =
+        if v5 { Failures::Reasons(vec![(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 2)]) } else { Failures::Count(1) };
+    let err = |code, kind| Response::new(ResponseMessage::Error(ErrorResponse { code, message: "boom".into(), kind }));
     let cl = Consistency::Quorum;
     let metadata = ResultMetadata {
         columns_count: 3,
@@ -105,7 +100,10 @@ fn responses(version: ProtocolVersion) -> Vec<Response> {
         specs: Some(vec![
             spec("pk", ColumnType::BigInt),
             spec("v", ColumnType::Text),
-            ColumnSpec { table: "other".into(), ..spec("m", ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Int))) },
+            ColumnSpec {
+                table: "other".into(),
+                ..spec("m", ColumnType::Map(Box::new(ColumnType::Text), Box::new(ColumnType::Int)))
+            },
         ]),
     };
     let rows = Rows::from_raw(
@@ -137,7 +135,8 @@ fn responses(version: ProtocolVersion) -> Vec<Response> {
     let mut traced = Response::new(ResponseMessage::Result(ResultMessage::Void));
     traced.tracing_id = Some(uuid::Uuid::from_u128(0x1234));
     traced.warnings = vec!["Aggregation query used without partition key".into()];
-    traced.custom_payload = vec![("tablets-routing-v1".into(), Some(Bytes::from_static(b"\x00\x01"))), ("k".into(), None)];
+    traced.custom_payload =
+        vec![("tablets-routing-v1".into(), Some(Bytes::from_static(b"\x00\x01"))), ("k".into(), None)];
     vec![
         err(code::SERVER_ERROR, ErrorKind::ServerError),
         err(code::PROTOCOL_ERROR, ErrorKind::ProtocolError),
@@ -148,16 +147,37 @@ fn responses(version: ProtocolVersion) -> Vec<Response> {
         err(code::TRUNCATE_ERROR, ErrorKind::TruncateError),
         err(
             code::WRITE_TIMEOUT,
-            ErrorKind::WriteTimeout { consistency: cl, received: 1, block_for: 2, write_type: WriteType::Simple, contentions: None },
+            ErrorKind::WriteTimeout {
+                consistency: cl,
+                received: 1,
+                block_for: 2,
+                write_type: WriteType::Simple,
+                contentions: None,
+            },
         ),
         err(
             code::WRITE_TIMEOUT,
-            ErrorKind::WriteTimeout { consistency: cl, received: 0, block_for: 2, write_type: WriteType::Cas, contentions: Some(3) },
+            ErrorKind::WriteTimeout {
+                consistency: cl,
+                received: 0,
+                block_for: 2,
+                write_type: WriteType::Cas,
+                contentions: Some(3),
+            },
         ),
-        err(code::READ_TIMEOUT, ErrorKind::ReadTimeout { consistency: cl, received: 1, block_for: 2, data_present: true }),
+        err(
+            code::READ_TIMEOUT,
+            ErrorKind::ReadTimeout { consistency: cl, received: 1, block_for: 2, data_present: true },
+        ),
         err(
             code::READ_FAILURE,
-            ErrorKind::ReadFailure { consistency: cl, received: 1, block_for: 2, failures: failures.clone(), data_present: false },
+            ErrorKind::ReadFailure {
+                consistency: cl,
+                received: 1,
+                block_for: 2,
+                failures: failures.clone(),
+                data_present: false,
+            },
         ),
         err(
             code::FUNCTION_FAILURE,
@@ -165,7 +185,13 @@ fn responses(version: ProtocolVersion) -> Vec<Response> {
         ),
         err(
             code::WRITE_FAILURE,
-            ErrorKind::WriteFailure { consistency: cl, received: 1, block_for: 2, failures, write_type: WriteType::Batch },
+            ErrorKind::WriteFailure {
+                consistency: cl,
+                received: 1,
+                block_for: 2,
+                failures,
+                write_type: WriteType::Batch,
+            },
         ),
         err(code::CDC_WRITE_FAILURE, ErrorKind::CdcWriteFailure),
         err(code::CAS_WRITE_UNKNOWN, ErrorKind::CasWriteUnknown { consistency: cl, received: 1, block_for: 2 }),
@@ -257,10 +283,7 @@ fn every_request_round_trips_and_rejects_truncation_and_trailing_bytes() {
             }
             let mut long = body.to_vec();
             long.push(0);
-            assert!(matches!(
-                AnyRequest::decode(req.opcode(), version, &long),
-                Err(DecodeError::TrailingData { .. })
-            ));
+            assert!(matches!(AnyRequest::decode(req.opcode(), version, &long), Err(DecodeError::TrailingData { .. })));
         }
         let want: HashSet<Opcode> = [
             Opcode::Startup,

@@ -15,9 +15,7 @@ use shardwise_protocol::token::{murmur3_h1, Murmur3Hasher, Partitioner, Token};
 /// `shared/vectors/<name>`: the workspace root is the manifest's parent, and `shared/` sits
 /// beside the workspace root.
 fn vector_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/vectors")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors").join(name)
 }
 
 /// The data rows of a vector file: comment lines (`#`) and blank lines dropped, the header
@@ -36,13 +34,9 @@ fn rows(name: &str, header: &str) -> Vec<(usize, Vec<String>)> {
         .enumerate()
         .map(|(i, line)| (i + 1, line.trim()))
         .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'));
-    let (_, first) = lines
-        .next()
-        .unwrap_or_else(|| panic!("{name}: no header line"));
+    let (_, first) = lines.next().unwrap_or_else(|| panic!("{name}: no header line"));
     assert_eq!(first, header, "{name}: unexpected header");
-    lines
-        .map(|(n, line)| (n, line.split(',').map(str::to_owned).collect()))
-        .collect()
+    lines.map(|(n, line)| (n, line.split(',').map(str::to_owned).collect())).collect()
 }
 
 /// Decodes a hex string.
@@ -59,35 +53,20 @@ fn shard_of_token_all_rows() {
     // nr_shards = 4, ignore_msb = 12 (see the file's comment line).
     let sharder = Sharder::new(NonZeroU16::new(4).unwrap(), 12).unwrap();
     let rows = rows("shard_of_token.csv", "token,shard");
-    assert_eq!(
-        rows.len(),
-        10_000,
-        "shard_of_token.csv should hold 10 000 pairs"
-    );
+    assert_eq!(rows.len(), 10_000, "shard_of_token.csv should hold 10 000 pairs");
     let mut failures = Vec::new();
     for (line, fields) in &rows {
         let [token, shard] = fields.as_slice() else {
             panic!("shard_of_token.csv:{line}: expected 2 fields, got {fields:?}");
         };
-        let token: Token = token
-            .parse()
-            .unwrap_or_else(|e| panic!("line {line}: token: {e}"));
-        let shard: u16 = shard
-            .parse()
-            .unwrap_or_else(|e| panic!("line {line}: shard: {e}"));
+        let token: Token = token.parse().unwrap_or_else(|e| panic!("line {line}: token: {e}"));
+        let shard: u16 = shard.parse().unwrap_or_else(|e| panic!("line {line}: shard: {e}"));
         let got = sharder.shard_of(token);
         if got != shard {
-            failures.push(format!(
-                "line {line}: token {token} expected shard {shard}, got {got}"
-            ));
+            failures.push(format!("line {line}: token {token} expected shard {shard}, got {got}"));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -110,15 +89,12 @@ fn murmur3_token_all_rows() {
         }
         // key_hex is already the byte string that was hashed (composite keys serialized).
         let key = hex(key_hex);
-        let expected: i64 = token
-            .parse()
-            .unwrap_or_else(|e| panic!("line {line}: token: {e}"));
+        let expected: i64 = token.parse().unwrap_or_else(|e| panic!("line {line}: token: {e}"));
 
         let whole = Token::murmur3(&key);
         // The same bytes streamed one at a time, and in uneven 7-byte pieces.
         let mut bytewise = Murmur3Hasher::new();
-        key.iter()
-            .for_each(|b| bytewise.write(std::slice::from_ref(b)));
+        key.iter().for_each(|b| bytewise.write(std::slice::from_ref(b)));
         let mut pieces = Murmur3Hasher::new();
         key.chunks(7).for_each(|c| pieces.write(c));
 
@@ -139,16 +115,8 @@ fn murmur3_token_all_rows() {
             check_composite(*line, &key, expected, &mut failures);
         }
     }
-    assert!(
-        kinds.iter().all(|&n| n > 0),
-        "every key kind should occur: {kinds:?}"
-    );
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(kinds.iter().all(|&n| n > 0), "every key kind should occur: {kinds:?}");
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// Splits a serialized composite key back into components and hashes them through the
@@ -161,23 +129,16 @@ fn check_composite(line: usize, key: &[u8], expected: i64, failures: &mut Vec<St
             panic!("line {line}: truncated component length");
         };
         let len = usize::from(u16::from_be_bytes(*len));
-        assert!(
-            after.len() > len && after[len] == 0,
-            "line {line}: malformed component"
-        );
+        assert!(after.len() > len && after[len] == 0, "line {line}: malformed component");
         components.push(&after[..len]);
         rest = &after[len + 1..];
     }
-    assert!(
-        components.len() >= 2,
-        "line {line}: composite key with < 2 components"
-    );
+    assert!(components.len() >= 2, "line {line}: composite key with < 2 components");
     let composite = Partitioner::Murmur3
         .token_of_composite(components.iter().copied())
         .unwrap_or_else(|e| panic!("line {line}: {e}"));
-    let by_key = Partitioner::Murmur3
-        .token_of_key(components.iter().copied())
-        .unwrap_or_else(|e| panic!("line {line}: {e}"));
+    let by_key =
+        Partitioner::Murmur3.token_of_key(components.iter().copied()).unwrap_or_else(|e| panic!("line {line}: {e}"));
     if composite.value() != expected || by_key != Some(composite) {
         failures.push(format!(
             "line {line}: composite components {components:02x?} expected {expected}, got \

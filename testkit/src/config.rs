@@ -206,11 +206,7 @@ fn yq_path(p: &Path) -> String {
 fn top_level_keys(snippet: &str) -> Vec<&str> {
     snippet
         .lines()
-        .filter(|l| {
-            l.chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
+        .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_'))
         .filter_map(|l| l.split_once(':').map(|(k, _)| k.trim()))
         .collect()
 }
@@ -263,15 +259,10 @@ impl NodeConfig {
             return Err(HarnessError::Config("cluster_name is empty".into()));
         }
         if self.native_port == 0 || self.storage_port == 0 {
-            return Err(HarnessError::Config(
-                "ports must be chosen before starting (use with_free_ports)".into(),
-            ));
+            return Err(HarnessError::Config("ports must be chosen before starting (use with_free_ports)".into()));
         }
         if self.native_port == self.storage_port {
-            return Err(HarnessError::Config(format!(
-                "native and storage port are both {}",
-                self.native_port
-            )));
+            return Err(HarnessError::Config(format!("native and storage port are both {}", self.native_port)));
         }
         if self.num_tokens == 0 {
             return Err(HarnessError::Config("num_tokens must be at least 1".into()));
@@ -290,11 +281,7 @@ impl NodeConfig {
         if self.seeds.is_empty() {
             self.storage_addr().to_string()
         } else {
-            self.seeds
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
+            self.seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",")
         }
     }
 
@@ -422,9 +409,7 @@ mod tests {
     use super::*;
 
     fn dirs() -> NodeDirs {
-        NodeDirs {
-            root: PathBuf::from("/tmp/sw node'1"),
-        }
+        NodeDirs { root: PathBuf::from("/tmp/sw node'1") }
     }
 
     #[test]
@@ -459,9 +444,7 @@ mod tests {
 
     #[test]
     fn yaml_auth_seeds_and_tls() {
-        let mut cfg = NodeConfig::default()
-            .with_address("127.0.0.3".parse().unwrap())
-            .with_auth(Auth::Password);
+        let mut cfg = NodeConfig::default().with_address("127.0.0.3".parse().unwrap()).with_auth(Auth::Password);
         cfg.seeds = vec!["127.0.0.1:7000".parse().unwrap(), "127.0.0.2:7000".parse().unwrap()];
         cfg.client_encryption = Some(ClientEncryption {
             keystore: "/k/s.jks".into(),
@@ -506,10 +489,7 @@ mod tests {
         assert_eq!(a[1], "-Xmx1G");
         assert!(a.contains(&"--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED".to_string()));
         assert!(a.contains(&"--add-opens=java.base/java.net=ALL-UNNAMED".to_string()));
-        assert_eq!(
-            a.iter().filter(|x| x.starts_with("--add-exports=")).count(),
-            JVM17_ADD_EXPORTS.len()
-        );
+        assert_eq!(a.iter().filter(|x| x.starts_with("--add-exports=")).count(), JVM17_ADD_EXPORTS.len());
         assert_eq!(a.iter().filter(|x| x.starts_with("--add-opens=")).count(), JVM17_ADD_OPENS.len());
         assert!(a.contains(&"-Dcassandra.config=file:///tmp/sw node'1/cassandra.yaml".to_string()));
         assert!(a.contains(&"-Dcassandra-foreground=yes".to_string()));
@@ -543,10 +523,7 @@ mod tests {
         assert!(NodeConfig::default().validate().is_ok());
         assert!(NodeConfig::default().with_ports(0, 7000).validate().is_err());
         assert!(NodeConfig::default().with_ports(7000, 7000).validate().is_err());
-        let bad = NodeConfig {
-            heap_max: "lots".into(),
-            ..NodeConfig::default()
-        };
+        let bad = NodeConfig { heap_max: "lots".into(), ..NodeConfig::default() };
         assert!(bad.validate().is_err());
     }
 }

@@ -58,11 +58,7 @@ impl Distribution {
         }
         let (java, java_major) = find_java()?;
         let lib_dir = ensure_jars(&cassandra_cache_dir()?)?;
-        let dist = Distribution {
-            java,
-            java_major,
-            lib_dir,
-        };
+        let dist = Distribution { java, java_major, lib_dir };
         Ok(CACHED.get_or_init(|| dist).clone())
     }
 
@@ -109,33 +105,18 @@ pub fn find_java() -> Result<(PathBuf, u32)> {
         }
         _ => (PathBuf::from("java"), "`java` on PATH and $JAVA_HOME/bin/java".to_string()),
     };
-    let out = match Command::new(&java)
-        .arg("-version")
-        .stdin(Stdio::null())
-        .output()
-    {
+    let out = match Command::new(&java).arg("-version").stdin(Stdio::null()).output() {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(HarnessError::MissingTool {
-                tool: "java",
-                looked_for,
-                package: "openjdk-17-jre-headless",
-            })
+            return Err(HarnessError::MissingTool { tool: "java", looked_for, package: "openjdk-17-jre-headless" })
         }
         Err(e) => return Err(HarnessError::io(format!("running `{} -version`", java.display()), e)),
     };
     // `java -version` writes to stderr: `openjdk version "17.0.15" 2025-04-15`.
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
     match parse_java_major(&text) {
         Some(major) if major >= 11 && out.status.success() => Ok((java, major)),
-        _ => Err(HarnessError::UnsupportedJava {
-            java,
-            version: text.lines().next().unwrap_or("").trim().to_string(),
-        }),
+        _ => Err(HarnessError::UnsupportedJava { java, version: text.lines().next().unwrap_or("").trim().to_string() }),
     }
 }
 
@@ -195,15 +176,12 @@ fn resolve_with_maven(dir: &Path, version: &str) -> Result<()> {
     fs::write(&pom, pom_xml(version)).map_err(|e| HarnessError::io(format!("writing {}", pom.display()), e))?;
     let partial = dir.join("lib.partial");
     if partial.exists() {
-        fs::remove_dir_all(&partial)
-            .map_err(|e| HarnessError::io(format!("removing {}", partial.display()), e))?;
+        fs::remove_dir_all(&partial).map_err(|e| HarnessError::io(format!("removing {}", partial.display()), e))?;
     }
     let log_path = dir.join("mvn.log");
-    let log = fs::File::create(&log_path)
-        .map_err(|e| HarnessError::io(format!("creating {}", log_path.display()), e))?;
-    let log2 = log
-        .try_clone()
-        .map_err(|e| HarnessError::io("duplicating the Maven log handle", e))?;
+    let log =
+        fs::File::create(&log_path).map_err(|e| HarnessError::io(format!("creating {}", log_path.display()), e))?;
+    let log2 = log.try_clone().map_err(|e| HarnessError::io("duplicating the Maven log handle", e))?;
     let status = Command::new("mvn")
         .args(["-q", "-B", "dependency:copy-dependencies", "-DoutputDirectory=lib.partial"])
         .current_dir(dir)
@@ -214,11 +192,7 @@ fn resolve_with_maven(dir: &Path, version: &str) -> Result<()> {
     let status = match status {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(HarnessError::MissingTool {
-                tool: "mvn",
-                looked_for: "`mvn` on PATH".into(),
-                package: "maven",
-            })
+            return Err(HarnessError::MissingTool { tool: "mvn", looked_for: "`mvn` on PATH".into(), package: "maven" })
         }
         Err(e) => return Err(HarnessError::io("running mvn", e)),
     };
@@ -248,9 +222,8 @@ fn resolve_with_maven(dir: &Path, version: &str) -> Result<()> {
     if lib.exists() {
         fs::remove_dir_all(&lib).map_err(|e| HarnessError::io(format!("removing {}", lib.display()), e))?;
     }
-    fs::rename(&partial, &lib).map_err(|e| {
-        HarnessError::io(format!("renaming {} to {}", partial.display(), lib.display()), e)
-    })
+    fs::rename(&partial, &lib)
+        .map_err(|e| HarnessError::io(format!("renaming {} to {}", partial.display(), lib.display()), e))
 }
 
 /// A cross-process lock: a directory created atomically, removed on drop.
@@ -275,10 +248,7 @@ impl DirLock {
                         continue;
                     }
                     if started.elapsed() > LOCK_WAIT {
-                        return Err(HarnessError::CacheLocked {
-                            lock: path.into(),
-                            waited: started.elapsed(),
-                        });
+                        return Err(HarnessError::CacheLocked { lock: path.into(), waited: started.elapsed() });
                     }
                     std::thread::sleep(Duration::from_millis(500));
                 }
@@ -300,10 +270,7 @@ mod tests {
 
     #[test]
     fn java_versions() {
-        assert_eq!(
-            parse_java_major("openjdk version \"17.0.15\" 2025-04-15\nOpenJDK Runtime"),
-            Some(17)
-        );
+        assert_eq!(parse_java_major("openjdk version \"17.0.15\" 2025-04-15\nOpenJDK Runtime"), Some(17));
         assert_eq!(parse_java_major("java version \"1.8.0_392\""), Some(8));
         assert_eq!(parse_java_major("openjdk version \"21\" 2023-09-19"), Some(21));
         assert_eq!(parse_java_major("openjdk version \"11.0.2-ea\""), Some(11));

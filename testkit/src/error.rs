@@ -144,10 +144,7 @@ pub enum HarnessError {
 impl HarnessError {
     /// Wraps an [`std::io::Error`] with a description of what was being done.
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        HarnessError::Io {
-            context: context.into(),
-            source,
-        }
+        HarnessError::Io { context: context.into(), source }
     }
 }
 

@@ -109,10 +109,7 @@ fn make_node_dir(base: Option<&Path>, address: IpAddr, port: u16) -> Result<Path
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let base = base.map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
     fs::create_dir_all(&base).map_err(|e| HarnessError::io(format!("creating {}", base.display()), e))?;
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     for attempt in 0..100u32 {
         let name = format!(
             "shardwise-node-{}-{}-{}-{}-{:08x}",
@@ -180,9 +177,7 @@ impl Node {
             .map_err(|e| HarnessError::io(format!("writing {}", dirs.logback().display()), e))?;
         let log = fs::File::create(dirs.log())
             .map_err(|e| HarnessError::io(format!("creating {}", dirs.log().display()), e))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| HarnessError::io("duplicating the log file handle", e))?;
+        let log_err = log.try_clone().map_err(|e| HarnessError::io("duplicating the log file handle", e))?;
 
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
@@ -202,9 +197,7 @@ impl Node {
             cmd.env("SHARDWISE_RM_DIR", &dirs.root);
         }
         let started = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| HarnessError::io("starting the Cassandra launcher (sh)", e))?;
+        let mut child = cmd.spawn().map_err(|e| HarnessError::io("starting the Cassandra launcher (sh)", e))?;
         let lifeline = child.stdin.take();
         let pgid = child.id();
         Ok(Node {
@@ -369,9 +362,8 @@ impl Node {
                     Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
                     Ok(None) | Err(_) => {
                         signal_group(self.pgid, "KILL");
-                        let status = child
-                            .wait()
-                            .map_err(|e| HarnessError::io("waiting for the Cassandra process", e))?;
+                        let status =
+                            child.wait().map_err(|e| HarnessError::io("waiting for the Cassandra process", e))?;
                         self.exit_status = Some(status);
                         break;
                     }
@@ -421,11 +413,7 @@ pub(crate) struct LogScanner {
 
 impl LogScanner {
     pub(crate) fn new(path: PathBuf) -> Self {
-        LogScanner {
-            path,
-            offset: 0,
-            carry: Vec::new(),
-        }
+        LogScanner { path, offset: 0, carry: Vec::new() }
     }
 
     /// Whether `needle` appeared since the last call (or spans the boundary).
@@ -434,18 +422,13 @@ impl LogScanner {
             return false;
         };
         let mut fresh = Vec::new();
-        if f.seek(SeekFrom::Start(self.offset))
-            .and_then(|_| f.read_to_end(&mut fresh))
-            .is_err()
-        {
+        if f.seek(SeekFrom::Start(self.offset)).and_then(|_| f.read_to_end(&mut fresh)).is_err() {
             return false;
         }
         self.offset += fresh.len() as u64;
         let mut window = std::mem::take(&mut self.carry);
         window.extend_from_slice(&fresh);
-        let found = window
-            .windows(needle.len())
-            .any(|w| w == needle.as_bytes());
+        let found = window.windows(needle.len()).any(|w| w == needle.as_bytes());
         let keep = needle.len().saturating_sub(1).min(window.len());
         self.carry = window[window.len() - keep..].to_vec();
         found

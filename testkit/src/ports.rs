@@ -39,10 +39,7 @@ fn free_ports(addrs: &[IpAddr], count: usize) -> Result<Vec<u16>> {
             Ok(l) => l,
             Err(e) => return Err(HarnessError::io(format!("binding a probe socket on {first}"), e)),
         };
-        let port = listener
-            .local_addr()
-            .map_err(|e| HarnessError::io("reading a probe socket's port", e))?
-            .port();
+        let port = listener.local_addr().map_err(|e| HarnessError::io("reading a probe socket's port", e))?.port();
         let rest_free = addrs[1..].iter().all(|a| is_free(SocketAddr::new(*a, port)));
         if rest_free && !found.contains(&port) {
             found.push(port);

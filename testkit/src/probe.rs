@@ -132,10 +132,7 @@ pub struct ProbeConnection {
 }
 
 fn proto(addr: SocketAddr, message: impl Into<String>) -> HarnessError {
-    HarnessError::Protocol {
-        addr,
-        message: message.into(),
-    }
+    HarnessError::Protocol { addr, message: message.into() }
 }
 
 impl ProbeConnection {
@@ -148,11 +145,7 @@ impl ProbeConnection {
             .and_then(|()| stream.set_write_timeout(Some(timeout)))
             .and_then(|()| stream.set_nodelay(true))
             .map_err(|e| HarnessError::io(format!("configuring the socket to {addr}"), e))?;
-        Ok(ProbeConnection {
-            stream,
-            addr,
-            next_stream: 1,
-        })
+        Ok(ProbeConnection { stream, addr, next_stream: 1 })
     }
 
     /// The server's address.
@@ -172,9 +165,7 @@ impl ProbeConnection {
         frame.push(op);
         frame.extend_from_slice(&len.to_be_bytes());
         frame.extend_from_slice(body);
-        self.stream
-            .write_all(&frame)
-            .map_err(|e| HarnessError::io(format!("sending to {}", self.addr), e))?;
+        self.stream.write_all(&frame).map_err(|e| HarnessError::io(format!("sending to {}", self.addr), e))?;
         let response = self.read_frame()?;
         if response.stream != stream {
             return Err(proto(
@@ -186,11 +177,7 @@ impl ProbeConnection {
             let mut r = Reader::new(&response.body);
             let code = r.i32("error code").map_err(|e| proto(self.addr, e.to_string()))?;
             let message = r.string("error message").map_err(|e| proto(self.addr, e.to_string()))?;
-            return Err(HarnessError::Server {
-                addr: self.addr,
-                code,
-                message: message.to_string(),
-            });
+            return Err(HarnessError::Server { addr: self.addr, code, message: message.to_string() });
         }
         Ok(response)
     }
@@ -306,9 +293,9 @@ pub fn release_version(addr: SocketAddr, credentials: Option<(&str, &str)>, time
     let mut c = ProbeConnection::connect(addr, timeout)?;
     c.startup(credentials)?;
     match c.query("SELECT release_version FROM system.local")? {
-        QueryResult::Rows(rows) => rows
-            .text(0, "release_version")
-            .ok_or_else(|| proto(addr, "system.local has no release_version")),
+        QueryResult::Rows(rows) => {
+            rows.text(0, "release_version").ok_or_else(|| proto(addr, "system.local has no release_version"))
+        }
         other => Err(proto(addr, format!("unexpected result {other:?}"))),
     }
 }
@@ -328,10 +315,7 @@ pub fn decode_supported(body: &[u8]) -> std::result::Result<Vec<(String, Vec<Str
     let mut r = Reader::new(body);
     let map = r.string_multimap("SUPPORTED").map_err(|e| e.to_string())?;
     r.finish("SUPPORTED").map_err(|e| e.to_string())?;
-    Ok(map
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
-        .collect())
+    Ok(map.into_iter().map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect())).collect())
 }
 
 fn skip_type(r: &mut Reader<'_>, depth: u32) -> std::result::Result<u16, String> {
@@ -464,9 +448,7 @@ mod tests {
         b.extend_from_slice(&5i32.to_be_bytes());
         b.extend_from_slice(b"5.0.4");
         b.extend_from_slice(&(-1i32).to_be_bytes());
-        let QueryResult::Rows(rows) = decode_result(&b).unwrap() else {
-            panic!("not rows")
-        };
+        let QueryResult::Rows(rows) = decode_result(&b).unwrap() else { panic!("not rows") };
         assert_eq!(rows.columns[1], Column { name: "tokens".into(), type_id: 0x22 });
         assert_eq!(rows.text(0, "release_version").as_deref(), Some("5.0.4"));
         assert_eq!(rows.rows[0][1], None);

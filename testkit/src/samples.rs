@@ -8,7 +8,8 @@ use shardwise_protocol::types::{CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTi
 use uuid::Uuid;
 
 /// The columns of `every_type`, in the order of [`every_type_row`].
-pub const EVERY_TYPE_COLUMNS: &str = "pk, a, b, bl, bo, dec, dbl, dur, f, ip, i, si, t, tm, ts, tu, ti, u, vi, d, l, s, m, tup, ud, vec";
+pub const EVERY_TYPE_COLUMNS: &str =
+    "pk, a, b, bl, bo, dec, dbl, dur, f, ip, i, si, t, tm, ts, tu, ti, u, vi, d, l, s, m, tup, ud, vec";
 
 /// DDL creating keyspace `ks` with a UDT, a table holding every CQL type
 /// (`every_type`) and a counter table (`counters`).
@@ -59,9 +60,11 @@ pub fn every_type_row(pk: i32, ks: &str) -> Vec<Option<CqlValue>> {
         v(CqlValue::Udt {
             keyspace: ks.into(),
             name: "addr".into(),
-            fields: vec![("street".into(), Some(CqlValue::Text("Main".into()))), ("zip".into(), Some(CqlValue::Int(12345)))],
+            fields: vec![
+                ("street".into(), Some(CqlValue::Text("Main".into()))),
+                ("zip".into(), Some(CqlValue::Int(12345))),
+            ],
         }),
         v(CqlValue::Vector(vec![CqlValue::Float(1.0), CqlValue::Float(-2.0), CqlValue::Float(0.5)])),
     ]
 }
-

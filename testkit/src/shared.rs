@@ -37,10 +37,7 @@ static SHARED: OnceLock<std::result::Result<Shared, String>> = OnceLock::new();
 /// port 9042.
 pub fn parse_server_addr(value: &str) -> Result<SocketAddr> {
     let value = value.trim();
-    let bad = |reason: String| HarnessError::BadAddressEnv {
-        value: value.to_string(),
-        reason,
-    };
+    let bad = |reason: String| HarnessError::BadAddressEnv { value: value.to_string(), reason };
     if value.is_empty() {
         return Err(bad("empty".into()));
     }
@@ -50,11 +47,7 @@ pub fn parse_server_addr(value: &str) -> Result<SocketAddr> {
     if let Ok(ip) = value.parse::<std::net::IpAddr>() {
         return Ok(SocketAddr::new(ip, 9042));
     }
-    let with_port = if value.contains(':') {
-        value.to_string()
-    } else {
-        format!("{value}:9042")
-    };
+    let with_port = if value.contains(':') { value.to_string() } else { format!("{value}:9042") };
     with_port
         .to_socket_addrs()
         .map_err(|e| bad(e.to_string()))?
@@ -67,19 +60,14 @@ pub fn shared_node() -> Result<SocketAddr> {
     let shared = SHARED.get_or_init(|| {
         if let Ok(value) = std::env::var(SHARDWISE_CASSANDRA) {
             if !value.trim().is_empty() {
-                return parse_server_addr(&value)
-                    .map(|addr| Shared { addr, _node: None })
-                    .map_err(|e| e.to_string());
+                return parse_server_addr(&value).map(|addr| Shared { addr, _node: None }).map_err(|e| e.to_string());
             }
         }
         let start = || -> Result<Shared> {
             let mut cfg = NodeConfig::default().with_free_ports()?;
             cfg.cluster_name = "shardwise-shared".into();
             let node = Node::start(cfg)?;
-            Ok(Shared {
-                addr: node.addr(),
-                _node: Some(node),
-            })
+            Ok(Shared { addr: node.addr(), _node: Some(node) })
         };
         start().map_err(|e| e.to_string())
     });
@@ -95,10 +83,7 @@ pub fn shared_node() -> Result<SocketAddr> {
 pub fn fresh_keyspace(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() % 1_000_000_000)
-        .unwrap_or(0);
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() % 1_000_000_000).unwrap_or(0);
     let suffix = format!("_{}_{n}_{t}", std::process::id());
     let mut clean: String = prefix
         .chars()

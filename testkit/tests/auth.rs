@@ -8,17 +8,16 @@ use testkit::{Auth, HarnessError, Node, NodeConfig};
 
 #[test]
 fn password_authenticator() {
-    let cfg = NodeConfig::default()
-        .with_free_ports()
-        .expect("free ports")
-        .with_auth(Auth::Password);
+    let cfg = NodeConfig::default().with_free_ports().expect("free ports").with_auth(Auth::Password);
     let node = Node::start(cfg).unwrap_or_else(|e| panic!("{e}"));
     let addr = node.addr();
     let ready = Instant::now();
 
     let mut anonymous = ProbeConnection::connect(addr, Duration::from_secs(10)).unwrap();
     match anonymous.startup(None) {
-        Err(HarnessError::Protocol { message, .. }) => assert!(message.contains("requires authentication"), "{message}"),
+        Err(HarnessError::Protocol { message, .. }) => {
+            assert!(message.contains("requires authentication"), "{message}")
+        }
         other => panic!("expected an authentication demand, got {other:?}"),
     }
 

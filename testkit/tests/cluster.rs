@@ -14,11 +14,7 @@ fn three_node_cluster() {
     let t = Instant::now();
     let mut cluster = Cluster::start(3).unwrap_or_else(|e| panic!("{e}"));
     for node in cluster.nodes() {
-        eprintln!(
-            "{} ready in {:.1} s",
-            node.addr(),
-            node.startup_time().unwrap_or_default().as_secs_f64()
-        );
+        eprintln!("{} ready in {:.1} s", node.addr(), node.startup_time().unwrap_or_default().as_secs_f64());
     }
     eprintln!("cluster up in {:.1} s", t.elapsed().as_secs_f64());
     let points = cluster.contact_points();
@@ -27,12 +23,8 @@ fn three_node_cluster() {
 
     // Every node sees the two others in system.peers (gossip may lag a little).
     for (i, addr) in points.iter().enumerate() {
-        let expected: BTreeSet<IpAddr> = points
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, p)| p.ip())
-            .collect();
+        let expected: BTreeSet<IpAddr> =
+            points.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, p)| p.ip()).collect();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let mut c = ProbeConnection::connect(*addr, Duration::from_secs(10)).unwrap();

@@ -176,7 +176,10 @@ async fn cdc_ddl_creates_scylla_shaped_log() {
         .expect_err("unknown option");
     assert!(err.to_string().contains("Invalid CDC option: bogus"), "{err}");
     let err = session
-        .query_unpaged(format!("CREATE TABLE {ks}.cnt (pk int PRIMARY KEY, c counter) WITH cdc = {{'enabled': true}}"), &[])
+        .query_unpaged(
+            format!("CREATE TABLE {ks}.cnt (pk int PRIMARY KEY, c counter) WITH cdc = {{'enabled': true}}"),
+            &[],
+        )
         .await
         .expect_err("counters");
     assert!(err.to_string().contains("Counter support not implemented"), "{err}");

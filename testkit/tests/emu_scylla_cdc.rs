@@ -76,7 +76,12 @@ async fn scylla_cdc_reads_generation_and_log_through_the_front() {
         .await
         .expect("keyspace");
     session
-        .query_unpaged(format!("CREATE TABLE {ks}.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"), &[])
+        .query_unpaged(
+            format!(
+                "CREATE TABLE {ks}.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"
+            ),
+            &[],
+        )
         .await
         .expect("cdc table");
 
@@ -146,7 +151,10 @@ async fn scylla_cdc_reads_generation_and_log_through_the_front() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock");
     reader.stop_at(now);
-    tokio::time::timeout(Duration::from_secs(30), handle).await.expect("reader stops").expect("reader ran without errors");
+    tokio::time::timeout(Duration::from_secs(30), handle)
+        .await
+        .expect("reader stops")
+        .expect("reader ran without errors");
     let seen = seen.lock().expect("seen").clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
     let (id, op, pk, v) = &seen[0];

@@ -166,8 +166,11 @@ async fn official_driver_routes_to_the_owning_shard() {
             continue;
         }
         let values = RawValues { names: None, values: vec![RawValue::Value(&key), RawValue::Value(b"raw")] };
-        let execute =
-            Execute { id: &prepared.id, result_metadata_id: None, params: QueryParameters::new(Consistency::One, values) };
+        let execute = Execute {
+            id: &prepared.id,
+            result_metadata_id: None,
+            params: QueryParameters::new(Consistency::One, values),
+        };
         assert!(matches!(raw.request(&execute), ResponseMessage::Result(ResultMessage::Void)));
         if owner == shard {
             right += 1;

@@ -45,13 +45,34 @@ fn shard_of_token_matches_the_spec_vectors() {
 fn slice_boundaries_of_the_spec() {
     // specs/protocol.md §2.2, nr_shards = 7, ignore_msb = 2: 28 slices, slice i → shard i mod 7.
     let starts: [i64; 28] = [
-        -9223372036854775807, -8564559748508006107, -7905747460161236406, -7246935171814466706,
-        -6588122883467697005, -5929310595120927305, -5270498306774157604, -4611686018427387904,
-        -3952873730080618203, -3294061441733848502, -2635249153387078802, -1976436865040309101,
-        -1317624576693539401, -658812288346769700, 0, 658812288346769701, 1317624576693539402,
-        1976436865040309102, 2635249153387078803, 3294061441733848503, 3952873730080618204,
-        4611686018427387904, 5270498306774157605, 5929310595120927306, 6588122883467697006,
-        7246935171814466707, 7905747460161236407, 8564559748508006108,
+        -9223372036854775807,
+        -8564559748508006107,
+        -7905747460161236406,
+        -7246935171814466706,
+        -6588122883467697005,
+        -5929310595120927305,
+        -5270498306774157604,
+        -4611686018427387904,
+        -3952873730080618203,
+        -3294061441733848502,
+        -2635249153387078802,
+        -1976436865040309101,
+        -1317624576693539401,
+        -658812288346769700,
+        0,
+        658812288346769701,
+        1317624576693539402,
+        1976436865040309102,
+        2635249153387078803,
+        3294061441733848503,
+        3952873730080618204,
+        4611686018427387904,
+        5270498306774157605,
+        5929310595120927306,
+        6588122883467697006,
+        7246935171814466707,
+        7905747460161236407,
+        8564559748508006108,
     ];
     let s = sharder(7, 2);
     for (i, &start) in starts.iter().enumerate() {
@@ -90,7 +111,12 @@ fn check_generation(g: &Generation, ring: &[i64]) {
             // The CDC partitioner's token of the id is its high 64 bits.
             assert_eq!(Partitioner::Cdc.token_of_single(id.as_bytes()), Token::new(t));
             assert_eq!(StreamId::from_bytes(id.as_bytes()), Some(*id));
-            assert!(in_range(t, v.range_start, v.range_end), "vnode {i} shard {shard}: {t} outside ({}, {}]", v.range_start, v.range_end);
+            assert!(
+                in_range(t, v.range_start, v.range_end),
+                "vnode {i} shard {shard}: {t} outside ({}, {}]",
+                v.range_start,
+                v.range_end
+            );
             if g.sharder.shard_of(Token::new(t)) as usize != shard {
                 // Only allowed when the shard owns no token of the vnode: then the range end is used.
                 assert_eq!(t, v.range_end, "vnode {i} shard {shard}");

@@ -20,7 +20,7 @@ use shardwise_protocol::rows::Rows;
 use shardwise_protocol::types::de::{ListIter, Row};
 use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::CqlValue;
-use testkit::samples::{every_type_schema, every_type_row, EVERY_TYPE_COLUMNS as COLUMNS};
+use testkit::samples::{every_type_row, every_type_schema, EVERY_TYPE_COLUMNS as COLUMNS};
 
 /// A deliberately tiny blocking client: one request at a time.
 struct Client {
@@ -38,8 +38,7 @@ impl Client {
         let socket = TcpStream::connect(addr).expect("connect");
         socket.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
         socket.set_nodelay(true).expect("nodelay");
-        let mut c =
-            Client { socket, decoder: FrameDecoder::new(), version, lz4: false, framed: false, stream: 0 };
+        let mut c = Client { socket, decoder: FrameDecoder::new(), version, lz4: false, framed: false, stream: 0 };
         let supported = match c.send(&Options).message {
             ResponseMessage::Supported(s) => s,
             other => panic!("OPTIONS answered {other:?}"),
@@ -96,10 +95,7 @@ impl Client {
     }
 
     fn query<V: SerializeValues>(&mut self, cql: &str, values: V) -> ResultMessage {
-        let q = Query {
-            query: cql,
-            params: QueryParameters::new(Consistency::One, values),
-        };
+        let q = Query { query: cql, params: QueryParameters::new(Consistency::One, values) };
         match self.send(&q).message {
             ResponseMessage::Result(r) => r,
             other => panic!("{cql}: {other:?}"),

@@ -37,9 +37,18 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--duration" => o.duration = Some(it.next().ok_or("--duration takes a value (e.g. 10s)")?.clone()),
             "--warmup" => o.warmup = Some(it.next().ok_or("--warmup takes a value (e.g. 1s)")?.clone()),
             "--rounds" => {
-                o.rounds = Some(it.next().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0).ok_or("--rounds takes a positive number")?)
+                o.rounds = Some(
+                    it.next()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|&n: &usize| n > 0)
+                        .ok_or("--rounds takes a positive number")?,
+                )
             }
-            other => return Err(format!("unknown option {other} (options: --quick --no-cdc --cdc-only --duration D --warmup D --rounds N)")),
+            other => {
+                return Err(format!(
+                    "unknown option {other} (options: --quick --no-cdc --cdc-only --duration D --warmup D --rounds N)"
+                ))
+            }
         }
     }
     Ok(o)
@@ -160,9 +169,19 @@ fn bench(o: &Options) -> Result<(), String> {
     std::fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
 
     let (duration, warmup, rounds, load) = if o.quick {
-        (o.duration.clone().unwrap_or_else(|| "1s".into()), o.warmup.clone().unwrap_or_else(|| "300ms".into()), o.rounds.unwrap_or(1), "5000")
+        (
+            o.duration.clone().unwrap_or_else(|| "1s".into()),
+            o.warmup.clone().unwrap_or_else(|| "300ms".into()),
+            o.rounds.unwrap_or(1),
+            "5000",
+        )
     } else {
-        (o.duration.clone().unwrap_or_else(|| "6s".into()), o.warmup.clone().unwrap_or_else(|| "1s".into()), o.rounds.unwrap_or(3), "100000")
+        (
+            o.duration.clone().unwrap_or_else(|| "6s".into()),
+            o.warmup.clone().unwrap_or_else(|| "1s".into()),
+            o.rounds.unwrap_or(3),
+            "100000",
+        )
     };
 
     banner("1. build the release binaries");
@@ -187,7 +206,11 @@ fn bench(o: &Options) -> Result<(), String> {
         md,
         "- tree: `{}`{}",
         capture("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short", "HEAD"]),
-        if capture("git", &["-C", &root.to_string_lossy(), "status", "--porcelain"]).is_empty() { "" } else { " plus uncommitted changes" }
+        if capture("git", &["-C", &root.to_string_lossy(), "status", "--porcelain"]).is_empty() {
+            ""
+        } else {
+            " plus uncommitted changes"
+        }
     );
     let _ = writeln!(md, "- load average (1, 5, 15 min) at the start: {}", load_average());
     md.push_str(&machine_description());
@@ -207,19 +230,29 @@ fn bench(o: &Options) -> Result<(), String> {
         }
         None => {
             eprintln!("starting Cassandra {}...", testkit::CASSANDRA_VERSION);
-            let n = Node::start(NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+            let n = Node::start(NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
             eprintln!("ready at {} after {:.1} s", n.addr(), n.startup_time().unwrap_or_default().as_secs_f64());
             let a = n.addr();
             node = Some(n);
             a
         }
     };
-    let front = Front::start(addr, FrontConfig { shards: 2, emu_keyspace: "shardwise_emu_bench".into(), ..FrontConfig::default() })
-        .map_err(|e| format!("emulation front: {e}"))?;
+    let front = Front::start(
+        addr,
+        FrontConfig { shards: 2, emu_keyspace: "shardwise_emu_bench".into(), ..FrontConfig::default() },
+    )
+    .map_err(|e| format!("emulation front: {e}"))?;
     eprintln!("emulation front at {} (2 shards, shard-aware port {})", front.addr(), front.shard_aware_addr());
 
-    let result = run_suite(o, &workload_bin, &cdc_bin, cdc_note, addr, &front, &work, &duration, &warmup, rounds, load, &mut md);
-    let _ = writeln!(md, "\nLoad average at the end: {}. Whole suite: {:.0} s.", load_average(), started.elapsed().as_secs_f64());
+    let result =
+        run_suite(o, &workload_bin, &cdc_bin, cdc_note, addr, &front, &work, &duration, &warmup, rounds, load, &mut md);
+    let _ = writeln!(
+        md,
+        "\nLoad average at the end: {}. Whole suite: {:.0} s.",
+        load_average(),
+        started.elapsed().as_secs_f64()
+    );
 
     front.stop();
     if let Some(mut n) = node {
@@ -251,11 +284,16 @@ fn run_suite(
     load: &str,
     md: &mut String,
 ) -> Result<(), String> {
-    let targets = [("Cassandra 5.0 directly", addr, false), ("through the emulation front, 2 shards", front.addr(), true)];
+    let targets =
+        [("Cassandra 5.0 directly", addr, false), ("through the emulation front, 2 shards", front.addr(), true)];
     let mut failures = Vec::new();
     let mut step = 3;
     for (label, target, is_front) in targets.into_iter().filter(|_| o.workloads) {
-        let _ = writeln!(md, "### {}\n", if is_front { "Shard-aware: through the Scylla emulation front (2 shards)" } else { "Plain Cassandra 5.0" });
+        let _ = writeln!(
+            md,
+            "### {}\n",
+            if is_front { "Shard-aware: through the Scylla emulation front (2 shards)" } else { "Plain Cassandra 5.0" }
+        );
         for case in &CASES {
             if crate::interrupted() {
                 return Err("interrupted".into());
@@ -265,7 +303,13 @@ fn run_suite(
                 case.workload, case.threads, case.concurrency
             ));
             step += 1;
-            let stem = format!("{}-{}-t{}-p{}", if is_front { "front" } else { "cassandra" }, case.workload, case.threads, case.concurrency);
+            let stem = format!(
+                "{}-{}-t{}-p{}",
+                if is_front { "front" } else { "cassandra" },
+                case.workload,
+                case.threads,
+                case.concurrency
+            );
             let md_path = work.join(format!("{stem}.md"));
             let json_path = work.parent().unwrap_or(work).join(format!("{stem}.json"));
             if is_front {

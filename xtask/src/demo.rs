@@ -62,7 +62,11 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         rt.block_on(demo_session(addr))?;
         let front = Front::start(addr, FrontConfig { shards: 4, ..FrontConfig::default() })?;
-        println!("\nthe Scylla emulation front listens on {} (4 shards, shard-aware port {})", front.addr(), front.shard_aware_addr());
+        println!(
+            "\nthe Scylla emulation front listens on {} (4 shards, shard-aware port {})",
+            front.addr(),
+            front.shard_aware_addr()
+        );
         let cdc = rt.block_on(demo_cdc(&front));
         println!("front counters:\n{}", front.stats());
         cdc
@@ -78,13 +82,9 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
 
 /// OPTIONS by hand over a plain `TcpStream`: what the server serves.
 fn show_options(addr: SocketAddr) -> Result<(), HarnessError> {
-    let io = |what: &str, e: std::io::Error| HarnessError::Io {
-        context: format!("{what} {addr}"),
-        source: e,
-    };
+    let io = |what: &str, e: std::io::Error| HarnessError::Io { context: format!("{what} {addr}"), source: e };
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| io("connecting to", e))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| io("configuring the socket to", e))?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| io("configuring the socket to", e))?;
     println!("\n-> OPTIONS    {}", hex(&OPTIONS_V4));
     s.write_all(&OPTIONS_V4).map_err(|e| io("writing to", e))?;
     let mut header = [0u8; 9];
@@ -148,7 +148,9 @@ async fn demo_workload(session: &Session) -> Result<(), Box<dyn std::error::Erro
             (),
         )
         .await?;
-    session.execute(&Statement::new(format!("CREATE TABLE IF NOT EXISTS {ks}.kv (pk bigint PRIMARY KEY, v text)")), ()).await?;
+    session
+        .execute(&Statement::new(format!("CREATE TABLE IF NOT EXISTS {ks}.kv (pk bigint PRIMARY KEY, v text)")), ())
+        .await?;
     let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await?;
     const ROWS: i64 = 10_000;
     let started = Instant::now();
@@ -164,7 +166,10 @@ async fn demo_workload(session: &Session) -> Result<(), Box<dyn std::error::Erro
         done??;
     }
     let elapsed = started.elapsed();
-    println!("wrote {ROWS} rows with a prepared INSERT, 256 in flight: {:.0} writes/s", ROWS as f64 / elapsed.as_secs_f64());
+    println!(
+        "wrote {ROWS} rows with a prepared INSERT, 256 in flight: {:.0} writes/s",
+        ROWS as f64 / elapsed.as_secs_f64()
+    );
     let select = session.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?").as_str()).await?;
     let row = session.execute(&select, (4242i64,)).await?;
     if let Some((v,)) = row.first_row::<(&str,)>()? {
@@ -178,7 +183,8 @@ async fn demo_cdc(front: &FrontHandle) -> Result<(), Box<dyn std::error::Error>>
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
-    let session = SessionBuilder::new().known_node_addr(front.addr()).default_consistency(Consistency::One).build().await?;
+    let session =
+        SessionBuilder::new().known_node_addr(front.addr()).default_consistency(Consistency::One).build().await?;
     let ks = "shardwise_demo";
     session
         .execute(
@@ -224,8 +230,11 @@ async fn demo_cdc(front: &FrontHandle) -> Result<(), Box<dyn std::error::Error>>
         .build(Arc::new(factory))
         .await?;
     println!("the CDC engine follows the log (2 worker threads, window 1 s, safety 0.5 s); writing for {SECONDS} s...");
-    let insert = session.prepare(format!("INSERT INTO {ks}.orders (customer, id, item, qty) VALUES (?, ?, ?, ?)").as_str()).await?;
-    let update = session.prepare(format!("UPDATE {ks}.orders SET qty = ? WHERE customer = ? AND id = ?").as_str()).await?;
+    let insert = session
+        .prepare(format!("INSERT INTO {ks}.orders (customer, id, item, qty) VALUES (?, ?, ?, ?)").as_str())
+        .await?;
+    let update =
+        session.prepare(format!("UPDATE {ks}.orders SET qty = ? WHERE customer = ? AND id = ?").as_str()).await?;
     let delete = session.prepare(format!("DELETE FROM {ks}.orders WHERE customer = ? AND id = ?").as_str()).await?;
     let (mut written, mut i) = (0u64, 0i32);
     let deadline = Instant::now() + Duration::from_secs(SECONDS);

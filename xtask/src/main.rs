@@ -152,7 +152,9 @@ fn emu_serve(args: &[String]) -> Result<(), String> {
         let config = NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?;
         (Some(Node::start(config).map_err(|e| e.to_string())?), None)
     } else {
-        eprintln!("xtask: starting a {nodes}-node Cassandra cluster on 127.0.0.1..{nodes} (about 20 s per joining node)...");
+        eprintln!(
+            "xtask: starting a {nodes}-node Cassandra cluster on 127.0.0.1..{nodes} (about 20 s per joining node)..."
+        );
         (None, Some(Cluster::start(nodes).map_err(|e| e.to_string())?))
     };
     let upstreams: Vec<std::net::SocketAddr> = match (&single, &cluster) {

@@ -25,18 +25,10 @@ pub struct Options {
 /// Parses the arguments after `test`; `env_seconds` is `$SHARDWISE_FUZZ_SECONDS`.
 pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options, String> {
     let fuzz_seconds = match env_seconds.map(str::trim).filter(|s| !s.is_empty()) {
-        Some(s) => s
-            .parse()
-            .map_err(|_| format!("SHARDWISE_FUZZ_SECONDS={s:?} is not a number of seconds"))?,
+        Some(s) => s.parse().map_err(|_| format!("SHARDWISE_FUZZ_SECONDS={s:?} is not a number of seconds"))?,
         None => 30,
     };
-    let mut o = Options {
-        fuzz: true,
-        loom: true,
-        fuzz_seconds,
-        only: None,
-        cargo_args: Vec::new(),
-    };
+    let mut o = Options { fuzz: true, loom: true, fuzz_seconds, only: None, cargo_args: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -94,12 +86,7 @@ impl Run {
             Status::Skipped => "SKIP",
         };
         eprintln!("\nxtask test: {tag} {name} ({:.1} s){}", took.as_secs_f64(), suffix(&note));
-        self.steps.push(Step {
-            name: name.to_string(),
-            status,
-            note,
-            took,
-        });
+        self.steps.push(Step { name: name.to_string(), status, note, took });
     }
 
     fn skip_rest(&mut self, names: &[&str]) {
@@ -200,10 +187,7 @@ pub fn run(args: &[String]) -> ExitCode {
         };
     };
     let (name, mut args) = match &opts.only {
-        Some(extra) => (
-            format!("cargo test --workspace {}", extra.join(" ")).trim_end().to_string(),
-            extra.clone(),
-        ),
+        Some(extra) => (format!("cargo test --workspace {}", extra.join(" ")).trim_end().to_string(), extra.clone()),
         // --no-fail-fast: one failing test binary must not hide the others.
         None => (
             "cargo test --workspace --all-targets".to_string(),
@@ -321,10 +305,7 @@ fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
         c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
     };
     if !quiet(cargo_nightly().arg("--version")) {
-        return (
-            Status::Failed,
-            "no nightly toolchain: rustup toolchain install nightly --profile minimal".into(),
-        );
+        return (Status::Failed, "no nightly toolchain: rustup toolchain install nightly --profile minimal".into());
     }
     if !quiet(cargo_nightly().args(["fuzz", "--version"])) {
         eprintln!("xtask test: installing cargo-fuzz (cargo install cargo-fuzz --locked)");
@@ -406,21 +387,13 @@ fn fuzz_target(root: &Path, target: &str, seconds: u64) -> Result<u64, String> {
     match (status.success(), runs) {
         (true, Some(n)) => Ok(n),
         (true, None) => Err("finished without libFuzzer's \"Done N runs\" line".into()),
-        (false, _) => Err(format!(
-            "{status}{}",
-            artifact.map(|a| format!(" ({a})")).unwrap_or_default()
-        )),
+        (false, _) => Err(format!("{status}{}", artifact.map(|a| format!(" ({a})")).unwrap_or_default())),
     }
 }
 
 /// Targets from `cargo fuzz list`: one per non-empty line.
 pub fn parse_fuzz_list(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.contains(' '))
-        .map(String::from)
-        .collect()
+    stdout.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains(' ')).map(String::from).collect()
 }
 
 /// libFuzzer's final line: `Done 123456 runs in 31 second(s)`.
@@ -444,16 +417,7 @@ mod tests {
     #[test]
     fn defaults_and_env() {
         let o = parse_args(&[], None).unwrap();
-        assert_eq!(
-            o,
-            Options {
-                fuzz: true,
-                loom: true,
-                fuzz_seconds: 30,
-                only: None,
-                cargo_args: Vec::new(),
-            }
-        );
+        assert_eq!(o, Options { fuzz: true, loom: true, fuzz_seconds: 30, only: None, cargo_args: Vec::new() });
         assert_eq!(parse_args(&[], Some("5")).unwrap().fuzz_seconds, 5);
         assert!(parse_args(&[], Some("soon")).is_err());
     }

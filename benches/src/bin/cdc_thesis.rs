@@ -261,10 +261,7 @@ async fn load(a: LoadArgs) -> Result<()> {
         )
         .await
         .context("creating the keyspace")?;
-    session
-        .execute(&ddl(format!("DROP TABLE IF EXISTS {ks}.{table}")), ())
-        .await
-        .context("dropping the old table")?;
+    session.execute(&ddl(format!("DROP TABLE IF EXISTS {ks}.{table}")), ()).await.context("dropping the old table")?;
     session
         .execute(
             &ddl(format!(
@@ -382,15 +379,17 @@ async fn plan(target: &Target, opts: &ReaderOpts) -> Result<Plan> {
         )
         .await
         .context("reading the load's record (run `cdc_thesis load` first)")?;
-    let (rows, checksum, load_start, load_end) = result
-        .first_row::<(i64, i64, i64, i64)>()?
-        .ok_or_else(|| anyhow!("no load recorded for {}.{}: run `cdc_thesis load` first", target.keyspace, target.table))?;
+    let (rows, checksum, load_start, load_end) = result.first_row::<(i64, i64, i64, i64)>()?.ok_or_else(|| {
+        anyhow!("no load recorded for {}.{}: run `cdc_thesis load` first", target.keyspace, target.table)
+    })?;
     let start_ms = match opts.from {
         StartAt::Load => load_start - 1000,
         StartAt::Generation => {
             let result = session
                 .execute(
-                    &Statement::new("SELECT time FROM system_distributed.cdc_generation_timestamps WHERE key = 'timestamps'"),
+                    &Statement::new(
+                        "SELECT time FROM system_distributed.cdc_generation_timestamps WHERE key = 'timestamps'",
+                    ),
                     (),
                 )
                 .await
@@ -606,11 +605,7 @@ async fn wait_done(tally: &Tally, timeout: Duration, t0: Instant, cpu0: Cpu) -> 
     let deadline = tokio::time::Instant::now() + timeout;
     while tally.rows.load(Ordering::Acquire) < tally.expected {
         if tokio::time::timeout_at(deadline, tally.done.notified()).await.is_err() {
-            bail!(
-                "timed out after {timeout:?} with {} of {} rows",
-                tally.rows.load(Ordering::Acquire),
-                tally.expected
-            );
+            bail!("timed out after {timeout:?} with {} of {} rows", tally.rows.load(Ordering::Acquire), tally.expected);
         }
     }
     Ok((t0.elapsed().as_secs_f64(), cpu(libc::RUSAGE_SELF) - cpu0))

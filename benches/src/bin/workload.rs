@@ -55,7 +55,11 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const TEXT: &str = "shardwise workload value 0123456";
 
 #[derive(Parser, Debug)]
-#[command(name = "workload", version, about = "latte-style workload runner: shardwise beside the official ScyllaDB driver")]
+#[command(
+    name = "workload",
+    version,
+    about = "latte-style workload runner: shardwise beside the official ScyllaDB driver"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -214,7 +218,9 @@ fn parse_interval(s: &str) -> Result<Interval, String> {
     Ok(Interval::Time(Duration::from_secs_f64(secs)))
 }
 
-fn parse_consistency(s: &str) -> anyhow::Result<(shardwise::protocol::consistency::Consistency, scylla::statement::Consistency)> {
+fn parse_consistency(
+    s: &str,
+) -> anyhow::Result<(shardwise::protocol::consistency::Consistency, scylla::statement::Consistency)> {
     use scylla::statement::Consistency as O;
     use shardwise::protocol::consistency::Consistency as S;
     Ok(match s.to_ascii_uppercase().replace('-', "_").as_str() {
@@ -308,10 +314,7 @@ impl Official {
         use scylla::client::execution_profile::ExecutionProfile;
         use scylla::client::PoolSize;
         let (_, consistency) = parse_consistency(&c.consistency)?;
-        let profile = ExecutionProfile::builder()
-            .consistency(consistency)
-            .request_timeout(request_timeout(c))
-            .build();
+        let profile = ExecutionProfile::builder().consistency(consistency).request_timeout(request_timeout(c)).build();
         let session = scylla::client::session_builder::SessionBuilder::new()
             .known_nodes(&c.nodes)
             .pool_size(PoolSize::PerShard(c.connections))
@@ -389,7 +392,10 @@ async fn prepare_data(c: &Common) -> anyhow::Result<()> {
         .await
         .context("CREATE KEYSPACE")?;
     session
-        .execute(&Statement::new(format!("CREATE TABLE IF NOT EXISTS {ks}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)")), ())
+        .execute(
+            &Statement::new(format!("CREATE TABLE IF NOT EXISTS {ks}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)")),
+            (),
+        )
         .await
         .context("CREATE TABLE")?;
     let rows = load_rows(c);
@@ -473,7 +479,13 @@ struct Phase {
 }
 
 /// One thread's task: `concurrency` loops, each one request at a time.
-async fn thread_task<D: Driver>(db: Arc<D>, phase: Arc<Phase>, index: u64, concurrency: usize, start: Instant) -> anyhow::Result<ThreadStats> {
+async fn thread_task<D: Driver>(
+    db: Arc<D>,
+    phase: Arc<Phase>,
+    index: u64,
+    concurrency: usize,
+    start: Instant,
+) -> anyhow::Result<ThreadStats> {
     let stats = Mutex::new(ThreadStats::new()?);
     let next = AtomicU64::new(0);
     let deadline = match phase.interval {
@@ -563,13 +575,19 @@ struct RunReport {
     allocs_per_op: f64,
 }
 
-async fn run_phase<D: Driver>(db: &Arc<D>, phase: Phase, concurrency: usize, multi: bool) -> anyhow::Result<(Vec<ThreadStats>, Duration)> {
+async fn run_phase<D: Driver>(
+    db: &Arc<D>,
+    phase: Phase,
+    concurrency: usize,
+    multi: bool,
+) -> anyhow::Result<(Vec<ThreadStats>, Duration)> {
     let phase = Arc::new(phase);
     let start = Instant::now();
     let mut stats = Vec::new();
     if multi {
-        let handles: Vec<_> =
-            (0..phase.threads).map(|i| tokio::spawn(thread_task(db.clone(), phase.clone(), i, concurrency, start))).collect();
+        let handles: Vec<_> = (0..phase.threads)
+            .map(|i| tokio::spawn(thread_task(db.clone(), phase.clone(), i, concurrency, start)))
+            .collect();
         for h in handles {
             stats.push(h.await??);
         }
@@ -671,7 +689,11 @@ fn setup(c: &Common) -> anyhow::Result<()> {
 fn print_config(c: &Common, what: &str) {
     println!("CONFIG");
     println!("            Mode  {what}");
-    println!("        Workload  {} on {}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)", c.workload.name(), c.keyspace);
+    println!(
+        "        Workload  {} on {}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)",
+        c.workload.name(),
+        c.keyspace
+    );
     println!("           Nodes  {}", c.nodes.join(", "));
     println!("     Consistency  {}", c.consistency.to_ascii_uppercase());
     println!("         Threads  {}", c.threads);
@@ -820,9 +842,20 @@ struct Comparison {
 fn compare_summary(runs: Vec<(RunReport, RunReport)>) -> Comparison {
     let ratios: Vec<Ratios> = runs.iter().map(|(s, o)| Ratios::of(s, o)).collect();
     let pick = |f: fn(&Ratios) -> f64| median(ratios.iter().map(f).collect());
-    let median_r = Ratios { cpu_per_op: pick(|r| r.cpu_per_op), throughput: pick(|r| r.throughput), p50: pick(|r| r.p50), p99: pick(|r| r.p99) };
-    let median_allocs = (median(runs.iter().map(|(s, _)| s.allocs_per_op).collect()), median(runs.iter().map(|(_, o)| o.allocs_per_op).collect()));
-    let median_cpu = (median(runs.iter().map(|(s, _)| s.cpu_us_per_op).collect()), median(runs.iter().map(|(_, o)| o.cpu_us_per_op).collect()));
+    let median_r = Ratios {
+        cpu_per_op: pick(|r| r.cpu_per_op),
+        throughput: pick(|r| r.throughput),
+        p50: pick(|r| r.p50),
+        p99: pick(|r| r.p99),
+    };
+    let median_allocs = (
+        median(runs.iter().map(|(s, _)| s.allocs_per_op).collect()),
+        median(runs.iter().map(|(_, o)| o.allocs_per_op).collect()),
+    );
+    let median_cpu = (
+        median(runs.iter().map(|(s, _)| s.cpu_us_per_op).collect()),
+        median(runs.iter().map(|(_, o)| o.cpu_us_per_op).collect()),
+    );
     Comparison { runs, ratios, median: median_r, median_allocs, median_cpu }
 }
 
@@ -892,10 +925,22 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
     }
     md.push_str("\n| shardwise / official | CPU per request | throughput | p50 | p99 |\n|---|---:|---:|---:|---:|\n");
     for (i, r) in cmp.ratios.iter().enumerate() {
-        let _ = writeln!(md, "| round {} | {:.3} | {:.3} | {:.3} | {:.3} |", i + 1, r.cpu_per_op, r.throughput, r.p50, r.p99);
+        let _ = writeln!(
+            md,
+            "| round {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            i + 1,
+            r.cpu_per_op,
+            r.throughput,
+            r.p50,
+            r.p99
+        );
     }
     let m = &cmp.median;
-    let _ = writeln!(md, "| **median** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** |", m.cpu_per_op, m.throughput, m.p50, m.p99);
+    let _ = writeln!(
+        md,
+        "| **median** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** |",
+        m.cpu_per_op, m.throughput, m.p50, m.p99
+    );
     let _ = writeln!(
         md,
         "\nMedian CPU per request: shardwise {:.2} µs, official {:.2} µs. Median allocations per request: shardwise {:.3}, official {:.3}.\n",
@@ -915,7 +960,11 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
         c.connections,
         label.map(json_str).unwrap_or_else(|| "null".into())
     );
-    let runs: Vec<String> = cmp.runs.iter().map(|(s, o)| format!("{{\"shardwise\": {}, \"official\": {}}}", report_json(s), report_json(o))).collect();
+    let runs: Vec<String> = cmp
+        .runs
+        .iter()
+        .map(|(s, o)| format!("{{\"shardwise\": {}, \"official\": {}}}", report_json(s), report_json(o)))
+        .collect();
     j.push_str(&runs.join(", "));
     let ratio = |r: &Ratios| {
         format!(
@@ -972,10 +1021,12 @@ fn main() -> anyhow::Result<()> {
             let cmp = compare_summary(runs);
             print_comparison(&cmp);
             if let Some(path) = markdown {
-                std::fs::write(&path, comparison_markdown(&common, &cmp, label.as_deref())).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, comparison_markdown(&common, &cmp, label.as_deref()))
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
             if let Some(path) = json {
-                std::fs::write(&path, comparison_json(&common, &cmp, label.as_deref())).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, comparison_json(&common, &cmp, label.as_deref()))
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
         }
     }

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use shardwise::protocol::consistency::Consistency;
 use shardwise::SessionBuilder;
-use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::checkpoint::TableCheckpointStore;
+use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, Change, Consumer, ConsumerError, GroupInfo};
 
 /// Prints the changes of a CDC-enabled table.

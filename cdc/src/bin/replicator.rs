@@ -62,7 +62,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let dest_ks = args.destination_keyspace.clone().unwrap_or_else(|| args.keyspace.clone());
     let dest_table = args.destination_table.clone().unwrap_or_else(|| args.table.clone());
-    if args.destination.as_ref().is_none_or(|d| *d == args.source) && dest_ks == args.keyspace && dest_table == args.table
+    if args.destination.as_ref().is_none_or(|d| *d == args.source)
+        && dest_ks == args.keyspace
+        && dest_table == args.table
     {
         return Err("the destination is the source table itself".into());
     }

@@ -263,7 +263,10 @@ mod tests {
     #[test]
     fn parses_replication_options() {
         assert_eq!(
-            ReplicationStrategy::from_options([("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "3")]),
+            ReplicationStrategy::from_options([
+                ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+                ("replication_factor", "3")
+            ]),
             ReplicationStrategy::Simple { rf: 3 }
         );
         assert_eq!(
@@ -271,12 +274,19 @@ mod tests {
             ReplicationStrategy::NetworkTopology { datacenters: vec![("dc1".into(), 2), ("dc2".into(), 3)] }
         );
         assert_eq!(ReplicationStrategy::from_options([("class", "LocalStrategy")]), ReplicationStrategy::Local);
-        assert_eq!(ReplicationStrategy::from_options([("class", "com.example.Mine")]), ReplicationStrategy::Simple { rf: 1 });
+        assert_eq!(
+            ReplicationStrategy::from_options([("class", "com.example.Mine")]),
+            ReplicationStrategy::Simple { rf: 1 }
+        );
     }
 
     #[test]
     fn simple_strategy_walks_distinct_nodes_from_the_first_token_at_or_after() {
-        let ring = Arc::new(TokenRing::new(vec![node("dc", "r", &[0, 300]), node("dc", "r", &[100]), node("dc", "r", &[200])]));
+        let ring = Arc::new(TokenRing::new(vec![
+            node("dc", "r", &[0, 300]),
+            node("dc", "r", &[100]),
+            node("dc", "r", &[200]),
+        ]));
         let rf2 = ReplicaTable::new(ring.clone(), ReplicationStrategy::Simple { rf: 2 });
         assert_eq!(rf2.replicas(Token::from(50)), &[1, 2]);
         assert_eq!(rf2.replicas(Token::from(100)), &[1, 2], "a token equal to a ring token belongs to it");

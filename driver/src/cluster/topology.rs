@@ -56,7 +56,11 @@ pub async fn fetch_nodes(conn: &Connection) -> Result<Vec<NodeInfo>, ExecutionEr
 pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<NodeInfo>, ExecutionError> {
     let params = Params::new(Consistency::One);
     let local = conn
-        .execute(&Statement::new("SELECT host_id, data_center, rack, tokens FROM system.local WHERE key = 'local'"), &(), params)
+        .execute(
+            &Statement::new("SELECT host_id, data_center, rack, tokens FROM system.local WHERE key = 'local'"),
+            &(),
+            params,
+        )
         .await?;
     let mut nodes = Vec::new();
     type LocalRow = (Option<Uuid>, Option<String>, Option<String>, Option<Vec<String>>);
@@ -66,32 +70,52 @@ pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<N
     let port = addr.port();
     let v2 = conn
         .execute(
-            &Statement::new("SELECT host_id, native_address, native_port, data_center, rack, tokens FROM system.peers_v2"),
+            &Statement::new(
+                "SELECT host_id, native_address, native_port, data_center, rack, tokens FROM system.peers_v2",
+            ),
             &(),
             params,
         )
         .await;
     match v2 {
         Ok(result) => {
-            type PeerRow = (Option<Uuid>, Option<IpAddr>, Option<i32>, Option<String>, Option<String>, Option<Vec<String>>);
+            type PeerRow =
+                (Option<Uuid>, Option<IpAddr>, Option<i32>, Option<String>, Option<String>, Option<Vec<String>>);
             for row in result.rows::<PeerRow>().map_err(rows_error)? {
                 let (host_id, address, native_port, dc, rack, t) = row.map_err(|e| rows_error(e.into()))?;
                 let (Some(host_id), Some(ip)) = (host_id, address) else { continue };
                 let port = native_port.and_then(|p| u16::try_from(p).ok()).unwrap_or(port);
-                nodes.push(NodeInfo { host_id, address: SocketAddr::new(ip, port), datacenter: dc, rack, tokens: tokens(t) });
+                nodes.push(NodeInfo {
+                    host_id,
+                    address: SocketAddr::new(ip, port),
+                    datacenter: dc,
+                    rack,
+                    tokens: tokens(t),
+                });
             }
         }
         Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => {
             let result = conn
-                .execute(&Statement::new("SELECT host_id, rpc_address, peer, data_center, rack, tokens FROM system.peers"), &(), params)
+                .execute(
+                    &Statement::new("SELECT host_id, rpc_address, peer, data_center, rack, tokens FROM system.peers"),
+                    &(),
+                    params,
+                )
                 .await?;
-            type PeerRow = (Option<Uuid>, Option<IpAddr>, Option<IpAddr>, Option<String>, Option<String>, Option<Vec<String>>);
+            type PeerRow =
+                (Option<Uuid>, Option<IpAddr>, Option<IpAddr>, Option<String>, Option<String>, Option<Vec<String>>);
             for row in result.rows::<PeerRow>().map_err(rows_error)? {
                 let (host_id, rpc, peer, dc, rack, t) = row.map_err(|e| rows_error(e.into()))?;
                 let Some(host_id) = host_id else { continue };
                 // An unspecified rpc_address means "the same as the peer address".
                 let Some(ip) = rpc.filter(|ip| !ip.is_unspecified()).or(peer) else { continue };
-                nodes.push(NodeInfo { host_id, address: SocketAddr::new(ip, port), datacenter: dc, rack, tokens: tokens(t) });
+                nodes.push(NodeInfo {
+                    host_id,
+                    address: SocketAddr::new(ip, port),
+                    datacenter: dc,
+                    rack,
+                    tokens: tokens(t),
+                });
             }
         }
         Err(e) => return Err(e),
@@ -102,7 +126,11 @@ pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<N
 /// Reads the replication strategy of every keyspace.
 pub async fn fetch_keyspaces(conn: &Connection) -> Result<HashMap<String, ReplicationStrategy>, ExecutionError> {
     let result = conn
-        .execute(&Statement::new("SELECT keyspace_name, replication FROM system_schema.keyspaces"), &(), Params::new(Consistency::One))
+        .execute(
+            &Statement::new("SELECT keyspace_name, replication FROM system_schema.keyspaces"),
+            &(),
+            Params::new(Consistency::One),
+        )
         .await?;
     let mut out = HashMap::new();
     for row in result.rows::<(String, HashMap<String, String>)>().map_err(rows_error)? {
@@ -150,8 +178,9 @@ pub async fn fetch_table_partitioner(
     keyspace: &str,
     table: &str,
 ) -> Result<Option<Option<Partitioner>>, ExecutionError> {
-    let statement =
-        Statement::new("SELECT partitioner FROM system_schema.scylla_tables WHERE keyspace_name = ? AND table_name = ?");
+    let statement = Statement::new(
+        "SELECT partitioner FROM system_schema.scylla_tables WHERE keyspace_name = ? AND table_name = ?",
+    );
     let values = (keyspace.to_owned(), table.to_owned());
     let result = match conn.execute(&statement, &values, Params::new(Consistency::One)).await {
         Ok(r) => r,
@@ -241,7 +270,11 @@ mod tests {
         let d = diff_topology(&[a.clone(), b.clone()], &[a.clone(), readdressed.clone()]);
         assert_eq!(
             d,
-            TopologyDiff { added: vec![readdressed.address], removed: vec![b.address], changed: vec![readdressed.address] }
+            TopologyDiff {
+                added: vec![readdressed.address],
+                removed: vec![b.address],
+                changed: vec![readdressed.address]
+            }
         );
         // Same address, another host (a node replaced by a new one).
         let replacement = NodeInfo { host_id: Uuid::from_u128(9), ..b.clone() };

@@ -117,9 +117,8 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         }
         Err(e) => return Err(e.into()),
     };
-    let lz4_offered = supported
-        .iter()
-        .any(|(k, v)| k == "COMPRESSION" && v.iter().any(|c| c.eq_ignore_ascii_case("lz4")));
+    let lz4_offered =
+        supported.iter().any(|(k, v)| k == "COMPRESSION" && v.iter().any(|c| c.eq_ignore_ascii_case("lz4")));
     let compression = match config.compression {
         Compression::Lz4 if lz4_offered => Compression::Lz4,
         _ => Compression::None,

@@ -4,15 +4,14 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
+use shardwise_protocol::codec::Reader;
 use shardwise_protocol::frame::compression::{compress_body, decompress_body};
 use shardwise_protocol::frame::segment::{
-    encode_envelopes, encode_segment, seal_in_place, SegmentCompression, LZ4_HEADER_LEN,
-    UNCOMPRESSED_HEADER_LEN,
+    encode_envelopes, encode_segment, seal_in_place, SegmentCompression, LZ4_HEADER_LEN, UNCOMPRESSED_HEADER_LEN,
 };
 use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::Options;
 use shardwise_protocol::response::Event;
-use shardwise_protocol::codec::Reader;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -155,7 +154,11 @@ async fn read_v4<R: AsyncRead + Unpin>(inner: &Inner, socket: R, max_body: usize
 /// responses share it; once they are dropped, the space is reused in place.
 const V5_READ_BUFFER: usize = 64 * 1024;
 
-async fn read_v5<R: AsyncRead + Unpin>(inner: &Inner, mut socket: R, mut decoder: FrameDecoder) -> Result<(), ConnectionError> {
+async fn read_v5<R: AsyncRead + Unpin>(
+    inner: &Inner,
+    mut socket: R,
+    mut decoder: FrameDecoder,
+) -> Result<(), ConnectionError> {
     decoder.input_mut().reserve(V5_READ_BUFFER);
     loop {
         while let Some(envelope) = decoder.next_envelope()? {

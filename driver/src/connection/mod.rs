@@ -30,9 +30,9 @@ use swap_buffer_queue::write::WriteVecBuffer;
 use swap_buffer_queue::SynchronizedQueue;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{broadcast, mpsc, Notify};
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
-use tokio::sync::{broadcast, mpsc, Notify};
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
@@ -129,7 +129,6 @@ impl Inner {
             notified.await;
         }
     }
-
 }
 
 /// An open connection. Cheap to clone; the tasks stop when the connection
@@ -242,7 +241,13 @@ impl Connection {
         }
     }
 
-    fn start<R, W>(addr: SocketAddr, read: R, write: W, h: handshake::Handshake, config: &ConnectionConfig) -> Connection
+    fn start<R, W>(
+        addr: SocketAddr,
+        read: R,
+        write: W,
+        h: handshake::Handshake,
+        config: &ConnectionConfig,
+    ) -> Connection
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -251,11 +256,10 @@ impl Connection {
         if h.version == ProtocolVersion::V5 {
             capacity = capacity.min(MAX_PAYLOAD);
         }
-        let sharding = ShardingInfo::from_entries(h.supported.iter().map(|(k, v)| (k, v)))
-            .unwrap_or_else(|e| {
-                tracing::warn!(%addr, error = %e, "ignoring malformed sharding options");
-                None
-            });
+        let sharding = ShardingInfo::from_entries(h.supported.iter().map(|(k, v)| (k, v))).unwrap_or_else(|e| {
+            tracing::warn!(%addr, error = %e, "ignoring malformed sharding options");
+            None
+        });
         let (oversized, oversized_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(64);
         let inner = Arc::new(Inner {

@@ -44,10 +44,7 @@ struct Page<T> {
 impl<T> Page<T> {
     /// A page whose ids set in `reserved` are never handed out.
     fn new(reserved: u64) -> Self {
-        Page {
-            used: AtomicU64::new(reserved),
-            slots: (0..PAGE_SIZE).map(|_| Mutex::new(Slot::Free)).collect(),
-        }
+        Page { used: AtomicU64::new(reserved), slots: (0..PAGE_SIZE).map(|_| Mutex::new(Slot::Free)).collect() }
     }
 }
 
@@ -79,7 +76,8 @@ impl<T> Streams<T> {
             0 => 0,
             n => !((1u64 << n) - 1),
         };
-        let streams = Streams { pages, last_page_reserved, orphans: AtomicUsize::new(0), in_flight: AtomicUsize::new(0) };
+        let streams =
+            Streams { pages, last_page_reserved, orphans: AtomicUsize::new(0), in_flight: AtomicUsize::new(0) };
         streams.page(0);
         streams
     }

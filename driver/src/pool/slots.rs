@@ -96,9 +96,10 @@ impl<C: PoolConnection> Layout<C> {
 
     /// Puts `conn` into a free slot of `range`; gives it back when none is.
     fn place(&mut self, range: std::ops::Range<usize>, conn: C) -> Result<Option<C>, C> {
-        let free = self.slots.get(range.clone()).and_then(|slots| {
-            slots.iter().position(|s| s.as_ref().is_none_or(PoolConnection::is_closed))
-        });
+        let free = self
+            .slots
+            .get(range.clone())
+            .and_then(|slots| slots.iter().position(|s| s.as_ref().is_none_or(PoolConnection::is_closed)));
         match free {
             Some(i) => Ok(self.slots[range.start + i].replace(conn)),
             None => Err(conn),

@@ -9,8 +9,11 @@ use crate::error::{DecodeError, EncodeError};
 
 /// Compresses a v4 body: `[int] uncompressed length ‖ LZ4 block`.
 pub fn compress_body(body: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-    let len = i32::try_from(body.len())
-        .map_err(|_| EncodeError::TooLong { what: "body", len: body.len(), max: i32::MAX as usize })?;
+    let len = i32::try_from(body.len()).map_err(|_| EncodeError::TooLong {
+        what: "body",
+        len: body.len(),
+        max: i32::MAX as usize,
+    })?;
     let start = out.len();
     out.put_i32(len);
     let bound = lz4_flex::block::get_maximum_output_size(body.len());
@@ -24,15 +27,11 @@ pub fn compress_body(body: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> 
 /// Decompresses a v4 body, refusing announced sizes above `max_len`.
 pub fn decompress_body(body: &[u8], max_len: usize) -> Result<Bytes, DecodeError> {
     let Some((len, block)) = body.split_first_chunk::<4>() else {
-        return Err(DecodeError::UnexpectedEnd {
-            what: "compressed body length",
-            needed: 4,
-            remaining: body.len(),
-        });
+        return Err(DecodeError::UnexpectedEnd { what: "compressed body length", needed: 4, remaining: body.len() });
     };
     let len = i32::from_be_bytes(*len);
-    let len = usize::try_from(len)
-        .map_err(|_| DecodeError::InvalidLength { what: "uncompressed body", len: len.into() })?;
+    let len =
+        usize::try_from(len).map_err(|_| DecodeError::InvalidLength { what: "uncompressed body", len: len.into() })?;
     if len > max_len {
         return Err(DecodeError::TooLarge { what: "uncompressed body", len, limit: max_len });
     }

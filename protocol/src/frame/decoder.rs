@@ -11,9 +11,7 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use crate::error::DecodeError;
 use crate::frame::compression::decompress_body;
-use crate::frame::envelope::{
-    Envelope, EnvelopeHeader, Flags, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
-};
+use crate::frame::envelope::{Envelope, EnvelopeHeader, Flags, DEFAULT_MAX_BODY_LEN, HEADER_LEN};
 use crate::frame::segment::{decode_payload, SegmentCompression, SegmentHeader, TRAILER_LEN};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,10 +141,7 @@ impl FrameDecoder {
                 let h = EnvelopeHeader::decode(h, self.max_body)?;
                 let total = HEADER_LEN + h.length as usize;
                 if self.partial.len() > total {
-                    return Err(DecodeError::Invalid {
-                        what: "segment",
-                        reason: "split envelope overruns its length",
-                    });
+                    return Err(DecodeError::Invalid { what: "segment", reason: "split envelope overruns its length" });
                 }
                 if self.partial.len() == total {
                     let mut whole = std::mem::take(&mut self.partial).freeze();
@@ -181,10 +176,7 @@ impl FrameDecoder {
         Ok(Envelope { header, body: env })
     }
 
-    fn next_segment(
-        &mut self,
-        c: SegmentCompression,
-    ) -> Result<Option<(SegmentHeader, Bytes)>, DecodeError> {
+    fn next_segment(&mut self, c: SegmentCompression) -> Result<Option<(SegmentHeader, Bytes)>, DecodeError> {
         let hlen = c.header_len();
         if self.input.len() < hlen {
             return Ok(None);

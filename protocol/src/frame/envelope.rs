@@ -153,11 +153,7 @@ impl EnvelopeHeader {
         let opcode = Opcode::from_byte(bytes[4])?;
         let length = u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]);
         if length as usize > max_body {
-            return Err(DecodeError::TooLarge {
-                what: "envelope body",
-                len: length as usize,
-                limit: max_body,
-            });
+            return Err(DecodeError::TooLarge { what: "envelope body", len: length as usize, limit: max_body });
         }
         Ok(EnvelopeHeader {
             version,
@@ -215,10 +211,7 @@ mod tests {
         let b = h.to_bytes();
         assert_eq!(b, [0x85, 0x0a, 0xff, 0xff, 0x0c, 0, 0, 0, 77]);
         assert_eq!(EnvelopeHeader::decode(&b, 1000), Ok(h));
-        assert!(matches!(
-            EnvelopeHeader::decode(&b, 10),
-            Err(DecodeError::TooLarge { len: 77, .. })
-        ));
+        assert!(matches!(EnvelopeHeader::decode(&b, 10), Err(DecodeError::TooLarge { len: 77, .. })));
         let mut bad = b;
         bad[4] = 0x04;
         assert!(matches!(EnvelopeHeader::decode(&bad, 1000), Err(DecodeError::UnknownCode { .. })));

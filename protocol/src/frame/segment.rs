@@ -95,11 +95,7 @@ impl SegmentHeader {
     pub fn decode(bytes: &[u8], compression: SegmentCompression) -> Result<Self, DecodeError> {
         let n = compression.header_len();
         let Some(header) = bytes.get(..n) else {
-            return Err(DecodeError::UnexpectedEnd {
-                what: "segment header",
-                needed: n,
-                remaining: bytes.len(),
-            });
+            return Err(DecodeError::UnexpectedEnd { what: "segment header", needed: n, remaining: bytes.len() });
         };
         let mut raw = [0u8; 8];
         raw[..n].copy_from_slice(header);
@@ -113,11 +109,9 @@ impl SegmentHeader {
         }
         let payload_len = (data & 0x1_FFFF) as usize;
         Ok(match compression {
-            SegmentCompression::None => SegmentHeader {
-                payload_len,
-                uncompressed_len: payload_len,
-                self_contained: data & (1 << 17) != 0,
-            },
+            SegmentCompression::None => {
+                SegmentHeader { payload_len, uncompressed_len: payload_len, self_contained: data & (1 << 17) != 0 }
+            }
             SegmentCompression::Lz4 => SegmentHeader {
                 payload_len,
                 uncompressed_len: ((data >> 17) & 0x1_FFFF) as usize,
@@ -131,9 +125,7 @@ impl SegmentHeader {
         let sc = u64::from(self.self_contained);
         let (data, n) = match compression {
             SegmentCompression::None => (self.payload_len as u64 | sc << 17, 3),
-            SegmentCompression::Lz4 => {
-                (self.payload_len as u64 | (self.uncompressed_len as u64) << 17 | sc << 34, 5)
-            }
+            SegmentCompression::Lz4 => (self.payload_len as u64 | (self.uncompressed_len as u64) << 17 | sc << 34, 5),
         };
         let bytes = data.to_le_bytes();
         buf.put_slice(&bytes[..n]);
@@ -154,11 +146,7 @@ pub fn encode_segment(
     match compression {
         SegmentCompression::None => {
             out.reserve(UNCOMPRESSED_HEADER_LEN + payload.len() + TRAILER_LEN);
-            let header = SegmentHeader {
-                payload_len: payload.len(),
-                uncompressed_len: payload.len(),
-                self_contained,
-            };
+            let header = SegmentHeader { payload_len: payload.len(), uncompressed_len: payload.len(), self_contained };
             header.encode(compression, out);
             out.extend_from_slice(payload);
             out.put_u32_le(crc32(payload));
@@ -193,10 +181,10 @@ pub fn encode_segment(
 /// bytes]`. This is how a write buffer becomes one segment without a copy.
 pub fn seal_in_place(segment: &mut [u8], self_contained: bool) -> Result<(), EncodeError> {
     let overhead = UNCOMPRESSED_HEADER_LEN + TRAILER_LEN;
-    let payload_len = segment.len().checked_sub(overhead).ok_or(EncodeError::InvalidValue {
-        what: "segment",
-        reason: "buffer smaller than header and trailer",
-    })?;
+    let payload_len = segment
+        .len()
+        .checked_sub(overhead)
+        .ok_or(EncodeError::InvalidValue { what: "segment", reason: "buffer smaller than header and trailer" })?;
     if payload_len > MAX_PAYLOAD {
         return Err(EncodeError::TooLong { what: "segment payload", len: payload_len, max: MAX_PAYLOAD });
     }
@@ -269,11 +257,7 @@ pub fn decode_payload(
 ) -> Result<Bytes, DecodeError> {
     let total = header.payload_len + TRAILER_LEN;
     if bytes.len() < total {
-        return Err(DecodeError::UnexpectedEnd {
-            what: "segment payload",
-            needed: total,
-            remaining: bytes.len(),
-        });
+        return Err(DecodeError::UnexpectedEnd { what: "segment payload", needed: total, remaining: bytes.len() });
     }
     let payload = &bytes[..header.payload_len];
     let mut t = [0u8; 4];
@@ -320,10 +304,7 @@ mod tests {
         let options = [0x05, 0, 0, 0, 0x05, 0, 0, 0, 0];
         let mut out = Vec::new();
         encode_segment(&options, true, SegmentCompression::None, &mut out).unwrap();
-        assert_eq!(
-            out,
-            [0x09, 0x00, 0x02, 0xa4, 0xc8, 0xc1, 0x05, 0, 0, 0, 0x05, 0, 0, 0, 0, 0x10, 0x86, 0x28, 0x4d]
-        );
+        assert_eq!(out, [0x09, 0x00, 0x02, 0xa4, 0xc8, 0xc1, 0x05, 0, 0, 0, 0x05, 0, 0, 0, 0, 0x10, 0x86, 0x28, 0x4d]);
 
         let mut h = Vec::new();
         SegmentHeader { payload_len: 10, uncompressed_len: 20, self_contained: true }
@@ -374,7 +355,8 @@ mod tests {
             let mut out = Vec::new();
             encode_segment(&payload, true, SegmentCompression::Lz4, &mut out).unwrap();
             let h = SegmentHeader::decode(&out, SegmentCompression::Lz4).unwrap();
-            let got = decode_payload(&h, &Bytes::copy_from_slice(&out[LZ4_HEADER_LEN..]), SegmentCompression::Lz4).unwrap();
+            let got =
+                decode_payload(&h, &Bytes::copy_from_slice(&out[LZ4_HEADER_LEN..]), SegmentCompression::Lz4).unwrap();
             assert_eq!(&got[..], &payload[..]);
             let mut bad = out.clone();
             let last = bad.len() - 5;

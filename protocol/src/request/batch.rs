@@ -195,9 +195,7 @@ impl<'a> Batch<'a, Vec<BatchStatement<'a, RawValues<'a>>>> {
             let kind = match r.u8("statement kind")? {
                 0 => StatementKind::Query(r.long_string("query")?),
                 1 => StatementKind::Prepared(r.short_bytes("statement id")?),
-                other => {
-                    return Err(DecodeError::UnknownCode { what: "statement kind", value: other.into() })
-                }
+                other => return Err(DecodeError::UnknownCode { what: "statement kind", value: other.into() }),
             };
             let count = r.u16("value count")? as usize;
             let mut values = RawValues::default();

@@ -37,10 +37,7 @@ impl<V: SerializeValues> Request for Execute<'_, V> {
     const OPCODE: Opcode = Opcode::Execute;
     fn body_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
         if self.params.keyspace.is_some() {
-            return Err(EncodeError::InvalidValue {
-                what: "EXECUTE",
-                reason: "the keyspace is fixed at prepare time",
-            });
+            return Err(EncodeError::InvalidValue { what: "EXECUTE", reason: "the keyspace is fixed at prepare time" });
         }
         let mut n = codec::short_bytes_len("statement id", self.id)?;
         if version == ProtocolVersion::V5 {

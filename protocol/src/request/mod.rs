@@ -74,10 +74,12 @@ pub fn write_request<R: Request>(
     body_len: usize,
     buf: &mut impl BufMut,
 ) -> Result<(), EncodeError> {
-    let length = u32::try_from(body_len)
-        .map_err(|_| EncodeError::TooLong { what: "body", len: body_len, max: u32::MAX as usize })?;
-    EnvelopeHeader { version, is_response: false, flags: Flags(flags), stream, opcode: R::OPCODE, length }
-        .encode(buf);
+    let length = u32::try_from(body_len).map_err(|_| EncodeError::TooLong {
+        what: "body",
+        len: body_len,
+        max: u32::MAX as usize,
+    })?;
+    EnvelopeHeader { version, is_response: false, flags: Flags(flags), stream, opcode: R::OPCODE, length }.encode(buf);
     request.encode_body(version, buf);
     Ok(())
 }
@@ -110,9 +112,7 @@ impl<'a> AnyRequest<'a> {
             Opcode::Execute => AnyRequest::Execute(Execute::decode(version, &mut r)?),
             Opcode::Register => AnyRequest::Register(Register::decode(&mut r)?),
             Opcode::Batch => AnyRequest::Batch(Batch::decode(version, &mut r)?),
-            other => {
-                return Err(DecodeError::UnknownCode { what: "request opcode", value: (other as u8).into() })
-            }
+            other => return Err(DecodeError::UnknownCode { what: "request opcode", value: (other as u8).into() }),
         };
         r.finish("request body")?;
         Ok(req)

@@ -93,8 +93,7 @@ impl<'a> SharedTail<'a> {
         };
         let timestamp = if flags & flag::TIMESTAMP != 0 { Some(r.i64("timestamp")?) } else { None };
         let keyspace = if flags & flag::KEYSPACE != 0 { Some(r.string("keyspace")?) } else { None };
-        let now_in_seconds =
-            if flags & flag::NOW_IN_SECONDS != 0 { Some(r.i32("now in seconds")?) } else { None };
+        let now_in_seconds = if flags & flag::NOW_IN_SECONDS != 0 { Some(r.i32("now in seconds")?) } else { None };
         Ok(SharedTail { serial_consistency, timestamp, keyspace, now_in_seconds })
     }
 }
@@ -236,10 +235,7 @@ impl<'a> QueryParameters<'a, RawValues<'a>> {
         }
         let page_size = if flags & flag::PAGE_SIZE != 0 { Some(r.i32("page size")?) } else { None };
         let paging_state = if flags & flag::PAGING_STATE != 0 {
-            Some(r.bytes("paging state")?.ok_or(DecodeError::Invalid {
-                what: "paging state",
-                reason: "null",
-            })?)
+            Some(r.bytes("paging state")?.ok_or(DecodeError::Invalid { what: "paging state", reason: "null" })?)
         } else {
             None
         };

@@ -111,7 +111,11 @@ pub enum ErrorKind {
     ServerError,
     ProtocolError,
     BadCredentials,
-    Unavailable { consistency: Consistency, required: i32, alive: i32 },
+    Unavailable {
+        consistency: Consistency,
+        required: i32,
+        alive: i32,
+    },
     Overloaded,
     IsBootstrapping,
     TruncateError,
@@ -123,7 +127,12 @@ pub enum ErrorKind {
         /// Paxos contentions (v5, CAS writes only).
         contentions: Option<u16>,
     },
-    ReadTimeout { consistency: Consistency, received: i32, block_for: i32, data_present: bool },
+    ReadTimeout {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        data_present: bool,
+    },
     ReadFailure {
         consistency: Consistency,
         received: i32,
@@ -131,7 +140,11 @@ pub enum ErrorKind {
         failures: Failures,
         data_present: bool,
     },
-    FunctionFailure { keyspace: String, function: String, arg_types: Vec<String> },
+    FunctionFailure {
+        keyspace: String,
+        function: String,
+        arg_types: Vec<String>,
+    },
     WriteFailure {
         consistency: Consistency,
         received: i32,
@@ -140,19 +153,33 @@ pub enum ErrorKind {
         write_type: WriteType,
     },
     CdcWriteFailure,
-    CasWriteUnknown { consistency: Consistency, received: i32, block_for: i32 },
+    CasWriteUnknown {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+    },
     SyntaxError,
     Unauthorized,
     Invalid,
     ConfigError,
     /// `table` is empty for a keyspace.
-    AlreadyExists { keyspace: String, table: String },
+    AlreadyExists {
+        keyspace: String,
+        table: String,
+    },
     /// The statement id the server does not know.
-    Unprepared { id: Vec<u8> },
+    Unprepared {
+        id: Vec<u8>,
+    },
     /// Scylla per-partition rate limit: `op_type` 0 read, 1 write.
-    RateLimitReached { op_type: u8, rejected_by_coordinator: bool },
+    RateLimitReached {
+        op_type: u8,
+        rejected_by_coordinator: bool,
+    },
     /// A code this crate does not know; its payload, if any, is kept raw.
-    Other { payload: Vec<u8> },
+    Other {
+        payload: Vec<u8>,
+    },
 }
 
 /// An ERROR response.
@@ -218,11 +245,9 @@ impl ErrorResponse {
             code::SERVER_ERROR => ErrorKind::ServerError,
             code::PROTOCOL_ERROR => ErrorKind::ProtocolError,
             code::BAD_CREDENTIALS => ErrorKind::BadCredentials,
-            code::UNAVAILABLE => ErrorKind::Unavailable {
-                consistency: cl(r)?,
-                required: r.i32("required")?,
-                alive: r.i32("alive")?,
-            },
+            code::UNAVAILABLE => {
+                ErrorKind::Unavailable { consistency: cl(r)?, required: r.i32("required")?, alive: r.i32("alive")? }
+            }
             code::OVERLOADED => ErrorKind::Overloaded,
             code::IS_BOOTSTRAPPING => ErrorKind::IsBootstrapping,
             code::TRUNCATE_ERROR => ErrorKind::TruncateError,
@@ -232,11 +257,8 @@ impl ErrorResponse {
                 let block_for = r.i32("block for")?;
                 let write_type = WriteType::parse(r.string("write type")?);
                 // v5 adds contentions for CAS; decode it whenever present.
-                let contentions = if write_type == WriteType::Cas && r.remaining() >= 2 {
-                    Some(r.u16("contentions")?)
-                } else {
-                    None
-                };
+                let contentions =
+                    if write_type == WriteType::Cas && r.remaining() >= 2 { Some(r.u16("contentions")?) } else { None };
                 ErrorKind::WriteTimeout { consistency, received, block_for, write_type, contentions }
             }
             code::READ_TIMEOUT => ErrorKind::ReadTimeout {

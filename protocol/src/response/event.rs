@@ -87,11 +87,8 @@ impl SchemaChange {
             }
             SchemaChangeTarget::Function { keyspace, name, arg_types }
             | SchemaChangeTarget::Aggregate { keyspace, name, arg_types } => {
-                let t = if matches!(self.target, SchemaChangeTarget::Function { .. }) {
-                    "FUNCTION"
-                } else {
-                    "AGGREGATE"
-                };
+                let t =
+                    if matches!(self.target, SchemaChangeTarget::Function { .. }) { "FUNCTION" } else { "AGGREGATE" };
                 codec::write_string(buf, "target", t)?;
                 codec::write_string(buf, "keyspace", keyspace)?;
                 codec::write_string(buf, "name", name)?;
@@ -127,14 +124,12 @@ impl Event {
     /// Decodes the body.
     pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         match r.string("event type")? {
-            "TOPOLOGY_CHANGE" => Ok(Event::TopologyChange {
-                change: r.string("topology change")?.to_owned(),
-                node: r.inet("node")?,
-            }),
-            "STATUS_CHANGE" => Ok(Event::StatusChange {
-                change: r.string("status change")?.to_owned(),
-                node: r.inet("node")?,
-            }),
+            "TOPOLOGY_CHANGE" => {
+                Ok(Event::TopologyChange { change: r.string("topology change")?.to_owned(), node: r.inet("node")? })
+            }
+            "STATUS_CHANGE" => {
+                Ok(Event::StatusChange { change: r.string("status change")?.to_owned(), node: r.inet("node")? })
+            }
             "SCHEMA_CHANGE" => Ok(Event::SchemaChange(SchemaChange::decode(r)?)),
             _ => Err(DecodeError::Invalid { what: "event type", reason: "unknown" }),
         }
@@ -144,11 +139,7 @@ impl Event {
     pub fn encode(&self, buf: &mut impl BufMut) -> Result<(), EncodeError> {
         match self {
             Event::TopologyChange { change, node } | Event::StatusChange { change, node } => {
-                let t = if matches!(self, Event::TopologyChange { .. }) {
-                    "TOPOLOGY_CHANGE"
-                } else {
-                    "STATUS_CHANGE"
-                };
+                let t = if matches!(self, Event::TopologyChange { .. }) { "TOPOLOGY_CHANGE" } else { "STATUS_CHANGE" };
                 codec::write_string(buf, "event type", t)?;
                 codec::write_string(buf, "change", change)?;
                 codec::put_inet(buf, node);

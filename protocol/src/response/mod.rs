@@ -92,8 +92,7 @@ impl Response {
             return Err(DecodeError::Invalid { what: "envelope", reason: "a request where a response was expected" });
         }
         let mut r = Reader::new(&body);
-        let tracing_id =
-            if header.flags.has(Flags::TRACING) { Some(r.uuid("tracing id")?) } else { None };
+        let tracing_id = if header.flags.has(Flags::TRACING) { Some(r.uuid("tracing id")?) } else { None };
         let warnings = if header.flags.has(Flags::WARNING) {
             r.string_list("warnings")?.into_iter().map(str::to_owned).collect()
         } else {
@@ -124,15 +123,9 @@ impl Response {
                 return Ok(Response { tracing_id, warnings, custom_payload, message: ResponseMessage::Result(result) });
             }
             Opcode::Event => ResponseMessage::Event(Event::decode(&mut r)?),
-            Opcode::AuthChallenge => {
-                ResponseMessage::AuthChallenge(r.bytes("auth token")?.map(|t| body.slice_ref(t)))
-            }
-            Opcode::AuthSuccess => {
-                ResponseMessage::AuthSuccess(r.bytes("auth token")?.map(|t| body.slice_ref(t)))
-            }
-            other => {
-                return Err(DecodeError::UnknownCode { what: "response opcode", value: (other as u8).into() })
-            }
+            Opcode::AuthChallenge => ResponseMessage::AuthChallenge(r.bytes("auth token")?.map(|t| body.slice_ref(t))),
+            Opcode::AuthSuccess => ResponseMessage::AuthSuccess(r.bytes("auth token")?.map(|t| body.slice_ref(t))),
+            other => return Err(DecodeError::UnknownCode { what: "response opcode", value: (other as u8).into() }),
         };
         r.finish("response body")?;
         Ok(Response { tracing_id, warnings, custom_payload, message })
@@ -196,8 +189,7 @@ impl Response {
             }
         }
         let len = buf.len() - start - HEADER_LEN;
-        let len = u32::try_from(len)
-            .map_err(|_| EncodeError::TooLong { what: "body", len, max: u32::MAX as usize })?;
+        let len = u32::try_from(len).map_err(|_| EncodeError::TooLong { what: "body", len, max: u32::MAX as usize })?;
         buf[start + 5..start + HEADER_LEN].copy_from_slice(&len.to_be_bytes());
         Ok(())
     }

@@ -55,10 +55,7 @@ pub struct ListIter<'a, T> {
 
 impl<T> fmt::Debug for ListIter<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ListIter")
-            .field("typ", self.typ)
-            .field("remaining", &self.remaining)
-            .finish_non_exhaustive()
+        f.debug_struct("ListIter").field("typ", self.typ).field("remaining", &self.remaining).finish_non_exhaustive()
     }
 }
 
@@ -93,11 +90,7 @@ impl<'a, T> ListIter<'a, T> {
         let v = match (v, layout) {
             (Some(v), _) => v,
             (None, Layout::Collection) => return Ok(Self::empty(typ, elem, layout)),
-            (None, _) => {
-                return Err(DeserializeError::UnexpectedNull {
-                    rust_type: std::any::type_name::<Self>(),
-                })
-            }
+            (None, _) => return Err(DeserializeError::UnexpectedNull { rust_type: std::any::type_name::<Self>() }),
         };
         let bytes = v.as_slice();
         let mut reader = Reader::new(bytes);
@@ -118,10 +111,7 @@ impl<'a, T> ListIter<'a, T> {
             Layout::Fixed(0) => {
                 // Only a hand-made `vector<vector<T, 0>, n>` has this; refuse
                 // it rather than yield up to 2^32 empty elements.
-                return Err(malformed(DecodeError::Invalid {
-                    what: "vector",
-                    reason: "elements of size zero",
-                }));
+                return Err(malformed(DecodeError::Invalid { what: "vector", reason: "elements of size zero" }));
             }
             Layout::Fixed(size) => {
                 let n = vector_dimension(typ);
@@ -159,15 +149,7 @@ impl<'a, T> ListIter<'a, T> {
 
     fn empty(typ: &'a ColumnType, elem: &'a ColumnType, layout: Layout) -> Self {
         static EMPTY: Bytes = Bytes::new();
-        ListIter {
-            typ,
-            elem,
-            frame: &EMPTY,
-            reader: Reader::new(&[]),
-            remaining: 0,
-            layout,
-            _elem: PhantomData,
-        }
+        ListIter { typ, elem, frame: &EMPTY, reader: Reader::new(&[]), remaining: 0, layout, _elem: PhantomData }
     }
 
     fn read_element(&mut self) -> Result<Option<&'a [u8]>, DecodeError> {
@@ -227,10 +209,7 @@ impl<'a, T: DeserializeValue<'a>> DeserializeValue<'a> for ListIter<'a, T> {
         }
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         ListIter::new(typ, v)
     }
 }
@@ -250,10 +229,7 @@ pub struct MapIter<'a, K, V> {
 
 impl<K, V> fmt::Debug for MapIter<'_, K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MapIter")
-            .field("typ", self.typ)
-            .field("remaining", &self.remaining)
-            .finish_non_exhaustive()
+        f.debug_struct("MapIter").field("typ", self.typ).field("remaining", &self.remaining).finish_non_exhaustive()
     }
 }
 
@@ -300,35 +276,23 @@ impl<'a, K: DeserializeValue<'a>, V: DeserializeValue<'a>> Iterator for MapIter<
     }
 }
 
-impl<'a, K: DeserializeValue<'a>, V: DeserializeValue<'a>> DeserializeValue<'a>
-    for MapIter<'a, K, V>
-{
+impl<'a, K: DeserializeValue<'a>, V: DeserializeValue<'a>> DeserializeValue<'a> for MapIter<'a, K, V> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         match typ {
-            ColumnType::Map(k, v) => K::type_check(k)
-                .and_then(|()| V::type_check(v))
-                .map_err(|_| TypeCheckError::new::<Self>(typ)),
+            ColumnType::Map(k, v) => {
+                K::type_check(k).and_then(|()| V::type_check(v)).map_err(|_| TypeCheckError::new::<Self>(typ))
+            }
             _ => Err(TypeCheckError::new::<Self>(typ)),
         }
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         static EMPTY: Bytes = Bytes::new();
         let ColumnType::Map(key, value) = typ else {
             return Err(TypeCheckError::new::<Self>(typ).into());
         };
-        let mut it = MapIter {
-            typ,
-            key,
-            value,
-            frame: &EMPTY,
-            reader: Reader::new(&[]),
-            remaining: 0,
-            _entry: PhantomData,
-        };
+        let mut it =
+            MapIter { typ, key, value, frame: &EMPTY, reader: Reader::new(&[]), remaining: 0, _entry: PhantomData };
         let Some(v) = v else { return Ok(it) };
         it.frame = v.frame();
         it.reader = Reader::new(v.as_slice());
@@ -367,10 +331,7 @@ impl<'a, T: DeserializeValue<'a>> DeserializeValue<'a> for Vec<T> {
         ListIter::<T>::type_check(typ).map_err(|_| TypeCheckError::new::<Self>(typ))
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let it = ListIter::<T>::new(typ, v)?;
         let mut out = Vec::with_capacity(it.remaining());
         for item in it {
@@ -384,17 +345,12 @@ impl<'a, T: DeserializeValue<'a>> DeserializeValue<'a> for Vec<T> {
 impl<'a, T: DeserializeValue<'a>> DeserializeValue<'a> for CqlVector<T> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         match typ {
-            ColumnType::Vector(elem, _) => {
-                T::type_check(elem).map_err(|_| TypeCheckError::new::<Self>(typ))
-            }
+            ColumnType::Vector(elem, _) => T::type_check(elem).map_err(|_| TypeCheckError::new::<Self>(typ)),
             _ => Err(TypeCheckError::new::<Self>(typ)),
         }
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         Vec::deserialize(typ, v).map(CqlVector)
     }
 }
@@ -410,10 +366,7 @@ where
         T::type_check(elem).map_err(|_| TypeCheckError::new::<Self>(typ))
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let it = ListIter::<T>::new(typ, v)?;
         let mut out = HashSet::with_capacity_and_hasher(it.remaining(), S::default());
         for item in it {
@@ -430,10 +383,7 @@ impl<'a, T: DeserializeValue<'a> + Ord> DeserializeValue<'a> for BTreeSet<T> {
         T::type_check(elem).map_err(|_| TypeCheckError::new::<Self>(typ))
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         ListIter::<T>::new(typ, v)?.collect()
     }
 }
@@ -449,10 +399,7 @@ where
         MapIter::<K, V>::type_check(typ).map_err(|_| TypeCheckError::new::<Self>(typ))
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let it = MapIter::<K, V>::deserialize(typ, v)?;
         let mut out = HashMap::with_capacity_and_hasher(it.remaining(), S::default());
         for entry in it {
@@ -464,17 +411,12 @@ where
 }
 
 /// `map`.
-impl<'a, K: DeserializeValue<'a> + Ord, V: DeserializeValue<'a>> DeserializeValue<'a>
-    for BTreeMap<K, V>
-{
+impl<'a, K: DeserializeValue<'a> + Ord, V: DeserializeValue<'a>> DeserializeValue<'a> for BTreeMap<K, V> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         MapIter::<K, V>::type_check(typ).map_err(|_| TypeCheckError::new::<Self>(typ))
     }
 
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         MapIter::<K, V>::deserialize(typ, v)?.collect()
     }
 }

@@ -169,9 +169,7 @@ impl ColumnType {
             ColumnType::Map(k, v) => k.encoded_len()? + v.encoded_len()?,
             ColumnType::Udt { keyspace, name, fields } => {
                 codec::check_short_len("udt fields", fields.len())?;
-                let mut n = codec::string_len("udt keyspace", keyspace)?
-                    + codec::string_len("udt name", name)?
-                    + 2;
+                let mut n = codec::string_len("udt keyspace", keyspace)? + codec::string_len("udt name", name)? + 2;
                 for (f, t) in fields {
                     n += codec::string_len("udt field", f)? + t.encoded_len()?;
                 }
@@ -335,13 +333,9 @@ fn parse_vector_args(args: &str, depth: usize) -> Result<ColumnType, DecodeError
         .strip_prefix('(')
         .and_then(|a| a.strip_suffix(')'))
         .ok_or(DecodeError::Invalid { what: WHAT, reason: "expected (element, dimension)" })?;
-    let comma = inner
-        .rfind(',')
-        .ok_or(DecodeError::Invalid { what: WHAT, reason: "missing dimension" })?;
+    let comma = inner.rfind(',').ok_or(DecodeError::Invalid { what: WHAT, reason: "missing dimension" })?;
     let (elem, dim) = (inner[..comma].trim(), inner[comma + 1..].trim());
-    let dim: u32 = dim
-        .parse()
-        .map_err(|_| DecodeError::Invalid { what: WHAT, reason: "dimension is not a number" })?;
+    let dim: u32 = dim.parse().map_err(|_| DecodeError::Invalid { what: WHAT, reason: "dimension is not a number" })?;
     if dim == 0 {
         return Err(DecodeError::Invalid { what: WHAT, reason: "dimension must be positive" });
     }
@@ -455,8 +449,26 @@ pub(crate) mod tests {
         use ColumnType::*;
         vec![
             Custom("com.example.MyType".into()),
-            Ascii, BigInt, Blob, Boolean, Counter, Decimal, Double, Float, Int, Timestamp, Uuid,
-            Text, Varint, Timeuuid, Inet, Date, Time, SmallInt, TinyInt, Duration,
+            Ascii,
+            BigInt,
+            Blob,
+            Boolean,
+            Counter,
+            Decimal,
+            Double,
+            Float,
+            Int,
+            Timestamp,
+            Uuid,
+            Text,
+            Varint,
+            Timeuuid,
+            Inet,
+            Date,
+            Time,
+            SmallInt,
+            TinyInt,
+            Duration,
             List(Box::new(Int)),
             Set(Box::new(Text)),
             Map(Box::new(Text), Box::new(List(Box::new(BigInt)))),

@@ -24,8 +24,7 @@ pub use crate::types::collections::{ListIter, MapIter};
 use crate::codec::Reader;
 use crate::error::DecodeError;
 use crate::types::{
-    ColumnSpec, ColumnType, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue,
-    CqlVarint,
+    ColumnSpec, ColumnType, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint,
 };
 
 /// A value's bytes together with the buffer they live in, so that an owned
@@ -57,8 +56,7 @@ impl<'a> FrameSlice<'a> {
     /// An owned handle on the same bytes, sharing the buffer (no copy).
     pub fn to_bytes(&self) -> Bytes {
         let range = self.frame.as_ptr_range();
-        let inside = range.start <= self.slice.as_ptr()
-            && self.slice.as_ptr_range().end <= range.end;
+        let inside = range.start <= self.slice.as_ptr() && self.slice.as_ptr_range().end <= range.end;
         if inside && !self.slice.is_empty() {
             self.frame.slice_ref(self.slice)
         } else {
@@ -86,11 +84,7 @@ pub struct TypeCheckError {
 impl TypeCheckError {
     /// A mismatch between `T` and `typ`.
     pub fn new<T: ?Sized>(typ: &ColumnType) -> Self {
-        TypeCheckError {
-            rust_type: std::any::type_name::<T>(),
-            cql_type: typ.to_string(),
-            column: None,
-        }
+        TypeCheckError { rust_type: std::any::type_name::<T>(), cql_type: typ.to_string(), column: None }
     }
 }
 
@@ -300,19 +294,12 @@ impl<'a> DeserializeValue<'a> for &'a str {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Text | ColumnType::Ascii))
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let b = non_null::<Self>(v)?.as_slice();
-        let s = std::str::from_utf8(b).map_err(|_| {
-            DeserializeError::malformed(typ, DecodeError::InvalidText { what: "text" })
-        })?;
+        let s = std::str::from_utf8(b)
+            .map_err(|_| DeserializeError::malformed(typ, DecodeError::InvalidText { what: "text" }))?;
         if *typ == ColumnType::Ascii && !s.is_ascii() {
-            return Err(DeserializeError::malformed(
-                typ,
-                DecodeError::InvalidText { what: "ascii" },
-            ));
+            return Err(DeserializeError::malformed(typ, DecodeError::InvalidText { what: "ascii" }));
         }
         Ok(s)
     }
@@ -323,10 +310,7 @@ impl<'a> DeserializeValue<'a> for String {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, matches!(typ, ColumnType::Text | ColumnType::Ascii))
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         <&str>::deserialize(typ, v).map(str::to_owned)
     }
 }
@@ -340,10 +324,7 @@ impl<'a> DeserializeValue<'a> for &'a [u8] {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, is_blob(typ))
     }
-    fn deserialize(
-        _typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(_typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         Ok(non_null::<Self>(v)?.as_slice())
     }
 }
@@ -353,10 +334,7 @@ impl<'a> DeserializeValue<'a> for Vec<u8> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, is_blob(typ))
     }
-    fn deserialize(
-        _typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(_typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         Ok(non_null::<Self>(v)?.as_slice().to_vec())
     }
 }
@@ -366,10 +344,7 @@ impl<'a> DeserializeValue<'a> for Bytes {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, is_blob(typ))
     }
-    fn deserialize(
-        _typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(_typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         Ok(non_null::<Self>(v)?.to_bytes())
     }
 }
@@ -379,10 +354,7 @@ impl<'a> DeserializeValue<'a> for IpAddr {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, *typ == ColumnType::Inet)
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let b = non_null::<Self>(v)?.as_slice();
         if let Ok(a) = <[u8; 4]>::try_from(b) {
             Ok(IpAddr::V4(Ipv4Addr::from(a)))
@@ -400,10 +372,7 @@ impl<'a> DeserializeValue<'a> for CqlVarint {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, *typ == ColumnType::Varint)
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let b = non_null::<Self>(v)?.as_slice();
         if b.is_empty() {
             let e = DecodeError::UnexpectedEnd { what: "varint", needed: 1, remaining: 0 };
@@ -418,18 +387,11 @@ impl<'a> DeserializeValue<'a> for CqlDecimal {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, *typ == ColumnType::Decimal)
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let mut r = Reader::new(non_null::<Self>(v)?.as_slice());
         let scale = r.i32("decimal scale").map_err(|e| DeserializeError::malformed(typ, e))?;
         if r.is_empty() {
-            let e = DecodeError::UnexpectedEnd {
-                what: "decimal unscaled value",
-                needed: 1,
-                remaining: 0,
-            };
+            let e = DecodeError::UnexpectedEnd { what: "decimal unscaled value", needed: 1, remaining: 0 };
             return Err(DeserializeError::malformed(typ, e));
         }
         Ok(CqlDecimal { unscaled: CqlVarint::from_signed_bytes_be_slice(r.rest()), scale })
@@ -441,10 +403,7 @@ impl<'a> DeserializeValue<'a> for CqlDuration {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, *typ == ColumnType::Duration)
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         let malformed = |e| DeserializeError::malformed(typ, e);
         let mut r = Reader::new(non_null::<Self>(v)?.as_slice());
         let months = r.vint("duration months").map_err(malformed)?;
@@ -452,8 +411,7 @@ impl<'a> DeserializeValue<'a> for CqlDuration {
         let nanoseconds = r.vint("duration nanoseconds").map_err(malformed)?;
         r.finish("duration").map_err(malformed)?;
         let d = CqlDuration {
-            months: i32::try_from(months)
-                .map_err(|_| invalid(typ, "duration", "months out of range"))?,
+            months: i32::try_from(months).map_err(|_| invalid(typ, "duration", "months out of range"))?,
             days: i32::try_from(days).map_err(|_| invalid(typ, "duration", "days out of range"))?,
             nanoseconds,
         };
@@ -471,10 +429,7 @@ impl<'a, T: DeserializeValue<'a>> DeserializeValue<'a> for Option<T> {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         T::type_check(typ)
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         v.map(|v| T::deserialize(typ, Some(v))).transpose()
     }
 }
@@ -488,25 +443,17 @@ impl<'a> DeserializeValue<'a> for CqlValue {
     fn type_check(_typ: &ColumnType) -> Result<(), TypeCheckError> {
         Ok(())
     }
-    fn deserialize(
-        typ: &'a ColumnType,
-        v: Option<FrameSlice<'a>>,
-    ) -> Result<Self, DeserializeError> {
+    fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
         cql_value(typ, non_null::<Self>(v)?)
     }
 }
 
 fn cql_value<'a>(typ: &'a ColumnType, v: FrameSlice<'a>) -> Result<CqlValue, DeserializeError> {
     use ColumnType as T;
-    if v.as_slice().is_empty()
-        && !matches!(typ, T::Ascii | T::Text | T::Blob | T::Custom(_) | T::Vector(..))
-    {
+    if v.as_slice().is_empty() && !matches!(typ, T::Ascii | T::Text | T::Blob | T::Custom(_) | T::Vector(..)) {
         return Ok(CqlValue::Empty);
     }
-    fn de<'a, V: DeserializeValue<'a>>(
-        typ: &'a ColumnType,
-        v: FrameSlice<'a>,
-    ) -> Result<V, DeserializeError> {
+    fn de<'a, V: DeserializeValue<'a>>(typ: &'a ColumnType, v: FrameSlice<'a>) -> Result<V, DeserializeError> {
         V::deserialize(typ, Some(v))
     }
     Ok(match typ {
@@ -534,9 +481,7 @@ fn cql_value<'a>(typ: &'a ColumnType, v: FrameSlice<'a>) -> Result<CqlValue, Des
         T::List(_) => CqlValue::List(de(typ, v)?),
         T::Set(_) => CqlValue::Set(de(typ, v)?),
         T::Vector(..) => CqlValue::Vector(de(typ, v)?),
-        T::Map(..) => {
-            CqlValue::Map(de::<MapIter<'a, CqlValue, CqlValue>>(typ, v)?.collect::<Result<_, _>>()?)
-        }
+        T::Map(..) => CqlValue::Map(de::<MapIter<'a, CqlValue, CqlValue>>(typ, v)?.collect::<Result<_, _>>()?),
         T::Tuple(types) => {
             let mut fields = Fields::new(typ, v);
             let mut items = Vec::with_capacity(types.len());
@@ -607,9 +552,7 @@ fn row_mismatch<R: ?Sized>(specs: &[ColumnSpec]) -> TypeCheckError {
 }
 
 /// Reads the next column of `row` as `T`, naming the column in errors.
-fn next_column<'a, T: DeserializeValue<'a>>(
-    row: &mut ColumnIterator<'a>,
-) -> Result<Option<T>, DeserializeError> {
+fn next_column<'a, T: DeserializeValue<'a>>(row: &mut ColumnIterator<'a>) -> Result<Option<T>, DeserializeError> {
     let index = row.specs().len() - row.columns_remaining();
     match row.next() {
         None => Ok(None),
@@ -617,9 +560,9 @@ fn next_column<'a, T: DeserializeValue<'a>>(
             let spec = &row.specs()[index];
             Err(column_error(index, spec, DeserializeError::malformed(&spec.typ, e)))
         }
-        Some(Ok(col)) => T::deserialize(&col.spec.typ, col.value)
-            .map(Some)
-            .map_err(|e| column_error(index, col.spec, e)),
+        Some(Ok(col)) => {
+            T::deserialize(&col.spec.typ, col.value).map(Some).map_err(|e| column_error(index, col.spec, e))
+        }
     }
 }
 
@@ -822,17 +765,7 @@ mod tests {
         assert_eq!(de::<String>(&T::Ascii, b"abc"), Ok("abc".into()));
         assert_eq!(de::<Vec<u8>>(&T::Blob, &[1, 2]), Ok(vec![1, 2]));
         assert_eq!(de::<IpAddr>(&T::Inet, &[10, 0, 0, 1]), Ok("10.0.0.1".parse().unwrap()));
-        for t in [
-            T::Uuid,
-            T::Timeuuid,
-            T::Inet,
-            T::Date,
-            T::Time,
-            T::Timestamp,
-            T::Duration,
-            T::Varint,
-            T::Decimal,
-        ] {
+        for t in [T::Uuid, T::Timeuuid, T::Inet, T::Date, T::Time, T::Timestamp, T::Duration, T::Varint, T::Decimal] {
             let (v, bytes) = sample(&t);
             let ok = match v {
                 CqlValue::Uuid(x) | CqlValue::Timeuuid(x) => de::<Uuid>(&t, &bytes) == Ok(x),
@@ -878,23 +811,14 @@ mod tests {
         assert!(is_type_error(de::<Vec<i8>>(&T::Blob, &[])));
         assert!(is_type_error(de::<Vec<i32>>(&T::List(Box::new(T::Text)), &[])));
         assert!(is_type_error(de::<CqlVector<f32>>(&T::List(Box::new(T::Float)), &[])));
-        assert!(is_type_error(de::<HashMap<String, i32>>(
-            &T::Map(Box::new(T::Text), Box::new(T::Text)),
-            &[]
-        )));
+        assert!(is_type_error(de::<HashMap<String, i32>>(&T::Map(Box::new(T::Text), Box::new(T::Text)), &[])));
         assert!(is_type_error(de::<(i32, i32)>(&T::Tuple(vec![T::Int]), &[])));
         let e = <Vec<i32> as DeserializeValue>::type_check(&T::Set(Box::new(T::Text))).unwrap_err();
         assert_eq!(e.cql_type, "set<text>");
         assert!(e.rust_type.contains("Vec<i32>"), "{}", e.rust_type);
         // Null fails for everything but Option, and collections (read as empty).
-        assert!(matches!(
-            i32::deserialize(&T::Int, None),
-            Err(DeserializeError::UnexpectedNull { .. })
-        ));
-        assert!(matches!(
-            <&str>::deserialize(&T::Text, None),
-            Err(DeserializeError::UnexpectedNull { .. })
-        ));
+        assert!(matches!(i32::deserialize(&T::Int, None), Err(DeserializeError::UnexpectedNull { .. })));
+        assert!(matches!(<&str>::deserialize(&T::Text, None), Err(DeserializeError::UnexpectedNull { .. })));
         assert_eq!(Option::<i32>::deserialize(&T::Int, None), Ok(None));
         let list = T::List(Box::new(T::Int));
         assert_eq!(<Vec<i32> as DeserializeValue>::deserialize(&list, None), Ok(vec![]));
@@ -947,10 +871,7 @@ mod tests {
         assert_eq!(de::<CqlVector<f32>>(&floats, &vector), Ok(CqlVector(vec![1.0, 2.5, -3.0])));
         let texts = T::Vector(Box::new(T::Text), 2);
         let (_, vector) = sample(&texts);
-        assert_eq!(
-            de::<CqlVector<String>>(&texts, &vector),
-            Ok(CqlVector(vec!["x".into(), "yz".into()]))
-        );
+        assert_eq!(de::<CqlVector<String>>(&texts, &vector), Ok(CqlVector(vec!["x".into(), "yz".into()])));
         // A null element is an error unless the element type is an Option.
         let body = [0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 4, 0, 0, 0, 5];
         let t = T::List(Box::new(T::Int));
@@ -964,10 +885,8 @@ mod tests {
         use ColumnType as T;
         let t = T::List(Box::new(T::Int));
         // [1, 2, <3-byte int>, 4]
-        let body = [
-            0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 3, 0, 0,
-            0, 4, 0, 0, 0, 4,
-        ];
+        let body =
+            [0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 4];
         let frame = Bytes::copy_from_slice(&body);
         let mut it = ListIter::<i32>::deserialize(&t, Some(FrameSlice::whole(&frame))).unwrap();
         assert_eq!(it.remaining(), 4);
@@ -990,11 +909,9 @@ mod tests {
         assert_eq!(it.collect::<Result<Vec<_>, _>>(), Ok(vec!["a", "b"]));
         // Maps, with a key of the wrong size in the second entry.
         let m = T::Map(Box::new(T::Int), Box::new(T::Boolean));
-        let body =
-            [0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0];
+        let body = [0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0];
         let frame = Bytes::copy_from_slice(&body);
-        let mut it =
-            MapIter::<i32, bool>::deserialize(&m, Some(FrameSlice::whole(&frame))).unwrap();
+        let mut it = MapIter::<i32, bool>::deserialize(&m, Some(FrameSlice::whole(&frame))).unwrap();
         assert_eq!(it.remaining(), 2);
         assert_eq!(it.next(), Some(Ok((1, true))));
         assert!(is_malformed(it.next().unwrap()));
@@ -1002,16 +919,10 @@ mod tests {
         // Hostile counts fail up front.
         let body = [0, 0, 0x10, 0, 0, 0, 0, 0];
         let frame = Bytes::copy_from_slice(&body);
-        assert!(is_malformed(MapIter::<i32, bool>::deserialize(
-            &m,
-            Some(FrameSlice::whole(&frame))
-        )));
+        assert!(is_malformed(MapIter::<i32, bool>::deserialize(&m, Some(FrameSlice::whole(&frame)))));
         assert!(is_malformed(ListIter::<i32>::deserialize(&t, Some(FrameSlice::whole(&frame)))));
         let huge = T::Vector(Box::new(T::Text), u32::MAX);
-        assert!(is_malformed(ListIter::<&str>::deserialize(
-            &huge,
-            Some(FrameSlice::whole(&frame))
-        )));
+        assert!(is_malformed(ListIter::<&str>::deserialize(&huge, Some(FrameSlice::whole(&frame)))));
         let huge = T::Vector(Box::new(T::Double), u32::MAX);
         assert!(is_malformed(ListIter::<f64>::deserialize(&huge, Some(FrameSlice::whole(&frame)))));
     }
@@ -1022,15 +933,9 @@ mod tests {
         let t = T::Tuple(vec![T::Int, T::Text, T::Boolean]);
         let (_, body) = sample(&t);
         assert_eq!(de::<(i32, Option<String>, bool)>(&t, &body), Ok((1, None, false)));
-        assert!(matches!(
-            de::<(i32, String, bool)>(&t, &body),
-            Err(DeserializeError::UnexpectedNull { .. })
-        ));
+        assert!(matches!(de::<(i32, String, bool)>(&t, &body), Err(DeserializeError::UnexpectedNull { .. })));
         // Fewer elements than the type: the rest are null.
-        assert_eq!(
-            de::<(i32, Option<String>, Option<bool>)>(&t, &[0, 0, 0, 4, 0, 0, 0, 9]),
-            Ok((9, None, None))
-        );
+        assert_eq!(de::<(i32, Option<String>, Option<bool>)>(&t, &[0, 0, 0, 4, 0, 0, 0, 9]), Ok((9, None, None)));
         let mut long = body.clone();
         long.extend([0, 0, 0, 0]);
         assert!(is_malformed(de::<(i32, Option<String>, bool)>(&t, &long)));
@@ -1049,10 +954,7 @@ mod tests {
         Bytes::from(out)
     }
 
-    fn read_row<'a, R: DeserializeRow<'a>>(
-        specs: &'a [ColumnSpec],
-        frame: &'a Bytes,
-    ) -> Result<R, DeserializeError> {
+    fn read_row<'a, R: DeserializeRow<'a>>(specs: &'a [ColumnSpec], frame: &'a Bytes) -> Result<R, DeserializeError> {
         R::type_check(specs)?;
         R::deserialize(ColumnIterator::new(specs, frame, Reader::new(frame)))
     }
@@ -1105,10 +1007,7 @@ mod tests {
         }
         // A truncated row.
         let short = Bytes::from_static(&[0, 0, 0, 4, 0, 0, 0, 7, 0, 0, 0, 5, b's']);
-        assert!(matches!(
-            read_row::<Row>(&specs, &short),
-            Err(DeserializeError::Column { index: 1, .. })
-        ));
+        assert!(matches!(read_row::<Row>(&specs, &short), Err(DeserializeError::Column { index: 1, .. })));
         // A row type applied to the wrong number of columns.
         let it = ColumnIterator::new(&specs[..1], &frame, Reader::new(&frame));
         assert_eq!(
@@ -1120,11 +1019,8 @@ mod tests {
     #[test]
     fn every_sample_reads_as_row_columns() {
         let samples = sample_values();
-        let specs: Vec<ColumnSpec> = samples
-            .iter()
-            .enumerate()
-            .map(|(i, (t, _))| spec(&format!("c{i}"), t.clone()))
-            .collect();
+        let specs: Vec<ColumnSpec> =
+            samples.iter().enumerate().map(|(i, (t, _))| spec(&format!("c{i}"), t.clone())).collect();
         let mut body = Vec::new();
         for (_, v) in &samples {
             body.extend(serialize(v));

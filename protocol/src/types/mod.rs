@@ -11,8 +11,7 @@ mod value;
 
 pub use column_type::{ColumnType, DURATION_CLASS};
 pub use value::{
-    CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint, CqlVector,
-    VarintOutOfRange,
+    CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint, CqlVector, VarintOutOfRange,
 };
 
 /// One column of a result set or one bind marker of a prepared statement.

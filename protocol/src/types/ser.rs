@@ -36,8 +36,7 @@ use uuid::Uuid;
 use crate::codec::{self, RawValue};
 use crate::error::EncodeError;
 use crate::types::{
-    ColumnSpec, ColumnType, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue,
-    CqlVarint, CqlVector,
+    ColumnSpec, ColumnType, CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint, CqlVector,
 };
 
 /// A Rust value that can be sent as a CQL value.
@@ -145,10 +144,9 @@ fn accept<T: ?Sized>(typ: &ColumnType, ok: bool) -> Result<(), EncodeError> {
 /// Adds the bind marker's name to a type mismatch.
 fn in_marker(e: EncodeError, spec: &ColumnSpec) -> EncodeError {
     match e {
-        EncodeError::TypeMismatch { rust_type, cql_type } => EncodeError::TypeMismatch {
-            rust_type,
-            cql_type: format!("{cql_type} (bind marker {})", spec.name),
-        },
+        EncodeError::TypeMismatch { rust_type, cql_type } => {
+            EncodeError::TypeMismatch { rust_type, cql_type: format!("{cql_type} (bind marker {})", spec.name) }
+        }
         e => e,
     }
 }
@@ -164,10 +162,7 @@ fn check_timeuuid(u: &Uuid) -> Result<(), EncodeError> {
     if u.get_version_num() == 1 {
         Ok(())
     } else {
-        Err(EncodeError::InvalidValue {
-            what: "timeuuid",
-            reason: "not a version 1 (time-based) UUID",
-        })
+        Err(EncodeError::InvalidValue { what: "timeuuid", reason: "not a version 1 (time-based) UUID" })
     }
 }
 
@@ -175,10 +170,9 @@ fn check_text(s: &str, typ: &ColumnType) -> Result<(), EncodeError> {
     match typ {
         ColumnType::Text => Ok(()),
         ColumnType::Ascii if s.is_ascii() => Ok(()),
-        ColumnType::Ascii => Err(EncodeError::InvalidValue {
-            what: "ascii",
-            reason: "the string has non-ASCII characters",
-        }),
+        ColumnType::Ascii => {
+            Err(EncodeError::InvalidValue { what: "ascii", reason: "the string has non-ASCII characters" })
+        }
         _ => Err(mismatch::<str>(typ)),
     }
 }
@@ -190,9 +184,7 @@ fn duration_body_len(d: &CqlDuration) -> Result<usize, EncodeError> {
             reason: "months, days and nanoseconds must not have different signs",
         });
     }
-    Ok(codec::vint_len(d.months.into())
-        + codec::vint_len(d.days.into())
-        + codec::vint_len(d.nanoseconds))
+    Ok(codec::vint_len(d.months.into()) + codec::vint_len(d.days.into()) + codec::vint_len(d.nanoseconds))
 }
 
 fn put_duration(buf: &mut impl BufMut, d: &CqlDuration) {
@@ -205,10 +197,7 @@ fn check_time(t: CqlTime) -> Result<(), EncodeError> {
     if t.is_valid() {
         Ok(())
     } else {
-        Err(EncodeError::InvalidValue {
-            what: "time",
-            reason: "not within 0..86399999999999 nanoseconds",
-        })
+        Err(EncodeError::InvalidValue { what: "time", reason: "not within 0..86399999999999 nanoseconds" })
     }
 }
 
@@ -442,10 +431,7 @@ impl SerializeVectorElement for CqlDuration {
         put_duration(buf, self);
     }
 }
-serialize_via_body!(CqlDuration, |_v, typ| accept::<CqlDuration>(
-    typ,
-    *typ == ColumnType::Duration
-));
+serialize_via_body!(CqlDuration, |_v, typ| accept::<CqlDuration>(typ, *typ == ColumnType::Duration));
 
 impl<T: SerializeVectorElement + ?Sized> SerializeVectorElement for &T {
     fn fixed_size(&self) -> Option<usize> {
@@ -828,9 +814,7 @@ impl<T: SerializeValue> SerializeValues for [T] {
         if specs.len() != self.len() {
             return Err(count_mismatch());
         }
-        self.iter()
-            .zip(specs)
-            .try_for_each(|(v, spec)| v.check_type(&spec.typ).map_err(|e| in_marker(e, spec)))
+        self.iter().zip(specs).try_for_each(|(v, spec)| v.check_type(&spec.typ).map_err(|e| in_marker(e, spec)))
     }
     fn encoded_len(&self) -> Result<usize, EncodeError> {
         codec::check_short_len("bind values", self.len())?;
@@ -920,9 +904,7 @@ impl SerializeValue for CqlValue {
             (CqlValue::Tuple(items), T::Tuple(types)) if items.len() == types.len() => {
                 items.iter().zip(types).try_for_each(|(v, t)| v.check_type(t))
             }
-            (CqlValue::Udt { fields, .. }, T::Udt { fields: types, .. })
-                if fields.len() <= types.len() =>
-            {
+            (CqlValue::Udt { fields, .. }, T::Udt { fields: types, .. }) if fields.len() <= types.len() => {
                 for ((name, v), (field, t)) in fields.iter().zip(types) {
                     if name != field {
                         return Err(self.mismatch(typ));
@@ -931,9 +913,7 @@ impl SerializeValue for CqlValue {
                 }
                 Ok(())
             }
-            (CqlValue::Vector(items), T::Vector(..)) => {
-                check_vector(typ, items, || self.mismatch(typ))
-            }
+            (CqlValue::Vector(items), T::Vector(..)) => check_vector(typ, items, || self.mismatch(typ)),
             _ => Err(self.mismatch(typ)),
         }
     }
@@ -964,29 +944,20 @@ impl SerializeVectorElement for CqlValue {
             CqlValue::Time(t) => t.body_len(),
             CqlValue::Varint(v) => v.body_len(),
             CqlValue::List(items) | CqlValue::Set(items) => elements_body_len(items.len(), items),
-            CqlValue::Map(entries) => {
-                entries_body_len(entries.len(), entries.iter().map(|(k, v)| (k, v)))
-            }
+            CqlValue::Map(entries) => entries_body_len(entries.len(), entries.iter().map(|(k, v)| (k, v))),
             CqlValue::Tuple(items) => {
-                let n = items
-                    .iter()
-                    .try_fold(0usize, |acc, v| Ok(acc.saturating_add(v.encoded_len()?)));
+                let n = items.iter().try_fold(0usize, |acc, v| Ok(acc.saturating_add(v.encoded_len()?)));
                 codec::check_int_len("tuple", n?)
             }
             CqlValue::Udt { fields, .. } => {
-                let n = fields
-                    .iter()
-                    .try_fold(0usize, |acc, (_, v)| Ok(acc.saturating_add(v.encoded_len()?)));
+                let n = fields.iter().try_fold(0usize, |acc, (_, v)| Ok(acc.saturating_add(v.encoded_len()?)));
                 codec::check_int_len("udt", n?)
             }
             CqlValue::Vector(items) => vector_body_len(items),
             CqlValue::Boolean(_) | CqlValue::TinyInt(_) => Ok(1),
             CqlValue::SmallInt(_) => Ok(2),
             CqlValue::Int(_) | CqlValue::Float(_) | CqlValue::Date(_) => Ok(4),
-            CqlValue::BigInt(_)
-            | CqlValue::Counter(_)
-            | CqlValue::Double(_)
-            | CqlValue::Timestamp(_) => Ok(8),
+            CqlValue::BigInt(_) | CqlValue::Counter(_) | CqlValue::Double(_) | CqlValue::Timestamp(_) => Ok(8),
             CqlValue::Timeuuid(_) | CqlValue::Uuid(_) => Ok(16),
         }
     }
@@ -1074,17 +1045,7 @@ mod tests {
         same_as(&T::Blob, &[1u8, 2, 3], &blob);
         same_as(&T::Blob, &Bytes::from_static(&[1, 2, 3]), &blob);
         same_as(&T::Custom("x".into()), &[1u8, 2, 3][..], &CqlValue::Custom(vec![1, 2, 3]));
-        for t in [
-            T::Uuid,
-            T::Timeuuid,
-            T::Inet,
-            T::Date,
-            T::Time,
-            T::Timestamp,
-            T::Duration,
-            T::Varint,
-            T::Decimal,
-        ] {
+        for t in [T::Uuid, T::Timeuuid, T::Inet, T::Date, T::Time, T::Timestamp, T::Duration, T::Varint, T::Decimal] {
             let v = sample(&t);
             match &v {
                 CqlValue::Uuid(u) | CqlValue::Timeuuid(u) => same_as(&t, u, &v),
@@ -1106,14 +1067,11 @@ mod tests {
         same_as(&set, &BTreeSet::from(["a", "b"]), &sample(&set));
         same_as(&set, &vec!["a", "b"], &sample(&set));
         let map = T::Map(Box::new(T::Text), Box::new(T::List(Box::new(T::BigInt))));
-        let rust_map =
-            BTreeMap::from([("k1".to_owned(), vec![1i64, 2]), ("k2".to_owned(), vec![])]);
+        let rust_map = BTreeMap::from([("k1".to_owned(), vec![1i64, 2]), ("k2".to_owned(), vec![])]);
         same_as(&map, &rust_map, &sample(&map));
         let one: HashMap<&str, Vec<i64>> = HashMap::from([("k1", vec![1, 2])]);
-        let one_cql = CqlValue::Map(vec![(
-            CqlValue::Text("k1".into()),
-            CqlValue::List(vec![1i64.into(), 2i64.into()]),
-        )]);
+        let one_cql =
+            CqlValue::Map(vec![(CqlValue::Text("k1".into()), CqlValue::List(vec![1i64.into(), 2i64.into()]))]);
         same_as(&map, &one, &one_cql);
         let one_set: HashSet<i32> = HashSet::from([9]);
         same_as(&T::Set(Box::new(T::Int)), &one_set, &CqlValue::Set(vec![CqlValue::Int(9)]));
@@ -1141,11 +1099,7 @@ mod tests {
         let boxed: Box<i32> = Box::new(7);
         same_as(&T::Int, &boxed, &CqlValue::Int(7));
         same_as(&T::Int, &Arc::new(7), &CqlValue::Int(7));
-        same_as(
-            &T::Inet,
-            &IpAddr::V4(Ipv4Addr::LOCALHOST),
-            &CqlValue::Inet(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-        );
+        same_as(&T::Inet, &IpAddr::V4(Ipv4Addr::LOCALHOST), &CqlValue::Inet(IpAddr::V4(Ipv4Addr::LOCALHOST)));
     }
 
     #[test]
@@ -1158,10 +1112,7 @@ mod tests {
         assert_eq!(serialize(&Unset), [0xff, 0xff, 0xff, 0xfe]);
         assert_eq!(serialize(&Some(1i8)), [0, 0, 0, 1, 1]);
         // Null elements inside a list are written as null elements.
-        assert_eq!(
-            serialize(&vec![None, Some(1i8)]),
-            [0, 0, 0, 13, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1]
-        );
+        assert_eq!(serialize(&vec![None, Some(1i8)]), [0, 0, 0, 13, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1]);
     }
 
     #[test]
@@ -1178,9 +1129,7 @@ mod tests {
         assert_eq!(vec![1i8].check_type(&T::List(Box::new(T::TinyInt))), Ok(()));
         assert!(is_mismatch(vec![1i8].check_type(&T::Blob)));
         assert!(is_mismatch(vec![1i32].check_type(&T::List(Box::new(T::Text)))));
-        assert!(is_mismatch(
-            BTreeMap::from([(1, 2)]).check_type(&T::Map(Box::new(T::Int), Box::new(T::Text)))
-        ));
+        assert!(is_mismatch(BTreeMap::from([(1, 2)]).check_type(&T::Map(Box::new(T::Int), Box::new(T::Text)))));
         assert!(is_mismatch((1, 2).check_type(&T::Tuple(vec![T::Int]))));
         assert!(is_mismatch((1,).check_type(&T::Tuple(vec![T::Int, T::Int]))));
         // Vectors need CqlVector; the dimension and element layout must match.
@@ -1188,9 +1137,7 @@ mod tests {
         assert!(is_mismatch(vec![1.0f32, 2.0, 3.0].check_type(&floats)));
         assert!(is_mismatch(CqlVector(vec![1.0f32, 2.0]).check_type(&floats)));
         assert!(is_mismatch(CqlVector(vec![1.0f64, 2.0, 3.0]).check_type(&floats)));
-        assert!(is_mismatch(
-            CqlVector(vec![1.0f32, 2.0, 3.0]).check_type(&T::List(Box::new(T::Float)))
-        ));
+        assert!(is_mismatch(CqlVector(vec![1.0f32, 2.0, 3.0]).check_type(&T::List(Box::new(T::Float)))));
         // Value checks.
         assert!(matches!("é".check_type(&T::Ascii), Err(EncodeError::InvalidValue { .. })));
         let v4 = Uuid::from_u128(0x0f9b0e52_7b5c_4e9f_a1f4_3a8d1c2b5e6f);
@@ -1199,20 +1146,12 @@ mod tests {
         assert!(matches!(CqlTime(-1).encoded_len(), Err(EncodeError::InvalidValue { .. })));
         let mixed = CqlDuration { months: -1, days: 1, nanoseconds: 0 };
         assert!(matches!(mixed.encoded_len(), Err(EncodeError::InvalidValue { .. })));
-        assert!(matches!(
-            SerializeValue::encoded_len(&vec![mixed]),
-            Err(EncodeError::InvalidValue { .. })
-        ));
+        assert!(matches!(SerializeValue::encoded_len(&vec![mixed]), Err(EncodeError::InvalidValue { .. })));
     }
 
     #[test]
     fn value_lists() {
-        let spec = |name: &str, typ| ColumnSpec {
-            keyspace: "ks".into(),
-            table: "t".into(),
-            name: name.into(),
-            typ,
-        };
+        let spec = |name: &str, typ| ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ };
         let specs = [spec("id", ColumnType::Int), spec("name", ColumnType::Text)];
         let values = (7i32, "seven");
         assert_eq!(SerializeValues::count(&values), 2);
@@ -1243,10 +1182,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let sixteen = (
-            1i8, 2i16, 3i32, 4i64, 5f32, 6f64, true, "8", 9i8, 10i8, 11i8, 12i8, 13i8, 14i8, 15i8,
-            16i8,
-        );
+        let sixteen = (1i8, 2i16, 3i32, 4i64, 5f32, 6f64, true, "8", 9i8, 10i8, 11i8, 12i8, 13i8, 14i8, 15i8, 16i8);
         assert_eq!(SerializeValues::count(&sixteen), 16);
         let mut buf = Vec::new();
         SerializeValues::encode(&sixteen, &mut buf);

@@ -109,13 +109,7 @@ impl fmt::Display for CqlTimestamp {
         let ((y, mo, d), time) = self.to_date_time();
         let secs = time.0 / 1_000_000_000;
         let ms = time.0 / 1_000_000 % 1000;
-        write!(
-            f,
-            "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )
+        write!(f, "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z", secs / 3600, secs / 60 % 60, secs % 60)
     }
 }
 
@@ -612,9 +606,7 @@ impl PartialEq for CqlValue {
             (V::Float(a), V::Float(b)) => a.to_bits() == b.to_bits(),
             (V::Inet(a), V::Inet(b)) => a == b,
             (V::Int(a), V::Int(b)) => a == b,
-            (V::List(a), V::List(b)) | (V::Set(a), V::Set(b)) | (V::Vector(a), V::Vector(b)) => {
-                a == b
-            }
+            (V::List(a), V::List(b)) | (V::Set(a), V::Set(b)) | (V::Vector(a), V::Vector(b)) => a == b,
             (V::Map(a), V::Map(b)) => a == b,
             (V::SmallInt(a), V::SmallInt(b)) => a == b,
             (V::Time(a), V::Time(b)) => a == b,
@@ -622,10 +614,9 @@ impl PartialEq for CqlValue {
             (V::Timeuuid(a), V::Timeuuid(b)) | (V::Uuid(a), V::Uuid(b)) => a == b,
             (V::TinyInt(a), V::TinyInt(b)) => a == b,
             (V::Tuple(a), V::Tuple(b)) => a == b,
-            (
-                V::Udt { keyspace: k1, name: n1, fields: f1 },
-                V::Udt { keyspace: k2, name: n2, fields: f2 },
-            ) => k1 == k2 && n1 == n2 && f1 == f2,
+            (V::Udt { keyspace: k1, name: n1, fields: f1 }, V::Udt { keyspace: k2, name: n2, fields: f2 }) => {
+                k1 == k2 && n1 == n2 && f1 == f2
+            }
             (V::Varint(a), V::Varint(b)) => a == b,
             _ => false,
         }
@@ -730,15 +721,9 @@ impl fmt::Display for CqlValue {
             CqlValue::List(items) | CqlValue::Vector(items) => {
                 write_seq(f, "[", "]", items.iter().map(|v| Item::Value(Some(v))))
             }
-            CqlValue::Set(items) => {
-                write_seq(f, "{", "}", items.iter().map(|v| Item::Value(Some(v))))
-            }
-            CqlValue::Map(entries) => {
-                write_seq(f, "{", "}", entries.iter().map(|(k, v)| Item::Entry(k, v)))
-            }
-            CqlValue::Tuple(items) => {
-                write_seq(f, "(", ")", items.iter().map(|v| Item::Value(v.as_ref())))
-            }
+            CqlValue::Set(items) => write_seq(f, "{", "}", items.iter().map(|v| Item::Value(Some(v)))),
+            CqlValue::Map(entries) => write_seq(f, "{", "}", entries.iter().map(|(k, v)| Item::Entry(k, v))),
+            CqlValue::Tuple(items) => write_seq(f, "(", ")", items.iter().map(|v| Item::Value(v.as_ref()))),
             CqlValue::Udt { fields, .. } => {
                 write_seq(f, "{", "}", fields.iter().map(|(n, v)| Item::Field(n, v.as_ref())))
             }
@@ -891,13 +876,7 @@ pub(crate) mod tests {
             (T::Blob, CqlValue::Blob(vec![0, 1, 0xfe, 0xff])),
             (T::Boolean, CqlValue::Boolean(true)),
             (T::Counter, CqlValue::Counter(42)),
-            (
-                T::Decimal,
-                CqlValue::Decimal(CqlDecimal {
-                    unscaled: CqlVarint::from(-1_234_567_i64),
-                    scale: 3,
-                }),
-            ),
+            (T::Decimal, CqlValue::Decimal(CqlDecimal { unscaled: CqlVarint::from(-1_234_567_i64), scale: 3 })),
             (T::Double, CqlValue::Double(3.25)),
             (T::Float, CqlValue::Float(-1.5)),
             (T::Int, CqlValue::Int(-7)),
@@ -911,18 +890,8 @@ pub(crate) mod tests {
             (T::Time, CqlValue::Time(CqlTime::from_hms_nano(13, 5, 9, 123_456_789).unwrap())),
             (T::SmallInt, CqlValue::SmallInt(-300)),
             (T::TinyInt, CqlValue::TinyInt(-5)),
-            (
-                T::Duration,
-                CqlValue::Duration(CqlDuration {
-                    months: -14,
-                    days: -3,
-                    nanoseconds: -5_000_000_001,
-                }),
-            ),
-            (
-                T::List(Box::new(T::Int)),
-                CqlValue::List(vec![CqlValue::Int(1), CqlValue::Int(2), CqlValue::Int(-3)]),
-            ),
+            (T::Duration, CqlValue::Duration(CqlDuration { months: -14, days: -3, nanoseconds: -5_000_000_001 })),
+            (T::List(Box::new(T::Int)), CqlValue::List(vec![CqlValue::Int(1), CqlValue::Int(2), CqlValue::Int(-3)])),
             (T::Set(Box::new(T::Text)), CqlValue::Set(vec![text("a"), text("b")])),
             (
                 T::Map(Box::new(T::Text), Box::new(T::List(Box::new(T::BigInt)))),
@@ -949,11 +918,7 @@ pub(crate) mod tests {
             ),
             (
                 T::Vector(Box::new(T::Float), 3),
-                CqlValue::Vector(vec![
-                    CqlValue::Float(1.0),
-                    CqlValue::Float(2.5),
-                    CqlValue::Float(-3.0),
-                ]),
+                CqlValue::Vector(vec![CqlValue::Float(1.0), CqlValue::Float(2.5), CqlValue::Float(-3.0)]),
             ),
             (T::Vector(Box::new(T::Text), 2), CqlValue::Vector(vec![text("x"), text("yz")])),
         ]
@@ -969,10 +934,7 @@ pub(crate) mod tests {
         out
     }
 
-    pub(crate) fn deserialize(
-        typ: &ColumnType,
-        bytes: &[u8],
-    ) -> Result<CqlValue, DeserializeError> {
+    pub(crate) fn deserialize(typ: &ColumnType, bytes: &[u8]) -> Result<CqlValue, DeserializeError> {
         let frame = Bytes::copy_from_slice(bytes);
         CqlValue::deserialize(typ, Some(FrameSlice::whole(&frame)))
     }
@@ -1047,10 +1009,7 @@ pub(crate) mod tests {
             assert_eq!(null, (-1i32).to_be_bytes());
             let frame = Bytes::new();
             assert_eq!(Option::<CqlValue>::deserialize(&typ, None), Ok(None));
-            assert!(matches!(
-                CqlValue::deserialize(&typ, None),
-                Err(DeserializeError::UnexpectedNull { .. })
-            ));
+            assert!(matches!(CqlValue::deserialize(&typ, None), Err(DeserializeError::UnexpectedNull { .. })));
             let _ = frame;
         }
     }
@@ -1094,15 +1053,11 @@ pub(crate) mod tests {
             let body = &bytes[4..];
             for p in 0..body.len() {
                 match deserialize(&typ, &body[..p]) {
-                    Ok(v) => assert!(
-                        prefix_may_decode(&typ, body, p),
-                        "{typ}: prefix {p} decoded to {v:?}"
-                    ),
+                    Ok(v) => assert!(prefix_may_decode(&typ, body, p), "{typ}: prefix {p} decoded to {v:?}"),
                     Err(DeserializeError::Malformed { .. }) => {
                         // Text may be cut inside a character; nothing else that
                         // may decode should fail.
-                        let may_fail =
-                            matches!(typ, ColumnType::Text) || !prefix_may_decode(&typ, body, p);
+                        let may_fail = matches!(typ, ColumnType::Text) || !prefix_may_decode(&typ, body, p);
                         assert!(may_fail, "{typ}: prefix {p} should decode");
                     }
                     Err(e) => panic!("{typ}: prefix {p}: unexpected error {e}"),
@@ -1137,8 +1092,7 @@ pub(crate) mod tests {
         assert!(matches!(deserialize(&int_list, &body), Err(DeserializeError::Malformed { .. })));
         // A map whose value (a list) has a byte after its last element.
         let map = T::Map(Box::new(T::Text), Box::new(int_list.clone()));
-        let body =
-            [0, 0, 0, 1, 0, 0, 0, 1, b'k', 0, 0, 0, 13, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7, 0];
+        let body = [0, 0, 0, 1, 0, 0, 0, 1, b'k', 0, 0, 0, 13, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7, 0];
         assert!(matches!(deserialize(&map, &body), Err(DeserializeError::Malformed { .. })));
         // A tuple element (bigint) of 9 bytes.
         let tuple = T::Tuple(vec![T::BigInt]);
@@ -1146,10 +1100,7 @@ pub(crate) mod tests {
         assert!(matches!(deserialize(&tuple, &body), Err(DeserializeError::Malformed { .. })));
         // A variable-size vector element with a bad inner value (text, invalid UTF-8).
         let vector = T::Vector(Box::new(T::Text), 1);
-        assert!(matches!(
-            deserialize(&vector, &[1, 0xff]),
-            Err(DeserializeError::Malformed { .. })
-        ));
+        assert!(matches!(deserialize(&vector, &[1, 0xff]), Err(DeserializeError::Malformed { .. })));
         // A hostile element count.
         let body = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0];
         assert!(matches!(deserialize(&int_list, &body), Err(DeserializeError::Malformed { .. })));
@@ -1166,12 +1117,7 @@ pub(crate) mod tests {
                     || matches!((vt, typ), (ColumnType::Ascii, ColumnType::Text))
                     || matches!((vt, typ), (ColumnType::Timeuuid, ColumnType::Uuid));
                 let result = value.check_type(typ);
-                assert_eq!(
-                    result.is_ok(),
-                    compatible,
-                    "{} as {typ}: {result:?}",
-                    value.variant_name()
-                );
+                assert_eq!(result.is_ok(), compatible, "{} as {typ}: {result:?}", value.variant_name());
             }
         }
         // Empty fits any type; text must be ASCII for ascii; a uuid must be
@@ -1216,14 +1162,10 @@ pub(crate) mod tests {
 
     #[test]
     fn udt_and_tuple_values_may_have_fewer_fields() {
-        let (udt, _) =
-            sample_values().into_iter().find(|(t, _)| matches!(t, ColumnType::Udt { .. })).unwrap();
+        let (udt, _) = sample_values().into_iter().find(|(t, _)| matches!(t, ColumnType::Udt { .. })).unwrap();
         let v = deserialize(&udt, &[0, 0, 0, 1, b'x']).unwrap();
         let CqlValue::Udt { fields, .. } = v else { panic!() };
-        assert_eq!(
-            fields,
-            [("street".into(), Some(CqlValue::Text("x".into()))), ("zip".into(), None)]
-        );
+        assert_eq!(fields, [("street".into(), Some(CqlValue::Text("x".into()))), ("zip".into(), None)]);
         let tuple = ColumnType::Tuple(vec![ColumnType::Int, ColumnType::Int]);
         assert_eq!(
             deserialize(&tuple, &[0, 0, 0, 4, 0, 0, 0, 9]),
@@ -1239,10 +1181,7 @@ pub(crate) mod tests {
         assert!(matches!(mixed.encoded_len(), Err(EncodeError::InvalidValue { .. })));
         let t = ColumnType::Duration;
         // 1 month, -2 days: mixed signs on the wire.
-        assert!(matches!(
-            deserialize(&t, &[0x02, 0x03, 0x00]),
-            Err(DeserializeError::Malformed { .. })
-        ));
+        assert!(matches!(deserialize(&t, &[0x02, 0x03, 0x00]), Err(DeserializeError::Malformed { .. })));
         // Months beyond i32.
         let mut body = Vec::new();
         crate::codec::put_vint(&mut body, i64::from(i32::MAX) + 1);
@@ -1293,10 +1232,7 @@ pub(crate) mod tests {
         let big = CqlVarint::from_signed_bytes_be(vec![1; 17]);
         assert!(i128::try_from(&big).is_err());
         assert_eq!(
-            CqlVarint::from_signed_bytes_be(vec![
-                0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-            ])
-            .to_string(),
+            CqlVarint::from_signed_bytes_be(vec![0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).to_string(),
             "340282366920938463463374607431768211456"
         );
     }
@@ -1364,8 +1300,7 @@ pub(crate) mod tests {
 
     #[test]
     fn decimal_display() {
-        let d =
-            |unscaled: i64, scale: i32| CqlDecimal { unscaled: unscaled.into(), scale }.to_string();
+        let d = |unscaled: i64, scale: i32| CqlDecimal { unscaled: unscaled.into(), scale }.to_string();
         assert_eq!(d(-1_234_567, 3), "-1234.567");
         assert_eq!(d(5, 3), "0.005");
         assert_eq!(d(0, 2), "0.00");
@@ -1446,14 +1381,7 @@ pub(crate) mod tests {
             (CqlValue::Double(1e-7), "1e-7"),
             (CqlValue::Empty, "0x"),
             (CqlValue::Duration(CqlDuration::default()), "0s"),
-            (
-                CqlValue::Duration(CqlDuration {
-                    months: 0,
-                    days: 0,
-                    nanoseconds: 3_723_004_005_006,
-                }),
-                "1h2m3s4ms5us6ns",
-            ),
+            (CqlValue::Duration(CqlDuration { months: 0, days: 0, nanoseconds: 3_723_004_005_006 }), "1h2m3s4ms5us6ns"),
             (CqlValue::Duration(CqlDuration { months: 1, days: -1, nanoseconds: 0 }), "1mo-1d0ns"),
             (CqlValue::Date(CqlDate(0)), "0"),
             (CqlValue::Time(CqlTime(-1)), "-1"),

@@ -143,8 +143,11 @@ impl Admin {
         loop {
             let local = self.rows("SELECT schema_version FROM system.local WHERE key = 'local'").await?;
             let peers = self.rows("SELECT schema_version FROM system.peers").await?;
-            let mut versions: Vec<Option<uuid::Uuid>> =
-                local.iter().chain(peers.iter()).map(|r| r.first().cloned().flatten().and_then(|v| v.as_uuid())).collect();
+            let mut versions: Vec<Option<uuid::Uuid>> = local
+                .iter()
+                .chain(peers.iter())
+                .map(|r| r.first().cloned().flatten().and_then(|v| v.as_uuid()))
+                .collect();
             versions.sort();
             versions.dedup();
             if versions.len() <= 1 || Instant::now() >= deadline {

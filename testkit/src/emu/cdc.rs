@@ -109,9 +109,8 @@ impl CdcOptions {
                     }
                 }
                 "ttl" => {
-                    let ttl: i64 = value
-                        .parse()
-                        .map_err(|_| format!("Invalid value for CDC option \"ttl\": {value}"))?;
+                    let ttl: i64 =
+                        value.parse().map_err(|_| format!("Invalid value for CDC option \"ttl\": {value}"))?;
                     if ttl < 0 {
                         return Err("Invalid CDC option: ttl must be >= 0".into());
                     }
@@ -127,12 +126,24 @@ impl CdcOptions {
     /// `postimage`, `preimage`, `ttl`).
     pub fn to_map(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("delta", match self.delta { Delta::Full => "full", Delta::Keys => "keys" }.into()),
+            (
+                "delta",
+                match self.delta {
+                    Delta::Full => "full",
+                    Delta::Keys => "keys",
+                }
+                .into(),
+            ),
             ("enabled", self.enabled.to_string()),
             ("postimage", self.postimage.to_string()),
             (
                 "preimage",
-                match self.preimage { PreImage::Off => "false", PreImage::On => "true", PreImage::Full => "full" }.into(),
+                match self.preimage {
+                    PreImage::Off => "false",
+                    PreImage::On => "true",
+                    PreImage::Full => "full",
+                }
+                .into(),
             ),
             ("ttl", self.ttl.to_string()),
         ]
@@ -208,8 +219,27 @@ pub fn quote(name: &str) -> String {
 }
 
 const NATIVE: &[&str] = &[
-    "ascii", "bigint", "blob", "boolean", "counter", "date", "decimal", "double", "duration", "float", "inet", "int",
-    "smallint", "text", "time", "timestamp", "timeuuid", "tinyint", "uuid", "varchar", "varint",
+    "ascii",
+    "bigint",
+    "blob",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varchar",
+    "varint",
 ];
 
 /// Splits `name<args>` into the name and its top-level arguments.
@@ -323,7 +353,12 @@ pub fn log_table_properties(keyspace: &str, table: &str, options: &CdcOptions) -
 }
 
 /// `CREATE TABLE` for the log of `keyspace.table`.
-pub fn log_table_ddl(keyspace: &str, table: &str, columns: &[BaseColumn], options: &CdcOptions) -> Result<String, String> {
+pub fn log_table_ddl(
+    keyspace: &str,
+    table: &str,
+    columns: &[BaseColumn],
+    options: &CdcOptions,
+) -> Result<String, String> {
     let mut defs: Vec<String> = META_COLUMNS.iter().map(|(n, t)| format!("{} {t}", quote(n))).collect();
     for (n, t) in log_columns(columns)? {
         defs.push(format!("{} {t}", quote(&n)));

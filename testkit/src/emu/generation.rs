@@ -245,9 +245,7 @@ impl Generation {
 pub(crate) fn random_source() -> impl FnMut() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    let state = nanos
-        ^ (u64::from(std::process::id()) << 32)
-        ^ COUNTER.fetch_add(crate::rng::GAMMA, Ordering::Relaxed);
+    let state = nanos ^ (u64::from(std::process::id()) << 32) ^ COUNTER.fetch_add(crate::rng::GAMMA, Ordering::Relaxed);
     let mut rng = crate::rng::SplitMix64(state);
     move || rng.next_u64()
 }

@@ -52,10 +52,10 @@
 //! through a front; result metadata of rewritten statements names the
 //! front's keyspace instead of `system_distributed`.
 
+mod admin;
 pub mod cdc;
 pub mod cdclog;
 pub mod generation;
-mod admin;
 pub mod proxy;
 pub mod rewrite;
 pub mod stats;
@@ -299,7 +299,9 @@ impl Shared {
         let log = log_table_name(table);
         let invalid = |message: String| EmuError::Server { code: 0x2200, message };
         if self.partitioner_of(keyspace, table) == Partitioner::Cdc {
-            return Err(invalid(format!("Cannot create CDC log for table {keyspace}.{table}: nested CDC logs are not allowed")));
+            return Err(invalid(format!(
+                "Cannot create CDC log for table {keyspace}.{table}: nested CDC logs are not allowed"
+            )));
         }
         if options.enabled {
             let columns = self.base_columns(keyspace, table).await?;
@@ -338,11 +340,8 @@ impl Shared {
         let want = cdc::log_columns(&self.base_columns(keyspace, table).await?)
             .map_err(|m| EmuError::Server { code: 0x2200, message: m })?;
         let have: Vec<String> = self.base_columns(keyspace, &log).await?.into_iter().map(|c| c.name).collect();
-        let add: Vec<String> = want
-            .iter()
-            .filter(|(n, _)| !have.contains(n))
-            .map(|(n, t)| format!("{} {t}", cdc::quote(n)))
-            .collect();
+        let add: Vec<String> =
+            want.iter().filter(|(n, _)| !have.contains(n)).map(|(n, t)| format!("{} {t}", cdc::quote(n))).collect();
         let drop: Vec<String> = have
             .iter()
             .filter(|n| !META_COLUMNS.iter().any(|(m, _)| m == n) && !want.iter().any(|(w, _)| w == *n))
@@ -359,7 +358,11 @@ impl Shared {
     }
 
     /// Runs after a schema statement succeeded, before the client sees the answer.
-    pub(crate) async fn on_schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), (i32, String)> {
+    pub(crate) async fn on_schema_change(
+        &self,
+        change: &SchemaChange,
+        cdc: Option<CdcOptions>,
+    ) -> Result<(), (i32, String)> {
         self.schema_change(change, cdc).await.map_err(EmuError::code_and_message)
     }
 
@@ -396,7 +399,8 @@ impl Shared {
             (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Updated) => match cdc {
                 Some(options) => self.apply_cdc(keyspace, name, options, false).await,
                 None => {
-                    let enabled = self.registry.lock().ok().and_then(|r| r.options(keyspace, name)).is_some_and(|o| o.enabled);
+                    let enabled =
+                        self.registry.lock().ok().and_then(|r| r.options(keyspace, name)).is_some_and(|o| o.enabled);
                     if enabled {
                         self.sync_log(keyspace, name).await?;
                     }

@@ -40,15 +40,15 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use shardwise_protocol::codec::Reader;
-use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::{
-    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind, Startup,
+    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Request, Startup, StatementKind,
 };
-use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::response::{
     Event, Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
 };
+use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::types::ser::RawValues;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -102,10 +102,17 @@ impl DelayLine {
 /// What a request expects of its response.
 #[derive(Debug)]
 enum Pending {
-    Prepare { lwt: bool, text: String, keyspace: Option<String> },
+    Prepare {
+        lwt: bool,
+        text: String,
+        keyspace: Option<String>,
+    },
     /// A write to a CDC table: the answer goes to the task that writes the log.
     Cdc(tokio::sync::oneshot::Sender<Envelope>),
-    Schema { cdc: Option<super::cdc::CdcOptions>, table: Option<(Option<String>, String)> },
+    Schema {
+        cdc: Option<super::cdc::CdcOptions>,
+        table: Option<(Option<String>, String)>,
+    },
     Use,
 }
 
@@ -373,7 +380,9 @@ impl Conn {
 
     fn forward_routed(&self, header: &EnvelopeHeader, body: &[u8], miss: bool) {
         match (&self.shared.delay, miss) {
-            (Some(line), true) => line.push(&self.to_upstream, frame(header, header.flags.0 & !Flags::COMPRESSION, body)),
+            (Some(line), true) => {
+                line.push(&self.to_upstream, frame(header, header.flags.0 & !Flags::COMPRESSION, body))
+            }
             _ => self.forward(header, body),
         }
     }
@@ -540,7 +549,10 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
             .statements
             .iter()
             .zip(&texts)
-            .map(|(s, t)| BatchStatement { kind: t.as_deref().map_or(s.kind, StatementKind::Query), values: s.values.clone() })
+            .map(|(s, t)| BatchStatement {
+                kind: t.as_deref().map_or(s.kind, StatementKind::Query),
+                values: s.values.clone(),
+            })
             .collect();
         let (consistency, timestamp) = (b.consistency, if conditional { b.timestamp } else { Some(ts) });
         let batch = Batch { statements, timestamp, ..b };
@@ -588,7 +600,15 @@ fn encode<R: Request>(h: &EnvelopeHeader, request: &R) -> Option<Bytes> {
 /// Cassandra has applied it, before the client sees the answer. A write the
 /// front cannot log is refused; a log write that fails turns the answer
 /// into an error — a log row is never silently missing.
-fn cdc_write(conn: &Arc<Conn>, h: EnvelopeHeader, request: Bytes, items: Vec<Item>, ts: i64, cl: Consistency, conditional: bool) {
+fn cdc_write(
+    conn: &Arc<Conn>,
+    h: EnvelopeHeader,
+    request: Bytes,
+    items: Vec<Item>,
+    ts: i64,
+    cl: Consistency,
+    conditional: bool,
+) {
     let conn = conn.clone();
     tokio::spawn(async move {
         let shared = &conn.shared;
@@ -772,11 +792,9 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: 
         let partitioner = conn.shared.partitioner_of(&spec.keyspace, &spec.table);
         // `pk IN ?` binds a list of keys: a multi-partition request, routed
         // (counted) by all of its keys when the key has one column.
-        let multi = p.metadata.pk_indexes.iter().any(|&i| {
-            match p.metadata.specs.get(usize::from(i)) {
-                Some(s) => s.name.to_ascii_lowercase().starts_with("in("),
-                None => true,
-            }
+        let multi = p.metadata.pk_indexes.iter().any(|&i| match p.metadata.specs.get(usize::from(i)) {
+            Some(s) => s.name.to_ascii_lowercase().starts_with("in("),
+            None => true,
         });
         // Cassandra reports no key index for `"cdc$stream_id" IN ?` (the
         // marker's column is `in(cdc$stream_id)`); the log's key is that one

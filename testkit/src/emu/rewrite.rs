@@ -123,7 +123,11 @@ pub fn tokenize(s: &str) -> Option<Vec<Tok<'_>>> {
                     }
                     i += 1;
                 }
-                if c == b'\'' { Kind::Str } else { Kind::QuotedIdent }
+                if c == b'\'' {
+                    Kind::Str
+                } else {
+                    Kind::QuotedIdent
+                }
             }
             b'$' if b.get(i + 1) == Some(&b'$') => {
                 i = i + 2 + s[i + 2..].find("$$")? + 2;
@@ -332,7 +336,8 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
 /// Parses `USING <clause> [AND <clause>]...` at `toks[at]`. Returns the byte
 /// range to replace and its replacement when a TIMEOUT clause is present.
 fn using_clause(toks: &[Tok<'_>], at: usize) -> Result<Option<(usize, usize, String)>, String> {
-    let is_clause = |t: Option<&Tok<'_>>| t.is_some_and(|t| t.is_kw("TTL") || t.is_kw("TIMESTAMP") || t.is_kw("TIMEOUT"));
+    let is_clause =
+        |t: Option<&Tok<'_>>| t.is_some_and(|t| t.is_kw("TTL") || t.is_kw("TIMESTAMP") || t.is_kw("TIMEOUT"));
     if !is_clause(toks.get(at + 1)) {
         return Ok(None);
     }
@@ -421,10 +426,7 @@ mod tests {
     fn strips_scylla_only_syntax() {
         assert_eq!(rw("SELECT * FROM t WHERE a = 1 BYPASS CACHE").text.unwrap(), "SELECT * FROM t WHERE a = 1 ");
         assert_eq!(rw("select * from t using timeout 5s").text.unwrap(), "select * from t ");
-        assert_eq!(
-            rw("SELECT * FROM t BYPASS CACHE USING TIMEOUT 100ms;").text.unwrap(),
-            "SELECT * FROM t  ;"
-        );
+        assert_eq!(rw("SELECT * FROM t BYPASS CACHE USING TIMEOUT 100ms;").text.unwrap(), "SELECT * FROM t  ;");
         assert_eq!(
             rw("INSERT INTO t (a) VALUES (1) USING TTL 10 AND TIMEOUT 1s AND TIMESTAMP 5").text.unwrap(),
             "INSERT INTO t (a) VALUES (1) USING TTL 10 AND TIMESTAMP 5"
@@ -467,7 +469,10 @@ mod tests {
         let r = rw("ALTER TABLE t WITH cdc = {'enabled': 'false'}");
         assert_eq!(r.text.unwrap(), "ALTER TABLE t WITH cdc = false");
         assert!(!r.cdc.unwrap().enabled);
-        assert!(matches!(rw("ALTER TABLE t WITH cdc = {'nope': 1}").local, Some(LocalAnswer::Error { code: 0x2300, .. })));
+        assert!(matches!(
+            rw("ALTER TABLE t WITH cdc = {'nope': 1}").local,
+            Some(LocalAnswer::Error { code: 0x2300, .. })
+        ));
         assert_eq!(rw("CREATE TABLE t (a int PRIMARY KEY) WITH cdc = true").cdc, None);
         assert_eq!(rw("ALTER TABLE \"Ks\".T WITH cdc = {}").table, Some((Some("Ks".into()), "t".into())));
         assert_eq!(rw("CREATE TABLE IF NOT EXISTS t (a int PRIMARY KEY)").table, Some((None, "t".into())));

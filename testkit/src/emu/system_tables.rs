@@ -32,8 +32,8 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use shardwise_protocol::rows::{ResultMetadata, Rows};
 use shardwise_protocol::response::ResultMessage;
+use shardwise_protocol::rows::{ResultMetadata, Rows};
 use shardwise_protocol::sharding::Sharder;
 use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::types::{ColumnSpec, ColumnType, CqlValue};
@@ -81,11 +81,7 @@ pub(crate) async fn load_registry(admin: &Admin, emu: &str) -> Result<Registry, 
         let entries: Vec<(String, String)> = row[2]
             .as_ref()
             .and_then(|m| m.as_map())
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned())))
-                    .collect()
-            })
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned()))).collect())
             .unwrap_or_default();
         if let Ok(o) = CdcOptions::parse(&entries) {
             reg.tables.insert((ks, t), o);
@@ -125,7 +121,11 @@ pub(crate) async fn record_table(
 pub(crate) async fn forget_table(admin: &Admin, emu: &str, keyspace: &str, table: &str) -> Result<(), EmuError> {
     for t in ["scylla_tables", "cdc_options"] {
         admin
-            .query(&format!("DELETE FROM {emu}.{t} WHERE keyspace_name = {} AND table_name = {}", lit(keyspace), lit(table)))
+            .query(&format!(
+                "DELETE FROM {emu}.{t} WHERE keyspace_name = {} AND table_name = {}",
+                lit(keyspace),
+                lit(table)
+            ))
             .await?;
     }
     Ok(())
@@ -255,7 +255,8 @@ pub(crate) fn matches_ring(g: &Generation, ring: &[i64], sharder: Sharder) -> bo
 
 /// The rows of `front_stats`: one per node and shard.
 pub(crate) fn front_stats_result(emu: &str, stats: &FrontStats) -> Result<ResultMessage, EmuError> {
-    let spec = |name: &str, typ| ColumnSpec { keyspace: emu.into(), table: "front_stats".into(), name: name.into(), typ };
+    let spec =
+        |name: &str, typ| ColumnSpec { keyspace: emu.into(), table: "front_stats".into(), name: name.into(), typ };
     let specs = vec![
         spec("node", ColumnType::Text),
         spec("shard", ColumnType::Int),

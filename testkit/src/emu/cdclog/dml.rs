@@ -570,9 +570,10 @@ fn term_markers<'s>(t: &'s Term, out: &mut Vec<&'s BindMarker>) {
     match t {
         Term::Bind(m) => out.push(m),
         Term::Literal(l) => match l {
-            Literal::List(items) | Literal::Set(items) | Literal::Tuple(items) | Literal::Function { args: items, .. } => {
-                items.iter().for_each(|t| term_markers(t, out))
-            }
+            Literal::List(items)
+            | Literal::Set(items)
+            | Literal::Tuple(items)
+            | Literal::Function { args: items, .. } => items.iter().for_each(|t| term_markers(t, out)),
             Literal::Map(entries) => entries.iter().for_each(|(k, v)| {
                 term_markers(k, out);
                 term_markers(v, out);
@@ -626,11 +627,65 @@ impl Token {
 
 /// Cassandra's reserved words: never identifiers unless quoted.
 const RESERVED: &[&str] = &[
-    "add", "allow", "alter", "and", "apply", "asc", "authorize", "batch", "begin", "by", "columnfamily", "create",
-    "delete", "desc", "describe", "drop", "entries", "execute", "from", "full", "grant", "if", "in", "index",
-    "infinity", "insert", "into", "is", "keyspace", "limit", "materialized", "modify", "nan", "norecursive", "not",
-    "null", "of", "on", "or", "order", "primary", "rename", "replace", "revoke", "schema", "select", "set", "table",
-    "to", "token", "truncate", "unlogged", "unset", "update", "use", "using", "view", "where", "with",
+    "add",
+    "allow",
+    "alter",
+    "and",
+    "apply",
+    "asc",
+    "authorize",
+    "batch",
+    "begin",
+    "by",
+    "columnfamily",
+    "create",
+    "delete",
+    "desc",
+    "describe",
+    "drop",
+    "entries",
+    "execute",
+    "from",
+    "full",
+    "grant",
+    "if",
+    "in",
+    "index",
+    "infinity",
+    "insert",
+    "into",
+    "is",
+    "keyspace",
+    "limit",
+    "materialized",
+    "modify",
+    "nan",
+    "norecursive",
+    "not",
+    "null",
+    "of",
+    "on",
+    "or",
+    "order",
+    "primary",
+    "rename",
+    "replace",
+    "revoke",
+    "schema",
+    "select",
+    "set",
+    "table",
+    "to",
+    "token",
+    "truncate",
+    "unlogged",
+    "unset",
+    "update",
+    "use",
+    "using",
+    "view",
+    "where",
+    "with",
 ];
 
 fn is_reserved(word: &str) -> bool {
@@ -815,7 +870,13 @@ impl<'a> Lexer<'a> {
 /// an identifier character.
 fn uuid_at(b: &[u8]) -> bool {
     b.len() >= 36
-        && b[..36].iter().enumerate().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() })
+        && b[..36].iter().enumerate().all(|(i, c)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                *c == b'-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        })
         && !b.get(36).copied().is_some_and(is_ident_byte)
 }
 
@@ -829,10 +890,13 @@ fn iso_duration_at(b: &[u8]) -> Option<usize> {
     let start = sign + 1;
     // P0001-02-03T04:05:06
     let alternative = b.len() >= start + 19
-        && b[start..start + 19]
-            .iter()
-            .zip(b"0000-00-00T00:00:00")
-            .all(|(c, p)| if *p == b'0' { c.is_ascii_digit() } else { c == p });
+        && b[start..start + 19].iter().zip(b"0000-00-00T00:00:00").all(|(c, p)| {
+            if *p == b'0' {
+                c.is_ascii_digit()
+            } else {
+                c == p
+            }
+        });
     let mut i = start;
     if alternative {
         i += 19;
@@ -959,7 +1023,11 @@ impl Parser<'_> {
     }
 
     /// `item (, item)*` followed by `close`.
-    fn list<T>(&mut self, close: &str, mut item: impl FnMut(&mut Self) -> Result<T, DmlError>) -> Result<Vec<T>, DmlError> {
+    fn list<T>(
+        &mut self,
+        close: &str,
+        mut item: impl FnMut(&mut Self) -> Result<T, DmlError>,
+    ) -> Result<Vec<T>, DmlError> {
         let mut out = vec![item(self)?];
         while self.eat_punct(",")? {
             out.push(item(self)?);
@@ -1139,7 +1207,11 @@ impl Parser<'_> {
                 self.bump()?;
                 self.bump()?;
                 let value = self.term()?;
-                return Ok(if append { Assignment::Append { column, value } } else { Assignment::Remove { column, value } });
+                return Ok(if append {
+                    Assignment::Append { column, value }
+                } else {
+                    Assignment::Remove { column, value }
+                });
             }
         }
         self.expect_punct("=")?;
@@ -1178,7 +1250,10 @@ impl Parser<'_> {
         if self.ident("a column name")? == column {
             Ok(())
         } else {
-            self.invalid(offset, &format!("only `{column} = {column} + <value>`, `- <value>` or `<value> + {column}` are supported"))
+            self.invalid(
+                offset,
+                &format!("only `{column} = {column} + <value>`, `- <value>` or `<value> + {column}` are supported"),
+            )
         }
     }
 
@@ -1573,7 +1648,10 @@ mod tests {
         assert!(u.condition.is_none());
         // A function call on the right is a value, not a column.
         let u = update("UPDATE t SET a = now(), b = ? + b WHERE pk = 0");
-        assert_eq!(u.assignments[0], A::Set { column: "a".into(), value: lit(Literal::Function { name: "now".into(), args: vec![] }) });
+        assert_eq!(
+            u.assignments[0],
+            A::Set { column: "a".into(), value: lit(Literal::Function { name: "now".into(), args: vec![] }) }
+        );
         assert_eq!(u.assignments[1], A::Prepend { column: "b".into(), value: bind(0) });
         assert!(matches!(err("UPDATE t SET a = b + 1 WHERE pk = 0"), DmlError::Invalid { offset: 17, .. }));
         assert!(matches!(err("UPDATE t SET a = 1 + b WHERE pk = 0"), DmlError::Invalid { offset: 21, .. }));
@@ -1615,7 +1693,10 @@ mod tests {
         );
         let d = delete("DELETE FROM t WHERE pk IN ? AND ck IN (1, ?, 3) AND c2 IN ()");
         assert_eq!(d.relations[0], Relation::In { column: "pk".into(), values: InValues::Marker(bind(0)) });
-        assert_eq!(d.relations[1], Relation::In { column: "ck".into(), values: InValues::List(vec![int("1"), bind(1), int("3")]) });
+        assert_eq!(
+            d.relations[1],
+            Relation::In { column: "ck".into(), values: InValues::List(vec![int("1"), bind(1), int("3")]) }
+        );
         assert_eq!(d.relations[2], Relation::In { column: "c2".into(), values: InValues::List(vec![]) });
         let d = delete("DELETE v, m[?], u.f, \"X\" FROM t WHERE pk = ?");
         assert_eq!(
@@ -1632,8 +1713,14 @@ mod tests {
         assert!(matches!(err("DELETE FROM t USING TTL 5 WHERE pk = 0"), DmlError::Invalid { offset: 20, .. }));
         assert_eq!(err("DELETE FROM t WHERE pk = 0 AND ck != 1"), DmlError::Unsupported("`!=` in WHERE".into()));
         assert_eq!(err("DELETE FROM t WHERE token(pk) > 0"), DmlError::Unsupported("TOKEN() relations".into()));
-        assert_eq!(err("DELETE FROM t WHERE pk = 0 AND s CONTAINS 1"), DmlError::Unsupported("CONTAINS relations".into()));
-        assert_eq!(err("DELETE FROM t WHERE pk = 0 AND (a, b) IN ((1, 2))"), DmlError::Unsupported("tuple IN relations".into()));
+        assert_eq!(
+            err("DELETE FROM t WHERE pk = 0 AND s CONTAINS 1"),
+            DmlError::Unsupported("CONTAINS relations".into())
+        );
+        assert_eq!(
+            err("DELETE FROM t WHERE pk = 0 AND (a, b) IN ((1, 2))"),
+            DmlError::Unsupported("tuple IN relations".into())
+        );
         assert!(matches!(err("DELETE FROM t WHERE m[1] = 2"), DmlError::Unsupported(_)));
     }
 
@@ -1652,13 +1739,25 @@ mod tests {
         let Statement::Update(u) = s else { panic!() };
         let Some(Condition::Columns(c)) = u.condition else { panic!() };
         assert_eq!(c.len(), 7);
-        assert_eq!(c[0], ColumnCondition::Compare { target: DeleteTarget::Column("v".into()), op: CompareOp::Eq, value: int("1") });
+        assert_eq!(
+            c[0],
+            ColumnCondition::Compare { target: DeleteTarget::Column("v".into()), op: CompareOp::Eq, value: int("1") }
+        );
         assert_eq!(
             c[1],
-            ColumnCondition::NotEqual { target: DeleteTarget::Element { column: "m".into(), key: bind(2) }, value: int("2") }
+            ColumnCondition::NotEqual {
+                target: DeleteTarget::Element { column: "m".into(), key: bind(2) },
+                value: int("2")
+            }
         );
-        assert_eq!(c[4], ColumnCondition::In { target: DeleteTarget::Column("y".into()), values: InValues::Marker(bind(5)) });
-        assert_eq!(c[5], ColumnCondition::Contains { target: DeleteTarget::Column("s".into()), key: true, value: bind(6) });
+        assert_eq!(
+            c[4],
+            ColumnCondition::In { target: DeleteTarget::Column("y".into()), values: InValues::Marker(bind(5)) }
+        );
+        assert_eq!(
+            c[5],
+            ColumnCondition::Contains { target: DeleteTarget::Column("s".into()), key: true, value: bind(6) }
+        );
         // `exists` can be a column.
         let u = update("UPDATE t SET v = 1 WHERE pk = 0 IF exists = true");
         assert!(matches!(u.condition, Some(Condition::Columns(_))));
@@ -1720,13 +1819,25 @@ mod tests {
             ("{1, 2}", L::Set(vec![int("1"), int("2")])),
             ("{'a'}", L::Set(vec![text("a")])),
             ("{}", L::Map(vec![])),
-            ("{'a': 1, 'b': {2: 3}}", L::Map(vec![(text("a"), int("1")), (text("b"), lit(L::Map(vec![(int("2"), int("3"))])))])),
+            (
+                "{'a': 1, 'b': {2: 3}}",
+                L::Map(vec![(text("a"), int("1")), (text("b"), lit(L::Map(vec![(int("2"), int("3"))])))]),
+            ),
             ("{true: false}", L::Map(vec![(lit(L::Bool(true)), lit(L::Bool(false)))])),
-            ("{a: 1, \"B\": 'x', c: null}", L::Udt(vec![("a".into(), int("1")), ("B".into(), text("x")), ("c".into(), lit(L::Null))])),
+            (
+                "{a: 1, \"B\": 'x', c: null}",
+                L::Udt(vec![("a".into(), int("1")), ("B".into(), text("x")), ("c".into(), lit(L::Null))]),
+            ),
             ("(1, 'a', null)", L::Tuple(vec![int("1"), text("a"), lit(L::Null)])),
             ("(1)", L::Tuple(vec![int("1")])),
             ("now()", L::Function { name: "now".into(), args: vec![] }),
-            ("toTimestamp(now())", L::Function { name: "totimestamp".into(), args: vec![lit(L::Function { name: "now".into(), args: vec![] })] }),
+            (
+                "toTimestamp(now())",
+                L::Function {
+                    name: "totimestamp".into(),
+                    args: vec![lit(L::Function { name: "now".into(), args: vec![] })],
+                },
+            ),
             ("system.uuid()", L::Function { name: "system.uuid".into(), args: vec![] }),
             ("\"MyFn\"(1, 'a')", L::Function { name: "MyFn".into(), args: vec![int("1"), text("a")] }),
             ("[{a: (1, 2)}]", L::List(vec![lit(L::Udt(vec![("a".into(), lit(L::Tuple(vec![int("1"), int("2")])))]))])),
@@ -1736,7 +1847,10 @@ mod tests {
         }
         assert_eq!(value("{:k: ?}"), L::Map(vec![(named(0, "k"), bind(1))]));
         assert!(matches!(err("INSERT INTO t (c) VALUES (0xABC)"), DmlError::Invalid { offset: 26, .. }));
-        assert_eq!(err("INSERT INTO t (c) VALUES ((int) ?)"), DmlError::Unsupported("type hints such as `(int) ?`".into()));
+        assert_eq!(
+            err("INSERT INTO t (c) VALUES ((int) ?)"),
+            DmlError::Unsupported("type hints such as `(int) ?`".into())
+        );
         assert_eq!(syntax("INSERT INTO t (c) VALUES (1abc)").0, 27);
         assert_eq!(syntax("INSERT INTO t (c) VALUES (1h3)").1, "a duration unit");
         assert_eq!(syntax("INSERT INTO t (c) VALUES (1¢)"), (27, "a separator after the number".into(), "`¢`".into()));
@@ -1766,14 +1880,21 @@ mod tests {
         assert_eq!(u.assignments[0], Assignment::Set { column: "v".into(), value: bind(2) });
         let Statement::Delete(d) = &b.statements[2] else { panic!() };
         assert_eq!(d.relations[0], Relation::Compare { column: "pk".into(), op: CompareOp::Eq, value: bind(4) });
-        let s = p("begin unlogged batch insert into t (a) values (1) update t set a = 2 where pk = 1 if exists apply batch");
+        let s = p(
+            "begin unlogged batch insert into t (a) values (1) update t set a = 2 where pk = 1 if exists apply batch",
+        );
         assert!(s.is_conditional());
         assert!(matches!(s, Statement::Batch(Batch { kind: BatchKind::Unlogged, .. })));
         let s = p("BEGIN COUNTER BATCH USING TIMESTAMP ? UPDATE t SET c = c + ? WHERE pk = ? APPLY BATCH");
         assert!(matches!(&s, Statement::Batch(Batch { kind: BatchKind::Counter, .. })));
         assert_eq!(s.bind_markers().iter().map(|m| m.index).collect::<Vec<_>>(), [0, 1, 2]);
-        assert!(matches!(p("BEGIN BATCH APPLY BATCH"), Statement::Batch(Batch { statements, .. }) if statements.is_empty()));
-        assert!(matches!(err("BEGIN BATCH USING TTL 5 INSERT INTO t (a) VALUES (1) APPLY BATCH"), DmlError::Invalid { offset: 18, .. }));
+        assert!(
+            matches!(p("BEGIN BATCH APPLY BATCH"), Statement::Batch(Batch { statements, .. }) if statements.is_empty())
+        );
+        assert!(matches!(
+            err("BEGIN BATCH USING TTL 5 INSERT INTO t (a) VALUES (1) APPLY BATCH"),
+            DmlError::Invalid { offset: 18, .. }
+        ));
         let (_, expected, found) = syntax("BEGIN BATCH SELECT * FROM t; APPLY BATCH");
         assert_eq!((expected.as_str(), found.as_str()), ("`INSERT`, `UPDATE`, `DELETE` or `APPLY BATCH`", "`SELECT`"));
         assert!(parse("BEGIN BATCH BEGIN BATCH APPLY BATCH APPLY BATCH").is_err());
@@ -1793,8 +1914,19 @@ mod tests {
         assert_eq!(syntax("INSERT INTO t (a) VALUES (é)").2, "`é`");
         assert_eq!(syntax("DELETE FROM t WHERE pk + 1").1, "an operator");
         assert_eq!(syntax("DELETE FROM t WHERE pk ~ 1").1, "a token");
-        for text in ["SELECT * FROM t", "CREATE TABLE t (a int PRIMARY KEY)", "", "  ", "-- only a comment", "use ks",
-                     ")))", "'unterminated", "/* x */ select 1", "TRUNCATE t", "APPLY BATCH"] {
+        for text in [
+            "SELECT * FROM t",
+            "CREATE TABLE t (a int PRIMARY KEY)",
+            "",
+            "  ",
+            "-- only a comment",
+            "use ks",
+            ")))",
+            "'unterminated",
+            "/* x */ select 1",
+            "TRUNCATE t",
+            "APPLY BATCH",
+        ] {
             assert_eq!(parse(text), Err(DmlError::NotDml), "{text:?}");
         }
     }

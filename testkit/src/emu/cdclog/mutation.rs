@@ -391,9 +391,10 @@ impl Builder<'_, '_> {
         let Some(term) = term else { return Ok(schema.default_ttl) };
         match self.value(term, &ColumnType::Int, "USING TTL")? {
             Val::Bytes(b) => {
-                let arr: [u8; 4] = b[..]
-                    .try_into()
-                    .map_err(|_| MutationError::BadValue { column: "USING TTL".into(), reason: format!("{} bytes", b.len()) })?;
+                let arr: [u8; 4] = b[..].try_into().map_err(|_| MutationError::BadValue {
+                    column: "USING TTL".into(),
+                    reason: format!("{} bytes", b.len()),
+                })?;
                 Ok(i32::from_be_bytes(arr))
             }
             Val::Null | Val::Unset => Ok(schema.default_ttl),
@@ -452,9 +453,10 @@ impl Builder<'_, '_> {
             if m.is_empty() {
                 continue;
             }
-            let same = self.out.mutations.iter_mut().find(|o| {
-                o.schema.keyspace == m.schema.keyspace && o.schema.table == m.schema.table && o.key == m.key
-            });
+            let same =
+                self.out.mutations.iter_mut().find(|o| {
+                    o.schema.keyspace == m.schema.keyspace && o.schema.table == m.schema.table && o.key == m.key
+                });
             match same {
                 Some(o) => o.absorb(m),
                 None => self.out.mutations.push(m),
@@ -490,9 +492,10 @@ impl Builder<'_, '_> {
                 cells.push((idx, v));
             }
         }
-        let pk: Vec<Bytes> = pk.into_iter().collect::<Option<_>>().ok_or_else(|| {
-            MutationError::Where("INSERT without the full partition key".into())
-        })?;
+        let pk: Vec<Bytes> = pk
+            .into_iter()
+            .collect::<Option<_>>()
+            .ok_or_else(|| MutationError::Where("INSERT without the full partition key".into()))?;
         let mut m = PartitionMutation::new(schema.clone(), pk);
         let ck: Option<Vec<Bytes>> = ck.into_iter().collect();
         let has_row = ck.is_some();
@@ -514,7 +517,14 @@ impl Builder<'_, '_> {
 
     /// `X = v` (INSERT or UPDATE): a cell, or a collection tombstone just
     /// before `ts` plus the new elements.
-    fn overwrite(&mut self, schema: &TableSchema, idx: usize, v: Val, ts: i64, ttl: i32) -> Result<Option<ColumnChange>> {
+    fn overwrite(
+        &mut self,
+        schema: &TableSchema,
+        idx: usize,
+        v: Val,
+        ts: i64,
+        ttl: i32,
+    ) -> Result<Option<ColumnChange>> {
         let col = &schema.columns[idx];
         if v == Val::Unset {
             return Ok(None);
@@ -553,7 +563,9 @@ impl Builder<'_, '_> {
             value: Some(Bytes::copy_from_slice(value.unwrap_or(&[]))),
         };
         Ok(match kind {
-            CollectionKind::Map => values::collection_entries(bytes).map_err(bad)?.into_iter().map(|(k, v)| cell(k, v)).collect(),
+            CollectionKind::Map => {
+                values::collection_entries(bytes).map_err(bad)?.into_iter().map(|(k, v)| cell(k, v)).collect()
+            }
             CollectionKind::Set => {
                 values::collection_elements(bytes).map_err(bad)?.into_iter().flatten().map(|e| cell(e, None)).collect()
             }
@@ -595,7 +607,14 @@ impl Builder<'_, '_> {
         key
     }
 
-    fn assignment(&mut self, m: &mut PartitionMutation, rows: &Option<Vec<Vec<Bytes>>>, a: &Assignment, ts: i64, ttl: i32) -> Result<()> {
+    fn assignment(
+        &mut self,
+        m: &mut PartitionMutation,
+        rows: &Option<Vec<Vec<Bytes>>>,
+        a: &Assignment,
+        ts: i64,
+        ttl: i32,
+    ) -> Result<()> {
         let schema = m.schema.clone();
         let name = match a {
             Assignment::Set { column, .. }
@@ -633,7 +652,10 @@ impl Builder<'_, '_> {
                 };
                 match (self.value(value, &typ, name)?, kind) {
                     (Val::Bytes(b), CollectionKind::Map | CollectionKind::Set) => {
-                        let bad = |e: values::ValueError| MutationError::BadValue { column: name.clone(), reason: e.to_string() };
+                        let bad = |e: values::ValueError| MutationError::BadValue {
+                            column: name.clone(),
+                            reason: e.to_string(),
+                        };
                         let cells = values::collection_elements(&b)
                             .map_err(bad)?
                             .into_iter()
@@ -691,7 +713,13 @@ impl Builder<'_, '_> {
     }
 
     /// Puts a column change on the static row or on every selected row.
-    fn apply(&self, m: &mut PartitionMutation, rows: &Option<Vec<Vec<Bytes>>>, idx: usize, change: ColumnChange) -> Result<()> {
+    fn apply(
+        &self,
+        m: &mut PartitionMutation,
+        rows: &Option<Vec<Vec<Bytes>>>,
+        idx: usize,
+        change: ColumnChange,
+    ) -> Result<()> {
         let schema = m.schema.clone();
         let one = || RowChange { columns: BTreeMap::from([(idx, change.clone())]), ..RowChange::default() };
         if schema.columns[idx].kind == ColumnKind::Static {
@@ -707,10 +735,18 @@ impl Builder<'_, '_> {
         Ok(())
     }
 
-    fn delete_target(&mut self, m: &mut PartitionMutation, rows: &Option<Vec<Vec<Bytes>>>, t: &DeleteTarget, ts: i64) -> Result<()> {
+    fn delete_target(
+        &mut self,
+        m: &mut PartitionMutation,
+        rows: &Option<Vec<Vec<Bytes>>>,
+        t: &DeleteTarget,
+        ts: i64,
+    ) -> Result<()> {
         let schema = m.schema.clone();
         let name = match t {
-            DeleteTarget::Column(c) | DeleteTarget::Element { column: c, .. } | DeleteTarget::Field { column: c, .. } => c,
+            DeleteTarget::Column(c)
+            | DeleteTarget::Element { column: c, .. }
+            | DeleteTarget::Field { column: c, .. } => c,
         };
         let idx = self.column(&schema, name)?;
         let col = schema.columns[idx].clone();
@@ -737,7 +773,8 @@ impl Builder<'_, '_> {
                     .iter()
                     .position(|(n, _)| n == field)
                     .ok_or_else(|| MutationError::UnknownColumn(format!("{name}.{field}")))?;
-                let cell = ElementCell { key: Bytes::copy_from_slice(&(f as i16).to_be_bytes()), ts, ttl: 0, value: None };
+                let cell =
+                    ElementCell { key: Bytes::copy_from_slice(&(f as i16).to_be_bytes()), ts, ttl: 0, value: None };
                 ColumnChange::Collection(CollectionChange { tombstone: None, cells: vec![cell] })
             }
             _ => return Err(MutationError::Unsupported(format!("this DELETE of {name}"))),
@@ -762,15 +799,20 @@ impl Builder<'_, '_> {
                         InValues::List(terms) => {
                             terms.iter().map(|t| key(self.value(t, &col.typ, column)?)).collect::<Result<_>>()?
                         }
-                        InValues::Marker(t) => match self.value(t, &ColumnType::List(Box::new(col.typ.clone())), column)? {
-                            Val::Bytes(b) => values::collection_elements(&b)
-                                .map_err(|e| MutationError::BadValue { column: column.clone(), reason: e.to_string() })?
-                                .into_iter()
-                                .flatten()
-                                .map(Bytes::copy_from_slice)
-                                .collect(),
-                            _ => return Err(MutationError::Where(format!("null IN list for {column}"))),
-                        },
+                        InValues::Marker(t) => {
+                            match self.value(t, &ColumnType::List(Box::new(col.typ.clone())), column)? {
+                                Val::Bytes(b) => values::collection_elements(&b)
+                                    .map_err(|e| MutationError::BadValue {
+                                        column: column.clone(),
+                                        reason: e.to_string(),
+                                    })?
+                                    .into_iter()
+                                    .flatten()
+                                    .map(Bytes::copy_from_slice)
+                                    .collect(),
+                                _ => return Err(MutationError::Where(format!("null IN list for {column}"))),
+                            }
+                        }
                     }));
                 }
                 _ => {}
@@ -782,9 +824,9 @@ impl Builder<'_, '_> {
     fn partition_keys(&self, schema: &TableSchema, relations: &[Relation]) -> Result<Vec<Vec<Bytes>>> {
         let mut keys: Vec<Vec<Bytes>> = vec![Vec::new()];
         for &idx in &schema.partition_key {
-            let values = self
-                .equal_values(schema, idx, relations)?
-                .ok_or_else(|| MutationError::Where(format!("no value for partition key column {}", schema.columns[idx].name)))?;
+            let values = self.equal_values(schema, idx, relations)?.ok_or_else(|| {
+                MutationError::Where(format!("no value for partition key column {}", schema.columns[idx].name))
+            })?;
             keys = product(keys, &values);
         }
         Ok(keys)
@@ -802,7 +844,10 @@ impl Builder<'_, '_> {
                 Some(values) => keys = product(keys, &values),
                 None if n == 0 => return Ok(None),
                 None => {
-                    return Err(MutationError::Where(format!("no value for clustering column {}", schema.columns[idx].name)))
+                    return Err(MutationError::Where(format!(
+                        "no value for clustering column {}",
+                        schema.columns[idx].name
+                    )))
                 }
             }
         }

@@ -331,11 +331,8 @@ impl Writer<'_> {
         // Rows whose images matter, in order: static first, then clustering.
         let mut affected: Vec<(RowKey, BTreeSet<usize>, bool)> = Vec::new();
         for d in &deltas {
-            let touched: BTreeSet<usize> = if d.op == op::ROW_DELETE {
-                self.kind_columns(&d.key)
-            } else {
-                d.columns.keys().copied().collect()
-            };
+            let touched: BTreeSet<usize> =
+                if d.op == op::ROW_DELETE { self.kind_columns(&d.key) } else { d.columns.keys().copied().collect() };
             match affected.iter_mut().find(|a| a.0 == d.key) {
                 Some(a) => {
                     a.1.extend(touched);
@@ -356,7 +353,8 @@ impl Writer<'_> {
         if options.preimage != PreImage::Off {
             for (key, touched, _) in &affected {
                 let Some(state) = self.state_of(key).cloned() else { continue };
-                let included = if options.preimage == PreImage::Full { self.kind_columns(key) } else { touched.clone() };
+                let included =
+                    if options.preimage == PreImage::Full { self.kind_columns(key) } else { touched.clone() };
                 let mut values = self.key_values(key.as_deref());
                 for i in included {
                     let name = &self.schema.columns[i].name;
@@ -490,7 +488,9 @@ impl Writer<'_> {
             .map(|(&i, b)| (self.schema.columns[i].name.clone(), b.clone()))
             .collect();
         if let Some(ck) = ck {
-            v.extend(self.schema.clustering.iter().zip(ck).map(|(&i, b)| (self.schema.columns[i].name.clone(), b.clone())));
+            v.extend(
+                self.schema.clustering.iter().zip(ck).map(|(&i, b)| (self.schema.columns[i].name.clone(), b.clone())),
+            );
         }
         v
     }
@@ -503,9 +503,16 @@ impl Writer<'_> {
     /// independently of how they were assembled.
     fn order(&self, mut values: Vec<(String, Bytes)>) -> Vec<(String, Bytes)> {
         let rank = |name: &str| {
-            let base = name.strip_prefix("cdc$deleted_elements_").or_else(|| name.strip_prefix("cdc$deleted_")).unwrap_or(name);
+            let base = name
+                .strip_prefix("cdc$deleted_elements_")
+                .or_else(|| name.strip_prefix("cdc$deleted_"))
+                .unwrap_or(name);
             let i = self.schema.index(base).unwrap_or(usize::MAX);
-            let sub = if name.starts_with("cdc$deleted_elements_") { 2 } else { usize::from(name.starts_with("cdc$deleted_")) };
+            let sub = if name.starts_with("cdc$deleted_elements_") {
+                2
+            } else {
+                usize::from(name.starts_with("cdc$deleted_"))
+            };
             (i, sub)
         };
         values.sort_by_key(|(n, _)| rank(n));
@@ -526,7 +533,8 @@ impl Writer<'_> {
                 let mut live: Vec<(Bytes, Bytes)> =
                     cc.cells.iter().filter_map(|e| e.value.clone().map(|v| (e.key.clone(), v))).collect();
                 live.sort_by(|a, b| compare(&kt, &a.0, &b.0));
-                let mut dead: Vec<Bytes> = cc.cells.iter().filter(|e| e.value.is_none()).map(|e| e.key.clone()).collect();
+                let mut dead: Vec<Bytes> =
+                    cc.cells.iter().filter(|e| e.value.is_none()).map(|e| e.key.clone()).collect();
                 dead.sort_by(|a, b| compare(&kt, a, b));
                 dead.dedup();
                 let is_udt = col.collection() == Some(CollectionKind::Udt);
@@ -537,7 +545,10 @@ impl Writer<'_> {
                     out.push((format!("cdc$deleted_{name}"), Bytes::from_static(TRUE)));
                 }
                 if !dead.is_empty() {
-                    out.push((format!("cdc$deleted_elements_{name}"), Bytes::from(build_collection(dead.iter().map(|b| &b[..])))));
+                    out.push((
+                        format!("cdc$deleted_elements_{name}"),
+                        Bytes::from(build_collection(dead.iter().map(|b| &b[..]))),
+                    ));
                 }
             }
         }
@@ -662,8 +673,14 @@ mod tests {
             log(&s, "INSERT INTO t (pk, ck, v2) VALUES (0, 0, null)"),
             vec![(0, op::INSERT, None, names(&["pk", "ck", "cdc$deleted_v2"]))]
         );
-        assert_eq!(log(&s, "DELETE v2 FROM t WHERE pk = 0 AND ck = 0"), vec![(0, 1, None, names(&["pk", "ck", "cdc$deleted_v2"]))]);
-        assert_eq!(log(&s, "DELETE FROM t WHERE pk = 0 AND ck = 0"), vec![(0, op::ROW_DELETE, None, names(&["pk", "ck"]))]);
+        assert_eq!(
+            log(&s, "DELETE v2 FROM t WHERE pk = 0 AND ck = 0"),
+            vec![(0, 1, None, names(&["pk", "ck", "cdc$deleted_v2"]))]
+        );
+        assert_eq!(
+            log(&s, "DELETE FROM t WHERE pk = 0 AND ck = 0"),
+            vec![(0, op::ROW_DELETE, None, names(&["pk", "ck"]))]
+        );
         assert_eq!(log(&s, "DELETE FROM t WHERE pk = 0"), vec![(0, op::PARTITION_DELETE, None, names(&["pk"]))]);
         assert_eq!(
             log(&s, "DELETE FROM t WHERE pk = 0 AND ck > 0 AND ck <= 2"),
@@ -693,7 +710,10 @@ mod tests {
     #[test]
     fn collections_and_udts() {
         let s = schema(CdcOptions::default());
-        assert_eq!(log(&s, "UPDATE t SET m = m + {1: 'a'} WHERE pk = 0 AND ck = 0"), vec![(0, 1, None, names(&["pk", "ck", "m"]))]);
+        assert_eq!(
+            log(&s, "UPDATE t SET m = m + {1: 'a'} WHERE pk = 0 AND ck = 0"),
+            vec![(0, 1, None, names(&["pk", "ck", "m"]))]
+        );
         assert_eq!(
             log(&s, "UPDATE t SET m = {1: 'a'} WHERE pk = 0 AND ck = 0"),
             vec![(0, 1, None, names(&["pk", "ck", "m", "cdc$deleted_m"]))]
@@ -703,7 +723,10 @@ mod tests {
             vec![(0, 1, None, names(&["pk", "ck", "m", "cdc$deleted_elements_m"]))]
         );
         // A column delete of a collection is logged at T + 1.
-        assert_eq!(log(&s, "DELETE m FROM t WHERE pk = 0 AND ck = 0"), vec![(1, 1, None, names(&["pk", "ck", "cdc$deleted_m"]))]);
+        assert_eq!(
+            log(&s, "DELETE m FROM t WHERE pk = 0 AND ck = 0"),
+            vec![(1, 1, None, names(&["pk", "ck", "cdc$deleted_m"]))]
+        );
         assert_eq!(
             log(&s, "INSERT INTO t (pk, ck, m) VALUES (0, 0, {1: 'a'})"),
             vec![(0, 2, None, names(&["pk", "ck", "m", "cdc$deleted_m"]))]

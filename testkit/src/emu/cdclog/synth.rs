@@ -85,9 +85,10 @@ impl Shared {
     /// Whether `statement` writes to a table with CDC enabled.
     pub(crate) fn writes_cdc_table(&self, statement: &Statement, keyspace: Option<&str>) -> bool {
         let Ok(registry) = self.registry.lock() else { return false };
-        statement.tables().into_iter().any(|t| {
-            resolve(t, keyspace).and_then(|(k, t)| registry.options(k, t)).is_some_and(|o| o.enabled)
-        })
+        statement
+            .tables()
+            .into_iter()
+            .any(|t| resolve(t, keyspace).and_then(|(k, t)| registry.options(k, t)).is_some_and(|o| o.enabled))
     }
 
     /// Forgets cached schemas of a table (after DDL).
@@ -98,7 +99,8 @@ impl Shared {
     }
 
     async fn cdc_schema(&self, keyspace: &str, table: &str) -> Result<Option<Arc<TableSchema>>, EmuError> {
-        let Some(options) = self.registry.lock().ok().and_then(|r| r.options(keyspace, table)).filter(|o| o.enabled) else {
+        let Some(options) = self.registry.lock().ok().and_then(|r| r.options(keyspace, table)).filter(|o| o.enabled)
+        else {
             return Ok(None);
         };
         let key = (keyspace.to_string(), table.to_string());
@@ -214,7 +216,9 @@ impl Shared {
             ));
         };
         if ts < now - LEEWAY_MICROS && at(now - LEEWAY_MICROS) != Some(generation) {
-            return invalid(format!("cdc: attempted to get a stream \"from the past\" ({ts}; current server time: {now})"));
+            return invalid(format!(
+                "cdc: attempted to get a stream \"from the past\" ({ts}; current server time: {now})"
+            ));
         }
         Ok(())
     }
@@ -227,7 +231,8 @@ impl Shared {
             return Ok(images);
         }
         let table = format!("{}.{}", quote(&schema.keyspace), quote(&schema.table));
-        let pk_where: Vec<String> = schema.partition_key.iter().map(|&i| format!("{} = ?", quote(&schema.columns[i].name))).collect();
+        let pk_where: Vec<String> =
+            schema.partition_key.iter().map(|&i| format!("{} = ?", quote(&schema.columns[i].name))).collect();
         let kind_columns = |kind: ColumnKind| -> Vec<usize> {
             (0..schema.columns.len()).filter(|&i| schema.columns[i].kind == kind).collect()
         };
@@ -313,7 +318,9 @@ impl Shared {
                                 .into_iter()
                                 .enumerate()
                                 .filter_map(|(i, f)| {
-                                    f.map(|f| (Bytes::copy_from_slice(&(i as i16).to_be_bytes()), Bytes::copy_from_slice(f)))
+                                    f.map(|f| {
+                                        (Bytes::copy_from_slice(&(i as i16).to_be_bytes()), Bytes::copy_from_slice(f))
+                                    })
                                 })
                                 .collect()
                         }
@@ -350,7 +357,10 @@ impl Shared {
                 Self::check_cdc_timestamp(gens, record.ts)?;
                 let ms = record.ts.div_euclid(1000);
                 let generation = gens.iter().rev().find(|g| g.timestamp_ms <= ms).ok_or_else(|| {
-                    (0x2200, format!("cdc::metadata::get_stream: could not find any CDC stream for timestamp {}", record.ts))
+                    (
+                        0x2200,
+                        format!("cdc::metadata::get_stream: could not find any CDC stream for timestamp {}", record.ts),
+                    )
                 })?;
                 let stream = generation.stream_for_token(token);
                 if !streams.contains(&stream) {

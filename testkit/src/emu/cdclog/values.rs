@@ -247,9 +247,15 @@ impl TypeParser<'_> {
         })
     }
 
-    fn user_type(&mut self, keyspace: Option<String>, name: String, depth: usize) -> Result<(ColumnType, bool), ValueError> {
+    fn user_type(
+        &mut self,
+        keyspace: Option<String>,
+        name: String,
+        depth: usize,
+    ) -> Result<(ColumnType, bool), ValueError> {
         let keyspace = keyspace.unwrap_or_else(|| self.keyspace.to_string());
-        let fields = (self.udt)(&keyspace, &name).ok_or_else(|| self.error(&format!("unknown type {keyspace}.{name}")))?;
+        let fields =
+            (self.udt)(&keyspace, &name).ok_or_else(|| self.error(&format!("unknown type {keyspace}.{name}")))?;
         let mut parsed = Vec::with_capacity(fields.len());
         for (field, text) in fields {
             let typ = TypeParser { text: &text, pos: 0, keyspace: &keyspace, udt: self.udt }.parse_all(depth + 1)?.typ;
@@ -338,7 +344,13 @@ fn literal(lit: &Literal, typ: &ColumnType, bound: &BoundValues<'_>) -> Result<O
         s.parse::<i128>().map_err(|_| invalid(typ, format!("{s} is out of range")))
     };
     let fit = |s: &str, min: i128, max: i128| -> Result<i128, ValueError> {
-        number(s).and_then(|n| if (min..=max).contains(&n) { Ok(n) } else { Err(invalid(typ, format!("{s} is out of range"))) })
+        number(s).and_then(|n| {
+            if (min..=max).contains(&n) {
+                Ok(n)
+            } else {
+                Err(invalid(typ, format!("{s} is out of range")))
+            }
+        })
     };
     let value = match (lit, typ) {
         (L::Null, _) => return Ok(None),
@@ -351,7 +363,9 @@ fn literal(lit: &Literal, typ: &ColumnType, bound: &BoundValues<'_>) -> Result<O
         (L::Integer(s), T::Int) => CqlValue::Int(fit(s, i32::MIN.into(), i32::MAX.into())? as i32),
         (L::Integer(s), T::SmallInt) => CqlValue::SmallInt(fit(s, i16::MIN.into(), i16::MAX.into())? as i16),
         (L::Integer(s), T::TinyInt) => CqlValue::TinyInt(fit(s, i8::MIN.into(), i8::MAX.into())? as i8),
-        (L::Integer(s), T::Varint) => CqlValue::Varint(parse_varint(s).ok_or_else(|| invalid(typ, format!("{s} is not an integer")))?),
+        (L::Integer(s), T::Varint) => {
+            CqlValue::Varint(parse_varint(s).ok_or_else(|| invalid(typ, format!("{s} is not an integer")))?)
+        }
         (L::Integer(s) | L::Float(s), T::Decimal) => {
             CqlValue::Decimal(parse_decimal(s).ok_or_else(|| invalid(typ, format!("{s} is not a decimal number")))?)
         }
@@ -370,18 +384,28 @@ fn literal(lit: &Literal, typ: &ColumnType, bound: &BoundValues<'_>) -> Result<O
                 CqlValue::Uuid(u)
             }
         }
-        (L::Integer(s), T::Timestamp) => CqlValue::Timestamp(CqlTimestamp(fit(s, i64::MIN.into(), i64::MAX.into())? as i64)),
-        (L::String(s), T::Timestamp) => {
-            CqlValue::Timestamp(CqlTimestamp(parse_timestamp(s).ok_or_else(|| invalid(typ, format!("unable to parse '{s}'")))?))
+        (L::Integer(s), T::Timestamp) => {
+            CqlValue::Timestamp(CqlTimestamp(fit(s, i64::MIN.into(), i64::MAX.into())? as i64))
         }
+        (L::String(s), T::Timestamp) => CqlValue::Timestamp(CqlTimestamp(
+            parse_timestamp(s).ok_or_else(|| invalid(typ, format!("unable to parse '{s}'")))?,
+        )),
         (L::Integer(s), T::Date) => CqlValue::Date(CqlDate(fit(s, 0, u32::MAX.into())? as u32)),
-        (L::String(s), T::Date) => CqlValue::Date(parse_date(s).ok_or_else(|| invalid(typ, format!("unable to parse '{s}'")))?),
+        (L::String(s), T::Date) => {
+            CqlValue::Date(parse_date(s).ok_or_else(|| invalid(typ, format!("unable to parse '{s}'")))?)
+        }
         (L::Integer(s), T::Time) => CqlValue::Time(CqlTime(fit(s, 0, (CqlTime::NANOS_PER_DAY - 1).into())? as i64)),
-        (L::String(s), T::Time) => CqlValue::Time(parse_time(s).ok_or_else(|| invalid(typ, format!("unable to parse '{s}'")))?),
-        (L::String(s), T::Inet) => CqlValue::Inet(s.parse::<IpAddr>().map_err(|_| invalid(typ, format!("'{s}' is not an address")))?),
+        (L::String(s), T::Time) => {
+            CqlValue::Time(parse_time(s).ok_or_else(|| invalid(typ, format!("unable to parse '{s}'")))?)
+        }
+        (L::String(s), T::Inet) => {
+            CqlValue::Inet(s.parse::<IpAddr>().map_err(|_| invalid(typ, format!("'{s}' is not an address")))?)
+        }
         (L::Blob(b), T::Blob | T::Custom(_)) => return Ok(Some(b.clone())),
         (L::Duration(s), T::Duration) => CqlValue::Duration(parse_duration(s).map_err(|e| invalid(typ, e))?),
-        (L::List(items), T::List(e)) => return Ok(Some(build_collection(elements(items, e, bound)?.iter().map(|v| &v[..])))),
+        (L::List(items), T::List(e)) => {
+            return Ok(Some(build_collection(elements(items, e, bound)?.iter().map(|v| &v[..]))))
+        }
         (L::Set(items), T::Set(e)) => return Ok(Some(build_set(e, elements(items, e, bound)?.iter().map(|v| &v[..])))),
         (L::Map(entries), T::Set(_)) if entries.is_empty() => return Ok(Some(build_collection([]))),
         (L::Map(entries), T::Map(kt, vt)) => {
@@ -391,7 +415,9 @@ fn literal(lit: &Literal, typ: &ColumnType, bound: &BoundValues<'_>) -> Result<O
             }
             return Ok(Some(build_sorted_map(kt, pairs.iter().map(|(k, v)| (&k[..], &v[..])))));
         }
-        (L::Map(entries), T::Udt { fields, .. }) if entries.is_empty() => return Ok(Some(build_udt(&vec![None; fields.len()]))),
+        (L::Map(entries), T::Udt { fields, .. }) if entries.is_empty() => {
+            return Ok(Some(build_udt(&vec![None; fields.len()])))
+        }
         (L::Udt(given), T::Udt { fields, .. }) => {
             for (i, (name, _)) in given.iter().enumerate() {
                 if !fields.iter().any(|(f, _)| f == name) {
@@ -482,7 +508,9 @@ fn function(name: &str, args: &[Term], typ: &ColumnType) -> Result<Vec<u8>, Valu
         ("totimestamp", [a]) if is_now(a) => CqlValue::Timestamp(CqlTimestamp(ms)),
         ("tounixtimestamp", [a]) if is_now(a) => CqlValue::BigInt(ms),
         ("currentdate", []) => CqlValue::Date(CqlDate::from_days_since_epoch(ms.div_euclid(86_400_000) as i32)),
-        ("todate", [a]) if is_now(a) => CqlValue::Date(CqlDate::from_days_since_epoch(ms.div_euclid(86_400_000) as i32)),
+        ("todate", [a]) if is_now(a) => {
+            CqlValue::Date(CqlDate::from_days_since_epoch(ms.div_euclid(86_400_000) as i32))
+        }
         ("currenttime", []) => CqlValue::Time(CqlTime(micros.rem_euclid(86_400_000_000) * 1000)),
         _ => return Err(ValueError::Unsupported(format!("function {name}()"))),
     };
@@ -515,9 +543,9 @@ fn parse_varint(s: &str) -> Option<CqlVarint> {
     // Little-endian base-2^32 limbs, fed 9 decimal digits at a time.
     let mut limbs: Vec<u32> = Vec::new();
     let head = digits.len() % 9;
-    let chunks = std::iter::once(&digits[..head]).filter(|c| !c.is_empty()).chain(
-        digits.as_bytes()[head..].chunks(9).map(|c| std::str::from_utf8(c).unwrap_or("0")),
-    );
+    let chunks = std::iter::once(&digits[..head])
+        .filter(|c| !c.is_empty())
+        .chain(digits.as_bytes()[head..].chunks(9).map(|c| std::str::from_utf8(c).unwrap_or("0")));
     for chunk in chunks {
         let mut carry: u64 = chunk.parse().ok()?;
         let scale = 10u64.pow(chunk.len() as u32);
@@ -953,12 +981,13 @@ pub fn compare(typ: &ColumnType, a: &[u8], b: &[u8]) -> Ordering {
 fn typed_cmp(typ: &ColumnType, a: &[u8], b: &[u8]) -> Option<Ordering> {
     use ColumnType as T;
     Some(match typ {
-        T::TinyInt | T::SmallInt | T::Int | T::BigInt | T::Counter | T::Timestamp | T::Time | T::Varint => varint_cmp(a, b),
+        T::TinyInt | T::SmallInt | T::Int | T::BigInt | T::Counter | T::Timestamp | T::Time | T::Varint => {
+            varint_cmp(a, b)
+        }
         T::Double => java_cmp(f64::from_be_bytes(a.try_into().ok()?), f64::from_be_bytes(b.try_into().ok()?)),
-        T::Float => java_cmp(
-            f32::from_be_bytes(a.try_into().ok()?).into(),
-            f32::from_be_bytes(b.try_into().ok()?).into(),
-        ),
+        T::Float => {
+            java_cmp(f32::from_be_bytes(a.try_into().ok()?).into(), f32::from_be_bytes(b.try_into().ok()?).into())
+        }
         T::Uuid | T::Timeuuid => uuid_cmp(a.try_into().ok()?, b.try_into().ok()?, *typ == T::Timeuuid),
         T::Decimal => decimal_key(a)?.cmp_with(&decimal_key(b)?),
         T::List(e) | T::Set(e) => {
@@ -1210,7 +1239,11 @@ mod tests {
             ("map<int, text>", T::Map(Box::new(T::Int), Box::new(T::Text)), false),
             ("set<frozen<list<int>>>", T::Set(Box::new(T::List(Box::new(T::Int)))), false),
             ("frozen<list<frozen<set<int>>>>", T::List(Box::new(T::Set(Box::new(T::Int)))), true),
-            ("tuple<int, text, frozen<map<uuid, blob>>>", T::Tuple(vec![T::Int, T::Text, T::Map(Box::new(T::Uuid), Box::new(T::Blob))]), true),
+            (
+                "tuple<int, text, frozen<map<uuid, blob>>>",
+                T::Tuple(vec![T::Int, T::Text, T::Map(Box::new(T::Uuid), Box::new(T::Blob))]),
+                true,
+            ),
             ("frozen<tuple<int>>", T::Tuple(vec![T::Int]), true),
             ("vector<float, 3>", T::Vector(Box::new(T::Float), 3), true),
             ("'org.apache.cassandra.db.marshal.DurationType'", T::Duration, true),
@@ -1219,7 +1252,11 @@ mod tests {
         for (text, typ, frozen) in cases {
             assert_eq!(ty(text), ParsedType { typ, frozen }, "{text}");
         }
-        let ut = T::Udt { keyspace: "ks".into(), name: "ut".into(), fields: vec![("a".into(), T::Int), ("b".into(), T::Text)] };
+        let ut = T::Udt {
+            keyspace: "ks".into(),
+            name: "ut".into(),
+            fields: vec![("a".into(), T::Int), ("b".into(), T::Text)],
+        };
         assert_eq!(ty("ut"), ParsedType { typ: ut.clone(), frozen: false });
         assert_eq!(ty("frozen<ut>"), ParsedType { typ: ut.clone(), frozen: true });
         assert_eq!(ty("ks.ut").typ, ut);
@@ -1227,7 +1264,11 @@ mod tests {
         assert!(!my.frozen);
         assert_eq!(
             my.typ,
-            T::Udt { keyspace: "ks".into(), name: "MyType".into(), fields: vec![("x".into(), ut.clone()), ("Y".into(), T::List(Box::new(T::Int)))] }
+            T::Udt {
+                keyspace: "ks".into(),
+                name: "MyType".into(),
+                fields: vec![("x".into(), ut.clone()), ("Y".into(), T::List(Box::new(T::Int)))]
+            }
         );
         assert_eq!(ty("map<int, frozen<\"MyType\">>").typ, T::Map(Box::new(T::Int), Box::new(my.typ)));
         let u = udts();
@@ -1265,8 +1306,16 @@ mod tests {
             ("1299038700000", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(1_299_038_700_000))),
             ("'2011-02-03 04:05+0000'", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(1_296_705_900_000))),
             ("'2011-02-03T04:05:00.000Z'", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(1_296_705_900_000))),
-            ("'2011-02-03T04:05:06.789+01:00'", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(1_296_705_906_789 - 3_600_000))),
-            ("'2011-02-03 04:05:06 -0130'", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(1_296_705_906_000 + 5_400_000))),
+            (
+                "'2011-02-03T04:05:06.789+01:00'",
+                T::Timestamp,
+                CqlValue::Timestamp(CqlTimestamp(1_296_705_906_789 - 3_600_000)),
+            ),
+            (
+                "'2011-02-03 04:05:06 -0130'",
+                T::Timestamp,
+                CqlValue::Timestamp(CqlTimestamp(1_296_705_906_000 + 5_400_000)),
+            ),
             ("'2011-02-03'", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(1_296_691_200_000))),
             ("'1969-12-31 23:59:59.999 UTC'", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(-1))),
             ("'1299038700000'", T::Timestamp, CqlValue::Timestamp(CqlTimestamp(1_299_038_700_000))),
@@ -1283,7 +1332,11 @@ mod tests {
             ("0xcafe", T::Blob, CqlValue::Blob(vec![0xca, 0xfe])),
             ("0x", T::Blob, CqlValue::Blob(vec![])),
             ("0x01", T::Custom("x.Y".into()), CqlValue::Custom(vec![1])),
-            ("-12345678901234567890123456789", T::Varint, CqlValue::Varint(CqlVarint::from(-12_345_678_901_234_567_890_123_456_789_i128))),
+            (
+                "-12345678901234567890123456789",
+                T::Varint,
+                CqlValue::Varint(CqlVarint::from(-12_345_678_901_234_567_890_123_456_789_i128)),
+            ),
             ("-12.345e3", T::Decimal, CqlValue::Decimal(CqlDecimal { unscaled: CqlVarint::from(-12345), scale: 0 })),
             ("0.001", T::Decimal, CqlValue::Decimal(CqlDecimal { unscaled: CqlVarint::from(1), scale: 3 })),
             ("1e3", T::Decimal, CqlValue::Decimal(CqlDecimal { unscaled: CqlVarint::from(1), scale: -3 })),
@@ -1301,7 +1354,23 @@ mod tests {
 
     #[test]
     fn varints_are_minimal_twos_complement() {
-        for n in [0i128, 1, -1, 127, 128, -128, -129, 255, 256, 32767, -32768, i64::MAX.into(), i64::MIN.into(), i128::MAX, i128::MIN + 1] {
+        for n in [
+            0i128,
+            1,
+            -1,
+            127,
+            128,
+            -128,
+            -129,
+            255,
+            256,
+            32767,
+            -32768,
+            i64::MAX.into(),
+            i64::MIN.into(),
+            i128::MAX,
+            i128::MIN + 1,
+        ] {
             assert_eq!(bytes(&n.to_string(), &T::Varint), CqlVarint::from(n).as_signed_bytes_be(), "{n}");
         }
         assert_eq!(bytes("-0", &T::Varint), [0]);
@@ -1357,9 +1426,16 @@ mod tests {
                 assert!(parse_duration("1x").is_err());
                 continue;
             }
-            assert!(matches!(fails(text, &typ), ValueError::Literal { .. }), "{text} as {typ}: {:?}", literal_bytes(&lit(text), &typ));
+            assert!(
+                matches!(fails(text, &typ), ValueError::Literal { .. }),
+                "{text} as {typ}: {:?}",
+                literal_bytes(&lit(text), &typ)
+            );
         }
-        assert_eq!(fails("[1, ?]", &T::List(Box::new(T::Int))), ValueError::Unsupported("a bind marker inside a literal".into()));
+        assert_eq!(
+            fails("[1, ?]", &T::List(Box::new(T::Int))),
+            ValueError::Unsupported("a bind marker inside a literal".into())
+        );
         assert_eq!(fails("token(1)", &T::BigInt), ValueError::Unsupported("function token()".into()));
         assert_eq!(fails("now(1)", &T::Timeuuid), ValueError::Unsupported("function now()".into()));
         assert!(fails("'x'", &T::Int).to_string().contains("a string is not a int literal"));
@@ -1386,7 +1462,9 @@ mod tests {
             assert_eq!(parse_duration(text), Ok(want), "{text}");
             assert_eq!(value(text, &T::Duration), CqlValue::Duration(want), "{text}");
         }
-        for bad in ["", "P", "PT", "P1DT", "1", "d", "1x", "P1H", "PT1D", "P1M1Y", "3000000000d", "9999999999999999999ns", "-"] {
+        for bad in
+            ["", "P", "PT", "P1DT", "1", "d", "1x", "P1H", "PT1D", "P1M1Y", "3000000000d", "9999999999999999999ns", "-"]
+        {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
@@ -1398,7 +1476,10 @@ mod tests {
         assert_eq!(value("[3, 1, 3]", &list), ints(&[3, 1, 3]));
         assert_eq!(value("[]", &list), ints(&[]));
         let set = T::Set(Box::new(T::Int));
-        assert_eq!(value("{3, -1, 2, 3, -1}", &set), CqlValue::Set(vec![CqlValue::Int(-1), CqlValue::Int(2), CqlValue::Int(3)]));
+        assert_eq!(
+            value("{3, -1, 2, 3, -1}", &set),
+            CqlValue::Set(vec![CqlValue::Int(-1), CqlValue::Int(2), CqlValue::Int(3)])
+        );
         assert_eq!(value("{}", &set), CqlValue::Set(vec![]));
         let texts = T::Set(Box::new(T::Text));
         let CqlValue::Set(t) = value("{'b', 'a', 'B', 'é', 'a'}", &texts) else { panic!() };
@@ -1424,7 +1505,10 @@ mod tests {
     #[test]
     fn tuples_udts_and_vectors() {
         let tuple = T::Tuple(vec![T::Int, T::Text, T::Boolean]);
-        assert_eq!(value("(1, null, true)", &tuple), CqlValue::Tuple(vec![Some(CqlValue::Int(1)), None, Some(CqlValue::Boolean(true))]));
+        assert_eq!(
+            value("(1, null, true)", &tuple),
+            CqlValue::Tuple(vec![Some(CqlValue::Int(1)), None, Some(CqlValue::Boolean(true))])
+        );
         assert_eq!(bytes("(1)", &tuple), [0, 0, 0, 4, 0, 0, 0, 1]);
         let u = ut();
         let udt = |a: Option<i32>, b: Option<&str>| CqlValue::Udt {
@@ -1440,8 +1524,14 @@ mod tests {
         let CqlValue::Udt { fields, .. } = value("{x: {a: 7}, \"Y\": [1]}", &my) else { panic!() };
         assert_eq!(fields[1], ("Y".into(), Some(CqlValue::List(vec![CqlValue::Int(1)]))));
         let floats = T::Vector(Box::new(T::Float), 3);
-        assert_eq!(bytes("[1, 2.5, -3]", &floats), ser(&CqlValue::Vector(vec![CqlValue::Float(1.0), CqlValue::Float(2.5), CqlValue::Float(-3.0)])));
-        assert_eq!(value("[1, 2.5, -3]", &floats), CqlValue::Vector(vec![CqlValue::Float(1.0), CqlValue::Float(2.5), CqlValue::Float(-3.0)]));
+        assert_eq!(
+            bytes("[1, 2.5, -3]", &floats),
+            ser(&CqlValue::Vector(vec![CqlValue::Float(1.0), CqlValue::Float(2.5), CqlValue::Float(-3.0)]))
+        );
+        assert_eq!(
+            value("[1, 2.5, -3]", &floats),
+            CqlValue::Vector(vec![CqlValue::Float(1.0), CqlValue::Float(2.5), CqlValue::Float(-3.0)])
+        );
         let texts = T::Vector(Box::new(T::Text), 2);
         let mut want = Vec::new();
         CqlVector(vec!["x", "yz"]).encode(&mut want);
@@ -1489,9 +1579,15 @@ mod tests {
         assert_eq!(term_bytes(&term("?"), &set, &bound), Ok(Some(sorted.clone())));
         assert_eq!(term_bytes(&term("?"), &T::Int, &|_| Ok(None)), Ok(None));
         let nested = T::List(Box::new(set.clone()));
-        assert_eq!(term_bytes(&term("[?, {1}]"), &nested, &bound), Ok(Some(build_collection([&sorted[..], &build_collection([&[0, 0, 0, 1][..]])]))));
+        assert_eq!(
+            term_bytes(&term("[?, {1}]"), &nested, &bound),
+            Ok(Some(build_collection([&sorted[..], &build_collection([&[0, 0, 0, 1][..]])])))
+        );
         assert!(matches!(term_bytes(&term("[?, ?]"), &nested, &bound), Err(ValueError::Literal { .. })));
-        assert_eq!(term_bytes(&term("{a: ?}"), &ut(), &|_| Ok(Some(vec![0, 0, 0, 9]))), Ok(Some(vec![0, 0, 0, 4, 0, 0, 0, 9, 255, 255, 255, 255])));
+        assert_eq!(
+            term_bytes(&term("{a: ?}"), &ut(), &|_| Ok(Some(vec![0, 0, 0, 9]))),
+            Ok(Some(vec![0, 0, 0, 4, 0, 0, 0, 9, 255, 255, 255, 255]))
+        );
     }
 
     #[test]
@@ -1500,8 +1596,12 @@ mod tests {
         let typ = T::Map(Box::new(T::Int), Box::new(inner.clone()));
         let s21 = build_collection([&[0, 0, 0, 2][..], &[0, 0, 0, 1]]);
         let s12 = build_collection([&[0, 0, 0, 1][..], &[0, 0, 0, 2]]);
-        let raw = build_map([(&[0, 0, 0, 5][..], &s21[..]), (&[0, 0, 0, 3][..], &s21[..]), (&[0, 0, 0, 5][..], &s12[..])]);
-        assert_eq!(normalize(&typ, &raw), Ok(build_map([(&[0, 0, 0, 3][..], &s12[..]), (&[0, 0, 0, 5][..], &s12[..])])));
+        let raw =
+            build_map([(&[0, 0, 0, 5][..], &s21[..]), (&[0, 0, 0, 3][..], &s21[..]), (&[0, 0, 0, 5][..], &s12[..])]);
+        assert_eq!(
+            normalize(&typ, &raw),
+            Ok(build_map([(&[0, 0, 0, 3][..], &s12[..]), (&[0, 0, 0, 5][..], &s12[..])]))
+        );
         let tuple = T::Tuple(vec![inner.clone(), T::Int]);
         assert_eq!(normalize(&tuple, &build_udt(&[Some(&s21), None])), Ok(build_udt(&[Some(&s12), None])));
         assert_eq!(normalize(&tuple, &build_udt(&[Some(&s21)])), Ok(build_udt(&[Some(&s12)])));
@@ -1521,7 +1621,14 @@ mod tests {
         let map = build_map([(&b"k"[..], &b"v"[..]), (b"", b"")]);
         assert_eq!(collection_entries(&map), Ok(vec![(&b"k"[..], Some(&b"v"[..])), (&b""[..], Some(&b""[..]))]));
         assert!(collection_entries(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]).is_err());
-        for bad in [&[][..], &[0, 0, 0], &[0, 0, 0, 1], &[0, 0, 0, 1, 0, 0, 0, 2, 1], &[0xff, 0xff, 0xff, 0xfe], &[0, 0, 0, 0, 7]] {
+        for bad in [
+            &[][..],
+            &[0, 0, 0],
+            &[0, 0, 0, 1],
+            &[0, 0, 0, 1, 0, 0, 0, 2, 1],
+            &[0xff, 0xff, 0xff, 0xfe],
+            &[0, 0, 0, 0, 7],
+        ] {
             assert!(matches!(collection_elements(bad), Err(ValueError::Malformed { .. })), "{bad:?}");
             assert!(collection_entries(bad).is_err(), "{bad:?}");
         }
@@ -1549,7 +1656,10 @@ mod tests {
         sorted(&T::TinyInt, &["-128", "-1", "0", "127"]);
         sorted(&T::Timestamp, &["-1", "0", "'2011-02-03'"]);
         sorted(&T::Time, &["0", "'00:00:01'", "'23:59:59.999999999'"]);
-        sorted(&T::Varint, &["-100000000000000000000", "-129", "-128", "-1", "0", "1", "127", "128", "100000000000000000000"]);
+        sorted(
+            &T::Varint,
+            &["-100000000000000000000", "-129", "-128", "-1", "0", "1", "127", "128", "100000000000000000000"],
+        );
         sorted(&T::Decimal, &["-1e10", "-1.5", "-1.25", "-0.001", "0", "0.001", "0.5", "1", "1.05", "10", "1e10"]);
         sorted(&T::Double, &["-Infinity", "-1e300", "-1", "-0.0", "0.0", "1e-300", "1", "Infinity", "NaN"]);
         sorted(&T::Float, &["-Infinity", "-1", "-0.0", "0", "1", "Infinity", "NaN"]);
@@ -1559,22 +1669,28 @@ mod tests {
         sorted(&T::Inet, &["'::1'", "'1.2.3.4'", "'9.0.0.0'"]);
         sorted(&T::Date, &["'-0044-03-15'", "'1969-12-31'", "'1970-01-01'", "'2024-02-29'"]);
         // Time-based UUIDs by time; other versions after version 1, by bytes (unsigned).
-        sorted(&T::Uuid, &[
-            "ffffffff-ffff-1000-8000-000000000000",
-            "00000000-0000-1001-0000-000000000000",
-            "00000000-0000-1001-ff00-000000000000",
-            "00000000-0000-4000-8000-000000000000",
-            "ffffffff-0000-4000-8000-000000000000",
-        ]);
+        sorted(
+            &T::Uuid,
+            &[
+                "ffffffff-ffff-1000-8000-000000000000",
+                "00000000-0000-1001-0000-000000000000",
+                "00000000-0000-1001-ff00-000000000000",
+                "00000000-0000-4000-8000-000000000000",
+                "ffffffff-0000-4000-8000-000000000000",
+            ],
+        );
         // Timeuuids: by time (including the 100-ns digit), then low bytes as signed bytes.
-        sorted(&T::Timeuuid, &[
-            "00000001-0000-1000-ff00-000000000000",
-            "00000001-0000-1000-0000-000000000000",
-            "00000001-0000-1000-7f00-000000000000",
-            "00000002-0000-1000-8000-000000000000",
-            "00000000-0001-1000-8000-000000000000",
-            "00000000-0000-1001-8000-000000000000",
-        ]);
+        sorted(
+            &T::Timeuuid,
+            &[
+                "00000001-0000-1000-ff00-000000000000",
+                "00000001-0000-1000-0000-000000000000",
+                "00000001-0000-1000-7f00-000000000000",
+                "00000002-0000-1000-8000-000000000000",
+                "00000000-0001-1000-8000-000000000000",
+                "00000000-0000-1001-8000-000000000000",
+            ],
+        );
         sorted(&T::List(Box::new(T::Int)), &["[-1]", "[-1, 0]", "[1]", "[1, -5]", "[2]"]);
         sorted(&T::Map(Box::new(T::Int), Box::new(T::Int)), &["{1: 1}", "{1: 2}", "{1: 2, 3: 9}", "{2: 0}"]);
         sorted(&T::Tuple(vec![T::Int, T::Text]), &["(-1)", "(-1, null)", "(-1, 'a')", "(1, null)", "(1, 'a')"]);
@@ -1584,8 +1700,18 @@ mod tests {
         // Empty values first; malformed values bytewise, never a panic.
         assert_eq!(compare(&T::Int, &[], &[0x80, 0, 0, 0]), Ordering::Less);
         assert_eq!(compare(&T::Int, &[], &[]), Ordering::Equal);
-        for typ in [T::Double, T::Float, T::Uuid, T::Timeuuid, T::Decimal, T::List(Box::new(T::Int)), T::Map(Box::new(T::Int), Box::new(T::Int)),
-                    T::Tuple(vec![T::Int]), T::Vector(Box::new(T::Int), 2), T::Vector(Box::new(T::Text), 2)] {
+        for typ in [
+            T::Double,
+            T::Float,
+            T::Uuid,
+            T::Timeuuid,
+            T::Decimal,
+            T::List(Box::new(T::Int)),
+            T::Map(Box::new(T::Int), Box::new(T::Int)),
+            T::Tuple(vec![T::Int]),
+            T::Vector(Box::new(T::Int), 2),
+            T::Vector(Box::new(T::Text), 2),
+        ] {
             assert_eq!(compare(&typ, &[1, 2, 3], &[1, 2, 4]), Ordering::Less, "{typ}");
             assert_eq!(compare(&typ, &[0xff], &[0xff]), Ordering::Equal, "{typ}");
         }
@@ -1594,16 +1720,70 @@ mod tests {
     #[test]
     fn any_literal_for_any_type_never_panics() {
         let texts = [
-            "null", "true", "0", "-1", "99999999999999999999999", "1.5e300", "-0.0", "NaN", "-Infinity", "''", "'x'",
-            "'2011-02-03 04:05:06.123456789+05:30'", "'12:00:00'", "'::1'", "'1'", "0x", "0xff",
-            "123e4567-e89b-12d3-a456-426614174000", "1h", "P1W", "P0001-02-03T04:05:06", "[]", "[1, 2]", "['a']",
-            "{}", "{1}", "{1: 'a'}", "{a: 1}", "{b: 'x', a: null}", "(1, 'a')", "(null)", "now()", "uuid()",
-            "currentDate()", "f(1)", "[[1], [2, 3]]", "{'k': {1, 2}}", "[1.5, 2, 3]",
+            "null",
+            "true",
+            "0",
+            "-1",
+            "99999999999999999999999",
+            "1.5e300",
+            "-0.0",
+            "NaN",
+            "-Infinity",
+            "''",
+            "'x'",
+            "'2011-02-03 04:05:06.123456789+05:30'",
+            "'12:00:00'",
+            "'::1'",
+            "'1'",
+            "0x",
+            "0xff",
+            "123e4567-e89b-12d3-a456-426614174000",
+            "1h",
+            "P1W",
+            "P0001-02-03T04:05:06",
+            "[]",
+            "[1, 2]",
+            "['a']",
+            "{}",
+            "{1}",
+            "{1: 'a'}",
+            "{a: 1}",
+            "{b: 'x', a: null}",
+            "(1, 'a')",
+            "(null)",
+            "now()",
+            "uuid()",
+            "currentDate()",
+            "f(1)",
+            "[[1], [2, 3]]",
+            "{'k': {1, 2}}",
+            "[1.5, 2, 3]",
         ];
         let mut types = vec![
-            T::Ascii, T::BigInt, T::Blob, T::Boolean, T::Counter, T::Date, T::Decimal, T::Double, T::Duration, T::Float,
-            T::Inet, T::Int, T::SmallInt, T::Text, T::Time, T::Timestamp, T::Timeuuid, T::TinyInt, T::Uuid, T::Varint,
-            T::Custom("x".into()), ut(), T::Tuple(vec![T::Int, T::Text]), T::Vector(Box::new(T::Float), 3),
+            T::Ascii,
+            T::BigInt,
+            T::Blob,
+            T::Boolean,
+            T::Counter,
+            T::Date,
+            T::Decimal,
+            T::Double,
+            T::Duration,
+            T::Float,
+            T::Inet,
+            T::Int,
+            T::SmallInt,
+            T::Text,
+            T::Time,
+            T::Timestamp,
+            T::Timeuuid,
+            T::TinyInt,
+            T::Uuid,
+            T::Varint,
+            T::Custom("x".into()),
+            ut(),
+            T::Tuple(vec![T::Int, T::Text]),
+            T::Vector(Box::new(T::Float), 3),
             T::Vector(Box::new(T::Text), 1),
         ];
         for t in types.clone() {

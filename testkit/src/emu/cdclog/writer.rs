@@ -90,7 +90,12 @@ impl Mux {
 
     async fn roundtrip<R: Request>(&self, request: &R) -> Result<ResultMessage, EmuError> {
         let lost = || EmuError::Protocol("the CDC writer's connection to Cassandra closed".into());
-        let id = self.free.lock().ok().and_then(|mut f| f.pop()).ok_or_else(|| EmuError::Protocol("no free stream id".into()))?;
+        let id = self
+            .free
+            .lock()
+            .ok()
+            .and_then(|mut f| f.pop())
+            .ok_or_else(|| EmuError::Protocol("no free stream id".into()))?;
         let (tx, rx) = oneshot::channel();
         if let Ok(mut w) = self.waiting.lock() {
             w.insert(id, tx);
@@ -209,7 +214,12 @@ impl LogWriter {
     }
 
     /// Runs a SELECT with bound values, returning the result.
-    pub(crate) async fn select(&self, text: &str, values: &[Bytes], consistency: Consistency) -> Result<ResultMessage, EmuError> {
+    pub(crate) async fn select(
+        &self,
+        text: &str,
+        values: &[Bytes],
+        consistency: Consistency,
+    ) -> Result<ResultMessage, EmuError> {
         let conn = self.conn().await?;
         for attempt in 0..2 {
             let values = RawValues { names: None, values: values.iter().map(|b| RawValue::Value(&b[..])).collect() };
