@@ -5,9 +5,20 @@
 //! no async runtime and no clock in this crate, so every part of it is
 //! testable with byte slices alone; the `shardwise` driver puts I/O around it.
 //!
+//! Module map:
+//!
+//! - [`frame`]: the envelope header, v5 segments (CRCs, LZ4), v4 body compression and the
+//!   streaming frame decoder.
+//! - [`request`]: one module per request opcode, each encoded exact-size into the caller's buffer.
+//! - [`response`]: responses (results, errors, events, supported, authentication) with their
+//!   tracing id, warnings and custom payload.
 //! - [`codec`]: the primitive notations of the spec over a bounds-checked reader.
+//! - [`consistency`]: consistency levels.
 //! - [`types`]: CQL types, value serialization and zero-copy deserialization.
+//! - [`rows`]: result metadata and zero-copy row sets over one response buffer.
 //! - [`token`], [`sharding`]: partition-key tokens (Murmur3, CDC) and Scylla shard routing.
+//! - [`error`]: the typed decode and encode errors.
+//! - `fuzzing` (hidden): the harnesses the fuzz targets and the unit tests share.
 //!
 //! Every decoder returns a typed [`DecodeError`] on malformed input; nothing
 //! here panics on bytes from the network.

@@ -1,7 +1,7 @@
 //! Scylla shard awareness: which shard owns a token, what a node's SUPPORTED says about its
 //! shards, and which source ports land a connection on a given shard.
 //!
-//! Follows `specs/protocol.md` §1.2–§1.3 and §2:
+//! Follows `docs/protocol.md` §1.2–§1.3 and §2:
 //!
 //! - [`Sharder::shard_of`]: the `biased-token-round-robin` algorithm (§2.1).
 //! - [`ShardingInfo::from_supported`]: the `SCYLLA_*` sharding keys of a SUPPORTED response.

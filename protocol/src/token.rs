@@ -2,7 +2,7 @@
 //!
 //! A token is the position of a partition on the ring. Drivers compute it from the bound
 //! partition-key values to pick the replica (and, on Scylla, the shard) that owns the data.
-//! This module follows `specs/protocol.md` §3:
+//! This module follows `docs/protocol.md` §3:
 //!
 //! - [`murmur3_h1`] and [`Murmur3Hasher`]: the first 64 bits of MurmurHash3 x64/128 with seed 0
 //!   **including Cassandra's "signed tail" quirk**: bytes of the final partial block are

@@ -3,7 +3,7 @@
 //!
 //! Everything here is pure (strings in, strings out) so it is unit-tested
 //! without starting Java. The settings beyond the minimal configuration of
-//! `specs/cassandra-on-java17.md` were each checked against the log of a real
+//! `docs/cassandra-on-java17.md` were each checked against the log of a real
 //! Cassandra 5.0.4 on this project's 2-core machine; see [`NodeConfig`] for
 //! what each buys.
 

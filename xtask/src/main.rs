@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 mod bench;
 mod demo;
+mod paths;
 mod test;
 
 /// Set by the first Ctrl-C (or SIGTERM): finish the current step, skip the
@@ -70,6 +71,9 @@ tasks:
     --warmup D           warm-up before each run (default 1s)
     --rounds N           rounds per comparison (default 3)
   test [options]       the whole suite against a Cassandra it starts itself:
+                       0. the house: no reference to a path outside the repository,
+                          cargo fmt --check, cargo clippy --workspace --all-targets -D warnings,
+                          RUSTDOCFLAGS=-D warnings cargo doc --no-deps --workspace
                        1. start a node (or use $SHARDWISE_CASSANDRA), export
                           SHARDWISE_CASSANDRA=<addr> to the test steps
                        2. cargo test --workspace --all-targets --no-fail-fast, then --doc
@@ -80,10 +84,12 @@ tasks:
                        6. a summary; the exit code is non-zero if any step failed
     --no-fuzz            skip step 5
     --no-loom            skip step 4
+    --no-house           skip step 0
     --fuzz-seconds N     seconds per fuzz target (default $SHARDWISE_FUZZ_SECONDS or 30)
     --only ARGS...       run only step 2, with ARGS instead of --all-targets
                          (e.g. --only -p testkit --test start_stop)
     -- ARGS...           extra arguments for step 2
+  house                only step 0 of `test`: the outside-path check, fmt, clippy and doc
   help                 this text
 ";
 
@@ -93,6 +99,7 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
+        Some("house") => test::run_house(),
         Some("emu") => emu(&args[1..]),
         Some("help" | "-h" | "--help") => {
             print!("{HELP}");

@@ -16,6 +16,8 @@ pub struct Options {
     pub fuzz: bool,
     pub loom: bool,
     pub fuzz_seconds: u64,
+    /// Run the house checks (outside paths, fmt, clippy, doc); `--no-house` skips them.
+    pub house: bool,
     /// `--only`: run just the workspace tests with these extra arguments.
     pub only: Option<Vec<String>>,
     /// After `--`: extra arguments for the workspace test step.
@@ -28,12 +30,13 @@ pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options,
         Some(s) => s.parse().map_err(|_| format!("SHARDWISE_FUZZ_SECONDS={s:?} is not a number of seconds"))?,
         None => 30,
     };
-    let mut o = Options { fuzz: true, loom: true, fuzz_seconds, only: None, cargo_args: Vec::new() };
+    let mut o = Options { fuzz: true, loom: true, fuzz_seconds, house: true, only: None, cargo_args: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
             "--no-fuzz" => o.fuzz = false,
             "--no-loom" => o.loom = false,
+            "--no-house" => o.house = false,
             "--fuzz-seconds" => {
                 let v = args.get(i + 1).ok_or("--fuzz-seconds needs a value")?;
                 o.fuzz_seconds = v.parse().map_err(|_| format!("--fuzz-seconds {v:?} is not a number"))?;
@@ -148,6 +151,16 @@ pub fn run(args: &[String]) -> ExitCode {
     let root = workspace_root();
     let mut run = Run { steps: Vec::new() };
     let all = Instant::now();
+
+    // 0. The house: nothing reaches outside the repository, and fmt, clippy and
+    //    rustdoc are clean. First, because they need no server and fail fast.
+    if opts.only.is_none() {
+        if opts.house {
+            house(&root, &mut run);
+        } else {
+            run.record("house checks", Instant::now(), Status::Skipped, "--no-house");
+        }
+    }
 
     // 1. The server.
     banner("starting Cassandra");
@@ -269,7 +282,11 @@ pub fn run(args: &[String]) -> ExitCode {
         }
     }
 
-    // 6. Summary.
+    summary(&run, all)
+}
+
+/// Prints every step and turns the run into an exit code.
+fn summary(run: &Run, all: Instant) -> ExitCode {
     eprintln!("\n==== xtask test summary ({:.0} s)", all.elapsed().as_secs_f64());
     for s in &run.steps {
         let tag = match s.status {
@@ -293,6 +310,62 @@ pub fn run(args: &[String]) -> ExitCode {
         eprintln!("xtask test: OK ({passed} steps, {skipped} skipped)");
         ExitCode::SUCCESS
     }
+}
+
+/// `cargo xtask house`: only the house checks, with the summary.
+pub fn run_house() -> ExitCode {
+    let mut run = Run { steps: Vec::new() };
+    house(&workspace_root(), &mut run);
+    summary(&run, Instant::now())
+}
+
+/// The house checks, each a step of its own so one failure does not hide the others.
+fn house(root: &Path, run: &mut Run) {
+    banner("the repository stands on its own (no path outside it)");
+    let t = Instant::now();
+    match crate::paths::check(root) {
+        Ok(found) if found.is_empty() => run.record("outside paths", t, Status::Passed, ""),
+        Ok(found) => {
+            for f in &found {
+                eprintln!("  {f}");
+            }
+            run.record(
+                "outside paths",
+                t,
+                Status::Failed,
+                format!("{} references outside the repository", found.len()),
+            );
+        }
+        Err(e) => run.record("outside paths", t, Status::Failed, e),
+    }
+    let fuzz_manifest = root.join("fuzz").join("Cargo.toml");
+    let steps: [(&str, Vec<&str>, Option<(&str, &str)>); 4] = [
+        ("cargo fmt --check", vec!["fmt", "--all", "--check"], None),
+        ("cargo fmt --check (fuzz)", vec!["fmt", "--check", "--manifest-path", path_str(&fuzz_manifest)], None),
+        ("cargo clippy", vec!["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], None),
+        ("cargo doc", vec!["doc", "--no-deps", "--workspace"], Some(("RUSTDOCFLAGS", "-D warnings"))),
+    ];
+    for (name, args, env) in steps {
+        if interrupted() {
+            run.skip_rest(&[name]);
+            continue;
+        }
+        banner(name);
+        let t = Instant::now();
+        let mut cmd = cargo();
+        cmd.current_dir(root).args(args);
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        match run_status(&mut cmd) {
+            Ok(()) => run.record(name, t, Status::Passed, ""),
+            Err(e) => run.record(name, t, Status::Failed, e),
+        }
+    }
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap_or("fuzz/Cargo.toml")
 }
 
 /// Runs every fuzz target for `seconds`; returns the step's status and note.
@@ -417,15 +490,18 @@ mod tests {
     #[test]
     fn defaults_and_env() {
         let o = parse_args(&[], None).unwrap();
-        assert_eq!(o, Options { fuzz: true, loom: true, fuzz_seconds: 30, only: None, cargo_args: Vec::new() });
+        assert_eq!(
+            o,
+            Options { fuzz: true, loom: true, fuzz_seconds: 30, house: true, only: None, cargo_args: Vec::new() }
+        );
         assert_eq!(parse_args(&[], Some("5")).unwrap().fuzz_seconds, 5);
         assert!(parse_args(&[], Some("soon")).is_err());
     }
 
     #[test]
     fn flags() {
-        let o = parse_args(&args("--no-fuzz --fuzz-seconds 7 --no-loom"), Some("5")).unwrap();
-        assert!(!o.fuzz && !o.loom);
+        let o = parse_args(&args("--no-fuzz --fuzz-seconds 7 --no-loom --no-house"), Some("5")).unwrap();
+        assert!(!o.fuzz && !o.loom && !o.house);
         assert_eq!(o.fuzz_seconds, 7);
         let o = parse_args(&args("--only -p testkit start_stop -- --nocapture"), None).unwrap();
         assert_eq!(o.only, Some(args("-p testkit start_stop -- --nocapture")));

@@ -1,5 +1,5 @@
-//! Every row of the shared token and shard test vectors (`shared/vectors/`, beside the
-//! repository), checked against `token` and `sharding`.
+//! Every row of the token and shard test vectors (`tests/data/`, described in its README),
+//! checked against `token` and `sharding`.
 //!
 //! The files are read at test time. A missing file fails the test with the path it looked at;
 //! it is never skipped.
@@ -12,10 +12,9 @@ use std::path::PathBuf;
 use shardwise_protocol::sharding::Sharder;
 use shardwise_protocol::token::{murmur3_h1, Murmur3Hasher, Partitioner, Token};
 
-/// `shared/vectors/<name>`: the workspace root is the manifest's parent, and `shared/` sits
-/// beside the workspace root.
+/// `tests/data/<name>` of this crate.
 fn vector_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
 /// The data rows of a vector file: comment lines (`#`) and blank lines dropped, the header
@@ -23,11 +22,7 @@ fn vector_path(name: &str) -> PathBuf {
 fn rows(name: &str, header: &str) -> Vec<(usize, Vec<String>)> {
     let path = vector_path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read test vectors at {}: {e}. The `shared/` directory must sit beside the \
-             repository checkout (CI clones it there); this test fails rather than skips.",
-            path.display()
-        )
+        panic!("cannot read test vectors at {}: {e} (this test fails rather than skips)", path.display())
     });
     let mut lines = text
         .lines()
