@@ -47,11 +47,13 @@ pub mod sync {
     }
 }
 
-#[allow(dead_code, unreachable_pub)]
+// The shipped modules link to their private items, which the driver documents as private
+// modules; here they are public, so rustdoc would call those links broken.
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
 #[path = "../../driver/src/connection/stream.rs"]
 pub mod stream;
 
-#[allow(dead_code, unreachable_pub)]
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
 #[path = "../../driver/src/pool/slots.rs"]
 pub mod slots;
 
