@@ -1,0 +1,384 @@
+//! The demo behind `cargo xtask demo`, built in release: the figures that make the case
+//! for shardwise, measured in under a minute against a real server.
+//!
+//! A real Cassandra 5.0, the Scylla emulation front in front of it (4 shards, shard-aware
+//! port), and a session on a multi-threaded runtime, as services run it. It prints, in a
+//! few lines: write and read throughput with p50/p99 latency, heap allocations per request
+//! (a counting global allocator, all threads), the share of requests that reached the
+//! shard owning their token, and the CDC engine following a table live: changes written,
+//! delivered, and the delay from a write's timestamp to its delivery.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::error::Error;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::{Session, SessionBuilder, Statement};
+use shardwise_cdc::{CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo};
+use testkit::emu::{Front, FrontConfig, FrontHandle};
+use testkit::{Node, NodeConfig};
+
+type Result<T, E = Box<dyn Error + Send + Sync>> = std::result::Result<T, E>;
+
+/// Counts the allocations of the session's runtime threads while [`COUNTING`] is set. The
+/// emulation front runs in this process too, on threads of its own, and is not counted.
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Set on the session runtime's threads (`on_thread_start`).
+    static RUNTIME_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn count_one() {
+    if COUNTING.load(Ordering::Relaxed) && RUNTIME_THREAD.try_with(|t| t.get()).unwrap_or(false) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; it only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller upholds `alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` with this layout (every allocation goes there).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: as for `dealloc`; the caller upholds `realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Requests in flight: request loops, each issuing one request after the other.
+const LOOPS: usize = 256;
+const WRITE_TIME: Duration = Duration::from_secs(5);
+const READ_TIME: Duration = Duration::from_secs(3);
+const CDC_TIME: Duration = Duration::from_secs(5);
+const SHARDS: u16 = 4;
+const KS: &str = "shardwise_demo";
+
+fn main() -> std::process::ExitCode {
+    match demo() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask demo: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo() -> Result<()> {
+    let mut node = None;
+    let upstream = match std::env::var(testkit::SHARDWISE_CASSANDRA).ok().filter(|v| !v.trim().is_empty()) {
+        Some(v) => testkit::shared::parse_server_addr(&v)?,
+        None => {
+            println!(
+                "starting Cassandra {} (the first run resolves its jars with Maven into {})",
+                testkit::CASSANDRA_VERSION,
+                testkit::dist::cassandra_cache_dir()?.display()
+            );
+            let n = Node::start(NodeConfig::default().with_free_ports()?)?;
+            let addr = n.addr();
+            node = Some(n);
+            addr
+        }
+    };
+    let front = Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() })?;
+    println!(
+        "Cassandra {} at {upstream}; the Scylla emulation front at {} ({SHARDS} shards, shard-aware port {})",
+        testkit::CASSANDRA_VERSION,
+        front.addr(),
+        front.shard_aware_addr().port()
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(|| RUNTIME_THREAD.with(|t| t.set(true)))
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(run(&front));
+    front.stop();
+    if let Some(mut n) = node {
+        n.stop()?;
+    }
+    result
+}
+
+async fn run(front: &FrontHandle) -> Result<()> {
+    let session =
+        SessionBuilder::new().known_node_addr(front.addr()).default_consistency(Consistency::One).build().await?;
+    let protocol = session.connections().first().map(|c| format!("{:?}", c.version())).unwrap_or_default();
+    println!("session: protocol {protocol}, shard-aware, on a multi-threaded runtime (2 workers)");
+    session
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE IF NOT EXISTS {KS} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
+        .await?;
+    session
+        .execute(&Statement::new(format!("CREATE TABLE IF NOT EXISTS {KS}.kv (pk bigint PRIMARY KEY, v bigint)")), ())
+        .await?;
+
+    let before = front.stats();
+    let insert = Arc::new(session.prepare(format!("INSERT INTO {KS}.kv (pk, v) VALUES (?, ?)").as_str()).await?);
+    let writes = phase(&session, WRITE_TIME, {
+        let insert = insert.clone();
+        move |s: Session, pk: i64| {
+            let insert = insert.clone();
+            async move { Ok(s.execute(&*insert, (pk, pk * 2)).await.map(drop)?) }
+        }
+    })
+    .await?;
+    println!("{}", writes.line("prepared writes"));
+    let written = writes.requests as i64;
+    let select = Arc::new(session.prepare(format!("SELECT v FROM {KS}.kv WHERE pk = ?").as_str()).await?);
+    let reads = phase(&session, READ_TIME, {
+        let select = select.clone();
+        move |s: Session, n: i64| {
+            let select = select.clone();
+            async move {
+                let pk = n % written.max(1);
+                let result = s.execute(&*select, (pk,)).await?;
+                match result.first_row::<(i64,)>()? {
+                    Some((v,)) if v == pk * 2 => Ok(()),
+                    other => Err(format!("pk {pk}: read {other:?}, wrote {}", pk * 2).into()),
+                }
+            }
+        }
+    })
+    .await?;
+    println!("{}", reads.line("single-row reads"));
+    let after = front.stats();
+    let (hits, misses) = (after.hits() - before.hits(), after.misses() - before.misses());
+    println!(
+        "shard hits: {hits} of {} routed requests reached the shard that owns their token ({:.2}%)",
+        hits + misses,
+        100.0 * hits as f64 / (hits + misses).max(1) as f64
+    );
+    cdc(&session).await
+}
+
+/// What one measured phase saw.
+struct Phase {
+    requests: u64,
+    elapsed: Duration,
+    allocations: u64,
+    latency: Histogram,
+}
+
+impl Phase {
+    fn line(&self, what: &str) -> String {
+        format!(
+            "{what}: {} in {:.1} s, {LOOPS} in flight: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.2} allocations per request",
+            self.requests,
+            self.elapsed.as_secs_f64(),
+            self.requests as f64 / self.elapsed.as_secs_f64(),
+            self.latency.quantile(0.5) as f64 / 1000.0,
+            self.latency.quantile(0.99) as f64 / 1000.0,
+            self.allocations as f64 / self.requests.max(1) as f64
+        )
+    }
+}
+
+/// Runs `request` from [`LOOPS`] spawned request loops for `time`, after a short warm-up;
+/// counts requests, latencies and allocations (only the measured part).
+async fn phase<F, Fut>(session: &Session, time: Duration, request: F) -> Result<Phase>
+where
+    F: Fn(Session, i64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send,
+{
+    let latency = Arc::new(Histogram::new());
+    let next = Arc::new(AtomicU64::new(0));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut loops = tokio::task::JoinSet::new();
+    for _ in 0..LOOPS {
+        let (session, request) = (session.clone(), request.clone());
+        let (latency, next, measuring, stop) = (latency.clone(), next.clone(), measuring.clone(), stop.clone());
+        loops.spawn(async move {
+            let mut done = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = next.fetch_add(1, Ordering::Relaxed) as i64;
+                let t = Instant::now();
+                request(session.clone(), n).await?;
+                if measuring.load(Ordering::Relaxed) {
+                    latency.record(t.elapsed());
+                    done += 1;
+                }
+            }
+            Ok::<u64, Box<dyn Error + Send + Sync>>(done)
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await; // warm-up: connections, caches, JIT
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(time).await;
+    measuring.store(false, Ordering::Relaxed);
+    COUNTING.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let mut requests = 0;
+    while let Some(done) = loops.join_next().await {
+        requests += done??;
+    }
+    let latency = Arc::try_unwrap(latency).map_err(|_| "latency histogram still shared")?;
+    Ok(Phase { requests, elapsed, allocations, latency })
+}
+
+/// The CDC engine follows a table live while it is written; the consumer checks every
+/// change against what was written and measures its delay.
+async fn cdc(session: &Session) -> Result<()> {
+    session.execute(&Statement::new(format!("DROP TABLE IF EXISTS {KS}.orders")), ()).await?;
+    session
+        .execute(
+            &Statement::new(format!(
+                "CREATE TABLE {KS}.orders (customer int, id int, qty int, PRIMARY KEY (customer, id)) \
+                 WITH cdc = {{'enabled': true}}"
+            )),
+            (),
+        )
+        .await?;
+    let started = SystemTime::now();
+    let delays = Arc::new(Histogram::new());
+    let delivered = Arc::new(AtomicU64::new(0));
+    let checksum = Arc::new(AtomicU64::new(0));
+    let factory = {
+        let (delays, delivered, checksum) = (delays.clone(), delivered.clone(), checksum.clone());
+        move |_: &GroupInfo| -> Box<dyn Consumer> {
+            let (delays, delivered, checksum) = (delays.clone(), delivered.clone(), checksum.clone());
+            Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+                let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+                let written = row.time_micros();
+                delays.record(Duration::from_micros((now.as_micros() as i64 - written).max(0) as u64));
+                let qty = row.value::<Option<i32>>("qty")?.unwrap_or_default();
+                checksum.fetch_add(qty as u64, Ordering::Relaxed);
+                delivered.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+        }
+    };
+    let reader = CdcReaderBuilder::new(session.clone(), KS, "orders")
+        .start(started)
+        .window_size(Duration::from_millis(250))
+        .safety_interval(Duration::from_millis(100))
+        .sleep_interval(Duration::from_millis(50))
+        .generation_poll_interval(Duration::from_secs(1))
+        .workers(2)
+        .build(Arc::new(factory))
+        .await?;
+    let insert = Arc::new(
+        session.prepare(format!("INSERT INTO {KS}.orders (customer, id, qty) VALUES (?, ?, ?)").as_str()).await?,
+    );
+    // 16 writers, each its own customers, so every change can be checked.
+    let deadline = Instant::now() + CDC_TIME;
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..16i32 {
+        let (session, insert) = (session.clone(), insert.clone());
+        writers.spawn(async move {
+            let (mut written, mut sum) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                let i = written as i32;
+                let qty = 1 + i % 5;
+                session.execute(&*insert, (w, i, qty)).await?;
+                written += 1;
+                sum += qty as u64;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            Ok::<(u64, u64), shardwise::ExecutionError>((written, sum))
+        });
+    }
+    let (mut written, mut sum) = (0u64, 0u64);
+    while let Some(done) = writers.join_next().await {
+        let (n, s) = done??;
+        written += n;
+        sum += s;
+    }
+    // A live reader has no end: wait for the last change (at most 10 s), then stop it.
+    let waited = Instant::now();
+    while delivered.load(Ordering::Relaxed) < written && waited.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    reader.stop();
+    reader.join().await?;
+    let (got, got_sum) = (delivered.load(Ordering::Relaxed), checksum.load(Ordering::Relaxed));
+    let verdict = if got == written && got_sum == sum { "every change, checksum equal" } else { "MISMATCH" };
+    println!(
+        "CDC: {written} changes written, {got} delivered ({verdict}); write to delivery p50 {:.0} ms, p99 {:.0} ms \
+         (window 250 ms, safety interval 100 ms)",
+        delays.quantile(0.5) as f64 / 1000.0,
+        delays.quantile(0.99) as f64 / 1000.0
+    );
+    if got != written || got_sum != sum {
+        return Err(
+            format!("the CDC engine delivered {got} changes (sum {got_sum}), {written} written (sum {sum})").into()
+        );
+    }
+    Ok(())
+}
+
+/// A log-linear latency histogram in microseconds (1/32 relative resolution), lock-free.
+struct Histogram {
+    buckets: Vec<AtomicU64>,
+    total: AtomicU64,
+}
+
+const SUB: u64 = 32;
+
+impl Histogram {
+    fn new() -> Self {
+        Histogram { buckets: (0..64 * SUB).map(|_| AtomicU64::new(0)).collect(), total: AtomicU64::new(0) }
+    }
+
+    fn index(us: u64) -> usize {
+        if us < SUB {
+            return us as usize;
+        }
+        let exp = 63 - us.leading_zeros() as u64 - 4; // us >> exp lies in [SUB, 2 * SUB)
+        ((exp + 1) * SUB + (us >> exp) - SUB) as usize
+    }
+
+    fn lower_bound(index: usize) -> u64 {
+        let i = index as u64;
+        if i < SUB {
+            return i;
+        }
+        let exp = i / SUB - 1;
+        (SUB + i % SUB) << exp
+    }
+
+    fn record(&self, d: Duration) {
+        let i = Self::index(d.as_micros() as u64).min(self.buckets.len() - 1);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The value below which a `q` share of the samples lie, in microseconds.
+    fn quantile(&self, q: f64) -> u64 {
+        let total = self.total.load(Ordering::Relaxed);
+        let rank = ((total as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b.load(Ordering::Relaxed);
+            if seen >= rank {
+                return Self::lower_bound(i);
+            }
+        }
+        0
+    }
+}
