@@ -21,8 +21,7 @@ use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, GroupInfo, Operation};
 use testkit::emu::FrontHandle;
 
-mod common;
-use common::run;
+use crate::common::{self, run};
 
 async fn setup(tag: &str) -> (FrontHandle, Session, String) {
     let (front, session, ks) = common::front_and_keyspace(tag).await;
