@@ -19,6 +19,9 @@
 //! * `sync` (private): the synchronization primitives of the shared state, in one place;
 //! * `fuzzing` (hidden): the entry point of the fuzz target.
 //!
+//! The command-line applications on this library, `printer` and
+//! `replicator`, are in the `shardwise-cdc-tools` package.
+//!
 //! Scylla writes every change of a CDC-enabled table into a log table
 //! whose partitions are *streams*; the set of streams changes with each
 //! *generation*. Reading the log means reading every stream of the current
