@@ -21,23 +21,13 @@ use std::sync::Arc;
 use shardwise::protocol::types::CqlValue;
 use uuid::Uuid;
 
-use crate::plan::{GroupId, ReadWindow};
+/// The group a consumer is made for is described by the planner; it is
+/// re-exported here, next to the factory that receives it.
+pub use crate::plan::GroupInfo;
+use crate::plan::ReadWindow;
 use crate::row::{CdcRow, Operation, RowError};
-use crate::stream::{StreamGroup, StreamId};
-use crate::time::{timeuuid_micros, Millis};
-
-/// A stream group a consumer is made for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupInfo {
-    /// The group's generation.
-    pub generation: Millis,
-    /// The group within its generation.
-    pub group: GroupId,
-    /// The group's streams.
-    pub streams: StreamGroup,
-    /// The worker that reads the group.
-    pub worker: usize,
-}
+use crate::stream::StreamId;
+use crate::time::timeuuid_micros;
 
 /// A consumer failed; the window is read again later.
 #[derive(Debug, thiserror::Error)]
@@ -190,8 +180,11 @@ impl Change {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::plan::GroupId;
     use crate::row::tests::{log_rows, log_specs, STREAM};
     use crate::row::{LogPage, LogSchema, RowIndex};
+    use crate::stream::StreamGroup;
+    use crate::time::Millis;
 
     #[test]
     fn change_copies_a_row() {

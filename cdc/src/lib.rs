@@ -5,6 +5,23 @@
 //! A change data capture engine for ScyllaDB's CDC log, built on the
 //! [`shardwise`] driver.
 //!
+//! Modules (one concept each):
+//! * [`stream`]: stream ids and stream groups;
+//! * [`time`]: milliseconds since the epoch and the `cdc$time` timeuuid;
+//! * [`plan`]: the sans-IO planner and the stream groups it hands out ([`GroupInfo`]);
+//! * [`row`]: borrowed views of log rows ([`LogSchema`], [`LogPage`], [`CdcRow`]);
+//! * [`consumer`]: what the application plugs in ([`Consumer`], [`ConsumerFactory`]) and the owned [`Change`];
+//! * [`checkpoint`]: checkpoints and their stores;
+//! * [`generation`]: where generations and their streams come from;
+//! * [`reader`]: the worker threads around the planner ([`CdcReader`]);
+//! * [`replicator`]: a consumer factory that replays a table's changes into another table;
+//! * [`printer`]: one-line renderings of a change, human-readable or JSON;
+//! * `sync` (private): the synchronization primitives of the shared state, in one place;
+//! * `fuzzing` (hidden): the entry point of the fuzz target.
+//!
+//! The command-line applications on this library, `printer` and
+//! `replicator`, are in the `shardwise-cdc-tools` package.
+//!
 //! Scylla writes every change of a CDC-enabled table into a log table
 //! whose partitions are *streams*; the set of streams changes with each
 //! *generation*. Reading the log means reading every stream of the current
@@ -39,10 +56,6 @@
 //! them synchronously on its worker; [`Change`] is the owned copy for code
 //! that keeps rows.
 //!
-//! Modules: [`stream`] (stream ids and groups), [`time`] (milliseconds and
-//! `cdc$time`), [`plan`], [`row`], [`consumer`], [`checkpoint`],
-//! [`generation`].
-//!
 //! [`Planner::window_done`]: plan::Planner::window_done
 //! [`Planner::next_generation_found`]: plan::Planner::next_generation_found
 //! [`Planner::poll`]: plan::Planner::poll
@@ -69,9 +82,9 @@ pub use shardwise;
 pub use checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, GroupProgress, MemoryCheckpointStore, TableCheckpointStore,
 };
-pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory, GroupInfo};
+pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory};
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
-pub use plan::{Action, GroupId, PlanError, Planner, PlannerConfig, ReadWindow};
+pub use plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
 pub use reader::{CdcError, CdcReader, CdcReaderBuilder, CdcReaderHandle};
 pub use row::{CdcRow, LogPage, LogSchema, Operation, RowError, RowIndex, SchemaError};
 pub use stream::{StreamGroup, StreamId, StreamIdError};

@@ -74,7 +74,6 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::checkpoint::{Checkpoint, GroupProgress};
-use crate::consumer::GroupInfo;
 use crate::stream::{StreamGroup, StreamId};
 use crate::time::{duration_ms, Millis};
 
@@ -125,6 +124,22 @@ impl fmt::Display for GroupId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "group {}", self.0)
     }
+}
+
+/// A group of the current generation, as [`Planner::group`] describes it:
+/// what a consumer is made for ([`ConsumerFactory::new_consumer`]).
+///
+/// [`ConsumerFactory::new_consumer`]: crate::ConsumerFactory::new_consumer
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// The group's generation.
+    pub generation: Millis,
+    /// The group within its generation.
+    pub group: GroupId,
+    /// The group's streams.
+    pub streams: StreamGroup,
+    /// The worker that reads the group.
+    pub worker: usize,
 }
 
 /// A window to read: the streams of `group` over `[from, to)`.

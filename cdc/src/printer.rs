@@ -1,8 +1,8 @@
-//! How the `printer` application shows a change: one line per log row,
-//! human-readable or as a JSON object (JSON lines). Values are shown as CQL
-//! literals (in JSON: as strings holding the literal), so every type prints
-//! without loss; null columns are left out, deleted flags and deleted
-//! elements are listed.
+//! How the `printer` application (in `shardwise-cdc-tools`) shows a change:
+//! one line per log row, human-readable or as a JSON object (JSON lines).
+//! Values are shown as CQL literals (in JSON: as strings holding the
+//! literal), so every type prints without loss; null columns are left out,
+//! deleted flags and deleted elements are listed.
 
 use std::fmt::Write as _;
 

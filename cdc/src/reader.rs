@@ -33,9 +33,9 @@ use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, Prepar
 use tokio::sync::{mpsc, Notify};
 
 use crate::checkpoint::{CheckpointError, CheckpointStore};
-use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory, GroupInfo};
+use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
 use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
-use crate::plan::{Action, GroupId, PlanError, Planner, PlannerConfig, ReadWindow};
+use crate::plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
 use crate::row::{LogPage, LogSchema, RowError, RowIndex, SchemaError};
 use crate::stream::{StreamGroup, StreamId};
 use crate::sync::Mutex;

@@ -55,8 +55,8 @@ use shardwise::protocol::types::{ColumnType, CqlValue};
 use shardwise::{ExecutionError, PreparedStatement, Session, Statement};
 use tokio::sync::mpsc;
 
-use crate::consumer::{Consumer, ConsumerError, ConsumerFactory, GroupInfo};
-use crate::plan::ReadWindow;
+use crate::consumer::{Consumer, ConsumerError, ConsumerFactory};
+use crate::plan::{GroupInfo, ReadWindow};
 use crate::row::{CdcRow, Operation};
 
 /// Writes in flight per writer task.

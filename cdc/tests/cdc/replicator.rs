@@ -13,8 +13,7 @@ use shardwise_cdc::replicator::Replicator;
 use shardwise_cdc::CdcReaderBuilder;
 use testkit::emu::FrontHandle;
 
-mod common;
-use common::run;
+use crate::common::{self, run};
 
 async fn setup(tag: &str) -> (FrontHandle, Session, String) {
     let (front, session, ks) = common::front_and_keyspace(tag).await;

@@ -9,8 +9,8 @@
 //! With `--checkpoint-keyspace ks2` it saves its progress in
 //! `ks2.cdc_checkpoints` (created if missing; see `TableCheckpointStore`)
 //! and a restart resumes there: changes of the last unsaved window may be
-//! printed again, none is skipped (`cdc/tests/checkpoint.rs` kills it with
-//! SIGKILL and restarts it). `--start-unix-ms`/`--end-unix-ms` give an
+//! printed again, none is skipped (`tests/printer.rs` kills it with SIGKILL
+//! and restarts it). `--start-unix-ms`/`--end-unix-ms` give an
 //! absolute range, so that a restarted run reads the same one.
 
 use std::io::Write as _;

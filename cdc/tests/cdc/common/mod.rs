@@ -1,9 +1,12 @@
 //! Shared setup of the CDC integration tests: an emulation front (4 shards,
 //! its own stand-in keyspace, so its generation is stable) over the shared
 //! Cassandra, a session through it with one connection per shard, and a
-//! fresh keyspace.
+//! fresh keyspace. The `printer` test of `shardwise-cdc-tools` includes
+//! this module too (by path), so not every item is used by every binary.
 
 #![allow(dead_code)]
+
+pub mod workload;
 
 use std::time::{Duration, Instant};
 

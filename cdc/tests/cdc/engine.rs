@@ -14,7 +14,7 @@ use shardwise::{Session, Statement};
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo, MemoryCheckpointStore, Operation};
 use testkit::emu::FrontHandle;
 
-mod common;
+use crate::common;
 
 async fn setup(tag: &str) -> (FrontHandle, Session, String) {
     let (front, session, ks) = common::front_and_keyspace(tag).await;

@@ -1,0 +1,155 @@
+//! The `printer` application as a separate process, through the Scylla
+//! emulation front on a real Cassandra: following a table live with
+//! `--checkpoint-keyspace`, it is killed with SIGKILL after it printed some
+//! changes and saved a checkpoint, then restarted to the end; the two
+//! outputs together hold every change, in write order per partition key,
+//! with repeats only where the second run resumed.
+//!
+//! Here, not in `shardwise-cdc`'s tests, because only the tests of this
+//! package can locate its binaries (`CARGO_BIN_EXE_printer`). The setup and
+//! the workload are those of `shardwise-cdc`'s tests, included by path.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use shardwise_cdc::checkpoint::TableCheckpointStore;
+use shardwise_cdc::{CheckpointStore, Operation};
+
+#[path = "../../cdc/tests/cdc/common/mod.rs"]
+mod common;
+use common::workload::{check_resumed, create_table, expected_of, plan, write, Ops};
+
+/// The `printer` of this package, as a child process following `ks.t`
+/// from an absolute time (to an absolute time, or forever), with a table
+/// checkpoint in `ks`; its JSON lines go to `out`.
+fn spawn_printer(
+    addr: std::net::SocketAddr,
+    ks: &str,
+    start_ms: u64,
+    end_ms: Option<u64>,
+    out: &std::path::Path,
+) -> Child {
+    let file = std::fs::File::create(out).expect("output file");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_printer"));
+    if let Some(end) = end_ms {
+        command.args(["--end-unix-ms", &end.to_string()]);
+    }
+    command
+        .args(["--node", &addr.to_string(), "--keyspace", ks, "--table", "t", "--json"])
+        .args(["--start-unix-ms", &start_ms.to_string()])
+        .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "2", "--consistency", "ONE"])
+        .args(["--checkpoint-keyspace", ks, "--checkpoint-interval", "0.1"])
+        .stdout(Stdio::from(file))
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn printer")
+}
+
+/// The value of `"name":"…"` in a JSON line of the printer.
+fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let key = format!("\"{name}\":\"");
+    let at = line.find(&key)? + key.len();
+    line[at..].split('"').next()
+}
+
+/// The complete lines of a printer's output, as (pk, operation, v) per key.
+fn read_output(path: &std::path::Path) -> (Ops, usize) {
+    let text = std::fs::read_to_string(path).expect("read output");
+    // A line cut by the kill has no newline: it was not delivered.
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    let mut ops = Ops::new();
+    let mut n = 0;
+    for line in complete.lines() {
+        let op = match field(line, "operation") {
+            Some("insert") => Operation::Insert,
+            Some("update") => Operation::Update,
+            Some("row-delete") => Operation::RowDelete,
+            other => panic!("unexpected operation {other:?} in {line}"),
+        };
+        let pk: i32 = field(line, "pk").and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no pk in {line}"));
+        let v: Option<i64> = field(line, "v").map(|s| s.parse().unwrap_or_else(|_| panic!("bad v in {line}")));
+        ops.entry(pk).or_default().push((op, v));
+        n += 1;
+    }
+    (ops, n)
+}
+
+fn lines_in(path: &std::path::Path) -> usize {
+    std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
+    let (front, session, ks) = common::front_and_keyspace("cdc_kill").await;
+    create_table(&session, &ks).await;
+    let dir = std::env::temp_dir().join(format!("shardwise-cdc-kill-{}-{ks}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (out1, out2) = (dir.join("run1.jsonl"), dir.join("run2.jsonl"));
+    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
+
+    let plan = plan(30, 600, 7);
+    let expected = expected_of(&plan);
+    let total = plan.len();
+    let start = SystemTime::now() - Duration::from_millis(500);
+
+    // The printer follows the table live (no end) while the changes are
+    // written, 20 every 100 ms.
+    let mut child = spawn_printer(front.addr(), &ks, ms(start), None, &out1);
+    let writer = {
+        let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
+        tokio::spawn(async move { write(&session, &ks, &plan, 20, Duration::from_millis(100)).await })
+    };
+
+    // Kill it (SIGKILL) once it printed a quarter of the changes and saved
+    // a checkpoint with progress past the start.
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(child.try_wait().expect("try_wait").is_none(), "the printer exited before it was killed");
+        assert!(Instant::now() < deadline, "the printer prints and checkpoints ({} lines)", lines_in(&out1));
+        if lines_in(&out1) >= total / 4 {
+            // The table may not exist yet: the printer creates it.
+            if let Ok(Some(cp)) = store.load(&format!("{ks}.t_scylla_cdc_log")).await {
+                if cp.groups.iter().any(|g| g.progress.0 as u64 > ms(start) + 1000) {
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    child.kill().expect("SIGKILL");
+    let status = child.wait().expect("wait");
+    assert!(!status.success(), "killed: {status:?}");
+    let killed_at = lines_in(&out1);
+
+    // Restarted once the writes are done, now with an end: it resumes from
+    // the table and runs to the end.
+    writer.await.expect("writer");
+    let end = SystemTime::now() + Duration::from_millis(500);
+    let mut child = spawn_printer(front.addr(), &ks, ms(start), Some(ms(end)), &out2);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the restarted printer did not finish");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "the restarted printer finished cleanly: {status:?}");
+
+    let (first, n1) = read_output(&out1);
+    let (second, n2) = read_output(&out2);
+    assert!(n1 >= killed_at.min(total / 4) && n1 < total, "killed mid-run: {n1} of {total}");
+    let repeated = check_resumed(&expected, &first, &second);
+    assert!(n2 < total, "the restart resumed from the checkpoint, not from the start ({n2} of {total})");
+    assert_eq!(n1 + n2 - repeated, total, "every change printed");
+    eprintln!("killed after {n1} changes; the restart printed {n2} ({repeated} again) of {total}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,165 @@
+//! Restarts from the table-backed checkpoint store, through the Scylla
+//! emulation front on a real Cassandra: a reader with a
+//! [`TableCheckpointStore`] is stopped mid-run and dropped; a new reader
+//! resumes from the table and delivers the rest, skipping nothing
+//! (at-least-once: only the tail of the last window may come again).
+//! The same across a process kill (SIGKILL of the `printer` application)
+//! is tested in `shardwise-cdc-tools` (`tests/printer.rs`).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use shardwise::Session;
+use shardwise_cdc::checkpoint::TableCheckpointStore;
+use shardwise_cdc::{CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, GroupInfo};
+use testkit::emu::FrontHandle;
+
+use crate::common::workload::{check_resumed, create_table, expected_of, plan, write, Ops};
+use crate::common::{self, run};
+
+async fn setup(tag: &str) -> (FrontHandle, Session, String) {
+    let (front, session, ks) = common::front_and_keyspace(tag).await;
+    create_table(&session, &ks).await;
+    (front, session, ks)
+}
+
+/// What the consumer saw per partition: (operation, v) in delivery order.
+type Seen = Arc<Mutex<Ops>>;
+
+fn collector(seen: Seen) -> Arc<dyn shardwise_cdc::ConsumerFactory> {
+    Arc::new(move |_: &GroupInfo| -> Box<dyn Consumer> {
+        let seen = seen.clone();
+        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
+            let v = row.value::<Option<i64>>("v")?;
+            seen.lock().expect("lock").entry(pk).or_default().push((row.operation(), v));
+            Ok(())
+        })
+    })
+}
+
+fn count(seen: &Seen) -> usize {
+    seen.lock().expect("lock").values().map(Vec::len).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resumes_from_the_table_checkpoint_without_missing_a_row() {
+    let (_front, session, ks) = setup("cdc_tckpt").await;
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    store.create_table().await.expect("checkpoint table");
+    let store = Arc::new(store);
+    let log = &format!("{ks}.t_scylla_cdc_log");
+    assert_eq!(store.load(log).await.expect("load"), None, "a fresh table has no checkpoint");
+
+    let start = SystemTime::now() - Duration::from_secs(1);
+    let plan = plan(20, 400, 3);
+    write(&session, &ks, &plan, 400, Duration::ZERO).await;
+    let expected = expected_of(&plan);
+    let total = plan.len();
+    let end = SystemTime::now() + Duration::from_millis(500);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let builder = |seen: Seen| {
+        CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_millis(100))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .workers(2)
+            .checkpoints(store.clone(), Duration::from_millis(100))
+            .build(collector(seen))
+    };
+
+    // First run: stopped once about a quarter of the changes came, then dropped.
+    let first: Seen = Arc::default();
+    let reader = builder(first.clone()).await.expect("reader");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count(&first) < total / 4 {
+        assert!(Instant::now() < deadline, "the first run delivers changes");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    reader.stop();
+    reader.join().await.expect("stopped cleanly");
+    let first_count = count(&first);
+    assert!(first_count < total, "the first run was stopped before the end ({first_count} of {total})");
+
+    // The table holds the checkpoint: the generation and every group, some
+    // of them past the start.
+    let saved = store.load(log).await.expect("load").expect("a checkpoint was saved");
+    assert!(!saved.groups.is_empty(), "{saved:?}");
+    let start_ms = start.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as i64;
+    assert!(saved.groups.iter().any(|g| g.progress.0 > start_ms), "some progress saved: {saved:?}");
+    assert!(saved.groups.iter().all(|g| g.progress.0 >= saved.generation.0), "{saved:?}");
+
+    // Second run: a new reader, from the table's checkpoint to the end.
+    let second: Seen = Arc::default();
+    let reader = builder(second.clone()).await.expect("reader");
+    tokio::time::timeout(Duration::from_secs(120), reader.join()).await.expect("finishes").expect("ok");
+    let second_count = count(&second);
+    let (first, second) = (first.lock().expect("lock").clone(), second.lock().expect("lock").clone());
+    let repeated = check_resumed(&expected, &first, &second);
+    assert!(
+        second_count < total,
+        "the second run resumed from the checkpoint, not from the start ({second_count} of {total})"
+    );
+    assert_eq!(first_count + second_count - repeated, total);
+    eprintln!("first run {first_count}, second run {second_count}, repeated {repeated}, of {total}");
+
+    // The finished run's checkpoint is at the end for every group.
+    let done = store.load(log).await.expect("load").expect("checkpoint");
+    let end_ms = end.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as i64;
+    assert!(done.groups.iter().all(|g| g.progress.0 >= end_ms), "{done:?}");
+}
+
+/// Readers of two tables with the same name in two keyspaces share one
+/// checkpoint table: each keeps its own checkpoint (the key is the log's
+/// `keyspace.table`), so the second does not resume from the first's
+/// progress and skip its own rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_of_the_same_name_in_two_keyspaces_keep_separate_checkpoints() {
+    let (_front, session, ks) = setup("cdc_ckpt_ks1").await;
+    let ks2 = testkit::fresh_keyspace("cdc_ckpt_ks2");
+    run(
+        &session,
+        &format!("CREATE KEYSPACE {ks2} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+    )
+    .await;
+    run(
+        &session,
+        &format!(
+            "CREATE TABLE {ks2}.t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"
+        ),
+    )
+    .await;
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    store.create_table().await.expect("checkpoint table");
+    let store = Arc::new(store);
+
+    let start = SystemTime::now() - Duration::from_secs(1);
+    let (plan1, plan2) = (plan(10, 100, 11), plan(10, 100, 12));
+    write(&session, &ks, &plan1, 100, Duration::ZERO).await;
+    write(&session, &ks2, &plan2, 100, Duration::ZERO).await;
+    let end = SystemTime::now() + Duration::from_millis(500);
+    let read = |keyspace: String, seen: Seen| {
+        CdcReaderBuilder::new(session.clone(), &keyspace, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_secs(1))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .workers(2)
+            .checkpoints(store.clone(), Duration::from_millis(100))
+            .build(collector(seen))
+    };
+    for (keyspace, plan) in [(ks.clone(), &plan1), (ks2.clone(), &plan2)] {
+        let seen: Seen = Arc::default();
+        let reader = read(keyspace.clone(), seen.clone()).await.expect("reader");
+        tokio::time::timeout(Duration::from_secs(120), reader.join()).await.expect("finishes").expect("ok");
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!(seen, expected_of(plan), "every change of {keyspace}.t, in order");
+    }
+    for keyspace in [&ks, &ks2] {
+        let key = format!("{keyspace}.t_scylla_cdc_log");
+        assert!(store.load(&key).await.expect("load").is_some(), "a checkpoint under {key}");
+    }
+}

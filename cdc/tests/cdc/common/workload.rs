@@ -1,0 +1,110 @@
+//! The workload of the checkpoint tests: a table `t (pk, ck, v)` with CDC,
+//! a seeded sequence of inserts, updates and row deletes with increasing
+//! `v`, and the check that a stopped run and a resumed one together deliver
+//! every change in order. Here rather than in `checkpoint.rs` because the
+//! `printer` test of `shardwise-cdc-tools` (a separate process killed and
+//! restarted) uses it too.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use shardwise::{Session, Statement};
+use shardwise_cdc::Operation;
+
+use super::run;
+
+/// Changes per partition key: (operation, v) in order.
+pub type Ops = HashMap<i32, Vec<(Operation, Option<i64>)>>;
+
+/// Creates `ks.t`, the CDC-enabled table of the workload.
+pub async fn create_table(session: &Session, ks: &str) {
+    run(
+        session,
+        &format!("CREATE TABLE {ks}.t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"),
+    )
+    .await;
+}
+
+/// The changes of the workload: (pk, ck, operation, v) with increasing v.
+pub fn plan(partitions: i32, n: i64, seed: u64) -> Vec<(i32, i32, Operation, Option<i64>)> {
+    let mut x = seed;
+    (0..n)
+        .map(|v| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let pk = ((x >> 33) % partitions as u64) as i32;
+            let ck = ((x >> 20) % 4) as i32;
+            match (x >> 50) % 10 {
+                0..=5 => (pk, ck, Operation::Insert, Some(v)),
+                6..=8 => (pk, ck, Operation::Update, Some(v)),
+                _ => (pk, ck, Operation::RowDelete, None),
+            }
+        })
+        .collect()
+}
+
+pub fn expected_of(plan: &[(i32, i32, Operation, Option<i64>)]) -> Ops {
+    let mut expected = Ops::new();
+    for &(pk, _, op, v) in plan {
+        expected.entry(pk).or_default().push((op, v));
+    }
+    expected
+}
+
+/// Writes the planned changes, `per_tick` of them every `tick` (all at once
+/// with a zero tick).
+pub async fn write(
+    session: &Session,
+    ks: &str,
+    plan: &[(i32, i32, Operation, Option<i64>)],
+    per_tick: usize,
+    tick: Duration,
+) {
+    let insert = session
+        .prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")))
+        .await
+        .expect("prepare");
+    let update = session
+        .prepare(Statement::new(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?")))
+        .await
+        .expect("prepare");
+    let delete =
+        session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
+    for (i, &(pk, ck, op, v)) in plan.iter().enumerate() {
+        if i > 0 && i % per_tick.max(1) == 0 && !tick.is_zero() {
+            tokio::time::sleep(tick).await;
+        }
+        match op {
+            Operation::Insert => session.execute(&insert, (pk, ck, v.expect("v"))).await.map(drop),
+            Operation::Update => session.execute(&update, (v.expect("v"), pk, ck)).await.map(drop),
+            _ => session.execute(&delete, (pk, ck)).await.map(drop),
+        }
+        .expect("write");
+    }
+}
+
+/// Checks that a first run (a prefix per key) and a resumed run (a suffix
+/// per key) together cover `expected` in order with no gap; returns how
+/// many changes the second run repeated.
+pub fn check_resumed(expected: &Ops, first: &Ops, second: &Ops) -> usize {
+    let mut repeated = 0;
+    for (pk, ops) in expected {
+        let a = first.get(pk).cloned().unwrap_or_default();
+        let b = second.get(pk).cloned().unwrap_or_default();
+        assert!(a.len() <= ops.len() && b.len() <= ops.len(), "pk {pk}: more changes than written");
+        assert_eq!(&a[..], &ops[..a.len()], "pk {pk}: first run in write order");
+        let resumed_at = ops.len() - b.len();
+        assert!(
+            resumed_at <= a.len(),
+            "pk {pk}: rows missed between runs ({} + {} of {})",
+            a.len(),
+            b.len(),
+            ops.len()
+        );
+        assert_eq!(&b[..], &ops[resumed_at..], "pk {pk}: second run in write order");
+        repeated += a.len() - resumed_at;
+    }
+    for pk in first.keys().chain(second.keys()) {
+        assert!(expected.contains_key(pk), "pk {pk} was never written");
+    }
+    repeated
+}

@@ -1,0 +1,18 @@
+//! The integration tests of `shardwise-cdc`, in one binary (one link, one
+//! shared Cassandra per run). Every test runs through its own Scylla
+//! emulation front (with its own stand-in keyspace, so its generations and
+//! routing counters are its own) and writes into a keyspace of its own
+//! ([`testkit::fresh_keyspace`]), so the tests can run concurrently.
+//!
+//! * [`engine`]: every change once and in order across a generation switch;
+//!   resuming from an in-memory checkpoint;
+//! * [`checkpoint`]: resuming from the table-backed checkpoint store;
+//! * [`replicator`]: a mixed workload replayed into another table;
+//! * [`replicator_types`]: the replicator for every type family;
+//! * [`common`]: the shared setup (front, session, keyspace).
+
+mod checkpoint;
+mod common;
+mod engine;
+mod replicator;
+mod replicator_types;
