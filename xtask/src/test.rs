@@ -200,11 +200,17 @@ pub fn run(args: &[String]) -> ExitCode {
         };
     };
     let (name, mut args) = match &opts.only {
-        Some(extra) => (format!("cargo test --workspace {}", extra.join(" ")).trim_end().to_string(), extra.clone()),
+        // `--workspace` would override a `-p`: test just the named packages then.
+        Some(extra) if names_packages(extra) => (format!("cargo test {}", extra.join(" ")), extra.clone()),
+        Some(extra) => {
+            let mut args = vec!["--workspace".to_string()];
+            args.extend(extra.iter().cloned());
+            (format!("cargo test {}", args.join(" ")), args)
+        }
         // --no-fail-fast: one failing test binary must not hide the others.
         None => (
             "cargo test --workspace --all-targets".to_string(),
-            vec!["--all-targets".to_string(), "--no-fail-fast".to_string()],
+            vec!["--workspace".to_string(), "--all-targets".to_string(), "--no-fail-fast".to_string()],
         ),
     };
     args.extend(opts.cargo_args.iter().cloned());
@@ -214,7 +220,7 @@ pub fn run(args: &[String]) -> ExitCode {
         banner(&name);
         let t = Instant::now();
         let mut cmd = cargo();
-        cmd.current_dir(&root).args(["test", "--workspace"]).args(&args);
+        cmd.current_dir(&root).arg("test").args(&args);
         with_server(&mut cmd);
         match run_status(&mut cmd) {
             Ok(()) => run.record(&name, t, Status::Passed, ""),
@@ -462,6 +468,11 @@ fn fuzz_target(root: &Path, target: &str, seconds: u64) -> Result<u64, String> {
     }
 }
 
+/// Whether `--only` arguments name packages (`-p X`, `--package X`, `--package=X`).
+fn names_packages(args: &[String]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| a == "-p" || a == "--package" || a.starts_with("--package="))
+}
+
 /// Targets from `cargo fuzz list`: one per non-empty line.
 pub fn parse_fuzz_list(stdout: &str) -> Vec<String> {
     stdout.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains(' ')).map(String::from).collect()
@@ -503,6 +514,8 @@ mod tests {
         assert_eq!(o.fuzz_seconds, 7);
         let o = parse_args(&args("--only -p testkit start_stop -- --nocapture"), None).unwrap();
         assert_eq!(o.only, Some(args("-p testkit start_stop -- --nocapture")));
+        assert!(names_packages(&args("-p testkit start_stop -- --nocapture")));
+        assert!(!names_packages(&args("start_stop -- -p")));
         let o = parse_args(&args("--no-fuzz -- -p testkit --lib"), None).unwrap();
         assert_eq!(o.cargo_args, args("-p testkit --lib"));
         assert!(!o.fuzz);
