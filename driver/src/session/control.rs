@@ -27,10 +27,11 @@ use shardwise_protocol::response::{Event, Response, ResponseMessage};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::{NodePool, Session, SessionInner};
+use super::{Session, SessionInner};
 use crate::connection::Connection;
 use crate::error::ExecutionError;
 use crate::events::SessionEvent;
+use crate::pool::NodePool;
 
 /// Pause before trying again when no node can take the control connection.
 const RETRY: Duration = Duration::from_millis(200);
