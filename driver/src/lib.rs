@@ -5,7 +5,26 @@
 //! buffer; responses are read into one buffer each and rows are borrowed
 //! views over it. The wire format comes from the sans-IO
 //! [`shardwise_protocol`] crate, re-exported as [`protocol`].
+//!
+//! ## Modules
+//!
+//! - [`session`]: the session (pools, routing, execution, refresh) and its builder;
+//! - [`connection`]: one CQL connection (handshake, writer and reader tasks);
+//! - `pool`: the connections to one node, in per-shard slots;
+//! - [`cluster`]: topology discovery, token ring and replica placement, node distance;
+//! - [`routing`]: the token of a request's partition key;
+//! - [`execute`]: how each kind of statement becomes a request;
+//! - [`statement`]: statements, prepared statements, batches and their options;
+//! - [`result`]: query results and paging state;
+//! - [`retry`]: retry policies;
+//! - [`auth`]: SASL-style authentication;
+//! - [`config`]: connection settings (compression, TLS, authentication);
+//! - [`events`]: session and database events;
+//! - [`error`]: the error types;
+//! - `metrics`: request counters and the latency histogram;
+//! - `sync`: the synchronization primitives (loom-checkable).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;

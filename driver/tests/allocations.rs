@@ -1,3 +1,4 @@
+// Its own binary, not a module of tests/driver: the global allocator below counts the whole process.
 //! Heap allocations per request, end to end against the real server,
 //! counted by a global allocator: a prepared write must allocate nothing and
 //! a single-page prepared read at most once (its response buffer).

@@ -28,6 +28,13 @@
 //! }
 //! ```
 //!
+//! ## Modules
+//!
+//! - `attrs`: parsing of the derive input and its `#[shardwise(...)]` attributes;
+//! - `ser`: `#[derive(SerializeValues)]`;
+//! - `de`: `#[derive(DeserializeRow)]`;
+//! - `tests`: compile errors of the derives, checked on the macro functions.
+//!
 //! ## The protocol crate's path
 //!
 //! Generated code names the protocol crate `::shardwise_protocol` when the
@@ -65,6 +72,7 @@
 //! struct Pair(i64, String);
 //! ```
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod attrs;

@@ -27,6 +27,25 @@ impl PoolConnection for Connection {
     }
 }
 
+/// The least loaded open connection in `slots` of the shard owning `token`
+/// (by `shard_of`, asked of a connection of the node) on a sharded node,
+/// else the least loaded open connection. Generic over the connection so
+/// that the query plan's tests can use it without sockets.
+pub(crate) fn pick_connection<C: PoolConnection>(
+    slots: &Slots<C>,
+    token: Option<Token>,
+    seed: usize,
+    shard_of: impl FnOnce(&C, Token) -> u16,
+) -> Option<C> {
+    if let Some(token) = token {
+        let on_shard = slots.pick_shard(|c| shard_of(c, token));
+        if on_shard.is_some() {
+            return on_shard;
+        }
+    }
+    slots.pick_any(seed)
+}
+
 /// The connections to one node.
 pub(crate) struct NodePool {
     /// The node's address.
@@ -65,14 +84,9 @@ impl NodePool {
     /// The least loaded open connection of the shard owning `token` on a
     /// sharded node, else the least loaded open connection.
     pub(crate) fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Connection> {
-        if let Some(token) = token {
-            let on_shard =
-                self.slots.pick_shard(|c| c.sharding().map_or(0, |s: &ShardingInfo| s.sharder().shard_of(token)));
-            if on_shard.is_some() {
-                return on_shard;
-            }
-        }
-        self.slots.pick_any(seed)
+        pick_connection(&self.slots, token, seed, |c, token| {
+            c.sharding().map_or(0, |s: &ShardingInfo| s.sharder().shard_of(token))
+        })
     }
 
     /// The least loaded open connection.

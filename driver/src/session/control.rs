@@ -7,10 +7,12 @@
 //! - STATUS_CHANGE UP: the node is marked up when a connection is open,
 //!   its refill is woken, and the topology read again shortly after;
 //! - TOPOLOGY_CHANGE: the topology is read again shortly after (events are
-//!   hints; several within [`SessionConfig::topology_event_delay`] share
-//!   one refresh);
-//! - every [`SessionConfig::topology_refresh_interval`]: topology and
-//!   schema are read again.
+//!   hints; several within
+//!   [`SessionConfig::topology_event_delay`](super::SessionConfig::topology_event_delay)
+//!   share one refresh);
+//! - every
+//!   [`SessionConfig::topology_refresh_interval`](super::SessionConfig::topology_refresh_interval):
+//!   topology and schema are read again.
 //!
 //! When its connection closes (the node died, or left the topology) it
 //! moves to another node at once, preferring up nodes and leaving the node
@@ -27,10 +29,11 @@ use shardwise_protocol::response::{Event, Response, ResponseMessage};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::{NodePool, Session, SessionInner};
+use super::{Session, SessionInner};
 use crate::connection::Connection;
 use crate::error::ExecutionError;
 use crate::events::SessionEvent;
+use crate::pool::NodePool;
 
 /// Pause before trying again when no node can take the control connection.
 const RETRY: Duration = Duration::from_millis(200);

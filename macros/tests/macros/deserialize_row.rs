@@ -8,9 +8,7 @@ use shardwise_protocol::types::de::{DeserializeError, DeserializeRow, TypeCheckE
 use shardwise_protocol::types::ser::SerializeValue;
 use shardwise_protocol::types::{ColumnSpec, ColumnType};
 
-fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
-    ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ }
-}
+use crate::common::spec;
 
 fn text_list() -> ColumnType {
     ColumnType::List(Box::new(ColumnType::Text))

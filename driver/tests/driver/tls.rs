@@ -58,6 +58,7 @@ fn make_cert(dir: &Path, name: &str) -> (std::path::PathBuf, Vec<u8>) {
 
 #[tokio::test]
 async fn tls_with_a_trusted_and_an_unknown_ca() {
+    let _turn = crate::common::own_servers().await;
     let dir = std::env::temp_dir().join(format!("shardwise-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let (keystore, pem) = make_cert(&dir, "server");

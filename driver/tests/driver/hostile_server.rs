@@ -12,6 +12,8 @@ use shardwise::{Connection, ConnectionConfig, ConnectionError, ExecutionError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::common::response;
+
 /// Reads one request envelope; returns its stream id.
 async fn read_request(socket: &mut TcpStream) -> Option<i16> {
     let mut head = [0u8; HEADER_LEN];
@@ -20,12 +22,6 @@ async fn read_request(socket: &mut TcpStream) -> Option<i16> {
     let mut body = vec![0u8; header.length as usize];
     socket.read_exact(&mut body).await.ok()?;
     Some(header.stream)
-}
-
-fn response(stream: i16, message: ResponseMessage) -> Vec<u8> {
-    let mut out = Vec::new();
-    Response::new(message).encode(ProtocolVersion::V4, stream, &mut out).expect("encodes");
-    out
 }
 
 /// Starts a fake that completes the handshake, then answers the first

@@ -190,6 +190,7 @@ async fn clients_of(probe: &Connection) -> BTreeSet<(IpAddr, i32)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_node_cluster() {
+    let _turn = crate::common::own_servers().await;
     let started = Instant::now();
     let mut cluster = tokio::task::spawn_blocking(TestCluster::start).await.expect("join");
     println!("cluster started in {:?}", started.elapsed());

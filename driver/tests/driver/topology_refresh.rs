@@ -32,7 +32,7 @@ use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
 use shardwise::protocol::request::AnyRequest;
 use shardwise::protocol::response::{code, Prepared};
-use shardwise::protocol::response::{ErrorKind, ErrorResponse, Event, Response, ResponseMessage, ResultMessage};
+use shardwise::protocol::response::{ErrorKind, ErrorResponse, Event, ResponseMessage, ResultMessage};
 use shardwise::protocol::rows::PreparedMetadata;
 use shardwise::protocol::rows::{ResultMetadata, Rows};
 use shardwise::protocol::token::Token;
@@ -42,6 +42,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
+
+use crate::common::response;
 
 /// A node as the fake cluster reports it.
 #[derive(Debug, Clone)]
@@ -99,12 +101,6 @@ fn rows(specs: Vec<ColumnSpec>, rows: Vec<Vec<Option<Vec<u8>>>>) -> ResponseMess
     ResponseMessage::Result(ResultMessage::Rows(Rows::from_raw(metadata, &borrowed).expect("rows")))
 }
 
-fn encode(stream: i16, message: ResponseMessage) -> Vec<u8> {
-    let mut out = Vec::new();
-    Response::new(message).encode(ProtocolVersion::V4, stream, &mut out).expect("encodes");
-    out
-}
-
 impl FakeCluster {
     async fn start(addresses: &[IpAddr], topology: Vec<FakeNode>) -> Arc<FakeCluster> {
         let port = testkit::ports::free_port(addresses).expect("a free port on every address");
@@ -156,7 +152,7 @@ impl FakeCluster {
 
     /// Sends `event` on every registered connection still open.
     fn push(&self, event: Event) {
-        let frame = encode(-1, ResponseMessage::Event(event));
+        let frame = response(-1, ResponseMessage::Event(event));
         for (_, tx) in self.registered.lock().expect("registered").iter() {
             let _ = tx.send(frame.clone());
         }
@@ -250,7 +246,7 @@ impl FakeCluster {
                 }
                 _ => ResponseMessage::Result(ResultMessage::Void),
             };
-            if tx.send(encode(header.stream, answer)).is_err() {
+            if tx.send(response(header.stream, answer)).is_err() {
                 break;
             }
         }

@@ -27,6 +27,7 @@ async fn connect(
 
 #[tokio::test]
 async fn password_authentication() {
+    let _turn = crate::common::own_servers().await;
     let node = tokio::task::spawn_blocking(start_node).await.expect("start");
     // The default superuser appears a few seconds after startup.
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -10,9 +10,7 @@ use shardwise_protocol::types::ser::{SerializeValue, SerializeValues};
 use shardwise_protocol::types::{ColumnSpec, ColumnType};
 use shardwise_protocol::EncodeError;
 
-fn spec(name: &str, typ: ColumnType) -> ColumnSpec {
-    ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ }
-}
+use crate::common::spec;
 
 /// Encoding and length of a value list, checking they agree.
 fn bytes(v: &impl SerializeValues) -> Vec<u8> {
@@ -195,7 +193,7 @@ mod path {
     pub use shardwise_protocol as proto;
 
     #[derive(shardwise_macros::SerializeValues)]
-    #[shardwise(crate = "crate::path::proto")]
+    #[shardwise(crate = "crate::serialize_values::path::proto")]
     pub struct Quoted {
         pub a: i32,
     }

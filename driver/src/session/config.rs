@@ -1,0 +1,259 @@
+//! The session's settings ([`SessionConfig`]) and the builder that collects
+//! them ([`SessionBuilder`]): everything a session is told before it
+//! connects, kept apart from what it does with it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::frame::ProtocolVersion;
+
+use super::Session;
+use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
+use crate::cluster::{DistancePolicy, NodeDistance};
+use crate::config::{Compression, ConnectionConfig};
+use crate::error::NewSessionError;
+use crate::retry::{DefaultRetryPolicy, RetryPolicy};
+
+/// Speculative execution: for idempotent statements, start another attempt
+/// on the next node when the first has not answered within `delay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeculativePolicy {
+    /// How long to wait before each extra attempt.
+    pub delay: Duration,
+    /// Extra attempts at most.
+    pub max_extra: usize,
+}
+
+/// Session settings. Build with [`SessionBuilder`].
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Contact points (`host:port`).
+    pub known_nodes: Vec<String>,
+    /// How connections are opened.
+    pub connection: ConnectionConfig,
+    /// Connections to each local node (see [`NodeDistance::Local`]): per
+    /// shard on a sharded (Scylla) node, per node otherwise. When the
+    /// distance policy names no local datacenter every node is local.
+    pub connections_per_node: usize,
+    /// Connections to each remote node (see [`NodeDistance::Remote`]): per
+    /// shard on a sharded node, per node otherwise. Remote nodes are only
+    /// fallbacks, so the default is 1. Ignored nodes get none.
+    pub remote_connections_per_node: usize,
+    /// Keyspace to `USE` on every connection.
+    pub keyspace: Option<String>,
+    /// Default consistency.
+    pub consistency: Consistency,
+    /// Default serial consistency.
+    pub serial_consistency: Option<Consistency>,
+    /// Default page size.
+    pub page_size: i32,
+    /// Default request timeout.
+    pub request_timeout: Option<Duration>,
+    /// Retry policy.
+    pub retry_policy: Arc<dyn RetryPolicy>,
+    /// Speculative execution, for idempotent statements.
+    pub speculative: Option<SpeculativePolicy>,
+    /// Wait for schema agreement after DDL.
+    pub await_schema_agreement: bool,
+    /// How long to wait for schema agreement.
+    pub schema_agreement_timeout: Duration,
+    /// Discover the cluster's nodes from the contact points and route by token.
+    pub discover_topology: bool,
+    /// Which nodes get connections, and in which order they are tried.
+    pub distance: DistancePolicy,
+    /// Re-read the topology and schema at this interval (besides after
+    /// topology and status events); `None`: only after events.
+    pub topology_refresh_interval: Option<Duration>,
+    /// How long to wait after a topology or status event before re-reading
+    /// the topology (events are hints, and the peers table of a joining
+    /// node fills in over a moment); events within the delay share one
+    /// refresh.
+    pub topology_event_delay: Duration,
+}
+
+impl SessionConfig {
+    /// How many connections a node at `distance` gets: per shard on a
+    /// sharded node, per node otherwise; 0 for an ignored node.
+    pub fn connections_for(&self, distance: NodeDistance) -> usize {
+        match distance {
+            NodeDistance::Local => self.connections_per_node,
+            NodeDistance::Remote => self.remote_connections_per_node,
+            NodeDistance::Ignored => 0,
+        }
+    }
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            known_nodes: Vec::new(),
+            connection: ConnectionConfig::default(),
+            connections_per_node: 1,
+            remote_connections_per_node: 1,
+            keyspace: None,
+            consistency: Consistency::LocalQuorum,
+            serial_consistency: Some(Consistency::LocalSerial),
+            page_size: 5000,
+            request_timeout: Some(Duration::from_secs(30)),
+            retry_policy: Arc::new(DefaultRetryPolicy),
+            speculative: None,
+            await_schema_agreement: true,
+            schema_agreement_timeout: Duration::from_secs(10),
+            discover_topology: true,
+            distance: DistancePolicy::default(),
+            topology_refresh_interval: Some(Duration::from_secs(60)),
+            topology_event_delay: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Builds a [`Session`].
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use shardwise::{Compression, SessionBuilder};
+///
+/// let session = SessionBuilder::new()
+///     .known_node("127.0.0.1:9042")
+///     .compression(Compression::Lz4)
+///     .user("cassandra", "cassandra")
+///     .build()
+///     .await?;
+/// # let _ = session; Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SessionBuilder {
+    config: SessionConfig,
+}
+
+impl SessionBuilder {
+    /// A builder with default settings and no known node.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a contact point (`host:port`, or a host for port 9042).
+    pub fn known_node(mut self, addr: impl Into<String>) -> Self {
+        self.config.known_nodes.push(addr.into());
+        self
+    }
+    /// Adds a contact point.
+    pub fn known_node_addr(self, addr: SocketAddr) -> Self {
+        self.known_node(addr.to_string())
+    }
+    /// Requests compression.
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.config.connection.compression = c;
+        self
+    }
+    /// Username/password authentication.
+    pub fn user(self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.authenticator(Arc::new(PlainTextAuthenticator::new(username, password)))
+    }
+    /// Custom authentication.
+    pub fn authenticator(mut self, a: Arc<dyn AuthenticatorProvider>) -> Self {
+        self.config.connection.authenticator = Some(a);
+        self
+    }
+    /// Protocol versions to negotiate between.
+    pub fn protocol_versions(mut self, min: ProtocolVersion, max: ProtocolVersion) -> Self {
+        self.config.connection.min_version = min;
+        self.config.connection.max_version = max;
+        self
+    }
+    /// Keyspace to use.
+    pub fn use_keyspace(mut self, keyspace: impl Into<String>) -> Self {
+        self.config.keyspace = Some(keyspace.into());
+        self
+    }
+    /// Default consistency.
+    pub fn default_consistency(mut self, c: Consistency) -> Self {
+        self.config.consistency = c;
+        self
+    }
+    /// Default serial consistency.
+    pub fn default_serial_consistency(mut self, c: Option<Consistency>) -> Self {
+        self.config.serial_consistency = c;
+        self
+    }
+    /// Default page size.
+    pub fn page_size(mut self, rows: i32) -> Self {
+        self.config.page_size = rows;
+        self
+    }
+    /// Default request timeout (`None`: wait forever).
+    pub fn request_timeout(mut self, t: Option<Duration>) -> Self {
+        self.config.request_timeout = t;
+        self
+    }
+    /// Retry policy.
+    pub fn retry_policy(mut self, p: Arc<dyn RetryPolicy>) -> Self {
+        self.config.retry_policy = p;
+        self
+    }
+    /// Speculative execution for idempotent statements.
+    pub fn speculative_execution(mut self, p: Option<SpeculativePolicy>) -> Self {
+        self.config.speculative = p;
+        self
+    }
+    /// Connections per node (per shard on a sharded node) to local nodes;
+    /// see [`SessionBuilder::connections_per_node_for`] for remote ones.
+    pub fn connections_per_node(mut self, n: usize) -> Self {
+        self.config.connections_per_node = n;
+        self
+    }
+    /// Connections per node (per shard on a sharded node) to nodes at
+    /// `distance`: [`NodeDistance::Local`] sets
+    /// [`SessionConfig::connections_per_node`], [`NodeDistance::Remote`]
+    /// [`SessionConfig::remote_connections_per_node`]. Ignored nodes never
+    /// get connections, so [`NodeDistance::Ignored`] changes nothing.
+    pub fn connections_per_node_for(mut self, distance: NodeDistance, n: usize) -> Self {
+        match distance {
+            NodeDistance::Local => self.config.connections_per_node = n,
+            NodeDistance::Remote => self.config.remote_connections_per_node = n,
+            NodeDistance::Ignored => {}
+        }
+        self
+    }
+    /// Connection settings.
+    pub fn connection_config(mut self, c: ConnectionConfig) -> Self {
+        self.config.connection = c;
+        self
+    }
+    /// Whether to discover the cluster and route requests to replicas.
+    pub fn discover_topology(mut self, on: bool) -> Self {
+        self.config.discover_topology = on;
+        self
+    }
+    /// Node distance (local datacenter, allow and deny lists).
+    pub fn distance_policy(mut self, p: DistancePolicy) -> Self {
+        self.config.distance = p;
+        self
+    }
+    /// How often to re-read the topology and schema besides after events
+    /// (`None`: only after events). Default 60 s.
+    pub fn topology_refresh_interval(mut self, interval: Option<Duration>) -> Self {
+        self.config.topology_refresh_interval = interval;
+        self
+    }
+    /// How long to wait after a topology or status event before re-reading
+    /// the topology. Default 1 s.
+    pub fn topology_event_delay(mut self, delay: Duration) -> Self {
+        self.config.topology_event_delay = delay;
+        self
+    }
+    /// Whether to wait for schema agreement after DDL.
+    pub fn await_schema_agreement(mut self, on: bool) -> Self {
+        self.config.await_schema_agreement = on;
+        self
+    }
+    /// The settings so far.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+    /// Connects to the known nodes.
+    pub async fn build(self) -> Result<Session, NewSessionError> {
+        Session::connect(self.config).await
+    }
+}

@@ -1,0 +1,177 @@
+//! Opening a session: the contact points resolved, the topology discovered
+//! through the first that answers, the first connections of every node
+//! opened, and the background work (refills, control connection) started.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::sync::{broadcast, watch};
+
+use super::control;
+use super::refresh::Partitioners;
+use super::snapshot::ClusterState;
+use super::{Session, SessionConfig, SessionInner};
+use crate::cluster::topology::{fetch_keyspaces, fetch_nodes, fetch_partitioners, TablePartitioners};
+use crate::cluster::{NodeInfo, ReplicationStrategy};
+use crate::config::ConnectionConfig;
+use crate::connection::Connection;
+use crate::error::{ConnectionError, ExecutionError, NewSessionError};
+use crate::events::SessionEvent;
+use crate::metrics::Metrics;
+use crate::pool::NodePool;
+
+fn resolve(node: &str) -> Result<Vec<SocketAddr>, NewSessionError> {
+    use std::net::ToSocketAddrs;
+    let with_port =
+        if node.parse::<SocketAddr>().is_ok() || node.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+            node.to_owned()
+        } else {
+            format!("{node}:9042")
+        };
+    with_port.to_socket_addrs().map(Iterator::collect).map_err(|_| NewSessionError::Resolve(node.to_owned()))
+}
+
+/// The first connections of a node: one, and on an unsharded node up to
+/// `per_node` (a sharded node's others are opened per shard by the refill).
+async fn open_initial(
+    addr: SocketAddr,
+    config: ConnectionConfig,
+    per_node: usize,
+) -> (Vec<Connection>, Option<ConnectionError>) {
+    let mut conns = Vec::new();
+    for _ in 0..per_node {
+        match Connection::open(addr, &config).await {
+            Ok(c) => {
+                let sharded = c.sharding().is_some();
+                conns.push(c);
+                if sharded {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "cannot connect");
+                return (conns, Some(e));
+            }
+        }
+    }
+    (conns, None)
+}
+
+/// What the first successful contact point told of the cluster.
+struct Discovered {
+    nodes: Vec<NodeInfo>,
+    keyspaces: HashMap<String, ReplicationStrategy>,
+    partitioners: Option<TablePartitioners>,
+}
+
+async fn discover(conn: &Connection) -> Result<Discovered, ExecutionError> {
+    Ok(Discovered {
+        nodes: fetch_nodes(conn).await?,
+        keyspaces: fetch_keyspaces(conn).await?,
+        partitioners: fetch_partitioners(conn).await?,
+    })
+}
+
+impl Session {
+    /// Connects to `config`'s known nodes ([`super::SessionBuilder::build`]).
+    pub(super) async fn connect(config: SessionConfig) -> Result<Session, NewSessionError> {
+        if config.known_nodes.is_empty() {
+            return Err(NewSessionError::NoKnownNodes);
+        }
+        if config.connections_per_node == 0 {
+            return Err(NewSessionError::Config("connections_per_node must be at least 1"));
+        }
+        if config.remote_connections_per_node == 0 {
+            return Err(NewSessionError::Config(
+                "remote_connections_per_node must be at least 1 (to keep remote nodes out, do not use them in the distance policy)",
+            ));
+        }
+        let mut addrs = Vec::new();
+        for node in &config.known_nodes {
+            for a in resolve(node)? {
+                if !addrs.contains(&a) {
+                    addrs.push(a);
+                }
+            }
+        }
+        let mut last_error = None;
+        let mut discovered = None;
+        if config.discover_topology {
+            for addr in &addrs {
+                match Connection::open(*addr, &config.connection).await {
+                    Ok(contact) => match discover(&contact).await {
+                        Ok(d) if !d.nodes.is_empty() => {
+                            discovered = Some(d);
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(%addr, error = %e, "topology discovery failed"),
+                    },
+                    Err(e) => last_error = Some(e),
+                }
+            }
+        }
+        let (state, strategies, partitioners) = match discovered {
+            Some(d) => {
+                let strategies = Arc::new(d.keyspaces);
+                (ClusterState::build(&config, d.nodes, strategies.clone(), &[]), strategies, d.partitioners)
+            }
+            None => {
+                let nodes: Vec<Arc<NodePool>> =
+                    addrs.iter().map(|a| Arc::new(NodePool::new(*a, config.connections_per_node))).collect();
+                let local = nodes.len();
+                (ClusterState { nodes, local, infos: Vec::new(), routing: None }, Arc::default(), None)
+            }
+        };
+        let (shutdown, shutdown_rx) = watch::channel(());
+        let session = Session {
+            inner: Arc::new(SessionInner {
+                keyspace: RwLock::new(None),
+                state: RwLock::new(Arc::new(state)),
+                strategies: RwLock::new(strategies),
+                partitioners: RwLock::new(Partitioners { tables: partitioners }),
+                refresh_lock: tokio::sync::Mutex::new(()),
+                control: Mutex::new(None),
+                config,
+                next_node: AtomicUsize::new(0),
+                prepared: Mutex::new(HashMap::new()),
+                metrics: Metrics::default(),
+                events: broadcast::channel(256).0,
+                shutdown,
+            }),
+        };
+        let state = session.state();
+        let opening: Vec<_> = state
+            .nodes
+            .iter()
+            .map(|node| {
+                tokio::spawn(open_initial(node.addr, session.inner.config.connection.clone(), node.slots.per_shard()))
+            })
+            .collect();
+        for (node, opening) in state.nodes.iter().zip(opening) {
+            let (conns, error) = opening.await.unwrap_or_else(|_| (Vec::new(), Some(ConnectionError::Closed)));
+            if let Some(e) = error {
+                last_error = Some(e);
+            }
+            for conn in conns {
+                session.install(node, conn);
+            }
+        }
+        if state.nodes.iter().all(|n| !n.slots.has_open()) {
+            return Err(NewSessionError::Connect(last_error.unwrap_or(ConnectionError::Closed)));
+        }
+        if let Some(ks) = session.inner.config.keyspace.clone() {
+            session.use_keyspace(&ks).await.map_err(NewSessionError::UseKeyspace)?;
+        }
+        for node in &state.nodes {
+            if !node.slots.has_open() && node.set_up(false) {
+                session.inner.emit(SessionEvent::NodeDown(node.addr));
+            }
+            session.refill(node);
+        }
+        tokio::spawn(control::run(Arc::downgrade(&session.inner), shutdown_rx));
+        Ok(session)
+    }
+}

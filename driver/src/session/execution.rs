@@ -1,0 +1,185 @@
+//! Running a statement: the request's parameters and timeout, speculative
+//! execution (the first attempt to succeed wins), retries as the policy
+//! decides, and a single attempt on one connection.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use shardwise_protocol::response::ResultMessage;
+
+use super::Session;
+use crate::connection::Connection;
+use crate::error::ExecutionError;
+use crate::events::SessionEvent;
+use crate::execute::{Executable, Params};
+use crate::result::{PagingState, QueryResult};
+use crate::retry::RetryDecision;
+use crate::statement::PreparedStatement;
+
+impl Session {
+    /// Runs a statement with its values and returns the first page.
+    ///
+    /// `statement` is a [`Statement`](crate::statement::Statement), a [`PreparedStatement`] or a
+    /// [`crate::statement::Batch`]; `values` is a tuple, slice or derived
+    /// struct (for a batch: one such per statement).
+    pub async fn execute<E: Executable<V>, V>(&self, statement: &E, values: V) -> Result<QueryResult, ExecutionError> {
+        self.execute_page(statement, &values, None).await
+    }
+
+    /// Runs a statement and returns the page after `paging_state`.
+    pub async fn execute_page<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        paging_state: Option<&PagingState>,
+    ) -> Result<QueryResult, ExecutionError> {
+        let started = Instant::now();
+        let options = statement.options();
+        let params = Params {
+            consistency: options.consistency.unwrap_or(self.inner.config.consistency),
+            serial_consistency: options.serial_consistency.or(self.inner.config.serial_consistency),
+            page_size: Some(options.page_size.unwrap_or(self.inner.config.page_size)),
+            paging_state: paging_state.map(PagingState::as_bytes),
+            timestamp: options.timestamp,
+        };
+        let timeout = options.timeout.or(self.inner.config.request_timeout);
+        let run = self.run(statement, values, params);
+        let result = match timeout {
+            Some(t) => match tokio::time::timeout(t, run).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.inner.metrics.timeout();
+                    Err(ExecutionError::Timeout(t))
+                }
+            },
+            None => run.await,
+        };
+        self.inner.metrics.request(started.elapsed(), result.is_ok());
+        let result = result?;
+        if result.schema_change().is_some() {
+            if self.inner.config.await_schema_agreement {
+                self.await_schema_agreement().await?;
+            }
+            self.refresh_schema().await;
+        }
+        Ok(result)
+    }
+
+    async fn run<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+    ) -> Result<QueryResult, ExecutionError> {
+        let idempotent = statement.options().idempotent;
+        let speculative = self.inner.config.speculative.filter(|_| idempotent && self.state().nodes.len() > 1);
+        let Some(spec) = speculative else {
+            return self.run_with_retries(statement, values, params, 0).await;
+        };
+        // Speculative execution: the first attempt to succeed wins.
+        let mut attempts = vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0)))];
+        let mut last_error = None;
+        loop {
+            let can_add = attempts.len() <= spec.max_extra;
+            let add = {
+                let first = first_ok(&mut attempts, &mut last_error);
+                let delay = tokio::time::sleep(spec.delay);
+                tokio::select! {
+                    r = first => return r,
+                    _ = delay, if can_add => true,
+                }
+            };
+            if add {
+                let offset = attempts.len();
+                attempts.push(Some(Box::pin(self.run_with_retries(statement, values, params, offset))));
+            }
+        }
+    }
+
+    async fn run_with_retries<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+        node_offset: usize,
+    ) -> Result<QueryResult, ExecutionError> {
+        let idempotent = statement.options().idempotent;
+        let mut retries = 0;
+        let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
+        let route = statement.route(values);
+        let state = self.state();
+        let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route)?;
+        loop {
+            let error = match self.attempt(&conn, statement, values, params).await {
+                Ok(r) => return Ok(r),
+                Err(e) => e,
+            };
+            self.note_failure(&node, &conn);
+            match self.inner.config.retry_policy.decide(&error, retries, idempotent) {
+                RetryDecision::DontRetry => return Err(error),
+                RetryDecision::RetrySameNode => {
+                    if let Some(c) = node.connection(seed) {
+                        conn = c;
+                    }
+                }
+                RetryDecision::RetryNextNode => {
+                    (position, node, conn) = self.pick(&state, seed, position + 1, route).map_err(|_| error.clone())?;
+                }
+            }
+            retries += 1;
+            self.inner.metrics.retry();
+            tracing::debug!(%error, retries, "retrying");
+        }
+    }
+
+    async fn attempt<E: Executable<V>, V>(
+        &self,
+        conn: &Connection,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+    ) -> Result<QueryResult, ExecutionError> {
+        let reprepared = |p: &PreparedStatement| {
+            tracing::info!(addr = %conn.addr(), text = p.text(), "statement re-prepared");
+            self.inner.emit(SessionEvent::StatementReprepared {
+                node: conn.addr(),
+                statement: p.text().to_owned(),
+                id: p.id().to_vec(),
+            });
+        };
+        let result = crate::execute::execute_observed(conn, statement, values, params, reprepared).await?;
+        if let ResultMessage::SetKeyspace(ks) = result.message() {
+            self.keyspace_changed(ks, conn).await;
+        }
+        Ok(result)
+    }
+}
+
+/// Polls every running attempt; resolves with the first success, or the
+/// last error once all failed. Finished attempts are removed (set to `None`)
+/// so they are never polled again.
+async fn first_ok<F>(
+    attempts: &mut [Option<std::pin::Pin<Box<F>>>],
+    last_error: &mut Option<ExecutionError>,
+) -> Result<QueryResult, ExecutionError>
+where
+    F: std::future::Future<Output = Result<QueryResult, ExecutionError>>,
+{
+    std::future::poll_fn(|cx| {
+        for slot in attempts.iter_mut() {
+            let Some(attempt) = slot else { continue };
+            if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
+                *slot = None;
+                match r {
+                    Ok(v) => return std::task::Poll::Ready(Ok(v)),
+                    Err(e) => *last_error = Some(e),
+                }
+            }
+        }
+        if attempts.iter().all(Option::is_none) {
+            return std::task::Poll::Ready(Err(last_error.take().unwrap_or(ExecutionError::NoConnection)));
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}

@@ -1,0 +1,49 @@
+//! Preparing statements: once per text (the session caches them), on every
+//! node so that EXECUTE works wherever it goes, with the partitioner of the
+//! statement's table attached for routing.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::Session;
+use crate::connection::Connection;
+use crate::error::ExecutionError;
+use crate::statement::{PreparedStatement, Statement};
+
+impl Session {
+    /// Prepares a statement (once per text: prepared statements are cached).
+    pub async fn prepare(&self, statement: impl Into<Statement>) -> Result<PreparedStatement, ExecutionError> {
+        let statement = statement.into();
+        let cached = self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(statement.text()).cloned();
+        if let Some(p) = cached {
+            return Ok(with_options(p, &statement));
+        }
+        let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
+        let state = self.state();
+        let (_, node, conn) = self.pick(&state, seed, 0, None)?;
+        let p = conn.prepare(statement.text()).await?;
+        // Prepare on the other nodes too, so EXECUTE works wherever it goes.
+        let others: Vec<Connection> = state
+            .nodes
+            .iter()
+            .filter(|other| !Arc::ptr_eq(other, &node))
+            .filter_map(|other| other.connection(seed))
+            .collect();
+        drop(state);
+        for c in others {
+            let _ = c.prepare(statement.text()).await;
+        }
+        let table = p.bind_specs().first().map(|spec| (spec.keyspace.clone(), spec.table.clone()));
+        if let Some((keyspace, table)) = table {
+            let partitioner = self.table_partitioner(&conn, keyspace, table).await;
+            p.set_partitioner(partitioner);
+        }
+        self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(statement.text().to_owned(), p.clone());
+        Ok(with_options(p, &statement))
+    }
+}
+
+fn with_options(mut p: PreparedStatement, statement: &Statement) -> PreparedStatement {
+    *p.options_mut() = statement.options().clone();
+    p
+}

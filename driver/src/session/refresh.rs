@@ -1,0 +1,223 @@
+//! Topology and schema refresh: what the session knows of the cluster read
+//! again (on the control connection's events, periodically, and after DDL
+//! once the nodes agree on the schema), and swapped in as a new snapshot.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::token::Partitioner;
+use uuid::Uuid;
+
+use super::snapshot::ClusterState;
+use super::Session;
+use crate::cluster::topology::{fetch_keyspaces, fetch_partitioners, TablePartitioners};
+use crate::connection::Connection;
+use crate::error::ExecutionError;
+use crate::events::SessionEvent;
+use crate::execute::Params;
+use crate::pool::NodePool;
+use crate::statement::{PreparedStatement, Statement};
+
+/// The partitioner of each table, as last read.
+#[derive(Debug, Default)]
+pub(super) struct Partitioners {
+    /// `None` when the cluster has no `system_schema.scylla_tables`
+    /// (Cassandra: every table uses Murmur3).
+    pub(super) tables: Option<TablePartitioners>,
+}
+
+impl Partitioners {
+    /// The partitioner of `keyspace.table`: `Some(None)` for one the driver
+    /// does not implement, `None` when the table is not known yet.
+    fn lookup(&self, keyspace: &str, table: &str) -> Option<Option<Partitioner>> {
+        match &self.tables {
+            None => Some(Some(Partitioner::Murmur3)),
+            Some(t) => t.get(&(keyspace.to_owned(), table.to_owned())).copied(),
+        }
+    }
+}
+
+impl Session {
+    /// The partitioner of `keyspace.table` as last read: from
+    /// `system_schema.scylla_tables` where the cluster has it (CDC log
+    /// tables use the CDC partitioner), Murmur3 otherwise and for tables
+    /// not listed there. `None` for a partitioner the driver does not
+    /// implement (requests to such a table are not routed by token).
+    pub fn partitioner(&self, keyspace: &str, table: &str) -> Option<Partitioner> {
+        let partitioners = self.inner.partitioners.read().unwrap_or_else(|e| e.into_inner());
+        partitioners.lookup(keyspace, table).unwrap_or(Some(Partitioner::Murmur3))
+    }
+
+    /// The partitioner of a table being prepared: from the cache, else read
+    /// from `system_schema.scylla_tables` through `conn` (a table created
+    /// by another client since the last schema refresh).
+    pub(super) async fn table_partitioner(
+        &self,
+        conn: &Connection,
+        keyspace: String,
+        table: String,
+    ) -> Option<Partitioner> {
+        let cached = self.inner.partitioners.read().unwrap_or_else(|e| e.into_inner()).lookup(&keyspace, &table);
+        if let Some(p) = cached {
+            return p;
+        }
+        match crate::cluster::topology::fetch_table_partitioner(conn, &keyspace, &table).await {
+            Ok(found) => {
+                let p = found.unwrap_or(Some(Partitioner::Murmur3));
+                let mut partitioners = self.inner.partitioners.write().unwrap_or_else(|e| e.into_inner());
+                if let Some(tables) = &mut partitioners.tables {
+                    tables.insert((keyspace, table), p);
+                }
+                p
+            }
+            Err(e) => {
+                tracing::warn!(keyspace, table, error = %e, "cannot read the table's partitioner; using Murmur3");
+                Some(Partitioner::Murmur3)
+            }
+        }
+    }
+
+    /// A connection for reading system tables: the control connection's
+    /// node first, then any up node.
+    fn system_connection(&self) -> Option<(SocketAddr, Connection)> {
+        let state = self.state();
+        let control = self.control_node();
+        let preferred = control.and_then(|a| state.pool(a)).filter(|p| p.is_up());
+        preferred
+            .into_iter()
+            .chain(state.nodes.iter().filter(|p| p.is_up()))
+            .chain(state.nodes.iter())
+            .find_map(|p| p.connection(0).map(|c| (p.addr, c)))
+    }
+
+    /// Re-reads every keyspace's replication and every table's partitioner
+    /// (after a schema change): replica tables are computed afresh, and
+    /// cached prepared statements take their table's new partitioner.
+    pub(crate) async fn refresh_schema(&self) {
+        let _guard = self.inner.refresh_lock.lock().await;
+        let Some((_, conn)) = self.system_connection() else { return };
+        let keyspaces = match fetch_keyspaces(&conn).await {
+            Ok(k) => Arc::new(k),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot refresh keyspaces");
+                return;
+            }
+        };
+        match fetch_partitioners(&conn).await {
+            Ok(tables) => *self.inner.partitioners.write().unwrap_or_else(|e| e.into_inner()) = Partitioners { tables },
+            Err(e) => tracing::warn!(error = %e, "cannot refresh table partitioners"),
+        }
+        *self.inner.strategies.write().unwrap_or_else(|e| e.into_inner()) = keyspaces.clone();
+        let state = self.state().with_strategies(keyspaces);
+        self.set_state(state);
+        let prepared: Vec<PreparedStatement> =
+            self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for p in prepared {
+            if let Some(spec) = p.bind_specs().first() {
+                p.set_partitioner(self.partitioner(&spec.keyspace, &spec.table));
+            }
+        }
+    }
+
+    /// Re-reads the topology: pools for new nodes (refilled in the
+    /// background), closed pools for nodes that left or are now ignored, a
+    /// new ring when anything changed. Emits
+    /// [`SessionEvent::TopologyRefreshed`].
+    pub async fn refresh_topology(&self) -> Result<(), ExecutionError> {
+        if !self.inner.config.discover_topology {
+            return Ok(());
+        }
+        let _guard = self.inner.refresh_lock.lock().await;
+        let (addr, conn) = self.system_connection().ok_or(ExecutionError::NoConnection)?;
+        let infos = crate::cluster::topology::fetch_nodes_at(&conn, addr).await?;
+        if infos.is_empty() {
+            return Err(ExecutionError::UnexpectedResponse("the topology lists no node"));
+        }
+        let old = self.state();
+        let diff = crate::cluster::topology::diff_topology(&old.infos, &infos);
+        let (added, removed) = if diff.is_empty() && old.routing.is_some() {
+            (Vec::new(), Vec::new())
+        } else {
+            let strategies = self.inner.strategies.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let new = ClusterState::build(&self.inner.config, infos, strategies, &old.nodes);
+            let added: Vec<Arc<NodePool>> =
+                new.nodes.iter().filter(|p| !old.nodes.iter().any(|o| Arc::ptr_eq(o, p))).cloned().collect();
+            let removed: Vec<Arc<NodePool>> =
+                old.nodes.iter().filter(|o| !new.nodes.iter().any(|p| Arc::ptr_eq(o, p))).cloned().collect();
+            self.set_state(new);
+            for pool in &removed {
+                pool.retire();
+            }
+            for pool in &added {
+                self.refill(pool);
+            }
+            (added, removed)
+        };
+        let nodes = self.state().nodes.len();
+        if !added.is_empty() || !removed.is_empty() {
+            tracing::info!(added = added.len(), removed = removed.len(), nodes, "topology changed");
+        }
+        self.inner.emit(SessionEvent::TopologyRefreshed {
+            added: added.iter().map(|p| p.addr).collect(),
+            removed: removed.iter().map(|p| p.addr).collect(),
+            changed: diff.changed,
+            nodes,
+        });
+        Ok(())
+    }
+
+    /// Waits until every node reports the same schema version.
+    pub async fn await_schema_agreement(&self) -> Result<Uuid, ExecutionError> {
+        let timeout = self.inner.config.schema_agreement_timeout;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(version) = self.schema_version_if_agreed().await? {
+                self.inner.emit(SessionEvent::SchemaAgreement(version));
+                return Ok(version);
+            }
+            if Instant::now() >= deadline {
+                return Err(ExecutionError::SchemaAgreementTimeout(timeout));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Asks every node with a live connection for its schema version (as
+    /// the official driver does): peers' views in `system.peers` can lag.
+    /// Nodes that are down are left out.
+    async fn schema_version_if_agreed(&self) -> Result<Option<Uuid>, ExecutionError> {
+        let query = Statement::new("SELECT schema_version FROM system.local WHERE key = 'local'");
+        let mut versions: Vec<Uuid> = Vec::new();
+        let mut asked = 0;
+        for node in &self.state().nodes {
+            if !node.is_up() {
+                continue;
+            }
+            let Some(conn) = node.connection(0) else { continue };
+            let result = match conn.execute(&query, &(), Params::new(Consistency::One)).await {
+                Ok(r) => r,
+                // The node went away while asked: it does not take part.
+                Err(ExecutionError::Connection(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            asked += 1;
+            let row = result
+                .first_row::<(Option<Uuid>,)>()
+                .map_err(|_| ExecutionError::UnexpectedResponse("schema version rows"))?;
+            if let Some((Some(v),)) = row {
+                versions.push(v);
+            }
+        }
+        if asked == 0 {
+            return Err(ExecutionError::NoConnection);
+        }
+        versions.sort_unstable();
+        versions.dedup();
+        Ok(match versions.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        })
+    }
+}

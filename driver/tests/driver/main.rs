@@ -1,0 +1,15 @@
+//! The driver's integration tests, one binary: one module per area, and
+//! `common` for what several share. Tests run concurrently here; the few
+//! that start Cassandra servers of their own take turns
+//! ([`common::own_servers`]). `allocations` stays a binary of its own: its
+//! counting global allocator must see nothing but its one test.
+
+mod auth;
+mod cluster;
+mod common;
+mod connection;
+mod hostile_server;
+mod session;
+mod shards;
+mod tls;
+mod topology_refresh;
