@@ -1,5 +1,5 @@
 //! One CQL connection: a handshake, then a writer task and a reader task
-//! around a [`Streams`] table.
+//! around a `Streams` table (`stream.rs`).
 //!
 //! The write path serializes each request in place, with its exact size
 //! known first, into a swap buffer (`swap-buffer-queue`): concurrent
