@@ -12,7 +12,7 @@ use shardwise::protocol::consistency::Consistency;
 use shardwise::{Session, SessionBuilder, Statement};
 use shardwise_cdc::printer::human;
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, Change, Consumer, ConsumerError, GroupInfo};
-use testkit::emu::{Front, FrontConfig, FrontHandle};
+use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::probe::{self, OPTIONS_V4};
 use testkit::{HarnessError, Node, NodeConfig};
 
@@ -213,7 +213,7 @@ async fn demo_cdc(front: &FrontHandle) -> Result<(), Box<dyn std::error::Error>>
         let counter = counter.clone();
         Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
             let n = counter.fetch_add(1, Ordering::Relaxed);
-            if n < 12 || n % 500 == 0 {
+            if n < 12 || n.is_multiple_of(500) {
                 println!("  cdc> {}", human(&Change::from_row(&row)?));
             }
             Ok(())

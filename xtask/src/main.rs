@@ -111,7 +111,7 @@ fn main() -> ExitCode {
 
 /// `cargo xtask emu [--nodes N] [--shards N] [--ignore-msb N] [--miss-delay-us N]
 /// [--port P] [--shard-aware-port P]`: Cassandra plus the Scylla emulation
-/// front (`testkit::emu`), serving until Ctrl-C; prints the addresses and,
+/// front (`shardwise_emu`), serving until Ctrl-C; prints the addresses and,
 /// whenever they change, the front's counters.
 fn emu(args: &[String]) -> ExitCode {
     match emu_serve(args) {
@@ -124,8 +124,8 @@ fn emu(args: &[String]) -> ExitCode {
 }
 
 fn emu_serve(args: &[String]) -> Result<(), String> {
+    use shardwise_emu::{Front, FrontConfig};
     use std::time::{Duration, Instant};
-    use testkit::emu::{Front, FrontConfig};
     use testkit::{Cluster, Node, NodeConfig};
 
     let mut nodes: u8 = 1;

@@ -49,15 +49,16 @@
 //! number of writes (500).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::Statement;
 use scylla::value::{CqlValue, Row};
-use testkit::emu::{Front, FrontConfig};
-use testkit::{fresh_keyspace, shared_node};
+use shardwise_emu::FrontConfig;
+use testkit::fresh_keyspace;
+
+use crate::support::{self, now_micros, session, start_front};
 
 /// Writes of the workload (`EMU_CDC_OPS` overrides, for longer explorations).
 const OPS: usize = 500;
@@ -70,11 +71,7 @@ const COLLECTIONS: [&str; 2] = ["m", "st"];
 // ---------------------------------------------------------------------------
 // The test kit's deterministic generator.
 
-use testkit::rng::SplitMix64 as Rng;
-
-fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_micros() as i64
-}
+use shardwise_emu::rng::SplitMix64 as Rng;
 
 // ---------------------------------------------------------------------------
 // The workload: CQL texts with literals.
@@ -493,19 +490,12 @@ async fn table_state(session: &Session, table: &str) -> BTreeMap<(i32, Option<i3
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replaying_the_log_reproduces_the_base_table() {
-    let seed = std::env::var("EMU_CDC_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as u64);
-    println!("seed {seed} (EMU_CDC_SEED={seed} to repeat)");
+    let seed = support::seed();
     let started = Instant::now();
-    let front = Front::start(
-        shared_node().expect("Cassandra"),
-        FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() },
-    )
-    .expect("front");
+    let front =
+        start_front(FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() });
     let generation = front.current_generation().expect("a generation at start");
-    let session = SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session");
+    let session = session(&front).await;
     let ks = fresh_keyspace("emu_cdc_replay");
     session
         .query_unpaged(
@@ -657,12 +647,9 @@ async fn replaying_the_log_reproduces_the_base_table() {
 /// base table does not have.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_timestamp_writes_in_a_batch_are_logged_as_cassandra_merges_them() {
-    let front = Front::start(
-        shared_node().expect("Cassandra"),
-        FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() },
-    )
-    .expect("front");
-    let session = SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session");
+    let front =
+        start_front(FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() });
+    let session = session(&front).await;
     let ks = fresh_keyspace("emu_cdc_tie");
     session
         .query_unpaged(

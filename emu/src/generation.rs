@@ -1,7 +1,7 @@
 //! CDC generations: stream ids in Scylla's 16-byte layout, built from the
 //! Cassandra ring exactly as Scylla builds a vnode generation.
 //!
-//! Follows `specs/cdc-log.md` §4.1–§4.3 and §5.2:
+//! Follows `docs/cdc-log.md` §4.1–§4.3 and §5.2:
 //!
 //! - A stream id is two big-endian 64-bit words: the high word is the
 //!   stream's token, the low word is `random(38) | vnode index(22) |
@@ -115,7 +115,7 @@ impl fmt::Display for StreamId {
 /// With `ignore_msb = k` the biased token space (`token + 2^63`) is cut into
 /// `2^k` super-ranges of `2^(64-k)` tokens, each split into `nr_shards` equal
 /// slices numbered like the shards; shard `j`'s slice of a super-range starts
-/// at offset `ceil(j * 2^(64-k) / nr_shards)` (`specs/protocol.md` §2.1).
+/// at offset `ceil(j * 2^(64-k) / nr_shards)` (`docs/protocol.md` §2.1).
 pub fn first_token_of_shard(sharder: &Sharder, from: i64, shard: u16) -> Option<i64> {
     let n = u128::from(sharder.nr_shards().get());
     if u128::from(shard) >= n {
@@ -142,7 +142,7 @@ pub fn first_token_of_shard(sharder: &Sharder, from: i64, shard: u16) -> Option<
 
 /// The first token in the ring range `(start, end]` owned by `shard`, or
 /// `end` when the shard owns none; `start >= end` is the wrap-around range
-/// `(start, MAX] ∪ (MIN, end]` (`specs/cdc-log.md` §4.2).
+/// `(start, MAX] ∪ (MIN, end]` (`docs/cdc-log.md` §4.2).
 pub fn first_token_in_range(sharder: &Sharder, start: i64, end: i64, shard: u16) -> i64 {
     if start < end {
         return match first_token_of_shard(sharder, start + 1, shard) {
@@ -228,7 +228,7 @@ impl Generation {
     }
 
     /// The stream a base write with partition-key token `token` goes to
-    /// (`specs/cdc-log.md` §4.3).
+    /// (`docs/cdc-log.md` §4.3).
     pub fn stream_for_token(&self, token: Token) -> StreamId {
         let vnode = self.vnode_of(token);
         let sharder = Sharder::new(
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn layout_matches_the_documented_examples() {
-        // specs/cdc-log.md §4.1.
+        // docs/cdc-log.md §4.1.
         let id = StreamId::from_bytes(&[
             0x80, 0x7a, 0xe7, 0x3e, 0x07, 0xdb, 0xd4, 0x12, 0x2e, 0x32, 0xd3, 0x6e, 0x08, 0x00, 0x00, 0x11,
         ])
@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn first_token_of_shard_is_the_slice_start() {
-        // specs/protocol.md §2.2: slice starts for 7 shards, ignore_msb 0 and 2.
+        // docs/protocol.md §2.2: slice starts for 7 shards, ignore_msb 0 and 2.
         let s = sharder(7, 0);
         assert_eq!(first_token_of_shard(&s, i64::MIN + 1, 1), Some(-6588122883467697005));
         assert_eq!(first_token_of_shard(&s, -6588122883467697005, 1), Some(-6588122883467697005));
@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn single_shard_streams_start_after_the_previous_token() {
-        // specs/cdc-log.md §4.2: one shard ⇒ token = previous ring token + 1.
+        // docs/cdc-log.md §4.2: one shard ⇒ token = previous ring token + 1.
         let g = Generation::build(0, &[100, -5, 7], sharder(1, 12), &mut random_source()).unwrap();
         let tokens: Vec<i64> = g.streams().map(StreamId::raw_token).collect();
         assert_eq!(tokens, [101, -4, 8]);

@@ -20,10 +20,11 @@ use super::schema::{CollectionKind, TableSchema};
 use super::split::{self, Images, RowState, StateValue};
 use super::values;
 use super::writer::Write;
-use crate::emu::admin::{self, lit};
-use crate::emu::cdc::{quote, BaseColumn, ColumnKind, PreImage};
-use crate::emu::stats::inc;
-use crate::emu::{EmuError, Shared};
+use crate::admin::{self, lit};
+use crate::cdc::{quote, BaseColumn, ColumnKind, PreImage};
+use crate::front::Shared;
+use crate::stats::inc;
+use crate::EmuError;
 
 /// A bound value, owned (the request's body may be gone by the time the
 /// log is written).
@@ -201,7 +202,7 @@ impl Shared {
     }
 
     /// Scylla's checks of a CDC write's timestamp (§3.8).
-    fn check_cdc_timestamp(gens: &[crate::emu::Generation], ts: i64) -> Result<(), (i32, String)> {
+    fn check_cdc_timestamp(gens: &[crate::Generation], ts: i64) -> Result<(), (i32, String)> {
         let now = now_micros();
         let invalid = |m: String| Err((0x2200, m));
         if ts > now + LEEWAY_MICROS {
@@ -342,7 +343,7 @@ impl Shared {
         // Held for this synchronous computation only: no copy of every
         // generation's streams per write.
         let guard = self.generations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let gens: &[crate::emu::Generation] = &guard;
+        let gens: &[crate::Generation] = &guard;
         let mut writes = Vec::new();
         let mut streams = Vec::new();
         for (m, images) in mutations {
@@ -352,7 +353,7 @@ impl Shared {
                 .ok()
                 .flatten()
                 .ok_or_else(|| (0x2200, "CDC emulation: partition key too long".to_string()))?;
-            let log = format!("{}.{}", quote(&schema.keyspace), quote(&crate::emu::cdc::log_table_name(&schema.table)));
+            let log = format!("{}.{}", quote(&schema.keyspace), quote(&crate::cdc::log_table_name(&schema.table)));
             for record in split::records(m, images) {
                 Self::check_cdc_timestamp(gens, record.ts)?;
                 let ms = record.ts.div_euclid(1000);

@@ -5,8 +5,10 @@
 
 use std::process::Command;
 
-use testkit::emu::{Front, FrontConfig};
-use testkit::{fresh_keyspace, shared_node};
+use shardwise_emu::FrontConfig;
+use testkit::fresh_keyspace;
+
+use crate::support::start_front;
 
 const SCRIPT: &str = r#"
 import sys
@@ -57,7 +59,7 @@ fn python_scylla_driver_through_the_front() {
         assert!(install.success(), "pip install scylla-driver failed");
         assert!(python_has_driver(), "scylla-driver installed but `import cassandra.cluster` fails");
     }
-    let front = Front::start(shared_node().expect("Cassandra"), FrontConfig::default()).expect("front");
+    let front = start_front(FrontConfig::default());
     let ks = fresh_keyspace("emu_python");
     let out = Command::new("python3")
         .args(["-c", SCRIPT, &front.addr().port().to_string(), &ks])

@@ -1,6 +1,6 @@
-//! splitmix64: the one small, deterministic generator of the test kit
+//! splitmix64: the one small, deterministic generator of this crate
 //! (random bits of stream ids and timeuuids in the front, seeded workloads
-//! in tests), so nothing needs a random-number crate.
+//! in its tests), so nothing needs a random-number crate.
 
 /// The generator's increment (the golden gamma).
 pub const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;

@@ -1,6 +1,6 @@
 //! From a [`PartitionMutation`] to the log rows Scylla writes for it:
 //! records, `cdc$batch_seq_no`, operations, `cdc$ttl`, deleted flags and
-//! elements, pre- and post-images — `specs/cdc-log.md` §3.1–§3.7.
+//! elements, pre- and post-images — `docs/cdc-log.md` §3.1–§3.7.
 //!
 //! A mutation whose changes share one timestamp and one TTL (and that an
 //! INSERT, UPDATE or DELETE could have produced) becomes one record in
@@ -17,7 +17,7 @@ use bytes::Bytes;
 use super::mutation::{compare_clustering, ColumnChange, PartitionMutation, RangeBound, RangeTombstone};
 use super::schema::{CollectionKind, TableSchema};
 use super::values::{build_collection, build_map, build_udt, compare};
-use crate::emu::cdc::{ColumnKind, Delta, PreImage};
+use crate::cdc::{ColumnKind, Delta, PreImage};
 
 /// `cdc$operation` codes (§2).
 pub mod op {
@@ -609,10 +609,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::emu::cdc::{BaseColumn, CdcOptions};
-    use crate::emu::cdclog::dml::parse;
-    use crate::emu::cdclog::mutation::{build, Binds, Context};
-    use crate::emu::cdclog::schema::TableSchema;
+    use crate::cdc::{BaseColumn, CdcOptions};
+    use crate::cdclog::dml::parse;
+    use crate::cdclog::mutation::{build, Binds, Context};
+    use crate::cdclog::schema::TableSchema;
 
     const T: i64 = 1_700_000_000_000_000;
 
@@ -644,7 +644,7 @@ mod tests {
     fn log(schema: &Arc<TableSchema>, cql: &str) -> Vec<(i64, i8, Option<i64>, Vec<String>)> {
         let statement = parse(cql).unwrap();
         let s = schema.clone();
-        let schema_of = move |_: &crate::emu::cdclog::dml::TableName| Some(s.clone());
+        let schema_of = move |_: &crate::cdclog::dml::TableName| Some(s.clone());
         let cx = Context { schema_of: &schema_of, binds: Binds::NONE, timestamp: T, list_node: 7 };
         let built = build(&statement, &cx).unwrap();
         let mut out = Vec::new();
@@ -790,7 +790,7 @@ mod tests {
         let s = schema(CdcOptions { preimage: PreImage::Full, postimage: true, ..CdcOptions::default() });
         let statement = parse("INSERT INTO t (pk, ck, v2) VALUES (0, 0, 0)").unwrap();
         let s2 = s.clone();
-        let schema_of = move |_: &crate::emu::cdclog::dml::TableName| Some(s2.clone());
+        let schema_of = move |_: &crate::cdclog::dml::TableName| Some(s2.clone());
         let cx = Context { schema_of: &schema_of, binds: Binds::NONE, timestamp: T, list_node: 7 };
         let m = &build(&statement, &cx).unwrap().mutations[0];
         let v1 = s.index("v1").unwrap();

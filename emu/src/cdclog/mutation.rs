@@ -1,7 +1,7 @@
 //! What a write does to one partition, at the level of cells and
 //! tombstones, as Scylla's coordinator sees it before CDC looks at it.
 //!
-//! CDC's output (`specs/cdc-log.md` §3) is a function of the *mutation*, not
+//! CDC's output (`docs/cdc-log.md` §3) is a function of the *mutation*, not
 //! of the statement text: an overwrite `m = {...}` is a collection tombstone
 //! at `T − 1` plus element cells at `T`, an INSERT is a row marker plus
 //! cells, a BATCH merges every statement touching one partition into one
@@ -29,7 +29,7 @@ use super::dml::{
 };
 use super::schema::{CollectionKind, TableSchema};
 use super::values::{self, compare, literal_bytes};
-use crate::emu::cdc::ColumnKind;
+use crate::cdc::ColumnKind;
 
 /// Why a write could not be turned into log rows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

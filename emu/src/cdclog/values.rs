@@ -522,7 +522,7 @@ fn now_micros() -> i64 {
 }
 
 fn random() -> u64 {
-    crate::emu::generation::random_source()()
+    crate::generation::random_source()()
 }
 
 // ---------------------------------------------------------------- text forms
@@ -1144,7 +1144,7 @@ const UUID_EPOCH_OFFSET: i64 = 0x01B2_1DD2_1381_4000;
 /// A version-1 UUID whose 60-bit timestamp is `micros × 10 +
 /// 0x01B21DD213814000` (so the exact microsecond can be read back), with
 /// clock sequence and node from `random` and the variant bits `10`, as
-/// Scylla builds `cdc$time` (`specs/cdc-log.md` §3.2). The timestamp wraps
+/// Scylla builds `cdc$time` (`docs/cdc-log.md` §3.2). The timestamp wraps
 /// outside years 1582–5236.
 pub fn timeuuid_from_micros(micros: i64, random: u64) -> [u8; 16] {
     let t = (i128::from(micros) * 10 + i128::from(UUID_EPOCH_OFFSET)) as u64 & 0x0FFF_FFFF_FFFF_FFFF;
@@ -1808,7 +1808,7 @@ mod tests {
 
     #[test]
     fn timeuuids_carry_the_exact_microsecond() {
-        // specs/cdc-log.md §3.2: b223c55e-6d07-11ea-7654-24e4fb3f20b9 → 1584969040910883 µs.
+        // docs/cdc-log.md §3.2: b223c55e-6d07-11ea-7654-24e4fb3f20b9 → 1584969040910883 µs.
         let doc = *Uuid::parse_str("b223c55e-6d07-11ea-7654-24e4fb3f20b9").unwrap().as_bytes();
         assert_eq!(micros_of_timeuuid(&doc), 1_584_969_040_910_883);
         let made = timeuuid_from_micros(1_584_969_040_910_883, 0x7654_24e4_fb3f_20b9);

@@ -6,7 +6,7 @@
 use shardwise_protocol::types::ColumnType;
 
 use super::values::parse_type;
-use crate::emu::cdc::{BaseColumn, CdcOptions, ColumnKind};
+use crate::cdc::{BaseColumn, CdcOptions, ColumnKind};
 
 /// One base column.
 #[derive(Debug, Clone, PartialEq, Eq)]

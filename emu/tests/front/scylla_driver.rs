@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
+use shardwise_emu::{FrontConfig, FrontHandle};
 use shardwise_protocol::codec::RawValue;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{FrameDecoder, ProtocolVersion};
@@ -18,14 +18,14 @@ use shardwise_protocol::request::{encode_request, Execute, Options, Prepare, Que
 use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::RawValues;
-use testkit::emu::{Front, FrontConfig, FrontHandle};
-use testkit::{fresh_keyspace, shared_node};
+use testkit::fresh_keyspace;
+
+use crate::support::{self, session};
 
 const SHARDS: u16 = 8;
 
 fn start_front() -> FrontHandle {
-    let upstream = shared_node().expect("Cassandra");
-    Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() }).expect("front")
+    support::start_front(FrontConfig { shards: SHARDS, ..FrontConfig::default() })
 }
 
 /// A minimal blocking client on the shardwise protocol crate.
@@ -75,8 +75,7 @@ async fn wait_for_pool(front: &FrontHandle) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_driver_routes_to_the_owning_shard() {
     let front = start_front();
-    let session: Arc<Session> =
-        Arc::new(SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session"));
+    let session: Arc<Session> = Arc::new(session(&front).await);
     wait_for_pool(&front).await;
     let stats = front.stats();
     println!("after connecting:\n{stats}");
@@ -179,7 +178,7 @@ async fn official_driver_routes_to_the_owning_shard() {
         }
     }
     let after = front.stats();
-    let on_shard = |s: &testkit::emu::FrontStats| s.nodes[0].shards[usize::from(shard)];
+    let on_shard = |s: &shardwise_emu::FrontStats| s.nodes[0].shards[usize::from(shard)];
     assert_eq!(on_shard(&after).misses - on_shard(&before).misses, wrong, "misses counted:\n{after}");
     assert!(on_shard(&after).hits - on_shard(&before).hits >= right, "hits counted:\n{after}");
     println!("misrouted connection on shard {shard}: {wrong} misses, {right} hits counted");
@@ -187,12 +186,13 @@ async fn official_driver_routes_to_the_owning_shard() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn miss_delay_slows_only_misses() {
-    let upstream = shared_node().expect("Cassandra");
-    let front = Front::start(
-        upstream,
-        FrontConfig { shards: 2, miss_delay: Some(Duration::from_millis(20)), ..FrontConfig::default() },
-    )
-    .expect("front");
+    // Its own emulation keyspace: its shard count differs from the other fronts'.
+    let front = support::start_front(FrontConfig {
+        shards: 2,
+        miss_delay: Some(Duration::from_millis(20)),
+        emu_keyspace: fresh_keyspace("emu_gen"),
+        ..FrontConfig::default()
+    });
     let ks = fresh_keyspace("emu_delay");
     let mut raw = Raw::connect(front.addr());
     let ResponseMessage::Supported(options) = raw.request(&Options) else { panic!("SUPPORTED expected") };

@@ -13,7 +13,7 @@
 //!   version: N" (version byte 4) and the connection is closed, which makes
 //!   drivers fall back to v4. (Deviation: Scylla also accepts v3.)
 //! - OPTIONS is answered by the front with Scylla's SUPPORTED (the keys of
-//!   `specs/protocol.md` §1.2, see the module docs of [`super`]). STARTUP is forwarded without `COMPRESSION` and without
+//!   `docs/protocol.md` §1.2, see the module docs of [`super`]). STARTUP is forwarded without `COMPRESSION` and without
 //!   the Scylla extension keys; when the client chose `lz4`, its requests are
 //!   decompressed here and responses go back uncompressed (the compression
 //!   flag is per frame, so clients accept that; Cassandra never sees LZ4).
@@ -59,7 +59,7 @@ use super::cdclog::dml::{self, Statement};
 use super::cdclog::synth::{self, Item, OwnedValue};
 use super::rewrite::{self, LocalAnswer};
 use super::stats::inc;
-use super::{Shared, StatementInfo};
+use crate::front::{Shared, StatementInfo};
 
 /// Bytes on their way to one socket.
 pub(crate) type Outbox = UnboundedSender<Bytes>;

@@ -3,7 +3,7 @@
 //!
 //! The front needs to know what a base write does to every column (and
 //! which bound value goes where) to synthesize CDC log rows
-//! (`specs/cdc-log.md` §3), without a full CQL grammar. Anything else
+//! (`docs/cdc-log.md` §3), without a full CQL grammar. Anything else
 //! ([`DmlError::NotDml`]) is left for Cassandra to judge, and so are
 //! semantic checks: this parser rejects what it cannot represent, not
 //! everything Cassandra would.

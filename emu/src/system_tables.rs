@@ -9,7 +9,7 @@
 //! LIMIT 1` — and Cassandra then answers all of them correctly.
 //!
 //! - `cdc_generation_timestamps`, `cdc_streams_descriptions_v2`: the
-//!   schemas of `specs/cdc-log.md` §5.2.
+//!   schemas of `docs/cdc-log.md` §5.2.
 //! - `scylla_tables (keyspace_name, table_name, version, cdc, partitioner,
 //!   committed_by_group0)`: Scylla's schema; as on Scylla, `partitioner` is
 //!   set only for non-default partitioners (the CDC log tables) and `cdc` is
@@ -178,7 +178,7 @@ pub(crate) async fn read_ring(admin: &Admin) -> Result<(Vec<i64>, usize), EmuErr
 }
 
 /// Publishes a generation: the streams first, the timestamp second, so that
-/// a visible timestamp implies complete streams (`specs/cdc-log.md` §5.2).
+/// a visible timestamp implies complete streams (`docs/cdc-log.md` §5.2).
 pub(crate) async fn write_generation(admin: &Admin, emu: &str, g: &Generation) -> Result<(), EmuError> {
     for v in &g.vnodes {
         let streams: Vec<String> = v.streams.iter().map(|s| blob(s.as_bytes())).collect();

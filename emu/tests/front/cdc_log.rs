@@ -1,5 +1,5 @@
 //! Conformance of the front's CDC log synthesis with Scylla
-//! (`/work/shared/specs/cdc-log.md` §1–§3), checked with the official
+//! (`docs/cdc-log.md` §1–§3), checked with the official
 //! `scylla` crate as the client.
 //!
 //! Every write goes through the front to a table created `WITH cdc = {...}`,
@@ -55,15 +55,15 @@
 //! schema (the spec's `{3:3}` comes from Scylla's test table).
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::{Consistency, Statement};
 use scylla::value::{CqlValue, Row};
+use shardwise_emu::{Delta, FrontConfig, FrontHandle, FrontStats, PreImage};
 use shardwise_protocol::token::Token;
-use testkit::emu::{Delta, Front, FrontConfig, FrontHandle, FrontStats, PreImage};
-use testkit::{fresh_keyspace, shared_node};
+use testkit::fresh_keyspace;
+
+use crate::support::{now_micros, session, start_front};
 
 // ---------------------------------------------------------------------------
 // Expected rows as data.
@@ -781,10 +781,6 @@ const GREGORIAN_OFFSET: i64 = 0x01B2_1DD2_1381_4000;
 /// 2010-01-01T00:00:00Z in µs, the mirror of prepended list keys (§3.6 E12).
 const LIST_PREPEND_REFERENCE_US: i64 = 1_262_304_000_000_000;
 
-fn now_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_micros() as i64
-}
-
 /// The 60-bit timestamp of a version-1 UUID.
 fn uuid_time60(b: &[u8; 16]) -> i64 {
     let low = i64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
@@ -1248,7 +1244,7 @@ impl Ctx {
             None => (0..case.expect.len()).map(|_| self.fresh_pk()).collect(),
         };
         let stats_before = self.front.stats();
-        let t = now_us();
+        let t = now_micros();
         let mut errors = Vec::new();
         for stmt in case.stmts {
             let q = fill(stmt, &self.ks, &pks, t);
@@ -1354,12 +1350,12 @@ fn check_list_keys(ran: &Ran) -> Vec<String> {
 async fn cdc_log_rows_match_the_spec() {
     // A stand-in keyspace of its own: the generation is published at start
     // and no other front changes it while the cases run.
-    let front = Front::start(
-        shared_node().expect("Cassandra"),
-        FrontConfig { shards: 2, emu_keyspace: fresh_keyspace("emu_cdclog_gen"), ..FrontConfig::default() },
-    )
-    .expect("front");
-    let session = SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session");
+    let front = start_front(FrontConfig {
+        shards: 2,
+        emu_keyspace: fresh_keyspace("emu_cdclog_gen"),
+        ..FrontConfig::default()
+    });
+    let session = session(&front).await;
     let ks = fresh_keyspace("emu_cdc_log");
     let mut ctx = Ctx { front, session, ks: ks.clone(), next_pk: 100, outcomes: Vec::new() };
 
@@ -1446,8 +1442,10 @@ async fn cdc_log_rows_match_the_spec() {
     {
         let pk = ctx.fresh_pk();
         let before = ctx.front.stats();
-        let q =
-            format!("INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 1) USING TIMESTAMP {}", now_us() + 60_000_000);
+        let q = format!(
+            "INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 1) USING TIMESTAMP {}",
+            now_micros() + 60_000_000
+        );
         let mut errors = Vec::new();
         match ctx.session.query_unpaged(q.clone(), &[]).await {
             Ok(_) => errors.push(format!("accepted: {q}")),
@@ -1478,7 +1476,8 @@ async fn cdc_log_rows_match_the_spec() {
     {
         let pk = ctx.fresh_pk();
         let before = ctx.front.stats();
-        let q = format!("INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 'not an int') USING TIMESTAMP {}", now_us());
+        let q =
+            format!("INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 'not an int') USING TIMESTAMP {}", now_micros());
         let mut errors = Vec::new();
         if ctx.exec(&q).await.is_ok() {
             errors.push(format!("accepted: {q}"));
@@ -1500,7 +1499,7 @@ async fn cdc_log_rows_match_the_spec() {
         // the log rows planned for it must not be written.
         let pk = ctx.fresh_pk();
         let before = ctx.front.stats();
-        let q = format!("INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 1) USING TIMESTAMP {}", now_us());
+        let q = format!("INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 1) USING TIMESTAMP {}", now_micros());
         let mut stmt = Statement::new(q.clone());
         stmt.set_consistency(Consistency::Three);
         let mut errors = Vec::new();
@@ -1528,7 +1527,7 @@ async fn cdc_log_rows_match_the_spec() {
     // ----- LWTs: not applied → no log row; applied → logged at its write time.
     {
         let pk = ctx.fresh_pk();
-        let t = now_us();
+        let t = now_micros();
         let mut errors = Vec::new();
         if let Err(e) =
             ctx.exec(&format!("INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 1) USING TIMESTAMP {t}")).await
@@ -1557,14 +1556,14 @@ async fn cdc_log_rows_match_the_spec() {
         ctx.record("LWT not applied", "INSERT IF NOT EXISTS / UPDATE IF on an existing row: no log row", None, errors);
 
         let pk = ctx.fresh_pk();
-        let before_us = now_us();
+        let before_us = now_micros();
         let mut errors = Vec::new();
         let q = format!("INSERT INTO {ks}.t (pk, ck, v1) VALUES ({pk}, 0, 1) IF NOT EXISTS");
         match select(&ctx.session, &q).await {
             Ok(rows) if rows.first().and_then(|r| r.columns.first()) == Some(&Some(CqlValue::Boolean(true))) => {}
             other => errors.push(format!("{q}: expected [applied] = true, got {other:?}")),
         }
-        let after_us = now_us();
+        let after_us = now_micros();
         match read_log(&ctx.session, &ks, "t", pk).await {
             Ok(rows) => {
                 let t = rows.first().map_or(before_us, |r| r.us);

@@ -2,7 +2,7 @@
 //!
 //! Cassandra rejects Scylla's `cdc` map (it has an unrelated boolean `cdc`
 //! flag), so the front sends the base DDL with `cdc = false` and then creates
-//! `<table>_scylla_cdc_log` itself, with the schema of `specs/cdc-log.md`
+//! `<table>_scylla_cdc_log` itself, with the schema of `docs/cdc-log.md`
 //! §1.2–§1.5, computed from the base table's columns as Cassandra reports
 //! them in `system_schema.columns`:
 //!
@@ -53,7 +53,7 @@ pub enum Delta {
     Keys,
 }
 
-/// The options of `WITH cdc = {...}` (`specs/cdc-log.md` §6).
+/// The options of `WITH cdc = {...}` (`docs/cdc-log.md` §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CdcOptions {
     /// `enabled`.
@@ -334,7 +334,7 @@ pub fn log_columns(columns: &[BaseColumn]) -> Result<Vec<(String, String)>, Stri
     Ok(out)
 }
 
-/// The `WITH` clause of a new log table (`specs/cdc-log.md` §1.5).
+/// The `WITH` clause of a new log table (`docs/cdc-log.md` §1.5).
 pub fn log_table_properties(keyspace: &str, table: &str, options: &CdcOptions) -> String {
     let comment = format!("CDC log for {keyspace}.{table}").replace('\'', "''");
     let caching = "caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}";
@@ -410,7 +410,7 @@ mod tests {
 
     #[test]
     fn log_schema_of_the_spec_example() {
-        // specs/cdc-log.md §1.4.
+        // docs/cdc-log.md §1.4.
         let cols = [
             col("pk", ColumnKind::PartitionKey, 0, "int"),
             col("ck", ColumnKind::Clustering, 0, "int"),

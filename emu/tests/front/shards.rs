@@ -3,10 +3,10 @@
 
 use std::num::NonZeroU16;
 
+use shardwise_emu::generation::{first_token_in_range, first_token_of_shard};
+use shardwise_emu::{Generation, StreamId};
 use shardwise_protocol::sharding::Sharder;
 use shardwise_protocol::token::{Partitioner, Token};
-use testkit::emu::generation::{first_token_in_range, first_token_of_shard};
-use testkit::emu::{Generation, StreamId};
 
 fn sharder(n: u16, msb: u8) -> Sharder {
     Sharder::new(NonZeroU16::new(n).expect("non-zero"), msb).expect("msb < 64")
@@ -25,7 +25,7 @@ fn lcg(seed: u64) -> impl FnMut() -> u64 {
 
 #[test]
 fn shard_of_token_matches_the_spec_vectors() {
-    let csv = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors/shard_of_token.csv"));
+    let csv = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../protocol/tests/data/shard_of_token.csv"));
     let s = sharder(4, 12);
     let mut checked = 0;
     for line in csv.lines().filter(|l| !l.starts_with('#') && !l.starts_with("token")) {

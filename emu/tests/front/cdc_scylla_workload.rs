@@ -16,7 +16,7 @@
 //! none), so `cdc$time` follows the write order.
 //!
 //! For every write the test derives the records the spec
-//! (`/work/shared/specs/cdc-log.md` §3) says Scylla logs: per partition
+//! (`docs/cdc-log.md` §3) says Scylla logs: per partition
 //! key a list of records, each a list of `(operation, ck, columns)` rows,
 //! where `columns` renders the non-null value, `cdc$deleted_X`,
 //! `cdc$deleted_elements_X` and `cdc$ttl` columns (e.g. `m={7:7} del_m`).
@@ -39,14 +39,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlValue;
 use scylla_cdc::consumer::{CDCRow, Consumer, ConsumerFactory, OperationType};
 use scylla_cdc::log_reader::CDCLogReaderBuilder;
-use testkit::emu::{Front, FrontConfig};
-use testkit::{fresh_keyspace, shared_node};
+use shardwise_emu::FrontConfig;
+use testkit::fresh_keyspace;
+
+use crate::support::{self, session, start_front};
 
 const TASKS: i32 = 4;
 const KEYS_PER_TASK: i32 = 12;
@@ -57,7 +58,7 @@ const TTL: i32 = 3600;
 // ---------------------------------------------------------------------------
 // The test kit's deterministic generator.
 
-use testkit::rng::SplitMix64 as Rng;
+use shardwise_emu::rng::SplitMix64 as Rng;
 
 // ---------------------------------------------------------------------------
 // What the reader delivers, and what is expected.
@@ -401,18 +402,13 @@ fn now() -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scylla_cdc_sees_a_randomized_workload_in_write_order() {
-    let seed =
-        std::env::var("EMU_CDC_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| now().as_nanos() as u64);
-    println!("seed {seed} (EMU_CDC_SEED={seed} to repeat)");
+    let seed = support::seed();
     let started = Instant::now();
 
-    let front = Front::start(
-        shared_node().expect("Cassandra"),
-        FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() },
-    )
-    .expect("front");
+    let front =
+        start_front(FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() });
     let generation = front.current_generation().expect("a generation at start");
-    let session = Arc::new(SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session"));
+    let session = Arc::new(session(&front).await);
     let ks = fresh_keyspace("emu_cdc_wl");
     session
         .query_unpaged(

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
-use testkit::emu::{Front, FrontConfig, PreImage};
-use testkit::{fresh_keyspace, shared_node};
+use shardwise_emu::{FrontConfig, PreImage};
+use testkit::fresh_keyspace;
+
+use crate::support::{session, start_front};
 
 async fn columns(session: &Session, ks: &str, table: &str) -> BTreeMap<String, (String, String)> {
     let rows = session
@@ -32,8 +33,8 @@ async fn columns(session: &Session, ks: &str, table: &str) -> BTreeMap<String, (
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdc_ddl_creates_scylla_shaped_log() {
-    let front = Front::start(shared_node().expect("Cassandra"), FrontConfig::default()).expect("front");
-    let session = Arc::new(SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session"));
+    let front = start_front(FrontConfig::default());
+    let session = Arc::new(session(&front).await);
     let ks = fresh_keyspace("emu_cdc_ddl");
     session
         .query_unpaged(

@@ -1,65 +1,8 @@
-//! The Scylla emulation front: a CQL proxy on loopback that forwards to a
-//! real Cassandra 5.0 and adds what clients see of ScyllaDB at the protocol
-//! level, so that unmodified Scylla clients (the official `scylla` crate,
-//! `scylla-cdc`, the Python `scylla-driver`) and our own driver can be tested
-//! and benchmarked against "Scylla" on a machine that only has Cassandra.
-//!
-//! It is an instrument: everything it does is counted ([`FrontStats`], also
-//! readable as `SELECT * FROM <emu keyspace>.front_stats` through the front
-//! and printed by `cargo xtask emu`).
-//!
-//! What it emulates (details in the submodules):
-//!
-//! - **Shards** ([`proxy`]): every emulated node reports `shards` shards in
-//!   SUPPORTED with Scylla's keys (`specs/protocol.md` §1.2: `COMPRESSION`,
-//!   `CQL_VERSION` 3.3.1, `SCYLLA_SHARD`, `SCYLLA_NR_SHARDS`,
-//!   `SCYLLA_PARTITIONER`, `SCYLLA_SHARDING_ALGORITHM`,
-//!   `SCYLLA_SHARDING_IGNORE_MSB`, `SCYLLA_SHARD_AWARE_PORT`,
-//!   `SCYLLA_LWT_ADD_METADATA_MARK`, `SCYLLA_RATE_LIMIT_ERROR`,
-//!   `TABLETS_ROUTING_V1`, `SCYLLA_HOST_ID`); connections on
-//!   the regular port get shards round-robin, connections on the shard-aware
-//!   port get `source_port % shards` (§2.4). Prepared requests whose
-//!   partition key is known are counted as shard hits or misses, with an
-//!   optional delay per miss modelling the cross-shard hop.
-//! - **Scylla system tables** ([`system_tables`]): `system_schema.scylla_tables`
-//!   and `scylla_keyspaces`, `system_distributed.cdc_generation_timestamps` and
-//!   `cdc_streams_descriptions_v2` as real tables in the front's keyspace,
-//!   reached by rewriting the statements that name them ([`rewrite`]).
-//! - **CDC generations** ([`generation`]): at start the front publishes a
-//!   generation built from the Cassandra ring exactly as Scylla would for
-//!   that ring and shard count (reusing the last one when it still fits);
-//!   [`FrontHandle::new_generation_at`] publishes another at a chosen time,
-//!   as a topology change would.
-//! - **CDC DDL** ([`cdc`]): `WITH cdc = {...}` creates the base table without
-//!   the Scylla-only option plus `<table>_scylla_cdc_log` with Scylla's
-//!   schema; the options are kept ([`FrontHandle::cdc_tables`]). Writing log
-//!   rows for base writes is not done here (a later stage).
-//! - **Syntax** ([`rewrite`]): `BYPASS CACHE` and `USING TIMEOUT` are accepted
-//!   and stripped.
-//!
-//! With several Cassandra nodes there is one front per node
-//! ([`Front::start_cluster`]), each on its node's address and all on the same
-//! two ports, so that the addresses drivers find in `system.peers`
-//! (`rpc_address` + the port they connected to) lead to the fronts.
-//!
-//! Deviations from Scylla, all deliberate: protocol v4 only (Scylla also
-//! speaks v3); `COMPRESSION` offers `lz4` only and answers uncompressed;
-//! `SCYLLA_USE_METADATA_ID` and the TLS shard-aware port are not offered;
-//! `USING TIMEOUT ?` (a bound timeout) is refused; the CDC log's real
-//! placement in Cassandra is by Murmur3 of the stream id (the CDC partitioner
-//! is reported and used for shard accounting only); node-level routing is
-//! not counted, only shards; `scylla_tables` has rows only for tables created
-//! through a front; result metadata of rewritten statements names the
-//! front's keyspace instead of `system_distributed`.
-
-mod admin;
-pub mod cdc;
-pub mod cdclog;
-pub mod generation;
-pub mod proxy;
-pub mod rewrite;
-pub mod stats;
-pub mod system_tables;
+//! The front itself: [`Front`] starts one listener pair per Cassandra node
+//! and [`FrontHandle`] is what a test or the binary holds on to while it runs
+//! (addresses, counters, generations, CDC options). The state every
+//! connection shares ([`Shared`]) lives here too, because the schema
+//! reactions (CDC DDL, generations) are methods on it.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -74,13 +17,11 @@ use shardwise_protocol::sharding::{Sharder, BIASED_TOKEN_ROUND_ROBIN};
 use shardwise_protocol::token::Partitioner;
 use tokio::net::TcpListener;
 
-pub use cdc::{CdcOptions, CdcTable, Delta, PreImage};
-pub use generation::{Generation, StreamId, VnodeStreams};
-pub use stats::{FrontStats, NodeStats, ShardStats};
-
-use admin::{lit, Admin};
-use cdc::{log_table_name, BaseColumn, ColumnKind, Registry, META_COLUMNS};
-use stats::{inc, Counters, NodeCounters, ShardCounters};
+use crate::admin::{self, lit, Admin};
+use crate::cdc::{self, log_table_name, BaseColumn, ColumnKind, Registry, META_COLUMNS};
+use crate::generation::{self, Generation};
+use crate::stats::{inc, Counters, FrontStats, NodeCounters, ShardCounters};
+use crate::{cdclog, proxy, system_tables, CdcOptions, CdcTable};
 
 /// What can go wrong in the front.
 #[derive(Debug, thiserror::Error)]
@@ -192,16 +133,16 @@ pub(crate) struct Shared {
     pub(crate) nodes: Vec<NodeState>,
     pub(crate) counters: Counters,
     pub(crate) prepared: Mutex<HashMap<Bytes, Arc<StatementInfo>>>,
-    registry: Mutex<Registry>,
-    generations: Mutex<Vec<Generation>>,
-    admin: Admin,
+    pub(crate) registry: Mutex<Registry>,
+    pub(crate) generations: Mutex<Vec<Generation>>,
+    pub(crate) admin: Admin,
     pub(crate) delay: Option<proxy::DelayLine>,
     /// Schemas of CDC tables, for log synthesis (dropped on DDL).
-    cdc_schemas: Mutex<HashMap<(String, String), Arc<cdclog::schema::TableSchema>>>,
+    pub(crate) cdc_schemas: Mutex<HashMap<(String, String), Arc<cdclog::schema::TableSchema>>>,
     /// Connections writing log rows and reading images.
     pub(crate) log_writer: cdclog::writer::LogWriter,
     /// Random bits for timeuuids.
-    rng: std::sync::atomic::AtomicU64,
+    pub(crate) rng: std::sync::atomic::AtomicU64,
     /// The last write timestamp the front assigned (µs), so that the
     /// timestamps it assigns are unique and increasing.
     last_timestamp: std::sync::atomic::AtomicI64,
@@ -272,7 +213,7 @@ impl Shared {
         &self.config.emu_keyspace
     }
 
-    async fn base_columns(&self, keyspace: &str, table: &str) -> Result<Vec<BaseColumn>, EmuError> {
+    pub(crate) async fn base_columns(&self, keyspace: &str, table: &str) -> Result<Vec<BaseColumn>, EmuError> {
         let rows = self
             .admin
             .rows(&format!(
@@ -498,6 +439,35 @@ async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, EmuError> {
     TcpListener::bind(SocketAddr::new(ip, port)).await.map_err(|e| EmuError::io(format!("listening on {ip}:{port}"), e))
 }
 
+/// One listener on each of `ips`, all on the same port: `port`, or when it
+/// is 0 one the kernel picks for the first address that is also free on the
+/// others (tried a few times, as another process may hold it there).
+async fn bind_all(ips: &[IpAddr], port: u16) -> Result<Vec<TcpListener>, EmuError> {
+    let Some((&first, rest)) = ips.split_first() else { return Ok(Vec::new()) };
+    if port != 0 || rest.is_empty() {
+        let mut listeners = Vec::with_capacity(ips.len());
+        for &ip in ips {
+            listeners.push(bind(ip, port).await?);
+        }
+        return Ok(listeners);
+    }
+    for _ in 0..200 {
+        let head = bind(first, 0).await?;
+        let chosen = head.local_addr().map_err(|e| EmuError::io("front address", e))?.port();
+        let mut listeners = vec![head];
+        for &ip in rest {
+            match TcpListener::bind(SocketAddr::new(ip, chosen)).await {
+                Ok(l) => listeners.push(l),
+                Err(_) => break,
+            }
+        }
+        if listeners.len() == ips.len() {
+            return Ok(listeners);
+        }
+    }
+    Err(EmuError::Config(format!("no port is free on every one of {ips:?}")))
+}
+
 async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Shared>, EmuError> {
     let nr = NonZeroU16::new(config.shards).ok_or_else(|| EmuError::Config("shards must be at least 1".into()))?;
     let sharder = Sharder::new(nr, config.ignore_msb).map_err(|e| EmuError::Config(e.to_string()))?;
@@ -535,19 +505,11 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
 
     // Listeners: one pair per node, the same two ports on every address.
     let ips: Vec<IpAddr> = upstreams.iter().map(|u| config.bind_ip.unwrap_or(u.ip())).collect();
-    let pick = |configured: u16| -> Result<u16, EmuError> {
-        if configured != 0 || ips.len() == 1 {
-            Ok(configured)
-        } else {
-            crate::ports::free_port(&ips).map_err(|e| EmuError::Config(e.to_string()))
-        }
-    };
-    let (port, sa_port) = (pick(config.port)?, pick(config.shard_aware_port)?);
+    let regulars = bind_all(&ips, config.port).await?;
+    let awares = bind_all(&ips, config.shard_aware_port).await?;
     let mut listeners = Vec::new();
     let mut nodes = Vec::new();
-    for (i, &ip) in ips.iter().enumerate() {
-        let regular = bind(ip, port).await?;
-        let aware = bind(ip, if sa_port == 0 { 0 } else { sa_port }).await?;
+    for (i, (regular, aware)) in regulars.into_iter().zip(awares).enumerate() {
         let front = regular.local_addr().map_err(|e| EmuError::io("front address", e))?;
         let shard_aware = aware.local_addr().map_err(|e| EmuError::io("front address", e))?;
         nodes.push(NodeState {

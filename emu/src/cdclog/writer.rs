@@ -25,8 +25,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::emu::admin;
-use crate::emu::EmuError;
+use crate::admin;
+use crate::EmuError;
 
 /// Stream ids a connection uses (far below the protocol's limit).
 const STREAMS: i16 = 1024;

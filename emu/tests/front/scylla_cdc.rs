@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use scylla::client::session_builder::SessionBuilder;
 use scylla_cdc::consumer::{CDCRow, Consumer, ConsumerFactory, OperationType};
 use scylla_cdc::log_reader::CDCLogReaderBuilder;
-use testkit::emu::{Front, FrontConfig, StreamId};
-use testkit::{fresh_keyspace, shared_node};
+use shardwise_emu::{FrontConfig, StreamId};
+use testkit::fresh_keyspace;
+
+use crate::support::{session, start_front};
 
 type Seen = Arc<Mutex<Vec<(scylla_cdc::cdc_types::StreamID, OperationType, Option<i32>, Option<String>)>>>;
 
@@ -45,15 +46,11 @@ impl ConsumerFactory for Factory {
 async fn scylla_cdc_reads_generation_and_log_through_the_front() {
     // Its own stand-in keyspace: a generation of its own, whatever other tests do.
     let emu = fresh_keyspace("emu_gen");
-    let front = Front::start(
-        shared_node().expect("Cassandra"),
-        FrontConfig { shards: 4, emu_keyspace: emu.clone(), ..FrontConfig::default() },
-    )
-    .expect("front");
+    let front = start_front(FrontConfig { shards: 4, emu_keyspace: emu.clone(), ..FrontConfig::default() });
     let generation = front.current_generation().expect("a generation at start");
     assert_eq!(generation.vnodes[0].streams.len(), 4);
 
-    let session = Arc::new(SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session"));
+    let session = Arc::new(session(&front).await);
     // The generation as clients read it (rewritten to the stand-ins).
     let times = session
         .query_unpaged("SELECT time FROM system_distributed.cdc_generation_timestamps WHERE key = 'timestamps'", &[])

@@ -9,7 +9,7 @@ use super::dml::{parse, TableName};
 use super::mutation::{build, Binds, Context};
 use super::schema::TableSchema;
 use super::split::{records, Images};
-use crate::emu::cdc::{BaseColumn, CdcOptions, ColumnKind, PreImage};
+use crate::cdc::{BaseColumn, CdcOptions, ColumnKind, PreImage};
 
 fn schema() -> Option<Arc<TableSchema>> {
     let col = |name: &str, kind: ColumnKind, position: i32, typ: &str| BaseColumn {
