@@ -82,7 +82,7 @@ tasks:
     --no-loom            skip step 4
     --fuzz-seconds N     seconds per fuzz target (default $SHARDWISE_FUZZ_SECONDS or 30)
     --only ARGS...       run only step 2, with ARGS instead of --all-targets
-                         (e.g. --only -p testkit --test start_stop)
+                         (e.g. --only -p testkit --test harness)
     -- ARGS...           extra arguments for step 2
   help                 this text
 ";

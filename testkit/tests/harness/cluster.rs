@@ -1,5 +1,5 @@
 //! Three nodes on 127.0.0.1–3. Slow (about a minute): run with
-//! `cargo test -p testkit --test cluster -- --ignored`.
+//! `cargo test -p testkit --test harness -- --ignored cluster::`.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, TcpStream};
@@ -11,6 +11,7 @@ use testkit::Cluster;
 #[test]
 #[ignore = "starts 3 Cassandra nodes (~1 min, ~2 GB)"]
 fn three_node_cluster() {
+    let _own = crate::support::own_nodes();
     let t = Instant::now();
     let mut cluster = Cluster::start(3).unwrap_or_else(|e| panic!("{e}"));
     for node in cluster.nodes() {

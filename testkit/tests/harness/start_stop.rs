@@ -10,6 +10,7 @@ use testkit::{Node, NodeConfig};
 
 #[test]
 fn start_options_stop() {
+    let _own = crate::support::own_nodes();
     let cfg = NodeConfig::default().with_free_ports().expect("free ports");
     let mut node = Node::start(cfg).unwrap_or_else(|e| panic!("{e}"));
     let addr = node.addr();

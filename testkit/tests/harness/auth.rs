@@ -8,6 +8,7 @@ use testkit::{Auth, HarnessError, Node, NodeConfig};
 
 #[test]
 fn password_authenticator() {
+    let _own = crate::support::own_nodes();
     let cfg = NodeConfig::default().with_free_ports().expect("free ports").with_auth(Auth::Password);
     let node = Node::start(cfg).unwrap_or_else(|e| panic!("{e}"));
     let addr = node.addr();

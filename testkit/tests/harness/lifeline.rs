@@ -31,9 +31,10 @@ fn lifeline_child() {
 
 #[test]
 fn node_dies_with_its_process() {
+    let _own = crate::support::own_nodes();
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
-        .args(["--exact", "lifeline_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "lifeline::lifeline_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .stdout(Stdio::piped())
         .spawn()
@@ -43,7 +44,7 @@ fn node_dies_with_its_process() {
     for line in BufReader::new(stdout).lines() {
         let line = line.unwrap();
         eprintln!("child: {line}");
-        // libtest may have printed "test lifeline_child ... " on the same line.
+        // libtest may have printed "test lifeline::lifeline_child ... " on the same line.
         if let Some(rest) = line.find("READY ").map(|i| &line[i + "READY ".len()..]) {
             let mut parts = rest.splitn(3, ' ');
             let addr: SocketAddr = parts.next().unwrap().parse().unwrap();
