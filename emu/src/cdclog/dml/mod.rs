@@ -19,7 +19,7 @@
 //! ISO 8601 duration literals (`P1D`, `PT2H`, `P0001-02-03T04:05:06`) must be
 //! written with upper-case letters.
 //!
-//! The [`lexer`] turns text into tokens, the [`parser`] turns tokens into
+//! The `lexer` turns text into tokens, the `parser` turns tokens into
 //! the AST of [`ast`], re-exported here.
 
 pub mod ast;

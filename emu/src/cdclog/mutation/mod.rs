@@ -15,9 +15,9 @@
 //! Scylla has: they are logged with positional keys (`l[i]`) or without the
 //! removed keys (`l - [v]`) and counted as inexact ([`Built::inexact`]).
 //!
-//! The builder ([`builder`]) is split by statement kind: [`insert`],
-//! [`update`], [`delete`] and [`batch`], with the collection cells they
-//! share in [`cells`].
+//! The builder (`builder`) is split by statement kind: `insert`,
+//! `update`, `delete` and `batch`, with the collection cells they
+//! share in `cells`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;

@@ -10,10 +10,10 @@
 //! from a literal equals one built from a bound value ([`normalize`]); the
 //! same comparator ([`compare`]) orders clustering keys.
 //!
-//! One submodule per concern, all re-exported here: [`types`] (schema text
-//! to types), [`literals`] (literals and terms to values), [`text`] (text
-//! forms of varints, decimals, dates, times, durations), [`collections`]
-//! (serialized collections and UDTs), [`comparator`] and [`timeuuids`].
+//! One submodule per concern, all re-exported here: `types` (schema text
+//! to types), `literals` (literals and terms to values), `text` (text
+//! forms of varints, decimals, dates, times, durations), `collections`
+//! (serialized collections and UDTs), `comparator` and `timeuuids`.
 
 use std::cmp::Ordering;
 use std::net::IpAddr;
