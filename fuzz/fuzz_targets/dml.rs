@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| testkit::emu::cdclog::fuzzing::dml(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| shardwise_emu::cdclog::fuzzing::dml(data));

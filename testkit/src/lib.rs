@@ -2,35 +2,38 @@
 //!
 //! Integration tests of the driver and the CDC engine run against a real
 //! server, not a mock: the point is to find out what Cassandra actually sends.
-//! This crate makes that cheap enough to do everywhere:
+//! This crate makes that cheap enough to do everywhere. Nothing here panics on
+//! environment problems: every failure is a [`HarnessError`] that says what to
+//! install or which log to read.
 //!
-//! * [`dist`] finds Java 11+ and resolves `org.apache.cassandra:cassandra-all`
-//!   with Maven into a cache outside the repository (once per machine);
-//! * [`config`] generates a minimal `cassandra.yaml` and the Java 17 command
-//!   line, tuned for a small, fast-starting test server (each setting was
-//!   checked against a real 5.0.4 log);
-//! * [`node`] starts a node in its own process group, waits until it answers
+//! Modules:
+//!
+//! - [`dist`]: finds Java 11+ and resolves `org.apache.cassandra:cassandra-all`
+//!   with Maven into a cache outside the repository (once per machine).
+//! - [`config`]: a minimal `cassandra.yaml` and the Java 17 command line, tuned
+//!   for a small, fast-starting test server (each setting was checked against
+//!   a real 5.0.4 log).
+//! - [`node`]: starts a node in its own process group, waits until it answers
 //!   CQL, and stops it — on [`Node::stop`], on drop, and when the test process
-//!   dies (a pipe-based lifeline, so no JVM is ever left behind);
-//! * [`cluster`] puts several nodes on 127.0.0.1, .2, .3 for topology tests;
-//! * [`shared`] gives all tests of a process one server ([`shared_node`],
-//!   or the one `cargo xtask test` passes in `SHARDWISE_CASSANDRA`) and
-//!   unique keyspace names ([`fresh_keyspace`]);
-//! * [`probe`] is a minimal blocking CQL v4 client for readiness checks and
-//!   the demo — deliberately not the driver under test.
-//!
-//! Nothing here panics on environment problems: every failure is a
-//! [`HarnessError`] that says what to install or which log to read.
+//!   dies (a pipe-based lifeline, so no JVM is ever left behind).
+//! - [`cluster`]: several nodes on 127.0.0.1, .2, .3 for topology tests.
+//! - [`shared`]: one server for all tests of a process ([`shared_node`], or
+//!   the one `cargo xtask test` passes in `SHARDWISE_CASSANDRA`) and unique
+//!   keyspace names ([`fresh_keyspace`]).
+//! - [`ports`]: free ports for test servers.
+//! - [`probe`]: a minimal blocking CQL v4 client for readiness checks and the
+//!   demo — deliberately not the driver under test.
+//! - [`samples`]: one table holding every CQL type and its rows, shared by the
+//!   integration tests of every crate.
+//! - [`error`]: what can go wrong, as one [`HarnessError`].
 
 pub mod cluster;
 pub mod config;
 pub mod dist;
-pub mod emu;
 pub mod error;
 pub mod node;
 pub mod ports;
 pub mod probe;
-pub mod rng;
 pub mod samples;
 pub mod shared;
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use testkit::emu::{Front, FrontConfig, FrontHandle};
+use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::{Node, NodeConfig};
 
 use crate::test::workspace_root;

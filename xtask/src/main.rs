@@ -88,7 +88,7 @@ tasks:
     --no-house           skip step 0
     --fuzz-seconds N     seconds per fuzz target (default $SHARDWISE_FUZZ_SECONDS or 30)
     --only ARGS...       run only step 2, with ARGS instead of --all-targets
-                         (e.g. --only -p testkit --test start_stop)
+                         (e.g. --only -p testkit --test harness)
     -- ARGS...           extra arguments for step 2
   house                only step 0 of `test`: the outside-path check, fmt, clippy and doc
   help                 this text
@@ -140,7 +140,7 @@ fn demo(args: &[String]) -> ExitCode {
 
 /// `cargo xtask emu [--nodes N] [--shards N] [--ignore-msb N] [--miss-delay-us N]
 /// [--port P] [--shard-aware-port P]`: Cassandra plus the Scylla emulation
-/// front (`testkit::emu`), serving until Ctrl-C; prints the addresses and,
+/// front (`shardwise_emu`), serving until Ctrl-C; prints the addresses and,
 /// whenever they change, the front's counters.
 fn emu(args: &[String]) -> ExitCode {
     match emu_serve(args) {
@@ -153,8 +153,8 @@ fn emu(args: &[String]) -> ExitCode {
 }
 
 fn emu_serve(args: &[String]) -> Result<(), String> {
+    use shardwise_emu::{Front, FrontConfig};
     use std::time::{Duration, Instant};
-    use testkit::emu::{Front, FrontConfig};
     use testkit::{Cluster, Node, NodeConfig};
 
     let mut nodes: u8 = 1;

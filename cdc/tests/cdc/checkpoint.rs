@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use shardwise::Session;
 use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, GroupInfo};
-use testkit::emu::FrontHandle;
+use shardwise_emu::FrontHandle;
 
 use crate::common::workload::{check_resumed, create_table, expected_of, plan, write, Ops};
 use crate::common::{self, run};

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use shardwise::{Session, Statement};
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo, MemoryCheckpointStore, Operation};
-use testkit::emu::FrontHandle;
+use shardwise_emu::FrontHandle;
 
 use crate::common;
 

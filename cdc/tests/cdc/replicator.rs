@@ -11,7 +11,7 @@ use shardwise::protocol::types::CqlValue;
 use shardwise::{Session, Statement};
 use shardwise_cdc::replicator::Replicator;
 use shardwise_cdc::CdcReaderBuilder;
-use testkit::emu::FrontHandle;
+use shardwise_emu::FrontHandle;
 
 use crate::common::{self, run};
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::token::Partitioner;
 use shardwise::{Session, SessionBuilder, Statement};
-use testkit::emu::{Front, FrontConfig, FrontHandle};
+use shardwise_emu::{Front, FrontConfig, FrontHandle};
 
 const SHARDS: u16 = 8;
 

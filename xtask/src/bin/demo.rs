@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use shardwise::protocol::consistency::Consistency;
 use shardwise::{Session, SessionBuilder, Statement};
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo};
-use testkit::emu::{Front, FrontConfig, FrontHandle};
+use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::{Node, NodeConfig};
 
 type Result<T, E = Box<dyn Error + Send + Sync>> = std::result::Result<T, E>;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use shardwise::protocol::consistency::Consistency;
 use shardwise::{Session, SessionBuilder, Statement};
-use testkit::emu::{Front, FrontConfig, FrontHandle};
+use shardwise_emu::{Front, FrontConfig, FrontHandle};
 
 /// Shards of the emulated node.
 pub const SHARDS: u16 = 4;

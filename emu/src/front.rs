@@ -1,0 +1,719 @@
+//! The front itself: [`Front`] starts one listener pair per Cassandra node
+//! and [`FrontHandle`] is what a test or the binary holds on to while it runs
+//! (addresses, counters, generations, CDC options). The state every
+//! connection shares ([`Shared`]) lives here too, because the schema
+//! reactions (CDC DDL, generations) are methods on it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU16;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use shardwise_protocol::response::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
+use shardwise_protocol::sharding::{Sharder, BIASED_TOKEN_ROUND_ROBIN};
+use shardwise_protocol::token::Partitioner;
+use tokio::net::TcpListener;
+
+use crate::admin::{self, lit, Admin};
+use crate::cdc::{self, log_table_name, BaseColumn, ColumnKind, Registry, META_COLUMNS};
+use crate::generation::{self, Generation};
+use crate::stats::{inc, Counters, FrontStats, NodeCounters, ShardCounters};
+use crate::{cdclog, proxy, system_tables, CdcOptions, CdcTable};
+
+/// What can go wrong in the front.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    /// An I/O error.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Cassandra answered something unexpected.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// Cassandra answered with an error.
+    #[error("server error {code:#06x}: {message}")]
+    Server {
+        /// Error code.
+        code: i32,
+        /// Message.
+        message: String,
+    },
+    /// Bad configuration.
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl EmuError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> EmuError {
+        EmuError::Io { what: what.into(), source }
+    }
+    fn code_and_message(self) -> (i32, String) {
+        match self {
+            EmuError::Server { code, message } => (code, message),
+            other => (0, other.to_string()),
+        }
+    }
+}
+
+/// How to run the front.
+#[derive(Debug, Clone)]
+pub struct FrontConfig {
+    /// Shards per emulated node (`SCYLLA_NR_SHARDS`), default 8.
+    pub shards: u16,
+    /// `SCYLLA_SHARDING_IGNORE_MSB`, default 12 (Scylla's default).
+    pub ignore_msb: u8,
+    /// Regular port, the same on every node's address; 0 picks a free one.
+    pub port: u16,
+    /// Shard-aware port (`SCYLLA_SHARD_AWARE_PORT`); 0 picks a free one.
+    pub shard_aware_port: u16,
+    /// Extra latency for each request that arrives on the wrong shard.
+    pub miss_delay: Option<Duration>,
+    /// The keyspace of the stand-in tables (`shardwise_emu` by default).
+    /// Fronts with the same keyspace share the published generations, the
+    /// CDC options and `scylla_tables`, as the nodes of one Scylla cluster
+    /// would; a front whose shard count differs from the latest generation's
+    /// publishes a new one, so tests that read generations while other
+    /// fronts with other shard counts run should use a keyspace of their own.
+    pub emu_keyspace: String,
+    /// Credentials for the front's own connection, when Cassandra needs them.
+    pub credentials: Option<(String, String)>,
+    /// Tokio worker threads of the front's runtime.
+    pub worker_threads: usize,
+    /// Address to listen on; `None` listens on each Cassandra node's own
+    /// address (needed for multi-node clusters, see the module docs).
+    pub bind_ip: Option<IpAddr>,
+}
+
+impl Default for FrontConfig {
+    fn default() -> Self {
+        FrontConfig {
+            shards: 8,
+            ignore_msb: 12,
+            port: 0,
+            shard_aware_port: 0,
+            miss_delay: None,
+            emu_keyspace: "shardwise_emu".into(),
+            credentials: None,
+            worker_threads: 2,
+            bind_ip: None,
+        }
+    }
+}
+
+/// What the front learned from a PREPARED answer.
+#[derive(Debug, Clone)]
+pub(crate) struct StatementInfo {
+    pub(crate) pk_indexes: Vec<u16>,
+    /// The partition key is one column bound as a list (`pk IN ?`).
+    pub(crate) in_list: bool,
+    pub(crate) partitioner: Partitioner,
+    /// The statement, when it is DML (for CDC log synthesis).
+    pub(crate) dml: Option<Arc<cdclog::dml::Statement>>,
+    /// The keyspace of its unqualified table names.
+    pub(crate) keyspace: Option<String>,
+}
+
+pub(crate) struct NodeState {
+    pub(crate) counters: NodeCounters,
+    pub(crate) shard_aware: SocketAddr,
+    pub(crate) host_id: Option<uuid::Uuid>,
+    rr: AtomicU32,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: FrontConfig,
+    pub(crate) sharder: Sharder,
+    pub(crate) nodes: Vec<NodeState>,
+    pub(crate) counters: Counters,
+    pub(crate) prepared: Mutex<HashMap<Bytes, Arc<StatementInfo>>>,
+    pub(crate) registry: Mutex<Registry>,
+    pub(crate) generations: Mutex<Vec<Generation>>,
+    pub(crate) admin: Admin,
+    pub(crate) delay: Option<proxy::DelayLine>,
+    /// Schemas of CDC tables, for log synthesis (dropped on DDL).
+    pub(crate) cdc_schemas: Mutex<HashMap<(String, String), Arc<cdclog::schema::TableSchema>>>,
+    /// Connections writing log rows and reading images.
+    pub(crate) log_writer: cdclog::writer::LogWriter,
+    /// Random bits for timeuuids.
+    pub(crate) rng: std::sync::atomic::AtomicU64,
+    /// The last write timestamp the front assigned (µs), so that the
+    /// timestamps it assigns are unique and increasing.
+    last_timestamp: std::sync::atomic::AtomicI64,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+impl Shared {
+    pub(crate) fn stats(&self) -> FrontStats {
+        let nodes: Vec<&NodeCounters> = self.nodes.iter().map(|n| &n.counters).collect();
+        self.counters.snapshot(&nodes)
+    }
+
+    /// Scylla's SUPPORTED for a connection on `shard` of `node`.
+    pub(crate) fn supported(&self, node: usize, shard: u16) -> Vec<(String, Vec<String>)> {
+        let one = |k: &str, v: String| (k.to_string(), vec![v]);
+        let n = &self.nodes[node];
+        let mut v = vec![
+            one("COMPRESSION", "lz4".into()),
+            one("CQL_VERSION", "3.3.1".into()),
+            one("SCYLLA_SHARD", shard.to_string()),
+            one("SCYLLA_NR_SHARDS", self.sharder.nr_shards().to_string()),
+            one("SCYLLA_PARTITIONER", Partitioner::Murmur3.class_name().into()),
+            one("SCYLLA_SHARDING_ALGORITHM", BIASED_TOKEN_ROUND_ROBIN.into()),
+            one("SCYLLA_SHARDING_IGNORE_MSB", self.sharder.ignore_msb().to_string()),
+            one("SCYLLA_SHARD_AWARE_PORT", n.shard_aware.port().to_string()),
+            one("SCYLLA_LWT_ADD_METADATA_MARK", "LWT_OPTIMIZATION_META_BIT_MASK=2147483648".into()),
+            one("SCYLLA_RATE_LIMIT_ERROR", "ERROR_CODE=61440".into()),
+            one("TABLETS_ROUTING_V1", String::new()),
+        ];
+        if let Some(id) = n.host_id {
+            v.push(one("SCYLLA_HOST_ID", id.hyphenated().to_string()));
+        }
+        v
+    }
+
+    /// A write timestamp for a request that has none: now, but always above
+    /// the last one assigned.
+    pub(crate) fn next_timestamp(&self) -> i64 {
+        let now = cdclog::synth::now_micros();
+        let prev = self.last_timestamp.fetch_max(now, Ordering::Relaxed);
+        if prev >= now {
+            self.last_timestamp.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            now
+        }
+    }
+
+    pub(crate) fn partitioner_of(&self, keyspace: &str, table: &str) -> Partitioner {
+        match self.registry.lock() {
+            Ok(r) if r.is_log(keyspace, table) => Partitioner::Cdc,
+            _ => Partitioner::Murmur3,
+        }
+    }
+
+    /// The front that stands for the Cassandra node at `node`.
+    pub(crate) fn front_address_of(&self, node: SocketAddr, default: usize) -> SocketAddr {
+        self.nodes
+            .iter()
+            .find(|n| n.counters.upstream.ip() == node.ip())
+            .map(|n| n.counters.front)
+            .unwrap_or_else(|| SocketAddr::new(node.ip(), self.nodes[default].counters.front.port()))
+    }
+
+    fn emu(&self) -> &str {
+        &self.config.emu_keyspace
+    }
+
+    pub(crate) async fn base_columns(&self, keyspace: &str, table: &str) -> Result<Vec<BaseColumn>, EmuError> {
+        let rows = self
+            .admin
+            .rows(&format!(
+                "SELECT column_name, kind, position, type FROM system_schema.columns WHERE keyspace_name = {} AND table_name = {}",
+                lit(keyspace),
+                lit(table)
+            ))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                Some(BaseColumn {
+                    name: admin::text(&r[0])?,
+                    kind: ColumnKind::parse(&admin::text(&r[1])?)?,
+                    position: r[2].as_ref().and_then(|v| v.as_i32()).unwrap_or(-1),
+                    typ: admin::text(&r[3])?,
+                })
+            })
+            .collect())
+    }
+
+    /// Creates (or re-attaches) the log of `keyspace.table` and records the options.
+    async fn apply_cdc(&self, keyspace: &str, table: &str, options: CdcOptions, created: bool) -> Result<(), EmuError> {
+        let log = log_table_name(table);
+        let invalid = |message: String| EmuError::Server { code: 0x2200, message };
+        if self.partitioner_of(keyspace, table) == Partitioner::Cdc {
+            return Err(invalid(format!(
+                "Cannot create CDC log for table {keyspace}.{table}: nested CDC logs are not allowed"
+            )));
+        }
+        if options.enabled {
+            let columns = self.base_columns(keyspace, table).await?;
+            let log_exists = !self.base_columns(keyspace, &log).await?.is_empty();
+            if log_exists {
+                if self.partitioner_of(keyspace, &log) != Partitioner::Cdc {
+                    return Err(invalid(format!(
+                        "Cannot create CDC log table for table {keyspace}.{table} because a table of name {keyspace}.{log} already exists"
+                    )));
+                }
+                self.sync_log(keyspace, table).await?;
+            } else {
+                let ddl = cdc::log_table_ddl(keyspace, table, &columns, &options)
+                    .map_err(|m| invalid(format!("Cannot create CDC log for table {keyspace}.{table}. {m}")))?;
+                self.admin.query(&ddl).await?;
+                inc(&self.counters.cdc_logs_created);
+                system_tables::record_table(&self.admin, self.emu(), keyspace, &log, Some(Partitioner::Cdc)).await?;
+                if let Ok(mut r) = self.registry.lock() {
+                    r.logs.insert((keyspace.to_string(), log.clone()));
+                }
+            }
+        }
+        system_tables::save_cdc_options(&self.admin, self.emu(), keyspace, table, &options).await?;
+        if created {
+            system_tables::record_table(&self.admin, self.emu(), keyspace, table, None).await?;
+        }
+        if let Ok(mut r) = self.registry.lock() {
+            r.tables.insert((keyspace.to_string(), table.to_string()), options);
+        }
+        self.admin.wait_schema_agreement(Duration::from_secs(20)).await
+    }
+
+    /// Mirrors the base table's columns into its log (after ALTER TABLE).
+    async fn sync_log(&self, keyspace: &str, table: &str) -> Result<(), EmuError> {
+        let log = log_table_name(table);
+        let want = cdc::log_columns(&self.base_columns(keyspace, table).await?)
+            .map_err(|m| EmuError::Server { code: 0x2200, message: m })?;
+        let have: Vec<String> = self.base_columns(keyspace, &log).await?.into_iter().map(|c| c.name).collect();
+        let add: Vec<String> =
+            want.iter().filter(|(n, _)| !have.contains(n)).map(|(n, t)| format!("{} {t}", cdc::quote(n))).collect();
+        let drop: Vec<String> = have
+            .iter()
+            .filter(|n| !META_COLUMNS.iter().any(|(m, _)| m == n) && !want.iter().any(|(w, _)| w == *n))
+            .map(|n| cdc::quote(n))
+            .collect();
+        let target = format!("{}.{}", cdc::quote(keyspace), cdc::quote(&log));
+        if !add.is_empty() {
+            self.admin.query(&format!("ALTER TABLE {target} ADD ({})", add.join(", "))).await?;
+        }
+        if !drop.is_empty() {
+            self.admin.query(&format!("ALTER TABLE {target} DROP ({})", drop.join(", "))).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs after a schema statement succeeded, before the client sees the answer.
+    pub(crate) async fn on_schema_change(
+        &self,
+        change: &SchemaChange,
+        cdc: Option<CdcOptions>,
+    ) -> Result<(), (i32, String)> {
+        self.schema_change(change, cdc).await.map_err(EmuError::code_and_message)
+    }
+
+    async fn schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), EmuError> {
+        match &change.target {
+            SchemaChangeTarget::Table { keyspace, name } => self.forget_cdc_schema(keyspace, name),
+            SchemaChangeTarget::Keyspace { keyspace } => {
+                if let Ok(mut s) = self.cdc_schemas.lock() {
+                    s.retain(|(k, _), _| k != keyspace);
+                }
+            }
+            // A changed user type changes the tables using it.
+            _ => {
+                if let Ok(mut s) = self.cdc_schemas.lock() {
+                    s.clear();
+                }
+            }
+        }
+        match (&change.target, change.change) {
+            (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Created) => match cdc {
+                Some(options) => {
+                    if let Err(e) = self.apply_cdc(keyspace, name, options, true).await {
+                        // Scylla creates both tables or neither.
+                        let _ = self
+                            .admin
+                            .query(&format!("DROP TABLE IF EXISTS {}.{}", cdc::quote(keyspace), cdc::quote(name)))
+                            .await;
+                        return Err(e);
+                    }
+                    Ok(())
+                }
+                None => system_tables::record_table(&self.admin, self.emu(), keyspace, name, None).await,
+            },
+            (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Updated) => match cdc {
+                Some(options) => self.apply_cdc(keyspace, name, options, false).await,
+                None => {
+                    let enabled =
+                        self.registry.lock().ok().and_then(|r| r.options(keyspace, name)).is_some_and(|o| o.enabled);
+                    if enabled {
+                        self.sync_log(keyspace, name).await?;
+                    }
+                    Ok(())
+                }
+            },
+            (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Dropped) => {
+                let had_cdc = self.registry.lock().ok().and_then(|r| r.options(keyspace, name)).is_some();
+                if had_cdc {
+                    let log = log_table_name(name);
+                    self.admin
+                        .query(&format!("DROP TABLE IF EXISTS {}.{}", cdc::quote(keyspace), cdc::quote(&log)))
+                        .await?;
+                    system_tables::forget_table(&self.admin, self.emu(), keyspace, &log).await?;
+                    if let Ok(mut r) = self.registry.lock() {
+                        r.tables.remove(&(keyspace.clone(), name.clone()));
+                        r.logs.remove(&(keyspace.clone(), log));
+                    }
+                }
+                system_tables::forget_table(&self.admin, self.emu(), keyspace, name).await
+            }
+            (SchemaChangeTarget::Keyspace { keyspace }, SchemaChangeType::Dropped) => {
+                if let Ok(mut r) = self.registry.lock() {
+                    r.tables.retain(|(k, _), _| k != keyspace);
+                    r.logs.retain(|(k, _)| k != keyspace);
+                }
+                system_tables::forget_keyspace(&self.admin, self.emu(), keyspace).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn create_generation(&self, timestamp_ms: i64) -> Result<Generation, EmuError> {
+        let (ring, _) = system_tables::read_ring(&self.admin).await?;
+        let g = Generation::build(timestamp_ms, &ring, self.sharder, &mut generation::random_source())
+            .ok_or_else(|| EmuError::Protocol("the Cassandra ring has no tokens".into()))?;
+        system_tables::write_generation(&self.admin, self.emu(), &g).await?;
+        if let Ok(mut gens) = self.generations.lock() {
+            gens.push(g.clone());
+            gens.sort_by_key(|g| g.timestamp_ms);
+        }
+        Ok(g)
+    }
+}
+
+/// An emulated node's addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmulatedNode {
+    /// The Cassandra node behind it.
+    pub upstream: SocketAddr,
+    /// The front's regular address.
+    pub addr: SocketAddr,
+    /// The front's shard-aware address.
+    pub shard_aware_addr: SocketAddr,
+    /// The node's host id, as `SCYLLA_HOST_ID` reports it.
+    pub host_id: Option<uuid::Uuid>,
+}
+
+/// Starts fronts.
+#[derive(Debug)]
+pub struct Front;
+
+impl Front {
+    /// Starts a front for one Cassandra node. Blocks until it listens.
+    pub fn start(upstream: SocketAddr, config: FrontConfig) -> Result<FrontHandle, EmuError> {
+        Front::start_cluster(&[upstream], config)
+    }
+
+    /// Starts one front per Cassandra node of a cluster (the nodes' native
+    /// addresses), sharing one prepared-statement memory, CDC registry and
+    /// generation history. Blocks until they listen.
+    pub fn start_cluster(upstreams: &[SocketAddr], config: FrontConfig) -> Result<FrontHandle, EmuError> {
+        if upstreams.is_empty() {
+            return Err(EmuError::Config("no Cassandra node to front".into()));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads.max(1))
+            .thread_name("emu-front")
+            .enable_all()
+            .build()
+            .map_err(|e| EmuError::io("starting the front's runtime", e))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let upstreams = upstreams.to_vec();
+        runtime.spawn(async move {
+            let _ = tx.send(setup(upstreams, config).await);
+        });
+        let shared = rx
+            .recv_timeout(Duration::from_secs(180))
+            .map_err(|_| EmuError::Config("the front did not start within 180 s".into()))??;
+        Ok(FrontHandle { runtime: Some(runtime), shared })
+    }
+}
+
+async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, EmuError> {
+    TcpListener::bind(SocketAddr::new(ip, port)).await.map_err(|e| EmuError::io(format!("listening on {ip}:{port}"), e))
+}
+
+/// One listener on each of `ips`, all on the same port: `port`, or when it
+/// is 0 one the kernel picks for the first address that is also free on the
+/// others (tried a few times, as another process may hold it there).
+async fn bind_all(ips: &[IpAddr], port: u16) -> Result<Vec<TcpListener>, EmuError> {
+    let Some((&first, rest)) = ips.split_first() else { return Ok(Vec::new()) };
+    if port != 0 || rest.is_empty() {
+        let mut listeners = Vec::with_capacity(ips.len());
+        for &ip in ips {
+            listeners.push(bind(ip, port).await?);
+        }
+        return Ok(listeners);
+    }
+    for _ in 0..200 {
+        let head = bind(first, 0).await?;
+        let chosen = head.local_addr().map_err(|e| EmuError::io("front address", e))?.port();
+        let mut listeners = vec![head];
+        for &ip in rest {
+            match TcpListener::bind(SocketAddr::new(ip, chosen)).await {
+                Ok(l) => listeners.push(l),
+                Err(_) => break,
+            }
+        }
+        if listeners.len() == ips.len() {
+            return Ok(listeners);
+        }
+    }
+    Err(EmuError::Config(format!("no port is free on every one of {ips:?}")))
+}
+
+async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Shared>, EmuError> {
+    let nr = NonZeroU16::new(config.shards).ok_or_else(|| EmuError::Config("shards must be at least 1".into()))?;
+    let sharder = Sharder::new(nr, config.ignore_msb).map_err(|e| EmuError::Config(e.to_string()))?;
+    let emu = config.emu_keyspace.clone();
+    if emu.is_empty() || !emu.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        return Err(EmuError::Config(format!("emu_keyspace {emu:?} must be a lowercase identifier")));
+    }
+    let admin = Admin::new(upstreams[0], config.credentials.clone());
+    let (ring, ring_nodes) = system_tables::read_ring(&admin).await?;
+    if ring_nodes > 1 {
+        if let Ok(mut c) = admin.consistency.lock() {
+            *c = shardwise_protocol::consistency::Consistency::Quorum;
+        }
+    }
+    for ddl in system_tables::keyspace_ddl(&emu, ring_nodes.clamp(1, 3)) {
+        admin.query(&ddl).await?;
+    }
+    admin.wait_schema_agreement(Duration::from_secs(20)).await?;
+    let registry = system_tables::load_registry(&admin, &emu).await?;
+
+    // Host ids by rpc address.
+    let mut host_ids: HashMap<IpAddr, uuid::Uuid> = HashMap::new();
+    for q in [
+        "SELECT rpc_address, host_id FROM system.local WHERE key = 'local'",
+        "SELECT rpc_address, host_id FROM system.peers",
+    ] {
+        for r in admin.rows(q).await? {
+            if let (Some(shardwise_protocol::types::CqlValue::Inet(ip)), Some(id)) =
+                (r[0].clone(), r[1].as_ref().and_then(|v| v.as_uuid()))
+            {
+                host_ids.insert(ip, id);
+            }
+        }
+    }
+
+    // Listeners: one pair per node, the same two ports on every address.
+    let ips: Vec<IpAddr> = upstreams.iter().map(|u| config.bind_ip.unwrap_or(u.ip())).collect();
+    let regulars = bind_all(&ips, config.port).await?;
+    let awares = bind_all(&ips, config.shard_aware_port).await?;
+    let mut listeners = Vec::new();
+    let mut nodes = Vec::new();
+    for (i, (regular, aware)) in regulars.into_iter().zip(awares).enumerate() {
+        let front = regular.local_addr().map_err(|e| EmuError::io("front address", e))?;
+        let shard_aware = aware.local_addr().map_err(|e| EmuError::io("front address", e))?;
+        nodes.push(NodeState {
+            counters: NodeCounters {
+                upstream: upstreams[i],
+                front,
+                shards: (0..nr.get()).map(|_| ShardCounters::default()).collect(),
+                regular_accepted: Default::default(),
+                shard_aware_accepted: Default::default(),
+            },
+            shard_aware,
+            host_id: host_ids.get(&upstreams[i].ip()).copied(),
+            rr: AtomicU32::new(0),
+        });
+        listeners.push((i, regular, aware));
+    }
+
+    let credentials = config.credentials.clone();
+    let shared = Arc::new(Shared {
+        delay: config.miss_delay.filter(|d| !d.is_zero()).map(proxy::DelayLine::start),
+        config,
+        sharder,
+        nodes,
+        counters: Counters::default(),
+        prepared: Mutex::new(HashMap::new()),
+        registry: Mutex::new(registry),
+        generations: Mutex::new(Vec::new()),
+        admin,
+        cdc_schemas: Mutex::new(HashMap::new()),
+        log_writer: cdclog::writer::LogWriter::new(upstreams[0], credentials, 2),
+        rng: std::sync::atomic::AtomicU64::new(now_ms() as u64 ^ u64::from(std::process::id()) << 32),
+        last_timestamp: std::sync::atomic::AtomicI64::new(0),
+    });
+
+    // The generation: reuse the latest when it was built for this ring and
+    // sharding (a restarted Scylla keeps its generation), else publish one now.
+    let existing = system_tables::read_generations(&shared.admin, &emu, sharder).await?;
+    let reuse = existing.last().is_some_and(|g| system_tables::matches_ring(g, &ring, sharder));
+    if let Ok(mut gens) = shared.generations.lock() {
+        *gens = existing;
+    }
+    if !reuse {
+        shared.create_generation(now_ms()).await?;
+    }
+
+    for (i, regular, aware) in listeners {
+        tokio::spawn(accept_loop(shared.clone(), i, regular, false));
+        tokio::spawn(accept_loop(shared.clone(), i, aware, true));
+    }
+    Ok(shared)
+}
+
+async fn accept_loop(shared: Arc<Shared>, node: usize, listener: TcpListener, shard_aware: bool) {
+    let n = u32::from(shared.sharder.nr_shards().get());
+    loop {
+        let Ok((socket, peer)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let counters = &shared.nodes[node].counters;
+        inc(if shard_aware { &counters.shard_aware_accepted } else { &counters.regular_accepted });
+        let shard = if shard_aware {
+            u32::from(peer.port()) % n
+        } else {
+            shared.nodes[node].rr.fetch_add(1, Ordering::Relaxed) % n
+        };
+        tokio::spawn(proxy::serve(shared.clone(), node, socket, shard as u16));
+    }
+}
+
+/// A running front (one per Cassandra node). Dropping it stops the front.
+pub struct FrontHandle {
+    runtime: Option<tokio::runtime::Runtime>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for FrontHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrontHandle").field("nodes", &self.nodes()).finish()
+    }
+}
+
+impl FrontHandle {
+    /// The first node's regular address (the contact point).
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.nodes[0].counters.front
+    }
+
+    /// The first node's shard-aware address.
+    pub fn shard_aware_addr(&self) -> SocketAddr {
+        self.shared.nodes[0].shard_aware
+    }
+
+    /// Every emulated node.
+    pub fn nodes(&self) -> Vec<EmulatedNode> {
+        self.shared
+            .nodes
+            .iter()
+            .map(|n| EmulatedNode {
+                upstream: n.counters.upstream,
+                addr: n.counters.front,
+                shard_aware_addr: n.shard_aware,
+                host_id: n.host_id,
+            })
+            .collect()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FrontConfig {
+        &self.shared.config
+    }
+
+    /// The sharding every node reports.
+    pub fn sharder(&self) -> Sharder {
+        self.shared.sharder
+    }
+
+    /// The keyspace of the stand-in tables.
+    pub fn emu_keyspace(&self) -> &str {
+        &self.shared.config.emu_keyspace
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> FrontStats {
+        self.shared.stats()
+    }
+
+    /// Sets hits, misses and unrouted counts back to zero.
+    pub fn reset_routing_stats(&self) {
+        let nodes: Vec<&NodeCounters> = self.shared.nodes.iter().map(|n| &n.counters).collect();
+        self.shared.counters.reset_routing(&nodes);
+    }
+
+    /// Every published generation, oldest first.
+    pub fn generations(&self) -> Vec<Generation> {
+        self.shared.generations.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    /// The generation operating at `at_ms` (the latest whose timestamp is not
+    /// after it; the oldest if all are later).
+    pub fn generation_at(&self, at_ms: i64) -> Option<Generation> {
+        let gens = self.generations();
+        gens.iter().rev().find(|g| g.timestamp_ms <= at_ms).or(gens.first()).cloned()
+    }
+
+    /// The generation operating now.
+    pub fn current_generation(&self) -> Option<Generation> {
+        self.generation_at(now_ms())
+    }
+
+    /// The base tables with CDC options.
+    pub fn cdc_tables(&self) -> Vec<CdcTable> {
+        let Ok(r) = self.shared.registry.lock() else { return Vec::new() };
+        let mut v: Vec<CdcTable> = r
+            .tables
+            .iter()
+            .map(|((k, t), o)| CdcTable { keyspace: k.clone(), table: t.clone(), options: *o })
+            .collect();
+        v.sort_by(|a, b| (&a.keyspace, &a.table).cmp(&(&b.keyspace, &b.table)));
+        v
+    }
+
+    /// The CDC options of one base table.
+    pub fn cdc_options(&self, keyspace: &str, table: &str) -> Option<CdcOptions> {
+        self.shared.registry.lock().ok()?.options(keyspace, table)
+    }
+
+    /// Publishes a new generation for the current ring, operating from `at`
+    /// (simulates the generation switch of a topology change; Scylla uses
+    /// now + 65 s for those).
+    pub async fn new_generation_at(&self, at: SystemTime) -> Result<Generation, EmuError> {
+        let ms = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        let shared = self.shared.clone();
+        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
+        runtime
+            .spawn(async move { shared.create_generation(ms).await })
+            .await
+            .map_err(|e| EmuError::Protocol(format!("generation task: {e}")))?
+    }
+
+    /// [`new_generation_at`](Self::new_generation_at) for synchronous callers.
+    pub fn new_generation_at_blocking(&self, at: SystemTime) -> Result<Generation, EmuError> {
+        let ms = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        let shared = self.shared.clone();
+        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        runtime.spawn(async move {
+            let _ = tx.send(shared.create_generation(ms).await);
+        });
+        rx.recv().map_err(|_| EmuError::Protocol("generation task ended".into()))?
+    }
+
+    /// Stops the front: listeners close, client connections are dropped.
+    pub fn stop(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for FrontHandle {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The Scylla emulation front: a CQL proxy on loopback that forwards to a
+//! real Cassandra 5.0 and adds what clients see of ScyllaDB at the protocol
+//! level, so that unmodified Scylla clients (the official `scylla` crate,
+//! `scylla-cdc`, the Python `scylla-driver`) and our own driver can be tested
+//! and benchmarked against "Scylla" on a machine that only has Cassandra.
+//!
+//! It is an instrument: everything it does is counted ([`FrontStats`], also
+//! readable as `SELECT * FROM <emu keyspace>.front_stats` through the front
+//! and printed by `cargo xtask emu`).
+//!
+//! What it emulates (details in the submodules):
+//!
+//! - **Shards** ([`proxy`]): every emulated node reports `shards` shards in
+//!   SUPPORTED with Scylla's keys (`docs/protocol.md` §1.2: `COMPRESSION`,
+//!   `CQL_VERSION` 3.3.1, `SCYLLA_SHARD`, `SCYLLA_NR_SHARDS`,
+//!   `SCYLLA_PARTITIONER`, `SCYLLA_SHARDING_ALGORITHM`,
+//!   `SCYLLA_SHARDING_IGNORE_MSB`, `SCYLLA_SHARD_AWARE_PORT`,
+//!   `SCYLLA_LWT_ADD_METADATA_MARK`, `SCYLLA_RATE_LIMIT_ERROR`,
+//!   `TABLETS_ROUTING_V1`, `SCYLLA_HOST_ID`); connections on
+//!   the regular port get shards round-robin, connections on the shard-aware
+//!   port get `source_port % shards` (§2.4). Prepared requests whose
+//!   partition key is known are counted as shard hits or misses, with an
+//!   optional delay per miss modelling the cross-shard hop.
+//! - **Scylla system tables** ([`system_tables`]): `system_schema.scylla_tables`
+//!   and `scylla_keyspaces`, `system_distributed.cdc_generation_timestamps` and
+//!   `cdc_streams_descriptions_v2` as real tables in the front's keyspace,
+//!   reached by rewriting the statements that name them ([`rewrite`]).
+//! - **CDC generations** ([`generation`]): at start the front publishes a
+//!   generation built from the Cassandra ring exactly as Scylla would for
+//!   that ring and shard count (reusing the last one when it still fits);
+//!   [`FrontHandle::new_generation_at`] publishes another at a chosen time,
+//!   as a topology change would.
+//! - **CDC DDL** ([`cdc`]): `WITH cdc = {...}` creates the base table without
+//!   the Scylla-only option plus `<table>_scylla_cdc_log` with Scylla's
+//!   schema; the options are kept ([`FrontHandle::cdc_tables`]).
+//! - **CDC log rows** ([`cdclog`]): every base write through the front gets
+//!   the log rows Scylla would write for it.
+//! - **Syntax** ([`rewrite`]): `BYPASS CACHE` and `USING TIMEOUT` are accepted
+//!   and stripped.
+//!
+//! With several Cassandra nodes there is one front per node
+//! ([`Front::start_cluster`]), each on its node's address and all on the same
+//! two ports, so that the addresses drivers find in `system.peers`
+//! (`rpc_address` + the port they connected to) lead to the fronts.
+//!
+//! Deviations from Scylla, all deliberate: protocol v4 only (Scylla also
+//! speaks v3); `COMPRESSION` offers `lz4` only and answers uncompressed;
+//! `SCYLLA_USE_METADATA_ID` and the TLS shard-aware port are not offered;
+//! `USING TIMEOUT ?` (a bound timeout) is refused; the CDC log's real
+//! placement in Cassandra is by Murmur3 of the stream id (the CDC partitioner
+//! is reported and used for shard accounting only); node-level routing is
+//! not counted, only shards; `scylla_tables` has rows only for tables created
+//! through a front; result metadata of rewritten statements names the
+//! front's keyspace instead of `system_distributed`.
+//!
+//! The `shardwise-emu` binary runs a front in front of an already-running
+//! Cassandra; `cargo xtask emu` starts a Cassandra (through `testkit`) and a
+//! front together.
+//!
+//! Modules:
+//!
+//! - [`cdc`]: CDC options of `WITH cdc = {...}` and the log table's schema (DDL side).
+//! - [`cdclog`]: synthesis of the CDC log rows for base writes (DML side).
+//! - [`generation`]: CDC generations and stream ids built from the ring.
+//! - [`proxy`]: one client connection: the frame-level forwarding, SUPPORTED, shard accounting.
+//! - [`rewrite`]: statement rewrites (Scylla system tables, Scylla-only syntax).
+//! - [`rng`]: splitmix64, the small deterministic generator (also used by the tests' workloads).
+//! - [`stats`]: the counters ([`FrontStats`]).
+//! - [`system_tables`]: the Scylla system tables as real tables in the front's keyspace.
+//! - `admin` (private): the front's own minimal CQL connection to Cassandra.
+//! - `front` (private): [`Front`], [`FrontConfig`], [`FrontHandle`] and the shared state.
+
+#![forbid(unsafe_code)]
+
+mod admin;
+pub mod cdc;
+pub mod cdclog;
+mod front;
+pub mod generation;
+pub mod proxy;
+pub mod rewrite;
+pub mod rng;
+pub mod stats;
+pub mod system_tables;
+
+pub use cdc::{CdcOptions, CdcTable, Delta, PreImage};
+pub use front::{EmuError, EmulatedNode, Front, FrontConfig, FrontHandle};
+pub use generation::{Generation, StreamId, VnodeStreams};
+pub use stats::{FrontStats, NodeStats, ShardStats};

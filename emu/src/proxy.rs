@@ -1,0 +1,861 @@
+//! One client connection: its shard, its Cassandra connection, and what
+//! passes between them.
+//!
+//! Every client connection gets its own upstream connection, so stream ids
+//! pass through unchanged and no request ever waits for another client.
+//! Client frames are decoded ([`FrameDecoder`], v4 only, LZ4 bodies
+//! decompressed); responses are decoded only when the front needs them
+//! (PREPARED, Schema_change of schema statements it watches, events with
+//! addresses) and otherwise forwarded as the bytes Cassandra sent.
+//!
+//! - Protocol version: Scylla speaks v3/v4 only; a frame of any version but
+//!   4 gets Scylla's `Protocol_error` "Invalid or unsupported protocol
+//!   version: N" (version byte 4) and the connection is closed, which makes
+//!   drivers fall back to v4. (Deviation: Scylla also accepts v3.)
+//! - OPTIONS is answered by the front with Scylla's SUPPORTED (the keys of
+//!   `docs/protocol.md` §1.2, see the module docs of [`super`]). STARTUP is forwarded without `COMPRESSION` and without
+//!   the Scylla extension keys; when the client chose `lz4`, its requests are
+//!   decompressed here and responses go back uncompressed (the compression
+//!   flag is per frame, so clients accept that; Cassandra never sees LZ4).
+//! - EXECUTE and BATCH entries of prepared statements are routed: the
+//!   partition key values (indexes learned from PREPARED) give the token
+//!   under the table's partitioner, the token gives the owning shard, and
+//!   the connection's shard is counted as a hit or a miss. A miss is
+//!   forwarded after the configured delay, without holding back the
+//!   connection's other requests (a dedicated delay thread: tokio timers
+//!   have millisecond resolution, a miss penalty is tens of microseconds).
+//! - QUERY/PREPARE/BATCH texts go through [`super::rewrite`].
+//! - Schema statements: the Schema_change answer is held until the front has
+//!   done its part (CDC log creation or mirroring, clean-up on DROP).
+//! - `SCYLLA_LWT_ADD_METADATA_MARK`: when negotiated, PREPARED answers of
+//!   conditional statements get bit 31 of their bind-metadata flags set.
+//! - TOPOLOGY_CHANGE/STATUS_CHANGE events carry the front's address instead
+//!   of the Cassandra node's.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use shardwise_protocol::codec::Reader;
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
+use shardwise_protocol::request::{
+    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Request, Startup, StatementKind,
+};
+use shardwise_protocol::response::{
+    Event, Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
+};
+use shardwise_protocol::token::Partitioner;
+use shardwise_protocol::types::ser::RawValues;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+use super::cdclog::dml::{self, Statement};
+use super::cdclog::synth::{self, Item, OwnedValue};
+use super::rewrite::{self, LocalAnswer};
+use super::stats::inc;
+use crate::front::{Shared, StatementInfo};
+
+/// Bytes on their way to one socket.
+pub(crate) type Outbox = UnboundedSender<Bytes>;
+
+/// Forwards delayed requests (cross-shard misses) after their deadline. One
+/// OS thread, because tokio timers have millisecond resolution and a miss
+/// penalty is typically tens of microseconds; all delays are equal, so the
+/// queue is in deadline order.
+pub(crate) struct DelayLine {
+    tx: Mutex<std::sync::mpsc::Sender<(Instant, Outbox, Bytes)>>,
+    pub(crate) delay: Duration,
+}
+
+impl DelayLine {
+    pub(crate) fn start(delay: Duration) -> DelayLine {
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Outbox, Bytes)>();
+        let _ = std::thread::Builder::new().name("emu-miss-delay".into()).spawn(move || {
+            while let Ok((deadline, out, frame)) = rx.recv() {
+                let now = Instant::now();
+                if deadline > now {
+                    std::thread::sleep(deadline - now);
+                }
+                let _ = out.send(frame);
+            }
+        });
+        DelayLine { tx: Mutex::new(tx), delay }
+    }
+
+    fn push(&self, out: &Outbox, frame: Bytes) {
+        let item = (Instant::now() + self.delay, out.clone(), frame);
+        if let Ok(tx) = self.tx.lock() {
+            if let Err(e) = tx.send(item) {
+                let (_, out, frame) = e.0;
+                let _ = out.send(frame);
+            }
+        }
+    }
+}
+
+/// What a request expects of its response.
+#[derive(Debug)]
+enum Pending {
+    Prepare {
+        lwt: bool,
+        text: String,
+        keyspace: Option<String>,
+    },
+    /// A write to a CDC table: the answer goes to the task that writes the log.
+    Cdc(tokio::sync::oneshot::Sender<Envelope>),
+    Schema {
+        cdc: Option<super::cdc::CdcOptions>,
+        table: Option<(Option<String>, String)>,
+    },
+    Use,
+}
+
+pub(crate) struct Conn {
+    shared: Arc<Shared>,
+    node: usize,
+    shard: u16,
+    pending: Mutex<HashMap<i16, Pending>>,
+    lwt_mark: AtomicBool,
+    keyspace: Mutex<Option<String>>,
+    to_client: Outbox,
+    to_upstream: Outbox,
+}
+
+/// Serves one accepted client connection until either side closes.
+pub(crate) async fn serve(shared: Arc<Shared>, node: usize, client: TcpStream, shard: u16) {
+    let counters = &shared.nodes[node].counters.shards[usize::from(shard)];
+    inc(&counters.accepted);
+    inc(&counters.open);
+    let upstream_addr = shared.nodes[node].counters.upstream;
+    if let Ok(upstream) = TcpStream::connect(upstream_addr).await {
+        let _ = client.set_nodelay(true);
+        let _ = upstream.set_nodelay(true);
+        let (cr, cw) = client.into_split();
+        let (ur, uw) = upstream.into_split();
+        let (ctx, crx) = unbounded_channel();
+        let (utx, urx) = unbounded_channel();
+        tokio::spawn(writer(cw, crx));
+        tokio::spawn(writer(uw, urx));
+        let conn = Arc::new(Conn {
+            shared: shared.clone(),
+            node,
+            shard,
+            pending: Mutex::new(HashMap::new()),
+            lwt_mark: AtomicBool::new(false),
+            keyspace: Mutex::new(None),
+            to_client: ctx,
+            to_upstream: utx,
+        });
+        tokio::select! {
+            _ = client_loop(conn.clone(), cr) => {}
+            _ = upstream_loop(conn.clone(), ur) => {}
+        }
+        // Answers that will never come: CDC write tasks waiting for one end.
+        if let Ok(mut pending) = conn.pending.lock() {
+            pending.clear();
+        };
+    }
+    counters.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Writes everything queued for a socket, coalescing what is ready into one
+/// write; ends (closing the write side) when every sender is gone.
+async fn writer(mut w: OwnedWriteHalf, mut rx: UnboundedReceiver<Bytes>) {
+    let mut buf = BytesMut::new();
+    while let Some(first) = rx.recv().await {
+        let result = if let Ok(second) = rx.try_recv() {
+            buf.clear();
+            buf.extend_from_slice(&first);
+            buf.extend_from_slice(&second);
+            while buf.len() < 256 * 1024 {
+                match rx.try_recv() {
+                    Ok(more) => buf.extend_from_slice(&more),
+                    Err(_) => break,
+                }
+            }
+            w.write_all(&buf).await
+        } else {
+            w.write_all(&first).await
+        };
+        if result.is_err() {
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+fn frame(header: &EnvelopeHeader, flags: u8, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());
+    EnvelopeHeader { flags: Flags(flags), length: body.len() as u32, ..*header }.encode(&mut out);
+    out.extend_from_slice(body);
+    out.freeze()
+}
+
+fn error_frame(version: u8, stream: i16, code: i32, message: &str) -> Bytes {
+    let mut body = Vec::with_capacity(6 + message.len());
+    body.put_i32(code);
+    let msg = &message.as_bytes()[..message.len().min(u16::MAX as usize)];
+    body.put_u16(msg.len() as u16);
+    body.put_slice(msg);
+    let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());
+    out.put_u8(0x80 | version);
+    out.put_u8(0);
+    out.put_i16(stream);
+    out.put_u8(Opcode::Error as u8);
+    out.put_u32(body.len() as u32);
+    out.extend_from_slice(&body);
+    out.freeze()
+}
+
+fn response_frame(stream: i16, message: ResponseMessage) -> Option<Bytes> {
+    let mut buf = Vec::new();
+    Response::new(message).encode(ProtocolVersion::V4, stream, &mut buf).ok()?;
+    Some(Bytes::from(buf))
+}
+
+/// Reads more bytes from `r` into the decoder's input, growing it by 64 KiB
+/// when less than 16 KiB is free. `false` when the peer closed or failed.
+async fn read_more(dec: &mut FrameDecoder, r: &mut OwnedReadHalf) -> bool {
+    let input = dec.input_mut();
+    if input.capacity() - input.len() < 16 * 1024 {
+        input.reserve(64 * 1024);
+    }
+    matches!(r.read_buf(input).await, Ok(n) if n > 0)
+}
+
+async fn client_loop(conn: Arc<Conn>, mut r: OwnedReadHalf) {
+    let mut dec = FrameDecoder::new();
+    loop {
+        loop {
+            let input = dec.input_mut();
+            if input.len() >= 4 && input[0] & 0x7f != 4 {
+                let (version, stream) = (input[0] & 0x7f, i16::from_be_bytes([input[2], input[3]]));
+                inc(&conn.shared.counters.version_rejections);
+                let message = format!("Invalid or unsupported protocol version: {version}");
+                let _ = conn.to_client.send(error_frame(4, stream, 0x000A, &message));
+                return;
+            }
+            match dec.next_envelope() {
+                Ok(Some(env)) => on_request(&conn, &mut dec, env),
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+        if !read_more(&mut dec, &mut r).await {
+            return;
+        }
+    }
+}
+
+impl Conn {
+    fn forward(&self, header: &EnvelopeHeader, body: &[u8]) {
+        let _ = self.to_upstream.send(frame(header, header.flags.0 & !Flags::COMPRESSION, body));
+    }
+
+    fn reply(&self, frame: Option<Bytes>) {
+        inc(&self.shared.counters.answered_locally);
+        if let Some(f) = frame {
+            let _ = self.to_client.send(f);
+        }
+    }
+
+    fn reply_error(&self, stream: i16, code: i32, message: &str) {
+        self.reply(Some(error_frame(4, stream, code, message)));
+    }
+
+    fn shard_counters(&self) -> &super::stats::ShardCounters {
+        &self.shared.nodes[self.node].counters.shards[usize::from(self.shard)]
+    }
+
+    fn pend(&self, stream: i16, p: Pending) {
+        if let Ok(mut m) = self.pending.lock() {
+            m.insert(stream, p);
+        }
+    }
+
+    fn local_answer(&self, stream: i16, answer: LocalAnswer) {
+        match answer {
+            LocalAnswer::Error { code, message } => self.reply_error(stream, code, &message),
+            LocalAnswer::FrontStats => {
+                let stats = self.shared.stats();
+                match super::system_tables::front_stats_result(&self.shared.config.emu_keyspace, &stats) {
+                    Ok(rows) => self.reply(response_frame(stream, ResponseMessage::Result(rows))),
+                    Err(e) => self.reply_error(stream, 0, &e.to_string()),
+                }
+            }
+        }
+    }
+
+    /// Hit, miss or unrouted for a prepared statement's values; `Some(true)`
+    /// is a miss.
+    fn route(&self, id: &[u8], values: &RawValues<'_>) -> Option<bool> {
+        let info: Option<Arc<StatementInfo>> = self.shared.prepared.lock().ok().and_then(|m| m.get(id).cloned());
+        let c = self.shard_counters();
+        let shard = info.as_ref().and_then(|info| {
+            if info.pk_indexes.is_empty() || values.names.is_some() {
+                return None;
+            }
+            if info.in_list {
+                // `pk IN ?`: served where it arrives; a hit only when every
+                // key lives on this shard (else the shard must ask others).
+                let list = values.values.get(usize::from(*info.pk_indexes.first()?))?.as_bytes()?;
+                let keys = super::cdclog::values::collection_elements(list).ok()?;
+                let mut shard = None;
+                for key in keys {
+                    let s = self.shared.sharder.shard_of(info.partitioner.token_of_key([key?]).ok()??);
+                    if s != self.shard || shard.is_none() {
+                        shard = Some(s);
+                    }
+                }
+                return shard;
+            }
+            let mut key = Vec::with_capacity(info.pk_indexes.len());
+            for &i in &info.pk_indexes {
+                key.push(values.values.get(usize::from(i))?.as_bytes()?);
+            }
+            let token = info.partitioner.token_of_key(key).ok()??;
+            Some(self.shared.sharder.shard_of(token))
+        });
+        match shard {
+            Some(s) if s == self.shard => {
+                inc(&c.hits);
+                Some(false)
+            }
+            Some(_) => {
+                inc(&c.misses);
+                Some(true)
+            }
+            None => {
+                inc(&c.unrouted);
+                None
+            }
+        }
+    }
+
+    fn current_keyspace(&self) -> Option<String> {
+        self.keyspace.lock().ok().and_then(|k| k.clone())
+    }
+
+    /// The statement, if `text` is DML.
+    fn dml(&self, text: &str) -> Option<Arc<Statement>> {
+        if !synth::may_be_dml(text) {
+            return None;
+        }
+        dml::parse(text).ok().map(Arc::new)
+    }
+
+    /// The statement, if `text` writes to a CDC table.
+    fn cdc_statement(&self, text: &str) -> Option<Arc<Statement>> {
+        let statement = self.dml(text)?;
+        self.shared.writes_cdc_table(&statement, self.current_keyspace().as_deref()).then_some(statement)
+    }
+
+    /// A prepared statement's DML and keyspace.
+    fn prepared_dml(&self, id: &[u8]) -> Option<(Arc<Statement>, Option<String>)> {
+        let info = self.shared.prepared.lock().ok()?.get(id).cloned()?;
+        Some((info.dml.clone()?, info.keyspace.clone()))
+    }
+
+    /// A prepared statement's DML, if it writes to a CDC table.
+    fn prepared_cdc_statement(&self, id: &[u8]) -> Option<(Arc<Statement>, Option<String>)> {
+        let (statement, keyspace) = self.prepared_dml(id)?;
+        let ks = keyspace.clone().or_else(|| self.current_keyspace());
+        self.shared.writes_cdc_table(&statement, ks.as_deref()).then_some((statement, keyspace))
+    }
+
+    fn item(&self, statement: Arc<Statement>, values: &RawValues<'_>) -> Item {
+        Item {
+            statement,
+            keyspace: self.current_keyspace(),
+            values: values.values.iter().map(|v| OwnedValue::of(*v)).collect(),
+            names: values.names.as_ref().map(|n| n.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    fn forward_routed(&self, header: &EnvelopeHeader, body: &[u8], miss: bool) {
+        match (&self.shared.delay, miss) {
+            (Some(line), true) => {
+                line.push(&self.to_upstream, frame(header, header.flags.0 & !Flags::COMPRESSION, body))
+            }
+            _ => self.forward(header, body),
+        }
+    }
+}
+
+fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
+    let h = env.header;
+    inc(&conn.shared.counters.requests);
+    let emu = conn.shared.config.emu_keyspace.as_str();
+    let decoded = AnyRequest::decode(h.opcode, h.version, &env.body);
+    match decoded {
+        Ok(AnyRequest::Options(_)) => {
+            let message = ResponseMessage::Supported(conn.shared.supported(conn.node, conn.shard));
+            conn.reply(response_frame(h.stream, message));
+        }
+        Ok(AnyRequest::Startup(s)) => {
+            let mut lz4 = false;
+            let mut options = Vec::new();
+            for &(k, v) in &s.options {
+                if k.eq_ignore_ascii_case("COMPRESSION") {
+                    if v.eq_ignore_ascii_case("lz4") {
+                        lz4 = true;
+                    } else {
+                        conn.reply_error(h.stream, 0x000A, &format!("Unknown compression algorithm: {v}"));
+                        return;
+                    }
+                } else if k == "SCYLLA_LWT_ADD_METADATA_MARK" {
+                    conn.lwt_mark.store(true, Ordering::Relaxed);
+                } else if !(k.starts_with("SCYLLA_") || k.starts_with("TABLETS_") || k == "CLIENT_OPTIONS") {
+                    options.push((k, v));
+                }
+            }
+            let mut buf = Vec::new();
+            if encode_request(&Startup { options }, ProtocolVersion::V4, h.stream, 0, &mut buf).is_ok() {
+                let _ = conn.to_upstream.send(Bytes::from(buf));
+            }
+            if lz4 {
+                dec.set_v4_lz4(true);
+            }
+        }
+        Ok(AnyRequest::Query(q)) => {
+            let rw = rewrite::rewrite(q.query, emu, false);
+            if let Some(answer) = rw.local {
+                conn.local_answer(h.stream, answer);
+                return;
+            }
+            inc(&conn.shard_counters().unrouted);
+            let text = rw.text.as_deref().unwrap_or(q.query);
+            if let Some(statement) = conn.cdc_statement(text) {
+                let item = conn.item(statement, &q.params.values);
+                let conditional = item.statement.is_conditional();
+                let ts = q.params.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
+                let params = QueryParameters {
+                    timestamp: if conditional { q.params.timestamp } else { Some(ts) },
+                    ..q.params.clone()
+                };
+                let request = Query { query: text, params };
+                if let Some(frame) = encode(&h, &request) {
+                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, conditional);
+                }
+                return;
+            }
+            if rw.schema {
+                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table });
+            } else if rw.use_keyspace {
+                conn.pend(h.stream, Pending::Use);
+            }
+            match rw.text {
+                Some(text) => {
+                    inc(&conn.shared.counters.rewritten);
+                    let rest = &env.body[4 + q.query.len()..];
+                    let mut body = Vec::with_capacity(4 + text.len() + rest.len());
+                    body.put_i32(text.len() as i32);
+                    body.put_slice(text.as_bytes());
+                    body.put_slice(rest);
+                    conn.forward(&h, &body);
+                }
+                None => conn.forward(&h, &env.body),
+            }
+        }
+        Ok(AnyRequest::Prepare(p)) => {
+            let rw = rewrite::rewrite(p.query, emu, true);
+            if let Some(answer) = rw.local {
+                conn.local_answer(h.stream, answer);
+                return;
+            }
+            let text = rw.text.clone().unwrap_or_else(|| p.query.to_string());
+            conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt, text, keyspace: conn.current_keyspace() });
+            match rw.text {
+                Some(text) => {
+                    inc(&conn.shared.counters.rewritten);
+                    let mut body = Vec::with_capacity(4 + text.len());
+                    body.put_i32(text.len() as i32);
+                    body.put_slice(text.as_bytes());
+                    conn.forward(&h, &body);
+                }
+                None => conn.forward(&h, &env.body),
+            }
+        }
+        Ok(AnyRequest::Execute(e)) => {
+            let miss = conn.route(e.id, &e.params.values) == Some(true);
+            if let Some((statement, keyspace)) = conn.prepared_cdc_statement(e.id) {
+                let mut item = conn.item(statement, &e.params.values);
+                item.keyspace = keyspace.or(item.keyspace);
+                let conditional = item.statement.is_conditional();
+                let ts = e.params.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
+                let params = QueryParameters {
+                    timestamp: if conditional { e.params.timestamp } else { Some(ts) },
+                    ..e.params.clone()
+                };
+                let request = Execute { params, ..e };
+                if let Some(frame) = encode(&h, &request) {
+                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, conditional);
+                }
+                return;
+            }
+            conn.forward_routed(&h, &env.body, miss);
+        }
+        Ok(AnyRequest::Batch(b)) => on_batch(conn, &h, &env.body, b),
+        _ => conn.forward(&h, &env.body),
+    }
+}
+
+fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<BatchStatement<'_, RawValues<'_>>>>) {
+    let emu = conn.shared.config.emu_keyspace.as_str();
+    let mut miss = false;
+    let mut texts: Vec<Option<String>> = Vec::with_capacity(b.statements.len());
+    for s in &b.statements {
+        match s.kind {
+            StatementKind::Prepared(id) => {
+                miss |= conn.route(id, &s.values) == Some(true);
+                texts.push(None);
+            }
+            StatementKind::Query(q) => {
+                inc(&conn.shard_counters().unrouted);
+                let rw = rewrite::rewrite(q, emu, false);
+                if let Some(LocalAnswer::Error { code, message }) = rw.local {
+                    conn.reply_error(h.stream, code, &message);
+                    return;
+                }
+                texts.push(rw.text);
+            }
+        }
+    }
+    // Writes to CDC tables: the log follows the batch.
+    let mut items = Vec::new();
+    let mut cdc = false;
+    for (s, t) in b.statements.iter().zip(&texts) {
+        let parsed = match s.kind {
+            StatementKind::Prepared(id) => conn.prepared_dml(id),
+            StatementKind::Query(q) => conn.dml(t.as_deref().unwrap_or(q)).map(|st| (st, None)),
+        };
+        if let Some((statement, keyspace)) = parsed {
+            cdc |= conn.shared.writes_cdc_table(&statement, keyspace.as_deref().or(conn.current_keyspace().as_deref()));
+            let mut item = conn.item(statement, &s.values);
+            item.keyspace = keyspace.or(item.keyspace);
+            items.push(item);
+        }
+    }
+    if cdc {
+        let conditional = items.iter().any(|i| i.statement.is_conditional());
+        let ts = b.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
+        let statements: Vec<BatchStatement<'_, RawValues<'_>>> = b
+            .statements
+            .iter()
+            .zip(&texts)
+            .map(|(s, t)| BatchStatement {
+                kind: t.as_deref().map_or(s.kind, StatementKind::Query),
+                values: s.values.clone(),
+            })
+            .collect();
+        let (consistency, timestamp) = (b.consistency, if conditional { b.timestamp } else { Some(ts) });
+        let batch = Batch { statements, timestamp, ..b };
+        if let Some(frame) = encode(h, &batch) {
+            cdc_write(conn, *h, frame, items, ts, consistency, conditional);
+        }
+        return;
+    }
+    if texts.iter().all(Option::is_none) {
+        conn.forward_routed(h, body, miss);
+        return;
+    }
+    inc(&conn.shared.counters.rewritten);
+    let statements: Vec<BatchStatement<'_, RawValues<'_>>> = b
+        .statements
+        .iter()
+        .zip(&texts)
+        .map(|(s, t)| BatchStatement {
+            kind: t.as_deref().map_or(s.kind, StatementKind::Query),
+            values: s.values.clone(),
+        })
+        .collect();
+    let batch = Batch { statements, ..b };
+    let mut buf = Vec::new();
+    if encode_request(&batch, ProtocolVersion::V4, h.stream, h.flags.0 & !Flags::COMPRESSION, &mut buf).is_ok() {
+        let f = Bytes::from(buf);
+        match (&conn.shared.delay, miss) {
+            (Some(line), true) => line.push(&conn.to_upstream, f),
+            _ => {
+                let _ = conn.to_upstream.send(f);
+            }
+        }
+    }
+}
+
+/// Encodes a (modified) request with the client's stream id, uncompressed.
+fn encode<R: Request>(h: &EnvelopeHeader, request: &R) -> Option<Bytes> {
+    let mut buf = Vec::new();
+    encode_request(request, ProtocolVersion::V4, h.stream, h.flags.0 & !Flags::COMPRESSION, &mut buf).ok()?;
+    Some(Bytes::from(buf))
+}
+
+/// A write to CDC tables: computes its log rows (reading images first when
+/// the tables want them), forwards the write, and writes the log rows once
+/// Cassandra has applied it, before the client sees the answer. A write the
+/// front cannot log is refused; a log write that fails turns the answer
+/// into an error — a log row is never silently missing.
+fn cdc_write(
+    conn: &Arc<Conn>,
+    h: EnvelopeHeader,
+    request: Bytes,
+    items: Vec<Item>,
+    ts: i64,
+    cl: Consistency,
+    conditional: bool,
+) {
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        let shared = &conn.shared;
+        let log_cl = synth::log_consistency(cl);
+        let planned = async {
+            let built = shared.cdc_mutations(&items, ts).await?;
+            let mut with_images = Vec::with_capacity(built.mutations.len());
+            for m in built.mutations {
+                let images = shared
+                    .cdc_images(&m, log_cl)
+                    .await
+                    .map_err(|e| (0x1300, format!("CDC preimage query could not achieve the CL: {e}")))?;
+                with_images.push((m, images));
+            }
+            let (writes, logged) = shared.cdc_log_writes(&with_images)?;
+            Ok::<_, (i32, String)>((writes, logged, built.inexact))
+        }
+        .await;
+        let (writes, logged, inexact) = match planned {
+            Ok(p) => p,
+            Err((code, message)) => {
+                inc(&shared.counters.cdc_refused);
+                conn.reply_error(h.stream, code, &message);
+                return;
+            }
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        conn.pend(h.stream, Pending::Cdc(tx));
+        if conn.to_upstream.send(request).is_err() {
+            return;
+        }
+        let Ok(answer) = rx.await else { return };
+        if !writes.is_empty() && applied(&answer, conditional) {
+            if let Err(e) = shared.log_writer.batch(&writes, log_cl, logged).await {
+                inc(&shared.counters.cdc_log_failures);
+                let _ = conn.to_client.send(error_frame(4, h.stream, 0, &format!("CDC log write failed: {e}")));
+                return;
+            }
+            inc(&shared.counters.cdc_writes_logged);
+            shared.counters.cdc_log_rows.fetch_add(writes.len() as u64, Ordering::Relaxed);
+        }
+        if applied(&answer, conditional) {
+            // Counted even when nothing could be logged (`l = l - [v]`).
+            shared.counters.cdc_inexact.fetch_add(u64::from(inexact), Ordering::Relaxed);
+        }
+        let _ = conn.to_client.send(frame(&answer.header, answer.header.flags.0, &answer.body));
+    });
+}
+
+/// Whether the answer to a write says it was applied: a RESULT, and for a
+/// conditional write `[applied] = true`.
+fn applied(answer: &Envelope, conditional: bool) -> bool {
+    match Response::decode(&answer.header, answer.body.clone()) {
+        Ok(Response { message: ResponseMessage::Result(ResultMessage::Rows(rows)), .. }) if conditional => {
+            let mut r = Reader::new(rows.raw_rows());
+            rows.rows_count() > 0 && matches!(r.bytes("[applied]"), Ok(Some([1])))
+        }
+        Ok(Response { message: ResponseMessage::Result(_), .. }) => !conditional,
+        _ => false,
+    }
+}
+
+async fn upstream_loop(conn: Arc<Conn>, mut r: OwnedReadHalf) {
+    let mut dec = FrameDecoder::new();
+    loop {
+        loop {
+            match dec.next_envelope() {
+                Ok(Some(env)) => on_response(&conn, env),
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+        if !read_more(&mut dec, &mut r).await {
+            return;
+        }
+    }
+}
+
+/// The offset of the message in a response body (after tracing id,
+/// warnings and custom payload).
+fn message_offset(header: &EnvelopeHeader, body: &[u8]) -> Option<usize> {
+    let mut r = Reader::new(body);
+    if header.flags.has(Flags::TRACING) {
+        r.take(16, "tracing id").ok()?;
+    }
+    if header.flags.has(Flags::WARNING) {
+        r.string_list("warnings").ok()?;
+    }
+    if header.flags.has(Flags::CUSTOM_PAYLOAD) {
+        r.bytes_map("custom payload").ok()?;
+    }
+    Some(body.len() - r.remaining())
+}
+
+fn on_response(conn: &Arc<Conn>, env: Envelope) {
+    let h = env.header;
+    if h.stream < 0 {
+        if h.opcode == Opcode::Event {
+            if let Some(f) = rewrite_event(conn, &env) {
+                let _ = conn.to_client.send(f);
+                return;
+            }
+        }
+        let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+        return;
+    }
+    let pending = conn.pending.lock().ok().and_then(|mut m| if m.is_empty() { None } else { m.remove(&h.stream) });
+    match pending {
+        None => {
+            let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+        }
+        Some(Pending::Cdc(tx)) => {
+            let _ = tx.send(env);
+        }
+        Some(Pending::Prepare { lwt, text, keyspace }) => {
+            let body = learn_prepared(conn, &env, lwt, &text, keyspace);
+            let _ = conn.to_client.send(frame(&h, h.flags.0, &body));
+        }
+        Some(Pending::Use) => {
+            if let Ok(Response { message: ResponseMessage::Result(ResultMessage::SetKeyspace(ks)), .. }) =
+                Response::decode(&h, env.body.clone())
+            {
+                if let Ok(mut k) = conn.keyspace.lock() {
+                    *k = Some(ks);
+                }
+            }
+            let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+        }
+        Some(Pending::Schema { cdc, table }) => {
+            let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
+                Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
+                // Cassandra answers Void to an ALTER that changes nothing it
+                // knows (only Scylla's `cdc` map changed): the front does
+                // its part and answers what Scylla would, a Schema_change.
+                Ok(Response { message: ResponseMessage::Result(ResultMessage::Void), .. }) if cdc.is_some() => {
+                    let current = conn.keyspace.lock().ok().and_then(|k| k.clone());
+                    let Some((Some(keyspace), name)) = table.map(|(ks, t)| (ks.or(current), t)) else {
+                        let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+                        return;
+                    };
+                    let target = SchemaChangeTarget::Table { keyspace, name };
+                    (SchemaChange { change: SchemaChangeType::Updated, target }, true)
+                }
+                _ => {
+                    let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+                    return;
+                }
+            };
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                match conn.shared.on_schema_change(&change, cdc).await {
+                    Ok(()) if fabricated => {
+                        let message = ResponseMessage::Result(ResultMessage::SchemaChange(change));
+                        if let Some(f) = response_frame(h.stream, message) {
+                            let _ = conn.to_client.send(f);
+                        }
+                    }
+                    Ok(()) => {
+                        let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+                    }
+                    Err((code, message)) => {
+                        let _ = conn.to_client.send(error_frame(4, h.stream, code, &message));
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// Learns a PREPARED answer's table, key indexes and partitioner, and the
+/// statement when it is DML; marks LWT statements when the client
+/// negotiated the mark. Returns the body to send.
+fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: Option<String>) -> Bytes {
+    let Ok(Response { message: ResponseMessage::Result(ResultMessage::Prepared(p)), .. }) =
+        Response::decode(&env.header, env.body.clone())
+    else {
+        return env.body.clone();
+    };
+    let dml = conn.dml(text).map(|d| (d, keyspace));
+    if let Some(spec) = p.metadata.specs.first() {
+        let partitioner = conn.shared.partitioner_of(&spec.keyspace, &spec.table);
+        // `pk IN ?` binds a list of keys: a multi-partition request, routed
+        // (counted) by all of its keys when the key has one column.
+        let multi = p.metadata.pk_indexes.iter().any(|&i| match p.metadata.specs.get(usize::from(i)) {
+            Some(s) => s.name.to_ascii_lowercase().starts_with("in("),
+            None => true,
+        });
+        // Cassandra reports no key index for `"cdc$stream_id" IN ?` (the
+        // marker's column is `in(cdc$stream_id)`); the log's key is that one
+        // column, so the list is the key.
+        let log_in = (partitioner == Partitioner::Cdc && p.metadata.pk_indexes.is_empty())
+            .then(|| p.metadata.specs.iter().position(|s| s.name == "in(cdc$stream_id)"))
+            .flatten()
+            .and_then(|i| u16::try_from(i).ok());
+        let (pk_indexes, in_list) = match log_in {
+            Some(i) => (vec![i], true),
+            None if multi && p.metadata.pk_indexes.len() > 1 => (Vec::new(), false),
+            None => (p.metadata.pk_indexes.clone(), multi),
+        };
+        let info = StatementInfo {
+            pk_indexes,
+            in_list,
+            partitioner,
+            keyspace: dml.as_ref().and_then(|d| d.1.clone()).or_else(|| Some(spec.keyspace.clone())),
+            dml: dml.map(|d| d.0),
+        };
+        if let Ok(mut m) = conn.shared.prepared.lock() {
+            m.insert(p.id.clone(), Arc::new(info));
+        }
+        inc(&conn.shared.counters.prepared_learned);
+    } else if let Some((statement, keyspace)) = dml {
+        let info = StatementInfo {
+            pk_indexes: Vec::new(),
+            in_list: false,
+            partitioner: Partitioner::Murmur3,
+            dml: Some(statement),
+            keyspace,
+        };
+        if let Ok(mut m) = conn.shared.prepared.lock() {
+            m.insert(p.id.clone(), Arc::new(info));
+        }
+    }
+    if lwt && conn.lwt_mark.load(Ordering::Relaxed) {
+        // <kind [int]><id [short bytes]><flags [int]>...
+        if let Some(off) = message_offset(&env.header, &env.body) {
+            let flags_at = off + 4 + 2 + p.id.len();
+            if flags_at < env.body.len() {
+                let mut body = BytesMut::from(&env.body[..]);
+                body[flags_at] |= 0x80;
+                return body.freeze();
+            }
+        }
+    }
+    env.body.clone()
+}
+
+/// Topology and status events name the front instead of the Cassandra node.
+fn rewrite_event(conn: &Conn, env: &Envelope) -> Option<Bytes> {
+    let Ok(Response { message: ResponseMessage::Event(event), .. }) = Response::decode(&env.header, env.body.clone())
+    else {
+        return None;
+    };
+    let map = |node: SocketAddr| conn.shared.front_address_of(node, conn.node);
+    let event = match event {
+        Event::TopologyChange { change, node } => Event::TopologyChange { change, node: map(node) },
+        Event::StatusChange { change, node } => Event::StatusChange { change, node: map(node) },
+        Event::SchemaChange(_) => return None,
+    };
+    response_frame(-1, ResponseMessage::Event(event))
+}

@@ -1,0 +1,288 @@
+//! The front's keyspace of stand-in tables, and the tables it answers itself.
+//!
+//! Cassandra refuses tables in `system_distributed` and `system_schema`, so
+//! the Scylla tables clients read live as *real* tables in one keyspace of
+//! the front's own (default `shardwise_emu`), with Scylla's schemas, and
+//! statements naming them are rewritten ([`super::rewrite`]). Real tables
+//! rather than synthesized answers because clients query them in every
+//! form — paged, prepared, `WHERE keyspace_name IN ?`, `ORDER BY time DESC
+//! LIMIT 1` — and Cassandra then answers all of them correctly.
+//!
+//! - `cdc_generation_timestamps`, `cdc_streams_descriptions_v2`: the
+//!   schemas of `docs/cdc-log.md` §5.2.
+//! - `scylla_tables (keyspace_name, table_name, version, cdc, partitioner,
+//!   committed_by_group0)`: Scylla's schema; as on Scylla, `partitioner` is
+//!   set only for non-default partitioners (the CDC log tables) and `cdc` is
+//!   left empty (Scylla keeps CDC options in a schema extension). Rows are
+//!   written for tables created through the front (deviation: Scylla has a
+//!   row for every table; a missing row means the default partitioner to
+//!   every driver, so nothing is lost).
+//! - `scylla_keyspaces (keyspace_name, storage_type, storage_options,
+//!   initial_tablets)`: kept empty: every keyspace uses vnodes.
+//! - `cdc_options`: the front's memory of `WITH cdc = {...}` per base table
+//!   (not a Scylla table).
+//! - `front_stats`: not a table at all; `SELECT * FROM <emu>.front_stats`
+//!   is answered by the front with its counters.
+//!
+//! Replication: SimpleStrategy with `min(3, nodes)` replicas. Scylla's
+//! `system_distributed` has RF 3 even on one node (so QUORUM fails there);
+//! the stand-in is more lenient so that any consistency level works on a
+//! one-node test cluster.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use shardwise_protocol::response::ResultMessage;
+use shardwise_protocol::rows::{ResultMetadata, Rows};
+use shardwise_protocol::sharding::Sharder;
+use shardwise_protocol::token::Partitioner;
+use shardwise_protocol::types::{ColumnSpec, ColumnType, CqlValue};
+
+use super::admin::{blob, lit, text, Admin};
+use super::cdc::{CdcOptions, Registry};
+use super::generation::{Generation, StreamId, VnodeStreams};
+use super::stats::FrontStats;
+use super::EmuError;
+
+/// DDL of the stand-in keyspace.
+pub(crate) fn keyspace_ddl(emu: &str, replication_factor: usize) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE KEYSPACE IF NOT EXISTS {emu} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.cdc_generation_timestamps (key text, time timestamp, expired timestamp, \
+             PRIMARY KEY (key, time)) WITH CLUSTERING ORDER BY (time DESC)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.cdc_streams_descriptions_v2 (time timestamp, range_end bigint, \
+             streams frozen<set<blob>>, PRIMARY KEY (time, range_end))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.scylla_tables (keyspace_name text, table_name text, version uuid, \
+             cdc map<text, text>, partitioner text, committed_by_group0 boolean, PRIMARY KEY (keyspace_name, table_name))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.scylla_keyspaces (keyspace_name text PRIMARY KEY, storage_type text, \
+             storage_options map<text, text>, initial_tablets int)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.cdc_options (keyspace_name text, table_name text, options map<text, text>, \
+             PRIMARY KEY (keyspace_name, table_name))"
+        ),
+    ]
+}
+
+/// Loads the CDC registry (base tables with options, log tables).
+pub(crate) async fn load_registry(admin: &Admin, emu: &str) -> Result<Registry, EmuError> {
+    let mut reg = Registry::default();
+    for row in admin.rows(&format!("SELECT keyspace_name, table_name, options FROM {emu}.cdc_options")).await? {
+        let (Some(ks), Some(t)) = (text(&row[0]), text(&row[1])) else { continue };
+        let entries: Vec<(String, String)> = row[2]
+            .as_ref()
+            .and_then(|m| m.as_map())
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned()))).collect())
+            .unwrap_or_default();
+        if let Ok(o) = CdcOptions::parse(&entries) {
+            reg.tables.insert((ks, t), o);
+        }
+    }
+    for row in admin.rows(&format!("SELECT keyspace_name, table_name, partitioner FROM {emu}.scylla_tables")).await? {
+        let (Some(ks), Some(t)) = (text(&row[0]), text(&row[1])) else { continue };
+        if text(&row[2]).and_then(|p| Partitioner::from_class_name(&p)) == Some(Partitioner::Cdc) {
+            reg.logs.insert((ks, t));
+        }
+    }
+    Ok(reg)
+}
+
+/// Records a table in `scylla_tables` (`partitioner` only when not the default).
+pub(crate) async fn record_table(
+    admin: &Admin,
+    emu: &str,
+    keyspace: &str,
+    table: &str,
+    partitioner: Option<Partitioner>,
+) -> Result<(), EmuError> {
+    let mut random = super::generation::random_source();
+    let version = uuid::Uuid::from_u64_pair(random(), random()).hyphenated().to_string();
+    let p = partitioner.map_or("null".to_string(), |p| lit(p.class_name()));
+    admin
+        .query(&format!(
+            "INSERT INTO {emu}.scylla_tables (keyspace_name, table_name, version, partitioner) VALUES ({}, {}, {version}, {p})",
+            lit(keyspace),
+            lit(table)
+        ))
+        .await
+        .map(drop)
+}
+
+/// Forgets a dropped table.
+pub(crate) async fn forget_table(admin: &Admin, emu: &str, keyspace: &str, table: &str) -> Result<(), EmuError> {
+    for t in ["scylla_tables", "cdc_options"] {
+        admin
+            .query(&format!(
+                "DELETE FROM {emu}.{t} WHERE keyspace_name = {} AND table_name = {}",
+                lit(keyspace),
+                lit(table)
+            ))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Forgets a dropped keyspace.
+pub(crate) async fn forget_keyspace(admin: &Admin, emu: &str, keyspace: &str) -> Result<(), EmuError> {
+    for t in ["scylla_tables", "cdc_options", "scylla_keyspaces"] {
+        admin.query(&format!("DELETE FROM {emu}.{t} WHERE keyspace_name = {}", lit(keyspace))).await?;
+    }
+    Ok(())
+}
+
+/// Saves a base table's CDC options.
+pub(crate) async fn save_cdc_options(
+    admin: &Admin,
+    emu: &str,
+    keyspace: &str,
+    table: &str,
+    options: &CdcOptions,
+) -> Result<(), EmuError> {
+    let map: Vec<String> = options.to_map().iter().map(|(k, v)| format!("{}: {}", lit(k), lit(v))).collect();
+    admin
+        .query(&format!(
+            "INSERT INTO {emu}.cdc_options (keyspace_name, table_name, options) VALUES ({}, {}, {{{}}})",
+            lit(keyspace),
+            lit(table),
+            map.join(", ")
+        ))
+        .await
+        .map(drop)
+}
+
+/// The ring: every token of `system.local` and `system.peers`, and the
+/// number of nodes.
+pub(crate) async fn read_ring(admin: &Admin) -> Result<(Vec<i64>, usize), EmuError> {
+    let mut tokens = Vec::new();
+    let mut nodes = 0;
+    for q in ["SELECT tokens FROM system.local WHERE key = 'local'", "SELECT tokens FROM system.peers"] {
+        for row in admin.rows(q).await? {
+            nodes += 1;
+            if let Some(set) = row[0].as_ref().and_then(|v| v.as_elements()) {
+                tokens.extend(set.iter().filter_map(|t| t.as_str()?.parse::<i64>().ok()));
+            }
+        }
+    }
+    tokens.sort_unstable();
+    tokens.dedup();
+    Ok((tokens, nodes))
+}
+
+/// Publishes a generation: the streams first, the timestamp second, so that
+/// a visible timestamp implies complete streams (`docs/cdc-log.md` §5.2).
+pub(crate) async fn write_generation(admin: &Admin, emu: &str, g: &Generation) -> Result<(), EmuError> {
+    for v in &g.vnodes {
+        let streams: Vec<String> = v.streams.iter().map(|s| blob(s.as_bytes())).collect();
+        admin
+            .query(&format!(
+                "INSERT INTO {emu}.cdc_streams_descriptions_v2 (time, range_end, streams) VALUES ({}, {}, {{{}}})",
+                g.timestamp_ms,
+                v.range_end,
+                streams.join(", ")
+            ))
+            .await?;
+    }
+    admin
+        .query(&format!(
+            "INSERT INTO {emu}.cdc_generation_timestamps (key, time) VALUES ('timestamps', {})",
+            g.timestamp_ms
+        ))
+        .await
+        .map(drop)
+}
+
+/// Reads every published generation (oldest first), rebuilding the shard
+/// order of each vnode's streams with `sharder`.
+pub(crate) async fn read_generations(admin: &Admin, emu: &str, sharder: Sharder) -> Result<Vec<Generation>, EmuError> {
+    let mut times: Vec<i64> = admin
+        .rows(&format!("SELECT time FROM {emu}.cdc_generation_timestamps WHERE key = 'timestamps'"))
+        .await?
+        .into_iter()
+        .filter_map(|r| match r.first().cloned().flatten() {
+            Some(CqlValue::Timestamp(t)) => Some(t.0),
+            _ => None,
+        })
+        .collect();
+    times.sort_unstable();
+    let mut out = Vec::new();
+    for t in times {
+        let rows = admin
+            .rows(&format!("SELECT range_end, streams FROM {emu}.cdc_streams_descriptions_v2 WHERE time = {t}"))
+            .await?;
+        let mut by_end: BTreeMap<i64, Vec<StreamId>> = BTreeMap::new();
+        for r in rows {
+            let Some(end) = r[0].as_ref().and_then(|v| v.as_i64()) else { continue };
+            let streams: Vec<StreamId> = r[1]
+                .as_ref()
+                .and_then(|v| v.as_elements())
+                .map(|s| s.iter().filter_map(|b| StreamId::from_bytes(b.as_blob()?)).collect())
+                .unwrap_or_default();
+            by_end.insert(end, streams);
+        }
+        let ends: Vec<i64> = by_end.keys().copied().collect();
+        let vnodes = by_end
+            .into_iter()
+            .enumerate()
+            .map(|(i, (end, mut streams))| {
+                streams.sort_by_key(|s| (sharder.shard_of(s.token()), s.raw_token()));
+                let start = if i == 0 { ends[ends.len() - 1] } else { ends[i - 1] };
+                VnodeStreams { index: i as u32, range_start: start, range_end: end, streams }
+            })
+            .collect();
+        out.push(Generation { timestamp_ms: t, sharder, vnodes });
+    }
+    Ok(out)
+}
+
+/// Whether `g` was built for this ring and sharding (so it can be reused).
+pub(crate) fn matches_ring(g: &Generation, ring: &[i64], sharder: Sharder) -> bool {
+    g.vnodes.len() == ring.len()
+        && g.vnodes.iter().zip(ring).all(|(v, &t)| {
+            v.range_end == t
+                && v.streams.len() == usize::from(sharder.nr_shards().get())
+                && v.streams.iter().all(|s| s.version() == 1 && s.vnode_index() == v.index)
+        })
+}
+
+/// The rows of `front_stats`: one per node and shard.
+pub(crate) fn front_stats_result(emu: &str, stats: &FrontStats) -> Result<ResultMessage, EmuError> {
+    let spec =
+        |name: &str, typ| ColumnSpec { keyspace: emu.into(), table: "front_stats".into(), name: name.into(), typ };
+    let specs = vec![
+        spec("node", ColumnType::Text),
+        spec("shard", ColumnType::Int),
+        spec("connections_open", ColumnType::BigInt),
+        spec("connections_accepted", ColumnType::BigInt),
+        spec("hits", ColumnType::BigInt),
+        spec("misses", ColumnType::BigInt),
+        spec("unrouted", ColumnType::BigInt),
+    ];
+    let mut owned: Vec<Vec<Bytes>> = Vec::new();
+    for n in &stats.nodes {
+        for (i, s) in n.shards.iter().enumerate() {
+            owned.push(vec![
+                Bytes::from(n.upstream.to_string()),
+                Bytes::copy_from_slice(&(i as i32).to_be_bytes()),
+                Bytes::copy_from_slice(&(s.connections_open as i64).to_be_bytes()),
+                Bytes::copy_from_slice(&(s.connections_accepted as i64).to_be_bytes()),
+                Bytes::copy_from_slice(&(s.hits as i64).to_be_bytes()),
+                Bytes::copy_from_slice(&(s.misses as i64).to_be_bytes()),
+                Bytes::copy_from_slice(&(s.unrouted as i64).to_be_bytes()),
+            ]);
+        }
+    }
+    let rows: Vec<Vec<Option<&[u8]>>> = owned.iter().map(|r| r.iter().map(|b| Some(&b[..])).collect()).collect();
+    let metadata = ResultMetadata { columns_count: specs.len(), specs: Some(specs), ..Default::default() };
+    Rows::from_raw(metadata, &rows)
+        .map(ResultMessage::Rows)
+        .map_err(|e| EmuError::Protocol(format!("building front_stats rows: {e}")))
+}

@@ -1,0 +1,52 @@
+//! Three nodes on 127.0.0.1–3. Slow (about a minute): run with
+//! `cargo test -p testkit --test harness -- --ignored cluster::`.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use testkit::probe::{ProbeConnection, QueryResult};
+use testkit::Cluster;
+
+#[test]
+#[ignore = "starts 3 Cassandra nodes (~1 min, ~2 GB)"]
+fn three_node_cluster() {
+    let _own = crate::support::own_nodes();
+    let t = Instant::now();
+    let mut cluster = Cluster::start(3).unwrap_or_else(|e| panic!("{e}"));
+    for node in cluster.nodes() {
+        eprintln!("{} ready in {:.1} s", node.addr(), node.startup_time().unwrap_or_default().as_secs_f64());
+    }
+    eprintln!("cluster up in {:.1} s", t.elapsed().as_secs_f64());
+    let points = cluster.contact_points();
+    assert_eq!(points.len(), 3);
+    assert!(points.iter().all(|p| p.port() == points[0].port()));
+
+    // Every node sees the two others in system.peers (gossip may lag a little).
+    for (i, addr) in points.iter().enumerate() {
+        let expected: BTreeSet<IpAddr> =
+            points.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, p)| p.ip()).collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut c = ProbeConnection::connect(*addr, Duration::from_secs(10)).unwrap();
+            c.startup(None).unwrap();
+            let QueryResult::Rows(rows) = c.query("SELECT peer, data_center FROM system.peers").unwrap() else {
+                panic!("no rows")
+            };
+            let seen: BTreeSet<IpAddr> = (0..rows.rows.len()).filter_map(|r| rows.inet(r, "peer")).collect();
+            if seen == expected {
+                assert!((0..rows.rows.len()).all(|r| rows.text(r, "data_center").as_deref() == Some("datacenter1")));
+                break;
+            }
+            assert!(Instant::now() < deadline, "{addr} sees peers {seen:?}, expected {expected:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    let t = Instant::now();
+    cluster.stop().unwrap();
+    eprintln!("cluster stopped in {:.1} s", t.elapsed().as_secs_f64());
+    for p in points {
+        assert!(TcpStream::connect_timeout(&p, Duration::from_secs(1)).is_err(), "{p} still open");
+    }
+}
