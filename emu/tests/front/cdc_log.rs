@@ -1620,5 +1620,5 @@ async fn cdc_log_rows_match_the_spec() {
     }
     let failed: Vec<&str> =
         ctx.outcomes.iter().filter(|o| !o.errors.is_empty() && o.known.is_none()).map(|o| o.id.as_str()).collect();
-    assert!(failed.is_empty(), "cases not conforming to specs/cdc-log.md: {failed:?} (details above)");
+    assert!(failed.is_empty(), "cases not conforming to docs/cdc-log.md: {failed:?} (details above)");
 }

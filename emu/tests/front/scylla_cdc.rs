@@ -1,7 +1,7 @@
 //! `scylla-cdc` 0.7, unchanged, reads through the front: it finds the
 //! generation in the stand-ins of `system_distributed`, groups its streams
 //! by vnode, and reads the log with `BYPASS CACHE` queries. The log row is
-//! filled by hand (writing log rows for base writes is a later stage): an
+//! filled by hand (so this test depends on the front's generations only, not on its log synthesis): an
 //! INSERT into the log table with a stream id of the current generation and
 //! a timeuuid of now. Then a new generation is published at a chosen time
 //! (a simulated topology change) and the reader must follow it.

@@ -43,7 +43,7 @@ fn shard_of_token_matches_the_spec_vectors() {
 
 #[test]
 fn slice_boundaries_of_the_spec() {
-    // specs/protocol.md §2.2, nr_shards = 7, ignore_msb = 2: 28 slices, slice i → shard i mod 7.
+    // docs/protocol.md §2.2, nr_shards = 7, ignore_msb = 2: 28 slices, slice i → shard i mod 7.
     let starts: [i64; 28] = [
         -9223372036854775807,
         -8564559748508006107,
