@@ -90,6 +90,9 @@ tasks:
     --only ARGS...       run only step 2, with ARGS instead of --all-targets
                          (e.g. --only -p testkit --test harness)
     -- ARGS...           extra arguments for step 2
+  emu [options]        Cassandra plus the Scylla emulation front (shardwise-emu), until Ctrl-C:
+    --nodes N --shards N --ignore-msb N --miss-delay-us N --port P --shard-aware-port P
+                       (the shardwise-emu binary fronts a Cassandra that is already running)
   house                only step 0 of `test`: the outside-path check, fmt, clippy and doc
   help                 this text
 ";
