@@ -16,7 +16,7 @@ pub(crate) mod stream;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -26,6 +26,7 @@ use shardwise_protocol::frame::{Envelope, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::{encode_request, write_request, Options, Prepare, Request};
 use shardwise_protocol::response::{Event, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::sharding::ShardingInfo;
+use shardwise_protocol::EncodeError;
 use swap_buffer_queue::write::WriteVecBuffer;
 use swap_buffer_queue::SynchronizedQueue;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -36,7 +37,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
-use crate::execute::{Executable, Params};
+use crate::execute::{Executable, Params, RequestVisitor};
 use crate::result::QueryResult;
 use crate::statement::PreparedStatement;
 use stream::{Delivery, Streams};
@@ -88,30 +89,25 @@ impl Inner {
     }
 
     pub(crate) async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
+        self.send_with(flags, |write| Ok(write.visit(request))).await
+    }
+
+    /// Sends the request `build` hands to the [`TryWrite`] it is given, and
+    /// waits for the answer. `build` runs again whenever the write buffer
+    /// was full, so that the request itself is never held across an await
+    /// (see the `execute` module on why that matters).
+    pub(crate) async fn send_with<B>(&self, flags: u8, build: B) -> Result<Envelope, ExecutionError>
+    where
+        B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
+    {
         let inner = self;
-        let body_len = request.body_len(inner.version)?;
-        let total = HEADER_LEN + body_len;
         let id = self.allocate_stream().await?;
         let mut response = ResponseFuture { inner, id, sent: false, done: false };
-        if total <= inner.queue.capacity() {
-            let version = inner.version;
-            let write = move |slice: &mut [u8]| {
-                let mut out = slice;
-                // Cannot fail: the size was computed and checked above.
-                let _ = write_request(request, version, id, flags, body_len, &mut out);
-            };
-            if inner.queue.enqueue_async((total, write)).await.is_err() {
-                return Err(inner.closed_error().into());
-            }
-            response.sent = true;
-        } else {
-            let mut buf = Vec::new();
-            encode_request(request, inner.version, id, flags, &mut buf)?;
-            if inner.oversized.send(buf).is_err() {
-                return Err(inner.closed_error().into());
-            }
-            response.sent = true;
-        }
+        std::future::poll_fn(|cx| {
+            build(TryWrite { inner, id, flags, cx }).unwrap_or_else(|e| Poll::Ready(Err(e.into())))
+        })
+        .await?;
+        response.sent = true;
         let delivered = (&mut response).await;
         Ok(delivered?)
     }
@@ -369,6 +365,15 @@ impl Connection {
         self.inner.send(request, flags).await
     }
 
+    /// [`Connection::send`] of a request built on demand by `build`: what
+    /// lets `execute` futures stay `Send` whatever the values borrow.
+    pub(crate) async fn send_with<B>(&self, flags: u8, build: B) -> Result<Envelope, ExecutionError>
+    where
+        B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
+    {
+        self.inner.send_with(flags, build).await
+    }
+
     /// Runs a statement on this connection (no retries, no failover): the
     /// request is written in place, the answer decoded, `METADATA_CHANGED`
     /// followed and `UNPREPARED` answered by re-preparing here. For callers
@@ -440,6 +445,49 @@ impl Connection {
     /// Sends OPTIONS and waits for SUPPORTED: a liveness probe.
     pub async fn ping(&self) -> Result<(), ExecutionError> {
         self.send(&Options, 0).await.map(drop)
+    }
+}
+
+/// Writes one request on a stream id: serialized in place into the swap
+/// buffer, or into a buffer of its own when larger. `Pending` (the buffer
+/// is full; the task is woken when it was swapped) leaves nothing behind:
+/// the request is built and offered again on the next poll.
+pub(crate) struct TryWrite<'a, 'c> {
+    inner: &'a Inner,
+    id: i16,
+    flags: u8,
+    cx: &'a mut Context<'c>,
+}
+
+impl RequestVisitor for TryWrite<'_, '_> {
+    type Output = Poll<Result<(), ExecutionError>>;
+
+    fn visit<R: Request>(self, request: &R) -> Self::Output {
+        let TryWrite { inner, id, flags, cx } = self;
+        let version = inner.version;
+        let body_len = request.body_len(version)?;
+        let total = HEADER_LEN + body_len;
+        if total <= inner.queue.capacity() {
+            let write = move |slice: &mut [u8]| {
+                let mut out = slice;
+                // Cannot fail: the size was computed and checked above.
+                let _ = write_request(request, version, id, flags, body_len, &mut out);
+            };
+            // Polled once: it either takes the request now or registers the
+            // task to be woken when the buffer was swapped.
+            match pin!(inner.queue.enqueue_async((total, write))).poll(cx) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+                Poll::Ready(Err(_)) => Poll::Ready(Err(inner.closed_error().into())),
+                Poll::Pending => Poll::Pending,
+            }
+        } else {
+            let mut buf = Vec::new();
+            encode_request(request, version, id, flags, &mut buf)?;
+            if inner.oversized.send(buf).is_err() {
+                return Poll::Ready(Err(inner.closed_error().into()));
+            }
+            Poll::Ready(Ok(()))
+        }
     }
 }
 
