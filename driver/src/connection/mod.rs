@@ -545,3 +545,85 @@ pub(crate) fn deliver(inner: &Inner, envelope: Envelope) -> Result<(), Connectio
         Err(_) => Err(ConnectionError::Protocol("response for a stream id with no request")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::AtomicUsize;
+
+    use shardwise_protocol::consistency::Consistency;
+    use shardwise_protocol::frame::FrameDecoder;
+    use shardwise_protocol::request::{Query, QueryParameters};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A request that finds the write buffer full is built again once the
+    /// buffer was swapped (it is not held meanwhile), and is written
+    /// exactly once.
+    #[tokio::test]
+    async fn a_request_finding_the_buffer_full_is_built_again_and_written_once() {
+        // The writer task stalls on a 64-byte pipe nobody reads yet, so the
+        // two 1 KiB buffers fill after a few requests of ~330 bytes.
+        let (client, mut server) = tokio::io::duplex(64);
+        let (read, write) = tokio::io::split(client);
+        let handshake = handshake::Handshake {
+            version: ProtocolVersion::V4,
+            compression: Compression::None,
+            supported: Vec::new(),
+            decoder: FrameDecoder::new(),
+        };
+        let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
+        let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
+        let conn = Connection::start(addr, read, write, handshake, &config);
+
+        const N: usize = 12;
+        let builds = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..N {
+            let (conn, builds) = (conn.clone(), builds.clone());
+            let text = format!("{i:02} {}", "x".repeat(300));
+            tasks.push(tokio::spawn(async move {
+                let query = Query { query: &text, params: QueryParameters::new(Consistency::One, ()) };
+                let build = |write: TryWrite<'_, '_>| {
+                    builds.fetch_add(1, Ordering::Relaxed);
+                    Ok(write.visit(&query))
+                };
+                conn.send_with(0, build).await.map(|envelope| envelope.header.stream)
+            }));
+        }
+        // Every request was offered at least once: most found the buffers
+        // full (and were offered again when the writer swapped one).
+        while builds.load(Ordering::Relaxed) < N {
+            tokio::task::yield_now().await;
+        }
+
+        // The server reads and answers each request.
+        let mut texts = BTreeSet::new();
+        for _ in 0..N {
+            let mut header = [0u8; HEADER_LEN];
+            server.read_exact(&mut header).await.expect("header");
+            let stream = i16::from_be_bytes([header[2], header[3]]);
+            let len = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
+            let mut body = vec![0u8; len];
+            server.read_exact(&mut body).await.expect("body");
+            let text_len = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
+            assert!(texts.insert(body[4..4 + text_len][..2].to_vec()), "a request written twice");
+            let mut answer = Vec::new();
+            Response::new(ResponseMessage::Result(ResultMessage::Void))
+                .encode(ProtocolVersion::V4, stream, &mut answer)
+                .expect("encodes");
+            server.write_all(&answer).await.expect("answer");
+        }
+        for t in tasks {
+            t.await.expect("task").expect("answered");
+        }
+        assert_eq!(texts.len(), N);
+        assert!(builds.load(Ordering::Relaxed) > N, "no request found the buffers full");
+        assert_eq!(conn.in_flight(), 0);
+        // And nothing else was written.
+        let mut more = [0u8; 1];
+        let read = tokio::time::timeout(std::time::Duration::from_millis(200), server.read(&mut more)).await;
+        assert!(read.is_err(), "more was written than the {N} requests: {read:?}");
+    }
+}
