@@ -2,12 +2,23 @@
 //! [`Executable`] trait, implemented for [`Statement`], [`PreparedStatement`]
 //! and [`Batch`]es of them. Requests borrow the statement and the values,
 //! so building one allocates nothing (batches over a `Vec` excepted).
+//!
+//! A request is handed to a [`RequestVisitor`] instead of being returned:
+//! its type is the statement's business, and a value of a type chosen by
+//! the statement (say an associated type with a lifetime) that an `async fn`
+//! holds across an `.await` makes the future `Send` only for `'static`
+//! values: rustc must then prove the type `Send` for every lifetime the
+//! values could have, and cannot (rust-lang/rust#110338), so
+//! `tokio::spawn(async move { session.execute(&stmt, (1, "text")).await })`
+//! would not compile. With a visitor the request lives only inside a
+//! synchronous call, and the connection builds it again on each try to
+//! write it (`Connection::send_with`), so no await ever sees it.
 
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::{Flags, Opcode, ProtocolVersion};
+use shardwise_protocol::frame::Flags;
 use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
 use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::token::Token;
@@ -52,20 +63,28 @@ impl<'a> Params<'a> {
     }
 }
 
+/// What receives the request an [`Executable`] builds, for the length of
+/// one synchronous call.
+pub trait RequestVisitor {
+    /// What the visit returns.
+    type Output;
+    /// Called with the request.
+    fn visit<R: Request>(self, request: &R) -> Self::Output;
+}
+
 /// Something `Session::execute` can run with values `V`.
 pub trait Executable<V> {
-    /// The protocol request of one attempt.
-    type Request<'a>: Request
-    where
-        Self: 'a,
-        V: 'a;
-
     /// The statement's options.
     fn options(&self) -> &StatementOptions;
 
-    /// Builds the request, checking the values against the bind markers
-    /// when they are known.
-    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError>;
+    /// Builds the request of one attempt, checking the values against the
+    /// bind markers when they are known, and hands it to `visitor`.
+    fn with_request<R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+    ) -> Result<R::Output, EncodeError>;
 
     /// Result columns known in advance (prepared statements), for results
     /// that skip their metadata.
@@ -99,63 +118,37 @@ fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, val
 }
 
 impl<V: SerializeValues> Executable<V> for Statement {
-    type Request<'a>
-        = Query<'a, &'a V>
-    where
-        V: 'a;
-
     fn options(&self) -> &StatementOptions {
         self.options()
     }
-    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
-        Ok(Query { query: self.text(), params: params.query(values) })
-    }
-}
-
-/// EXECUTE of a prepared statement; holds the result shape it was built
-/// with so the metadata id it borrows stays alive.
-pub struct ExecuteRequest<'a, V> {
-    shape: Arc<ResultShape>,
-    id: &'a [u8],
-    params: QueryParameters<'a, &'a V>,
-}
-
-impl<V: SerializeValues> ExecuteRequest<'_, V> {
-    fn execute(&self) -> Execute<'_, &V> {
-        Execute {
-            id: self.id,
-            result_metadata_id: self.shape.metadata_id.as_deref(),
-            params: QueryParameters { values: self.params.values, ..self.params.clone() },
-        }
-    }
-}
-
-impl<V: SerializeValues> Request for ExecuteRequest<'_, V> {
-    const OPCODE: Opcode = Opcode::Execute;
-    fn body_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
-        self.execute().body_len(version)
-    }
-    fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
-        self.execute().encode_body(version, buf)
+    fn with_request<R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+    ) -> Result<R::Output, EncodeError> {
+        Ok(visitor.visit(&Query { query: self.text(), params: params.query(values) }))
     }
 }
 
 impl<V: SerializeValues> Executable<V> for PreparedStatement {
-    type Request<'a>
-        = ExecuteRequest<'a, V>
-    where
-        V: 'a;
-
     fn options(&self) -> &StatementOptions {
         self.options()
     }
-    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+    fn with_request<R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+    ) -> Result<R::Output, EncodeError> {
         values.check_types(self.bind_specs())?;
+        // One snapshot of the result shape for the whole request: the size
+        // and the bytes written must agree even if it changes meanwhile.
         let shape = self.shape();
         let mut query = params.query(values);
         // The result columns are cached: ask the server not to resend them.
         query.skip_metadata = shape.specs.is_some();
-        Ok(ExecuteRequest { shape, id: self.id(), params: query })
+        Ok(visitor.visit(&Execute { id: self.id(), result_metadata_id: shape.metadata_id.as_deref(), params: query }))
     }
     fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
         PreparedStatement::result_specs(self)
@@ -172,17 +165,16 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
 }
 
 impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
-    type Request<'a>
-        = T::Request<'a>
-    where
-        Self: 'a,
-        V: 'a;
-
     fn options(&self) -> &StatementOptions {
         (**self).options()
     }
-    fn build<'a>(&'a self, values: &'a V, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
-        (**self).build(values, params)
+    fn with_request<R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+    ) -> Result<R::Output, EncodeError> {
+        (**self).with_request(values, params, visitor)
     }
     fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
         (**self).result_specs()
@@ -259,15 +251,18 @@ fn batch_request<'a, S>(kind: request::BatchType, statements: S, params: Params<
 macro_rules! tuple_batch {
     ($($s:ident $v:ident . $i:tt),+) => {
         impl<$($s: BatchEntry, $v: SerializeValues),+> Executable<($($v,)+)> for Batch<($($s,)+)> {
-            type Request<'a> = request::Batch<'a, ($(BatchStatement<'a, &'a $v>,)+)> where Self: 'a, $($v: 'a),+;
-
             fn options(&self) -> &StatementOptions {
                 self.options()
             }
-            fn build<'a>(&'a self, values: &'a ($($v,)+), params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+            fn with_request<R: RequestVisitor>(
+                &self,
+                values: &($($v,)+),
+                params: Params<'_>,
+                visitor: R,
+            ) -> Result<R::Output, EncodeError> {
                 $(self.statements.$i.check(&values.$i)?;)+
                 let statements = ($(BatchStatement { kind: self.statements.$i.kind(), values: &values.$i },)+);
-                Ok(batch_request(self.kind, statements, params))
+                Ok(visitor.visit(&batch_request(self.kind, statements, params)))
             }
             fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
                 None$(.or_else(|| self.statements.$i.prepared().filter(|p| p.id() == id)))+
@@ -291,16 +286,15 @@ tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5, S6 V6.6, S7 V
 /// A batch over a slice of statements with one value list per statement
 /// (the list of requests is built in a `Vec`).
 impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
-    type Request<'a>
-        = request::Batch<'a, Vec<BatchStatement<'a, &'a V>>>
-    where
-        Self: 'a,
-        V: 'a;
-
     fn options(&self) -> &StatementOptions {
         self.options()
     }
-    fn build<'a>(&'a self, values: &'a Vec<V>, params: Params<'a>) -> Result<Self::Request<'a>, EncodeError> {
+    fn with_request<R: RequestVisitor>(
+        &self,
+        values: &Vec<V>,
+        params: Params<'_>,
+        visitor: R,
+    ) -> Result<R::Output, EncodeError> {
         if values.len() != self.statements.len() {
             return Err(EncodeError::InvalidValue { what: "batch", reason: "one value list per statement is needed" });
         }
@@ -309,7 +303,7 @@ impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
             s.check(v)?;
             statements.push(BatchStatement { kind: s.kind(), values: v });
         }
-        Ok(batch_request(self.kind, statements, params))
+        Ok(visitor.visit(&batch_request(self.kind, statements, params)))
     }
     fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
         self.statements.iter().find_map(|s| s.prepared().filter(|p| p.id() == id))
@@ -347,9 +341,9 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
     let flags = if statement.options().tracing { Flags::TRACING } else { 0 };
     let mut reprepared = false;
     loop {
-        let request = statement.build(values, params)?;
-        let envelope = conn.send(&request, flags).await?;
-        drop(request);
+        // Only references to the statement and the values are held across
+        // the await; the request is built inside the connection's write.
+        let envelope = conn.send_with(flags, |write| statement.with_request(values, params, write)).await?;
         let response = Response::from_envelope(envelope)?;
         match response.message {
             ResponseMessage::Result(result) => {

@@ -16,7 +16,7 @@ pub(crate) mod stream;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -26,6 +26,7 @@ use shardwise_protocol::frame::{Envelope, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::{encode_request, write_request, Options, Prepare, Request};
 use shardwise_protocol::response::{Event, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::sharding::ShardingInfo;
+use shardwise_protocol::EncodeError;
 use swap_buffer_queue::write::WriteVecBuffer;
 use swap_buffer_queue::SynchronizedQueue;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -36,7 +37,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
-use crate::execute::{Executable, Params};
+use crate::execute::{Executable, Params, RequestVisitor};
 use crate::result::QueryResult;
 use crate::statement::PreparedStatement;
 use stream::{Delivery, Streams};
@@ -88,30 +89,25 @@ impl Inner {
     }
 
     pub(crate) async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
+        self.send_with(flags, |write| Ok(write.visit(request))).await
+    }
+
+    /// Sends the request `build` hands to the [`TryWrite`] it is given, and
+    /// waits for the answer. `build` runs again whenever the write buffer
+    /// was full, so that the request itself is never held across an await
+    /// (see the `execute` module on why that matters).
+    pub(crate) async fn send_with<B>(&self, flags: u8, build: B) -> Result<Envelope, ExecutionError>
+    where
+        B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
+    {
         let inner = self;
-        let body_len = request.body_len(inner.version)?;
-        let total = HEADER_LEN + body_len;
         let id = self.allocate_stream().await?;
         let mut response = ResponseFuture { inner, id, sent: false, done: false };
-        if total <= inner.queue.capacity() {
-            let version = inner.version;
-            let write = move |slice: &mut [u8]| {
-                let mut out = slice;
-                // Cannot fail: the size was computed and checked above.
-                let _ = write_request(request, version, id, flags, body_len, &mut out);
-            };
-            if inner.queue.enqueue_async((total, write)).await.is_err() {
-                return Err(inner.closed_error().into());
-            }
-            response.sent = true;
-        } else {
-            let mut buf = Vec::new();
-            encode_request(request, inner.version, id, flags, &mut buf)?;
-            if inner.oversized.send(buf).is_err() {
-                return Err(inner.closed_error().into());
-            }
-            response.sent = true;
-        }
+        std::future::poll_fn(|cx| {
+            build(TryWrite { inner, id, flags, cx }).unwrap_or_else(|e| Poll::Ready(Err(e.into())))
+        })
+        .await?;
+        response.sent = true;
         let delivered = (&mut response).await;
         Ok(delivered?)
     }
@@ -369,6 +365,15 @@ impl Connection {
         self.inner.send(request, flags).await
     }
 
+    /// [`Connection::send`] of a request built on demand by `build`: what
+    /// lets `execute` futures stay `Send` whatever the values borrow.
+    pub(crate) async fn send_with<B>(&self, flags: u8, build: B) -> Result<Envelope, ExecutionError>
+    where
+        B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
+    {
+        self.inner.send_with(flags, build).await
+    }
+
     /// Runs a statement on this connection (no retries, no failover): the
     /// request is written in place, the answer decoded, `METADATA_CHANGED`
     /// followed and `UNPREPARED` answered by re-preparing here. For callers
@@ -443,6 +448,49 @@ impl Connection {
     }
 }
 
+/// Writes one request on a stream id: serialized in place into the swap
+/// buffer, or into a buffer of its own when larger. `Pending` (the buffer
+/// is full; the task is woken when it was swapped) leaves nothing behind:
+/// the request is built and offered again on the next poll.
+pub(crate) struct TryWrite<'a, 'c> {
+    inner: &'a Inner,
+    id: i16,
+    flags: u8,
+    cx: &'a mut Context<'c>,
+}
+
+impl RequestVisitor for TryWrite<'_, '_> {
+    type Output = Poll<Result<(), ExecutionError>>;
+
+    fn visit<R: Request>(self, request: &R) -> Self::Output {
+        let TryWrite { inner, id, flags, cx } = self;
+        let version = inner.version;
+        let body_len = request.body_len(version)?;
+        let total = HEADER_LEN + body_len;
+        if total <= inner.queue.capacity() {
+            let write = move |slice: &mut [u8]| {
+                let mut out = slice;
+                // Cannot fail: the size was computed and checked above.
+                let _ = write_request(request, version, id, flags, body_len, &mut out);
+            };
+            // Polled once: it either takes the request now or registers the
+            // task to be woken when the buffer was swapped.
+            match pin!(inner.queue.enqueue_async((total, write))).poll(cx) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+                Poll::Ready(Err(_)) => Poll::Ready(Err(inner.closed_error().into())),
+                Poll::Pending => Poll::Pending,
+            }
+        } else {
+            let mut buf = Vec::new();
+            encode_request(request, version, id, flags, &mut buf)?;
+            if inner.oversized.send(buf).is_err() {
+                return Poll::Ready(Err(inner.closed_error().into()));
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+}
+
 /// Waits for the answer of one stream id; abandons the id when dropped first.
 struct ResponseFuture<'a> {
     inner: &'a Inner,
@@ -495,5 +543,87 @@ pub(crate) fn deliver(inner: &Inner, envelope: Envelope) -> Result<(), Connectio
             Ok(())
         }
         Err(_) => Err(ConnectionError::Protocol("response for a stream id with no request")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::AtomicUsize;
+
+    use shardwise_protocol::consistency::Consistency;
+    use shardwise_protocol::frame::FrameDecoder;
+    use shardwise_protocol::request::{Query, QueryParameters};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A request that finds the write buffer full is built again once the
+    /// buffer was swapped (it is not held meanwhile), and is written
+    /// exactly once.
+    #[tokio::test]
+    async fn a_request_finding_the_buffer_full_is_built_again_and_written_once() {
+        // The writer task stalls on a 64-byte pipe nobody reads yet, so the
+        // two 1 KiB buffers fill after a few requests of ~330 bytes.
+        let (client, mut server) = tokio::io::duplex(64);
+        let (read, write) = tokio::io::split(client);
+        let handshake = handshake::Handshake {
+            version: ProtocolVersion::V4,
+            compression: Compression::None,
+            supported: Vec::new(),
+            decoder: FrameDecoder::new(),
+        };
+        let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
+        let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
+        let conn = Connection::start(addr, read, write, handshake, &config);
+
+        const N: usize = 12;
+        let builds = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..N {
+            let (conn, builds) = (conn.clone(), builds.clone());
+            let text = format!("{i:02} {}", "x".repeat(300));
+            tasks.push(tokio::spawn(async move {
+                let query = Query { query: &text, params: QueryParameters::new(Consistency::One, ()) };
+                let build = |write: TryWrite<'_, '_>| {
+                    builds.fetch_add(1, Ordering::Relaxed);
+                    Ok(write.visit(&query))
+                };
+                conn.send_with(0, build).await.map(|envelope| envelope.header.stream)
+            }));
+        }
+        // Every request was offered at least once: most found the buffers
+        // full (and were offered again when the writer swapped one).
+        while builds.load(Ordering::Relaxed) < N {
+            tokio::task::yield_now().await;
+        }
+
+        // The server reads and answers each request.
+        let mut texts = BTreeSet::new();
+        for _ in 0..N {
+            let mut header = [0u8; HEADER_LEN];
+            server.read_exact(&mut header).await.expect("header");
+            let stream = i16::from_be_bytes([header[2], header[3]]);
+            let len = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
+            let mut body = vec![0u8; len];
+            server.read_exact(&mut body).await.expect("body");
+            let text_len = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
+            assert!(texts.insert(body[4..4 + text_len][..2].to_vec()), "a request written twice");
+            let mut answer = Vec::new();
+            Response::new(ResponseMessage::Result(ResultMessage::Void))
+                .encode(ProtocolVersion::V4, stream, &mut answer)
+                .expect("encodes");
+            server.write_all(&answer).await.expect("answer");
+        }
+        for t in tasks {
+            t.await.expect("task").expect("answered");
+        }
+        assert_eq!(texts.len(), N);
+        assert!(builds.load(Ordering::Relaxed) > N, "no request found the buffers full");
+        assert_eq!(conn.in_flight(), 0);
+        // And nothing else was written.
+        let mut more = [0u8; 1];
+        let read = tokio::time::timeout(std::time::Duration::from_millis(200), server.read(&mut more)).await;
+        assert!(read.is_err(), "more was written than the {N} requests: {read:?}");
     }
 }

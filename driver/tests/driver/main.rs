@@ -9,6 +9,7 @@ mod cluster;
 mod common;
 mod connection;
 mod hostile_server;
+mod send;
 mod session;
 mod shards;
 mod tls;
