@@ -118,6 +118,11 @@ pub(crate) struct StatementInfo {
     pub(crate) dml: Option<Arc<cdclog::dml::Statement>>,
     /// The keyspace of its unqualified table names.
     pub(crate) keyspace: Option<String>,
+    /// DML the front's parser could not read: the text and why (the CDC
+    /// write guard refuses it when it may write a CDC table).
+    pub(crate) unparsed: Option<(String, String)>,
+    /// A `USE` statement: its execution changes the connection's keyspace.
+    pub(crate) is_use: bool,
 }
 
 pub(crate) struct NodeState {

@@ -68,6 +68,7 @@
 //! - [`stats`]: the counters ([`FrontStats`]).
 //! - [`system_tables`]: the Scylla system tables as real tables in the front's keyspace.
 //! - `admin` (private): the front's own minimal CQL connection to Cassandra.
+//! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
 //! - `front` (private): [`Front`], [`FrontConfig`], [`FrontHandle`] and the shared state.
 
 #![forbid(unsafe_code)]
@@ -77,6 +78,7 @@ pub mod cdc;
 pub mod cdclog;
 mod front;
 pub mod generation;
+mod guard;
 pub mod proxy;
 pub mod rewrite;
 pub mod rng;

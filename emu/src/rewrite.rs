@@ -210,7 +210,7 @@ fn first_word(text: &str) -> &str {
 /// Whether a statement might need [`rewrite`] at all (a cheap scan).
 pub fn may_need_rewrite(text: &str, emu_keyspace: &str) -> bool {
     let w = first_word(text);
-    ["create", "alter", "drop"].iter().any(|k| w.eq_ignore_ascii_case(k))
+    ["create", "alter", "drop", "use"].iter().any(|k| w.eq_ignore_ascii_case(k))
         || text.trim_start().starts_with('/')
         || text.trim_start().starts_with('-')
         || ["bypass", "timeout", "system_distributed", "scylla_", "peers_v2", emu_keyspace]
@@ -476,6 +476,14 @@ mod tests {
         assert_eq!(rw("CREATE TABLE t (a int PRIMARY KEY) WITH cdc = true").cdc, None);
         assert_eq!(rw("ALTER TABLE \"Ks\".T WITH cdc = {}").table, Some((Some("Ks".into()), "t".into())));
         assert_eq!(rw("CREATE TABLE IF NOT EXISTS t (a int PRIMARY KEY)").table, Some((None, "t".into())));
+    }
+
+    #[test]
+    fn use_is_recognised_without_any_other_rewrite() {
+        assert!(rw("USE ks").use_keyspace);
+        assert!(rw("use \"Ks\";").use_keyspace);
+        assert!(rw("-- pick one\nUSE ks").use_keyspace);
+        assert!(!rw("SELECT * FROM used").use_keyspace);
     }
 
     #[test]

@@ -83,15 +83,6 @@ fn resolve<'a>(t: &'a TableName, default: Option<&'a str>) -> Option<(&'a str, &
 }
 
 impl Shared {
-    /// Whether `statement` writes to a table with CDC enabled.
-    pub(crate) fn writes_cdc_table(&self, statement: &Statement, keyspace: Option<&str>) -> bool {
-        let Ok(registry) = self.registry.lock() else { return false };
-        statement
-            .tables()
-            .into_iter()
-            .any(|t| resolve(t, keyspace).and_then(|(k, t)| registry.options(k, t)).is_some_and(|o| o.enabled))
-    }
-
     /// Forgets cached schemas of a table (after DDL).
     pub(crate) fn forget_cdc_schema(&self, keyspace: &str, table: &str) {
         if let Ok(mut s) = self.cdc_schemas.lock() {
