@@ -70,6 +70,7 @@
 //! - [`transcript`]: CQL transcripts in ScyllaDB's `test/cql` format, run through a front.
 //! - `admin` (private): the front's own minimal CQL connection to Cassandra.
 //! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
+//! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontConfig`], [`FrontHandle`] and the shared state.
 
 #![forbid(unsafe_code)]
@@ -81,6 +82,7 @@ mod front;
 pub mod generation;
 mod guard;
 pub mod proxy;
+mod refusals;
 pub mod rewrite;
 pub mod rng;
 pub mod stats;

@@ -113,6 +113,7 @@ enum Pending {
     Schema {
         cdc: Option<super::cdc::CdcOptions>,
         table: Option<(Option<String>, String)>,
+        tablets: Option<Option<i32>>,
     },
     Use,
 }
@@ -510,7 +511,13 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 return;
             }
             if rw.schema {
-                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table });
+                if let Some((code, message)) =
+                    crate::refusals::check(&conn.shared, text, conn.current_keyspace().as_deref())
+                {
+                    conn.reply_error(h.stream, code, &message);
+                    return;
+                }
+                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table, tablets: rw.tablets });
             } else if rw.use_keyspace {
                 conn.use_sent(h.stream);
             }
@@ -839,7 +846,7 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             }
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Schema { cdc, table }) => {
+        Some(Pending::Schema { cdc, table, tablets }) => {
             let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
                 // Cassandra answers Void to an ALTER that changes nothing it
@@ -854,6 +861,17 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
                     let target = SchemaChangeTarget::Table { keyspace, name };
                     (SchemaChange { change: SchemaChangeType::Updated, target }, true)
                 }
+                Ok(Response { message: ResponseMessage::Error(e), .. }) => {
+                    match crate::refusals::translate(e.code, &e.message) {
+                        Some((code, message)) => {
+                            let _ = conn.to_client.send(error_frame(4, h.stream, code, &message));
+                        }
+                        None => {
+                            let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+                        }
+                    }
+                    return;
+                }
                 _ => {
                     let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
                     return;
@@ -861,7 +879,13 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             };
             let conn = conn.clone();
             tokio::spawn(async move {
-                match conn.shared.on_schema_change(&change, cdc).await {
+                let mut result = conn.shared.on_schema_change(&change, cdc).await;
+                if let (Ok(()), Some(Some(initial)), SchemaChangeTarget::Keyspace { keyspace }) =
+                    (&result, tablets, &change.target)
+                {
+                    result = conn.shared.record_tablets(keyspace, initial).await;
+                }
+                match result {
                     Ok(()) if fabricated => {
                         let message = ResponseMessage::Result(ResultMessage::SchemaChange(change));
                         if let Some(f) = response_frame(h.stream, message) {

@@ -15,3 +15,4 @@ mod python;
 mod scylla_cdc;
 mod scylla_driver;
 mod shards;
+mod transcripts;
