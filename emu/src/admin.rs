@@ -52,7 +52,7 @@ impl Conn {
         }
     }
 
-    async fn roundtrip<R: Request>(&mut self, request: &R) -> Result<Response, EmuError> {
+    pub(crate) async fn roundtrip<R: Request>(&mut self, request: &R) -> Result<Response, EmuError> {
         let mut buf = Vec::new();
         encode_request(request, ProtocolVersion::V4, 0, 0, &mut buf)
             .map_err(|e| EmuError::Protocol(format!("encoding a request: {e}")))?;

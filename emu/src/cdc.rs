@@ -387,6 +387,14 @@ impl Registry {
     pub(crate) fn options(&self, keyspace: &str, table: &str) -> Option<CdcOptions> {
         self.tables.get(&(keyspace.to_string(), table.to_string())).copied()
     }
+    /// Whether a table of this name has CDC enabled in some keyspace.
+    pub(crate) fn enabled_anywhere(&self, table: &str) -> bool {
+        self.tables.iter().any(|((_, t), o)| t == table && o.enabled)
+    }
+    /// The names of the tables with CDC enabled.
+    pub(crate) fn enabled_names(&self) -> Vec<String> {
+        self.tables.iter().filter(|(_, o)| o.enabled).map(|((_, t), _)| t.clone()).collect()
+    }
 }
 
 #[cfg(test)]

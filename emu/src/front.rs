@@ -118,6 +118,11 @@ pub(crate) struct StatementInfo {
     pub(crate) dml: Option<Arc<cdclog::dml::Statement>>,
     /// The keyspace of its unqualified table names.
     pub(crate) keyspace: Option<String>,
+    /// DML the front's parser could not read: the text and why (the CDC
+    /// write guard refuses it when it may write a CDC table).
+    pub(crate) unparsed: Option<(String, String)>,
+    /// A `USE` statement: its execution changes the connection's keyspace.
+    pub(crate) is_use: bool,
 }
 
 pub(crate) struct NodeState {
@@ -225,6 +230,12 @@ impl Shared {
         Ok(rows
             .into_iter()
             .filter_map(|r| {
+                // The hidden value column of a COMPACT STORAGE table with
+                // only key columns (type `empty`): not a column to clients,
+                // and not one Scylla's log has.
+                if admin::text(&r[3]).is_some_and(|t| t == "empty") {
+                    return None;
+                }
                 Some(BaseColumn {
                     name: admin::text(&r[0])?,
                     kind: ColumnKind::parse(&admin::text(&r[1])?)?,
@@ -241,7 +252,7 @@ impl Shared {
         let invalid = |message: String| EmuError::Server { code: 0x2200, message };
         if self.partitioner_of(keyspace, table) == Partitioner::Cdc {
             return Err(invalid(format!(
-                "Cannot create CDC log for table {keyspace}.{table}: nested CDC logs are not allowed"
+                "Cannot create a CDC log for a table {keyspace}.{table}, because creating nested CDC logs is not allowed"
             )));
         }
         if options.enabled {
@@ -372,6 +383,18 @@ impl Shared {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Records a keyspace created with tablets, as Scylla's
+    /// `system_schema.scylla_keyspaces` shows it (`initial_tablets`; no row
+    /// for a keyspace on vnodes).
+    pub(crate) async fn record_tablets(&self, keyspace: &str, initial: i32) -> Result<(), (i32, String)> {
+        let cql = format!(
+            "INSERT INTO {}.scylla_keyspaces (keyspace_name, initial_tablets) VALUES ({}, {initial})",
+            self.emu(),
+            lit(keyspace)
+        );
+        self.admin.query(&cql).await.map(|_| ()).map_err(EmuError::code_and_message)
     }
 
     async fn create_generation(&self, timestamp_ms: i64) -> Result<Generation, EmuError> {

@@ -67,7 +67,10 @@
 //! - [`rng`]: splitmix64, the small deterministic generator (also used by the tests' workloads).
 //! - [`stats`]: the counters ([`FrontStats`]).
 //! - [`system_tables`]: the Scylla system tables as real tables in the front's keyspace.
+//! - [`transcript`]: CQL transcripts in ScyllaDB's `test/cql` format, run through a front.
 //! - `admin` (private): the front's own minimal CQL connection to Cassandra.
+//! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
+//! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontConfig`], [`FrontHandle`] and the shared state.
 
 #![forbid(unsafe_code)]
@@ -77,11 +80,14 @@ pub mod cdc;
 pub mod cdclog;
 mod front;
 pub mod generation;
+mod guard;
 pub mod proxy;
+mod refusals;
 pub mod rewrite;
 pub mod rng;
 pub mod stats;
 pub mod system_tables;
+pub mod transcript;
 
 pub use cdc::{CdcOptions, CdcTable, Delta, PreImage};
 pub use front::{EmuError, EmulatedNode, Front, FrontConfig, FrontHandle};

@@ -60,6 +60,7 @@ use super::cdclog::synth::{self, Item, OwnedValue};
 use super::rewrite::{self, LocalAnswer};
 use super::stats::inc;
 use crate::front::{Shared, StatementInfo};
+use crate::guard::{self, Keyspace, Resolution, Verdict};
 
 /// Bytes on their way to one socket.
 pub(crate) type Outbox = UnboundedSender<Bytes>;
@@ -112,6 +113,7 @@ enum Pending {
     Schema {
         cdc: Option<super::cdc::CdcOptions>,
         table: Option<(Option<String>, String)>,
+        tablets: Option<Option<i32>>,
     },
     Use,
 }
@@ -122,7 +124,7 @@ pub(crate) struct Conn {
     shard: u16,
     pending: Mutex<HashMap<i16, Pending>>,
     lwt_mark: AtomicBool,
-    keyspace: Mutex<Option<String>>,
+    keyspace: Mutex<Keyspace>,
     to_client: Outbox,
     to_upstream: Outbox,
 }
@@ -148,7 +150,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, node: usize, client: TcpStream, s
             shard,
             pending: Mutex::new(HashMap::new()),
             lwt_mark: AtomicBool::new(false),
-            keyspace: Mutex::new(None),
+            keyspace: Mutex::new(Keyspace::default()),
             to_client: ctx,
             to_upstream: utx,
         });
@@ -211,6 +213,47 @@ fn error_frame(version: u8, stream: i16, code: i32, message: &str) -> Bytes {
     out.put_u32(body.len() as u32);
     out.extend_from_slice(&body);
     out.freeze()
+}
+
+/// Cassandra's UNPREPARED error for `id`: the driver prepares the
+/// statement again and retries.
+fn unprepared_frame(stream: i16, id: &[u8]) -> Bytes {
+    let message = "Prepared statement unknown to the Scylla emulation front; prepare it again";
+    let mut body = Vec::with_capacity(8 + message.len() + id.len());
+    body.put_i32(0x2500);
+    body.put_u16(message.len() as u16);
+    body.put_slice(message.as_bytes());
+    body.put_u16(id.len().min(u16::MAX as usize) as u16);
+    body.put_slice(&id[..id.len().min(u16::MAX as usize)]);
+    let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());
+    out.put_u8(0x84);
+    out.put_u8(0);
+    out.put_i16(stream);
+    out.put_u8(Opcode::Error as u8);
+    out.put_u32(body.len() as u32);
+    out.extend_from_slice(&body);
+    out.freeze()
+}
+
+/// What a statement text is to the CDC side of the front.
+enum Dml {
+    /// Not INSERT/UPDATE/DELETE/BATCH.
+    Other,
+    /// DML, read.
+    Parsed(Arc<Statement>),
+    /// Looks like DML, but the parser could not read it (why).
+    Unparsed(String),
+}
+
+fn classify(text: &str) -> Dml {
+    if !synth::may_be_dml(text) {
+        return Dml::Other;
+    }
+    match dml::parse(text) {
+        Ok(s) => Dml::Parsed(Arc::new(s)),
+        Err(dml::DmlError::NotDml) => Dml::Other,
+        Err(e) => Dml::Unparsed(e.to_string()),
+    }
 }
 
 fn response_frame(stream: i16, message: ResponseMessage) -> Option<Bytes> {
@@ -339,34 +382,50 @@ impl Conn {
     }
 
     fn current_keyspace(&self) -> Option<String> {
-        self.keyspace.lock().ok().and_then(|k| k.clone())
+        self.keyspace.lock().ok().and_then(|k| k.current.clone())
     }
 
-    /// The statement, if `text` is DML.
-    fn dml(&self, text: &str) -> Option<Arc<Statement>> {
-        if !synth::may_be_dml(text) {
-            return None;
+    /// Where unqualified names point, for a statement prepared in
+    /// `prepared` (or not prepared: `None`).
+    fn resolution(&self, prepared: Option<&str>) -> Resolution {
+        match self.keyspace.lock() {
+            Ok(k) => Resolution::of(prepared, &k),
+            Err(_) => Resolution { keyspace: prepared.map(str::to_string), changing: true },
         }
-        dml::parse(text).ok().map(Arc::new)
     }
 
-    /// The statement, if `text` writes to a CDC table.
-    fn cdc_statement(&self, text: &str) -> Option<Arc<Statement>> {
-        let statement = self.dml(text)?;
-        self.shared.writes_cdc_table(&statement, self.current_keyspace().as_deref()).then_some(statement)
+    /// A `USE` is on its way to Cassandra: its answer is awaited
+    /// ([`Pending::Use`]).
+    fn use_sent(&self, stream: i16) {
+        if let Ok(mut k) = self.keyspace.lock() {
+            k.uses_in_flight += 1;
+        }
+        self.pend(stream, Pending::Use);
     }
 
-    /// A prepared statement's DML and keyspace.
-    fn prepared_dml(&self, id: &[u8]) -> Option<(Arc<Statement>, Option<String>)> {
-        let info = self.shared.prepared.lock().ok()?.get(id).cloned()?;
-        Some((info.dml.clone()?, info.keyspace.clone()))
+    /// The verdict on an unprepared write `text`, with its statement when
+    /// it is to be logged.
+    fn judge_text(&self, text: &str) -> (Verdict, Option<Arc<Statement>>) {
+        match classify(text) {
+            Dml::Other => (Verdict::Plain, None),
+            Dml::Unparsed(why) => (guard::judge_unparsed(&self.shared, text, &why), None),
+            Dml::Parsed(statement) => (guard::judge(&self.shared, &statement, &self.resolution(None)), Some(statement)),
+        }
     }
 
-    /// A prepared statement's DML, if it writes to a CDC table.
-    fn prepared_cdc_statement(&self, id: &[u8]) -> Option<(Arc<Statement>, Option<String>)> {
-        let (statement, keyspace) = self.prepared_dml(id)?;
-        let ks = keyspace.clone().or_else(|| self.current_keyspace());
-        self.shared.writes_cdc_table(&statement, ks.as_deref()).then_some((statement, keyspace))
+    /// The prepared statement `id`, when the front saw it prepared.
+    fn prepared_info(&self, id: &[u8]) -> Option<Arc<StatementInfo>> {
+        self.shared.prepared.lock().ok()?.get(id).cloned()
+    }
+
+    /// The verdict on an execution of a prepared statement, with its
+    /// statement and keyspace when it is to be logged.
+    fn judge_prepared(&self, info: &StatementInfo) -> Verdict {
+        match (&info.dml, &info.unparsed) {
+            (Some(statement), _) => guard::judge(&self.shared, statement, &self.resolution(info.keyspace.as_deref())),
+            (None, Some((text, why))) => guard::judge_unparsed(&self.shared, text, why),
+            (None, None) => Verdict::Plain,
+        }
     }
 
     fn item(&self, statement: Arc<Statement>, values: &RawValues<'_>) -> Item {
@@ -431,7 +490,13 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
             }
             inc(&conn.shard_counters().unrouted);
             let text = rw.text.as_deref().unwrap_or(q.query);
-            if let Some(statement) = conn.cdc_statement(text) {
+            let (verdict, statement) = conn.judge_text(text);
+            if let Verdict::Refused(code, message) = verdict {
+                inc(&conn.shared.counters.cdc_refused);
+                conn.reply_error(h.stream, code, &message);
+                return;
+            }
+            if let (Verdict::Logged, Some(statement)) = (verdict, statement) {
                 let item = conn.item(statement, &q.params.values);
                 let conditional = item.statement.is_conditional();
                 let ts = q.params.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
@@ -446,9 +511,15 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 return;
             }
             if rw.schema {
-                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table });
+                if let Some((code, message)) =
+                    crate::refusals::check(&conn.shared, text, conn.current_keyspace().as_deref())
+                {
+                    conn.reply_error(h.stream, code, &message);
+                    return;
+                }
+                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table, tablets: rw.tablets });
             } else if rw.use_keyspace {
-                conn.pend(h.stream, Pending::Use);
+                conn.use_sent(h.stream);
             }
             match rw.text {
                 Some(text) => {
@@ -483,10 +554,26 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
             }
         }
         Ok(AnyRequest::Execute(e)) => {
+            let Some(info) = conn.prepared_info(e.id) else {
+                // Prepared before this front saw it (Cassandra keeps
+                // prepared statements): the driver prepares it again.
+                inc(&conn.shared.counters.cdc_refused);
+                conn.reply(Some(unprepared_frame(h.stream, e.id)));
+                return;
+            };
             let miss = conn.route(e.id, &e.params.values) == Some(true);
-            if let Some((statement, keyspace)) = conn.prepared_cdc_statement(e.id) {
+            if info.is_use {
+                conn.use_sent(h.stream);
+            }
+            let verdict = conn.judge_prepared(&info);
+            if let Verdict::Refused(code, message) = verdict {
+                inc(&conn.shared.counters.cdc_refused);
+                conn.reply_error(h.stream, code, &message);
+                return;
+            }
+            if let (Verdict::Logged, Some(statement)) = (verdict, info.dml.clone()) {
                 let mut item = conn.item(statement, &e.params.values);
-                item.keyspace = keyspace.or(item.keyspace);
+                item.keyspace = info.keyspace.clone().or(item.keyspace);
                 let conditional = item.statement.is_conditional();
                 let ts = e.params.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
                 let params = QueryParameters {
@@ -513,6 +600,11 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
     for s in &b.statements {
         match s.kind {
             StatementKind::Prepared(id) => {
+                if conn.prepared_info(id).is_none() {
+                    inc(&conn.shared.counters.cdc_refused);
+                    conn.reply(Some(unprepared_frame(h.stream, id)));
+                    return;
+                }
                 miss |= conn.route(id, &s.values) == Some(true);
                 texts.push(None);
             }
@@ -531,12 +623,26 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
     let mut items = Vec::new();
     let mut cdc = false;
     for (s, t) in b.statements.iter().zip(&texts) {
-        let parsed = match s.kind {
-            StatementKind::Prepared(id) => conn.prepared_dml(id),
-            StatementKind::Query(q) => conn.dml(t.as_deref().unwrap_or(q)).map(|st| (st, None)),
+        let (verdict, parsed) = match s.kind {
+            StatementKind::Prepared(id) => match conn.prepared_info(id) {
+                Some(info) => (conn.judge_prepared(&info), info.dml.clone().map(|d| (d, info.keyspace.clone()))),
+                None => (Verdict::Refused(0x2500, "Unprepared statement in a batch".into()), None),
+            },
+            StatementKind::Query(q) => {
+                let (verdict, statement) = conn.judge_text(t.as_deref().unwrap_or(q));
+                (verdict, statement.map(|st| (st, None)))
+            }
         };
+        match verdict {
+            Verdict::Refused(code, message) => {
+                inc(&conn.shared.counters.cdc_refused);
+                conn.reply_error(h.stream, code, &message);
+                return;
+            }
+            Verdict::Logged => cdc = true,
+            Verdict::Plain => {}
+        }
         if let Some((statement, keyspace)) = parsed {
-            cdc |= conn.shared.writes_cdc_table(&statement, keyspace.as_deref().or(conn.current_keyspace().as_deref()));
             let mut item = conn.item(statement, &s.values);
             item.keyspace = keyspace.or(item.keyspace);
             items.push(item);
@@ -728,29 +834,43 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             let _ = conn.to_client.send(frame(&h, h.flags.0, &body));
         }
         Some(Pending::Use) => {
-            if let Ok(Response { message: ResponseMessage::Result(ResultMessage::SetKeyspace(ks)), .. }) =
-                Response::decode(&h, env.body.clone())
-            {
-                if let Ok(mut k) = conn.keyspace.lock() {
-                    *k = Some(ks);
+            let set = match Response::decode(&h, env.body.clone()) {
+                Ok(Response { message: ResponseMessage::Result(ResultMessage::SetKeyspace(ks)), .. }) => Some(ks),
+                _ => None,
+            };
+            if let Ok(mut k) = conn.keyspace.lock() {
+                k.uses_in_flight = k.uses_in_flight.saturating_sub(1);
+                if set.is_some() {
+                    k.current = set;
                 }
             }
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Schema { cdc, table }) => {
+        Some(Pending::Schema { cdc, table, tablets }) => {
             let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
                 // Cassandra answers Void to an ALTER that changes nothing it
                 // knows (only Scylla's `cdc` map changed): the front does
                 // its part and answers what Scylla would, a Schema_change.
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::Void), .. }) if cdc.is_some() => {
-                    let current = conn.keyspace.lock().ok().and_then(|k| k.clone());
+                    let current = conn.current_keyspace();
                     let Some((Some(keyspace), name)) = table.map(|(ks, t)| (ks.or(current), t)) else {
                         let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
                         return;
                     };
                     let target = SchemaChangeTarget::Table { keyspace, name };
                     (SchemaChange { change: SchemaChangeType::Updated, target }, true)
+                }
+                Ok(Response { message: ResponseMessage::Error(e), .. }) => {
+                    match crate::refusals::translate(e.code, &e.message) {
+                        Some((code, message)) => {
+                            let _ = conn.to_client.send(error_frame(4, h.stream, code, &message));
+                        }
+                        None => {
+                            let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
+                        }
+                    }
+                    return;
                 }
                 _ => {
                     let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
@@ -759,7 +879,13 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             };
             let conn = conn.clone();
             tokio::spawn(async move {
-                match conn.shared.on_schema_change(&change, cdc).await {
+                let mut result = conn.shared.on_schema_change(&change, cdc).await;
+                if let (Ok(()), Some(Some(initial)), SchemaChangeTarget::Keyspace { keyspace }) =
+                    (&result, tablets, &change.target)
+                {
+                    result = conn.shared.record_tablets(keyspace, initial).await;
+                }
+                match result {
                     Ok(()) if fabricated => {
                         let message = ResponseMessage::Result(ResultMessage::SchemaChange(change));
                         if let Some(f) = response_frame(h.stream, message) {
@@ -787,7 +913,16 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: 
     else {
         return env.body.clone();
     };
-    let dml = conn.dml(text).map(|d| (d, keyspace));
+    let parsed = classify(text);
+    let unparsed = match &parsed {
+        Dml::Unparsed(why) => Some((text.to_string(), why.clone())),
+        _ => None,
+    };
+    let is_use = rewrite::rewrite(text, &conn.shared.config.emu_keyspace, false).use_keyspace;
+    let dml = match parsed {
+        Dml::Parsed(d) => Some((d, keyspace.clone())),
+        _ => None,
+    };
     if let Some(spec) = p.metadata.specs.first() {
         let partitioner = conn.shared.partitioner_of(&spec.keyspace, &spec.table);
         // `pk IN ?` binds a list of keys: a multi-partition request, routed
@@ -814,18 +949,24 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: 
             partitioner,
             keyspace: dml.as_ref().and_then(|d| d.1.clone()).or_else(|| Some(spec.keyspace.clone())),
             dml: dml.map(|d| d.0),
+            unparsed,
+            is_use,
         };
         if let Ok(mut m) = conn.shared.prepared.lock() {
             m.insert(p.id.clone(), Arc::new(info));
         }
         inc(&conn.shared.counters.prepared_learned);
-    } else if let Some((statement, keyspace)) = dml {
+    } else {
+        // No bound column: no routing, but the front must still know the
+        // statement (an unknown id is answered UNPREPARED).
         let info = StatementInfo {
             pk_indexes: Vec::new(),
             in_list: false,
             partitioner: Partitioner::Murmur3,
-            dml: Some(statement),
-            keyspace,
+            keyspace: dml.as_ref().map_or(keyspace, |d| d.1.clone()),
+            dml: dml.map(|d| d.0),
+            unparsed,
+            is_use,
         };
         if let Ok(mut m) = conn.shared.prepared.lock() {
             m.insert(p.id.clone(), Arc::new(info));

@@ -178,6 +178,10 @@ pub struct Rewrite {
     pub table: Option<(Option<String>, String)>,
     /// A `USE` statement.
     pub use_keyspace: bool,
+    /// `CREATE KEYSPACE ... AND tablets = {...}` (stripped): `Some(n)` for
+    /// tablets with `n` initial tablets (0 when not given), `None` for
+    /// `'enabled': false`.
+    pub tablets: Option<Option<i32>>,
 }
 
 /// An answer the front gives itself.
@@ -210,10 +214,10 @@ fn first_word(text: &str) -> &str {
 /// Whether a statement might need [`rewrite`] at all (a cheap scan).
 pub fn may_need_rewrite(text: &str, emu_keyspace: &str) -> bool {
     let w = first_word(text);
-    ["create", "alter", "drop"].iter().any(|k| w.eq_ignore_ascii_case(k))
+    ["create", "alter", "drop", "use"].iter().any(|k| w.eq_ignore_ascii_case(k))
         || text.trim_start().starts_with('/')
         || text.trim_start().starts_with('-')
-        || ["bypass", "timeout", "system_distributed", "scylla_", "peers_v2", emu_keyspace]
+        || ["bypass", "timeout", "system_distributed", "scylla_", "peers_v2", "cdc$stream_id", emu_keyspace]
             .iter()
             .any(|n| contains_ci(text, n))
 }
@@ -298,6 +302,54 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
                 _ => {}
             }
         }
+        // Scylla's `tablets` keyspace option: stripped, the choice kept.
+        if depth == 0
+            && first == "create"
+            && toks.get(1).is_some_and(|t| t.is_kw("KEYSPACE"))
+            && name.as_deref() == Some("tablets")
+            && next(1).is_some_and(|e| e.is_punct('='))
+            && next(2).is_some_and(|b| b.is_punct('{'))
+        {
+            match tablets_map(&toks, i + 2) {
+                Ok((end, choice)) => {
+                    // Remove `AND tablets = {...}`, or `tablets = {...} AND`.
+                    let (start, stop) = if i > 0 && toks[i - 1].is_kw("AND") {
+                        (toks[i - 1].start, toks[end].end)
+                    } else if toks.get(end + 1).is_some_and(|t| t.is_kw("AND")) {
+                        (t.start, toks[end + 1].end)
+                    } else {
+                        (t.start, toks[end].end)
+                    };
+                    edits.push((start, stop, String::new()));
+                    out.tablets = Some(choice);
+                    i = end + 1;
+                    continue;
+                }
+                Err(message) => {
+                    out.local = Some(LocalAnswer::Error { code: CONFIG_ERROR, message });
+                    return out;
+                }
+            }
+        }
+        // `"cdc$stream_id" = 0x`: Scylla answers no rows (a stream id is
+        // 16 bytes); Cassandra refuses an empty key. A one-byte key matches
+        // no stream either, so it stands in for the empty one.
+        if first == "select" && t.kind == Kind::QuotedIdent && name.as_deref() == Some("cdc$stream_id") {
+            let mut j = i + 1;
+            if toks.get(j).is_some_and(|x| x.is_punct('=') || x.is_kw("IN")) {
+                j += 1;
+                let list = toks.get(j).is_some_and(|x| x.is_punct('('));
+                while let Some(v) = toks.get(j) {
+                    if v.kind == Kind::Number && v.text.eq_ignore_ascii_case("0x") {
+                        edits.push((v.start, v.end, "0x00".into()));
+                    }
+                    if !list || v.is_punct(')') {
+                        break;
+                    }
+                    j += 1;
+                }
+            }
+        }
         if depth == 0
             && name.as_deref() == Some("cdc")
             && out.schema
@@ -378,6 +430,42 @@ fn using_clause(toks: &[Tok<'_>], at: usize) -> Result<Option<(usize, usize, Str
         let kept: Vec<String> = keep.into_iter().map(text_of).collect();
         (toks[at + 1].start, last_end, kept.join(" AND "))
     }))
+}
+
+/// Parses `{'enabled': <bool>[, 'initial': <n>]}` at `toks[open]`: the
+/// index of the closing `}` and the choice (see [`Rewrite::tablets`]).
+fn tablets_map(toks: &[Tok<'_>], open: usize) -> Result<(usize, Option<i32>), String> {
+    let (mut enabled, mut initial) = (true, 0i32);
+    let mut j = open + 1;
+    let value_of = |t: &Tok<'_>| t.string_value().unwrap_or_else(|| t.text.to_string());
+    loop {
+        let t = toks.get(j).ok_or("unterminated tablets options map")?;
+        if t.is_punct('}') {
+            break;
+        }
+        if t.is_punct(',') {
+            j += 1;
+            continue;
+        }
+        let v = toks.get(j + 2).filter(|_| toks.get(j + 1).is_some_and(|c| c.is_punct(':')));
+        let v = v.ok_or_else(|| format!("Invalid tablets options map near {}", t.text))?;
+        let value = value_of(v).to_ascii_lowercase();
+        match value_of(t).to_ascii_lowercase().as_str() {
+            "enabled" => {
+                enabled = match value.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(format!("Invalid value for tablets option 'enabled': {value}")),
+                }
+            }
+            "initial" => {
+                initial = value.parse().map_err(|_| format!("Invalid value for tablets option 'initial': {value}"))?
+            }
+            other => return Err(format!("Unknown tablets option '{other}'")),
+        }
+        j += 3;
+    }
+    Ok((j, enabled.then_some(initial)))
 }
 
 /// Parses the map literal starting at `toks[open]` (`{`): returns the index
@@ -476,6 +564,39 @@ mod tests {
         assert_eq!(rw("CREATE TABLE t (a int PRIMARY KEY) WITH cdc = true").cdc, None);
         assert_eq!(rw("ALTER TABLE \"Ks\".T WITH cdc = {}").table, Some((Some("Ks".into()), "t".into())));
         assert_eq!(rw("CREATE TABLE IF NOT EXISTS t (a int PRIMARY KEY)").table, Some((None, "t".into())));
+    }
+
+    #[test]
+    fn tablets_option_is_stripped_and_kept() {
+        let r = rw("CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1} AND tablets = {'enabled': false}");
+        assert_eq!(
+            r.text.unwrap(),
+            "CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1} "
+        );
+        assert_eq!(r.tablets, Some(None));
+        let r = rw("CREATE KEYSPACE k WITH tablets = {'enabled': true, 'initial': 8} AND replication = {'class': 'SimpleStrategy'}");
+        assert_eq!(r.text.unwrap(), "CREATE KEYSPACE k WITH  replication = {'class': 'SimpleStrategy'}");
+        assert_eq!(r.tablets, Some(Some(8)));
+    }
+
+    #[test]
+    fn empty_stream_id_matches_nothing() {
+        assert_eq!(
+            rw("SELECT * FROM t_scylla_cdc_log WHERE \"cdc$stream_id\" = 0x").text.unwrap(),
+            "SELECT * FROM t_scylla_cdc_log WHERE \"cdc$stream_id\" = 0x00"
+        );
+        assert_eq!(
+            rw("SELECT * FROM t_scylla_cdc_log WHERE \"cdc$stream_id\" IN (0x, 0x01)").text.unwrap(),
+            "SELECT * FROM t_scylla_cdc_log WHERE \"cdc$stream_id\" IN (0x00, 0x01)"
+        );
+    }
+
+    #[test]
+    fn use_is_recognised_without_any_other_rewrite() {
+        assert!(rw("USE ks").use_keyspace);
+        assert!(rw("use \"Ks\";").use_keyspace);
+        assert!(rw("-- pick one\nUSE ks").use_keyspace);
+        assert!(!rw("SELECT * FROM used").use_keyspace);
     }
 
     #[test]

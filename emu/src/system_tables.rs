@@ -18,7 +18,11 @@
 //!   row for every table; a missing row means the default partitioner to
 //!   every driver, so nothing is lost).
 //! - `scylla_keyspaces (keyspace_name, storage_type, storage_options,
-//!   initial_tablets)`: kept empty: every keyspace uses vnodes.
+//!   initial_tablets)`: a row for every keyspace created through a front
+//!   with `tablets = {'enabled': true}` (`initial_tablets` 0 unless
+//!   `'initial'` was given), as on Scylla; none for keyspaces on vnodes.
+//!   (The front does not emulate tablets: such a keyspace is an ordinary
+//!   Cassandra keyspace, and CDC on it works as on vnodes.)
 //! - `cdc_options`: the front's memory of `WITH cdc = {...}` per base table
 //!   (not a Scylla table).
 //! - `front_stats`: not a table at all; `SELECT * FROM <emu>.front_stats`

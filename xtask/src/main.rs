@@ -7,6 +7,8 @@
 //! * `cargo xtask bench` — the benchmark comparison suite (shardwise beside
 //!   the official driver) against a Cassandra and an emulation front it
 //!   starts itself; writes `benches/results/latest.md`.
+//! * `cargo xtask transcript <file.cql>` — runs a CQL transcript through the
+//!   Scylla emulation front and writes its `.result` file, for review.
 //! * `cargo xtask test` — the whole test suite against a server it starts
 //!   itself: workspace tests, loom models, fuzz smoke runs. CI runs exactly
 //!   this (`.ci/run`).
@@ -93,6 +95,11 @@ tasks:
   emu [options]        Cassandra plus the Scylla emulation front (shardwise-emu), until Ctrl-C:
     --nodes N --shards N --ignore-msb N --miss-delay-us N --port P --shard-aware-port P
                        (the shardwise-emu binary fronts a Cassandra that is already running)
+  transcript FILE.cql...
+                       run each CQL transcript through a Scylla emulation front (on a Cassandra
+                       it starts, or $SHARDWISE_CASSANDRA) and write FILE.result beside it, for
+                       review: a .result must show Scylla's behaviour, not merely the front's
+                       (the suite is emu/tests/transcripts, run by `cargo xtask test`)
   house                only step 0 of `test`: the outside-path check, fmt, clippy and doc
   help                 this text
 ";
@@ -105,6 +112,7 @@ fn main() -> ExitCode {
         Some("test") => test::run(&args[1..]),
         Some("house") => test::run_house(),
         Some("emu") => emu(&args[1..]),
+        Some("transcript") => transcript(&args[1..]),
         Some("help" | "-h" | "--help") => {
             print!("{HELP}");
             ExitCode::SUCCESS
@@ -153,6 +161,54 @@ fn emu(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask transcript FILE.cql...`: writes `FILE.result` from the
+/// front's output (`shardwise_emu::transcript`).
+fn transcript(files: &[String]) -> ExitCode {
+    match transcript_run(files) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask transcript: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn transcript_run(files: &[String]) -> Result<(), String> {
+    use shardwise_emu::{transcript, Front, FrontConfig};
+    use testkit::{Node, NodeConfig};
+
+    if files.is_empty() || files.iter().any(|f| !f.ends_with(".cql")) {
+        return Err("usage: cargo xtask transcript FILE.cql...".into());
+    }
+    let scripts: Vec<(std::path::PathBuf, String)> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).map(|t| (std::path::PathBuf::from(f), t)).map_err(|e| format!("{f}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let mut node = None;
+    let upstream = match std::env::var(testkit::SHARDWISE_CASSANDRA).ok().and_then(|v| v.trim().parse().ok()) {
+        Some(addr) => addr,
+        None => {
+            eprintln!("xtask: starting Cassandra {}...", testkit::CASSANDRA_VERSION);
+            let config = NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?;
+            let n = Node::start(config).map_err(|e| e.to_string())?;
+            let addr = n.addr();
+            node = Some(n);
+            addr
+        }
+    };
+    let front = Front::start(upstream, FrontConfig::default()).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    for (path, script) in &scripts {
+        let out = runtime.block_on(transcript::run(front.addr(), script)).map_err(|e| e.to_string())?;
+        let result = path.with_extension("result");
+        std::fs::write(&result, out).map_err(|e| format!("{}: {e}", result.display()))?;
+        eprintln!("xtask transcript: wrote {} (review it against Scylla's behaviour)", result.display());
+    }
+    front.stop();
+    drop(node);
+    Ok(())
 }
 
 fn emu_serve(args: &[String]) -> Result<(), String> {

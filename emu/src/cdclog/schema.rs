@@ -77,6 +77,9 @@ pub struct TableSchema {
     pub default_ttl: i32,
     /// The table's CDC options.
     pub options: CdcOptions,
+    /// A `COMPACT STORAGE` table: its rows have no row marker, so Scylla
+    /// logs an INSERT into it as an UPDATE (operation 1).
+    pub compact: bool,
 }
 
 impl TableSchema {
@@ -113,6 +116,7 @@ impl TableSchema {
             columns,
             default_ttl,
             options,
+            compact: false,
         })
     }
 

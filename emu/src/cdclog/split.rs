@@ -374,7 +374,9 @@ impl Writer<'_> {
                 }
             }
             let ttl = (d.ttl > 0).then_some(i64::from(d.ttl));
-            rows.push(LogRow { op: d.op, ttl, values: self.order(values) });
+            // No row marker in a compact table: Scylla sees an update.
+            let op = if self.schema.compact && d.op == op::INSERT { op::UPDATE } else { d.op };
+            rows.push(LogRow { op, ttl, values: self.order(values) });
             self.apply(d);
         }
         for r in ranges {

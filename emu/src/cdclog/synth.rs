@@ -83,15 +83,6 @@ fn resolve<'a>(t: &'a TableName, default: Option<&'a str>) -> Option<(&'a str, &
 }
 
 impl Shared {
-    /// Whether `statement` writes to a table with CDC enabled.
-    pub(crate) fn writes_cdc_table(&self, statement: &Statement, keyspace: Option<&str>) -> bool {
-        let Ok(registry) = self.registry.lock() else { return false };
-        statement
-            .tables()
-            .into_iter()
-            .any(|t| resolve(t, keyspace).and_then(|(k, t)| registry.options(k, t)).is_some_and(|o| o.enabled))
-    }
-
     /// Forgets cached schemas of a table (after DDL).
     pub(crate) fn forget_cdc_schema(&self, keyspace: &str, table: &str) {
         if let Ok(mut s) = self.cdc_schemas.lock() {
@@ -128,20 +119,25 @@ impl Shared {
                 types.insert(name, texts(&row[1]).into_iter().zip(texts(&row[2])).collect());
             }
         }
-        let default_ttl = self
+        let table_row = self
             .admin
             .rows(&format!(
-                "SELECT default_time_to_live FROM system_schema.tables WHERE keyspace_name = {} AND table_name = {}",
+                "SELECT default_time_to_live, flags FROM system_schema.tables WHERE keyspace_name = {} AND table_name = {}",
                 lit(keyspace),
                 lit(table)
             ))
-            .await?
+            .await?;
+        let default_ttl = table_row.first().and_then(|r| r[0].as_ref().and_then(|v| v.as_i32())).unwrap_or(0);
+        // COMPACT STORAGE tables are `dense` (clustered) or not `compound`.
+        let flags: Option<Vec<String>> = table_row
             .first()
-            .and_then(|r| r[0].as_ref().and_then(|v| v.as_i32()))
-            .unwrap_or(0);
+            .and_then(|r| r[1].as_ref().and_then(|v| v.as_elements()))
+            .map(|e| e.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect());
+        let compact = flags.is_some_and(|f| f.iter().any(|f| f == "dense") || !f.iter().any(|f| f == "compound"));
         let udt = |_: &str, name: &str| types.get(name).cloned();
-        let schema = TableSchema::new(keyspace, table, &columns, &udt, default_ttl, options)
+        let mut schema = TableSchema::new(keyspace, table, &columns, &udt, default_ttl, options)
             .map_err(|m| EmuError::Protocol(format!("schema of {keyspace}.{table}: {m}")))?;
+        schema.compact = compact;
         let schema = Arc::new(schema);
         if let Ok(mut s) = self.cdc_schemas.lock() {
             s.insert(key, schema.clone());

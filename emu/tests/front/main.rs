@@ -7,6 +7,7 @@
 mod support;
 
 mod cdc_ddl;
+mod cdc_guard;
 mod cdc_log;
 mod cdc_replay;
 mod cdc_scylla_workload;
@@ -14,3 +15,4 @@ mod python;
 mod scylla_cdc;
 mod scylla_driver;
 mod shards;
+mod transcripts;
