@@ -196,6 +196,34 @@ async fn lwt_use_keyspace_and_typed_errors() {
     );
 }
 
+/// The prepared-statement cache was keyed by text only: after `USE` of
+/// another keyspace, an unqualified statement got the one prepared against
+/// the first keyspace (and read its table).
+#[tokio::test]
+async fn prepared_cache_follows_use() {
+    let s = session(ProtocolVersion::V5, Compression::None).await;
+    let mut keyspaces = Vec::new();
+    for (prefix, value) in [("usea", "first"), ("useb", "second")] {
+        let ks = keyspace(&s, prefix).await;
+        s.execute(&Statement::new(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (1, '{value}')")), ())
+            .await
+            .expect("insert");
+        keyspaces.push(ks);
+    }
+    let text = "SELECT t FROM every_type WHERE pk = ?";
+    for (ks, value) in keyspaces.iter().zip(["first", "second"]) {
+        s.use_keyspace(ks).await.expect("use");
+        let select = s.prepare(text).await.expect("prepare");
+        let r = s.execute(&select, (1i32,)).await.expect("select");
+        assert_eq!(r.first_row::<(&str,)>().expect("type"), Some((value,)), "after USE {ks}");
+    }
+    // `USE` as a statement switches the cache back too.
+    s.execute(&Statement::new(format!("USE {}", keyspaces[0])), ()).await.expect("use");
+    let select = s.prepare(text).await.expect("prepare");
+    let r = s.execute(&select, (1i32,)).await.expect("select");
+    assert_eq!(r.first_row::<(&str,)>().expect("type"), Some(("first",)));
+}
+
 #[tokio::test]
 async fn prepared_select_follows_alter_table() {
     for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
