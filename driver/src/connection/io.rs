@@ -195,7 +195,12 @@ fn dispatch(inner: &Inner, mut envelope: Envelope) -> Result<(), ConnectionError
     Ok(())
 }
 
-/// Pings an idle connection; closes it when a ping gets no answer in time.
+/// Pings the connection every `interval`, whatever is in flight, and closes
+/// it when a ping gets no answer within `timeout`: a half-open connection
+/// (TCP up, nothing coming back) is detected within `interval + timeout`.
+/// Pinging only idle connections would not do: a request abandoned after
+/// its timeout stays in flight until an answer that never comes, so a
+/// silenced connection would never be pinged again.
 pub(super) async fn heartbeat(inner: Weak<Inner>, interval: Duration, timeout: Duration) {
     loop {
         tokio::time::sleep(interval).await;
@@ -203,10 +208,8 @@ pub(super) async fn heartbeat(inner: Weak<Inner>, interval: Duration, timeout: D
         if strong.closed.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
-        if strong.streams.in_flight() > 0 {
-            // Traffic proves liveness well enough; the request timeout covers the rest.
-            continue;
-        }
+        // Waiting for a stream id counts against the timeout too: ids held
+        // by requests that are never answered are part of the same failure.
         match tokio::time::timeout(timeout, strong.send(&Options, 0)).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return,
