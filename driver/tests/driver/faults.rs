@@ -125,10 +125,11 @@ async fn load<F: std::future::Future<Output = ()>>(
                         let write = s.execute(&insert, (key, key.wrapping_mul(7)));
                         match tokio::time::timeout(request_timeout + SLACK, write).await {
                             Ok(Ok(_)) => {
-                                let mut t = tally.borrow_mut();
-                                t.acknowledged.push(key);
-                                t.successes_at.push(started.elapsed());
-                                drop(t);
+                                {
+                                    let mut t = tally.borrow_mut();
+                                    t.acknowledged.push(key);
+                                    t.successes_at.push(started.elapsed());
+                                }
                                 // Paced: the point is many requests in flight, not throughput.
                                 tokio::time::sleep(Duration::from_millis(10)).await;
                             }
