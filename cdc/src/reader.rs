@@ -16,7 +16,12 @@
 //!
 //! Errors reading a window are retried with exponential backoff (100 ms up
 //! to the sleep interval); consumer errors and unrecoverable errors stop
-//! the reader, and [`CdcReader::join`] returns them.
+//! the reader, and [`CdcReader::join`] returns them. Every log query has a
+//! timeout ([`CdcReaderBuilder::query_timeout`]): a shard that stops
+//! answering would otherwise block its worker, and with it the barrier
+//! between generations, forever. A timed-out query is retried on a new
+//! connection; a window that keeps timing out stops the reader with
+//! [`CdcError::QueryTimeout`].
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -78,6 +83,16 @@ pub enum CdcError {
     /// A worker thread died.
     #[error("worker thread: {0}")]
     Worker(String),
+    /// Reading a window of the log timed out this many times in a row: the
+    /// shard holding its streams is stalled (see
+    /// [`CdcReaderBuilder::query_timeout`]).
+    #[error("reading a window of the CDC log timed out {attempts} times in a row (each after {timeout:?})")]
+    QueryTimeout {
+        /// Consecutive attempts that timed out.
+        attempts: u32,
+        /// The timeout of each.
+        timeout: Duration,
+    },
 }
 
 /// Configures and starts a [`CdcReader`].
@@ -120,6 +135,8 @@ pub struct CdcReaderBuilder {
     bypass_cache: bool,
     checkpoints: Option<(Arc<dyn CheckpointStore>, Duration)>,
     generations: Option<Arc<dyn GenerationSource>>,
+    query_timeout: Duration,
+    query_attempts: u32,
 }
 
 impl std::fmt::Debug for CdcReaderBuilder {
@@ -133,7 +150,8 @@ impl CdcReaderBuilder {
     /// Defaults: start now, no end, window 60 s, safety interval 30 s,
     /// sleep 10 s, page size 5,000, one worker per available core, reads at
     /// `LOCAL_QUORUM` with `BYPASS CACHE`, no checkpoints, generations from
-    /// `system_distributed`.
+    /// `system_distributed`, each log query bounded by 10 s and a window
+    /// given up after 10 timeouts in a row.
     pub fn new(session: Session, keyspace: &str, table: &str) -> Self {
         CdcReaderBuilder {
             session,
@@ -152,6 +170,8 @@ impl CdcReaderBuilder {
             bypass_cache: true,
             checkpoints: None,
             generations: None,
+            query_timeout: Duration::from_secs(10),
+            query_attempts: 10,
         }
     }
 
@@ -228,6 +248,22 @@ impl CdcReaderBuilder {
         self
     }
 
+    /// How long one query of the log (a page of a window, or preparing it
+    /// on a new connection) may take (default 10 s). A query that times out
+    /// is retried, on a new connection, with the backoff of other errors: a
+    /// stalled shard must not block its worker and the generation barrier.
+    pub fn query_timeout(mut self, d: Duration) -> Self {
+        self.query_timeout = d;
+        self
+    }
+
+    /// After this many timeouts in a row reading one window (default 10),
+    /// the reader stops with [`CdcError::QueryTimeout`].
+    pub fn query_attempts(mut self, n: u32) -> Self {
+        self.query_attempts = n.max(1);
+        self
+    }
+
     /// Where generations come from (default: [`VnodeGenerations`]).
     pub fn generation_source(mut self, source: Arc<dyn GenerationSource>) -> Self {
         self.generations = Some(source);
@@ -296,6 +332,8 @@ impl CdcReaderBuilder {
             page_size: self.page_size,
             consistency: self.consistency,
             max_backoff: self.sleep.max(Duration::from_millis(100)),
+            query_timeout: self.query_timeout,
+            query_attempts: self.query_attempts,
             stopped: AtomicBool::new(false),
             wake: Notify::new(),
         });
@@ -363,6 +401,8 @@ struct Shared {
     page_size: i32,
     consistency: Consistency,
     max_backoff: Duration,
+    query_timeout: Duration,
+    query_attempts: u32,
     stopped: AtomicBool,
     wake: Notify,
 }
@@ -486,6 +526,8 @@ struct Worker {
     routes: HashMap<(SocketAddr, u16), Route>,
     rows: RowIndex,
     failures: HashMap<GroupId, u32>,
+    /// Consecutive timeouts per group.
+    timeouts: HashMap<GroupId, u32>,
 }
 
 fn now() -> Millis {
@@ -501,6 +543,7 @@ impl Worker {
             routes: HashMap::new(),
             rows: RowIndex::default(),
             failures: HashMap::new(),
+            timeouts: HashMap::new(),
         }
     }
 
@@ -523,12 +566,24 @@ impl Worker {
                     match self.read(&window).await {
                         Ok(()) => {
                             self.failures.remove(&group);
+                            self.timeouts.remove(&group);
                             self.shared.planner().window_done(group, window.to)?;
                             self.shared.wake.notify_waiters();
                         }
                         Err(e) if transient(&e) => {
                             let n = self.failures.entry(group).or_insert(0);
                             *n += 1;
+                            if matches!(e, CdcError::Execution(ExecutionError::Timeout(_))) {
+                                let timeouts = self.timeouts.entry(group).or_insert(0);
+                                *timeouts += 1;
+                                if *timeouts >= self.shared.query_attempts {
+                                    let timeout = self.shared.query_timeout;
+                                    return Err(CdcError::QueryTimeout { attempts: *timeouts, timeout });
+                                }
+                            } else {
+                                self.timeouts.remove(&group);
+                            }
+                            tracing::debug!(error = %e, failures = *n, "reading a CDC window failed; retrying");
                             let backoff = Duration::from_millis(100)
                                 .saturating_mul(1 << (*n).min(16))
                                 .min(self.shared.max_backoff);
@@ -625,7 +680,10 @@ impl Worker {
                 Some(s) => Connection::open_to_shard(node, shard, s, config).await?,
                 None => Connection::open(node, config).await?,
             };
-            let prepared = conn.prepare(&self.shared.text).await?;
+            let timeout = self.shared.query_timeout;
+            let prepared = tokio::time::timeout(timeout, conn.prepare(&self.shared.text))
+                .await
+                .map_err(|_| ExecutionError::Timeout(timeout))??;
             let schema = prepared.result_specs().map(LogSchema::new).transpose()?;
             self.routes.insert(key, Route { conn, prepared, schema });
         }
@@ -650,7 +708,14 @@ impl Worker {
                     paging_state: paging.as_ref().map(PagingState::as_bytes),
                     ..Params::new(self.shared.consistency)
                 };
-                let result = route.conn.execute(&route.prepared, &values, params).await?;
+                let timeout = self.shared.query_timeout;
+                let page = tokio::time::timeout(timeout, route.conn.execute(&route.prepared, &values, params)).await;
+                let Ok(result) = page else {
+                    // The connection may be the stalled part: the retry opens another.
+                    self.routes.remove(&key);
+                    return Err(ExecutionError::Timeout(timeout).into());
+                };
+                let result = result?;
                 if let Some(rows) = result.raw_rows() {
                     if route.schema.is_none() {
                         let specs = result

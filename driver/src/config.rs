@@ -83,7 +83,9 @@ pub struct ConnectionConfig {
     /// Close the connection when more requests than this were abandoned
     /// (e.g. timed out) and are still unanswered.
     pub max_orphans: Option<usize>,
-    /// Send OPTIONS on an idle connection at this interval.
+    /// Send OPTIONS at this interval, also while requests are in flight: a
+    /// connection that stops answering is closed within the interval plus
+    /// [`heartbeat_timeout`](Self::heartbeat_timeout).
     pub heartbeat_interval: Option<Duration>,
     /// A heartbeat unanswered for this long closes the connection.
     pub heartbeat_timeout: Duration,

@@ -69,7 +69,9 @@ pub(crate) struct SessionInner {
     /// The node of the control connection.
     control: Mutex<Option<SocketAddr>>,
     next_node: AtomicUsize,
-    prepared: Mutex<HashMap<String, PreparedStatement>>,
+    /// Prepared statements by (keyspace in effect when prepared, text): an
+    /// unqualified name means another table after `USE`.
+    prepared: Mutex<HashMap<(Option<String>, String), PreparedStatement>>,
     keyspace: RwLock<Option<String>>,
     metrics: Metrics,
     events: broadcast::Sender<SessionEvent>,

@@ -136,6 +136,25 @@ mod tests {
         ]);
     }
 
+    /// A nested `vector` type whose size overflows `usize`, then a value:
+    /// the size multiplied without a check (fuzz `value`, fixed in
+    /// `parse_vector_args`).
+    #[test]
+    fn value_regression_nested_vector_overflow() {
+        let class = concat!(
+            "org.apache.cassandra.db.marshal.VectorType(",
+            "org.apache.cassandra.db.marshal.VectorType(",
+            "org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.UUIDType, 4294967295), ",
+            "4294967295), 4294967295)"
+        )
+        .as_bytes();
+        let mut data = vec![0, 0];
+        data.extend_from_slice(&(class.len() as u16).to_be_bytes());
+        data.extend_from_slice(class);
+        data.extend_from_slice(&[0; 32]);
+        value(&data);
+    }
+
     #[test]
     fn harnesses_accept_seeds_and_garbage() {
         let seeds: [&[u8]; 6] = [

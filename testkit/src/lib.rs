@@ -25,12 +25,16 @@
 //!   demo — deliberately not the driver under test.
 //! - [`samples`]: one table holding every CQL type and its rows, shared by the
 //!   integration tests of every crate.
+//! - [`fault`]: a TCP proxy that injects faults (delays, lost frames,
+//!   silenced, dropped, reset or cut connections) between the driver and a
+//!   server, per connection and per CQL frame.
 //! - [`error`]: what can go wrong, as one [`HarnessError`].
 
 pub mod cluster;
 pub mod config;
 pub mod dist;
 pub mod error;
+pub mod fault;
 pub mod node;
 pub mod ports;
 pub mod probe;
@@ -41,5 +45,6 @@ pub use cluster::Cluster;
 pub use config::{Auth, ClientEncryption, NodeConfig};
 pub use dist::{Distribution, CASSANDRA_VERSION};
 pub use error::{HarnessError, Result};
+pub use fault::FaultProxy;
 pub use node::Node;
 pub use shared::{fresh_keyspace, shared_node, SHARDWISE_CASSANDRA};

@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use shardwise::{Session, Statement};
-use shardwise_cdc::{CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo, MemoryCheckpointStore, Operation};
+use shardwise_cdc::{
+    CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, GroupInfo, MemoryCheckpointStore, Millis,
+    Operation,
+};
 use shardwise_emu::FrontHandle;
 
 use crate::common;
@@ -157,6 +160,14 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     reader.stop();
     reader.join().await.expect("stopped cleanly");
+    // The first run read something and saved its progress; otherwise
+    // nothing below would tell a resumed run from one that ignores
+    // checkpoints.
+    let delivered_first: usize = first.lock().expect("lock").values().map(Vec::len).sum();
+    assert!(delivered_first > 0, "the first run delivered nothing");
+    let saved = store.load(&format!("{ks}.t_scylla_cdc_log")).await.expect("load").expect("a checkpoint was saved");
+    let start_ms = Millis::from_system_time(start);
+    assert!(saved.groups.iter().any(|g| g.progress > start_ms), "the checkpoint records progress: {saved:?}");
     // Second run: from the checkpoint to the end.
     let second: Seen = Arc::default();
     let reader = builder(second.clone()).await.expect("reader");
@@ -178,4 +189,11 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
         assert_eq!(&a[..], &ops[..a.len()], "pk {pk}: first run in order");
         assert_eq!(&b[..], &ops[resumed_at..], "pk {pk}: second run in order");
     }
+    // The second run started after the checkpoint, not from the start.
+    let total: usize = expected.values().map(Vec::len).sum();
+    let delivered_second: usize = second.values().map(Vec::len).sum();
+    assert!(
+        delivered_second < total,
+        "the second run re-read everything ({delivered_second} of {total}): the checkpoint was ignored"
+    );
 }

@@ -136,10 +136,7 @@ async fn read_v4<R: AsyncRead + Unpin>(inner: &Inner, socket: R, max_body: usize
                 Bytes::copy_from_slice(&four)
             }
         } else {
-            // The one allocation of a response: its body, exactly.
-            let mut body = vec![0u8; len];
-            socket.read_exact(&mut body).await?;
-            Bytes::from(body)
+            Bytes::from(read_body(&mut socket, len).await?)
         };
         if lz4 && header.flags.has(Flags::COMPRESSION) {
             body = decompress_body(&body, max_body)?;
@@ -148,6 +145,33 @@ async fn read_v4<R: AsyncRead + Unpin>(inner: &Inner, socket: R, max_body: usize
         }
         dispatch(inner, Envelope { header, body })?;
     }
+}
+
+/// Bodies up to this size are allocated whole, once, before they are read.
+/// Larger ones grow as their bytes arrive: a 9-byte header announcing the
+/// maximum body must not cost that much memory before one byte of it came.
+const WHOLE_BODY: usize = 1 << 20;
+
+/// Reads a body of `len` bytes announced by a header.
+async fn read_body<R: AsyncRead + Unpin>(socket: &mut R, len: usize) -> std::io::Result<Vec<u8>> {
+    if len <= WHOLE_BODY {
+        // The one allocation of a response: its body, exactly.
+        let mut body = vec![0u8; len];
+        socket.read_exact(&mut body).await?;
+        return Ok(body);
+    }
+    let mut body = Vec::with_capacity(WHOLE_BODY);
+    let mut rest = socket.take(len as u64);
+    while body.len() < len {
+        if body.len() == body.capacity() {
+            // Doubling, never past the announced length.
+            body.reserve_exact(body.len().min(len - body.len()));
+        }
+        if rest.read_buf(&mut body).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(body)
 }
 
 /// v5 read buffer: segments are split off it without copying, so
@@ -195,7 +219,12 @@ fn dispatch(inner: &Inner, mut envelope: Envelope) -> Result<(), ConnectionError
     Ok(())
 }
 
-/// Pings an idle connection; closes it when a ping gets no answer in time.
+/// Pings the connection every `interval`, whatever is in flight, and closes
+/// it when a ping gets no answer within `timeout`: a half-open connection
+/// (TCP up, nothing coming back) is detected within `interval + timeout`.
+/// Pinging only idle connections would not do: a request abandoned after
+/// its timeout stays in flight until an answer that never comes, so a
+/// silenced connection would never be pinged again.
 pub(super) async fn heartbeat(inner: Weak<Inner>, interval: Duration, timeout: Duration) {
     loop {
         tokio::time::sleep(interval).await;
@@ -203,10 +232,8 @@ pub(super) async fn heartbeat(inner: Weak<Inner>, interval: Duration, timeout: D
         if strong.closed.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
-        if strong.streams.in_flight() > 0 {
-            // Traffic proves liveness well enough; the request timeout covers the rest.
-            continue;
-        }
+        // Waiting for a stream id counts against the timeout too: ids held
+        // by requests that are never answered are part of the same failure.
         match tokio::time::timeout(timeout, strong.send(&Options, 0)).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return,
@@ -214,6 +241,58 @@ pub(super) async fn heartbeat(inner: Weak<Inner>, interval: Duration, timeout: D
                 strong.close(ConnectionError::HeartbeatTimeout);
                 return;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use tokio::io::ReadBuf;
+
+    use super::*;
+
+    /// Yields `data` in small pieces, then EOF; remembers the largest
+    /// buffer it was asked to fill.
+    struct Trickle {
+        data: Vec<u8>,
+        largest: usize,
+    }
+
+    impl AsyncRead for Trickle {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            self.largest = self.largest.max(buf.remaining());
+            let n = self.data.len().min(buf.remaining()).min(4096);
+            let piece: Vec<u8> = self.data.drain(..n).collect();
+            buf.put_slice(&piece);
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A header announced 256 MiB and the reader allocated (and offered the
+    /// socket) all of it before one byte arrived.
+    #[tokio::test]
+    async fn a_huge_announced_body_is_read_in_bounded_steps() {
+        let mut socket = Trickle { data: vec![7; 10_000], largest: 0 };
+        let r = read_body(&mut socket, 256 << 20).await;
+        assert_eq!(r.map_err(|e| e.kind()), Err(std::io::ErrorKind::UnexpectedEof));
+        assert!(socket.largest <= WHOLE_BODY, "offered {} bytes at once", socket.largest);
+    }
+
+    #[tokio::test]
+    async fn bodies_small_and_large_are_read_whole() {
+        for len in [0, 4, 5000, WHOLE_BODY, WHOLE_BODY + 1, 3 * WHOLE_BODY + 17] {
+            let data: Vec<u8> = (0..len + 3).map(|i| i as u8).collect();
+            let mut socket = Trickle { data: data.clone(), largest: 0 };
+            let body = read_body(&mut socket, len).await.expect("body");
+            assert_eq!(body, data[..len], "len {len}");
+            assert_eq!(socket.data, data[len..], "nothing read past the body");
         }
     }
 }

@@ -57,8 +57,14 @@ pub struct SessionConfig {
     pub speculative: Option<SpeculativePolicy>,
     /// Wait for schema agreement after DDL.
     pub await_schema_agreement: bool,
-    /// How long to wait for schema agreement.
+    /// How long to wait for schema agreement (all of it: the nodes' answers
+    /// included).
     pub schema_agreement_timeout: Duration,
+    /// How long the session's own queries of system tables may take
+    /// (topology and schema refreshes, a table's partitioner, REGISTER on
+    /// the control connection): a node that stops answering must not hold
+    /// the refresh lock.
+    pub system_query_timeout: Duration,
     /// Discover the cluster's nodes from the contact points and route by token.
     pub discover_topology: bool,
     /// Which nodes get connections, and in which order they are tried.
@@ -101,6 +107,7 @@ impl Default for SessionConfig {
             speculative: None,
             await_schema_agreement: true,
             schema_agreement_timeout: Duration::from_secs(10),
+            system_query_timeout: Duration::from_secs(10),
             discover_topology: true,
             distance: DistancePolicy::default(),
             topology_refresh_interval: Some(Duration::from_secs(60)),
@@ -246,6 +253,19 @@ impl SessionBuilder {
     /// Whether to wait for schema agreement after DDL.
     pub fn await_schema_agreement(mut self, on: bool) -> Self {
         self.config.await_schema_agreement = on;
+        self
+    }
+
+    /// How long to wait for schema agreement after DDL (default 10 s).
+    pub fn schema_agreement_timeout(mut self, t: Duration) -> Self {
+        self.config.schema_agreement_timeout = t;
+        self
+    }
+
+    /// How long the session's own system-table queries may take (default
+    /// 10 s); see [`SessionConfig::system_query_timeout`].
+    pub fn system_query_timeout(mut self, t: Duration) -> Self {
+        self.config.system_query_timeout = t;
         self
     }
     /// The settings so far.

@@ -78,7 +78,10 @@ pub(super) async fn run(weak: Weak<SessionInner>, mut shutdown: watch::Receiver<
             continue;
         };
         let mut events = conn.events();
-        if let Err(e) = register(&conn).await {
+        let timeout = session.inner.config.system_query_timeout;
+        let registered =
+            tokio::time::timeout(timeout, register(&conn)).await.unwrap_or(Err(ExecutionError::Timeout(timeout)));
+        if let Err(e) = registered {
             tracing::debug!(%addr, error = %e, "REGISTER failed");
             lost = Some(addr);
             drop(session);

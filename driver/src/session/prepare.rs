@@ -1,6 +1,6 @@
-//! Preparing statements: once per text (the session caches them), on every
-//! node so that EXECUTE works wherever it goes, with the partitioner of the
-//! statement's table attached for routing.
+//! Preparing statements: once per text and keyspace in effect (the session
+//! caches them), on every node so that EXECUTE works wherever it goes, with
+//! the partitioner of the statement's table attached for routing.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,10 +11,14 @@ use crate::error::ExecutionError;
 use crate::statement::{PreparedStatement, Statement};
 
 impl Session {
-    /// Prepares a statement (once per text: prepared statements are cached).
+    /// Prepares a statement (once per text and keyspace set by `USE`:
+    /// prepared statements are cached).
     pub async fn prepare(&self, statement: impl Into<Statement>) -> Result<PreparedStatement, ExecutionError> {
         let statement = statement.into();
-        let cached = self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(statement.text()).cloned();
+        // Unqualified names resolve in the keyspace of the connection, so the
+        // same text prepared after `USE` is another statement.
+        let key = (self.keyspace(), statement.text().to_owned());
+        let cached = self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
         if let Some(p) = cached {
             return Ok(with_options(p, &statement));
         }
@@ -38,7 +42,7 @@ impl Session {
             let partitioner = self.table_partitioner(&conn, keyspace, table).await;
             p.set_partitioner(partitioner);
         }
-        self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(statement.text().to_owned(), p.clone());
+        self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
         Ok(with_options(p, &statement))
     }
 }

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::token::Partitioner;
@@ -63,7 +63,9 @@ impl Session {
         if let Some(p) = cached {
             return p;
         }
-        match crate::cluster::topology::fetch_table_partitioner(conn, &keyspace, &table).await {
+        let timeout = self.inner.config.system_query_timeout;
+        let fetch = crate::cluster::topology::fetch_table_partitioner(conn, &keyspace, &table);
+        match tokio::time::timeout(timeout, fetch).await.unwrap_or(Err(ExecutionError::Timeout(timeout))) {
             Ok(found) => {
                 let p = found.unwrap_or(Some(Partitioner::Murmur3));
                 let mut partitioners = self.inner.partitioners.write().unwrap_or_else(|e| e.into_inner());
@@ -98,14 +100,21 @@ impl Session {
     pub(crate) async fn refresh_schema(&self) {
         let _guard = self.inner.refresh_lock.lock().await;
         let Some((_, conn)) = self.system_connection() else { return };
-        let keyspaces = match fetch_keyspaces(&conn).await {
+        let timeout = self.inner.config.system_query_timeout;
+        let keyspaces = match tokio::time::timeout(timeout, fetch_keyspaces(&conn))
+            .await
+            .unwrap_or(Err(ExecutionError::Timeout(timeout)))
+        {
             Ok(k) => Arc::new(k),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot refresh keyspaces");
                 return;
             }
         };
-        match fetch_partitioners(&conn).await {
+        match tokio::time::timeout(timeout, fetch_partitioners(&conn))
+            .await
+            .unwrap_or(Err(ExecutionError::Timeout(timeout)))
+        {
             Ok(tables) => *self.inner.partitioners.write().unwrap_or_else(|e| e.into_inner()) = Partitioners { tables },
             Err(e) => tracing::warn!(error = %e, "cannot refresh table partitioners"),
         }
@@ -131,7 +140,9 @@ impl Session {
         }
         let _guard = self.inner.refresh_lock.lock().await;
         let (addr, conn) = self.system_connection().ok_or(ExecutionError::NoConnection)?;
-        let infos = crate::cluster::topology::fetch_nodes_at(&conn, addr).await?;
+        let timeout = self.inner.config.system_query_timeout;
+        let fetch = crate::cluster::topology::fetch_nodes_at(&conn, addr);
+        let infos = tokio::time::timeout(timeout, fetch).await.map_err(|_| ExecutionError::Timeout(timeout))??;
         if infos.is_empty() {
             return Err(ExecutionError::UnexpectedResponse("the topology lists no node"));
         }
@@ -168,20 +179,25 @@ impl Session {
         Ok(())
     }
 
-    /// Waits until every node reports the same schema version.
+    /// Waits until every node reports the same schema version, for at most
+    /// [`SessionConfig::schema_agreement_timeout`](super::SessionConfig::schema_agreement_timeout),
+    /// the nodes' answers included (a node that stops answering must not
+    /// hold the DDL statement forever).
     pub async fn await_schema_agreement(&self) -> Result<Uuid, ExecutionError> {
         let timeout = self.inner.config.schema_agreement_timeout;
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(version) = self.schema_version_if_agreed().await? {
-                self.inner.emit(SessionEvent::SchemaAgreement(version));
-                return Ok(version);
+        let agreed = async {
+            loop {
+                if let Some(version) = self.schema_version_if_agreed().await? {
+                    return Ok::<_, ExecutionError>(version);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            if Instant::now() >= deadline {
-                return Err(ExecutionError::SchemaAgreementTimeout(timeout));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        };
+        let version = tokio::time::timeout(timeout, agreed)
+            .await
+            .map_err(|_| ExecutionError::SchemaAgreementTimeout(timeout))??;
+        self.inner.emit(SessionEvent::SchemaAgreement(version));
+        Ok(version)
     }
 
     /// Asks every node with a live connection for its schema version (as

@@ -225,3 +225,29 @@ async fn unprepared_is_answered_by_re_preparing() {
     assert!(matches!(result.message(), ResultMessage::Void));
     server.abort();
 }
+
+/// A connection that goes silent (TCP up, nothing answered) after one
+/// request was abandoned: the heartbeat used to be skipped while anything
+/// was in flight, orphans included, so the connection was never pinged
+/// again and never closed. It must be closed within the heartbeat interval
+/// plus its timeout.
+#[tokio::test]
+async fn silent_connection_with_an_orphan_is_closed_by_the_heartbeat() {
+    let addr = fake(|_| Vec::new()).await;
+    let interval = Duration::from_millis(300);
+    let config = ConnectionConfig { heartbeat_interval: Some(interval), heartbeat_timeout: interval, ..config() };
+    let conn = Connection::open(addr, &config).await.expect("handshake with the fake");
+    let q = shardwise::protocol::request::Query {
+        query: "SELECT 1",
+        params: shardwise::protocol::request::QueryParameters::new(Default::default(), ()),
+    };
+    let abandoned = tokio::time::timeout(Duration::from_millis(50), conn.send(&q, 0)).await;
+    assert!(abandoned.is_err(), "the fake never answers");
+    assert_eq!(conn.orphans(), 1);
+    let started = std::time::Instant::now();
+    // Two intervals plus slack for a loaded machine.
+    tokio::time::timeout(Duration::from_secs(3), conn.closed()).await.expect("closed by the heartbeat");
+    assert!(matches!(conn.close_reason(), Some(ConnectionError::HeartbeatTimeout)), "{:?}", conn.close_reason());
+    assert_eq!(conn.orphans(), 0, "orphans freed on close");
+    eprintln!("silent connection closed after {:?}", started.elapsed());
+}

@@ -8,6 +8,7 @@ mod auth;
 mod cluster;
 mod common;
 mod connection;
+mod faults;
 mod hostile_server;
 mod send;
 mod session;

@@ -196,6 +196,34 @@ async fn lwt_use_keyspace_and_typed_errors() {
     );
 }
 
+/// The prepared-statement cache was keyed by text only: after `USE` of
+/// another keyspace, an unqualified statement got the one prepared against
+/// the first keyspace (and read its table).
+#[tokio::test]
+async fn prepared_cache_follows_use() {
+    let s = session(ProtocolVersion::V5, Compression::None).await;
+    let mut keyspaces = Vec::new();
+    for (prefix, value) in [("usea", "first"), ("useb", "second")] {
+        let ks = keyspace(&s, prefix).await;
+        s.execute(&Statement::new(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (1, '{value}')")), ())
+            .await
+            .expect("insert");
+        keyspaces.push(ks);
+    }
+    let text = "SELECT t FROM every_type WHERE pk = ?";
+    for (ks, value) in keyspaces.iter().zip(["first", "second"]) {
+        s.use_keyspace(ks).await.expect("use");
+        let select = s.prepare(text).await.expect("prepare");
+        let r = s.execute(&select, (1i32,)).await.expect("select");
+        assert_eq!(r.first_row::<(&str,)>().expect("type"), Some((value,)), "after USE {ks}");
+    }
+    // `USE` as a statement switches the cache back too.
+    s.execute(&Statement::new(format!("USE {}", keyspaces[0])), ()).await.expect("use");
+    let select = s.prepare(text).await.expect("prepare");
+    let r = s.execute(&select, (1i32,)).await.expect("select");
+    assert_eq!(r.first_row::<(&str,)>().expect("type"), Some(("first",)));
+}
+
 #[tokio::test]
 async fn prepared_select_follows_alter_table() {
     for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
@@ -284,6 +312,42 @@ async fn speculative_execution_for_idempotent_statements() {
     // Non-idempotent statements are never sent twice.
     let write = Statement::new("SELECT key FROM system.local");
     s.execute(&write, ()).await.expect("plain read");
+}
+
+/// Counted at the wire: two "nodes" that are proxies in front of the same
+/// server, a speculative delay shorter than any answer. Idempotent
+/// statements are sent more than once; non-idempotent ones exactly once
+/// (the test above could not tell).
+#[tokio::test]
+async fn speculative_execution_never_sends_a_non_idempotent_statement_twice() {
+    use testkit::fault::{Direction, FaultProxy};
+    const EXECUTE: u8 = 0x0a;
+    let addr = testkit::shared_node().expect("server");
+    let proxies = [FaultProxy::start(addr).expect("proxy"), FaultProxy::start(addr).expect("proxy")];
+    let s = SessionBuilder::new()
+        .known_node_addr(proxies[0].addr())
+        .known_node_addr(proxies[1].addr())
+        .discover_topology(false)
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .speculative_execution(Some(shardwise::SpeculativePolicy { delay: Duration::from_micros(1), max_extra: 2 }))
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    let executes = || proxies.iter().map(|p| p.frames(Direction::ToServer, EXECUTE)).sum::<usize>();
+    let text = "SELECT key FROM system.local WHERE key = 'local'";
+    let plain = s.prepare(text).await.expect("prepare");
+    let before = executes();
+    for _ in 0..20 {
+        s.execute(&plain, ()).await.expect("read");
+    }
+    assert_eq!(executes() - before, 20, "a non-idempotent statement was sent more than once");
+    let idempotent = plain.clone().with_idempotent(true);
+    let before = executes();
+    for _ in 0..20 {
+        s.execute(&idempotent, ()).await.expect("speculative read");
+    }
+    assert!(executes() - before > 20, "speculative execution sent no extra attempt");
 }
 
 #[tokio::test]

@@ -267,7 +267,10 @@ impl ColumnType {
             ColumnType::Int | ColumnType::Float => Some(4),
             ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp => Some(8),
             ColumnType::Uuid | ColumnType::Timeuuid => Some(16),
-            ColumnType::Vector(t, n) => t.fixed_size().map(|s| s * *n as usize),
+            // Saturates: a size past `usize::MAX` is never met by a value
+            // (decoding checks the bytes are there), and the wire never
+            // yields such a type (`parse_vector_args` refuses it).
+            ColumnType::Vector(t, n) => t.fixed_size().map(|s| s.saturating_mul(*n as usize)),
             _ => None,
         }
     }
@@ -339,7 +342,12 @@ fn parse_vector_args(args: &str, depth: usize) -> Result<ColumnType, DecodeError
     if dim == 0 {
         return Err(DecodeError::Invalid { what: WHAT, reason: "dimension must be positive" });
     }
-    Ok(ColumnType::Vector(Box::new(parse_java_class(elem, depth + 1)?), dim))
+    let elem = parse_java_class(elem, depth + 1)?;
+    // The size of nested fixed-size vectors multiplies: check it fits.
+    if let Some(size) = elem.fixed_size() {
+        size.checked_mul(dim as usize).ok_or(DecodeError::Invalid { what: WHAT, reason: "size overflows" })?;
+    }
+    Ok(ColumnType::Vector(Box::new(elem), dim))
 }
 
 fn parse_java_class(class: &str, depth: usize) -> Result<ColumnType, DecodeError> {
@@ -427,6 +435,22 @@ pub(crate) mod tests {
         assert_eq!(t, Ok(ColumnType::Vector(Box::new(ColumnType::Float), 3)));
         assert_eq!(ColumnType::from_custom_class(DURATION_CLASS), Ok(ColumnType::Duration));
         assert!(ColumnType::from_custom_class(&format!("{VECTOR_CLASS}(x)")).is_err());
+    }
+
+    /// The size of nested vectors multiplied without a check: this one
+    /// overflowed `usize` (a panic in debug builds, a wrong size otherwise).
+    #[test]
+    fn nested_vector_size_overflow_is_a_typed_error() {
+        let class =
+            format!("{VECTOR_CLASS}({VECTOR_CLASS}(org.apache.cassandra.db.marshal.UUIDType, 4294967295), 4294967295)");
+        assert_eq!(
+            ColumnType::from_custom_class(&class),
+            Err(DecodeError::Invalid { what: "vector type", reason: "size overflows" })
+        );
+        // Built by hand, the type's size saturates instead of wrapping.
+        let inner = ColumnType::Vector(Box::new(ColumnType::Uuid), u32::MAX);
+        let outer = ColumnType::Vector(Box::new(inner), u32::MAX);
+        assert_eq!(outer.fixed_size(), Some(usize::MAX));
     }
 
     #[test]

@@ -1,0 +1,371 @@
+//! The driver under faults, against the real Cassandra through
+//! [`testkit::fault::FaultProxy`]: 128 requests in flight while frames are
+//! delayed or lost, connections silenced, dropped, reset or cut. Every
+//! request must end within its timeout (plus slack) in a success or a typed
+//! error — a hang fails the test — the session must be writing again once
+//! the fault is gone, and every write it acknowledged must be readable.
+//!
+//! Sessions here speak protocol v4 (the proxy cuts v4 envelopes into
+//! frames) and do not discover the topology, so that every connection goes
+//! through the proxy.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::{ConnectionConfig, ExecutionError, PreparedStatement, Session, SessionBuilder, Statement};
+use testkit::fault::{Action, Direction, FaultProxy, OnAccept, Rule};
+
+/// Requests in flight.
+const IN_FLIGHT: usize = 128;
+/// A request that has not ended this long after its timeout hangs.
+const SLACK: Duration = Duration::from_secs(3);
+/// EXECUTE.
+const EXECUTE: u8 = 0x0a;
+
+fn proxy() -> FaultProxy {
+    FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy")
+}
+
+async fn session(proxy: &FaultProxy, heartbeat: Duration, request_timeout: Duration) -> Session {
+    let connection = ConnectionConfig {
+        heartbeat_interval: Some(heartbeat),
+        heartbeat_timeout: heartbeat,
+        connect_timeout: Duration::from_secs(2),
+        ..ConnectionConfig::default()
+    };
+    SessionBuilder::new()
+        .known_node_addr(proxy.addr())
+        .connection_config(connection)
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .discover_topology(false)
+        .connections_per_node(2)
+        .request_timeout(Some(request_timeout))
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session through the proxy")
+}
+
+/// A fresh table `(k int PRIMARY KEY, v int)` and its prepared insert.
+async fn table(s: &Session, prefix: &str) -> (String, PreparedStatement) {
+    let ks = testkit::fresh_keyspace(prefix);
+    s.execute(
+        &Statement::new(format!(
+            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+        )),
+        (),
+    )
+    .await
+    .expect("keyspace");
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")), ()).await.expect("table");
+    let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+    (ks, insert.with_idempotent(true))
+}
+
+/// How the requests of a load ended.
+#[derive(Debug, Default)]
+struct Tally {
+    acknowledged: Vec<i32>,
+    failed: BTreeMap<String, usize>,
+    hung: usize,
+    /// When each success completed, from the load's start.
+    successes_at: Vec<Duration>,
+}
+
+impl Tally {
+    fn failed(&self) -> usize {
+        self.failed.values().sum()
+    }
+
+    /// The first success after `t`.
+    fn first_success_after(&self, t: Duration) -> Option<Duration> {
+        self.successes_at.iter().copied().filter(|s| *s > t).min()
+    }
+}
+
+/// The error's kind, for the tally: its variant (and the connection
+/// error's).
+fn kind(e: &ExecutionError) -> String {
+    let first = |d: String| d.split(['(', ' ', '{']).next().unwrap_or_default().to_owned();
+    match e {
+        ExecutionError::Connection(c) => format!("Connection::{}", first(format!("{c:?}"))),
+        other => first(format!("{other:?}")),
+    }
+}
+
+/// Writes keys `base..` from `IN_FLIGHT` concurrent writers for `duration`,
+/// calling `during` (the fault) meanwhile; each request bounded by the
+/// request timeout plus [`SLACK`].
+async fn load<F: std::future::Future<Output = ()>>(
+    s: &Session,
+    insert: &PreparedStatement,
+    base: i32,
+    duration: Duration,
+    request_timeout: Duration,
+    during: F,
+) -> Tally {
+    let local = tokio::task::LocalSet::new();
+    let tally = Rc::new(std::cell::RefCell::new(Tally::default()));
+    let stop = Rc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    local
+        .run_until(async {
+            let mut writers = Vec::new();
+            for w in 0..IN_FLIGHT as i32 {
+                let (s, insert, tally, stop) = (s.clone(), insert.clone(), tally.clone(), stop.clone());
+                writers.push(tokio::task::spawn_local(async move {
+                    let mut n = 0;
+                    while !stop.load(Ordering::Acquire) {
+                        let key = base + w + n * IN_FLIGHT as i32;
+                        n += 1;
+                        let write = s.execute(&insert, (key, key.wrapping_mul(7)));
+                        match tokio::time::timeout(request_timeout + SLACK, write).await {
+                            Ok(Ok(_)) => {
+                                {
+                                    let mut t = tally.borrow_mut();
+                                    t.acknowledged.push(key);
+                                    t.successes_at.push(started.elapsed());
+                                }
+                                // Paced: the point is many requests in flight, not throughput.
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            Ok(Err(e)) => {
+                                *tally.borrow_mut().failed.entry(kind(&e)).or_default() += 1;
+                                // Do not spin on a session with no connection.
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                            Err(_) => tally.borrow_mut().hung += 1,
+                        }
+                    }
+                }));
+            }
+            during.await;
+            let left = duration.saturating_sub(started.elapsed());
+            tokio::time::sleep(left).await;
+            stop.store(true, Ordering::Release);
+            for w in writers {
+                w.await.expect("writer");
+            }
+        })
+        .await;
+    Rc::try_unwrap(tally).map(|t| t.into_inner()).unwrap_or_default()
+}
+
+/// Every acknowledged key is readable with its value (count and checksum),
+/// read back by one paged scan of the table.
+async fn assert_readable(s: &Session, ks: &str, acknowledged: &[i32]) {
+    let scan = Statement::new(format!("SELECT k, v FROM {ks}.t")).with_page_size(5000);
+    let mut stored = std::collections::HashMap::new();
+    let mut paging = None;
+    loop {
+        let r = s.execute_page(&scan, &(), paging.as_ref()).await.expect("scan");
+        for row in r.rows::<(i32, i32)>().expect("types") {
+            let (k, v) = row.expect("row");
+            stored.insert(k, v);
+        }
+        if !r.has_more_pages() {
+            break;
+        }
+        paging = r.paging_state();
+    }
+    let (mut found, mut sum, mut expected) = (0usize, 0i64, 0i64);
+    for &k in acknowledged {
+        expected += i64::from(k.wrapping_mul(7));
+        if let Some(v) = stored.get(&k) {
+            found += 1;
+            sum += i64::from(*v);
+        }
+    }
+    assert_eq!((found, sum), (acknowledged.len(), expected), "acknowledged writes lost");
+}
+
+/// Runs one fault under load and checks the outcome: no hang, the session
+/// writes again afterwards, nothing acknowledged lost.
+async fn under_load(name: &str, fault: impl FnOnce(&FaultProxy), heal: impl FnOnce(&FaultProxy)) -> Tally {
+    let proxy = proxy();
+    let request_timeout = Duration::from_secs(1);
+    let s = session(&proxy, Duration::from_secs(1), request_timeout).await;
+    let (ks, insert) = table(&s, "fault").await;
+    let tally = load(&s, &insert, 0, Duration::from_secs(5), request_timeout, async {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        fault(&proxy);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        heal(&proxy);
+    })
+    .await;
+    eprintln!(
+        "{name}: {} acknowledged, {} failed {:?}, {} hung, {} connections accepted, {} EXECUTE frames",
+        tally.acknowledged.len(),
+        tally.failed(),
+        tally.failed,
+        tally.hung,
+        proxy.accepted(),
+        proxy.frames(Direction::ToServer, EXECUTE)
+    );
+    assert_eq!(tally.hung, 0, "{name}: requests hung");
+    assert!(!tally.acknowledged.is_empty(), "{name}: nothing written");
+    // Writing again after the fault.
+    let after = tally.first_success_after(Duration::from_millis(800 + 1500));
+    assert!(after.is_some(), "{name}: no write succeeded after the fault was gone");
+    s.execute(&insert, (-1i32, -7i32)).await.expect("a write after the fault");
+    assert_readable(&s, &ks, &tally.acknowledged).await;
+    tally
+}
+
+/// Bounds a whole test: a hang anywhere fails it.
+async fn bounded<F: std::future::Future<Output = T>, T>(f: F) -> T {
+    tokio::time::timeout(Duration::from_secs(120), f).await.expect("the test hung")
+}
+
+#[tokio::test]
+async fn delayed_responses() {
+    bounded(under_load(
+        "delay",
+        |p| p.set_rules(vec![Rule::new(Action::Delay(Duration::from_millis(30))).direction(Direction::ToClient)]),
+        FaultProxy::clear_rules,
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn dropped_requests() {
+    let t = bounded(under_load(
+        "drop frame",
+        |p| p.set_rules(vec![Rule::new(Action::DropFrame).opcode(EXECUTE).times(40)]),
+        FaultProxy::clear_rules,
+    ))
+    .await;
+    assert!(t.failed() > 0 || t.acknowledged.len() > 40, "the dropped frames were noticed or retried");
+}
+
+#[tokio::test]
+async fn dropped_connections() {
+    bounded(under_load(
+        "drop connection",
+        |p| {
+            p.drop_open_connections();
+        },
+        |_| {},
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn reset_connections() {
+    bounded(under_load(
+        "reset",
+        |p| {
+            p.reset_open_connections();
+        },
+        |_| {},
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn cut_frames() {
+    bounded(under_load(
+        "cut frame",
+        |p| p.set_rules(vec![Rule::new(Action::CutFrame).direction(Direction::ToClient).opcode(0x08).times(2)]),
+        FaultProxy::clear_rules,
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn blackholed_connections_and_new_ones() {
+    bounded(under_load(
+        "blackhole",
+        |p| {
+            p.on_accept(OnAccept::Blackhole);
+            p.blackhole_open_connections();
+        },
+        |p| p.on_accept(OnAccept::Forward),
+    ))
+    .await;
+}
+
+/// The scenario: writes every 20 ms through the proxy, then every
+/// open connection silenced (TCP up, nothing passes) while new connections
+/// still get through; heartbeat 2 s, its timeout 2 s, request timeout 1 s.
+/// The official driver writes again 4 s later; shardwise used to never
+/// recover. Now within two heartbeat intervals (plus slack for a loaded
+/// machine).
+#[tokio::test]
+async fn silenced_connections_are_replaced_within_two_heartbeats() {
+    bounded(async {
+        let proxy = proxy();
+        let heartbeat = Duration::from_secs(2);
+        let request_timeout = Duration::from_secs(1);
+        let s = session(&proxy, heartbeat, request_timeout).await;
+        let (ks, insert) = table(&s, "silence").await;
+        let mut acknowledged = Vec::new();
+        let mut silenced_at = None;
+        let mut recovered_after = None;
+        let (mut failed, mut hung) = (0, 0);
+        let started = Instant::now();
+        let mut key = 0i32;
+        while started.elapsed() < Duration::from_secs(14) {
+            if silenced_at.is_none() && started.elapsed() > Duration::from_secs(2) {
+                assert!(proxy.blackhole_open_connections() > 0);
+                silenced_at = Some(Instant::now());
+            }
+            key += 1;
+            match tokio::time::timeout(request_timeout + SLACK, s.execute(&insert, (key, key.wrapping_mul(7)))).await {
+                Ok(Ok(_)) => {
+                    acknowledged.push(key);
+                    if let (Some(at), None) = (silenced_at, recovered_after) {
+                        recovered_after = Some(at.elapsed());
+                    }
+                }
+                Ok(Err(e)) => {
+                    assert!(matches!(e, ExecutionError::Timeout(_) | ExecutionError::Connection(_)), "{e:?}");
+                    failed += 1;
+                }
+                Err(_) => hung += 1,
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        eprintln!(
+            "silence: {} acknowledged, {failed} failed, {hung} hung; writing again {recovered_after:?} after the silence",
+            acknowledged.len()
+        );
+        assert_eq!(hung, 0);
+        let recovered = recovered_after.expect("never wrote again after the silence");
+        assert!(recovered <= 2 * heartbeat + SLACK, "recovered after {recovered:?}");
+        assert_readable(&s, &ks, &acknowledged).await;
+    })
+    .await;
+}
+
+/// The post-DDL schema agreement asked the nodes without a timeout: with
+/// the connections silenced (and no heartbeat to close them) it waited
+/// forever. It is bounded by the schema agreement timeout now.
+#[tokio::test]
+async fn schema_agreement_is_bounded_when_nodes_stop_answering() {
+    bounded(async {
+        let proxy = proxy();
+        let connection = ConnectionConfig { heartbeat_interval: None, ..ConnectionConfig::default() };
+        let s = SessionBuilder::new()
+            .known_node_addr(proxy.addr())
+            .connection_config(connection)
+            .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+            .discover_topology(false)
+            .schema_agreement_timeout(Duration::from_secs(2))
+            .build()
+            .await
+            .expect("session");
+        s.await_schema_agreement().await.expect("agreement while all is well");
+        proxy.blackhole_open_connections();
+        let started = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(20), s.await_schema_agreement()).await;
+        let r = r.expect("schema agreement hung on a silent node");
+        assert!(matches!(r, Err(ExecutionError::SchemaAgreementTimeout(_))), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(2) + SLACK, "{:?}", started.elapsed());
+    })
+    .await;
+}
