@@ -64,6 +64,7 @@
 //! - [`generation`]: CDC generations and stream ids built from the ring.
 //! - [`proxy`]: one client connection: the frame-level forwarding, SUPPORTED, shard accounting.
 //! - [`rewrite`]: statement rewrites (Scylla system tables, Scylla-only syntax).
+//! - [`serve`]: the front's command-line flags, its announcement and its counter reports.
 //! - [`rng`]: splitmix64, the small deterministic generator (also used by the tests' workloads).
 //! - [`stats`]: the counters ([`FrontStats`]).
 //! - [`system_tables`]: the Scylla system tables as real tables in the front's keyspace.
@@ -85,6 +86,7 @@ pub mod proxy;
 mod refusals;
 pub mod rewrite;
 pub mod rng;
+pub mod serve;
 pub mod stats;
 pub mod system_tables;
 pub mod transcript;

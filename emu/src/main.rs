@@ -16,11 +16,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
+use shardwise_emu::serve::{self, BadFlag, FRONT_FLAGS};
 use shardwise_emu::{Front, FrontConfig};
 
-const USAGE: &str = "\
+fn usage() -> String {
+    format!(
+        "\
 usage: shardwise-emu --upstream HOST:PORT [options]
 
 Runs the Scylla emulation front in front of a running Cassandra 5.0 until Ctrl-C.
@@ -28,24 +30,20 @@ Runs the Scylla emulation front in front of a running Cassandra 5.0 until Ctrl-C
   --upstream HOST:PORT    a Cassandra node's native address (repeat it for several nodes)
   --nodes N               N nodes at consecutive IPv4 addresses from the one --upstream,
                           on its port (as `cargo xtask emu --nodes N` lays them out)
-  --shards N              shards per emulated node (default 8)
-  --ignore-msb N          SCYLLA_SHARDING_IGNORE_MSB (default 12)
-  --miss-delay-us N       extra latency of a request that reaches the wrong shard
   --listen IP[:PORT]      listen on IP (and PORT) instead of each node's own address
                           (one node only)
-  --port P                regular port (default: a free one)
-  --shard-aware-port P    shard-aware port (default: a free one)
-  --keyspace NAME         keyspace of the stand-in tables (default shardwise_emu)
-  -h, --help              this text
-";
+{FRONT_FLAGS}  -h, --help              this text
+"
+    )
+}
 
 /// Why the command line was refused.
 #[derive(Debug, thiserror::Error)]
 enum UsageError {
     #[error("{0} takes a value")]
     MissingValue(String),
-    #[error("{flag}: {value:?} is not {what}")]
-    BadValue { flag: String, value: String, what: &'static str },
+    #[error(transparent)]
+    BadValue(#[from] BadFlag),
     #[error("unknown option {0:?}")]
     Unknown(String),
     #[error("--upstream is required")]
@@ -72,37 +70,16 @@ fn parse_args(args: &[String]) -> Result<Command, UsageError> {
         if matches!(flag, "-h" | "--help") {
             return Ok(Command::Help);
         }
-        if !matches!(
-            flag,
-            "--upstream"
-                | "--nodes"
-                | "--shards"
-                | "--ignore-msb"
-                | "--miss-delay-us"
-                | "--listen"
-                | "--port"
-                | "--shard-aware-port"
-                | "--keyspace"
-        ) {
-            return Err(UsageError::Unknown(flag.to_string()));
-        }
         let value = it.next().ok_or_else(|| UsageError::MissingValue(flag.to_string()))?;
-        let bad = |what| UsageError::BadValue { flag: flag.to_string(), value: value.clone(), what };
+        if serve::apply_front_flag(&mut config, flag, value)? {
+            continue;
+        }
+        let bad = |what| BadFlag { flag: flag.to_string(), value: value.clone(), what };
         match flag {
             "--upstream" => upstreams.push(resolve(value).ok_or_else(|| bad("a reachable HOST:PORT"))?),
             "--nodes" => nodes = Some(value.parse().ok().filter(|n| (1..=9).contains(n)).ok_or_else(|| bad("1..9"))?),
-            "--shards" => {
-                config.shards = value.parse().ok().filter(|n| (1..=1024).contains(n)).ok_or_else(|| bad("1..1024"))?
-            }
-            "--ignore-msb" => config.ignore_msb = value.parse().ok().filter(|n| *n < 64).ok_or_else(|| bad("0..63"))?,
-            "--miss-delay-us" => {
-                let us: u64 = value.parse().map_err(|_| bad("a number of microseconds"))?;
-                config.miss_delay = Some(Duration::from_micros(us));
-            }
             "--listen" => listen = Some(parse_listen(value).ok_or_else(|| bad("IP or IP:PORT"))?),
-            "--port" => config.port = value.parse().map_err(|_| bad("a port"))?,
-            "--shard-aware-port" => config.shard_aware_port = value.parse().map_err(|_| bad("a port"))?,
-            _ => config.emu_keyspace = value.clone(), // --keyspace; the front checks the name
+            _ => return Err(UsageError::Unknown(flag.to_string())),
         }
     }
     if upstreams.is_empty() {
@@ -151,12 +128,12 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (upstreams, config) = match parse_args(&args) {
         Ok(Command::Help) => {
-            print!("{USAGE}");
+            print!("{}", usage());
             return ExitCode::SUCCESS;
         }
         Ok(Command::Serve { upstreams, config }) => (upstreams, config),
         Err(e) => {
-            eprintln!("shardwise-emu: {e}\n\n{USAGE}");
+            eprintln!("shardwise-emu: {e}\n\n{}", usage());
             return ExitCode::from(2);
         }
     };
@@ -172,38 +149,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!(
-        "Scylla emulation front up: {} shards per node, ignore_msb {}, miss delay {:?}",
-        front.sharder().nr_shards(),
-        front.sharder().ignore_msb(),
-        front.config().miss_delay
-    );
-    for n in front.nodes() {
-        println!(
-            "  Cassandra {}  ->  front {}  shard-aware {}  (host id {})",
-            n.upstream,
-            n.addr,
-            n.shard_aware_addr,
-            n.host_id.map(|h| h.to_string()).unwrap_or_else(|| "?".into())
-        );
-    }
-    println!("contact point (Scylla): {}", front.addr());
-    println!("counters: SELECT * FROM {}.front_stats (through the front); Ctrl-C stops", front.emu_keyspace());
-    let mut last = front.stats();
-    let mut ticks = 0u32;
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(200));
-        ticks += 1;
-        if ticks >= 50 {
-            ticks = 0;
-            let now = front.stats();
-            if now != last {
-                println!("{now}");
-                last = now;
-            }
-        }
-    }
-    println!("{}", front.stats());
+    println!("{}", serve::announce(&front));
+    serve::report_until(&front, || stop.load(Ordering::SeqCst));
     front.stop();
     ExitCode::SUCCESS
 }
@@ -211,6 +158,8 @@ fn main() -> ExitCode {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn args(s: &str) -> Vec<String> {

@@ -213,24 +213,21 @@ fn transcript_run(files: &[String]) -> Result<(), String> {
 
 fn emu_serve(args: &[String]) -> Result<(), String> {
     use shardwise_emu::{Front, FrontConfig};
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     use testkit::{Cluster, Node, NodeConfig};
 
     let mut nodes: u8 = 1;
     let mut config = FrontConfig::default();
     let mut it = args.iter();
-    let number = |flag: &str, v: Option<&String>| -> Result<u64, String> {
-        v.and_then(|s| s.parse().ok()).ok_or_else(|| format!("{flag} takes a number"))
-    };
     while let Some(a) = it.next() {
-        match a.as_str() {
-            "--nodes" => nodes = number(a, it.next())?.clamp(1, 9) as u8,
-            "--shards" => config.shards = number(a, it.next())?.clamp(1, 1024) as u16,
-            "--ignore-msb" => config.ignore_msb = number(a, it.next())?.min(63) as u8,
-            "--miss-delay-us" => config.miss_delay = Some(Duration::from_micros(number(a, it.next())?)),
-            "--port" => config.port = number(a, it.next())? as u16,
-            "--shard-aware-port" => config.shard_aware_port = number(a, it.next())? as u16,
-            other => return Err(format!("unknown option {other} (options: --nodes --shards --ignore-msb --miss-delay-us --port --shard-aware-port)")),
+        let value = it.next().ok_or_else(|| format!("{a} takes a value"))?;
+        if a == "--nodes" {
+            nodes = value.parse().ok().filter(|n| (1..=9).contains(n)).ok_or("--nodes takes 1..9")?;
+        } else if !shardwise_emu::serve::apply_front_flag(&mut config, a, value).map_err(|e| e.to_string())? {
+            let flags = shardwise_emu::serve::FRONT_FLAGS;
+            return Err(format!(
+                "unknown option {a}; the options are\n  --nodes N               Cassandra nodes to start\n{flags}"
+            ));
         }
     }
     install_interrupt_handler();
@@ -251,40 +248,10 @@ fn emu_serve(args: &[String]) -> Result<(), String> {
         _ => Vec::new(),
     };
     let front = Front::start_cluster(&upstreams, config).map_err(|e| e.to_string())?;
-    println!(
-        "Scylla emulation front up after {:.1?}: {} shards per node, ignore_msb {}, miss delay {:?}",
-        started.elapsed(),
-        front.sharder().nr_shards(),
-        front.sharder().ignore_msb(),
-        front.config().miss_delay
-    );
-    for n in front.nodes() {
-        println!(
-            "  Cassandra {}  ->  front {}  shard-aware {}  (host id {})",
-            n.upstream,
-            n.addr,
-            n.shard_aware_addr,
-            n.host_id.map(|h| h.to_string()).unwrap_or_else(|| "?".into())
-        );
-    }
-    println!("contact point (Scylla): {}", front.addr());
-    println!("Cassandra itself:       {}={}", testkit::SHARDWISE_CASSANDRA, upstreams[0]);
-    println!("counters: SELECT * FROM {}.front_stats (through the front); Ctrl-C stops", front.emu_keyspace());
-    let mut last = front.stats();
-    let mut ticks = 0u32;
-    while !interrupted() {
-        std::thread::sleep(Duration::from_millis(200));
-        ticks += 1;
-        if ticks >= 50 {
-            ticks = 0;
-            let now = front.stats();
-            if now != last {
-                println!("{now}");
-                last = now;
-            }
-        }
-    }
-    println!("{}", front.stats());
+    println!("up after {:.1?}", started.elapsed());
+    println!("{}", shardwise_emu::serve::announce(&front));
+    println!("Cassandra itself: {}={}", testkit::SHARDWISE_CASSANDRA, upstreams[0]);
+    shardwise_emu::serve::report_until(&front, interrupted);
     front.stop();
     drop(cluster);
     drop(single);
