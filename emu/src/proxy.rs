@@ -508,7 +508,7 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 let request = Query { query: text, params };
                 let lwt = Lwt::of(conditional, q.params.serial_consistency, q.params.skip_metadata);
                 if let Some(frame) = encode(&h, &request) {
-                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, conditional, lwt);
+                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, lwt);
                 }
                 return;
             }
@@ -586,7 +586,7 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 let lwt = Lwt::of(conditional, e.params.serial_consistency, e.params.skip_metadata);
                 let request = Execute { params, ..e };
                 if let Some(frame) = encode(&h, &request) {
-                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, conditional, lwt);
+                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, lwt);
                 }
                 return;
             }
@@ -667,13 +667,10 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
         let (consistency, timestamp) = (b.consistency, if conditional { b.timestamp } else { Some(ts) });
         let batch = Batch { statements, timestamp, ..b };
         // Scylla answers one row per statement: every one must be known.
-        let lwt = if items.len() == batch.statements.len() {
-            Lwt::of(conditional, batch.serial_consistency, false)
-        } else {
-            None
-        };
+        let lwt = Lwt::of(conditional, batch.serial_consistency, false)
+            .map(|l| Lwt { reshape: items.len() == batch.statements.len(), ..l });
         if let Some(frame) = encode(h, &batch) {
-            cdc_write(conn, *h, frame, items, ts, consistency, conditional, lwt);
+            cdc_write(conn, *h, frame, items, ts, consistency, lwt);
         }
         return;
     }
@@ -723,17 +720,17 @@ fn cdc_write(
     items: Vec<Item>,
     ts: i64,
     cl: Consistency,
-    conditional: bool,
     lwt: Option<Lwt>,
 ) {
     let conn = conn.clone();
+    let conditional = lwt.is_some();
     tokio::spawn(async move {
         let shared = &conn.shared;
         let log_cl = synth::log_consistency(cl);
         // Scylla's answer to a conditional write shows the rows as they were.
         let before = match lwt {
-            Some(l) => shared.lwt_before(&items, l.serial).await.map(|b| (b, l.skip_metadata)),
-            None => None,
+            Some(l) if l.reshape => shared.lwt_before(&items, l.serial).await.map(|b| (b, l.skip_metadata)),
+            _ => None,
         };
         if lwt.is_some() && before.is_none() {
             inc(&shared.counters.lwt_unshaped);
@@ -780,7 +777,7 @@ fn cdc_write(
             shared.counters.cdc_inexact.fetch_add(u64::from(inexact), Ordering::Relaxed);
         }
         if let (Some(((shape, rows), skip)), Some(applied)) = (&before, lwt_applied(&answer)) {
-            let message = shape.answer(applied, rows, *skip).map(|m| ResponseMessage::Result(m));
+            let message = shape.answer(applied, rows, *skip).map(ResponseMessage::Result);
             if let Some(f) = message.and_then(|m| response_frame(h.stream, m)) {
                 let _ = conn.to_client.send(f);
                 return;
@@ -796,11 +793,15 @@ fn cdc_write(
 struct Lwt {
     serial: Consistency,
     skip_metadata: bool,
+    /// Whether the front can answer in Scylla's shape (it knows every
+    /// statement of the write).
+    reshape: bool,
 }
 
 impl Lwt {
     fn of(conditional: bool, serial: Option<Consistency>, skip_metadata: bool) -> Option<Lwt> {
-        conditional.then_some(Lwt { serial: serial.unwrap_or(Consistency::Serial), skip_metadata })
+        let serial = serial.unwrap_or(Consistency::Serial);
+        conditional.then_some(Lwt { serial, skip_metadata, reshape: true })
     }
 }
 
