@@ -144,6 +144,9 @@ pub(crate) struct Shared {
     pub(crate) delay: Option<proxy::DelayLine>,
     /// Schemas of CDC tables, for log synthesis (dropped on DDL).
     pub(crate) cdc_schemas: Mutex<HashMap<(String, String), Arc<cdclog::schema::TableSchema>>>,
+    /// Schemas of other tables written with conditions (for Scylla's LWT
+    /// answer; dropped on DDL).
+    pub(crate) table_schemas: Mutex<HashMap<(String, String), Arc<cdclog::schema::TableSchema>>>,
     /// Connections writing log rows and reading images.
     pub(crate) log_writer: cdclog::writer::LogWriter,
     /// Random bits for timeuuids.
@@ -325,10 +328,16 @@ impl Shared {
                 if let Ok(mut s) = self.cdc_schemas.lock() {
                     s.retain(|(k, _), _| k != keyspace);
                 }
+                if let Ok(mut s) = self.table_schemas.lock() {
+                    s.retain(|(k, _), _| k != keyspace);
+                }
             }
             // A changed user type changes the tables using it.
             _ => {
                 if let Ok(mut s) = self.cdc_schemas.lock() {
+                    s.clear();
+                }
+                if let Ok(mut s) = self.table_schemas.lock() {
                     s.clear();
                 }
             }
@@ -562,6 +571,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         generations: Mutex::new(Vec::new()),
         admin,
         cdc_schemas: Mutex::new(HashMap::new()),
+        table_schemas: Mutex::new(HashMap::new()),
         log_writer: cdclog::writer::LogWriter::new(upstreams[0], credentials, 2),
         rng: std::sync::atomic::AtomicU64::new(now_ms() as u64 ^ u64::from(std::process::id()) << 32),
         last_timestamp: std::sync::atomic::AtomicI64::new(0),

@@ -82,6 +82,7 @@ pub mod cdclog;
 mod front;
 pub mod generation;
 mod guard;
+mod lwt;
 pub mod proxy;
 mod refusals;
 pub mod rewrite;

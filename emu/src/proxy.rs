@@ -496,7 +496,8 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 conn.reply_error(h.stream, code, &message);
                 return;
             }
-            if let (Verdict::Logged, Some(statement)) = (verdict, statement) {
+            let statement = statement.filter(|s| verdict == Verdict::Logged || s.is_conditional());
+            if let Some(statement) = statement {
                 let item = conn.item(statement, &q.params.values);
                 let conditional = item.statement.is_conditional();
                 let ts = q.params.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
@@ -505,8 +506,9 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                     ..q.params.clone()
                 };
                 let request = Query { query: text, params };
+                let lwt = Lwt::of(conditional, q.params.serial_consistency, q.params.skip_metadata);
                 if let Some(frame) = encode(&h, &request) {
-                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, conditional);
+                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, lwt);
                 }
                 return;
             }
@@ -571,7 +573,8 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 conn.reply_error(h.stream, code, &message);
                 return;
             }
-            if let (Verdict::Logged, Some(statement)) = (verdict, info.dml.clone()) {
+            let statement = info.dml.clone().filter(|s| verdict == Verdict::Logged || s.is_conditional());
+            if let Some(statement) = statement {
                 let mut item = conn.item(statement, &e.params.values);
                 item.keyspace = info.keyspace.clone().or(item.keyspace);
                 let conditional = item.statement.is_conditional();
@@ -580,9 +583,10 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                     timestamp: if conditional { e.params.timestamp } else { Some(ts) },
                     ..e.params.clone()
                 };
+                let lwt = Lwt::of(conditional, e.params.serial_consistency, e.params.skip_metadata);
                 let request = Execute { params, ..e };
                 if let Some(frame) = encode(&h, &request) {
-                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, conditional);
+                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, lwt);
                 }
                 return;
             }
@@ -648,8 +652,8 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
             items.push(item);
         }
     }
-    if cdc {
-        let conditional = items.iter().any(|i| i.statement.is_conditional());
+    let conditional = items.iter().any(|i| i.statement.is_conditional());
+    if cdc || conditional {
         let ts = b.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
         let statements: Vec<BatchStatement<'_, RawValues<'_>>> = b
             .statements
@@ -662,8 +666,11 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
             .collect();
         let (consistency, timestamp) = (b.consistency, if conditional { b.timestamp } else { Some(ts) });
         let batch = Batch { statements, timestamp, ..b };
+        // Scylla answers one row per statement: every one must be known.
+        let lwt = Lwt::of(conditional, batch.serial_consistency, false)
+            .map(|l| Lwt { reshape: items.len() == batch.statements.len(), ..l });
         if let Some(frame) = encode(h, &batch) {
-            cdc_write(conn, *h, frame, items, ts, consistency, conditional);
+            cdc_write(conn, *h, frame, items, ts, consistency, lwt);
         }
         return;
     }
@@ -713,12 +720,21 @@ fn cdc_write(
     items: Vec<Item>,
     ts: i64,
     cl: Consistency,
-    conditional: bool,
+    lwt: Option<Lwt>,
 ) {
     let conn = conn.clone();
+    let conditional = lwt.is_some();
     tokio::spawn(async move {
         let shared = &conn.shared;
         let log_cl = synth::log_consistency(cl);
+        // Scylla's answer to a conditional write shows the rows as they were.
+        let before = match lwt {
+            Some(l) if l.reshape => shared.lwt_before(&items, l.serial).await.map(|b| (b, l.skip_metadata)),
+            _ => None,
+        };
+        if lwt.is_some() && before.is_none() {
+            inc(&shared.counters.lwt_unshaped);
+        }
         let planned = async {
             let built = shared.cdc_mutations(&items, ts).await?;
             let mut with_images = Vec::with_capacity(built.mutations.len());
@@ -760,8 +776,45 @@ fn cdc_write(
             // Counted even when nothing could be logged (`l = l - [v]`).
             shared.counters.cdc_inexact.fetch_add(u64::from(inexact), Ordering::Relaxed);
         }
+        if let (Some(((shape, rows), skip)), Some(applied)) = (&before, lwt_applied(&answer)) {
+            let message = shape.answer(applied, rows, *skip).map(ResponseMessage::Result);
+            if let Some(f) = message.and_then(|m| response_frame(h.stream, m)) {
+                let _ = conn.to_client.send(f);
+                return;
+            }
+        }
         let _ = conn.to_client.send(frame(&answer.header, answer.header.flags.0, &answer.body));
     });
+}
+
+/// How a conditional write is answered: the serial consistency of its
+/// reads, and whether the client asked to skip the result metadata.
+#[derive(Debug, Clone, Copy)]
+struct Lwt {
+    serial: Consistency,
+    skip_metadata: bool,
+    /// Whether the front can answer in Scylla's shape (it knows every
+    /// statement of the write).
+    reshape: bool,
+}
+
+impl Lwt {
+    fn of(conditional: bool, serial: Option<Consistency>, skip_metadata: bool) -> Option<Lwt> {
+        let serial = serial.unwrap_or(Consistency::Serial);
+        conditional.then_some(Lwt { serial, skip_metadata, reshape: true })
+    }
+}
+
+/// `[applied]` of Cassandra's answer to a conditional write (`None` when
+/// the answer is not a rows result, e.g. an error).
+fn lwt_applied(answer: &Envelope) -> Option<bool> {
+    match Response::decode(&answer.header, answer.body.clone()) {
+        Ok(Response { message: ResponseMessage::Result(ResultMessage::Rows(rows)), .. }) => {
+            let mut r = Reader::new(rows.raw_rows());
+            Some(rows.rows_count() > 0 && matches!(r.bytes("[applied]"), Ok(Some([1]))))
+        }
+        _ => None,
+    }
 }
 
 /// Whether the answer to a write says it was applied: a RESULT, and for a
@@ -830,8 +883,32 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             let _ = tx.send(env);
         }
         Some(Pending::Prepare { lwt, text, keyspace }) => {
-            let body = learn_prepared(conn, &env, lwt, &text, keyspace);
-            let _ = conn.to_client.send(frame(&h, h.flags.0, &body));
+            let body = learn_prepared(conn, &env, lwt, &text, keyspace.clone());
+            let conditional = match classify(&text) {
+                Dml::Parsed(statement) if statement.is_conditional() => Some(statement),
+                _ => None,
+            };
+            let Some(statement) = conditional else {
+                let _ = conn.to_client.send(frame(&h, h.flags.0, &body));
+                return;
+            };
+            // Scylla's PREPARED of a conditional statement describes the
+            // columns of its answer ([`crate::lwt`]).
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                let shape = conn.shared.lwt_shape(&statement, keyspace.as_deref()).await;
+                let prepared = match (shape, Response::decode(&h, body.clone())) {
+                    (
+                        Some(shape),
+                        Ok(Response { message: ResponseMessage::Result(ResultMessage::Prepared(mut p)), .. }),
+                    ) => {
+                        p.result_metadata = shape.metadata(false);
+                        response_frame(h.stream, ResponseMessage::Result(ResultMessage::Prepared(p)))
+                    }
+                    _ => None,
+                };
+                let _ = conn.to_client.send(prepared.unwrap_or_else(|| frame(&h, h.flags.0, &body)));
+            });
         }
         Some(Pending::Use) => {
             let set = match Response::decode(&h, env.body.clone()) {

@@ -9,7 +9,11 @@
 //! - `ALTER TABLE <log> ADD|DROP|ALTER ...`: the columns of a log table
 //!   follow its base table only (two texts: CDC on, CDC off on the base);
 //! - `ALTER TABLE <log> RENAME ...`: likewise (two texts);
-//! - `CREATE MATERIALIZED VIEW ... FROM <log>`.
+//! - `CREATE MATERIALIZED VIEW ... FROM <log>`;
+//! - `DROP TABLE <log>` while its base table has CDC on: Scylla's access
+//!   check (`service/client_state.cc`) refuses DROP on a log table that a
+//!   base table still writes, as Unauthorized; once CDC is off on the base,
+//!   the detached log can be dropped.
 //!
 //! Others are Cassandra refusals of the same thing in other words, which
 //! [`translate`] rewords: adding a counter column to a non-counter table.
@@ -34,6 +38,7 @@ const RENAME_ACTIVE: &str = "Cannot rename a column of a CDC log table.";
 const RENAME_INACTIVE: &str = "You cannot rename a column of a CDC log table. Although the base table has deactivated \
      CDC, this table will continue being a CDC log table until it is dropped.";
 const MV_ON_LOG: &str = "Materialized views cannot be created on CDC Log tables";
+const UNAUTHORIZED: i32 = 0x2100;
 
 /// `[ks.]name` at `toks[at]`: the name resolved against `keyspace`, and the
 /// index after it.
@@ -69,6 +74,13 @@ pub(crate) fn check(shared: &Shared, text: &str, keyspace: Option<&str>) -> Opti
             return Some((INVALID, if active { RENAME_ACTIVE } else { RENAME_INACTIVE }.into()));
         }
         return None;
+    }
+    if first.is_kw("DROP") && toks.get(1).is_some_and(|t| t.is_kw("TABLE") || t.is_kw("COLUMNFAMILY")) {
+        let at = if toks.get(2).is_some_and(|t| t.is_kw("IF")) { 4 } else { 2 };
+        let ((k, t), _) = table_at(&toks, at, keyspace)?;
+        // Scylla prints the resource as `<table ks.t>`.
+        return (is_log(&k, &t) && base_active(&k, &t))
+            .then(|| (UNAUTHORIZED, format!("Cannot DROP cdc log table <table {k}.{t}>")));
     }
     if first.is_kw("CREATE") && toks.get(1).is_some_and(|t| t.is_kw("MATERIALIZED")) {
         let mut depth = 0;

@@ -46,6 +46,7 @@ pub(crate) struct Counters {
     pub(crate) cdc_inexact: AtomicU64,
     pub(crate) cdc_refused: AtomicU64,
     pub(crate) cdc_log_failures: AtomicU64,
+    pub(crate) lwt_unshaped: AtomicU64,
 }
 
 pub(crate) fn inc(c: &AtomicU64) {
@@ -116,6 +117,10 @@ pub struct FrontStats {
     /// Writes that succeeded but whose log write failed (the client got an
     /// error).
     pub cdc_log_failures: u64,
+    /// Conditional writes answered with Cassandra's shape instead of
+    /// Scylla's (the front could not tell which row they address, or could
+    /// not read it).
+    pub lwt_unshaped: u64,
 }
 
 impl FrontStats {
@@ -154,7 +159,8 @@ impl fmt::Display for FrontStats {
         writeln!(
             f,
             "requests {}  rewritten {}  local {}  v5-rejections {}  prepared {}  cdc-logs {}  hit-rate {:.4}\n\
-             cdc: writes logged {}  log rows {}  inexact list ops {}  refused {}  log-write failures {}",
+             cdc: writes logged {}  log rows {}  inexact list ops {}  refused {}  log-write failures {}  \
+             LWT answers in Cassandra's shape {}",
             self.requests,
             self.rewritten,
             self.answered_locally,
@@ -166,7 +172,8 @@ impl fmt::Display for FrontStats {
             self.cdc_log_rows,
             self.cdc_inexact,
             self.cdc_refused,
-            self.cdc_log_failures
+            self.cdc_log_failures,
+            self.lwt_unshaped
         )?;
         for n in &self.nodes {
             writeln!(
@@ -221,6 +228,7 @@ impl Counters {
             cdc_inexact: get(&self.cdc_inexact),
             cdc_refused: get(&self.cdc_refused),
             cdc_log_failures: get(&self.cdc_log_failures),
+            lwt_unshaped: get(&self.lwt_unshaped),
         }
     }
 

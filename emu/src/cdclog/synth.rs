@@ -21,7 +21,7 @@ use super::split::{self, Images, RowState, StateValue};
 use super::values;
 use super::writer::Write;
 use crate::admin::{self, lit};
-use crate::cdc::{quote, BaseColumn, ColumnKind, PreImage};
+use crate::cdc::{quote, BaseColumn, CdcOptions, ColumnKind, PreImage};
 use crate::front::Shared;
 use crate::stats::inc;
 use crate::EmuError;
@@ -85,8 +85,12 @@ fn resolve<'a>(t: &'a TableName, default: Option<&'a str>) -> Option<(&'a str, &
 impl Shared {
     /// Forgets cached schemas of a table (after DDL).
     pub(crate) fn forget_cdc_schema(&self, keyspace: &str, table: &str) {
+        let key = (keyspace.to_string(), table.to_string());
         if let Ok(mut s) = self.cdc_schemas.lock() {
-            s.remove(&(keyspace.to_string(), table.to_string()));
+            s.remove(&key);
+        }
+        if let Ok(mut s) = self.table_schemas.lock() {
+            s.remove(&key);
         }
     }
 
@@ -99,6 +103,35 @@ impl Shared {
         if let Some(s) = self.cdc_schemas.lock().ok().and_then(|s| s.get(&key).cloned()) {
             return Ok(Some(s));
         }
+        let schema = Arc::new(self.load_schema(keyspace, table, options).await?);
+        if let Ok(mut s) = self.cdc_schemas.lock() {
+            s.insert(key, schema.clone());
+        }
+        Ok(Some(schema))
+    }
+
+    /// The schema of any table (CDC or not), for conditional writes;
+    /// `None` when the table does not exist.
+    pub(crate) async fn table_schema(&self, keyspace: &str, table: &str) -> Result<Option<Arc<TableSchema>>, EmuError> {
+        if let Some(s) = self.cdc_schema(keyspace, table).await? {
+            return Ok(Some(s));
+        }
+        let key = (keyspace.to_string(), table.to_string());
+        if let Some(s) = self.table_schemas.lock().ok().and_then(|s| s.get(&key).cloned()) {
+            return Ok(Some(s));
+        }
+        if self.base_columns(keyspace, table).await?.is_empty() {
+            return Ok(None);
+        }
+        let schema = Arc::new(self.load_schema(keyspace, table, CdcOptions::default()).await?);
+        if let Ok(mut s) = self.table_schemas.lock() {
+            s.insert(key, schema.clone());
+        }
+        Ok(Some(schema))
+    }
+
+    /// Reads a table's schema from Cassandra's `system_schema`.
+    async fn load_schema(&self, keyspace: &str, table: &str, options: CdcOptions) -> Result<TableSchema, EmuError> {
         let columns: Vec<BaseColumn> = self.base_columns(keyspace, table).await?;
         let mut types: HashMap<String, Vec<(String, String)>> = HashMap::new();
         for row in self
@@ -138,11 +171,7 @@ impl Shared {
         let mut schema = TableSchema::new(keyspace, table, &columns, &udt, default_ttl, options)
             .map_err(|m| EmuError::Protocol(format!("schema of {keyspace}.{table}: {m}")))?;
         schema.compact = compact;
-        let schema = Arc::new(schema);
-        if let Ok(mut s) = self.cdc_schemas.lock() {
-            s.insert(key, schema.clone());
-        }
-        Ok(Some(schema))
+        Ok(schema)
     }
 
     /// The mutations of CDC tables that `items` make at timestamp `ts`.
@@ -400,7 +429,7 @@ impl Shared {
 }
 
 /// The rows of a result as raw column values.
-fn raw_rows(result: ResultMessage) -> Result<Vec<Vec<Option<Bytes>>>, EmuError> {
+pub(crate) fn raw_rows(result: ResultMessage) -> Result<Vec<Vec<Option<Bytes>>>, EmuError> {
     let ResultMessage::Rows(rows) = result else {
         return Err(EmuError::Protocol("an image read returned no rows result".into()));
     };

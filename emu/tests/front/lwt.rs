@@ -1,0 +1,54 @@
+//! Conditional writes answered as Scylla answers them: `[applied]` and the
+//! columns of the table (or of the conditions), holding the row as it was
+//! before the write, applied or not; and a PREPARED whose result metadata
+//! announces those columns (the transcript `lwt_answers_test` covers the
+//! unprepared shapes).
+
+use shardwise_emu::FrontConfig;
+use testkit::fresh_keyspace;
+
+use crate::support::{session, start_front};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_conditional_writes_announce_and_answer_scylla_columns() {
+    let front = start_front(FrontConfig::default());
+    let session = session(&front).await;
+    let ks = fresh_keyspace("emu_lwt");
+    for ddl in [
+        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        format!("CREATE TABLE {ks}.t (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"),
+        format!("CREATE TABLE {ks}.plain (pk int PRIMARY KEY, v text)"),
+    ] {
+        session.query_unpaged(ddl, &[]).await.expect("ddl");
+    }
+
+    let insert = session
+        .prepare(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?) IF NOT EXISTS"))
+        .await
+        .expect("prepare");
+    let names: Vec<String> =
+        insert.get_current_result_set_col_specs().get().iter().map(|s| s.name().to_string()).collect();
+    assert_eq!(names, ["[applied]", "pk", "ck", "v"], "PREPARED result metadata");
+    type Row = (bool, Option<i32>, Option<i32>, Option<i32>);
+    let run = |v: i32| {
+        let (session, insert) = (&session, &insert);
+        async move {
+            let rows =
+                session.execute_unpaged(insert, (1, 2, v)).await.expect("execute").into_rows_result().expect("rows");
+            rows.rows::<Row>().expect("typed").map(|r| r.expect("row")).collect::<Vec<Row>>()
+        }
+    };
+    assert_eq!(run(10).await, [(true, None, None, None)], "applied: the row did not exist");
+    assert_eq!(run(20).await, [(false, Some(1), Some(2), Some(10))], "not applied: the existing row");
+
+    let update = session.prepare(format!("UPDATE {ks}.plain SET v = ? WHERE pk = ? IF v = ?")).await.expect("prepare");
+    let names: Vec<String> =
+        update.get_current_result_set_col_specs().get().iter().map(|s| s.name().to_string()).collect();
+    assert_eq!(names, ["[applied]", "v"]);
+    session.query_unpaged(format!("INSERT INTO {ks}.plain (pk, v) VALUES (1, 'a')"), &[]).await.expect("insert");
+    let rows =
+        session.execute_unpaged(&update, ("b", 1, "a")).await.expect("execute").into_rows_result().expect("rows");
+    let got: Vec<(bool, Option<String>)> = rows.rows().expect("typed").map(|r| r.expect("row")).collect();
+    assert_eq!(got, [(true, Some("a".to_string()))], "applied: the old value");
+    assert_eq!(front.stats().lwt_unshaped, 0);
+}
