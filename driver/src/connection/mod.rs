@@ -10,7 +10,7 @@
 //! response body (none for the 4-byte Void result of a write) and hands it
 //! to the waiting request's slot.
 
-mod handshake;
+pub(crate) mod handshake;
 mod io;
 pub(crate) mod stream;
 
