@@ -129,7 +129,11 @@ fn close_racing_send_answers_or_refuses_every_request() {
             conn.close("reset");
             match sender.join().expect("thread") {
                 Ok(id) => {
-                    assert_eq!(answer_after_close(&conn, id), Some(Err("reset")), "a request waits forever");
+                    assert_eq!(
+                        answer_after_close(&conn, id),
+                        Some(Err("reset")),
+                        "a request waits forever ({oversized:?})"
+                    );
                 }
                 Err(e) => assert_eq!(e, "reset"),
             }
