@@ -263,6 +263,11 @@ fn system_seeds() -> Vec<(&'static str, Vec<u8>, SystemRows)> {
             ),
             SystemRows { partitioners: 4, ..Default::default() },
         ),
+        (
+            "huge_replication_factors",
+            huge_replication_factors_input(),
+            SystemRows { strategies: 3, ..Default::default() },
+        ),
     ]
 }
 
@@ -329,4 +334,33 @@ fn harnesses_accept_garbage() {
         handshake(&data);
         system_rows(&data);
     }
+}
+
+/// Replication factors no cluster has, read from `system_schema.keyspaces`:
+/// SimpleStrategy reserved room for `rf` replicas up front (capacity
+/// overflow, or an allocation of `rf` words), and NetworkTopologyStrategy's
+/// rack-repeat budget (`rf - racks` as `isize`) overflowed for `rf` ≥ 2^63.
+/// Also a seed of `system_rows`.
+fn huge_replication_factors_input() -> Vec<u8> {
+    use ColumnType::*;
+    let text = |s: &str| Some(val(s));
+    let options = |o: &[(&str, &str)]| Some(val(o.iter().copied().collect::<BTreeMap<&str, &str>>()));
+    with(
+        3,
+        &[(0, Text), (0, map(Text, Text))],
+        &[
+            vec![text("a"), options(&[("class", "SimpleStrategy"), ("replication_factor", "18446744073709551615")])],
+            vec![text("b"), options(&[("class", "NetworkTopologyStrategy"), ("dc1", "9223372036854775808")])],
+            vec![
+                text("c"),
+                options(&[("class", "NetworkTopologyStrategy"), ("dc1", "18446744073709551615"), ("dc2", "1")]),
+            ],
+        ],
+    )
+}
+
+#[test]
+fn huge_replication_factors() {
+    let data = huge_replication_factors_input();
+    assert_eq!(system_rows(&data), SystemRows { strategies: 3, ..Default::default() });
 }
