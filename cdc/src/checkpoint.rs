@@ -171,12 +171,7 @@ impl TableCheckpointStore {
         let mut checkpoint = Checkpoint { generation: generation.into(), groups: Vec::new() };
         while let Some(page) = pages.next_page().await {
             let page = page?;
-            for row in page.rows::<(StreamId, CqlTimestamp)>()? {
-                let (group, progress) = row.map_err(RowsAccessError::from)?;
-                if group != GENERATION_MARKER {
-                    checkpoint.groups.push(GroupProgress { group, progress: progress.into() });
-                }
-            }
+            push_groups(page.rows::<(StreamId, CqlTimestamp)>()?, &mut checkpoint.groups)?;
         }
         Ok(Some(checkpoint))
     }
@@ -202,7 +197,25 @@ impl TableCheckpointStore {
 
 /// The `group_id` of the row that records a generation even when it has
 /// no groups: all zeros, a version-0 id that Scylla never creates.
-const GENERATION_MARKER: StreamId = StreamId::from_bytes([0; 16]);
+/// Appends the progress of the groups of `SELECT group_id, progress` rows
+/// (the generation marker is not a group).
+pub(crate) fn push_groups<E>(
+    rows: impl IntoIterator<Item = Result<(StreamId, CqlTimestamp), E>>,
+    groups: &mut Vec<GroupProgress>,
+) -> Result<(), RowsAccessError>
+where
+    RowsAccessError: From<E>,
+{
+    for row in rows {
+        let (group, progress) = row.map_err(RowsAccessError::from)?;
+        if group != GENERATION_MARKER {
+            groups.push(GroupProgress { group, progress: progress.into() });
+        }
+    }
+    Ok(())
+}
+
+pub(crate) const GENERATION_MARKER: StreamId = StreamId::from_bytes([0; 16]);
 
 /// The DDL of the checkpoint table `name` (`keyspace.table`).
 fn create_table_cql(name: &str) -> String {

@@ -175,7 +175,11 @@ fn consistency_for(peers: i64) -> Consistency {
 
 /// Appends one group per row (vnode) of a `SELECT streams` page; rows
 /// with no streams are skipped.
-fn groups_of_rows(rows: &Rows, generation: Millis, out: &mut Vec<StreamGroup>) -> Result<(), GenerationError> {
+pub(crate) fn groups_of_rows(
+    rows: &Rows,
+    generation: Millis,
+    out: &mut Vec<StreamGroup>,
+) -> Result<(), GenerationError> {
     for row in rows.rows::<(Vec<&[u8]>,)>().map_err(RowsAccessError::from)? {
         let (streams,) = row.map_err(RowsAccessError::from)?;
         let ids = streams

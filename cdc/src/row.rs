@@ -799,7 +799,7 @@ pub(crate) mod tests {
         Rows::from_raw(metadata, &borrowed).unwrap()
     }
 
-    fn sample_page(with_metadata: bool) -> Rows {
+    pub(crate) fn sample_page(with_metadata: bool) -> Rows {
         log_rows(
             &[
                 // UPDATE SET v = 5, m = m + {1: 'a'} USING TTL 30

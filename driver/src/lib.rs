@@ -22,7 +22,8 @@
 //! - [`events`]: session and database events;
 //! - [`error`]: the error types;
 //! - `metrics`: request counters and the latency histogram;
-//! - `sync`: the synchronization primitives (loom-checkable).
+//! - `sync`: the synchronization primitives (loom-checkable);
+//! - `fuzzing` (hidden): the harnesses of the fuzz targets that read what the driver reads.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -34,6 +35,8 @@ pub mod connection;
 pub mod error;
 pub mod events;
 pub mod execute;
+#[doc(hidden)]
+pub mod fuzzing;
 mod metrics;
 mod pool;
 pub mod result;

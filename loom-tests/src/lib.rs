@@ -1,6 +1,7 @@
 //! loom models of the driver's shared-state structures: the stream-id
-//! table of a connection ([`stream`]) and the per-shard connection slots of
-//! a node's pool ([`slots`]).
+//! table of a connection ([`stream`]), how a connection closes while
+//! requests claim ids, send and drop ([`closing`]), and the per-shard
+//! connection slots of a node's pool ([`slots`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
@@ -11,32 +12,83 @@
 pub mod sync {
     //! loom versions of the driver's synchronization primitives.
 
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::AtomicU8;
     pub use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
-    /// A `OnceLock` for models: the value lives in a std `OnceLock`, and
-    /// every access goes through a loom mutex so the model sees the
-    /// synchronization that initialization implies.
+    /// `std::sync::OnceLock` for models, with its real synchronization: a
+    /// state word (uninitialized, running, done) whose `done` is stored with
+    /// release once the value is written and read with acquire by `get` (one
+    /// load, no lock), and the value in a loom cell, so that the model
+    /// reports a read of the value that the state does not order after its
+    /// write. Racing initializers: one runs, the others spin until it is
+    /// done (std blocks them).
     #[derive(Debug)]
     pub struct OnceLock<T> {
-        lock: Mutex<()>,
-        value: std::sync::OnceLock<T>,
+        state: AtomicU8,
+        value: UnsafeCell<Option<T>>,
     }
+
+    const UNINIT: u8 = 0;
+    const RUNNING: u8 = 1;
+    const DONE: u8 = 2;
+
+    // SAFETY: as std's `OnceLock`: the value is written once, by the thread
+    // that moved the state from UNINIT to RUNNING, before the release store
+    // of DONE; it is only read after an acquire load of DONE.
+    unsafe impl<T: Send + Sync> Sync for OnceLock<T> {}
+    // SAFETY: the lock owns its value.
+    unsafe impl<T: Send> Send for OnceLock<T> {}
 
     impl<T> OnceLock<T> {
         /// An empty cell.
         pub fn new() -> Self {
-            OnceLock { lock: Mutex::new(()), value: std::sync::OnceLock::new() }
+            OnceLock { state: AtomicU8::new(UNINIT), value: UnsafeCell::new(None) }
         }
-        /// The value, if initialized.
+
+        /// The value, if initialized: one acquire load.
         pub fn get(&self) -> Option<&T> {
-            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.value.get()
+            if self.state.load(Ordering::Acquire) != DONE {
+                return None;
+            }
+            // SAFETY: DONE was stored (release) after the value was written
+            // and never changes again, so nobody writes the value any more.
+            self.value.with(|p| unsafe { (*p).as_ref() })
         }
+
+        /// Sets the value if the cell is empty; else gives it back.
+        pub fn set(&self, value: T) -> Result<(), T> {
+            let mut value = Some(value);
+            self.get_or_init(|| value.take().expect("called once"));
+            match value {
+                None => Ok(()),
+                Some(v) => Err(v),
+            }
+        }
+
         /// The value, initializing it with `f` first if needed.
         pub fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
-            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.value.get_or_init(f)
+            let mut f = Some(f);
+            loop {
+                match self.state.compare_exchange(UNINIT, RUNNING, Ordering::Acquire, Ordering::Acquire) {
+                    Ok(_) => {
+                        let value = (f.take().expect("runs once"))();
+                        // SAFETY: only the thread that moved the state to
+                        // RUNNING writes, and no reader reads before DONE.
+                        self.value.with_mut(|p| unsafe { *p = Some(value) });
+                        self.state.store(DONE, Ordering::Release);
+                    }
+                    Err(DONE) => {}
+                    Err(_) => {
+                        loom::thread::yield_now();
+                        continue;
+                    }
+                }
+                if let Some(v) = self.get() {
+                    return v;
+                }
+            }
         }
     }
 
@@ -57,8 +109,18 @@ pub mod stream;
 #[path = "../../driver/src/pool/slots.rs"]
 pub mod slots;
 
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/connection/closing.rs"]
+pub mod closing;
+
 #[cfg(test)]
 mod stream_slots;
 
 #[cfg(test)]
 mod pool_refill;
+
+#[cfg(test)]
+mod closing_models;
+
+#[cfg(test)]
+mod once_lock;

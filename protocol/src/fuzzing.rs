@@ -3,18 +3,26 @@
 //! they cannot rot. Each asserts the properties a decoder must keep on any
 //! input: no panic, and whatever decodes re-encodes to something that
 //! decodes to the same value.
+//!
+//! Each target's seed corpus lives in `fuzz/seeds/<target>/`; the unit tests
+//! of the crate holding a harness run it on every seed ([`seed_files`]).
 
-use bytes::Bytes;
+use std::path::Path;
 
-use crate::codec::Reader;
+use bytes::{BufMut, Bytes};
+
+use crate::codec::{self, Reader};
 use crate::frame::envelope::{EnvelopeHeader, Flags, Opcode, ProtocolVersion, HEADER_LEN};
 use crate::frame::segment::SegmentCompression;
 use crate::frame::FrameDecoder;
 use crate::request::AnyRequest;
 use crate::response::{Response, ResponseMessage, ResultMessage};
+use crate::rows::{ResultMetadata, Rows};
+use crate::sharding::{ShardPortIterator, ShardingInfo, BIASED_TOKEN_ROUND_ROBIN};
+use crate::token::{Partitioner, Token};
 use crate::types::de::{DeserializeValue, FrameSlice};
 use crate::types::ser::SerializeValue;
-use crate::types::{ColumnType, CqlValue};
+use crate::types::{ColumnSpec, ColumnType, CqlValue};
 
 fn version(b: u8) -> ProtocolVersion {
     if b & 1 == 0 {
@@ -116,9 +124,257 @@ pub fn value(data: &[u8]) {
     assert_eq!(back.as_ref().ok(), Some(&v), "value round trip for {typ}");
 }
 
+/// A page of rows built from a fuzz input, for the harnesses of row
+/// readers (here and in the driver and CDC crates):
+///
+/// ```text
+/// [u8 columns (mod 9)] { [u8 name] [option type] } per column, then the rows
+/// section of a ROWS body: [int rows count] { [bytes] value } per cell
+/// ```
+///
+/// Column `i` is named `names[name % (names.len() + 1)]`, or `other` when
+/// that index is one past the end. `None` when the input does not build one.
+pub fn rows(data: &[u8], names: &[&str]) -> Option<Rows> {
+    let mut r = Reader::new(data);
+    let count = usize::from(r.u8("columns").ok()? % 9);
+    let mut specs = Vec::with_capacity(count);
+    for _ in 0..count {
+        let pick = usize::from(r.u8("column name").ok()?);
+        let name = names.get(pick % (names.len() + 1)).copied().unwrap_or("other");
+        let typ = ColumnType::decode(&mut r).ok()?;
+        specs.push(ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ });
+    }
+    let metadata = ResultMetadata { columns_count: count, specs: Some(specs), ..Default::default() };
+    let mut body = Vec::new();
+    metadata.encode(&mut body).ok()?;
+    body.extend_from_slice(r.rest());
+    Rows::decode(Bytes::from(body), 0).ok()
+}
+
+/// The [`rows`] input of these columns (name index, type) and rows: what
+/// seed inputs are made of.
+///
+/// # Panics
+///
+/// On more than 8 columns or values too large for the protocol.
+pub fn rows_input(columns: &[(u8, ColumnType)], rows: &[Vec<Option<&[u8]>>]) -> Vec<u8> {
+    assert!(columns.len() < 9, "at most 8 columns");
+    let mut out = vec![columns.len() as u8];
+    for (name, typ) in columns {
+        out.push(*name);
+        typ.encode(&mut out);
+    }
+    out.put_i32(i32::try_from(rows.len()).expect("row count fits"));
+    for row in rows {
+        for v in row {
+            codec::write_bytes(&mut out, "value", *v).expect("value fits");
+        }
+    }
+    out
+}
+
+/// `ShardingInfo` from a SUPPORTED body. `data` is `[long token][short low
+/// port][short high port]` then the `[string multimap]`. The multimap is
+/// read twice (as `&str` pairs and as generic entries) with the same
+/// result; sharding that is accepted keeps its invariants (shard below the
+/// shard count, every token and every candidate source port of the shard
+/// in range), and its keys written back read back to the same sharding.
+pub fn sharding(data: &[u8]) {
+    let mut r = Reader::new(data);
+    let (Ok(token), Ok(low), Ok(high)) = (r.i64("token"), r.u16("low port"), r.u16("high port")) else { return };
+    let Ok(supported) = r.string_multimap("supported") else { return };
+    let info = ShardingInfo::from_supported(&supported);
+    let again = ShardingInfo::from_entries(supported.iter().map(|(k, v)| (*k, v.iter())));
+    assert_eq!(info, again, "the two readers of SUPPORTED disagree");
+    let Ok(Some(info)) = info else { return };
+    let sharder = info.sharder();
+    let nr = sharder.nr_shards();
+    assert!(info.shard() < nr.get(), "{info:?}");
+    assert!(sharder.ignore_msb() < 64, "{info:?}");
+    assert!(sharder.shard_of(Token::from(token)) < nr.get(), "{info:?}: token {token}");
+
+    let mut keys = vec![
+        ("SCYLLA_SHARD", info.shard().to_string()),
+        ("SCYLLA_NR_SHARDS", nr.to_string()),
+        ("SCYLLA_SHARDING_IGNORE_MSB", sharder.ignore_msb().to_string()),
+        ("SCYLLA_PARTITIONER", Partitioner::Murmur3.class_name().to_owned()),
+        ("SCYLLA_SHARDING_ALGORITHM", BIASED_TOKEN_ROUND_ROBIN.to_owned()),
+    ];
+    if let Some(p) = info.shard_aware_port() {
+        keys.push(("SCYLLA_SHARD_AWARE_PORT", p.to_string()));
+    }
+    if let Some(p) = info.shard_aware_port_ssl() {
+        keys.push(("SCYLLA_SHARD_AWARE_PORT_SSL", p.to_string()));
+    }
+    let back = ShardingInfo::from_entries(keys.iter().map(|(k, v)| (*k, std::iter::once(v))));
+    assert_eq!(back, Ok(Some(info)), "sharding written back reads differently");
+
+    let ports = ShardPortIterator::new(info.shard(), nr, low..=high, token as usize);
+    let expected = ports.len();
+    let mut seen = 0;
+    for port in ports {
+        assert!((low..=high).contains(&port), "port {port} outside {low}..={high}");
+        assert_eq!(sharder.shard_of_source_port(port), info.shard(), "port {port} of another shard");
+        seen += 1;
+    }
+    assert_eq!(seen, expected, "ShardPortIterator's length");
+}
+
+/// The seed inputs of a fuzz target: every file in `dir` (sorted by name),
+/// with its name. For the unit tests that run a harness on its seeds.
+///
+/// # Panics
+///
+/// When `dir` cannot be read or holds no file: seeds that silently vanish
+/// would make those tests pass on nothing.
+pub fn seed_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("seed folder {}: {e}", dir.display()));
+    let mut seeds: Vec<(String, Vec<u8>)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_file())
+        .map(|e| {
+            let data = std::fs::read(e.path()).unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+            (e.file_name().to_string_lossy().into_owned(), data)
+        })
+        .collect();
+    assert!(!seeds.is_empty(), "no seed in {}", dir.display());
+    seeds.sort();
+    seeds
+}
+
+/// Writes `seeds` (name, input) into `dir`, replacing files of the same
+/// name: how the seed corpora are (re)generated, by the ignored
+/// `write_seeds` tests.
+///
+/// # Panics
+///
+/// When a file cannot be written.
+pub fn write_seed_files(dir: &Path, seeds: &[(&str, Vec<u8>)]) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for (name, data) in seeds {
+        let path = dir.join(name);
+        std::fs::write(&path, data).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn seed_dir(target: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds").join(target)
+    }
+
+    /// A SUPPORTED multimap as the `sharding` target reads it.
+    fn sharding_input(token: i64, low: u16, high: u16, entries: &[(&str, Vec<&str>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.put_i64(token);
+        out.put_u16(low);
+        out.put_u16(high);
+        out.put_u16(entries.len() as u16);
+        for (k, v) in entries {
+            codec::write_string(&mut out, "key", k).expect("key");
+            codec::write_string_list(&mut out, "values", v).expect("values");
+        }
+        out
+    }
+
+    fn scylla<'a>(shard: &'a str, nr: &'a str, msb: &'a str) -> Vec<(&'a str, Vec<&'a str>)> {
+        vec![
+            ("COMPRESSION", vec!["lz4", "snappy"]),
+            ("SCYLLA_SHARD", vec![shard]),
+            ("SCYLLA_NR_SHARDS", vec![nr]),
+            ("SCYLLA_SHARDING_IGNORE_MSB", vec![msb]),
+            ("SCYLLA_PARTITIONER", vec!["org.apache.cassandra.dht.Murmur3Partitioner"]),
+            ("SCYLLA_SHARDING_ALGORITHM", vec!["biased-token-round-robin"]),
+            ("SCYLLA_SHARD_AWARE_PORT", vec!["19042"]),
+            ("SCYLLA_SHARD_AWARE_PORT_SSL", vec!["19142"]),
+        ]
+    }
+
+    /// The seed corpora of this crate's targets.
+    fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+        let mut out = vec![
+            ("frame_decoder", "v4_ready", vec![0, 0x84, 0, 0, 0, 0x02, 0, 0, 0, 0]),
+            (
+                "frame_decoder",
+                "v5_segment",
+                vec![2, 0x09, 0x00, 0x02, 0xa4, 0xc8, 0xc1, 0x05, 0, 0, 0, 0x05, 0, 0, 0, 0, 0x10, 0x86, 0x28, 0x4d],
+            ),
+            ("response", "void_result", vec![0x84, 0, 0, 0, 0x08, 0, 0, 0, 4, 0, 0, 0, 1]),
+            ("request", "query", vec![0x07, 1, 0, 0, 0, 1, b'x', 0, 1, 0, 0, 0, 0]),
+            ("value", "int", vec![0, 0x09, 0, 0, 0, 42]),
+        ];
+        let list = ColumnType::List(Box::new(ColumnType::Text));
+        let mut v = Vec::new();
+        list.encode(&mut v);
+        v.extend_from_slice(&[0, 0, 0, 2, 0, 0, 0, 1, b'a', 0, 0, 0, 2, b'b', b'c']);
+        out.push(("value", "list_text", v));
+        let shards = [
+            ("scylla_4_shards", sharding_input(-42, 49152, 65535, &scylla("3", "4", "12"))),
+            ("scylla_1_shard", sharding_input(i64::MIN, 1024, 1100, &scylla("0", "1", "0"))),
+            (
+                "cassandra",
+                sharding_input(7, 49152, 65535, &[("COMPRESSION", vec!["lz4"]), ("CQL_VERSION", vec!["3.4.7"])]),
+            ),
+            (
+                "missing_keys",
+                sharding_input(7, 0, 65535, &[("SCYLLA_SHARD", vec!["1"]), ("SCYLLA_NR_SHARDS", vec!["2"])]),
+            ),
+        ];
+        out.extend(shards.into_iter().map(|(name, data)| ("sharding", name, data)));
+        out
+    }
+
+    /// Regenerates the seed files of this crate's targets:
+    /// `cargo test -p shardwise-protocol --lib write_seeds -- --ignored`.
+    #[test]
+    #[ignore = "writes fuzz/seeds"]
+    fn write_seeds() {
+        for (target, name, data) in seeds() {
+            write_seed_files(&seed_dir(target), &[(name, data)]);
+        }
+    }
+
+    /// Every harness runs clean on its committed seeds, and the seeds are
+    /// the ones [`seeds`] describes.
+    #[test]
+    fn harnesses_run_on_their_seeds() {
+        type Harness = fn(&[u8]);
+        let harnesses: [(&str, Harness); 5] = [
+            ("frame_decoder", frame_decoder),
+            ("response", response),
+            ("request", request),
+            ("value", value),
+            ("sharding", sharding),
+        ];
+        for (target, harness) in harnesses {
+            for (name, data) in seed_files(&seed_dir(target)) {
+                eprintln!("{target}/{name}");
+                harness(&data);
+            }
+        }
+        for (target, name, data) in seeds() {
+            let path = seed_dir(target).join(name);
+            assert_eq!(std::fs::read(&path).ok(), Some(data), "{} is stale: run write_seeds", path.display());
+        }
+    }
+
+    /// The sharding seeds reach what they are meant to: accepted sharding,
+    /// no sharding, a typed error.
+    #[test]
+    fn sharding_seeds_reach_every_outcome() {
+        let read = |data: &[u8]| {
+            let mut r = Reader::new(&data[12..]);
+            let m = r.string_multimap("m").expect("multimap");
+            ShardingInfo::from_supported(&m)
+        };
+        let s = seeds();
+        let get = |n: &str| &s.iter().find(|(t, name, _)| *t == "sharding" && *name == n).expect("seed").2;
+        assert_eq!(read(get("scylla_4_shards")).expect("valid").map(|i| i.shard()), Some(3));
+        assert_eq!(read(get("cassandra")), Ok(None));
+        assert!(read(get("missing_keys")).is_err());
+    }
 
     /// Inputs on which a fuzz target once failed; each must pass now.
     #[test]
@@ -185,6 +441,7 @@ mod tests {
             response(&data);
             request(&data);
             value(&data);
+            sharding(&data);
         }
     }
 }

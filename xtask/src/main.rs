@@ -12,6 +12,8 @@
 //! * `cargo xtask test` — the whole test suite against a server it starts
 //!   itself: workspace tests, loom models, fuzz smoke runs. CI runs exactly
 //!   this (`.ci/run`).
+//! * `cargo xtask fuzz [--minutes N] [target]` — long fuzz runs: every target
+//!   (or one) in turn for N minutes on its seeds, executions per target.
 //!
 //! Arguments are parsed by hand; tasks use `std::process::Command`.
 
@@ -19,6 +21,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 mod bench;
+mod fuzz;
 mod paths;
 mod test;
 
@@ -83,7 +86,8 @@ tasks:
                        3. stop the node (also on failure, Ctrl-C, or if xtask dies)
                        4. loom models: RUSTFLAGS=\"--cfg loom\" cargo test -p shardwise-loom-tests --release
                           (CARGO_TARGET_DIR=target/loom)
-                       5. fuzz smoke: cargo +nightly fuzz run <target> for every target
+                       5. fuzz smoke: cargo +nightly fuzz run <target> for every target, on its
+                          seeds (fuzz/seeds/<target>), as `cargo xtask fuzz` does
                        6. a summary; the exit code is non-zero if any step failed
     --no-fuzz            skip step 5
     --no-loom            skip step 4
@@ -92,6 +96,12 @@ tasks:
     --only ARGS...       run only step 2, with ARGS instead of --all-targets
                          (e.g. --only -p testkit --test harness)
     -- ARGS...           extra arguments for step 2
+  fuzz [options] [TARGET]
+                       long fuzz runs: every target `cargo +nightly fuzz list` prints (or TARGET)
+                       in turn, on its working corpus fuzz/corpus/TARGET and its committed seeds
+                       fuzz/seeds/TARGET; prints executions per target; stops at the first crash
+                       and names the input libFuzzer saved (fuzz/artifacts/TARGET/...)
+    --minutes N          minutes per target (default 10; fractions allowed, e.g. 0.5)
   emu [options]        Cassandra plus the Scylla emulation front (shardwise-emu), until Ctrl-C:
     --nodes N --shards N --ignore-msb N --miss-delay-us N --port P --shard-aware-port P
                        (the shardwise-emu binary fronts a Cassandra that is already running)
@@ -111,6 +121,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("house") => test::run_house(),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("emu") => emu(&args[1..]),
         Some("transcript") => transcript(&args[1..]),
         Some("help" | "-h" | "--help") => {

@@ -1,9 +1,8 @@
 //! `cargo xtask test`: every test tier in one command, against a Cassandra
 //! this process starts and always stops.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use testkit::{Node, NodeConfig};
@@ -119,15 +118,6 @@ pub fn workspace_root() -> PathBuf {
 /// The `cargo` that runs this xtask (same toolchain), else `cargo` on PATH.
 fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-}
-
-/// `cargo +nightly` through the rustup proxy on PATH.
-fn cargo_nightly() -> Command {
-    let mut c = Command::new("cargo");
-    c.arg("+nightly");
-    // Let the `+nightly` proxy pick every tool; do not pin the outer toolchain.
-    c.env_remove("RUSTUP_TOOLCHAIN").env_remove("CARGO").env_remove("RUSTC");
-    c
 }
 
 fn run_status(cmd: &mut Command) -> Result<(), String> {
@@ -374,36 +364,12 @@ fn path_str(p: &Path) -> &str {
 
 /// Runs every fuzz target for `seconds`; returns the step's status and note.
 fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
-    let fuzz_dir = root.join("fuzz");
-    if !fuzz_dir.join("Cargo.toml").is_file() {
-        return (Status::Skipped, "fuzz/ has no Cargo.toml yet".into());
-    }
-    let quiet = |c: &mut Command| {
-        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    let targets = match crate::fuzz::targets(root) {
+        Ok(Some(t)) if !t.is_empty() => t,
+        Ok(Some(_)) => return (Status::Skipped, "cargo fuzz list shows no targets yet".into()),
+        Ok(None) => return (Status::Skipped, "fuzz/ has no Cargo.toml yet".into()),
+        Err(e) => return (Status::Failed, e),
     };
-    if !quiet(cargo_nightly().arg("--version")) {
-        return (Status::Failed, "no nightly toolchain: rustup toolchain install nightly --profile minimal".into());
-    }
-    if !quiet(cargo_nightly().args(["fuzz", "--version"])) {
-        eprintln!("xtask test: installing cargo-fuzz (cargo install cargo-fuzz --locked)");
-        if let Err(e) = run_status(cargo().args(["install", "cargo-fuzz", "--locked"])) {
-            return (Status::Failed, format!("cargo install cargo-fuzz --locked {e}"));
-        }
-    }
-    let list = cargo_nightly().current_dir(root).args(["fuzz", "list"]).stdin(Stdio::null()).output();
-    let targets: Vec<String> = match list {
-        Ok(out) if out.status.success() => parse_fuzz_list(&String::from_utf8_lossy(&out.stdout)),
-        Ok(out) => {
-            return (
-                Status::Failed,
-                format!("cargo +nightly fuzz list failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
-            )
-        }
-        Err(e) => return (Status::Failed, format!("cargo +nightly fuzz list: {e}")),
-    };
-    if targets.is_empty() {
-        return (Status::Skipped, "cargo fuzz list shows no targets yet".into());
-    }
     let mut notes = Vec::new();
     let mut failed = false;
     for target in &targets {
@@ -413,10 +379,10 @@ fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
             continue;
         }
         eprintln!("\n---- fuzz {target}: {seconds} s");
-        match fuzz_target(root, target, seconds) {
-            Ok(runs) => {
-                eprintln!("---- fuzz {target}: {runs} executions, no crash");
-                notes.push(format!("{target}: {runs} runs"));
+        match crate::fuzz::run_target(root, target, seconds) {
+            Ok(o) => {
+                eprintln!("---- fuzz {target}: {} executions, no crash", o.runs);
+                notes.push(format!("{target}: {} runs", o.runs));
             }
             Err(e) => {
                 eprintln!("---- fuzz {target}: FAILED: {e}");
@@ -429,63 +395,9 @@ fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
     (status, notes.join("; "))
 }
 
-/// Runs one target; returns libFuzzer's execution count.
-fn fuzz_target(root: &Path, target: &str, seconds: u64) -> Result<u64, String> {
-    let mut child = cargo_nightly()
-        .current_dir(root)
-        .args(["fuzz", "run", target, "--"])
-        .arg(format!("-max_total_time={seconds}"))
-        .arg("-rss_limit_mb=2048")
-        .arg("-print_final_stats=1")
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("could not run cargo +nightly fuzz run: {e}"))?;
-    let mut runs = None;
-    let mut artifact = None;
-    let mut tail: Vec<String> = Vec::new();
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            eprintln!("{line}");
-            if let Some(n) = parse_done_runs(&line) {
-                runs = Some(n);
-            }
-            if line.contains("Test unit written to") {
-                artifact = Some(line.trim().to_string());
-            }
-            tail.push(line);
-            if tail.len() > 20 {
-                tail.remove(0);
-            }
-        }
-    }
-    let status = child.wait().map_err(|e| format!("waiting for cargo fuzz: {e}"))?;
-    match (status.success(), runs) {
-        (true, Some(n)) => Ok(n),
-        (true, None) => Err("finished without libFuzzer's \"Done N runs\" line".into()),
-        (false, _) => Err(format!("{status}{}", artifact.map(|a| format!(" ({a})")).unwrap_or_default())),
-    }
-}
-
 /// Whether `--only` arguments name packages (`-p X`, `--package X`, `--package=X`).
 fn names_packages(args: &[String]) -> bool {
     args.iter().take_while(|a| *a != "--").any(|a| a == "-p" || a == "--package" || a.starts_with("--package="))
-}
-
-/// Targets from `cargo fuzz list`: one per non-empty line.
-pub fn parse_fuzz_list(stdout: &str) -> Vec<String> {
-    stdout.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains(' ')).map(String::from).collect()
-}
-
-/// libFuzzer's final line: `Done 123456 runs in 31 second(s)`.
-pub fn parse_done_runs(line: &str) -> Option<u64> {
-    let rest = line.trim().strip_prefix("Done ")?;
-    let (n, rest) = rest.split_once(' ')?;
-    if !rest.starts_with("runs in ") {
-        return None;
-    }
-    n.parse().ok()
 }
 
 #[cfg(test)]
@@ -522,17 +434,5 @@ mod tests {
         assert!(parse_args(&args("--fuzz-seconds"), None).is_err());
         assert!(parse_args(&args("--fuzz-seconds 0"), None).is_err());
         assert!(parse_args(&args("--bogus"), None).is_err());
-    }
-
-    #[test]
-    fn libfuzzer_done_line() {
-        assert_eq!(parse_done_runs("Done 1234567 runs in 31 second(s)"), Some(1_234_567));
-        assert_eq!(parse_done_runs("#1024\tpulse  cov: 12 ft: 13"), None);
-        assert_eq!(parse_done_runs("Done soon"), None);
-    }
-
-    #[test]
-    fn fuzz_list_lines() {
-        assert_eq!(parse_fuzz_list("frame_decoder\nrequest\n\nvalue\n"), args("frame_decoder request value"));
     }
 }

@@ -150,7 +150,8 @@ impl TokenRing {
         match strategy {
             ReplicationStrategy::Local => Vec::new(),
             ReplicationStrategy::Simple { rf } => {
-                let mut out = Vec::with_capacity(*rf);
+                // `rf` comes from the server: never more replicas than nodes.
+                let mut out = Vec::with_capacity((*rf).min(self.nodes.len()));
                 for node in self.walk(position) {
                     if out.len() == *rf {
                         break;
@@ -201,7 +202,8 @@ impl TokenRing {
                 Dc {
                     name,
                     left: (*rf).min(members.len()),
-                    rack_repeats_left: *rf as isize - racks.len() as isize,
+                    // `rf` comes from the server and may exceed `isize`.
+                    rack_repeats_left: isize::try_from(*rf).unwrap_or(isize::MAX).saturating_sub(racks.len() as isize),
                     racks: racks.len(),
                     seen_racks: HashSet::new(),
                     skipped: Vec::new(),

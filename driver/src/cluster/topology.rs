@@ -44,6 +44,40 @@ fn tokens(set: Option<Vec<String>>) -> Vec<Token> {
     t
 }
 
+/// A row of `SELECT host_id, data_center, rack, tokens FROM system.local`.
+pub(crate) type LocalRow = (Option<Uuid>, Option<String>, Option<String>, Option<Vec<String>>);
+/// A row of `SELECT host_id, native_address, native_port, data_center, rack, tokens FROM system.peers_v2`.
+pub(crate) type PeerV2Row =
+    (Option<Uuid>, Option<IpAddr>, Option<i32>, Option<String>, Option<String>, Option<Vec<String>>);
+/// A row of `SELECT host_id, rpc_address, peer, data_center, rack, tokens FROM system.peers`.
+pub(crate) type PeerRow =
+    (Option<Uuid>, Option<IpAddr>, Option<IpAddr>, Option<String>, Option<String>, Option<Vec<String>>);
+
+/// The node of the `system.local` row read through a connection to `addr`;
+/// `None` without a host id.
+pub(crate) fn local_node((host_id, dc, rack, t): LocalRow, addr: SocketAddr) -> Option<NodeInfo> {
+    Some(NodeInfo { host_id: host_id?, address: addr, datacenter: dc, rack, tokens: tokens(t) })
+}
+
+/// The node of a `system.peers_v2` row (its native port, else `port`);
+/// `None` without a host id or an address.
+pub(crate) fn peer_v2_node(row: PeerV2Row, port: u16) -> Option<NodeInfo> {
+    let (host_id, address, native_port, dc, rack, t) = row;
+    let (Some(host_id), Some(ip)) = (host_id, address) else { return None };
+    let port = native_port.and_then(|p| u16::try_from(p).ok()).unwrap_or(port);
+    Some(NodeInfo { host_id, address: SocketAddr::new(ip, port), datacenter: dc, rack, tokens: tokens(t) })
+}
+
+/// The node of a `system.peers` row, at `port`; `None` without a host id
+/// or an address.
+pub(crate) fn peer_node(row: PeerRow, port: u16) -> Option<NodeInfo> {
+    let (host_id, rpc, peer, dc, rack, t) = row;
+    let host_id = host_id?;
+    // An unspecified rpc_address means "the same as the peer address".
+    let ip = rpc.filter(|ip| !ip.is_unspecified()).or(peer)?;
+    Some(NodeInfo { host_id, address: SocketAddr::new(ip, port), datacenter: dc, rack, tokens: tokens(t) })
+}
+
 /// Reads the nodes of the cluster through `conn` (whose address stands for
 /// the node it is connected to).
 pub async fn fetch_nodes(conn: &Connection) -> Result<Vec<NodeInfo>, ExecutionError> {
@@ -63,9 +97,8 @@ pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<N
         )
         .await?;
     let mut nodes = Vec::new();
-    type LocalRow = (Option<Uuid>, Option<String>, Option<String>, Option<Vec<String>>);
-    if let Some((Some(host_id), dc, rack, t)) = local.first_row::<LocalRow>().map_err(rows_error)? {
-        nodes.push(NodeInfo { host_id, address: addr, datacenter: dc, rack, tokens: tokens(t) });
+    if let Some(row) = local.first_row::<LocalRow>().map_err(rows_error)? {
+        nodes.extend(local_node(row, addr));
     }
     let port = addr.port();
     let v2 = conn
@@ -79,19 +112,8 @@ pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<N
         .await;
     match v2 {
         Ok(result) => {
-            type PeerRow =
-                (Option<Uuid>, Option<IpAddr>, Option<i32>, Option<String>, Option<String>, Option<Vec<String>>);
-            for row in result.rows::<PeerRow>().map_err(rows_error)? {
-                let (host_id, address, native_port, dc, rack, t) = row.map_err(|e| rows_error(e.into()))?;
-                let (Some(host_id), Some(ip)) = (host_id, address) else { continue };
-                let port = native_port.and_then(|p| u16::try_from(p).ok()).unwrap_or(port);
-                nodes.push(NodeInfo {
-                    host_id,
-                    address: SocketAddr::new(ip, port),
-                    datacenter: dc,
-                    rack,
-                    tokens: tokens(t),
-                });
+            for row in result.rows::<PeerV2Row>().map_err(rows_error)? {
+                nodes.extend(peer_v2_node(row.map_err(|e| rows_error(e.into()))?, port));
             }
         }
         Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => {
@@ -102,20 +124,8 @@ pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<N
                     params,
                 )
                 .await?;
-            type PeerRow =
-                (Option<Uuid>, Option<IpAddr>, Option<IpAddr>, Option<String>, Option<String>, Option<Vec<String>>);
             for row in result.rows::<PeerRow>().map_err(rows_error)? {
-                let (host_id, rpc, peer, dc, rack, t) = row.map_err(|e| rows_error(e.into()))?;
-                let Some(host_id) = host_id else { continue };
-                // An unspecified rpc_address means "the same as the peer address".
-                let Some(ip) = rpc.filter(|ip| !ip.is_unspecified()).or(peer) else { continue };
-                nodes.push(NodeInfo {
-                    host_id,
-                    address: SocketAddr::new(ip, port),
-                    datacenter: dc,
-                    rack,
-                    tokens: tokens(t),
-                });
+                nodes.extend(peer_node(row.map_err(|e| rows_error(e.into()))?, port));
             }
         }
         Err(e) => return Err(e),
@@ -146,7 +156,7 @@ pub async fn fetch_keyspaces(conn: &Connection) -> Result<HashMap<String, Replic
 /// partitioner is one the driver does not implement.
 pub type TablePartitioners = HashMap<(String, String), Option<Partitioner>>;
 
-fn table_partitioner(class: Option<&str>) -> Option<Partitioner> {
+pub(crate) fn table_partitioner(class: Option<&str>) -> Option<Partitioner> {
     // Scylla leaves the column null for the default partitioner.
     class.map_or(Some(Partitioner::Murmur3), Partitioner::from_class_name)
 }

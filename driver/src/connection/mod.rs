@@ -10,7 +10,8 @@
 //! response body (none for the 4-byte Void result of a write) and hands it
 //! to the waiting request's slot.
 
-mod handshake;
+mod closing;
+pub(crate) mod handshake;
 mod io;
 pub(crate) mod stream;
 
@@ -72,11 +73,9 @@ impl Inner {
     /// Closes the connection with `error`: fails every in-flight request,
     /// refuses new ones and stops the writer.
     pub(crate) fn close(&self, error: ConnectionError) {
-        let _ = self.error.set(error);
-        if self.closed.swap(true, Ordering::AcqRel) {
+        let Some(error) = closing::begin_close(&self.closed, &self.error, error, || ConnectionError::Closed) else {
             return;
-        }
-        let error = self.error.get().cloned().unwrap_or(ConnectionError::Closed);
+        };
         tracing::debug!(addr = %self.addr, %error, "connection closed");
         self.queue.close();
         self.streams.fail_all(|| Err(error.clone()));
@@ -85,7 +84,7 @@ impl Inner {
     }
 
     fn closed_error(&self) -> ConnectionError {
-        self.error.get().cloned().unwrap_or(ConnectionError::Closed)
+        closing::closed_error(&self.error, || ConnectionError::Closed)
     }
 
     pub(crate) async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
@@ -115,11 +114,8 @@ impl Inner {
     async fn allocate_stream(&self) -> Result<i16, ConnectionError> {
         let inner = self;
         loop {
-            if inner.closed.load(Ordering::Acquire) {
-                return Err(inner.closed_error());
-            }
             let notified = inner.freed.notified();
-            if let Some(id) = inner.streams.allocate() {
+            if let Some(id) = closing::claim(&inner.closed, &inner.error, &inner.streams, || ConnectionError::Closed)? {
                 return Ok(id);
             }
             notified.await;
@@ -518,14 +514,13 @@ impl Future for &mut ResponseFuture<'_> {
 
 impl Drop for ResponseFuture<'_> {
     fn drop(&mut self) {
-        if !self.sent {
-            self.inner.streams.cancel(self.id);
-            self.inner.freed.notify_one();
-        } else if !self.done {
-            self.inner.streams.abandon(self.id);
-            if let Some(max) = self.inner.max_orphans {
-                let orphans = self.inner.streams.orphans();
-                if orphans > max {
+        if self.done {
+            return;
+        }
+        match closing::drop_request(&self.inner.streams, self.id, self.sent) {
+            closing::Dropped::Cancelled => self.inner.freed.notify_one(),
+            closing::Dropped::Abandoned { orphans } => {
+                if self.inner.max_orphans.is_some_and(|max| orphans > max) {
                     self.inner.close(ConnectionError::TooManyOrphans(orphans));
                 }
             }

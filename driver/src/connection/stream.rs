@@ -141,13 +141,15 @@ impl<T> Streams<T> {
         }
     }
 
-    /// The request of `id` was never sent: free the id at once.
+    /// The request of `id` was never sent: free the id at once (also when
+    /// a connection failure already failed it: no one will take that).
     pub(crate) fn cancel(&self, id: i16) {
         let Some((page, bit)) = self.slot(id) else { return };
         let mut slot = lock(&page.slots[bit]);
-        if let Slot::Pending(_) = &*slot {
-            *slot = Slot::Free;
+        if let Slot::Pending(_) | Slot::Done(_) = &*slot {
+            let value = std::mem::replace(&mut *slot, Slot::Free);
             drop(slot);
+            drop(value);
             self.release(page, bit);
         }
     }
