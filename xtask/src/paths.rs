@@ -113,7 +113,11 @@ fn relative_paths(line: &str) -> Vec<&str> {
     while let Some(at) = rest.find("../") {
         let start = offset + at;
         // Extend backwards over further `../` and a leading `/` or `./` that belongs to the path.
-        let begin = line[..start].rfind(|c: char| !is_path_char(c)).map_or(0, |p| p + 1);
+        let begin = line[..start]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !is_path_char(*c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let end = line[start..].find(|c: char| !is_path_char(c)).map_or(line.len(), |p| start + p);
         let path = line[begin..end].trim_start_matches('/');
         if path.starts_with("../") && !out.contains(&path) {
@@ -219,6 +223,8 @@ mod tests {
         assert_eq!(relative_paths(r#"a "../../x/y.csv" b ../z"#), vec!["../../x/y.csv", "../z"]);
         assert_eq!(relative_paths(r#""/../../x""#), vec!["../../x"]);
         assert!(relative_paths("a/b/c ./d").is_empty());
+        // Characters of several bytes right before a path.
+        assert_eq!(relative_paths("“../x” → ../y"), vec!["../x", "../y"]);
         assert!(escapes(Path::new("a"), "../../x"));
         assert!(!escapes(Path::new("a/b"), "../../x"));
     }
