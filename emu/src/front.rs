@@ -118,6 +118,9 @@ pub(crate) struct StatementInfo {
     pub(crate) dml: Option<Arc<cdclog::dml::Statement>>,
     /// The keyspace of its unqualified table names.
     pub(crate) keyspace: Option<String>,
+    /// It was prepared while a `USE` was in flight and nothing in the
+    /// answer named its keyspace: `keyspace` is a guess.
+    pub(crate) keyspace_changing: bool,
     /// DML the front's parser could not read: the text and why (the CDC
     /// write guard refuses it when it may write a CDC table).
     pub(crate) unparsed: Option<(String, String)>,

@@ -106,7 +106,8 @@ enum Pending {
     Prepare {
         lwt: bool,
         text: String,
-        keyspace: Option<String>,
+        /// Where unqualified names pointed when the PREPARE was sent.
+        at: Resolution,
     },
     /// A write to a CDC table: the answer goes to the task that writes the log.
     Cdc(tokio::sync::oneshot::Sender<Envelope>),
@@ -422,6 +423,10 @@ impl Conn {
     /// statement and keyspace when it is to be logged.
     fn judge_prepared(&self, info: &StatementInfo) -> Verdict {
         match (&info.dml, &info.unparsed) {
+            (Some(statement), _) if info.keyspace_changing => {
+                let at = Resolution { keyspace: info.keyspace.clone(), changing: true };
+                guard::judge(&self.shared, statement, &at)
+            }
             (Some(statement), _) => guard::judge(&self.shared, statement, &self.resolution(info.keyspace.as_deref())),
             (None, Some((text, why))) => guard::judge_unparsed(&self.shared, text, why),
             (None, None) => Verdict::Plain,
@@ -543,7 +548,7 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 return;
             }
             let text = rw.text.clone().unwrap_or_else(|| p.query.to_string());
-            conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt, text, keyspace: conn.current_keyspace() });
+            conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt, text, at: conn.resolution(None) });
             match rw.text {
                 Some(text) => {
                     inc(&conn.shared.counters.rewritten);
@@ -882,8 +887,9 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
         Some(Pending::Cdc(tx)) => {
             let _ = tx.send(env);
         }
-        Some(Pending::Prepare { lwt, text, keyspace }) => {
-            let body = learn_prepared(conn, &env, lwt, &text, keyspace.clone());
+        Some(Pending::Prepare { lwt, text, at }) => {
+            let keyspace = at.keyspace.clone();
+            let body = learn_prepared(conn, &env, lwt, &text, at);
             let conditional = match classify(&text) {
                 Dml::Parsed(statement) if statement.is_conditional() => Some(statement),
                 _ => None,
@@ -981,24 +987,58 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
     }
 }
 
+/// What the front knows of a prepared `text` before routing: its DML, whether it is a `USE`,
+/// and where its unqualified names point (`at`); not routed.
+fn unrouted_info(text: &str, at: Resolution, conn: &Conn) -> StatementInfo {
+    let (dml, unparsed) = match classify(text) {
+        Dml::Parsed(d) => (Some(d), None),
+        Dml::Unparsed(why) => (None, Some((text.to_string(), why))),
+        Dml::Other => (None, None),
+    };
+    StatementInfo {
+        pk_indexes: Vec::new(),
+        in_list: false,
+        partitioner: Partitioner::Murmur3,
+        dml,
+        keyspace: at.keyspace,
+        keyspace_changing: at.changing,
+        unparsed,
+        is_use: rewrite::rewrite(text, &conn.shared.config.emu_keyspace, false).use_keyspace,
+    }
+}
+
+/// The id of a PREPARED result, read without decoding its metadata:
+/// `<kind [int]><id [short bytes]>` after the envelope's optional fields.
+fn prepared_id(header: &EnvelopeHeader, body: &Bytes) -> Option<Bytes> {
+    let mut r = Reader::new(body.get(message_offset(header, body)?..)?);
+    (r.i32("result kind").ok()? == 4).then_some(())?;
+    let id = r.short_bytes("prepared id").ok()?;
+    Some(Bytes::copy_from_slice(id))
+}
+
 /// Learns a PREPARED answer's table, key indexes and partitioner, and the
 /// statement when it is DML; marks LWT statements when the client
 /// negotiated the mark. Returns the body to send.
-fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: Option<String>) -> Bytes {
-    let Ok(Response { message: ResponseMessage::Result(ResultMessage::Prepared(p)), .. }) =
-        Response::decode(&env.header, env.body.clone())
-    else {
-        return env.body.clone();
-    };
-    let parsed = classify(text);
-    let unparsed = match &parsed {
-        Dml::Unparsed(why) => Some((text.to_string(), why.clone())),
-        _ => None,
-    };
-    let is_use = rewrite::rewrite(text, &conn.shared.config.emu_keyspace, false).use_keyspace;
-    let dml = match parsed {
-        Dml::Parsed(d) => Some((d, keyspace.clone())),
-        _ => None,
+///
+/// `at` is where unqualified names pointed when the PREPARE was sent. When the
+/// answer names the statement's keyspace (a bound column), that wins; when it
+/// does not and a `USE` was in flight, the keyspace stays uncertain and the
+/// CDC write guard refuses unqualified writes to CDC tables.
+fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, at: Resolution) -> Bytes {
+    let p = match Response::decode(&env.header, env.body.clone()) {
+        Ok(Response { message: ResponseMessage::Result(ResultMessage::Prepared(p)), .. }) => p,
+        Ok(_) => return env.body.clone(),
+        Err(_) => {
+            // A PREPARED the protocol crate cannot read (a type it does not know): the front
+            // still must know the id, or every EXECUTE of it would be answered UNPREPARED.
+            if let Some(id) = prepared_id(&env.header, &env.body) {
+                let info = unrouted_info(text, at, conn);
+                if let Ok(mut m) = conn.shared.prepared.lock() {
+                    m.insert(id, Arc::new(info));
+                }
+            }
+            return env.body.clone();
+        }
     };
     if let Some(spec) = p.metadata.specs.first() {
         let partitioner = conn.shared.partitioner_of(&spec.keyspace, &spec.table);
@@ -1020,15 +1060,9 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: 
             None if multi && p.metadata.pk_indexes.len() > 1 => (Vec::new(), false),
             None => (p.metadata.pk_indexes.clone(), multi),
         };
-        let info = StatementInfo {
-            pk_indexes,
-            in_list,
-            partitioner,
-            keyspace: dml.as_ref().and_then(|d| d.1.clone()).or_else(|| Some(spec.keyspace.clone())),
-            dml: dml.map(|d| d.0),
-            unparsed,
-            is_use,
-        };
+        // A bound column names the statement's own keyspace, as Cassandra resolved it.
+        let at = Resolution { keyspace: Some(spec.keyspace.clone()), changing: false };
+        let info = StatementInfo { pk_indexes, in_list, partitioner, ..unrouted_info(text, at, conn) };
         if let Ok(mut m) = conn.shared.prepared.lock() {
             m.insert(p.id.clone(), Arc::new(info));
         }
@@ -1036,15 +1070,7 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, keyspace: 
     } else {
         // No bound column: no routing, but the front must still know the
         // statement (an unknown id is answered UNPREPARED).
-        let info = StatementInfo {
-            pk_indexes: Vec::new(),
-            in_list: false,
-            partitioner: Partitioner::Murmur3,
-            keyspace: dml.as_ref().map_or(keyspace, |d| d.1.clone()),
-            dml: dml.map(|d| d.0),
-            unparsed,
-            is_use,
-        };
+        let info = unrouted_info(text, at, conn);
         if let Ok(mut m) = conn.shared.prepared.lock() {
             m.insert(p.id.clone(), Arc::new(info));
         }

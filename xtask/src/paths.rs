@@ -113,11 +113,8 @@ fn relative_paths(line: &str) -> Vec<&str> {
     while let Some(at) = rest.find("../") {
         let start = offset + at;
         // Extend backwards over further `../` and a leading `/` or `./` that belongs to the path.
-        let begin = line[..start]
-            .char_indices()
-            .rev()
-            .find(|(_, c)| !is_path_char(*c))
-            .map_or(0, |(i, c)| i + c.len_utf8());
+        let begin =
+            line[..start].char_indices().rev().find(|(_, c)| !is_path_char(*c)).map_or(0, |(i, c)| i + c.len_utf8());
         let end = line[start..].find(|c: char| !is_path_char(c)).map_or(line.len(), |p| start + p);
         let path = line[begin..end].trim_start_matches('/');
         if path.starts_with("../") && !out.contains(&path) {

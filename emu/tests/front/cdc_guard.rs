@@ -11,7 +11,7 @@ use scylla::statement::batch::{Batch, BatchType};
 use shardwise_emu::{Delta, FrontConfig};
 use testkit::fresh_keyspace;
 
-use crate::support::{session, start_front};
+use crate::support::{session, start_front, Raw};
 
 async fn exec(session: &Session, q: &str) -> Result<(), String> {
     session.query_unpaged(q, &[]).await.map(|_| ()).map_err(|e| e.to_string())
@@ -146,4 +146,63 @@ async fn a_prepared_use_sets_the_keyspace() {
     one.execute_unpaged(&p, ()).await.expect("USE");
     one.query_unpaged("INSERT INTO t (pk, v) VALUES (8, 80)", &[]).await.expect("insert");
     assert_eq!(log_rows(&session, &ks, "t").await, vec![(2, 8, Some(80))]);
+}
+
+/// A statement prepared while a `USE` is still on its way, with no bound
+/// column to name its keyspace: the front cannot know which keyspace its
+/// unqualified table is in. Here `t` is a plain table in the first keyspace
+/// and a CDC table in the second; Cassandra prepares it against the second.
+/// Executing it must be logged there or refused, never applied unlogged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_prepared_during_a_use_is_never_applied_unlogged() {
+    use shardwise_protocol::consistency::Consistency;
+    use shardwise_protocol::request::{Execute, Prepare, Query, QueryParameters, Startup};
+    use shardwise_protocol::response::{ResponseMessage, ResultMessage};
+    use shardwise_protocol::types::ser::RawValues;
+
+    let front = start_front(FrontConfig::default());
+    let session = session(&front).await;
+    let (plain, logged) = (fresh_keyspace("emu_guard_plain"), fresh_keyspace("emu_guard_cdc"));
+    setup(&session, &logged).await;
+    exec(
+        &session,
+        &format!("CREATE KEYSPACE {plain} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+    )
+    .await
+    .expect("keyspace");
+    exec(&session, &format!("CREATE TABLE {plain}.t (pk int PRIMARY KEY, v int)")).await.expect("table");
+
+    let addr = front.addr();
+    let (use_plain, use_logged) = (format!("USE {plain}"), format!("USE {logged}"));
+    let verdict = tokio::task::spawn_blocking(move || {
+        fn query(q: &str) -> Query<'_, RawValues<'_>> {
+            Query { query: q, params: QueryParameters::new(Consistency::One, RawValues::default()) }
+        }
+        let mut raw = Raw::connect(addr);
+        assert!(matches!(raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }), ResponseMessage::Ready));
+        assert!(matches!(raw.request(&query(&use_plain)), ResponseMessage::Result(_)));
+        // Pipelined: the PREPARE reaches the front before the USE is answered.
+        raw.send(&query(&use_logged), 1);
+        raw.send(&Prepare { query: "INSERT INTO t (pk, v) VALUES (7, 70)", keyspace: None }, 2);
+        let mut answers = raw.answers(&[1, 2]);
+        let Some(ResponseMessage::Result(ResultMessage::Prepared(prepared))) = answers.remove(&2) else {
+            panic!("PREPARED expected")
+        };
+        let execute = Execute {
+            id: &prepared.id,
+            result_metadata_id: None,
+            params: QueryParameters::new(Consistency::One, RawValues::default()),
+        };
+        raw.request(&execute)
+    })
+    .await
+    .expect("raw client");
+    let rows = log_rows(&session, &logged, "t").await;
+    match verdict {
+        ResponseMessage::Error(_) => assert!(rows.is_empty(), "refused, yet logged: {rows:?}"),
+        other => {
+            assert!(matches!(other, ResponseMessage::Result(ResultMessage::Void)), "{other:?}");
+            assert_eq!(rows, vec![(2, 7, Some(70))], "applied to {logged}.t without its log row");
+        }
+    }
 }

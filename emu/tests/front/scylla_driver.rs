@@ -4,8 +4,6 @@
 //! connection that deliberately sends keys of other shards proves that the
 //! miss counter counts.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,50 +11,18 @@ use scylla::client::session::Session;
 use shardwise_emu::{FrontConfig, FrontHandle};
 use shardwise_protocol::codec::RawValue;
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::{FrameDecoder, ProtocolVersion};
-use shardwise_protocol::request::{encode_request, Execute, Options, Prepare, QueryParameters, Request, Startup};
-use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::request::{Execute, Options, Prepare, QueryParameters, Startup};
+use shardwise_protocol::response::{ResponseMessage, ResultMessage};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::RawValues;
 use testkit::fresh_keyspace;
 
-use crate::support::{self, session};
+use crate::support::{self, session, Raw};
 
 const SHARDS: u16 = 8;
 
 fn start_front() -> FrontHandle {
     support::start_front(FrontConfig { shards: SHARDS, ..FrontConfig::default() })
-}
-
-/// A minimal blocking client on the shardwise protocol crate.
-struct Raw {
-    stream: TcpStream,
-    decoder: FrameDecoder,
-}
-
-impl Raw {
-    fn connect(addr: SocketAddr) -> Raw {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
-        stream.set_nodelay(true).expect("nodelay");
-        Raw { stream, decoder: FrameDecoder::new() }
-    }
-
-    fn request<R: Request>(&mut self, r: &R) -> ResponseMessage {
-        let mut buf = Vec::new();
-        encode_request(r, ProtocolVersion::V4, 7, 0, &mut buf).expect("encode");
-        self.stream.write_all(&buf).expect("write");
-        loop {
-            if let Some(env) = self.decoder.next_envelope().expect("frame") {
-                assert_eq!(env.header.stream, 7);
-                return Response::from_envelope(env).expect("response").message;
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).expect("read");
-            assert!(n > 0, "front closed the connection");
-            self.decoder.feed(&chunk[..n]);
-        }
-    }
 }
 
 async fn wait_for_pool(front: &FrontHandle) {
