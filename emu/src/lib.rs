@@ -91,6 +91,7 @@ pub mod serve;
 pub mod stats;
 pub mod system_tables;
 pub mod transcript;
+pub mod vector_index;
 
 pub use cdc::{CdcOptions, CdcTable, Delta, PreImage};
 pub use front::{EmuError, EmulatedNode, Front, FrontConfig, FrontHandle};
