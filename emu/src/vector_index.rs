@@ -12,7 +12,7 @@
 //! part itself once Cassandra has created or dropped the index
 //! (`front::Shared::on_vector_index`).
 //!
-//! Scylla refuses a vector index, in its own words ([`refusal`]), when the
+//! Scylla refuses a vector index, in its own words (`refusal`), when the
 //! user explicitly disabled CDC on the table, or when the table's CDC
 //! options do not give the vector store what it needs: a log TTL of at least
 //! [`VS_TTL_SECONDS`] (or none) and full deltas or post-images.
