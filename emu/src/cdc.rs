@@ -378,6 +378,10 @@ pub fn log_table_ddl(
 pub(crate) struct Registry {
     pub(crate) tables: HashMap<(String, String), CdcOptions>,
     pub(crate) logs: HashSet<(String, String)>,
+    /// Vector indexes, `(keyspace, index)` → table (`crate::vector_index`).
+    pub(crate) vector_indexes: HashMap<(String, String), String>,
+    /// Tables whose CDC a vector index turned on, not the user's `WITH cdc`.
+    pub(crate) cdc_by_index: HashSet<(String, String)>,
 }
 
 impl Registry {
@@ -386,6 +390,10 @@ impl Registry {
     }
     pub(crate) fn options(&self, keyspace: &str, table: &str) -> Option<CdcOptions> {
         self.tables.get(&(keyspace.to_string(), table.to_string())).copied()
+    }
+    /// Whether `keyspace.table` has a vector index.
+    pub(crate) fn has_vector_index(&self, keyspace: &str, table: &str) -> bool {
+        self.vector_indexes.iter().any(|((k, _), t)| k == keyspace && t == table)
     }
     /// Whether a table of this name has CDC enabled in some keyspace.
     pub(crate) fn enabled_anywhere(&self, table: &str) -> bool {

@@ -21,6 +21,7 @@ use crate::admin::{self, lit, Admin};
 use crate::cdc::{self, log_table_name, BaseColumn, ColumnKind, Registry, META_COLUMNS};
 use crate::generation::{self, Generation};
 use crate::stats::{inc, Counters, FrontStats, NodeCounters, ShardCounters};
+use crate::vector_index::IndexDdl;
 use crate::{cdclog, proxy, system_tables, CdcOptions, CdcTable};
 
 /// What can go wrong in the front.
@@ -361,7 +362,13 @@ impl Shared {
                 None => system_tables::record_table(&self.admin, self.emu(), keyspace, name, None).await,
             },
             (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Updated) => match cdc {
-                Some(options) => self.apply_cdc(keyspace, name, options, false).await,
+                Some(options) => {
+                    // The user's own options: CDC is no longer the index's doing.
+                    if let Ok(mut r) = self.registry.lock() {
+                        r.cdc_by_index.remove(&(keyspace.clone(), name.clone()));
+                    }
+                    self.apply_cdc(keyspace, name, options, false).await
+                }
                 None => {
                     let enabled =
                         self.registry.lock().ok().and_then(|r| r.options(keyspace, name)).is_some_and(|o| o.enabled);
@@ -384,17 +391,60 @@ impl Shared {
                         r.logs.remove(&(keyspace.clone(), log));
                     }
                 }
+                if let Ok(mut r) = self.registry.lock() {
+                    r.vector_indexes.retain(|(k, _), t| !(k == keyspace && t == name));
+                    r.cdc_by_index.remove(&(keyspace.clone(), name.clone()));
+                }
                 system_tables::forget_table(&self.admin, self.emu(), keyspace, name).await
             }
             (SchemaChangeTarget::Keyspace { keyspace }, SchemaChangeType::Dropped) => {
                 if let Ok(mut r) = self.registry.lock() {
                     r.tables.retain(|(k, _), _| k != keyspace);
                     r.logs.retain(|(k, _)| k != keyspace);
+                    r.vector_indexes.retain(|(k, _), _| k != keyspace);
+                    r.cdc_by_index.retain(|(k, _)| k != keyspace);
                 }
                 system_tables::forget_keyspace(&self.admin, self.emu(), keyspace).await
             }
             _ => Ok(()),
         }
+    }
+
+    /// Runs after Cassandra created or dropped an index: a vector index
+    /// turns CDC on for its table, and dropping the table's last one turns
+    /// it off again if the index turned it on (`crate::vector_index`).
+    pub(crate) async fn on_vector_index(&self, change: &SchemaChange, ddl: IndexDdl) -> Result<(), (i32, String)> {
+        let SchemaChangeTarget::Table { keyspace, name } = &change.target else { return Ok(()) };
+        let (keyspace, table) = (keyspace.clone(), name.clone());
+        let key = (keyspace.clone(), table.clone());
+        let (options, enable) = {
+            let Ok(mut r) = self.registry.lock() else { return Ok(()) };
+            let current = r.options(&keyspace, &table);
+            match ddl {
+                IndexDdl::Create { index, .. } => {
+                    r.vector_indexes.insert((keyspace.clone(), index), table.clone());
+                    if current.is_some_and(|o| o.enabled) {
+                        return Ok(());
+                    }
+                    r.cdc_by_index.insert(key);
+                    (current.unwrap_or_default(), true)
+                }
+                IndexDdl::Drop { index, .. } => {
+                    if r.vector_indexes.remove(&(keyspace.clone(), index)).is_none()
+                        || r.has_vector_index(&keyspace, &table)
+                        || !r.cdc_by_index.contains(&key)
+                    {
+                        return Ok(());
+                    }
+                    match current {
+                        Some(o) => (o, false),
+                        None => return Ok(()),
+                    }
+                }
+            }
+        };
+        let options = CdcOptions { enabled: enable, ..options };
+        self.apply_cdc(&keyspace, &table, options, false).await.map_err(EmuError::code_and_message)
     }
 
     /// Records a keyspace created with tablets, as Scylla's

@@ -69,6 +69,7 @@
 //! - [`stats`]: the counters ([`FrontStats`]).
 //! - [`system_tables`]: the Scylla system tables as real tables in the front's keyspace.
 //! - [`transcript`]: CQL transcripts in ScyllaDB's `test/cql` format, run through a front.
+//! - [`vector_index`]: Scylla's vector index, sent to Cassandra as SAI, and the CDC it turns on.
 //! - `admin` (private): the front's own minimal CQL connection to Cassandra.
 //! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
@@ -91,6 +92,7 @@ pub mod serve;
 pub mod stats;
 pub mod system_tables;
 pub mod transcript;
+pub mod vector_index;
 
 pub use cdc::{CdcOptions, CdcTable, Delta, PreImage};
 pub use front::{EmuError, EmulatedNode, Front, FrontConfig, FrontHandle};

@@ -115,6 +115,8 @@ enum Pending {
         cdc: Option<super::cdc::CdcOptions>,
         table: Option<(Option<String>, String)>,
         tablets: Option<Option<i32>>,
+        /// A vector index created or an index dropped, keyspace resolved.
+        vector: Option<super::vector_index::IndexDdl>,
     },
     Use,
 }
@@ -524,7 +526,15 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                     conn.reply_error(h.stream, code, &message);
                     return;
                 }
-                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table, tablets: rw.tablets });
+                let current = conn.current_keyspace();
+                let vector = rw.vector_index.map(|v| v.resolved(current.clone()));
+                if let Some(message) =
+                    vector_index_refusal(&conn.shared, vector.as_ref(), rw.cdc.as_ref(), &rw.table, current)
+                {
+                    conn.reply_error(h.stream, 0x2200, &message);
+                    return;
+                }
+                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table, tablets: rw.tablets, vector });
             } else if rw.use_keyspace {
                 conn.use_sent(h.stream);
             }
@@ -929,7 +939,7 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             }
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Schema { cdc, table, tablets }) => {
+        Some(Pending::Schema { cdc, table, tablets, vector }) => {
             let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
                 // Cassandra answers Void to an ALTER that changes nothing it
@@ -967,6 +977,9 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
                     (&result, tablets, &change.target)
                 {
                     result = conn.shared.record_tablets(keyspace, initial).await;
+                }
+                if let (Ok(()), Some(v)) = (&result, vector) {
+                    result = conn.shared.on_vector_index(&change, v).await;
                 }
                 match result {
                     Ok(()) if fabricated => {
@@ -1014,6 +1027,27 @@ fn prepared_id(header: &EnvelopeHeader, body: &Bytes) -> Option<Bytes> {
     (r.i32("result kind").ok()? == 4).then_some(())?;
     let id = r.short_bytes("prepared id").ok()?;
     Some(Bytes::copy_from_slice(id))
+}
+
+/// Scylla's refusal of a vector index, or of `WITH cdc` options too weak
+/// for the vector index a table has (see [`super::vector_index`]).
+fn vector_index_refusal(
+    shared: &Shared,
+    vector: Option<&super::vector_index::IndexDdl>,
+    cdc: Option<&super::cdc::CdcOptions>,
+    table: &Option<(Option<String>, String)>,
+    current: Option<String>,
+) -> Option<String> {
+    let registry = shared.registry.lock().ok()?;
+    if let Some(super::vector_index::IndexDdl::Create { keyspace: Some(keyspace), table, .. }) = vector {
+        return super::vector_index::refusal(&registry, keyspace, table);
+    }
+    let (Some(options), Some((keyspace, table))) = (cdc, table.as_ref()) else { return None };
+    let keyspace = keyspace.clone().or(current)?;
+    if !registry.has_vector_index(&keyspace, table) {
+        return None;
+    }
+    super::vector_index::options_refusal(options, true)
 }
 
 /// Learns a PREPARED answer's table, key indexes and partitioner, and the

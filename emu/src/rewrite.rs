@@ -25,6 +25,7 @@
 //! word that could need a change, so ordinary statements cost one scan.
 
 use super::cdc::CdcOptions;
+use super::vector_index::{self, IndexDdl};
 
 /// Token kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +183,9 @@ pub struct Rewrite {
     /// tablets with `n` initial tablets (0 when not given), `None` for
     /// `'enabled': false`.
     pub tablets: Option<Option<i32>>,
+    /// `CREATE INDEX ... USING 'vector_index'` (rewritten to SAI) or `DROP
+    /// INDEX` (see [`crate::vector_index`]).
+    pub vector_index: Option<IndexDdl>,
 }
 
 /// An answer the front gives itself.
@@ -251,6 +255,17 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         }
     }
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    match vector_index::scan(&toks) {
+        Some(Ok((ddl, index_edits))) => {
+            out.vector_index = Some(ddl);
+            edits.extend(index_edits);
+        }
+        Some(Err(message)) => {
+            out.local = Some(LocalAnswer::Error { code: INVALID, message });
+            return out;
+        }
+        None => {}
+    }
     let mut depth = 0i32;
     let mut i = 0;
     while i < toks.len() {
@@ -372,6 +387,7 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         i += 1;
     }
     if !edits.is_empty() {
+        edits.sort_by_key(|e| e.0);
         let mut s = String::with_capacity(text.len());
         let mut at = 0;
         for (start, end, with) in edits {
