@@ -407,7 +407,13 @@ impl Frames {
             return self.next();
         }
         let len = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) as usize;
-        let total = HEADER_LEN.saturating_add(len).min(MAX_FRAME);
+        let total = HEADER_LEN.saturating_add(len);
+        if total > MAX_FRAME {
+            // Larger than any frame a server sends: pass the rest through unframed rather
+            // than read its body as the next header.
+            self.raw = true;
+            return self.next();
+        }
         (self.buf.len() >= total).then_some(total)
     }
 }
@@ -456,7 +462,8 @@ fn pump(shared: &Shared, conn: &Conn, mut from: TcpStream, mut to: Option<TcpStr
                     break 'outer true;
                 }
                 Some(Action::Blackhole) => {
-                    conn.state.store(SILENT, Ordering::Release);
+                    // Not over a close or a reset the other direction has just begun.
+                    let _ = conn.state.compare_exchange(OPEN, SILENT, Ordering::AcqRel, Ordering::Acquire);
                     frames.buf.clear();
                     continue 'outer;
                 }
@@ -560,6 +567,20 @@ mod tests {
             }
         }
         Ok(out)
+    }
+
+    #[test]
+    fn an_oversized_length_turns_framing_off() {
+        let mut header = vec![0x84, 0, 0, 1, 8];
+        header.extend_from_slice(&u32::MAX.to_be_bytes());
+        header.extend_from_slice(b"body");
+        let mut frames = Frames { buf: header.clone(), raw: false };
+        assert_eq!(frames.next(), Some(header.len()), "passed through whole, not waited for");
+        assert!(frames.raw);
+        let mut ok = Frames { buf: vec![0x84, 0, 0, 1, 8, 0, 0, 0, 2, 1], raw: false };
+        assert_eq!(ok.next(), None, "an incomplete frame waits for its body");
+        ok.buf.push(2);
+        assert_eq!(ok.next(), Some(11));
     }
 
     #[test]
