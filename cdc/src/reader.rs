@@ -751,7 +751,10 @@ fn transient(e: &CdcError) -> bool {
             matches!(db.code, 0x1000 | 0x1001 | 0x1002 | 0x1100 | 0x1200 | 0x1300 | 0x1500)
         }
         CdcError::Execution(
-            ExecutionError::Connection(_) | ExecutionError::Timeout(_) | ExecutionError::NoConnection,
+            ExecutionError::Connection(_)
+            | ExecutionError::Timeout(_)
+            | ExecutionError::AttemptTimeout(_)
+            | ExecutionError::NoConnection,
         ) => true,
         CdcError::Connection(_) | CdcError::NoNodes => true,
         _ => false,

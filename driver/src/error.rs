@@ -69,9 +69,15 @@ pub enum ExecutionError {
     /// The connection failed.
     #[error(transparent)]
     Connection(#[from] ConnectionError),
-    /// No answer within the request timeout.
+    /// No answer within the request timeout (the whole request, retries
+    /// included).
     #[error("request timed out after {0:?}")]
     Timeout(std::time::Duration),
+    /// One attempt got no answer within the attempt timeout, and the retry
+    /// policy did not retry it (a statement that is not idempotent, or the
+    /// retries spent). The node may still apply the request.
+    #[error("no answer from the node within the attempt timeout of {0:?}")]
+    AttemptTimeout(std::time::Duration),
     /// The request could not be serialized (e.g. values of the wrong type).
     #[error("cannot serialize the request: {0}")]
     Encode(#[from] EncodeError),

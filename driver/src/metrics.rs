@@ -14,6 +14,7 @@ pub(crate) struct Metrics {
     errors: AtomicU64,
     retries: AtomicU64,
     timeouts: AtomicU64,
+    attempt_timeouts: AtomicU64,
     latency: [AtomicU64; BUCKETS],
 }
 
@@ -24,6 +25,7 @@ impl Default for Metrics {
             errors: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
+            attempt_timeouts: AtomicU64::new(0),
             latency: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -45,12 +47,16 @@ impl Metrics {
     pub(crate) fn timeout(&self) {
         self.timeouts.fetch_add(1, Ordering::Relaxed);
     }
+    pub(crate) fn attempt_timeout(&self) {
+        self.attempt_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
     pub(crate) fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             requests: self.requests.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             timeouts: self.timeouts.load(Ordering::Relaxed),
+            attempt_timeouts: self.attempt_timeouts.load(Ordering::Relaxed),
             latency_buckets: std::array::from_fn(|i| self.latency[i].load(Ordering::Relaxed)),
         }
     }
@@ -65,8 +71,10 @@ pub struct MetricsSnapshot {
     pub errors: u64,
     /// Retries made.
     pub retries: u64,
-    /// Requests that timed out.
+    /// Requests that timed out (the request timeout).
     pub timeouts: u64,
+    /// Attempts that timed out (the attempt timeout), retried or not.
+    pub attempt_timeouts: u64,
     /// Latency histogram: bucket `i` counts requests that took
     /// `[2^i, 2^(i+1))` microseconds.
     pub latency_buckets: [u64; BUCKETS],

@@ -25,7 +25,8 @@ pub trait RetryPolicy: Send + Sync + std::fmt::Debug {
 }
 
 /// The usual policy: one retry for the timeouts and unavailability that a
-/// retry can fix, node failover for idempotent statements.
+/// retry can fix, node failover for idempotent statements (after a server
+/// error, a lost connection or an attempt timeout); at most 3 retries.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultRetryPolicy;
 
@@ -52,7 +53,7 @@ impl RetryPolicy for DefaultRetryPolicy {
                 }
                 _ => DontRetry,
             },
-            ExecutionError::Connection(_) if idempotent => RetryNextNode,
+            ExecutionError::Connection(_) | ExecutionError::AttemptTimeout(_) if idempotent => RetryNextNode,
             ExecutionError::NoConnection => RetryNextNode,
             _ => DontRetry,
         }
@@ -97,5 +98,9 @@ mod tests {
         let closed = ExecutionError::Connection(crate::ConnectionError::Closed);
         assert_eq!(p.decide(&closed, 0, false), RetryDecision::DontRetry);
         assert_eq!(p.decide(&closed, 0, true), RetryDecision::RetryNextNode);
+        let silent = ExecutionError::AttemptTimeout(std::time::Duration::from_secs(1));
+        assert_eq!(p.decide(&silent, 0, false), RetryDecision::DontRetry);
+        assert_eq!(p.decide(&silent, 0, true), RetryDecision::RetryNextNode);
+        assert_eq!(p.decide(&silent, 3, true), RetryDecision::DontRetry);
     }
 }

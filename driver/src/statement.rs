@@ -27,8 +27,12 @@ pub struct StatementOptions {
     /// Whether the statement can safely be applied twice (enables
     /// speculative execution and retries after a lost answer).
     pub idempotent: bool,
-    /// Request timeout.
+    /// Request timeout: bounds the whole request, retries and speculative
+    /// attempts included (see [`SessionConfig::request_timeout`](crate::SessionConfig::request_timeout)).
     pub timeout: Option<Duration>,
+    /// Timeout of each attempt (see
+    /// [`SessionConfig::attempt_timeout`](crate::SessionConfig::attempt_timeout)).
+    pub attempt_timeout: Option<Duration>,
     /// Ask the server to trace the request.
     pub tracing: bool,
 }
@@ -60,9 +64,15 @@ macro_rules! options_setters {
             self.options.idempotent = idempotent;
             self
         }
-        /// Sets the request timeout.
+        /// Sets the request timeout (the whole request, retries included).
         pub fn with_timeout(mut self, timeout: Duration) -> Self {
             self.options.timeout = Some(timeout);
+            self
+        }
+        /// Sets the timeout of each attempt; an idempotent statement whose
+        /// attempt timed out is retried on the next node.
+        pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+            self.options.attempt_timeout = Some(timeout);
             self
         }
         /// Asks the server to trace the request.

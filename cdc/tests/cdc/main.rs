@@ -7,6 +7,8 @@
 //! * [`engine`]: every change once and in order across a generation switch;
 //!   resuming from an in-memory checkpoint;
 //! * [`checkpoint`]: resuming from the table-backed checkpoint store;
+//! * [`faults`]: the reader's log queries stalled (through a fault proxy
+//!   between the front and the server), then released or not;
 //! * [`replicator`]: a mixed workload replayed into another table;
 //! * [`replicator_types`]: the replicator for every type family;
 //! * [`common`]: the shared setup (front, session, keyspace).
@@ -14,5 +16,6 @@
 mod checkpoint;
 mod common;
 mod engine;
+mod faults;
 mod replicator;
 mod replicator_types;

@@ -49,8 +49,27 @@ pub struct SessionConfig {
     pub serial_consistency: Option<Consistency>,
     /// Default page size.
     pub page_size: i32,
-    /// Default request timeout.
+    /// Default request timeout: bounds the whole request, every attempt,
+    /// retry and speculative execution included, as the official drivers'
+    /// request timeout does. When it fires the request ends with
+    /// [`ExecutionError::Timeout`](crate::ExecutionError::Timeout), whatever
+    /// the retry policy would have decided.
     pub request_timeout: Option<Duration>,
+    /// Default timeout of each attempt (one request sent to one node). An
+    /// attempt without an answer in time fails with
+    /// [`ExecutionError::AttemptTimeout`](crate::ExecutionError::AttemptTimeout),
+    /// which the retry policy sees like any other failure: the default
+    /// policy retries an idempotent statement on the next node of the plan
+    /// and returns the error for any other statement (it may have been
+    /// applied). The request as a whole stays bounded by
+    /// [`request_timeout`](Self::request_timeout) and by the policy's
+    /// retry budget; an attempt timeout at or above the request timeout
+    /// never fires. The default, 12 s as the DataStax drivers' read
+    /// timeout, is above the servers' own timeouts (2 s for writes, 5 s for
+    /// reads, 10 s for range scans), so a node that is alive but slow
+    /// answers with its own timeout error first; `None`: attempts are only
+    /// bounded by the request timeout.
+    pub attempt_timeout: Option<Duration>,
     /// Retry policy.
     pub retry_policy: Arc<dyn RetryPolicy>,
     /// Speculative execution, for idempotent statements.
@@ -103,6 +122,7 @@ impl Default for SessionConfig {
             serial_consistency: Some(Consistency::LocalSerial),
             page_size: 5000,
             request_timeout: Some(Duration::from_secs(30)),
+            attempt_timeout: Some(Duration::from_secs(12)),
             retry_policy: Arc::new(DefaultRetryPolicy),
             speculative: None,
             await_schema_agreement: true,
@@ -189,9 +209,16 @@ impl SessionBuilder {
         self.config.page_size = rows;
         self
     }
-    /// Default request timeout (`None`: wait forever).
+    /// Default request timeout, retries included (`None`: wait forever);
+    /// see [`SessionConfig::request_timeout`].
     pub fn request_timeout(mut self, t: Option<Duration>) -> Self {
         self.config.request_timeout = t;
+        self
+    }
+    /// Default timeout of each attempt (`None`: only the request timeout);
+    /// see [`SessionConfig::attempt_timeout`].
+    pub fn attempt_timeout(mut self, t: Option<Duration>) -> Self {
+        self.config.attempt_timeout = t;
         self
     }
     /// Retry policy.

@@ -1,6 +1,14 @@
 //! Running a statement: the request's parameters and timeout, speculative
 //! execution (the first attempt to succeed wins), retries as the policy
 //! decides, and a single attempt on one connection.
+//!
+//! Two timeouts, because they answer two questions. The request timeout
+//! bounds what the caller waits, everything included, as in the official
+//! drivers. The attempt timeout bounds one node's silence: an attempt
+//! that timed out is a failure like a lost connection, so the retry policy
+//! can send an idempotent statement to the next node while the request
+//! timeout still has time left, instead of spending all of it on one
+//! stalled node.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -104,13 +112,22 @@ impl Session {
         node_offset: usize,
     ) -> Result<QueryResult, ExecutionError> {
         let idempotent = statement.options().idempotent;
+        let attempt_timeout = statement.options().attempt_timeout.or(self.inner.config.attempt_timeout);
         let mut retries = 0;
         let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
         let route = statement.route(values);
         let state = self.state();
         let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route)?;
         loop {
-            let error = match self.attempt(&conn, statement, values, params).await {
+            let attempt = self.attempt(&conn, statement, values, params);
+            let result = match attempt_timeout {
+                Some(t) => tokio::time::timeout(t, attempt).await.unwrap_or_else(|_| {
+                    self.inner.metrics.attempt_timeout();
+                    Err(ExecutionError::AttemptTimeout(t))
+                }),
+                None => attempt.await,
+            };
+            let error = match result {
                 Ok(r) => return Ok(r),
                 Err(e) => e,
             };

@@ -10,7 +10,11 @@
 //! 3. a node is stopped and started again (same data): the session reports
 //!    it down and up, skips it meanwhile and reconnects to it, and requests
 //!    at ONE and QUORUM on an RF 3 keyspace keep succeeding throughout;
-//! 4. the node carrying the control connection is stopped: the control
+//! 4. a node is killed (SIGKILL, no shutdown) under 128 idempotent QUORUM
+//!    writes in flight on an RF 3 keyspace, and started again: every write
+//!    the driver acknowledged is readable at ALL afterwards (count and
+//!    checksum), and the session's pool to the node comes back by itself;
+//! 5. the node carrying the control connection is stopped: the control
 //!    connection moves to another node and events keep arriving (a schema
 //!    change made afterwards by another client is seen).
 //!
@@ -60,21 +64,30 @@ impl TestCluster {
         self.cluster.nodes_mut()[i].stop().expect("stop");
     }
 
+    /// SIGKILL to node `i`'s processes: no shutdown, as a crash (its
+    /// directory is kept, so [`TestCluster::restart`] finds its data).
+    fn kill(&mut self, i: usize) {
+        self.cluster.nodes_mut()[i].kill();
+    }
+
     /// Starts stopped node `i` again on its own data (same host id, tokens
     /// and address): a new directory for the configuration and the log,
-    /// the old one for everything the node stores.
+    /// the first one for everything the node stores (a node restarted
+    /// before already points there).
     fn restart(&mut self, i: usize) {
         let old = &self.cluster.nodes()[i];
         let data = old.dir().to_path_buf();
         let mut config = old.config().clone();
-        let path = |sub: &str| format!("'{}'", data.join(sub).display().to_string().replace('\'', "''"));
-        config.extra_yaml.extend([
-            format!("data_file_directories:\n  - {}", path("data")),
-            format!("commitlog_directory: {}", path("commitlog")),
-            format!("saved_caches_directory: {}", path("saved_caches")),
-            format!("hints_directory: {}", path("hints")),
-            format!("cdc_raw_directory: {}", path("cdc_raw")),
-        ]);
+        if !config.extra_yaml.iter().any(|l| l.starts_with("data_file_directories:")) {
+            let path = |sub: &str| format!("'{}'", data.join(sub).display().to_string().replace('\'', "''"));
+            config.extra_yaml.extend([
+                format!("data_file_directories:\n  - {}", path("data")),
+                format!("commitlog_directory: {}", path("commitlog")),
+                format!("saved_caches_directory: {}", path("saved_caches")),
+                format!("hints_directory: {}", path("hints")),
+                format!("cdc_raw_directory: {}", path("cdc_raw")),
+            ]);
+        }
         let node = Node::start(config).expect("restart on the same data");
         self.dirs.push(node.dir().to_path_buf());
         self.cluster.nodes_mut()[i] = node;
@@ -237,6 +250,7 @@ async fn three_node_cluster() {
     replicas_match_the_server(&session).await;
     ignored_nodes_get_no_connections(&cluster, &session).await;
     stopped_node_is_skipped_and_comes_back(&mut cluster, &session, &log).await;
+    killed_node_loses_no_acknowledged_write(&mut cluster, &session, &log).await;
     control_connection_moves_when_its_node_stops(&mut cluster, &session, &log).await;
 
     // Periodic refreshes ran, and none of them dropped a node: a stopped node
@@ -521,4 +535,149 @@ async fn control_connection_moves_when_its_node_stops(cluster: &mut TestCluster,
             .await
             .expect("insert after the move");
     }
+}
+
+/// Writers in flight during the kill.
+const WRITERS: i32 = 128;
+
+/// How the writes around a kill ended.
+#[derive(Default)]
+struct Writes {
+    acknowledged: Vec<i32>,
+    /// Error kind (its first word) and when.
+    failed: Vec<(Instant, String)>,
+    hung: usize,
+}
+
+/// `WRITERS` concurrent writers of keys `w, w + WRITERS, …` (value `7k`),
+/// idempotent at QUORUM, each paced by 20 ms, until `stop`.
+fn start_writes(session: &Session, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Writes> {
+    let session = session.clone();
+    tokio::spawn(async move {
+        let insert = session
+            .prepare("INSERT INTO sigkill.kv (k, v) VALUES (?, ?)")
+            .await
+            .expect("prepare")
+            .with_consistency(Consistency::Quorum)
+            .with_idempotent(true);
+        let writes = Arc::new(Mutex::new(Writes::default()));
+        let mut writers = tokio::task::JoinSet::new();
+        for w in 0..WRITERS {
+            let (session, insert, stop, writes) = (session.clone(), insert.clone(), stop.clone(), writes.clone());
+            writers.spawn(async move {
+                let mut key = w;
+                while !stop.load(Ordering::Relaxed) {
+                    // The request timeout (30 s) plus slack: longer is a hang.
+                    let write = session.execute(&insert, (key, key.wrapping_mul(7)));
+                    let outcome = tokio::time::timeout(Duration::from_secs(40), write).await;
+                    {
+                        let mut writes = writes.lock().expect("writes");
+                        match outcome {
+                            Ok(Ok(_)) => writes.acknowledged.push(key),
+                            Ok(Err(e)) => {
+                                let kind =
+                                    format!("{e:?}").split(['(', ' ', '{']).next().unwrap_or_default().to_owned();
+                                writes.failed.push((Instant::now(), kind));
+                            }
+                            Err(_) => writes.hung += 1,
+                        }
+                    }
+                    key += WRITERS;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
+        }
+        while let Some(w) = writers.join_next().await {
+            w.expect("writer");
+        }
+        let done = std::mem::take(&mut *writes.lock().expect("writes"));
+        done
+    })
+}
+
+async fn killed_node_loses_no_acknowledged_write(cluster: &mut TestCluster, session: &Session, log: &EventLog) {
+    session
+        .execute(
+            &Statement::new(
+                "CREATE KEYSPACE sigkill WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}",
+            ),
+            (),
+        )
+        .await
+        .expect("ks");
+    session.execute(&Statement::new("CREATE TABLE sigkill.kv (k int PRIMARY KEY, v int)"), ()).await.expect("table");
+    let control = session.control_node().expect("a control connection");
+    let victim = (1..3).map(|i| cluster.addr(i)).find(|a| *a != control).expect("a victim");
+    let index = cluster.index_of(victim);
+    let mark = log.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = start_writes(session, stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let killed = Instant::now();
+    tokio::task::block_in_place(|| cluster.kill(index));
+    let down = log.wait(mark, Duration::from_secs(60), "NodeDown", |e| *e == SessionEvent::NodeDown(victim)).await;
+    // Down for a while, under load.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let restarting = Instant::now();
+    let mark_up = log.len();
+    tokio::task::block_in_place(|| cluster.restart(index));
+    let ready = Instant::now();
+    let up = log.wait(mark_up, Duration::from_secs(60), "NodeUp", |e| *e == SessionEvent::NodeUp(victim)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while session.node_connections(victim, None).is_empty() {
+        assert!(Instant::now() < deadline, "no connection to {victim} again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reconnected = Instant::now();
+    assert!(session.up_nodes().contains(&victim), "{victim} up again: {:?}", session.up_nodes());
+    // Writes go on through the restarted node for a moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let writes = writes.await.expect("writes");
+
+    // Every acknowledged key, read back at ALL (the restarted node included).
+    let scan = Statement::new("SELECT k, v FROM sigkill.kv")
+        .with_consistency(Consistency::All)
+        .with_page_size(2000)
+        .with_idempotent(true);
+    let mut stored = std::collections::HashMap::new();
+    let mut paging = None;
+    loop {
+        let page = session.execute_page(&scan, &(), paging.as_ref()).await.expect("scan at ALL");
+        for row in page.rows::<(i32, i32)>().expect("types") {
+            let (k, v) = row.expect("row");
+            stored.insert(k, v);
+        }
+        if !page.has_more_pages() {
+            break;
+        }
+        paging = page.paging_state();
+    }
+    let expected: i64 = writes.acknowledged.iter().map(|k| i64::from(k.wrapping_mul(7))).sum();
+    let found: Vec<i32> = writes.acknowledged.iter().filter_map(|k| stored.get(k).copied()).collect();
+    let checksum: i64 = found.iter().map(|v| i64::from(*v)).sum();
+    let lost = writes.acknowledged.len() - found.len();
+    let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
+    for (_, kind) in &writes.failed {
+        *kinds.entry(kind.as_str()).or_default() += 1;
+    }
+    println!(
+        "SIGKILL {victim} under {WRITERS} QUORUM writes in flight: {} acknowledged, {} failed {kinds:?}, {} hung, {lost} lost; \
+         NodeDown {:?} after the kill; restarted node served CQL after {:?}, NodeUp {:?} and a pool connection {:?} after that",
+        writes.acknowledged.len(),
+        writes.failed.len(),
+        writes.hung,
+        down.saturating_duration_since(killed),
+        ready - restarting,
+        up.saturating_duration_since(ready),
+        reconnected.saturating_duration_since(ready),
+    );
+    for (at, kind) in writes.failed.iter().take(20) {
+        println!("  failed {:?} after the kill: {kind}", at.saturating_duration_since(killed));
+    }
+    assert_eq!(writes.hung, 0, "writes hung");
+    assert!(writes.acknowledged.len() > 1000, "the load ran: {}", writes.acknowledged.len());
+    assert_eq!((lost, checksum), (0, expected), "acknowledged writes lost (count, checksum)");
 }

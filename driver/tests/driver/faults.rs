@@ -369,3 +369,97 @@ async fn schema_agreement_is_bounded_when_nodes_stop_answering() {
     })
     .await;
 }
+
+/// Two "nodes" (two proxies in front of the same server), one of which
+/// stops answering EXECUTE (it receives the frames and drops them; its
+/// connections stay up and answer heartbeats). With an attempt timeout of
+/// 1 s inside a request timeout of 20 s, idempotent writes that met the
+/// stalled node first are retried on the other one and all succeed within
+/// about one attempt timeout; non-idempotent writes are sent exactly once,
+/// and those that met the stalled node end in a typed attempt timeout, not
+/// after the whole request timeout. When the request timeout wrapped all
+/// the attempts, the stalled half waited 20 s and failed.
+#[tokio::test]
+async fn an_attempt_timeout_moves_idempotent_requests_to_the_next_node() {
+    bounded(async {
+        let addr = testkit::shared_node().expect("server");
+        let proxies = [FaultProxy::start(addr).expect("proxy"), FaultProxy::start(addr).expect("proxy")];
+        let attempt_timeout = Duration::from_secs(1);
+        let s = SessionBuilder::new()
+            .known_node_addr(proxies[0].addr())
+            .known_node_addr(proxies[1].addr())
+            .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+            .discover_topology(false)
+            .request_timeout(Some(Duration::from_secs(20)))
+            .attempt_timeout(Some(attempt_timeout))
+            .default_consistency(Consistency::One)
+            .build()
+            .await
+            .expect("session through the proxies");
+        let (ks, idempotent) = table(&s, "attempt").await;
+        let plain = idempotent.clone().with_idempotent(false);
+        let executes = |p: &FaultProxy| p.frames(Direction::ToServer, EXECUTE);
+        proxies[0].set_rules(vec![Rule::new(Action::DropFrame).opcode(EXECUTE).direction(Direction::ToServer)]);
+
+        // All in flight at once; each one's outcome and duration.
+        let run = |statement: &PreparedStatement, base: i32| {
+            let mut set = tokio::task::JoinSet::new();
+            for key in base..base + IN_FLIGHT as i32 {
+                let (s, statement) = (s.clone(), statement.clone());
+                set.spawn(async move {
+                    let started = Instant::now();
+                    let r = s.execute(&statement, (key, key.wrapping_mul(7))).await;
+                    (key, r.map(|_| ()), started.elapsed())
+                });
+            }
+            set
+        };
+        let bound = attempt_timeout + SLACK;
+
+        let before = (executes(&proxies[0]), executes(&proxies[1]), s.metrics());
+        let mut acknowledged = Vec::new();
+        let mut set = run(&idempotent, 0);
+        while let Some(done) = set.join_next().await {
+            let (key, r, took) = done.expect("request task");
+            assert!(r.is_ok(), "idempotent write {key} failed after {took:?}: {r:?}");
+            assert!(took < bound, "idempotent write {key} took {took:?}, more than one attempt timeout");
+            acknowledged.push(key);
+        }
+        let stalled = executes(&proxies[0]) - before.0;
+        let answered = executes(&proxies[1]) - before.1;
+        let after = s.metrics();
+        eprintln!(
+            "idempotent: {} acknowledged, {stalled} attempts timed out at the stalled node, {answered} sent to the other",
+            acknowledged.len()
+        );
+        assert!(stalled > 0, "no request met the stalled node: the test proves nothing");
+        assert_eq!(answered, IN_FLIGHT, "each write answered once by the live node");
+        assert_eq!((after.attempt_timeouts - before.2.attempt_timeouts) as usize, stalled);
+        assert_eq!((after.retries - before.2.retries) as usize, stalled);
+
+        let before = (executes(&proxies[0]), executes(&proxies[1]));
+        let (mut timed_out, mut ok) = (0, 0);
+        let mut set = run(&plain, 1000);
+        while let Some(done) = set.join_next().await {
+            let (key, r, took) = done.expect("request task");
+            assert!(took < bound, "non-idempotent write {key} took {took:?}, more than one attempt timeout");
+            match r {
+                Ok(()) => {
+                    ok += 1;
+                    acknowledged.push(key);
+                }
+                Err(ExecutionError::AttemptTimeout(t)) if t == attempt_timeout => timed_out += 1,
+                Err(e) => panic!("non-idempotent write {key}: {e:?}"),
+            }
+        }
+        let sent = (executes(&proxies[0]) - before.0, executes(&proxies[1]) - before.1);
+        eprintln!("non-idempotent: {ok} acknowledged, {timed_out} attempt timeouts, EXECUTE frames {sent:?}");
+        assert_eq!(sent.0 + sent.1, IN_FLIGHT, "a non-idempotent write was sent more than once");
+        assert_eq!((timed_out, ok), sent, "exactly the writes that met the stalled node timed out");
+        assert!(timed_out > 0, "no request met the stalled node: the test proves nothing");
+
+        proxies[0].clear_rules();
+        assert_readable(&s, &ks, &acknowledged).await;
+    })
+    .await;
+}

@@ -20,6 +20,16 @@ pub const SHARDS: u16 = 4;
 /// The front, a session through it, and a new keyspace named after `tag`.
 pub async fn front_and_keyspace(tag: &str) -> (FrontHandle, Session, String) {
     let upstream = testkit::shared_node().expect("server");
+    front_and_keyspace_with(tag, upstream, SessionBuilder::new()).await
+}
+
+/// [`front_and_keyspace`] with the front in front of `upstream` (a fault
+/// proxy, say) and the session from `builder`.
+pub async fn front_and_keyspace_with(
+    tag: &str,
+    upstream: std::net::SocketAddr,
+    builder: SessionBuilder,
+) -> (FrontHandle, Session, String) {
     let emu = testkit::fresh_keyspace(&format!("emu_{tag}"));
     let front = tokio::task::spawn_blocking(move || {
         Front::start(upstream, FrontConfig { shards: SHARDS, emu_keyspace: emu, ..FrontConfig::default() })
@@ -27,12 +37,8 @@ pub async fn front_and_keyspace(tag: &str) -> (FrontHandle, Session, String) {
     .await
     .expect("join")
     .expect("front");
-    let session = SessionBuilder::new()
-        .known_node_addr(front.addr())
-        .default_consistency(Consistency::One)
-        .build()
-        .await
-        .expect("session");
+    let session =
+        builder.known_node_addr(front.addr()).default_consistency(Consistency::One).build().await.expect("session");
     let deadline = Instant::now() + Duration::from_secs(20);
     while session.connections().len() < usize::from(SHARDS) {
         assert!(Instant::now() < deadline, "per-shard connections");

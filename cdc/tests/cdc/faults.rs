@@ -1,0 +1,169 @@
+//! The reader when a node stops answering its log queries: a fault proxy
+//! between the emulation front and the server drops every EXECUTE (the log
+//! reads; the session's own system queries are QUERY frames and pass), so
+//! the node accepts the reads and never answers, its connections up.
+//!
+//! * Stalled for a while, then released: the workers do not hang on the
+//!   first read (they time out and retry it), and once the stall is lifted
+//!   every change is delivered — count and checksum — none twice (the
+//!   stalled reads delivered nothing).
+//! * Stalled for good: the reader ends with [`CdcError::QueryTimeout`]
+//!   after the configured attempts, instead of waiting forever.
+//!
+//! The sessions speak protocol v4, so that the front forwards v4 envelopes
+//! the proxy can tell apart.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::SessionBuilder;
+use shardwise_cdc::{CdcError, CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo, Operation};
+use shardwise_emu::FrontHandle;
+use testkit::fault::{Action, Direction, FaultProxy, Rule};
+
+use crate::common::{self, workload};
+
+/// EXECUTE.
+const EXECUTE: u8 = 0x0a;
+
+/// Every change delivered, in delivery order: (pk, operation, v).
+type Seen = Arc<Mutex<Vec<(i32, Operation, Option<i64>)>>>;
+
+fn collector(seen: Seen) -> Arc<dyn shardwise_cdc::ConsumerFactory> {
+    Arc::new(move |_: &GroupInfo| -> Box<dyn Consumer> {
+        let seen = seen.clone();
+        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
+            let v = row.value::<Option<i64>>("v")?;
+            seen.lock().map_err(|_| ConsumerError::failed("poisoned"))?.push((pk, row.operation(), v));
+            Ok(())
+        })
+    })
+}
+
+/// A fault proxy in front of the server, the front in front of the proxy,
+/// a v4 session through the front, a keyspace with the workload's table.
+async fn setup(tag: &str) -> (FaultProxy, FrontHandle, shardwise::Session, String) {
+    let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
+    let builder = SessionBuilder::new().protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4);
+    let (front, session, ks) = common::front_and_keyspace_with(tag, proxy.addr(), builder).await;
+    workload::create_table(&session, &ks).await;
+    (proxy, front, session, ks)
+}
+
+fn stall(proxy: &FaultProxy) {
+    proxy.set_rules(vec![Rule::new(Action::DropFrame).opcode(EXECUTE).direction(Direction::ToServer)]);
+}
+
+/// Count and checksum of changes: (pk, v) summed with weights so that a
+/// change delivered for another key, or twice, shows.
+fn checksum(changes: impl Iterator<Item = (i32, Option<i64>)>) -> (usize, i64) {
+    changes.fold((0, 0i64), |(n, sum), (pk, v)| {
+        (n + 1, sum.wrapping_add(i64::from(pk).wrapping_mul(1_000_003)).wrapping_add(v.unwrap_or(-1)))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_node_delays_the_reader_without_losing_a_change() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (proxy, _front, session, ks) = setup("cdc_stall").await;
+        let start = SystemTime::now() - Duration::from_secs(1);
+        let plan = workload::plan(20, 300, 5);
+        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
+        let end = SystemTime::now() + Duration::from_millis(500);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+
+        stall(&proxy);
+        let stalled_from = proxy.frames(Direction::ToServer, EXECUTE);
+        let seen: Seen = Arc::default();
+        let query_timeout = Duration::from_millis(500);
+        let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_secs(1))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .workers(2)
+            .query_timeout(query_timeout)
+            .query_attempts(1000)
+            .build(collector(seen.clone()))
+            .await
+            .expect("reader");
+        let stall_for = Duration::from_secs(4);
+        tokio::time::sleep(stall_for).await;
+        let reads_during_stall = proxy.frames(Direction::ToServer, EXECUTE) - stalled_from;
+        let delivered_during_stall = seen.lock().expect("lock").len();
+        assert!(!reader.is_finished(), "the reader ended during the stall");
+        proxy.clear_rules();
+        let lifted = Instant::now();
+        tokio::time::timeout(Duration::from_secs(60), reader.join())
+            .await
+            .expect("the reader finishes once the stall is lifted")
+            .expect("the reader ends without error");
+        let caught_up = lifted.elapsed();
+
+        let seen = seen.lock().expect("lock").clone();
+        let expected = checksum(plan.iter().map(|&(pk, _, _, v)| (pk, v)));
+        let delivered = checksum(seen.iter().map(|&(pk, _, v)| (pk, v)));
+        eprintln!(
+            "cdc stall: {} reads sent during the {stall_for:?} stall, {delivered_during_stall} changes delivered \
+             then; {} changes expected, {} delivered, {} duplicated; caught up {caught_up:?} after the lift",
+            reads_during_stall,
+            expected.0,
+            delivered.0,
+            delivered.0.saturating_sub(expected.0),
+        );
+        // The workers went on: each read timed out and was sent again,
+        // several times per worker, instead of one read hanging for good.
+        assert!(reads_during_stall >= 4, "{reads_during_stall} log reads during the stall: a worker hung");
+        assert_eq!(delivered_during_stall, 0, "the stall did not stall the reads");
+        assert_eq!(delivered, expected, "every change once (count, checksum)");
+        let mut per_key: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
+        for &(pk, op, v) in &seen {
+            per_key.entry(pk).or_default().push((op, v));
+        }
+        assert_eq!(per_key, workload::expected_of(&plan), "every change of every key, in write order");
+    })
+    .await
+    .expect("the test hung");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stalled_for_good_ends_the_reader_with_a_query_timeout() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (proxy, _front, session, ks) = setup("cdc_stall_for_good").await;
+        let start = SystemTime::now() - Duration::from_secs(1);
+        let plan = workload::plan(5, 20, 6);
+        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
+        stall(&proxy);
+        let seen: Seen = Arc::default();
+        let query_timeout = Duration::from_millis(300);
+        let started = Instant::now();
+        let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .window_size(Duration::from_secs(1))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .workers(2)
+            .query_timeout(query_timeout)
+            .query_attempts(3)
+            .build(collector(seen.clone()))
+            .await
+            .expect("reader");
+        let result = tokio::time::timeout(Duration::from_secs(60), reader.join())
+            .await
+            .expect("the reader ends on its own under a permanent stall");
+        eprintln!("cdc stalled for good: ended after {:?} with {result:?}", started.elapsed());
+        match result {
+            Err(CdcError::QueryTimeout { attempts, timeout }) => {
+                assert_eq!((attempts, timeout), (3, query_timeout));
+            }
+            other => panic!("expected a query timeout, got {other:?}"),
+        }
+        assert!(seen.lock().expect("lock").is_empty(), "nothing read through a stalled node");
+    })
+    .await
+    .expect("the test hung");
+}
