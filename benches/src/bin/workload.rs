@@ -115,6 +115,10 @@ struct Common {
     /// Requests in flight per thread.
     #[arg(short = 'p', long, default_value = "128")]
     concurrency: NonZeroUsize,
+    /// Every request loop a spawned task of its own (as services and latte run them),
+    /// instead of one task per thread joining its loops.
+    #[arg(long)]
+    spawn: bool,
     /// Connections per shard (per node for Cassandra).
     #[arg(short = 'c', long, default_value = "1")]
     connections: NonZeroUsize,
@@ -480,15 +484,26 @@ struct Phase {
 }
 
 /// One thread's task: `concurrency` loops, each one request at a time.
+/// What the request loops of one thread share.
+struct Loops<D> {
+    db: Arc<D>,
+    phase: Arc<Phase>,
+    index: u64,
+    next: AtomicU64,
+    stats: Mutex<ThreadStats>,
+    deadline: Option<Instant>,
+    limit: u64,
+    start: Instant,
+}
+
 async fn thread_task<D: Driver>(
     db: Arc<D>,
     phase: Arc<Phase>,
     index: u64,
     concurrency: usize,
     start: Instant,
+    spawn: bool,
 ) -> anyhow::Result<ThreadStats> {
-    let stats = Mutex::new(ThreadStats::new()?);
-    let next = AtomicU64::new(0);
     let deadline = match phase.interval {
         Interval::Time(d) => Some(start + d),
         Interval::Count(_) => None,
@@ -498,51 +513,73 @@ async fn thread_task<D: Driver>(
         Interval::Count(n) => (n + phase.threads - 1 - index) / phase.threads,
         Interval::Time(_) => u64::MAX,
     };
-    let one_loop = || async {
-        loop {
-            let local = next.fetch_add(1, Ordering::Relaxed);
-            if local >= limit {
-                return;
-            }
-            if let Some(rate) = phase.rate_per_thread {
-                tokio::time::sleep_until((start + Duration::from_secs_f64(local as f64 / rate)).into()).await;
-            }
-            let t0 = Instant::now();
-            if deadline.is_some_and(|d| t0 >= d) {
-                return;
-            }
-            let cycle = local * phase.threads + index;
-            let write = match phase.workload {
-                WorkloadKind::Write => true,
-                WorkloadKind::Read => false,
-                WorkloadKind::Mixed => cycle.is_multiple_of(2),
-            };
-            let result = if write {
-                db.write(cycle as i64).await.map(|()| true)
-            } else {
-                db.read((cycle % phase.rows.max(1)) as i64).await
-            };
-            let ns = t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-            let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
-            s.ops += 1;
-            match result {
-                Ok(found) => {
-                    s.histogram.saturating_record(ns.max(1));
-                    if !found {
-                        s.missing_rows += 1;
-                    }
+    let loops = Arc::new(Loops {
+        db,
+        phase,
+        index,
+        next: AtomicU64::new(0),
+        stats: Mutex::new(ThreadStats::new()?),
+        deadline,
+        limit,
+        start,
+    });
+    if spawn {
+        // As services and latte run them: every loop a task of its own, on any worker.
+        let tasks: Vec<_> = (0..concurrency).map(|_| tokio::spawn(one_loop(loops.clone()))).collect();
+        for t in tasks {
+            t.await?;
+        }
+    } else {
+        futures::future::join_all((0..concurrency).map(|_| one_loop(loops.clone()))).await;
+    }
+    let loops = Arc::try_unwrap(loops).map_err(|_| anyhow::anyhow!("a request loop outlived its thread"))?;
+    Ok(loops.stats.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// One request loop: requests one after the other until the phase ends.
+async fn one_loop<D: Driver>(l: Arc<Loops<D>>) {
+    let phase = &l.phase;
+    loop {
+        let local = l.next.fetch_add(1, Ordering::Relaxed);
+        if local >= l.limit {
+            return;
+        }
+        if let Some(rate) = phase.rate_per_thread {
+            tokio::time::sleep_until((l.start + Duration::from_secs_f64(local as f64 / rate)).into()).await;
+        }
+        let t0 = Instant::now();
+        if l.deadline.is_some_and(|d| t0 >= d) {
+            return;
+        }
+        let cycle = local * phase.threads + l.index;
+        let write = match phase.workload {
+            WorkloadKind::Write => true,
+            WorkloadKind::Read => false,
+            WorkloadKind::Mixed => cycle.is_multiple_of(2),
+        };
+        let result = if write {
+            l.db.write(cycle as i64).await.map(|()| true)
+        } else {
+            l.db.read((cycle % phase.rows.max(1)) as i64).await
+        };
+        let ns = t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        let mut s = l.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.ops += 1;
+        match result {
+            Ok(found) => {
+                s.histogram.saturating_record(ns.max(1));
+                if !found {
+                    s.missing_rows += 1;
                 }
-                Err(e) => {
-                    s.errors += 1;
-                    if s.first_error.is_none() {
-                        s.first_error = Some(format!("{e:#}"));
-                    }
+            }
+            Err(e) => {
+                s.errors += 1;
+                if s.first_error.is_none() {
+                    s.first_error = Some(format!("{e:#}"));
                 }
             }
         }
-    };
-    futures::future::join_all((0..concurrency).map(|_| one_loop())).await;
-    Ok(stats.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// Figures of one measured run.
@@ -581,19 +618,20 @@ async fn run_phase<D: Driver>(
     phase: Phase,
     concurrency: usize,
     multi: bool,
+    spawn: bool,
 ) -> anyhow::Result<(Vec<ThreadStats>, Duration)> {
     let phase = Arc::new(phase);
     let start = Instant::now();
     let mut stats = Vec::new();
     if multi {
         let handles: Vec<_> = (0..phase.threads)
-            .map(|i| tokio::spawn(thread_task(db.clone(), phase.clone(), i, concurrency, start)))
+            .map(|i| tokio::spawn(thread_task(db.clone(), phase.clone(), i, concurrency, start, spawn)))
             .collect();
         for h in handles {
             stats.push(h.await??);
         }
     } else {
-        stats.push(thread_task(db.clone(), phase.clone(), 0, concurrency, start).await?);
+        stats.push(thread_task(db.clone(), phase.clone(), 0, concurrency, start, spawn).await?);
     }
     Ok((stats, start.elapsed()))
 }
@@ -608,13 +646,13 @@ async fn measure<D: Driver>(db: D, c: &Common, driver: DriverKind) -> anyhow::Re
     // Warm-up: pools fill, buffers and stream-id tables reach their size.
     if c.warmup != Interval::Count(0) && c.warmup != Interval::Time(Duration::ZERO) {
         let phase = Phase { workload: c.workload, interval: c.warmup, threads: threads as u64, rows, rate_per_thread };
-        run_phase(&db, phase, concurrency, multi).await?;
+        run_phase(&db, phase, concurrency, multi, c.spawn).await?;
     }
     let protocol = db.protocol();
     let cpu0 = process_cpu_time()?;
     let allocs0 = allocations();
     let phase = Phase { workload: c.workload, interval: c.duration, threads: threads as u64, rows, rate_per_thread };
-    let (stats, elapsed) = run_phase(&db, phase, concurrency, multi).await?;
+    let (stats, elapsed) = run_phase(&db, phase, concurrency, multi, c.spawn).await?;
     let allocs = allocations().saturating_sub(allocs0);
     let cpu = process_cpu_time()?.since(&cpu0);
     drop(db);
