@@ -154,10 +154,22 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
             .checkpoints(store.clone(), Duration::from_millis(1))
             .build(collector(seen))
     };
-    // First run: stopped early.
+    // First run: stopped as soon as it has delivered something and saved progress (a fixed
+    // pause could end before the first row on a loaded machine, or after the last on a quiet
+    // one).
     let first: Seen = Arc::default();
     let reader = builder(first.clone()).await.expect("reader");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (waited, start_ms, log) =
+        (std::time::Instant::now(), Millis::from_system_time(start), format!("{ks}.t_scylla_cdc_log"));
+    loop {
+        let delivered = first.lock().expect("lock").values().any(|v| !v.is_empty());
+        let progress =
+            store.load(&log).await.ok().flatten().is_some_and(|c| c.groups.iter().any(|g| g.progress > start_ms));
+        if (delivered && progress) || waited.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     reader.stop();
     reader.join().await.expect("stopped cleanly");
     // The first run read something and saved its progress; otherwise
@@ -165,8 +177,7 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
     // checkpoints.
     let delivered_first: usize = first.lock().expect("lock").values().map(Vec::len).sum();
     assert!(delivered_first > 0, "the first run delivered nothing");
-    let saved = store.load(&format!("{ks}.t_scylla_cdc_log")).await.expect("load").expect("a checkpoint was saved");
-    let start_ms = Millis::from_system_time(start);
+    let saved = store.load(&log).await.expect("load").expect("a checkpoint was saved");
     assert!(saved.groups.iter().any(|g| g.progress > start_ms), "the checkpoint records progress: {saved:?}");
     // Second run: from the checkpoint to the end.
     let second: Seen = Arc::default();

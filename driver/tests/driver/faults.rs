@@ -51,17 +51,23 @@ async fn session(proxy: &FaultProxy, heartbeat: Duration, request_timeout: Durat
 }
 
 /// A fresh table `(k int PRIMARY KEY, v int)` and its prepared insert.
+/// Schema changes and the final scan are not under test: on a loaded machine they may take
+/// longer than the short request timeouts the faults are measured with.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+
 async fn table(s: &Session, prefix: &str) -> (String, PreparedStatement) {
     let ks = testkit::fresh_keyspace(prefix);
     s.execute(
         &Statement::new(format!(
             "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-        )),
+        ))
+        .with_timeout(SETUP_TIMEOUT),
         (),
     )
     .await
     .expect("keyspace");
-    s.execute(&Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")), ()).await.expect("table");
+    let create = Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")).with_timeout(SETUP_TIMEOUT);
+    s.execute(&create, ()).await.expect("table");
     let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
     (ks, insert.with_idempotent(true))
 }
@@ -158,7 +164,7 @@ async fn load<F: std::future::Future<Output = ()>>(
 /// Every acknowledged key is readable with its value (count and checksum),
 /// read back by one paged scan of the table.
 async fn assert_readable(s: &Session, ks: &str, acknowledged: &[i32]) {
-    let scan = Statement::new(format!("SELECT k, v FROM {ks}.t")).with_page_size(5000);
+    let scan = Statement::new(format!("SELECT k, v FROM {ks}.t")).with_page_size(5000).with_timeout(SETUP_TIMEOUT);
     let mut stored = std::collections::HashMap::new();
     let mut paging = None;
     loop {
