@@ -245,7 +245,9 @@ async fn dropped_requests() {
         FaultProxy::clear_rules,
     ))
     .await;
-    assert!(t.failed() > 0 || t.acknowledged.len() > 40, "the dropped frames were noticed or retried");
+    // A dropped EXECUTE is never answered: each of the 40 ends in the request timeout (the
+    // attempt timeout is longer, so none is retried), none hangs.
+    assert!(t.failed() >= 40, "the 40 dropped requests failed: {:?}", t.failed);
 }
 
 #[tokio::test]
