@@ -257,6 +257,22 @@ pub fn write_seed_files(dir: &Path, seeds: &[(&str, Vec<u8>)]) {
     }
 }
 
+/// Inputs of every length below `lengths`, from a xorshift generator seeded with `seed`: the
+/// garbage the harnesses' own tests feed them besides their seeds.
+pub fn garbage(seed: u32, lengths: usize) -> impl Iterator<Item = Vec<u8>> {
+    let mut x = seed.max(1);
+    (0..lengths).map(move |len| {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,16 +443,7 @@ mod tests {
             request(s);
             value(s);
         }
-        let mut x = 0x1234_5678_u32;
-        for len in 0..300 {
-            let data: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    x as u8
-                })
-                .collect();
+        for data in garbage(0x1234_5678, 300) {
             frame_decoder(&data);
             response(&data);
             request(&data);

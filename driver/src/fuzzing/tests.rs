@@ -320,16 +320,7 @@ fn harnesses_run_on_every_seed_file() {
 
 #[test]
 fn harnesses_accept_garbage() {
-    let mut x = 0x9e37_79b9_u32;
-    for len in 0..400 {
-        let data: Vec<u8> = (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect();
+    for data in shardwise_protocol::fuzzing::garbage(0x9e37_79b9, 400) {
         typed_row(&data);
         handshake(&data);
         system_rows(&data);
