@@ -185,13 +185,13 @@ mod tests {
     fn relative_paths_leaving_the_repository() {
         // What the emulation test once did: inside the repository from the test's folder,
         // outside from the crate's.
-        let include = r#"include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors/x.csv"))"#;
+        let include = r#"include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../elsewhere/vectors/x.csv"))"#;
         assert_eq!(whats("testkit/tests/emu.rs", "testkit", include).len(), 1);
         assert_eq!(
             whats(
                 "protocol/tests/v.rs",
                 "protocol",
-                r#"PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors")"#
+                r#"PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../elsewhere/vectors")"#
             )
             .len(),
             1
@@ -200,12 +200,12 @@ mod tests {
         let sibling = r#"concat!(env!("CARGO_MANIFEST_DIR"), "/../protocol/tests/data/x.csv")"#;
         assert!(whats("emu/tests/front/shards.rs", "emu", sibling).is_empty());
         assert!(whats("protocol/tests/data/README.md", "protocol", "[d](../../../docs/protocol.md)").is_empty());
-        assert_eq!(whats("README.md", "", "see ../shared/specs").len(), 1);
+        assert_eq!(whats("README.md", "", "see ../elsewhere/specs").len(), 1);
     }
 
     #[test]
     fn machine_paths_and_missing_documents() {
-        assert_eq!(whats("a.rs", "", "//! (`/work/shared/specs/cdc-log.md` §3)").len(), 1);
+        assert_eq!(whats("a.rs", "", "//! (`/work/elsewhere/notes.md` §3)").len(), 1);
         assert_eq!(whats("a.rs", "", "// specs/cdc-log.md §3.8").len(), 1);
         assert_eq!(whats("a.rs", "", "// docs/no-such-document.md").len(), 1);
         assert!(whats("a.rs", "", "// https://docs.scylladb.com/docs/x.md").is_empty());
