@@ -8,9 +8,8 @@ use std::sync::Arc;
 
 use scylla::client::session::Session;
 use shardwise_emu::{FrontConfig, PreImage};
-use testkit::fresh_keyspace;
 
-use crate::support::{session, start_front};
+use crate::support::{keyspace, session, start_front};
 
 async fn columns(session: &Session, ks: &str, table: &str) -> BTreeMap<String, (String, String)> {
     let rows = session
@@ -35,14 +34,7 @@ async fn columns(session: &Session, ks: &str, table: &str) -> BTreeMap<String, (
 async fn cdc_ddl_creates_scylla_shaped_log() {
     let front = start_front(FrontConfig::default());
     let session = Arc::new(session(&front).await);
-    let ks = fresh_keyspace("emu_cdc_ddl");
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .expect("keyspace");
+    let ks = keyspace(&session, "emu_cdc_ddl").await;
     session
         .query_unpaged(
             format!(

@@ -58,7 +58,7 @@ use scylla::value::{CqlValue, Row};
 use shardwise_emu::FrontConfig;
 use testkit::fresh_keyspace;
 
-use crate::support::{self, now_micros, session, start_front};
+use crate::support::{self, keyspace, now_micros, session, start_front};
 
 /// Writes of the workload (`EMU_CDC_OPS` overrides, for longer explorations).
 const OPS: usize = 500;
@@ -496,14 +496,7 @@ async fn replaying_the_log_reproduces_the_base_table() {
         start_front(FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() });
     let generation = front.current_generation().expect("a generation at start");
     let session = session(&front).await;
-    let ks = fresh_keyspace("emu_cdc_replay");
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .expect("keyspace");
+    let ks = keyspace(&session, "emu_cdc_replay").await;
     let columns = "pk int, ck int, a int, b text, s int static, m map<int, text>, st set<int>, PRIMARY KEY (pk, ck)";
     session
         .query_unpaged(format!("CREATE TABLE {ks}.t ({columns}) WITH cdc = {{'enabled': true}}"), &[])
@@ -650,14 +643,7 @@ async fn same_timestamp_writes_in_a_batch_are_logged_as_cassandra_merges_them() 
     let front =
         start_front(FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() });
     let session = session(&front).await;
-    let ks = fresh_keyspace("emu_cdc_tie");
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .expect("keyspace");
+    let ks = keyspace(&session, "emu_cdc_tie").await;
     session
         .query_unpaged(
             format!(

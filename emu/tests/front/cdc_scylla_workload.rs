@@ -47,7 +47,7 @@ use scylla_cdc::log_reader::CDCLogReaderBuilder;
 use shardwise_emu::FrontConfig;
 use testkit::fresh_keyspace;
 
-use crate::support::{self, session, start_front};
+use crate::support::{self, keyspace, session, start_front};
 
 const TASKS: i32 = 4;
 const KEYS_PER_TASK: i32 = 12;
@@ -409,14 +409,7 @@ async fn scylla_cdc_sees_a_randomized_workload_in_write_order() {
         start_front(FrontConfig { emu_keyspace: fresh_keyspace("emu_gen"), shards: 2, ..FrontConfig::default() });
     let generation = front.current_generation().expect("a generation at start");
     let session = Arc::new(session(&front).await);
-    let ks = fresh_keyspace("emu_cdc_wl");
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .expect("keyspace");
+    let ks = keyspace(&session, "emu_cdc_wl").await;
     session
         .query_unpaged(
             format!(

@@ -15,7 +15,7 @@ use scylla_cdc::log_reader::CDCLogReaderBuilder;
 use shardwise_emu::{FrontConfig, StreamId};
 use testkit::fresh_keyspace;
 
-use crate::support::{session, start_front};
+use crate::support::{keyspace, session, start_front};
 
 type Seen = Arc<Mutex<Vec<(scylla_cdc::cdc_types::StreamID, OperationType, Option<i32>, Option<String>)>>>;
 
@@ -64,14 +64,7 @@ async fn scylla_cdc_reads_generation_and_log_through_the_front() {
         .collect::<Vec<i64>>();
     assert!(times.contains(&generation.timestamp_ms), "{times:?}");
 
-    let ks = fresh_keyspace("emu_cdc_read");
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .expect("keyspace");
+    let ks = keyspace(&session, "emu_cdc_read").await;
     session
         .query_unpaged(
             format!(

@@ -17,7 +17,7 @@ use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::RawValues;
 use testkit::fresh_keyspace;
 
-use crate::support::{self, session, Raw};
+use crate::support::{self, keyspace, session, Raw};
 
 const SHARDS: u16 = 8;
 
@@ -55,14 +55,7 @@ async fn official_driver_routes_to_the_owning_shard() {
     let node = &state.get_nodes_info()[0];
     assert_eq!(node.sharder().map(|s| s.nr_shards.get()), Some(SHARDS), "driver did not detect the shards");
 
-    let ks = fresh_keyspace("emu_driver");
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .expect("keyspace");
+    let ks = keyspace(&session, "emu_driver").await;
     session.query_unpaged(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)"), &[]).await.expect("table");
     session
         .query_unpaged(format!("CREATE TABLE {ks}.comp (a int, b text, c int, v int, PRIMARY KEY ((a, b), c))"), &[])

@@ -25,6 +25,19 @@ pub async fn session(front: &FrontHandle) -> Session {
     SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session")
 }
 
+/// A fresh keyspace named after `prefix`, replication factor 1, created through `session`.
+pub async fn keyspace(session: &Session, prefix: &str) -> String {
+    let ks = testkit::fresh_keyspace(prefix);
+    session
+        .query_unpaged(
+            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+            &[],
+        )
+        .await
+        .expect("keyspace");
+    ks
+}
+
 /// Now, in µs since the epoch.
 pub fn now_micros() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_micros() as i64
