@@ -6,41 +6,16 @@
 //! The same across a process kill (SIGKILL of the `printer` application)
 //! is tested in `shardwise-cdc-tools` (`tests/printer.rs`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use shardwise::Session;
 use shardwise_cdc::checkpoint::TableCheckpointStore;
-use shardwise_cdc::{CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, GroupInfo};
-use shardwise_emu::FrontHandle;
+use shardwise_cdc::{CdcReaderBuilder, CheckpointStore};
 
-use crate::common::workload::{check_resumed, create_table, expected_of, plan, write, Ops};
-use crate::common::{self, run};
-
-async fn setup(tag: &str) -> (FrontHandle, Session, String) {
-    let (front, session, ks) = common::front_and_keyspace(tag).await;
-    create_table(&session, &ks).await;
-    (front, session, ks)
-}
-
-/// What the consumer saw per partition: (operation, v) in delivery order.
-type Seen = Arc<Mutex<Ops>>;
-
-fn collector(seen: Seen) -> Arc<dyn shardwise_cdc::ConsumerFactory> {
-    Arc::new(move |_: &GroupInfo| -> Box<dyn Consumer> {
-        let seen = seen.clone();
-        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
-            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
-            let v = row.value::<Option<i64>>("v")?;
-            seen.lock().expect("lock").entry(pk).or_default().push((row.operation(), v));
-            Ok(())
-        })
-    })
-}
-
-fn count(seen: &Seen) -> usize {
-    seen.lock().expect("lock").values().map(Vec::len).sum()
-}
+use crate::common::run;
+use crate::common::workload::{
+    check_resumed, collector, count, expected_of, front_with_table as setup, plan, write, Seen,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resumes_from_the_table_checkpoint_without_missing_a_row() {

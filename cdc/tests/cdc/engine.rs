@@ -6,91 +6,22 @@
 //! the log reads routed to the owning shard (front counters ≥ 99% hits),
 //! and resumed from a checkpoint after the reader is dropped.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use shardwise::{Session, Statement};
-use shardwise_cdc::{
-    CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, GroupInfo, MemoryCheckpointStore, Millis,
-    Operation,
+use shardwise::Session;
+use shardwise_cdc::{CdcReaderBuilder, CheckpointStore, MemoryCheckpointStore, Millis};
+
+use crate::common::workload::{
+    check_resumed, collector, expected_of, front_with_table as setup, plan, write, Ops, Seen,
 };
-use shardwise_emu::FrontHandle;
 
-use crate::common;
-
-async fn setup(tag: &str) -> (FrontHandle, Session, String) {
-    let (front, session, ks) = common::front_and_keyspace(tag).await;
-    session
-        .execute(
-            &Statement::new(format!(
-                "CREATE TABLE {ks}.t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"
-            )),
-            (),
-        )
-        .await
-        .expect("table");
-    (front, session, ks)
-}
-
-/// What the consumer saw per partition: (operation, v) in delivery order.
-type Seen = Arc<Mutex<HashMap<i32, Vec<(Operation, Option<i64>)>>>>;
-
-fn collector(seen: Seen) -> Arc<dyn shardwise_cdc::ConsumerFactory> {
-    Arc::new(move |_: &GroupInfo| -> Box<dyn Consumer> {
-        let seen = seen.clone();
-        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
-            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
-            let v = row.value::<Option<i64>>("v")?;
-            let op = row.operation();
-            seen.lock().expect("lock").entry(pk).or_default().push((op, v));
-            Ok(())
-        })
-    })
-}
-
-/// Writes `n` changes with increasing `v` over `partitions` keys; returns
-/// the expected (operation, v) sequence per key.
-async fn workload(
-    session: &Session,
-    ks: &str,
-    partitions: i32,
-    n: i64,
-    seed: u64,
-) -> HashMap<i32, Vec<(Operation, Option<i64>)>> {
-    let insert = session
-        .prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")))
-        .await
-        .expect("prepare");
-    let update = session
-        .prepare(Statement::new(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?")))
-        .await
-        .expect("prepare");
-    let delete =
-        session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
-    let mut expected: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
-    let mut x = seed;
-    for v in 0..n {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let pk = ((x >> 33) % partitions as u64) as i32;
-        let ck = ((x >> 20) % 4) as i32;
-        let op = match (x >> 50) % 10 {
-            0..=5 => {
-                session.execute(&insert, (pk, ck, v)).await.expect("insert");
-                (Operation::Insert, Some(v))
-            }
-            6..=8 => {
-                session.execute(&update, (v, pk, ck)).await.expect("update");
-                (Operation::Update, Some(v))
-            }
-            _ => {
-                session.execute(&delete, (pk, ck)).await.expect("delete");
-                (Operation::RowDelete, None)
-            }
-        };
-        expected.entry(pk).or_default().push(op);
-    }
-    expected
+/// Writes `n` seeded changes over `partitions` keys, one after the other; returns the
+/// expected (operation, v) sequence per key.
+async fn workload(session: &Session, ks: &str, partitions: i32, n: i64, seed: u64) -> Ops {
+    let plan = plan(partitions, n, seed);
+    write(session, ks, &plan, plan.len(), Duration::ZERO).await;
+    expected_of(&plan)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,22 +115,9 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
     let reader = builder(second.clone()).await.expect("reader");
     tokio::time::timeout(Duration::from_secs(120), reader.join()).await.expect("finishes").expect("ok");
     let (first, second) = (first.lock().expect("lock").clone(), second.lock().expect("lock").clone());
-    for (pk, ops) in &expected {
-        // At-least-once: the second run may repeat the tail of the first
-        // run's last window, never skip anything.
-        let a = first.get(pk).cloned().unwrap_or_default();
-        let b = second.get(pk).cloned().unwrap_or_default();
-        let resumed_at = ops.len() - b.len();
-        assert!(
-            resumed_at <= a.len(),
-            "pk {pk}: rows missed between runs ({} + {} of {})",
-            a.len(),
-            b.len(),
-            ops.len()
-        );
-        assert_eq!(&a[..], &ops[..a.len()], "pk {pk}: first run in order");
-        assert_eq!(&b[..], &ops[resumed_at..], "pk {pk}: second run in order");
-    }
+    // At-least-once: the second run may repeat the tail of the first run's last window,
+    // never skip anything.
+    check_resumed(&expected, &first, &second);
     // The second run started after the checkpoint, not from the start.
     let total: usize = expected.values().map(Vec::len).sum();
     let delivered_second: usize = second.values().map(Vec::len).sum();

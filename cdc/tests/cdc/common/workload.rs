@@ -6,15 +6,45 @@
 //! restarted) uses it too.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shardwise::{Session, Statement};
-use shardwise_cdc::Operation;
+use shardwise_cdc::{CdcRow, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Operation};
+use shardwise_emu::FrontHandle;
 
-use super::run;
+use super::{front_and_keyspace, run};
 
 /// Changes per partition key: (operation, v) in order.
 pub type Ops = HashMap<i32, Vec<(Operation, Option<i64>)>>;
+
+/// What a consumer saw per partition: (operation, v) in delivery order.
+pub type Seen = Arc<Mutex<Ops>>;
+
+/// A consumer factory that records every row into `seen`.
+pub fn collector(seen: Seen) -> Arc<dyn ConsumerFactory> {
+    Arc::new(move |_: &GroupInfo| -> Box<dyn Consumer> {
+        let seen = seen.clone();
+        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
+            let v = row.value::<Option<i64>>("v")?;
+            seen.lock().expect("lock").entry(pk).or_default().push((row.operation(), v));
+            Ok(())
+        })
+    })
+}
+
+/// Rows `seen` holds.
+pub fn count(seen: &Seen) -> usize {
+    seen.lock().expect("lock").values().map(Vec::len).sum()
+}
+
+/// The front, a session, a fresh keyspace named after `tag`, and the workload's table in it.
+pub async fn front_with_table(tag: &str) -> (FrontHandle, Session, String) {
+    let (front, session, ks) = front_and_keyspace(tag).await;
+    create_table(&session, &ks).await;
+    (front, session, ks)
+}
 
 /// Creates `ks.t`, the CDC-enabled table of the workload.
 pub async fn create_table(session: &Session, ks: &str) {
