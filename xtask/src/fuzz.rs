@@ -65,10 +65,37 @@ pub struct Outcome {
     pub seconds: u64,
 }
 
-/// Runs one target for `seconds` on its working corpus and its seeds;
+/// How long one target runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// For this many seconds (libFuzzer's `-max_total_time`).
+    Seconds(u64),
+    /// Until this many executions (libFuzzer's `-runs`), however long that takes.
+    Runs(u64),
+}
+
+impl Budget {
+    fn flag(self) -> String {
+        match self {
+            Budget::Seconds(s) => format!("-max_total_time={s}"),
+            Budget::Runs(n) => format!("-runs={n}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Seconds(s) => write!(f, "for {s} s"),
+            Budget::Runs(n) => write!(f, "for {n} executions"),
+        }
+    }
+}
+
+/// Runs one target within `budget` on its working corpus and its seeds;
 /// libFuzzer's output goes to stderr. A crash (or leak, timeout, allocation
 /// over the limit) is an error naming the input libFuzzer saved.
-pub fn run_target(root: &Path, target: &str, seconds: u64) -> Result<Outcome, String> {
+pub fn run_target(root: &Path, target: &str, budget: Budget) -> Result<Outcome, String> {
     let corpus = root.join("fuzz").join("corpus").join(target);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let seeds: PathBuf = root.join("fuzz").join("seeds").join(target);
@@ -79,7 +106,7 @@ pub fn run_target(root: &Path, target: &str, seconds: u64) -> Result<Outcome, St
     }
     let mut child = cmd
         .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
+        .arg(budget.flag())
         // One input must not take long or allocate much: a hang or a
         // hostile length that is trusted is a finding.
         .arg("-timeout=10")
@@ -131,13 +158,25 @@ pub fn parse_done(line: &str) -> Option<Outcome> {
 pub struct Options {
     /// Minutes per target.
     pub minutes: f64,
+    /// Executions per target instead of minutes.
+    pub runs: Option<u64>,
     /// Only this target.
     pub target: Option<String>,
 }
 
-/// Parses the arguments after `fuzz`: `[--minutes N] [target]`.
+impl Options {
+    fn budget(&self) -> Budget {
+        match self.runs {
+            Some(n) => Budget::Runs(n),
+            None => Budget::Seconds(seconds(self.minutes)),
+        }
+    }
+}
+
+/// Parses the arguments after `fuzz`: `[--minutes N | --runs N] [target]`.
 pub fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { minutes: 10.0, target: None };
+    let mut o = Options { minutes: 10.0, runs: None, target: None };
+    let mut minutes_given = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -147,11 +186,23 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                 if !(o.minutes.is_finite() && o.minutes > 0.0) {
                     return Err(format!("--minutes {v:?} must be above zero"));
                 }
+                minutes_given = true;
+            }
+            "--runs" => {
+                let v = it.next().ok_or("--runs needs a value")?;
+                let n: u64 = v.replace('_', "").parse().map_err(|_| format!("--runs {v:?} is not a whole number"))?;
+                if n == 0 {
+                    return Err("--runs must be above zero".into());
+                }
+                o.runs = Some(n);
             }
             flag if flag.starts_with('-') => return Err(format!("unknown option {flag:?} (see `cargo xtask help`)")),
             name if o.target.is_none() => o.target = Some(name.to_string()),
             extra => return Err(format!("one target at most (got {extra:?} too)")),
         }
+    }
+    if minutes_given && o.runs.is_some() {
+        return Err("--minutes and --runs exclude each other".into());
     }
     Ok(o)
 }
@@ -161,8 +212,8 @@ fn seconds(minutes: f64) -> u64 {
     ((minutes * 60.0).round() as u64).max(1)
 }
 
-/// `cargo xtask fuzz [--minutes N] [target]`: each target (or the named
-/// one) in turn for N minutes; a summary of executions per target; fails on
+/// `cargo xtask fuzz [--minutes N | --runs N] [target]`: each target (or
+/// the named one) in turn for N minutes or N executions; a summary of executions per target; fails on
 /// the first crash, naming the input libFuzzer saved.
 pub fn run(args: &[String]) -> ExitCode {
     let opts = match parse_args(args) {
@@ -193,15 +244,15 @@ pub fn run(args: &[String]) -> ExitCode {
         }
         None => all,
     };
-    let secs = seconds(opts.minutes);
+    let budget = opts.budget();
     let started = Instant::now();
     let mut rows: Vec<(String, Result<Outcome, String>)> = Vec::new();
     for target in &chosen {
         if interrupted() {
             break;
         }
-        eprintln!("\n==== xtask fuzz: {target} for {secs} s");
-        let result = run_target(&root, target, secs);
+        eprintln!("\n==== xtask fuzz: {target} {budget}");
+        let result = run_target(&root, target, budget);
         let failed = result.is_err();
         rows.push((target.clone(), result));
         if failed {
@@ -257,12 +308,23 @@ mod tests {
 
     #[test]
     fn fuzz_arguments() {
-        assert_eq!(parse_args(&[]), Ok(Options { minutes: 10.0, target: None }));
+        assert_eq!(parse_args(&[]), Ok(Options { minutes: 10.0, runs: None, target: None }));
+        assert_eq!(parse_args(&[]).map(|o| o.budget()), Ok(Budget::Seconds(600)));
         assert_eq!(
             parse_args(&args("--minutes 0.5 value")),
-            Ok(Options { minutes: 0.5, target: Some("value".into()) })
+            Ok(Options { minutes: 0.5, runs: None, target: Some("value".into()) })
         );
-        assert_eq!(parse_args(&args("dml --minutes 2")), Ok(Options { minutes: 2.0, target: Some("dml".into()) }));
+        assert_eq!(
+            parse_args(&args("dml --minutes 2")),
+            Ok(Options { minutes: 2.0, runs: None, target: Some("dml".into()) })
+        );
+        let runs = parse_args(&args("--runs 10_000_000 dml"));
+        assert_eq!(runs.as_ref().map(|o| o.budget()), Ok(Budget::Runs(10_000_000)));
+        assert_eq!(Budget::Runs(5).flag(), "-runs=5");
+        assert_eq!(Budget::Seconds(30).flag(), "-max_total_time=30");
+        assert!(parse_args(&args("--runs 0")).is_err());
+        assert!(parse_args(&args("--runs many")).is_err());
+        assert!(parse_args(&args("--runs 5 --minutes 1")).is_err());
         assert!(parse_args(&args("--minutes")).is_err());
         assert!(parse_args(&args("--minutes 0")).is_err());
         assert!(parse_args(&args("--minutes soon")).is_err());

@@ -12,8 +12,9 @@
 //! * `cargo xtask test` — the whole test suite against a server it starts
 //!   itself: workspace tests, loom models, fuzz smoke runs. CI runs exactly
 //!   this (`.ci/run`).
-//! * `cargo xtask fuzz [--minutes N] [target]` — long fuzz runs: every target
-//!   (or one) in turn for N minutes on its seeds, executions per target.
+//! * `cargo xtask fuzz [--minutes N | --runs N] [target]` — long fuzz runs:
+//!   every target (or one) in turn for N minutes or N executions on its
+//!   seeds, executions per target.
 //!
 //! Arguments are parsed by hand; tasks use `std::process::Command`.
 
@@ -102,6 +103,7 @@ tasks:
                        fuzz/seeds/TARGET; prints executions per target; stops at the first crash
                        and names the input libFuzzer saved (fuzz/artifacts/TARGET/...)
     --minutes N          minutes per target (default 10; fractions allowed, e.g. 0.5)
+    --runs N             executions per target instead (e.g. --runs 10_000_000)
   emu [options]        Cassandra plus the Scylla emulation front (shardwise-emu), until Ctrl-C:
     --nodes N --shards N --ignore-msb N --miss-delay-us N --port P --shard-aware-port P
                        (the shardwise-emu binary fronts a Cassandra that is already running)

@@ -379,7 +379,7 @@ fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
             continue;
         }
         eprintln!("\n---- fuzz {target}: {seconds} s");
-        match crate::fuzz::run_target(root, target, seconds) {
+        match crate::fuzz::run_target(root, target, crate::fuzz::Budget::Seconds(seconds)) {
             Ok(o) => {
                 eprintln!("---- fuzz {target}: {} executions, no crash", o.runs);
                 notes.push(format!("{target}: {} runs", o.runs));
