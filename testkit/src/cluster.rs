@@ -9,17 +9,23 @@
 //! about 50 s; a 3-node cluster needs roughly 2 GB of memory.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-use crate::config::NodeConfig;
+use crate::config::{Auth, NodeConfig};
 use crate::error::{HarnessError, Result};
 use crate::node::Node;
 use crate::ports::{free_port_pair, loopback_addresses};
+use crate::probe::{ProbeConnection, QueryResult};
 
 /// A running multi-node cluster. Dropping it stops every node.
 #[derive(Debug)]
 pub struct Cluster {
     nodes: Vec<Node>,
+    /// Directories to remove once every node has stopped: those of a
+    /// [`Cluster::start_restartable`] cluster, kept while it runs so that a
+    /// killed node can start again on its data.
+    owned_dirs: Vec<PathBuf>,
 }
 
 impl Cluster {
@@ -44,7 +50,8 @@ impl Cluster {
 
     /// Starts `n` nodes from `template`. Address, ports and seeds are set per
     /// node (one free native port and one free storage port shared by all);
-    /// everything else is taken as it is.
+    /// everything else is taken as it is. Returns once every node knows every
+    /// other node's tokens ([`Cluster::wait_for_ring`]).
     pub fn start_with(n: u8, template: NodeConfig) -> Result<Cluster> {
         if n == 0 || n == u8::MAX {
             return Err(HarnessError::Config(format!("cannot start a cluster of {n} nodes")));
@@ -62,7 +69,83 @@ impl Cluster {
             // On error the nodes started so far are dropped, hence stopped.
             nodes.push(Node::start(cfg)?);
         }
-        Ok(Cluster { nodes })
+        let cluster = Cluster { nodes, owned_dirs: Vec::new() };
+        cluster.wait_for_ring(template.startup_timeout)?;
+        Ok(cluster)
+    }
+
+    /// Waits until every node lists every other node with its tokens in
+    /// `system.peers`. A node answers CQL before gossip has spread the last
+    /// node's arrival (a joining node is listed before its tokens are), and a
+    /// client (or the emulation front) reading the ring then would see a
+    /// partial one. Nodes that accept only TLS are not checked (the probe
+    /// speaks plaintext).
+    pub fn wait_for_ring(&self, within: Duration) -> Result<()> {
+        let deadline = Instant::now() + within;
+        for node in &self.nodes {
+            let config = node.config();
+            if config.client_encryption.as_ref().is_some_and(|e| !e.optional) {
+                continue;
+            }
+            let credentials = (config.auth == Auth::Password).then_some(("cassandra", "cassandra"));
+            loop {
+                let settled = match peers_with_tokens(node.addr(), credentials) {
+                    Ok(n) => n + 1 >= self.nodes.len(),
+                    Err(_) => false,
+                };
+                if settled {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(HarnessError::StartupTimeout {
+                        addr: node.addr(),
+                        timeout: within,
+                        waiting_for: "every peer's tokens in system.peers",
+                        log: node.log_path(),
+                        tail: node.log_tail(20),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `n` nodes with [`Cluster::default_config`] whose directories
+    /// outlive a stop or a kill, so that [`Cluster::restart`] can start a node
+    /// again on its own data; they are removed when the cluster is dropped.
+    pub fn start_restartable(n: u8) -> Result<Cluster> {
+        let mut cluster = Cluster::start_with(n, NodeConfig { keep_dir: true, ..Cluster::default_config() })?;
+        cluster.owned_dirs = cluster.nodes.iter().map(|n| n.dir().to_path_buf()).collect();
+        Ok(cluster)
+    }
+
+    /// Starts stopped (or killed) node `i` again on its own data: same host
+    /// id, tokens and address; a new directory for the configuration and the
+    /// log, the first one for everything the node stores. Only for nodes
+    /// that keep their directory ([`Cluster::start_restartable`], or
+    /// [`NodeConfig::keep_dir`]).
+    pub fn restart(&mut self, i: usize) -> Result<()> {
+        let old = self.nodes.get(i).ok_or_else(|| HarnessError::Config(format!("no node {i}")))?;
+        let data = old.dir().to_path_buf();
+        if !old.config().keep_dir {
+            return Err(HarnessError::Config(format!("node {i} keeps no directory to restart on")));
+        }
+        let mut config = old.config().clone();
+        if !config.extra_yaml.iter().any(|l| l.starts_with("data_file_directories:")) {
+            let path = |sub: &str| format!("'{}'", data.join(sub).display().to_string().replace('\'', "''"));
+            config.extra_yaml.extend([
+                format!("data_file_directories:\n  - {}", path("data")),
+                format!("commitlog_directory: {}", path("commitlog")),
+                format!("saved_caches_directory: {}", path("saved_caches")),
+                format!("hints_directory: {}", path("hints")),
+                format!("cdc_raw_directory: {}", path("cdc_raw")),
+            ]);
+        }
+        let node = Node::start(config)?;
+        self.owned_dirs.push(node.dir().to_path_buf());
+        self.nodes[i] = node;
+        Ok(())
     }
 
     /// The nodes, seed first.
@@ -98,8 +181,24 @@ impl Cluster {
     }
 }
 
+/// How many rows of `system.peers` on the node at `addr` have tokens.
+fn peers_with_tokens(addr: SocketAddr, credentials: Option<(&str, &str)>) -> Result<usize> {
+    let mut probe = ProbeConnection::connect(addr, Duration::from_secs(5))?;
+    probe.startup(credentials)?;
+    let QueryResult::Rows(rows) = probe.query("SELECT peer, tokens FROM system.peers")? else {
+        return Ok(0);
+    };
+    let Some(tokens) = rows.column("tokens") else { return Ok(0) };
+    // A set<text> cell: a 4-byte element count, then the elements.
+    let has_tokens = |cell: &Option<Vec<u8>>| cell.as_ref().is_some_and(|c| c.len() > 4 && c[..4] != [0; 4]);
+    Ok(rows.rows.iter().filter(|row| row.get(tokens).is_some_and(has_tokens)).count())
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.stop();
+        for dir in &self.owned_dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

@@ -23,7 +23,6 @@
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -35,21 +34,18 @@ use shardwise::protocol::response::Event;
 use shardwise::protocol::token::Partitioner;
 use shardwise::routing::partition_token;
 use shardwise::{Connection, ConnectionConfig, Session, SessionBuilder, SessionEvent, Statement};
-use testkit::{Cluster, Node, NodeConfig};
+use testkit::Cluster;
 use uuid::Uuid;
 
-/// The cluster, and every node directory to remove once it is stopped.
+/// The cluster; node directories are kept until it is dropped, so that a
+/// killed node restarts on its data.
 struct TestCluster {
     cluster: Cluster,
-    dirs: Vec<PathBuf>,
 }
 
 impl TestCluster {
     fn start() -> TestCluster {
-        let template = NodeConfig { keep_dir: true, ..Cluster::default_config() };
-        let cluster = Cluster::start_with(3, template).expect("3-node cluster");
-        let dirs = cluster.nodes().iter().map(|n| n.dir().to_path_buf()).collect();
-        TestCluster { cluster, dirs }
+        TestCluster { cluster: Cluster::start_restartable(3).expect("3-node cluster") }
     }
 
     fn addr(&self, i: usize) -> SocketAddr {
@@ -64,42 +60,13 @@ impl TestCluster {
         self.cluster.nodes_mut()[i].stop().expect("stop");
     }
 
-    /// SIGKILL to node `i`'s processes: no shutdown, as a crash (its
-    /// directory is kept, so [`TestCluster::restart`] finds its data).
+    /// SIGKILL to node `i`'s processes: no shutdown, as a crash.
     fn kill(&mut self, i: usize) {
         self.cluster.nodes_mut()[i].kill();
     }
 
-    /// Starts stopped node `i` again on its own data (same host id, tokens
-    /// and address): a new directory for the configuration and the log,
-    /// the first one for everything the node stores (a node restarted
-    /// before already points there).
     fn restart(&mut self, i: usize) {
-        let old = &self.cluster.nodes()[i];
-        let data = old.dir().to_path_buf();
-        let mut config = old.config().clone();
-        if !config.extra_yaml.iter().any(|l| l.starts_with("data_file_directories:")) {
-            let path = |sub: &str| format!("'{}'", data.join(sub).display().to_string().replace('\'', "''"));
-            config.extra_yaml.extend([
-                format!("data_file_directories:\n  - {}", path("data")),
-                format!("commitlog_directory: {}", path("commitlog")),
-                format!("saved_caches_directory: {}", path("saved_caches")),
-                format!("hints_directory: {}", path("hints")),
-                format!("cdc_raw_directory: {}", path("cdc_raw")),
-            ]);
-        }
-        let node = Node::start(config).expect("restart on the same data");
-        self.dirs.push(node.dir().to_path_buf());
-        self.cluster.nodes_mut()[i] = node;
-    }
-}
-
-impl Drop for TestCluster {
-    fn drop(&mut self) {
-        let _ = self.cluster.stop();
-        for dir in &self.dirs {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        self.cluster.restart(i).expect("restart on the same data");
     }
 }
 
@@ -208,28 +175,7 @@ async fn three_node_cluster() {
     let mut cluster = tokio::task::spawn_blocking(TestCluster::start).await.expect("join");
     println!("cluster started in {:?}", started.elapsed());
     let contact = cluster.addr(0);
-    // Gossip may still be spreading the last node's arrival (a joining node is listed
-    // before its tokens are): wait until the contact point knows every peer's tokens.
     let deadline = Instant::now() + Duration::from_secs(90);
-    let probe =
-        SessionBuilder::new().known_node_addr(contact).discover_topology(false).build().await.expect("probe session");
-    loop {
-        let peers = probe
-            .execute(&Statement::new("SELECT peer, tokens FROM system.peers").with_consistency(Consistency::One), ())
-            .await
-            .expect("peers");
-        let settled = peers
-            .rows::<(IpAddr, Option<Vec<String>>)>()
-            .expect("types")
-            .filter(|r| r.as_ref().is_ok_and(|(_, t)| t.as_ref().is_some_and(|t| !t.is_empty())))
-            .count();
-        if settled == 2 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "peers still joining");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    drop(probe);
     let session = loop {
         let session = SessionBuilder::new()
             .known_node_addr(contact)
