@@ -177,6 +177,8 @@ struct Shared {
     accepted: AtomicUsize,
     /// Frames seen, per direction and opcode (before any rule).
     frames: [Vec<AtomicUsize>; 2],
+    /// Frames a rule acted on.
+    acted: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -217,6 +219,7 @@ impl FaultProxy {
             conns: Mutex::new(Vec::new()),
             accepted: AtomicUsize::new(0),
             frames: [counters(), counters()],
+            acted: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
         });
         let accepting = shared.clone();
@@ -289,6 +292,11 @@ impl FaultProxy {
     /// Frames with `opcode` seen going `direction`, before any rule acted.
     pub fn frames(&self, direction: Direction, opcode: u8) -> usize {
         self.shared.frames[direction as usize][usize::from(opcode)].load(Ordering::Acquire)
+    }
+
+    /// Frames a rule acted on (delayed, dropped, cut or reset) so far.
+    pub fn frames_acted_on(&self) -> usize {
+        self.shared.acted.load(Ordering::Acquire)
     }
 
     fn open(&self) -> Vec<Arc<Conn>> {
@@ -498,6 +506,7 @@ fn decide(shared: &Shared, connection: usize, direction: Direction, opcode: u8) 
     if let Some(n) = &mut rule.times {
         *n -= 1;
     }
+    shared.acted.fetch_add(1, Ordering::AcqRel);
     Some(rule.action)
 }
 
@@ -610,6 +619,7 @@ mod tests {
         assert_eq!(read_n(&mut c, 19).expect("second frame"), frame(0x0a, 2, 10), "first one dropped");
         c.write_all(&frame(0x07, 3, 10)).expect("write");
         assert_eq!(read_n(&mut c, 19).expect("rule spent"), frame(0x07, 3, 10));
+        assert_eq!(proxy.frames_acted_on(), 1, "one frame dropped");
         proxy.set_rules(vec![Rule::new(Action::Delay(Duration::from_millis(300))).direction(Direction::ToClient)]);
         let started = Instant::now();
         c.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");

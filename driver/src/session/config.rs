@@ -150,9 +150,46 @@ impl Default for SessionConfig {
 ///     .await?;
 /// # let _ = session; Ok(()) }
 /// ```
+///
+/// The connection settings the builder sets one by one ([`compression`],
+/// [`user`], [`authenticator`], [`protocol_versions`]) win over a whole
+/// [`ConnectionConfig`] given to [`connection_config`], whichever comes
+/// first.
+///
+/// [`compression`]: SessionBuilder::compression
+/// [`user`]: SessionBuilder::user
+/// [`authenticator`]: SessionBuilder::authenticator
+/// [`protocol_versions`]: SessionBuilder::protocol_versions
+/// [`connection_config`]: SessionBuilder::connection_config
 #[derive(Debug, Clone, Default)]
 pub struct SessionBuilder {
     config: SessionConfig,
+    /// The connection settings set one by one, re-applied over a later
+    /// [`SessionBuilder::connection_config`].
+    set: ConnectionSettings,
+}
+
+/// Connection settings given to the builder one by one.
+#[derive(Debug, Clone, Default)]
+struct ConnectionSettings {
+    compression: Option<Compression>,
+    authenticator: Option<Arc<dyn AuthenticatorProvider>>,
+    versions: Option<(ProtocolVersion, ProtocolVersion)>,
+}
+
+impl ConnectionSettings {
+    fn apply(&self, c: &mut ConnectionConfig) {
+        if let Some(compression) = self.compression {
+            c.compression = compression;
+        }
+        if let Some(a) = &self.authenticator {
+            c.authenticator = Some(a.clone());
+        }
+        if let Some((min, max)) = self.versions {
+            c.min_version = min;
+            c.max_version = max;
+        }
+    }
 }
 
 impl SessionBuilder {
@@ -171,7 +208,8 @@ impl SessionBuilder {
     }
     /// Requests compression.
     pub fn compression(mut self, c: Compression) -> Self {
-        self.config.connection.compression = c;
+        self.set.compression = Some(c);
+        self.set.apply(&mut self.config.connection);
         self
     }
     /// Username/password authentication.
@@ -180,13 +218,14 @@ impl SessionBuilder {
     }
     /// Custom authentication.
     pub fn authenticator(mut self, a: Arc<dyn AuthenticatorProvider>) -> Self {
-        self.config.connection.authenticator = Some(a);
+        self.set.authenticator = Some(a);
+        self.set.apply(&mut self.config.connection);
         self
     }
     /// Protocol versions to negotiate between.
     pub fn protocol_versions(mut self, min: ProtocolVersion, max: ProtocolVersion) -> Self {
-        self.config.connection.min_version = min;
-        self.config.connection.max_version = max;
+        self.set.versions = Some((min, max));
+        self.set.apply(&mut self.config.connection);
         self
     }
     /// Keyspace to use.
@@ -250,9 +289,13 @@ impl SessionBuilder {
         }
         self
     }
-    /// Connection settings.
+    /// Connection settings (timeouts, heartbeat, buffers, TLS, ...). The
+    /// settings given one by one ([`SessionBuilder::compression`],
+    /// [`SessionBuilder::user`], [`SessionBuilder::authenticator`],
+    /// [`SessionBuilder::protocol_versions`]) are kept, before or after.
     pub fn connection_config(mut self, c: ConnectionConfig) -> Self {
         self.config.connection = c;
+        self.set.apply(&mut self.config.connection);
         self
     }
     /// Whether to discover the cluster and route requests to replicas.
@@ -302,5 +345,39 @@ impl SessionBuilder {
     /// Connects to the known nodes.
     pub async fn build(self) -> Result<Session, NewSessionError> {
         Session::connect(self.config).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a whole `ConnectionConfig` given after `protocol_versions`
+    /// (or compression, or credentials) silently dropped them.
+    #[test]
+    fn settings_given_one_by_one_survive_a_connection_config() {
+        let timeouts = ConnectionConfig { connect_timeout: Duration::from_millis(1234), ..ConnectionConfig::default() };
+        let before = SessionBuilder::new()
+            .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+            .compression(Compression::Lz4)
+            .user("u", "p")
+            .connection_config(timeouts.clone());
+        let after = SessionBuilder::new()
+            .connection_config(timeouts)
+            .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+            .compression(Compression::Lz4)
+            .user("u", "p");
+        for b in [before, after] {
+            let c = &b.config.connection;
+            assert_eq!((c.min_version, c.max_version), (ProtocolVersion::V4, ProtocolVersion::V4));
+            assert_eq!(c.compression, Compression::Lz4);
+            assert!(c.authenticator.is_some());
+            assert_eq!(c.connect_timeout, Duration::from_millis(1234));
+        }
+        // Without them, the given config is taken as it is.
+        let plain = ConnectionConfig::default();
+        let b = SessionBuilder::new().connection_config(ConnectionConfig { compression: Compression::Lz4, ..plain });
+        assert_eq!(b.config.connection.compression, Compression::Lz4);
+        assert!(b.config.connection.authenticator.is_none());
     }
 }
