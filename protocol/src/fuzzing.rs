@@ -78,6 +78,11 @@ pub fn response(data: &[u8]) {
         length: body.len() as u32,
     };
     let Ok(resp) = Response::decode(&header, body) else { return };
+    for (key, value) in &resp.custom_payload {
+        if let (crate::tablets::PAYLOAD_KEY, Some(value)) = (key.as_str(), value) {
+            tablet_route(value);
+        }
+    }
     if let ResponseMessage::Result(ResultMessage::Rows(rows)) = &resp.message {
         if let Ok(iter) = rows.rows::<Vec<Option<CqlValue>>>() {
             for row in iter {
@@ -92,6 +97,16 @@ pub fn response(data: &[u8]) {
         let back = Response::decode(&h, Bytes::copy_from_slice(&again[HEADER_LEN..]));
         assert_eq!(back.as_ref().ok(), Some(&resp), "response re-encoding changed it");
     }
+}
+
+/// A `tablets-routing-v1` payload value: what decodes has a non-empty
+/// range and re-encodes to the same bytes (the layout has one form).
+pub fn tablet_route(value: &[u8]) {
+    let Ok(route) = crate::tablets::TabletRoute::decode(value) else { return };
+    assert!(route.first_token < route.last_token, "{route:?}");
+    let mut again = Vec::new();
+    route.encode(&mut again);
+    assert_eq!(again, value, "a tablet route re-encodes differently");
 }
 
 /// Decodes `data[2..]` as a request body (opcode from `data[0]`, version
@@ -308,6 +323,24 @@ mod tests {
         ]
     }
 
+    /// A Void RESULT carrying a `tablets-routing-v1` payload, as the response target reads it.
+    fn void_with_tablet_route() -> Vec<u8> {
+        let route = crate::tablets::TabletRoute {
+            first_token: -100,
+            last_token: 100,
+            replicas: vec![crate::tablets::TabletReplica { host_id: uuid::Uuid::from_u128(7), shard: 1 }],
+        };
+        let mut value = Vec::new();
+        route.encode(&mut value);
+        let mut out = vec![0x84, Flags::CUSTOM_PAYLOAD, 0, 0, 0x08, 0, 0, 0, 0];
+        out.put_u16(1);
+        codec::write_string(&mut out, "key", crate::tablets::PAYLOAD_KEY).expect("key");
+        out.put_i32(value.len() as i32);
+        out.extend_from_slice(&value);
+        out.put_i32(1);
+        out
+    }
+
     /// The seed corpora of this crate's targets.
     fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         let mut out = vec![
@@ -318,6 +351,7 @@ mod tests {
                 vec![2, 0x09, 0x00, 0x02, 0xa4, 0xc8, 0xc1, 0x05, 0, 0, 0, 0x05, 0, 0, 0, 0, 0x10, 0x86, 0x28, 0x4d],
             ),
             ("response", "void_result", vec![0x84, 0, 0, 0, 0x08, 0, 0, 0, 4, 0, 0, 0, 1]),
+            ("response", "void_with_tablet_route", void_with_tablet_route()),
             ("request", "query", vec![0x07, 1, 0, 0, 0, 1, b'x', 0, 1, 0, 0, 0, 0]),
             ("value", "int", vec![0, 0x09, 0, 0, 0, 42]),
         ];
@@ -444,6 +478,7 @@ mod tests {
             value(s);
         }
         for data in garbage(0x1234_5678, 300) {
+            tablet_route(&data);
             frame_decoder(&data);
             response(&data);
             request(&data);

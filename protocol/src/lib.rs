@@ -17,6 +17,7 @@
 //! - [`types`]: CQL types, value serialization and zero-copy deserialization.
 //! - [`rows`]: result metadata and zero-copy row sets over one response buffer.
 //! - [`token`], [`sharding`]: partition-key tokens (Murmur3, CDC) and Scylla shard routing.
+//! - [`tablets`]: Scylla's tablets routing payload (a tablet's token range and replicas).
 //! - [`error`]: the typed decode and encode errors.
 //! - `fuzzing` (hidden): the harnesses the fuzz targets and the unit tests share.
 //!
@@ -36,6 +37,7 @@ pub mod request;
 pub mod response;
 pub mod rows;
 pub mod sharding;
+pub mod tablets;
 pub mod token;
 pub mod types;
 

@@ -1,0 +1,182 @@
+//! Scylla's tablets routing extension (`TABLETS_ROUTING_V1`,
+//! `docs/protocol.md` §1.6): the custom payload a node attaches to the
+//! answer of a request that reached a node or shard that is not a replica
+//! of the key's tablet. It tells the client the tablet's token range and
+//! its replicas, so the next request for that range goes to the right
+//! place. Decoded here, and encoded for the emulation front.
+//!
+//! The value under the payload key is a CQL tuple, written as its elements
+//! without an outer length: `tuple<bigint first_token, bigint last_token,
+//! list<tuple<uuid host_id, int shard>>>`. The range is `(first_token,
+//! last_token]`.
+
+use bytes::BufMut;
+use uuid::Uuid;
+
+use crate::codec::Reader;
+use crate::error::DecodeError;
+
+/// The STARTUP (and SUPPORTED) key that turns the extension on.
+pub const TABLETS_ROUTING_V1: &str = "TABLETS_ROUTING_V1";
+
+/// The custom payload key of a tablet's routing information.
+pub const PAYLOAD_KEY: &str = "tablets-routing-v1";
+
+/// One replica of a tablet: a node, by host id, and the shard on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TabletReplica {
+    /// The node's host id (`system.local` / `system.peers`).
+    pub host_id: Uuid,
+    /// The shard of that node holding the tablet.
+    pub shard: u16,
+}
+
+/// A tablet's routing information: the tokens `first_token + 1 ..=
+/// last_token` and their replicas in the tablet's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabletRoute {
+    /// The range start, exclusive (`i64::MIN` for a table's first tablet).
+    pub first_token: i64,
+    /// The range end, inclusive.
+    pub last_token: i64,
+    /// The replicas.
+    pub replicas: Vec<TabletReplica>,
+}
+
+/// At most this many replicas are read (a replication factor is far
+/// smaller); more is a hostile length, not a tablet.
+const MAX_REPLICAS: usize = 256;
+
+impl TabletRoute {
+    /// Whether `token` is in the tablet's range.
+    pub fn contains(&self, token: i64) -> bool {
+        token > self.first_token && token <= self.last_token
+    }
+
+    /// Reads the payload value. An empty or wrapping range
+    /// (`last_token <= first_token`), a shard that does not fit a shard
+    /// number, or bytes left over are errors.
+    pub fn decode(value: &[u8]) -> Result<TabletRoute, DecodeError> {
+        let mut r = Reader::new(value);
+        let first_token = bigint(&mut r, "tablet first token")?;
+        let last_token = bigint(&mut r, "tablet last token")?;
+        if last_token <= first_token {
+            return Err(DecodeError::Invalid { what: "tablet range", reason: "last token not above first token" });
+        }
+        let list = r.bytes("tablet replicas")?.ok_or(DecodeError::Invalid {
+            what: "tablet replicas",
+            reason: "null",
+        })?;
+        r.finish("tablets-routing-v1 payload")?;
+        let mut l = Reader::new(list);
+        let n = l.len_i32("tablet replica count")?;
+        if n > MAX_REPLICAS {
+            return Err(DecodeError::TooLarge { what: "tablet replica list", len: n, limit: MAX_REPLICAS });
+        }
+        let mut replicas = Vec::with_capacity(n);
+        for _ in 0..n {
+            let element = l.bytes("tablet replica")?.ok_or(DecodeError::Invalid {
+                what: "tablet replica",
+                reason: "null",
+            })?;
+            let mut e = Reader::new(element);
+            let id = e.bytes("replica host id")?.ok_or(DecodeError::Invalid { what: "replica host id", reason: "null" })?;
+            let host_id =
+                Uuid::from_slice(id).map_err(|_| DecodeError::Invalid { what: "replica host id", reason: "not 16 bytes" })?;
+            let shard = e.bytes("replica shard")?.ok_or(DecodeError::Invalid { what: "replica shard", reason: "null" })?;
+            let shard = <[u8; 4]>::try_from(shard)
+                .map_err(|_| DecodeError::Invalid { what: "replica shard", reason: "not 4 bytes" })?;
+            let shard = u16::try_from(i32::from_be_bytes(shard))
+                .map_err(|_| DecodeError::Invalid { what: "replica shard", reason: "out of range" })?;
+            e.finish("tablet replica")?;
+            replicas.push(TabletReplica { host_id, shard });
+        }
+        l.finish("tablet replica list")?;
+        Ok(TabletRoute { first_token, last_token, replicas })
+    }
+
+    /// Writes the payload value (what [`TabletRoute::decode`] reads).
+    pub fn encode(&self, out: &mut impl BufMut) {
+        for token in [self.first_token, self.last_token] {
+            out.put_i32(8);
+            out.put_i64(token);
+        }
+        // Each replica: [int 16][uuid][int 4][int shard] inside its own [int] length.
+        const REPLICA: usize = 4 + 16 + 4 + 4;
+        let list_len = 4 + self.replicas.len() * (4 + REPLICA);
+        out.put_i32(list_len as i32);
+        out.put_i32(self.replicas.len() as i32);
+        for r in &self.replicas {
+            out.put_i32(REPLICA as i32);
+            out.put_i32(16);
+            out.put_slice(r.host_id.as_bytes());
+            out.put_i32(4);
+            out.put_i32(i32::from(r.shard));
+        }
+    }
+}
+
+fn bigint(r: &mut Reader<'_>, what: &'static str) -> Result<i64, DecodeError> {
+    let b = r.bytes(what)?.ok_or(DecodeError::Invalid { what, reason: "null" })?;
+    let b = <[u8; 8]>::try_from(b).map_err(|_| DecodeError::Invalid { what, reason: "not 8 bytes" })?;
+    Ok(i64::from_be_bytes(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route() -> TabletRoute {
+        TabletRoute {
+            first_token: i64::MIN,
+            last_token: -4611686018427387905,
+            replicas: vec![
+                TabletReplica { host_id: Uuid::from_u128(0x1111), shard: 3 },
+                TabletReplica { host_id: Uuid::from_u128(0x2222), shard: 0 },
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_layout() {
+        let mut buf = Vec::new();
+        route().encode(&mut buf);
+        assert_eq!(TabletRoute::decode(&buf), Ok(route()));
+        // Two bigints, then the list: [int len][int 2] and two 32-byte elements.
+        assert_eq!(buf.len(), 12 + 12 + 4 + 4 + 2 * 32);
+        assert_eq!(&buf[..4], &[0, 0, 0, 8]);
+        assert_eq!(&buf[24..32], &[0, 0, 0, 68, 0, 0, 0, 2]);
+        let r = route();
+        assert!(r.contains(i64::MIN + 1) && r.contains(-4611686018427387905));
+        assert!(!r.contains(i64::MIN) && !r.contains(-4611686018427387904));
+    }
+
+    #[test]
+    fn hostile_values_are_typed_errors() {
+        let mut good = Vec::new();
+        route().encode(&mut good);
+        // Every truncation fails without a panic.
+        for n in 0..good.len() {
+            assert!(TabletRoute::decode(&good[..n]).is_err(), "{n} bytes");
+        }
+        // Trailing bytes.
+        let mut long = good.clone();
+        long.push(0);
+        assert!(TabletRoute::decode(&long).is_err());
+        // An empty or wrapping range.
+        let mut empty = route();
+        empty.first_token = empty.last_token;
+        let mut buf = Vec::new();
+        empty.encode(&mut buf);
+        assert!(matches!(TabletRoute::decode(&buf), Err(DecodeError::Invalid { what: "tablet range", .. })));
+        // A shard beyond u16.
+        let mut big = good.clone();
+        let at = good.len() - 4;
+        big[at..].copy_from_slice(&70_000i32.to_be_bytes());
+        assert!(matches!(TabletRoute::decode(&big), Err(DecodeError::Invalid { what: "replica shard", .. })));
+        // A replica count far beyond any replication factor.
+        let mut many = good.clone();
+        many[28..32].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(matches!(TabletRoute::decode(&many), Err(DecodeError::TooLarge { .. })));
+    }
+}
