@@ -21,6 +21,7 @@ use crate::admin::{self, lit, Admin};
 use crate::cdc::{self, log_table_name, BaseColumn, ColumnKind, Registry, META_COLUMNS};
 use crate::generation::{self, Generation};
 use crate::stats::{inc, Counters, FrontStats, NodeCounters, ShardCounters};
+use crate::tablets::TabletMap;
 use crate::vector_index::IndexDdl;
 use crate::{cdclog, proxy, system_tables, CdcOptions, CdcTable};
 
@@ -127,6 +128,8 @@ pub(crate) struct StatementInfo {
     pub(crate) unparsed: Option<(String, String)>,
     /// A `USE` statement: its execution changes the connection's keyspace.
     pub(crate) is_use: bool,
+    /// The table of its bound columns (keyspace, table), when it has any.
+    pub(crate) table: Option<(String, String)>,
 }
 
 pub(crate) struct NodeState {
@@ -158,6 +161,19 @@ pub(crate) struct Shared {
     /// The last write timestamp the front assigned (µs), so that the
     /// timestamps it assigns are unique and increasing.
     last_timestamp: std::sync::atomic::AtomicI64,
+    /// Keyspaces with tablets: their `initial` option and replication factor.
+    tablet_keyspaces: Mutex<HashMap<String, TabletKeyspace>>,
+    /// The tablet map of each table of those keyspaces, made on first use.
+    tablet_maps: Mutex<HashMap<(String, String), Arc<TabletMap>>>,
+}
+
+/// A keyspace created with tablets.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TabletKeyspace {
+    /// The `initial` tablets option (0: not given).
+    initial: i32,
+    /// Its replication factor.
+    rf: usize,
 }
 
 fn now_ms() -> i64 {
@@ -326,6 +342,15 @@ impl Shared {
     }
 
     async fn schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), EmuError> {
+        match (&change.target, change.change) {
+            (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Dropped) => {
+                self.forget_tablets(keyspace, Some(name))
+            }
+            (SchemaChangeTarget::Keyspace { keyspace }, SchemaChangeType::Dropped) => {
+                self.forget_tablets(keyspace, None)
+            }
+            _ => {}
+        }
         match &change.target {
             SchemaChangeTarget::Table { keyspace, name } => self.forget_cdc_schema(keyspace, name),
             SchemaChangeTarget::Keyspace { keyspace } => {
@@ -449,14 +474,48 @@ impl Shared {
 
     /// Records a keyspace created with tablets, as Scylla's
     /// `system_schema.scylla_keyspaces` shows it (`initial_tablets`; no row
-    /// for a keyspace on vnodes).
+    /// for a keyspace on vnodes), and gives its tables tablet maps.
     pub(crate) async fn record_tablets(&self, keyspace: &str, initial: i32) -> Result<(), (i32, String)> {
         let cql = format!(
             "INSERT INTO {}.scylla_keyspaces (keyspace_name, initial_tablets) VALUES ({}, {initial})",
             self.emu(),
             lit(keyspace)
         );
-        self.admin.query(&cql).await.map(|_| ()).map_err(EmuError::code_and_message)
+        self.admin.query(&cql).await.map(|_| ()).map_err(EmuError::code_and_message)?;
+        let rf = system_tables::replication_factor(&self.admin, keyspace).await.map_err(EmuError::code_and_message)?;
+        if let Ok(mut k) = self.tablet_keyspaces.lock() {
+            k.insert(keyspace.to_owned(), TabletKeyspace { initial, rf });
+        }
+        Ok(())
+    }
+
+    /// The tablet map of `keyspace.table` when its keyspace uses tablets
+    /// (made on first use: [`TabletMap::new`]).
+    pub(crate) fn tablets_of(&self, keyspace: &str, table: &str) -> Option<Arc<TabletMap>> {
+        let ks = *self.tablet_keyspaces.lock().ok()?.get(keyspace)?;
+        let mut maps = self.tablet_maps.lock().ok()?;
+        if let Some(m) = maps.get(&(keyspace.to_owned(), table.to_owned())) {
+            return Some(m.clone());
+        }
+        let shards = self.sharder.nr_shards().get();
+        let count = match usize::try_from(ks.initial) {
+            Ok(n) if n > 0 => n,
+            _ => self.nodes.len() * usize::from(shards),
+        };
+        let map = Arc::new(TabletMap::new(count, self.nodes.len(), shards, ks.rf));
+        maps.insert((keyspace.to_owned(), table.to_owned()), map.clone());
+        Some(map)
+    }
+
+    fn forget_tablets(&self, keyspace: &str, table: Option<&str>) {
+        if let Ok(mut maps) = self.tablet_maps.lock() {
+            maps.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));
+        }
+        if table.is_none() {
+            if let Ok(mut k) = self.tablet_keyspaces.lock() {
+                k.remove(keyspace);
+            }
+        }
     }
 
     async fn create_generation(&self, timestamp_ms: i64) -> Result<Generation, EmuError> {
@@ -628,7 +687,16 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         log_writer: cdclog::writer::LogWriter::new(upstreams[0], credentials, 2),
         rng: std::sync::atomic::AtomicU64::new(now_ms() as u64 ^ u64::from(std::process::id()) << 32),
         last_timestamp: std::sync::atomic::AtomicI64::new(0),
+        tablet_keyspaces: Mutex::new(HashMap::new()),
+        tablet_maps: Mutex::new(HashMap::new()),
     });
+    // Keyspaces created with tablets through a front before this one.
+    for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {
+        let rf = system_tables::replication_factor(&shared.admin, &keyspace).await?;
+        if let Ok(mut k) = shared.tablet_keyspaces.lock() {
+            k.insert(keyspace, TabletKeyspace { initial, rf });
+        }
+    }
 
     // The generation: reuse the latest when it was built for this ring and
     // sharding (a restarted Scylla keeps its generation), else publish one now.
@@ -744,6 +812,12 @@ impl FrontHandle {
     /// The generation operating now.
     pub fn current_generation(&self) -> Option<Generation> {
         self.generation_at(now_ms())
+    }
+
+    /// The tablet map of `keyspace.table`, when its keyspace was created
+    /// with tablets.
+    pub fn tablets(&self, keyspace: &str, table: &str) -> Option<Arc<TabletMap>> {
+        self.shared.tablets_of(keyspace, table)
     }
 
     /// The base tables with CDC options.

@@ -91,6 +91,7 @@ pub mod rng;
 pub mod serve;
 pub mod stats;
 pub mod system_tables;
+pub mod tablets;
 pub mod transcript;
 pub mod vector_index;
 

@@ -48,6 +48,7 @@ use shardwise_protocol::request::{
 use shardwise_protocol::response::{
     Event, Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
 };
+use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY, TABLETS_ROUTING_V1};
 use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::types::ser::RawValues;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -119,6 +120,9 @@ enum Pending {
         vector: Option<super::vector_index::IndexDdl>,
     },
     Use,
+    /// A request that reached a node or shard holding no replica of its
+    /// tablet: its answer gets the tablet's routing payload.
+    Tablet(TabletRoute),
 }
 
 pub(crate) struct Conn {
@@ -127,6 +131,8 @@ pub(crate) struct Conn {
     shard: u16,
     pending: Mutex<HashMap<i16, Pending>>,
     lwt_mark: AtomicBool,
+    /// The client negotiated `TABLETS_ROUTING_V1`.
+    tablets_routing: AtomicBool,
     keyspace: Mutex<Keyspace>,
     to_client: Outbox,
     to_upstream: Outbox,
@@ -153,6 +159,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, node: usize, client: TcpStream, s
             shard,
             pending: Mutex::new(HashMap::new()),
             lwt_mark: AtomicBool::new(false),
+            tablets_routing: AtomicBool::new(false),
             keyspace: Mutex::new(Keyspace::default()),
             to_client: ctx,
             to_upstream: utx,
@@ -339,11 +346,20 @@ impl Conn {
     }
 
     /// Hit, miss or unrouted for a prepared statement's values; `Some(true)`
-    /// is a miss.
+    /// is a miss. Only the counting; see [`Conn::route_tablet`].
     fn route(&self, id: &[u8], values: &RawValues<'_>) -> Option<bool> {
+        self.route_tablet(id, values).0
+    }
+
+    /// Hit, miss or unrouted for a prepared statement's values, counted; for
+    /// a miss on a table with tablets, the tablet's routing payload when
+    /// the client negotiated it. A table with tablets is judged by its
+    /// tablet's replicas (node and shard), others by the token's shard.
+    fn route_tablet(&self, id: &[u8], values: &RawValues<'_>) -> (Option<bool>, Option<TabletRoute>) {
         let info: Option<Arc<StatementInfo>> = self.shared.prepared.lock().ok().and_then(|m| m.get(id).cloned());
         let c = self.shard_counters();
-        let shard = info.as_ref().and_then(|info| {
+        let mut tablet_route = None;
+        let judged = info.as_ref().and_then(|info| {
             if info.pk_indexes.is_empty() || values.names.is_some() {
                 return None;
             }
@@ -359,27 +375,36 @@ impl Conn {
                         shard = Some(s);
                     }
                 }
-                return shard;
+                return shard.map(|s| s == self.shard);
             }
             let mut key = Vec::with_capacity(info.pk_indexes.len());
             for &i in &info.pk_indexes {
                 key.push(values.values.get(usize::from(i))?.as_bytes()?);
             }
             let token = info.partitioner.token_of_key(key).ok()??;
-            Some(self.shared.sharder.shard_of(token))
-        });
-        match shard {
-            Some(s) if s == self.shard => {
-                inc(&c.hits);
-                Some(false)
+            let tablets = info.table.as_ref().and_then(|(ks, table)| self.shared.tablets_of(ks, table));
+            let Some(tablets) = tablets else {
+                return Some(self.shared.sharder.shard_of(token) == self.shard);
+            };
+            let tablet = tablets.tablet_of(token.value());
+            let hit = tablet.is_replica(self.node, self.shard);
+            if !hit && self.tablets_routing.load(Ordering::Relaxed) {
+                tablet_route = tablet.route(|n| self.shared.nodes.get(n).and_then(|n| n.host_id));
             }
-            Some(_) => {
+            Some(hit)
+        });
+        match judged {
+            Some(true) => {
+                inc(&c.hits);
+                (Some(false), None)
+            }
+            Some(false) => {
                 inc(&c.misses);
-                Some(true)
+                (Some(true), tablet_route)
             }
             None => {
                 inc(&c.unrouted);
-                None
+                (None, None)
             }
         }
     }
@@ -477,6 +502,8 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                     }
                 } else if k == "SCYLLA_LWT_ADD_METADATA_MARK" {
                     conn.lwt_mark.store(true, Ordering::Relaxed);
+                } else if k == TABLETS_ROUTING_V1 {
+                    conn.tablets_routing.store(true, Ordering::Relaxed);
                 } else if !(k.starts_with("SCYLLA_") || k.starts_with("TABLETS_") || k == "CLIENT_OPTIONS") {
                     options.push((k, v));
                 }
@@ -578,7 +605,8 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 conn.reply(Some(unprepared_frame(h.stream, e.id)));
                 return;
             };
-            let miss = conn.route(e.id, &e.params.values) == Some(true);
+            let (routed, tablet) = conn.route_tablet(e.id, &e.params.values);
+            let miss = routed == Some(true);
             if info.is_use {
                 conn.use_sent(h.stream);
             }
@@ -604,6 +632,9 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                     cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, lwt);
                 }
                 return;
+            }
+            if let Some(route) = tablet {
+                conn.pend(h.stream, Pending::Tablet(route));
             }
             conn.forward_routed(&h, &env.body, miss);
         }
@@ -926,6 +957,9 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
                 let _ = conn.to_client.send(prepared.unwrap_or_else(|| frame(&h, h.flags.0, &body)));
             });
         }
+        Some(Pending::Tablet(route)) => {
+            let _ = conn.to_client.send(with_tablet_route(&h, &env.body, &route));
+        }
         Some(Pending::Use) => {
             let set = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SetKeyspace(ks)), .. }) => Some(ks),
@@ -1017,6 +1051,7 @@ fn unrouted_info(text: &str, at: Resolution, conn: &Conn) -> StatementInfo {
         keyspace_changing: at.changing,
         unparsed,
         is_use: rewrite::rewrite(text, &conn.shared.config.emu_keyspace, false).use_keyspace,
+        table: None,
     }
 }
 
@@ -1096,7 +1131,8 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, at: Resolu
         };
         // A bound column names the statement's own keyspace, as Cassandra resolved it.
         let at = Resolution { keyspace: Some(spec.keyspace.clone()), changing: false };
-        let info = StatementInfo { pk_indexes, in_list, partitioner, ..unrouted_info(text, at, conn) };
+        let table = Some((spec.keyspace.clone(), spec.table.clone()));
+        let info = StatementInfo { pk_indexes, in_list, partitioner, table, ..unrouted_info(text, at, conn) };
         if let Ok(mut m) = conn.shared.prepared.lock() {
             m.insert(p.id.clone(), Arc::new(info));
         }
@@ -1121,6 +1157,26 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, at: Resolu
         }
     }
     env.body.clone()
+}
+
+/// A successful RESULT with the `tablets-routing-v1` payload added (any
+/// other answer, or one that has a payload already, goes as it came).
+fn with_tablet_route(h: &EnvelopeHeader, body: &[u8], route: &TabletRoute) -> Bytes {
+    let at = match message_offset(h, body) {
+        Some(at) if h.opcode == Opcode::Result && !h.flags.has(Flags::CUSTOM_PAYLOAD) => at,
+        _ => return frame(h, h.flags.0, body),
+    };
+    let mut value = Vec::new();
+    route.encode(&mut value);
+    let mut out = Vec::with_capacity(body.len() + 2 + 2 + PAYLOAD_KEY.len() + 4 + value.len());
+    out.extend_from_slice(&body[..at]);
+    out.put_u16(1);
+    out.put_u16(PAYLOAD_KEY.len() as u16);
+    out.put_slice(PAYLOAD_KEY.as_bytes());
+    out.put_i32(value.len() as i32);
+    out.put_slice(&value);
+    out.extend_from_slice(&body[at..]);
+    frame(h, h.flags.0 | Flags::CUSTOM_PAYLOAD, &out)
 }
 
 /// Topology and status events name the front instead of the Cassandra node.

@@ -121,6 +121,39 @@ pub(crate) async fn record_table(
         .map(drop)
 }
 
+/// The keyspaces with a row in `scylla_keyspaces` (created with tablets)
+/// and their `initial_tablets`.
+pub(crate) async fn tablet_keyspaces(admin: &Admin, emu: &str) -> Result<Vec<(String, i32)>, EmuError> {
+    let rows = admin.rows(&format!("SELECT keyspace_name, initial_tablets FROM {emu}.scylla_keyspaces")).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let keyspace = r.first()?.as_ref()?.as_str()?.to_owned();
+            Some((keyspace, r.get(1)?.as_ref()?.as_i32()?))
+        })
+        .collect())
+}
+
+/// A keyspace's replication factor from `system_schema.keyspaces`:
+/// `replication_factor` (SimpleStrategy) or the largest per-datacenter
+/// count (NetworkTopologyStrategy); 1 when neither reads.
+pub(crate) async fn replication_factor(admin: &Admin, keyspace: &str) -> Result<usize, EmuError> {
+    let rows = admin
+        .rows(&format!("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = {}", lit(keyspace)))
+        .await?;
+    let Some(Some(options)) = rows.into_iter().next().and_then(|r| r.into_iter().next()) else {
+        return Ok(1);
+    };
+    let rf = options
+        .as_map()
+        .unwrap_or_default()
+        .iter()
+        .filter(|(k, _)| k.as_str() != Some("class"))
+        .filter_map(|(_, v)| v.as_str()?.parse::<usize>().ok())
+        .max();
+    Ok(rf.unwrap_or(1).max(1))
+}
+
 /// Forgets a dropped table.
 pub(crate) async fn forget_table(admin: &Admin, emu: &str, keyspace: &str, table: &str) -> Result<(), EmuError> {
     for t in ["scylla_tables", "cdc_options"] {

@@ -63,10 +63,8 @@ impl TabletRoute {
         if last_token <= first_token {
             return Err(DecodeError::Invalid { what: "tablet range", reason: "last token not above first token" });
         }
-        let list = r.bytes("tablet replicas")?.ok_or(DecodeError::Invalid {
-            what: "tablet replicas",
-            reason: "null",
-        })?;
+        let list =
+            r.bytes("tablet replicas")?.ok_or(DecodeError::Invalid { what: "tablet replicas", reason: "null" })?;
         r.finish("tablets-routing-v1 payload")?;
         let mut l = Reader::new(list);
         let n = l.len_i32("tablet replica count")?;
@@ -75,15 +73,15 @@ impl TabletRoute {
         }
         let mut replicas = Vec::with_capacity(n);
         for _ in 0..n {
-            let element = l.bytes("tablet replica")?.ok_or(DecodeError::Invalid {
-                what: "tablet replica",
-                reason: "null",
-            })?;
+            let element =
+                l.bytes("tablet replica")?.ok_or(DecodeError::Invalid { what: "tablet replica", reason: "null" })?;
             let mut e = Reader::new(element);
-            let id = e.bytes("replica host id")?.ok_or(DecodeError::Invalid { what: "replica host id", reason: "null" })?;
-            let host_id =
-                Uuid::from_slice(id).map_err(|_| DecodeError::Invalid { what: "replica host id", reason: "not 16 bytes" })?;
-            let shard = e.bytes("replica shard")?.ok_or(DecodeError::Invalid { what: "replica shard", reason: "null" })?;
+            let id =
+                e.bytes("replica host id")?.ok_or(DecodeError::Invalid { what: "replica host id", reason: "null" })?;
+            let host_id = Uuid::from_slice(id)
+                .map_err(|_| DecodeError::Invalid { what: "replica host id", reason: "not 16 bytes" })?;
+            let shard =
+                e.bytes("replica shard")?.ok_or(DecodeError::Invalid { what: "replica shard", reason: "null" })?;
             let shard = <[u8; 4]>::try_from(shard)
                 .map_err(|_| DecodeError::Invalid { what: "replica shard", reason: "not 4 bytes" })?;
             let shard = u16::try_from(i32::from_be_bytes(shard))

@@ -16,4 +16,5 @@ mod python;
 mod scylla_cdc;
 mod scylla_driver;
 mod shards;
+mod tablets;
 mod transcripts;

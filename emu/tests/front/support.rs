@@ -70,8 +70,13 @@ impl Raw {
 
     /// One request, its answer.
     pub fn request<R: Request>(&mut self, r: &R) -> ResponseMessage {
+        self.response(r).message
+    }
+
+    /// One request, its whole answer (custom payload, warnings).
+    pub fn response<R: Request>(&mut self, r: &R) -> Response {
         self.send(r, 7);
-        self.answers(&[7]).remove(&7).expect("answer")
+        self.responses(&[7]).remove(&7).expect("answer")
     }
 
     /// Writes `r` on `stream` without waiting for the answer (requests sent this way are
@@ -84,12 +89,17 @@ impl Raw {
 
     /// The answers on `streams`, in whatever order they come.
     pub fn answers(&mut self, streams: &[i16]) -> HashMap<i16, ResponseMessage> {
+        self.responses(streams).into_iter().map(|(s, r)| (s, r.message)).collect()
+    }
+
+    /// [`Raw::answers`], whole.
+    pub fn responses(&mut self, streams: &[i16]) -> HashMap<i16, Response> {
         let mut got = HashMap::new();
         while got.len() < streams.len() {
             if let Some(env) = self.decoder.next_envelope().expect("frame") {
                 let stream = env.header.stream;
                 assert!(streams.contains(&stream), "an answer on stream {stream}");
-                got.insert(stream, Response::from_envelope(env).expect("response").message);
+                got.insert(stream, Response::from_envelope(env).expect("response"));
                 continue;
             }
             let mut chunk = [0u8; 65536];
