@@ -21,6 +21,7 @@ use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::Flags;
 use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
 use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::ColumnSpec;
@@ -103,18 +104,29 @@ pub trait Executable<V> {
         None
     }
 
-    /// Keyspace and partition-key token of this execution, for token-aware
-    /// routing (prepared statements whose key is bound).
-    fn route(&self, _values: &V) -> Option<(&str, Token)> {
+    /// Keyspace, table and partition-key token of this execution, for
+    /// token-aware routing (prepared statements whose key is bound).
+    fn route(&self, _values: &V) -> Option<Route<'_>> {
         None
     }
 }
 
-/// Keyspace and token of a prepared statement bound with `values`.
-fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, values: &V) -> Option<(&'a str, Token)> {
+/// Where an execution goes: its table and its partition key's token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route<'a> {
+    /// The keyspace.
+    pub keyspace: &'a str,
+    /// The table.
+    pub table: &'a str,
+    /// The partition key's token.
+    pub token: Token,
+}
+
+/// Table and token of a prepared statement bound with `values`.
+fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, values: &V) -> Option<Route<'a>> {
     let spec = p.bind_specs().first()?;
     let token = crate::routing::partition_token(p.pk_indexes(), values, p.partitioner()?)?;
-    Some((spec.keyspace.as_str(), token))
+    Some(Route { keyspace: spec.keyspace.as_str(), table: spec.table.as_str(), token })
 }
 
 impl<V: SerializeValues> Executable<V> for Statement {
@@ -159,7 +171,7 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
     fn as_prepared(&self) -> Option<&PreparedStatement> {
         Some(self)
     }
-    fn route(&self, values: &V) -> Option<(&str, Token)> {
+    fn route(&self, values: &V) -> Option<Route<'_>> {
         prepared_route(self, values)
     }
 }
@@ -185,7 +197,7 @@ impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
     fn as_prepared(&self) -> Option<&PreparedStatement> {
         (**self).as_prepared()
     }
-    fn route(&self, values: &V) -> Option<(&str, Token)> {
+    fn route(&self, values: &V) -> Option<Route<'_>> {
         (**self).route(values)
     }
 }
@@ -267,7 +279,7 @@ macro_rules! tuple_batch {
             fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
                 None$(.or_else(|| self.statements.$i.prepared().filter(|p| p.id() == id)))+
             }
-            fn route(&self, values: &($($v,)+)) -> Option<(&str, Token)> {
+            fn route(&self, values: &($($v,)+)) -> Option<Route<'_>> {
                 // A batch goes where its first statement's partition lives.
                 prepared_route(self.statements.0.prepared()?, &values.0)
             }
@@ -308,8 +320,21 @@ impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
     fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
         self.statements.iter().find_map(|s| s.prepared().filter(|p| p.id() == id))
     }
-    fn route(&self, values: &Vec<V>) -> Option<(&str, Token)> {
+    fn route(&self, values: &Vec<V>) -> Option<Route<'_>> {
         prepared_route(self.statements.first()?.prepared()?, values.first()?)
+    }
+}
+
+/// The `tablets-routing-v1` payload, when present and valid (an invalid
+/// one is ignored: the request itself succeeded).
+fn tablet_of(payload: &[(String, Option<Bytes>)]) -> Option<TabletRoute> {
+    let (_, value) = payload.iter().find(|(k, _)| k == PAYLOAD_KEY)?;
+    match TabletRoute::decode(value.as_deref()?) {
+        Ok(route) => Some(route),
+        Err(error) => {
+            tracing::debug!(%error, "ignoring an invalid tablets-routing-v1 payload");
+            None
+        }
     }
 }
 
@@ -361,6 +386,7 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                     result,
                     tracing_id: response.tracing_id,
                     warnings: response.warnings,
+                    tablet: tablet_of(&response.custom_payload),
                 });
             }
             ResponseMessage::Error(e) => {
@@ -430,11 +456,14 @@ mod tests {
 
         let named_like_a_log = prepared("t_scylla_cdc_log");
         assert_eq!(named_like_a_log.partitioner(), Some(Partitioner::Murmur3), "Murmur3 until told otherwise");
-        assert_eq!(prepared_route(&named_like_a_log, &values), Some(("ks", murmur3)));
+        assert_eq!(
+            prepared_route(&named_like_a_log, &values),
+            Some(Route { keyspace: "ks", table: "t_scylla_cdc_log", token: murmur3 })
+        );
 
         let log = prepared("anything");
         log.set_partitioner(Some(Partitioner::Cdc));
-        assert_eq!(prepared_route(&log, &values), Some(("ks", cdc)));
+        assert_eq!(prepared_route(&log, &values), Some(Route { keyspace: "ks", table: "anything", token: cdc }));
         assert_eq!(log.clone().partitioner(), Some(Partitioner::Cdc), "shared by every handle");
 
         log.set_partitioner(None);

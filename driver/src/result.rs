@@ -35,6 +35,9 @@ pub struct QueryResult {
     pub(crate) specs: Option<Arc<[ColumnSpec]>>,
     pub(crate) tracing_id: Option<Uuid>,
     pub(crate) warnings: Vec<String>,
+    /// The tablet the server attached (the request reached a node or shard
+    /// that is not its replica).
+    pub(crate) tablet: Option<shardwise_protocol::tablets::TabletRoute>,
 }
 
 impl QueryResult {

@@ -73,6 +73,8 @@ pub(crate) struct SessionInner {
     /// unqualified name means another table after `USE`.
     prepared: Mutex<HashMap<(Option<String>, String), PreparedStatement>>,
     keyspace: RwLock<Option<String>>,
+    /// Tablets learned from the servers' answers.
+    tablets: crate::cluster::tablets::TabletMap,
     metrics: Metrics,
     events: broadcast::Sender<SessionEvent>,
     /// Dropped with the session: tells background tasks to stop.

@@ -1,8 +1,10 @@
 //! Cluster awareness: topology discovery ([`topology`]), the token ring and
-//! replica placement ([`ring`]), and node distance ([`distance`]).
+//! replica placement ([`ring`]), the tablets learned from the servers
+//! ([`tablets`]), and node distance ([`distance`]).
 
 pub mod distance;
 pub mod ring;
+pub mod tablets;
 pub mod topology;
 
 pub use distance::{DistancePolicy, NodeDistance};

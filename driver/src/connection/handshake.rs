@@ -9,6 +9,7 @@ use shardwise_protocol::frame::segment::{encode_envelopes, SegmentCompression};
 use shardwise_protocol::frame::{Flags, FrameDecoder, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::{encode_request, AuthResponse, Options, Request, Startup};
 use shardwise_protocol::response::{code, Response, ResponseMessage};
+use shardwise_protocol::tablets::TABLETS_ROUTING_V1;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::{Compression, ConnectionConfig};
@@ -131,6 +132,10 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         if version == ProtocolVersion::V4 {
             io.decoder.set_v4_lz4(true);
         }
+    }
+    // Tablets routing: the servers tell where a misrouted request's tablet is.
+    if supported.iter().any(|(k, _)| k == TABLETS_ROUTING_V1) {
+        options.push((TABLETS_ROUTING_V1, ""));
     }
     let answer = io.round_trip(&Startup { options }).await?;
     let start_framing = |io: &mut Io<'_, S>| match version {

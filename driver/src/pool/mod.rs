@@ -89,6 +89,11 @@ impl NodePool {
         })
     }
 
+    /// A connection to `shard` (a tablet's), else any.
+    pub(crate) fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Connection> {
+        self.slots.pick_shard(|_| shard).or_else(|| self.slots.pick_any(seed))
+    }
+
     /// The least loaded open connection.
     pub(crate) fn connection(&self, seed: usize) -> Option<Connection> {
         self.slots.pick_any(seed)

@@ -137,6 +137,7 @@ impl Session {
                 config,
                 next_node: AtomicUsize::new(0),
                 prepared: Mutex::new(HashMap::new()),
+                tablets: Default::default(),
                 metrics: Metrics::default(),
                 events: broadcast::channel(256).0,
                 shutdown,

@@ -167,7 +167,10 @@ async fn listen(
             Some(Err(broadcast::error::RecvError::Closed)) => return Ended::Closed,
             Some(Ok(event)) => {
                 match &event {
-                    Event::SchemaChange(_) => session.refresh_schema().await,
+                    Event::SchemaChange(change) => {
+                        session.forget_tablets(change);
+                        session.refresh_schema().await
+                    }
                     Event::StatusChange { change, node } if change == "DOWN" => session.node_reported_down(*node),
                     Event::StatusChange { change, node } if change == "UP" => {
                         session.node_reported_up(*node);

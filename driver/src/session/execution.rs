@@ -64,7 +64,8 @@ impl Session {
         };
         self.inner.metrics.request(started.elapsed(), result.is_ok());
         let result = result?;
-        if result.schema_change().is_some() {
+        if let Some(change) = result.schema_change() {
+            self.forget_tablets(change);
             if self.inner.config.await_schema_agreement {
                 self.await_schema_agreement().await?;
             }
@@ -128,7 +129,12 @@ impl Session {
                 None => attempt.await,
             };
             let error = match result {
-                Ok(r) => return Ok(r),
+                Ok(mut r) => {
+                    if let (Some(tablet), Some(route)) = (r.tablet.take(), route) {
+                        self.inner.tablets.learn(route.keyspace, route.table, tablet.into());
+                    }
+                    return Ok(r);
+                }
                 Err(e) => e,
             };
             self.note_failure(&node, &conn);

@@ -1,7 +1,8 @@
 //! The query plan: in which order a request tries the nodes (the token's
 //! replicas first, local before remote, then every node round-robin, nodes
 //! that are down last) and which connection it takes from each (the one
-//! serving the token's shard).
+//! serving the token's shard). For a table with tablets, the replicas are
+//! the tablet's, each with its own shard, when the tablet is known.
 //!
 //! The order is a pure function over the snapshot's slices ([`Plan`]),
 //! generic over the node ([`Candidate`]), so that it is tested here without
@@ -17,7 +18,9 @@ use super::Session;
 use crate::cluster::ring::NodeIndex;
 use crate::connection::Connection;
 use crate::error::ExecutionError;
+use crate::execute::Route;
 use crate::pool::NodePool;
+use uuid::Uuid;
 
 /// What a plan asks of a node.
 pub(super) trait Candidate {
@@ -28,6 +31,8 @@ pub(super) trait Candidate {
     /// A connection to the node: to the shard owning `token` when it has
     /// one, else any (`seed` rotates between equally loaded ones).
     fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Self::Conn>;
+    /// A connection to `shard` when the node has one, else any.
+    fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Self::Conn>;
 }
 
 impl Candidate for Arc<NodePool> {
@@ -37,6 +42,9 @@ impl Candidate for Arc<NodePool> {
     }
     fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Connection> {
         NodePool::connection_for(self, token, seed)
+    }
+    fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Connection> {
+        NodePool::connection_on_shard(self, shard, seed)
     }
 }
 
@@ -49,6 +57,11 @@ pub(super) struct Plan<'a, N> {
     /// The token's replicas (ring node indices, primary first); empty when
     /// the request is not routed by token.
     pub(super) replicas: &'a [NodeIndex],
+    /// The replicas of the token's tablet as (host id, shard), when the
+    /// table has tablets and this one is known; used instead of `replicas`.
+    pub(super) tablet: &'a [(Uuid, u16)],
+    /// The host id of each ring node, to find a tablet replica's node.
+    pub(super) host_ids: &'a [Uuid],
     /// The index in `nodes` of each ring node; `None` for an ignored one.
     pub(super) pool_of: &'a [Option<usize>],
     /// The request's token, for the shard.
@@ -70,13 +83,17 @@ impl<'a, N: Candidate> Plan<'a, N> {
         let (nodes, local, seed, token) = (self.nodes, self.local, self.seed, self.token);
         for include_down in [false, true] {
             let mut position = 0;
-            let mut visit = |node: &N| -> Option<(usize, N::Conn)> {
+            let mut visit = |node: &N, shard: Option<u16>| -> Option<(usize, N::Conn)> {
                 let here = position;
                 position += 1;
                 if here < from || (!include_down && !node.is_up()) {
                     return None;
                 }
-                match node.connection_for(token, seed) {
+                let conn = match shard {
+                    Some(shard) => node.connection_on_shard(shard, seed),
+                    None => node.connection_for(token, seed),
+                };
+                match conn {
                     Some(c) => Some((here, c)),
                     None => {
                         unavailable(node);
@@ -84,18 +101,25 @@ impl<'a, N: Candidate> Plan<'a, N> {
                     }
                 }
             };
-            let replicas = self.replicas;
-            let n = replicas.len();
+            let (replicas, tablet) = (self.replicas, self.tablet);
+            let n = if tablet.is_empty() { replicas.len() } else { tablet.len() };
             for want_local in [true, false] {
                 for i in 0..n {
-                    let Some(p) = self.pool_of.get(replicas[(seed + i) % n]).copied().flatten() else {
+                    // The ring index and shard of the i-th replica (rotated).
+                    let (ring_index, shard) = if tablet.is_empty() {
+                        (Some(replicas[(seed + i) % n]), None)
+                    } else {
+                        let (host, shard) = tablet[(seed + i) % n];
+                        (self.host_ids.iter().position(|h| *h == host), Some(shard))
+                    };
+                    let Some(p) = ring_index.and_then(|r| self.pool_of.get(r).copied().flatten()) else {
                         continue;
                     };
                     if (p < local) != want_local {
                         continue;
                     }
                     let node = &nodes[p];
-                    if let Some((here, c)) = visit(node) {
+                    if let Some((here, c)) = visit(node, shard) {
                         return Some((here, node, c));
                     }
                 }
@@ -104,7 +128,7 @@ impl<'a, N: Candidate> Plan<'a, N> {
                 let n = group.len();
                 for i in 0..n {
                     let node = &group[(seed + i) % n];
-                    if let Some((here, c)) = visit(node) {
+                    if let Some((here, c)) = visit(node, None) {
                         return Some((here, node, c));
                     }
                 }
@@ -123,18 +147,28 @@ impl Session {
         state: &ClusterState,
         seed: usize,
         from: usize,
-        route: Option<(&str, Token)>,
+        route: Option<Route<'_>>,
     ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
-        let table = match (route, &state.routing) {
-            (Some((keyspace, _)), Some(routing)) => routing.table(keyspace),
+        let token = route.map(|r| r.token);
+        // A table with tablets: the tablet's replicas when it is known, else
+        // none (the ring says nothing about tablets; the answer will).
+        let tablets = route.and_then(|r| self.inner.tablets.table(r.keyspace, r.table));
+        let tablet = match (&tablets, token) {
+            (Some(t), Some(token)) => t.find(token.value()).map(|t| &t.replicas[..]),
             _ => None,
         };
-        let token = route.map(|(_, t)| t);
-        let (replicas, pool_of): (&[NodeIndex], &[Option<usize>]) = match (&table, &state.routing, token) {
-            (Some(table), Some(routing), Some(token)) => (table.replicas(token), &routing.pool_of),
-            _ => (&[], &[]),
+        let table = match (route, &state.routing, &tablets) {
+            (Some(route), Some(routing), None) => routing.table(route.keyspace),
+            _ => None,
         };
-        let plan = Plan { nodes: &state.nodes, local: state.local, replicas, pool_of, token, seed };
+        let (replicas, pool_of, host_ids): (&[NodeIndex], &[Option<usize>], &[Uuid]) =
+            match (&table, &state.routing, token) {
+                (Some(table), Some(routing), Some(token)) => (table.replicas(token), &routing.pool_of, &[]),
+                (None, Some(routing), Some(_)) if tablet.is_some() => (&[], &routing.pool_of, &routing.host_ids),
+                _ => (&[], &[], &[]),
+            };
+        let tablet = tablet.unwrap_or_default();
+        let plan = Plan { nodes: &state.nodes, local: state.local, replicas, tablet, host_ids, pool_of, token, seed };
         match plan.pick(from, |node| self.node_unavailable(node)) {
             Some((position, node, conn)) => Ok((position, node.clone(), conn)),
             None => Err(ExecutionError::NoConnection),
@@ -230,12 +264,24 @@ mod tests {
         fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Conn> {
             pick_connection(&self.slots, token, seed, |c, token| c.sharder.map_or(0, |s| s.shard_of(token)))
         }
+        fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Conn> {
+            self.slots.pick_shard(|_| shard).or_else(|| self.slots.pick_any(seed))
+        }
     }
 
     const IDENTITY: &[Option<usize>] = &[Some(0), Some(1), Some(2), Some(3), Some(4)];
 
     fn plan<'a>(nodes: &'a [Node], local: usize, replicas: &'a [usize], seed: usize) -> Plan<'a, Node> {
-        Plan { nodes, local, replicas, pool_of: &IDENTITY[..nodes.len()], token: None, seed }
+        Plan {
+            nodes,
+            local,
+            replicas,
+            tablet: &[],
+            host_ids: &[],
+            pool_of: &IDENTITY[..nodes.len()],
+            token: None,
+            seed,
+        }
     }
 
     /// The ids of the nodes successive attempts try: each from the position
@@ -262,7 +308,16 @@ mod tests {
         assert_eq!(replicas, &[2, 3]);
         let nodes: Vec<Node> = (0..4).rev().map(Node::new).collect();
         let pool_of = [Some(3), Some(2), Some(1), Some(0)];
-        let with_seed = |seed| Plan { nodes: &nodes, local: 4, replicas, pool_of: &pool_of, token: None, seed };
+        let with_seed = |seed| Plan {
+            nodes: &nodes,
+            local: 4,
+            replicas,
+            tablet: &[],
+            host_ids: &[],
+            pool_of: &pool_of,
+            token: None,
+            seed,
+        };
         assert_eq!(order(&with_seed(0)), [2, 3, 3, 2, 1, 0]);
         // The seed rotates the replicas (no replica takes every first
         // attempt) and the other nodes.
@@ -276,12 +331,52 @@ mod tests {
         assert_eq!(order(&plan(&nodes, 2, &[2, 1], 0)), [1, 2, 0, 1, 2, 3]);
     }
 
+    /// A tablet's replicas, named by host id, come first, each on its own
+    /// shard (not the token's); then every node as usual.
+    #[test]
+    fn tablet_replicas_first_each_on_its_shard() {
+        let sharder = Sharder::new(NonZeroU16::new(4).expect("shards"), 12).expect("sharder");
+        let nodes: Vec<Node> = (0..3).map(|id| Node::sharded(id, sharder, &[0, 1, 2, 3])).collect();
+        let host = |n: u128| uuid::Uuid::from_u128(n);
+        // Ring nodes 0..3 are hosts 10, 11, 12; the tablet lives on host 12 shard 3, host 10 shard 1.
+        let host_ids = [host(10), host(11), host(12)];
+        let tablet = [(host(12), 3), (host(10), 1), (host(99), 0)];
+        let token = Token::new(0);
+        let p = Plan {
+            nodes: &nodes,
+            local: 3,
+            replicas: &[],
+            tablet: &tablet,
+            host_ids: &host_ids,
+            pool_of: &IDENTITY[..3],
+            token: Some(token),
+            seed: 0,
+        };
+        let (at, node, conn) = p.pick(0, |_| {}).expect("a replica");
+        assert_eq!((at, node.id, conn.shard.map(|s| s.0)), (0, 2, Some(3)));
+        let (at, node, conn) = p.pick(1, |_| {}).expect("the second replica");
+        assert_eq!((at, node.id, conn.shard.map(|s| s.0)), (1, 0, Some(1)));
+        // An unknown host is passed over; then every node, on the token's shard.
+        assert_eq!(order(&p), [2, 0, 0, 1, 2]);
+        let (_, _, conn) = p.pick(2, |_| {}).expect("a node");
+        assert_eq!(conn.shard.map(|s| s.0), Some(sharder.shard_of(token)));
+    }
+
     #[test]
     fn ignored_replicas_are_passed_over() {
         let nodes: Vec<Node> = (0..2).map(Node::new).collect();
         // Ring node 1 has no pool: the distance policy ignores it.
         let pool_of = [Some(0), None, Some(1)];
-        let p = Plan { nodes: &nodes, local: 2, replicas: &[1, 2], pool_of: &pool_of, token: None, seed: 0 };
+        let p = Plan {
+            nodes: &nodes,
+            local: 2,
+            replicas: &[1, 2],
+            tablet: &[],
+            host_ids: &[],
+            pool_of: &pool_of,
+            token: None,
+            seed: 0,
+        };
         assert_eq!(order(&p), [1, 0, 1]);
     }
 

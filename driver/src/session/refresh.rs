@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::response::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
 use shardwise_protocol::token::Partitioner;
 use uuid::Uuid;
 
@@ -97,6 +98,19 @@ impl Session {
     /// Re-reads every keyspace's replication and every table's partitioner
     /// (after a schema change): replica tables are computed afresh, and
     /// cached prepared statements take their table's new partitioner.
+    /// Forgets the learned tablets of a dropped or re-created keyspace or
+    /// table: its next requests learn the new ones.
+    pub(crate) fn forget_tablets(&self, change: &SchemaChange) {
+        if change.change == SchemaChangeType::Updated {
+            return;
+        }
+        match &change.target {
+            SchemaChangeTarget::Keyspace { keyspace } => self.inner.tablets.forget(keyspace, None),
+            SchemaChangeTarget::Table { keyspace, name } => self.inner.tablets.forget(keyspace, Some(name)),
+            _ => {}
+        }
+    }
+
     pub(crate) async fn refresh_schema(&self) {
         let _guard = self.inner.refresh_lock.lock().await;
         let Some((_, conn)) = self.system_connection() else { return };
@@ -157,6 +171,9 @@ impl Session {
                 new.nodes.iter().filter(|p| !old.nodes.iter().any(|o| Arc::ptr_eq(o, p))).cloned().collect();
             let removed: Vec<Arc<NodePool>> =
                 old.nodes.iter().filter(|o| !new.nodes.iter().any(|p| Arc::ptr_eq(o, p))).cloned().collect();
+            // Tablets on a node that left (or was replaced) are stale.
+            let hosts: Vec<Uuid> = new.infos.iter().map(|n| n.host_id).collect();
+            self.inner.tablets.retain_hosts(&hosts);
             self.set_state(new);
             for pool in &removed {
                 pool.retire();

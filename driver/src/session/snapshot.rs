@@ -19,6 +19,8 @@ pub(super) struct Routing {
     /// Pool index (in [`ClusterState::nodes`]) of each ring node; `None`
     /// when the node is ignored.
     pub(super) pool_of: Vec<Option<usize>>,
+    /// The host id of each ring node (for tablet replicas, named by host id).
+    pub(super) host_ids: Vec<uuid::Uuid>,
     pub(super) strategies: Arc<HashMap<String, ReplicationStrategy>>,
     pub(super) tables: RwLock<HashMap<String, Arc<ReplicaTable>>>,
 }
@@ -84,6 +86,7 @@ impl ClusterState {
         let routing = Routing {
             ring: Arc::new(TokenRing::new(infos.iter().map(NodeInfo::ring_node).collect())),
             pool_of: infos.iter().map(|n| nodes.iter().position(|p| p.addr == n.address)).collect(),
+            host_ids: infos.iter().map(|n| n.host_id).collect(),
             strategies,
             tables: RwLock::new(HashMap::new()),
         };
@@ -99,6 +102,7 @@ impl ClusterState {
             routing: self.routing.as_ref().map(|r| Routing {
                 ring: r.ring.clone(),
                 pool_of: r.pool_of.clone(),
+                host_ids: r.host_ids.clone(),
                 strategies,
                 tables: RwLock::new(HashMap::new()),
             }),
