@@ -7,8 +7,6 @@
 //! * [`engine`]: every change once and in order across a generation switch;
 //!   resuming from an in-memory checkpoint;
 //! * [`checkpoint`]: resuming from the table-backed checkpoint store;
-//! * [`cluster`]: a live reader through a SIGKILL and restart of one of
-//!   three nodes (its own cluster, behind its own front);
 //! * [`faults`]: the reader's log queries stalled (through a fault proxy
 //!   between the front and the server), then released or not;
 //! * [`replicator`]: a mixed workload replayed into another table;
@@ -16,7 +14,6 @@
 //! * [`common`]: the shared setup (front, session, keyspace).
 
 mod checkpoint;
-mod cluster;
 mod common;
 mod engine;
 mod faults;

@@ -9,6 +9,14 @@
 //! The victim is neither the first node (the front's own connections for
 //! log writes and its stand-in tables use it) nor the session's control
 //! node; it is the primary replica of some of the log's streams.
+//!
+//! Its own test binary: starting three more Cassandra nodes loads the
+//! machine enough to disturb the timing of the other CDC tests (a
+//! per-shard connection that times out falls back to another shard), and
+//! test binaries run one after another.
+
+#[path = "cdc/common/mod.rs"]
+mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -23,7 +31,7 @@ use shardwise_cdc::{CdcReaderBuilder, Operation};
 use shardwise_emu::{Front, FrontConfig};
 use testkit::Cluster;
 
-use crate::common::{run, workload};
+use common::{run, workload};
 
 /// Concurrent writers, each on its own partition key, one write at a time.
 const WRITERS: i32 = 32;
