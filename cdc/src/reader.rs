@@ -21,9 +21,12 @@
 //! answering would otherwise block its worker, and with it the barrier
 //! between generations, forever. A timed-out query is retried on a new
 //! connection; a window that keeps timing out stops the reader with
-//! [`CdcError::QueryTimeout`].
+//! [`CdcError::QueryTimeout`]. A window read again after a failure on a
+//! later page skips the rows its earlier pages already delivered (by
+//! stream, `cdc$time` and batch sequence number), so a retry never
+//! delivers a change twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,6 +39,7 @@ use shardwise::protocol::token::Token;
 use shardwise::protocol::types::CqlTimestamp;
 use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, PreparedStatement, Session};
 use tokio::sync::{mpsc, Notify};
+use uuid::Uuid;
 
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
@@ -528,7 +532,14 @@ struct Worker {
     failures: HashMap<GroupId, u32>,
     /// Consecutive timeouts per group.
     timeouts: HashMap<GroupId, u32>,
+    /// Rows already handed to the consumer from a window whose read failed
+    /// on a later page: the retry reads the window again from its first
+    /// page and skips them, so a change is never delivered twice.
+    delivered: HashMap<GroupId, HashSet<RowKey>>,
 }
+
+/// What identifies a log row: its stream, `cdc$time` and `cdc$batch_seq_no`.
+type RowKey = (StreamId, Uuid, i32);
 
 fn now() -> Millis {
     Millis::from_system_time(SystemTime::now())
@@ -544,6 +555,7 @@ impl Worker {
             rows: RowIndex::default(),
             failures: HashMap::new(),
             timeouts: HashMap::new(),
+            delivered: HashMap::new(),
         }
     }
 
@@ -697,47 +709,79 @@ impl Worker {
                 self.consumers.insert(window.group, self.shared.factory.new_consumer(&info));
             }
         }
-        {
-            let key = self.route(window.streams.key()).await?;
-            let values = (window.streams.streams(), CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
-            let mut paging: Option<PagingState> = None;
-            loop {
-                let Some(route) = self.routes.get_mut(&key) else { return Err(CdcError::NoNodes) };
-                let params = Params {
-                    page_size: Some(self.shared.page_size),
-                    paging_state: paging.as_ref().map(PagingState::as_bytes),
-                    ..Params::new(self.shared.consistency)
-                };
-                let timeout = self.shared.query_timeout;
-                let page = tokio::time::timeout(timeout, route.conn.execute(&route.prepared, &values, params)).await;
-                let Ok(result) = page else {
-                    // The connection may be the stalled part: the retry opens another.
-                    self.routes.remove(&key);
-                    return Err(ExecutionError::Timeout(timeout).into());
-                };
-                let result = result?;
-                if let Some(rows) = result.raw_rows() {
-                    if route.schema.is_none() {
-                        let specs = result
-                            .column_specs()
-                            .ok_or_else(|| CdcError::Config("the log query returned no column metadata".into()))?;
-                        route.schema = Some(LogSchema::new(specs.to_vec())?);
-                    }
-                    if let (Some(schema), Some(consumer)) = (&route.schema, self.consumers.get_mut(&window.group)) {
-                        let page = LogPage::new(schema, rows, &mut self.rows)?;
-                        for row in page.iter() {
-                            consumer.consume(row?)?;
+        let mut delivered = self.delivered.remove(&window.group).unwrap_or_default();
+        match self.read_pages(window, &mut delivered).await {
+            Ok(()) => {
+                if let Some(consumer) = self.consumers.get_mut(&window.group) {
+                    consumer.window_end(window)?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if !delivered.is_empty() {
+                    self.delivered.insert(window.group, delivered);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the window's pages and hands their rows to the consumer,
+    /// skipping the rows in `delivered` (an earlier attempt's); while a
+    /// window spans several pages, the rows handed over are added to it.
+    async fn read_pages(&mut self, window: &ReadWindow, delivered: &mut HashSet<RowKey>) -> Result<(), CdcError> {
+        let key = self.route(window.streams.key()).await?;
+        let values = (window.streams.streams(), CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
+        let mut paging: Option<PagingState> = None;
+        loop {
+            let Some(route) = self.routes.get_mut(&key) else { return Err(CdcError::NoNodes) };
+            let params = Params {
+                page_size: Some(self.shared.page_size),
+                paging_state: paging.as_ref().map(PagingState::as_bytes),
+                ..Params::new(self.shared.consistency)
+            };
+            let timeout = self.shared.query_timeout;
+            let page = tokio::time::timeout(timeout, route.conn.execute(&route.prepared, &values, params)).await;
+            let Ok(result) = page else {
+                // The connection may be the stalled part: the retry opens another.
+                self.routes.remove(&key);
+                return Err(ExecutionError::Timeout(timeout).into());
+            };
+            let result = result?;
+            // A failure on a later page makes the window be read again:
+            // remember what this attempt delivers (a single-page window, the
+            // common case, remembers nothing).
+            let remember = paging.is_some() || result.has_more_pages();
+            if let Some(rows) = result.raw_rows() {
+                if route.schema.is_none() {
+                    let specs = result
+                        .column_specs()
+                        .ok_or_else(|| CdcError::Config("the log query returned no column metadata".into()))?;
+                    route.schema = Some(LogSchema::new(specs.to_vec())?);
+                }
+                if let (Some(schema), Some(consumer)) = (&route.schema, self.consumers.get_mut(&window.group)) {
+                    let page = LogPage::new(schema, rows, &mut self.rows)?;
+                    for row in page.iter() {
+                        let row = row?;
+                        if !delivered.is_empty() || remember {
+                            let id = (row.stream_id(), row.time(), row.batch_seq_no());
+                            if delivered.contains(&id) {
+                                continue;
+                            }
+                            consumer.consume(row)?;
+                            if remember {
+                                delivered.insert(id);
+                            }
+                        } else {
+                            consumer.consume(row)?;
                         }
                     }
                 }
-                if !result.has_more_pages() {
-                    break;
-                }
-                paging = result.paging_state();
             }
-        }
-        if let Some(consumer) = self.consumers.get_mut(&window.group) {
-            consumer.window_end(window)?;
+            if !result.has_more_pages() {
+                break;
+            }
+            paging = result.paging_state();
         }
         Ok(())
     }

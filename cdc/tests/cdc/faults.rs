@@ -9,6 +9,12 @@
 //!   stalled reads delivered nothing).
 //! * Stalled for good: the reader ends with [`CdcError::QueryTimeout`]
 //!   after the configured attempts, instead of waiting forever.
+//! * Every other fault of the proxy, for a while, during a read whose
+//!   windows take several pages: answers delayed past the query timeout,
+//!   requests dropped, connections blackholed, closed, reset, or cut in the
+//!   middle of an answer. Every change is delivered once, in write order per
+//!   key: a window whose read failed after some of its pages were delivered
+//!   is read again without delivering those rows a second time.
 //!
 //! The sessions speak protocol v4, so that the front forwards v4 envelopes
 //! the proxy can tell apart.
@@ -27,6 +33,8 @@ use crate::common::{self, workload};
 
 /// EXECUTE.
 const EXECUTE: u8 = 0x0a;
+/// RESULT.
+const RESULT: u8 = 0x08;
 
 /// Every change delivered, in delivery order: (pk, operation, v).
 type Seen = Arc<Mutex<Vec<(i32, Operation, Option<i64>)>>>;
@@ -166,4 +174,108 @@ async fn a_node_stalled_for_good_ends_the_reader_with_a_query_timeout() {
     })
     .await
     .expect("the test hung");
+}
+
+/// Reads a table written before the reader starts while `rules` act for
+/// `fault_for`, from when the first rows are delivered. A few keys with many
+/// changes each and small pages make most answers a later page of a window
+/// whose earlier pages were delivered. Then checks that every change was
+/// delivered once, in write order per key.
+async fn read_through(tag: &str, rules: Vec<Rule>, fault_for: Duration) {
+    tokio::time::timeout(Duration::from_secs(150), async {
+        let (proxy, _front, session, ks) = setup(tag).await;
+        let start = SystemTime::now() - Duration::from_secs(1);
+        let plan = workload::plan(4, 400, 7);
+        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
+        let end = SystemTime::now() + Duration::from_millis(500);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+
+        let seen: Seen = Arc::default();
+        let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_secs(1))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .page_size(4)
+            .workers(2)
+            .query_timeout(Duration::from_millis(500))
+            .query_attempts(1000)
+            .build(collector(seen.clone()))
+            .await
+            .expect("reader");
+        // Once the first pages are delivered, most answers still to come are
+        // later pages of a window that is partly delivered.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seen.lock().expect("lock").len() < 8 {
+            assert!(Instant::now() < deadline, "the reader delivered nothing");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        proxy.set_rules(rules);
+        tokio::time::sleep(fault_for).await;
+        proxy.clear_rules();
+        let acted_on = proxy.frames_acted_on();
+        let lifted = Instant::now();
+        tokio::time::timeout(Duration::from_secs(60), reader.join())
+            .await
+            .expect("the reader finishes once the fault is lifted")
+            .expect("the reader ends without error");
+
+        let seen = seen.lock().expect("lock").clone();
+        let expected = checksum(plan.iter().map(|&(pk, _, _, v)| (pk, v)));
+        let delivered = checksum(seen.iter().map(|&(pk, _, v)| (pk, v)));
+        eprintln!(
+            "cdc {tag}: the proxy acted on {acted_on} frames; {} changes expected, {} delivered, {} duplicated; \
+             done {:?} after the fault was lifted",
+            expected.0,
+            delivered.0,
+            delivered.0.saturating_sub(expected.0),
+            lifted.elapsed(),
+        );
+        assert!(acted_on > 0, "the fault never acted: the test proves nothing");
+        let mut per_key: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
+        for &(pk, op, v) in &seen {
+            per_key.entry(pk).or_default().push((op, v));
+        }
+        assert_eq!(delivered, expected, "every change once (count, checksum)");
+        assert_eq!(per_key, workload::expected_of(&plan), "every change of every key once, in write order");
+    })
+    .await
+    .expect("the test hung");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_delayed_past_the_query_timeout() {
+    let delay = Rule::new(Action::Delay(Duration::from_millis(800))).opcode(RESULT).direction(Direction::ToClient);
+    read_through("cdc_delay", vec![delay], Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_requests() {
+    let drop = Rule::new(Action::DropFrame).opcode(EXECUTE).direction(Direction::ToServer).times(8);
+    read_through("cdc_drop_frames", vec![drop], Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackholed_connections() {
+    let blackhole = Rule::new(Action::Blackhole).opcode(EXECUTE).direction(Direction::ToServer).times(3);
+    read_through("cdc_blackhole", vec![blackhole], Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_closed_mid_window() {
+    let close = Rule::new(Action::DropConnection).opcode(RESULT).direction(Direction::ToClient).times(4);
+    read_through("cdc_drop_connections", vec![close], Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_reset_mid_window() {
+    let reset = Rule::new(Action::Reset).opcode(EXECUTE).direction(Direction::ToServer).times(4);
+    read_through("cdc_reset", vec![reset], Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_cut_in_half() {
+    let cut = Rule::new(Action::CutFrame).opcode(RESULT).direction(Direction::ToClient).times(4);
+    read_through("cdc_cut", vec![cut], Duration::from_secs(2)).await;
 }
