@@ -165,6 +165,18 @@ pub(crate) struct Shared {
     tablet_keyspaces: Mutex<HashMap<String, TabletKeyspace>>,
     /// The tablet map of each table of those keyspaces, made on first use.
     tablet_maps: Mutex<HashMap<(String, String), Arc<TabletMap>>>,
+    /// The id and resize sequence number of each table whose map is in
+    /// `system.tablets`.
+    tablet_tables: Mutex<HashMap<(String, String), (uuid::Uuid, i64)>>,
+}
+
+/// A change of a table's tablet count, as Scylla's load balancer makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resize {
+    /// Every tablet halved.
+    Split,
+    /// Each pair of sibling tablets joined.
+    Merge,
 }
 
 /// A keyspace created with tablets.
@@ -344,10 +356,10 @@ impl Shared {
     async fn schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), EmuError> {
         match (&change.target, change.change) {
             (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Dropped) => {
-                self.forget_tablets(keyspace, Some(name))
+                self.forget_tablets(keyspace, Some(name)).await?
             }
             (SchemaChangeTarget::Keyspace { keyspace }, SchemaChangeType::Dropped) => {
-                self.forget_tablets(keyspace, None)
+                self.forget_tablets(keyspace, None).await?
             }
             _ => {}
         }
@@ -369,6 +381,13 @@ impl Shared {
                 if let Ok(mut s) = self.table_schemas.lock() {
                     s.clear();
                 }
+            }
+        }
+        if let (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Created) =
+            (&change.target, change.change)
+        {
+            if let Some(map) = self.tablets_of(keyspace, name) {
+                self.publish_tablets(keyspace, name, &map, false).await?;
             }
         }
         match (&change.target, change.change) {
@@ -507,15 +526,81 @@ impl Shared {
         Some(map)
     }
 
-    fn forget_tablets(&self, keyspace: &str, table: Option<&str>) {
+    /// Writes the `system.tablets` rows of `keyspace.table` from `map`
+    /// (with the next resize sequence number when `resized`).
+    async fn publish_tablets(
+        &self,
+        keyspace: &str,
+        table: &str,
+        map: &TabletMap,
+        resized: bool,
+    ) -> Result<(), EmuError> {
+        let key = (keyspace.to_owned(), table.to_owned());
+        let known = self.tablet_tables.lock().ok().and_then(|t| t.get(&key).copied());
+        let (id, seq) = match known {
+            Some((id, seq)) => (id, if resized { seq + 1 } else { seq }),
+            None => match system_tables::table_id(&self.admin, keyspace, table).await? {
+                Some(id) => (id, 0),
+                None => return Ok(()),
+            },
+        };
+        let host_id = |n: usize| self.nodes.get(n).and_then(|n| n.host_id);
+        system_tables::write_tablets(&self.admin, self.emu(), (keyspace, table, id), map, seq, host_id).await?;
+        if let Ok(mut t) = self.tablet_tables.lock() {
+            t.insert(key, (id, seq));
+        }
+        Ok(())
+    }
+
+    /// Splits or merges the tablets of `keyspace.table`; the new map, or
+    /// `None` when the table has no tablets or cannot resize that way.
+    pub(crate) async fn resize_tablets(
+        &self,
+        keyspace: &str,
+        table: &str,
+        resize: Resize,
+    ) -> Result<Option<Arc<TabletMap>>, EmuError> {
+        if system_tables::table_id(&self.admin, keyspace, table).await?.is_none() {
+            return Ok(None);
+        }
+        let Some(old) = self.tablets_of(keyspace, table) else { return Ok(None) };
+        let new = match resize {
+            Resize::Split => old.split(),
+            Resize::Merge => old.merge(),
+        };
+        let Some(new) = new.map(Arc::new) else { return Ok(None) };
+        if let Ok(mut maps) = self.tablet_maps.lock() {
+            maps.insert((keyspace.to_owned(), table.to_owned()), new.clone());
+        }
+        self.publish_tablets(keyspace, table, &new, true).await?;
+        Ok(Some(new))
+    }
+
+    async fn forget_tablets(&self, keyspace: &str, table: Option<&str>) -> Result<(), EmuError> {
         if let Ok(mut maps) = self.tablet_maps.lock() {
             maps.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));
+        }
+        let gone: Vec<uuid::Uuid> = match self.tablet_tables.lock() {
+            Ok(mut tables) => {
+                let ids = tables
+                    .iter()
+                    .filter(|((k, t), _)| k == keyspace && table.is_none_or(|table| t == table))
+                    .map(|(_, &(id, _))| id)
+                    .collect();
+                tables.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));
+                ids
+            }
+            Err(_) => Vec::new(),
+        };
+        for id in gone {
+            self.admin.query(&format!("DELETE FROM {}.tablets WHERE table_id = {id}", self.emu())).await?;
         }
         if table.is_none() {
             if let Ok(mut k) = self.tablet_keyspaces.lock() {
                 k.remove(keyspace);
             }
         }
+        Ok(())
     }
 
     async fn create_generation(&self, timestamp_ms: i64) -> Result<Generation, EmuError> {
@@ -689,6 +774,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         last_timestamp: std::sync::atomic::AtomicI64::new(0),
         tablet_keyspaces: Mutex::new(HashMap::new()),
         tablet_maps: Mutex::new(HashMap::new()),
+        tablet_tables: Mutex::new(HashMap::new()),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {
@@ -818,6 +904,26 @@ impl FrontHandle {
     /// with tablets.
     pub fn tablets(&self, keyspace: &str, table: &str) -> Option<Arc<TabletMap>> {
         self.shared.tablets_of(keyspace, table)
+    }
+
+    /// Splits or merges the tablets of `keyspace.table` now, as Scylla's
+    /// load balancer does when a table grows or shrinks: the front judges
+    /// and answers by the new map from here on, and `system.tablets` shows
+    /// it (with the next `resize_seq_number`). `Ok(None)` when the table has
+    /// no tablets, or one tablet to merge.
+    pub async fn resize_tablets(
+        &self,
+        keyspace: &str,
+        table: &str,
+        resize: Resize,
+    ) -> Result<Option<Arc<TabletMap>>, EmuError> {
+        let shared = self.shared.clone();
+        let (keyspace, table) = (keyspace.to_owned(), table.to_owned());
+        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
+        runtime
+            .spawn(async move { shared.resize_tablets(&keyspace, &table, resize).await })
+            .await
+            .map_err(|e| EmuError::Protocol(format!("resize task: {e}")))?
     }
 
     /// The base tables with CDC options.

@@ -16,6 +16,8 @@
 //! - `system_distributed.<t>` → `<emu keyspace>.<t>`;
 //!   `system_schema.scylla_tables`/`scylla_keyspaces` → `<emu
 //!   keyspace>.scylla_tables`/`scylla_keyspaces` (real stand-in tables).
+//! - `system.tablets` → `<emu keyspace>.tablets` (the front's tablet maps,
+//!   [`super::tablets`]).
 //! - `system.peers_v2` does not exist on Scylla: answered with Scylla's
 //!   Invalid error, so that drivers fall back to `system.peers` (whose
 //!   addresses, with the front's port, lead to the fronts).
@@ -221,7 +223,7 @@ pub fn may_need_rewrite(text: &str, emu_keyspace: &str) -> bool {
     ["create", "alter", "drop", "use"].iter().any(|k| w.eq_ignore_ascii_case(k))
         || text.trim_start().starts_with('/')
         || text.trim_start().starts_with('-')
-        || ["bypass", "timeout", "system_distributed", "scylla_", "peers_v2", "cdc$stream_id", emu_keyspace]
+        || ["bypass", "timeout", "system_distributed", "scylla_", "peers_v2", "tablets", "cdc$stream_id", emu_keyspace]
             .iter()
             .any(|n| contains_ci(text, n))
 }
@@ -305,6 +307,7 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
                 Some("system_schema") if table == "scylla_tables" || table == "scylla_keyspaces" => {
                     edits.push((t.start, t.end, emu_keyspace.to_string()))
                 }
+                Some("system") if table == "tablets" => edits.push((t.start, t.end, emu_keyspace.to_string())),
                 Some("system") if table == "peers_v2" => {
                     out.local =
                         Some(LocalAnswer::Error { code: INVALID, message: "unconfigured table peers_v2".into() });
@@ -557,6 +560,11 @@ mod tests {
         assert_eq!(rw("SELECT * FROM system_schema.tables").text, None);
         assert!(matches!(rw("SELECT * FROM system.peers_v2").local, Some(LocalAnswer::Error { code: 0x2200, .. })));
         assert_eq!(rw("select * from emu.front_stats").local, Some(LocalAnswer::FrontStats));
+        assert_eq!(
+            rw("SELECT last_token, replicas FROM system.tablets WHERE table_id = ?").text.unwrap(),
+            "SELECT last_token, replicas FROM emu.tablets WHERE table_id = ?"
+        );
+        assert_eq!(rw("SELECT * FROM system.local").text, None, "other system tables stay");
     }
 
     #[test]

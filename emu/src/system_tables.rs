@@ -23,6 +23,11 @@
 //!   `'initial'` was given), as on Scylla; none for keyspaces on vnodes.
 //!   (The front does not emulate tablets: such a keyspace is an ordinary
 //!   Cassandra keyspace, and CDC on it works as on vnodes.)
+//! - `tablets`: Scylla's `system.tablets` (one partition per table id, one
+//!   row per tablet keyed by its last token; `replicas` as (host id, shard)
+//!   pairs; the table's names, tablet count and resize sequence number as
+//!   static columns), for the tables of keyspaces with tablets, rewritten
+//!   whenever the front makes or resizes a map.
 //! - `cdc_options`: the front's memory of `WITH cdc = {...}` per base table
 //!   (not a Scylla table).
 //! - `front_stats`: not a table at all; `SELECT * FROM <emu>.front_stats`
@@ -46,6 +51,7 @@ use super::admin::{blob, lit, text, Admin};
 use super::cdc::{CdcOptions, Registry};
 use super::generation::{Generation, StreamId, VnodeStreams};
 use super::stats::FrontStats;
+use super::tablets::TabletMap;
 use super::EmuError;
 
 /// DDL of the stand-in keyspace.
@@ -69,6 +75,12 @@ pub(crate) fn keyspace_ddl(emu: &str, replication_factor: usize) -> Vec<String> 
         format!(
             "CREATE TABLE IF NOT EXISTS {emu}.scylla_keyspaces (keyspace_name text PRIMARY KEY, storage_type text, \
              storage_options map<text, text>, initial_tablets int)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.tablets (table_id uuid, last_token bigint, keyspace_name text static, \
+             table_name text static, tablet_count int static, resize_type text static, resize_seq_number bigint static, \
+             replicas frozen<list<frozen<tuple<uuid, int>>>>, new_replicas frozen<list<frozen<tuple<uuid, int>>>>, \
+             stage text, transition text, session uuid, PRIMARY KEY (table_id, last_token))"
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {emu}.cdc_options (keyspace_name text, table_name text, options map<text, text>, \
@@ -152,6 +164,56 @@ pub(crate) async fn replication_factor(admin: &Admin, keyspace: &str) -> Result<
         .filter_map(|(_, v)| v.as_str()?.parse::<usize>().ok())
         .max();
     Ok(rf.unwrap_or(1).max(1))
+}
+
+/// The id of `keyspace.table` in `system_schema.tables`.
+pub(crate) async fn table_id(admin: &Admin, keyspace: &str, table: &str) -> Result<Option<uuid::Uuid>, EmuError> {
+    let rows = admin
+        .rows(&format!(
+            "SELECT id FROM system_schema.tables WHERE keyspace_name = {} AND table_name = {}",
+            lit(keyspace),
+            lit(table)
+        ))
+        .await?;
+    Ok(rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()).and_then(|v| v.as_uuid()))
+}
+
+/// Writes the `tablets` rows of one table: its partition replaced by the
+/// map's tablets (the old rows deleted one microsecond before the new ones
+/// are written, so that the two never tie). A replica whose node has no
+/// host id is left out of `replicas`.
+pub(crate) async fn write_tablets(
+    admin: &Admin,
+    emu: &str,
+    (keyspace, table, table_id): (&str, &str, uuid::Uuid),
+    map: &TabletMap,
+    resize_seq_number: i64,
+    host_id: impl Fn(usize) -> Option<uuid::Uuid>,
+) -> Result<(), EmuError> {
+    let at =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    admin.query(&format!("DELETE FROM {emu}.tablets USING TIMESTAMP {at} WHERE table_id = {table_id}")).await?;
+    let mut batch = format!("BEGIN UNLOGGED BATCH USING TIMESTAMP {} ", at + 1);
+    for (i, tablet) in map.tablets().iter().enumerate() {
+        let replicas: Vec<String> =
+            tablet.replicas.iter().filter_map(|&(n, shard)| Some(format!("({}, {shard})", host_id(n)?))).collect();
+        let statics = if i == 0 {
+            format!(
+                ", keyspace_name, table_name, tablet_count, resize_type, resize_seq_number) VALUES ({table_id}, {}, [{}], \
+                 {}, {}, {}, 'none', {resize_seq_number}",
+                tablet.last_token,
+                replicas.join(", "),
+                lit(keyspace),
+                lit(table),
+                map.tablets().len()
+            )
+        } else {
+            format!(") VALUES ({table_id}, {}, [{}]", tablet.last_token, replicas.join(", "))
+        };
+        batch.push_str(&format!("INSERT INTO {emu}.tablets (table_id, last_token, replicas{statics}); "));
+    }
+    batch.push_str("APPLY BATCH");
+    admin.query(&batch).await.map(drop)
 }
 
 /// Forgets a dropped table.

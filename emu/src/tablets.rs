@@ -14,6 +14,13 @@
 //! of tablet `i` is node `(i + j) mod nodes`, on shard
 //! `(i / nodes + j) mod shards`, so that tablets spread over every node and
 //! shard.
+//!
+//! Splits and merges ([`TabletMap::split`], [`TabletMap::merge`]) follow
+//! Scylla's resize: a split halves every tablet in place (both halves keep
+//! the parent's replicas); a merge joins each pair of sibling tablets
+//! `(2i, 2i + 1)` into one. Scylla first migrates siblings onto the same
+//! replicas and then merges; the front does both at once, the merged
+//! tablet taking the replicas of the first sibling.
 
 use shardwise_protocol::tablets::{TabletReplica, TabletRoute};
 
@@ -56,6 +63,45 @@ impl TabletMap {
     /// The tablets, in token order.
     pub fn tablets(&self) -> &[Tablet] {
         &self.tablets
+    }
+
+    /// The map after a split: every tablet halved, at most 2^20 tablets
+    /// (`None` when already there).
+    pub fn split(&self) -> Option<TabletMap> {
+        let bits = self.tablets.len().trailing_zeros() + 1;
+        if self.tablets.len() >= 1 << 20 {
+            return None;
+        }
+        let tablets = self
+            .tablets
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| {
+                let middle = last_token(bits, 2 * i);
+                [
+                    Tablet { first_token: t.first_token, last_token: middle, replicas: t.replicas.clone() },
+                    Tablet { first_token: middle, last_token: t.last_token, replicas: t.replicas.clone() },
+                ]
+            })
+            .collect();
+        Some(TabletMap { tablets })
+    }
+
+    /// The map after a merge: each pair of siblings joined, on the first
+    /// one's replicas (`None` for a table of one tablet).
+    pub fn merge(&self) -> Option<TabletMap> {
+        if self.tablets.len() < 2 {
+            return None;
+        }
+        let tablets = self
+            .tablets
+            .chunks(2)
+            .map(|pair| {
+                let last = pair.last().map_or(pair[0].last_token, |t| t.last_token);
+                Tablet { first_token: pair[0].first_token, last_token: last, replicas: pair[0].replicas.clone() }
+            })
+            .collect();
+        Some(TabletMap { tablets })
     }
 
     /// The tablet holding `token`.
@@ -134,5 +180,29 @@ mod tests {
         assert_eq!((route.first_token, route.last_token), (t[2].first_token, t[2].last_token));
         assert_eq!(route.replicas.iter().map(|r| (r.host_id.as_u128(), r.shard)).collect::<Vec<_>>(), [(1, 1), (2, 2)]);
         assert!(t[0].route(|_| None).is_none());
+    }
+
+    #[test]
+    fn split_halves_and_merge_joins_siblings() {
+        let m = TabletMap::new(4, 2, 4, 1);
+        let split = m.split().expect("split");
+        assert_eq!(split, TabletMap { tablets: split.tablets.clone() });
+        assert_eq!(split.tablets().len(), 8);
+        let fresh = TabletMap::new(8, 2, 4, 1);
+        for (a, b) in split.tablets().iter().zip(fresh.tablets()) {
+            assert_eq!((a.first_token, a.last_token), (b.first_token, b.last_token), "the ranges of 8 tablets");
+        }
+        for (i, t) in split.tablets().iter().enumerate() {
+            assert_eq!(t.replicas, m.tablets()[i / 2].replicas, "a half keeps its parent's replicas");
+        }
+        let merged = split.merge().expect("merge");
+        assert_eq!(merged, m, "a merge undoes a split");
+        let again = m.merge().expect("merge");
+        assert_eq!(again.tablets().len(), 2);
+        assert_eq!(again.tablets()[1].first_token, m.tablets()[1].last_token);
+        assert_eq!(again.tablets()[1].replicas, m.tablets()[2].replicas, "the first sibling's replicas");
+        let one = again.merge().expect("merge").clone();
+        assert_eq!((one.tablets()[0].first_token, one.tablets()[0].last_token), (i64::MIN, i64::MAX));
+        assert!(one.merge().is_none(), "one tablet cannot merge");
     }
 }

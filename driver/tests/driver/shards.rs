@@ -8,12 +8,13 @@
 //! Against Cassandra itself (no `scylla_tables`) every table is Murmur3,
 //! whatever its name.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::token::Partitioner;
 use shardwise::{Session, SessionBuilder, Statement};
-use shardwise_emu::{Front, FrontConfig, FrontHandle};
+use shardwise_emu::{Front, FrontConfig, FrontHandle, Resize};
 
 const SHARDS: u16 = 8;
 
@@ -229,30 +230,13 @@ async fn tablets_are_learned_from_misroutes_and_then_hit() {
         .expect("table");
     let tablets = front.tablets(&ks, "kv").expect("a tablets table in the front");
     assert_eq!(tablets.tablets().len(), 16);
-    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+    let insert = Arc::new(
+        session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("prepare"),
+    );
 
-    front.reset_routing_stats();
-    for pk in 0..300i64 {
-        session.execute(&insert, (pk, "learn")).await.expect("insert");
-    }
-    let learning = front.stats();
-    front.reset_routing_stats();
-    const WRITES: i64 = 10_000;
-    let mut tasks = tokio::task::JoinSet::new();
-    for task in 0..16i64 {
-        let (session, insert) = (session.clone(), insert.clone());
-        tasks.spawn(async move {
-            for pk in (1_000 + task..1_000 + WRITES).step_by(16) {
-                session.execute(&insert, (pk, "value")).await.expect("insert");
-            }
-        });
-    }
-    while let Some(t) = tasks.join_next().await {
-        t.expect("writer");
-    }
-    let stats = front.stats();
+    let (learning, stats) = learn_then_write(&front, &session, &insert, 0).await;
     println!(
-        "tablets: {} hits, {} misses while learning; then {} hits, {} misses over {WRITES} writes ({:.4})",
+        "tablets: {} hits, {} misses while learning; then {} hits, {} misses over {TABLET_WRITES} writes ({:.4})",
         learning.hits(),
         learning.misses(),
         stats.hits(),
@@ -260,6 +244,55 @@ async fn tablets_are_learned_from_misroutes_and_then_hit() {
         stats.hit_rate()
     );
     assert!(learning.misses() > 0, "the token's shard is not the tablet's: the session had to learn");
-    assert_eq!(stats.hits() + stats.misses(), WRITES as u64, "every write routed");
     assert!(stats.hit_rate() >= 0.999, "hit rate {:.4} ({} misses)", stats.hit_rate(), stats.misses());
+
+    // Two merges move every second sibling onto its partner's replicas: the
+    // merged tablets' payloads must replace the two tablets each overlaps.
+    front.resize_tablets(&ks, "kv", Resize::Merge).await.expect("merge").expect("merged");
+    let merged = front.resize_tablets(&ks, "kv", Resize::Merge).await.expect("merge").expect("merged");
+    assert_eq!(merged.tablets().len(), 4);
+    let (learning, stats) = learn_then_write(&front, &session, &insert, 100_000).await;
+    println!(
+        "tablets after two merges: {} misses while learning; then {} hits, {} misses over {TABLET_WRITES} writes ({:.4})",
+        learning.misses(),
+        stats.hits(),
+        stats.misses(),
+        stats.hit_rate()
+    );
+    assert!(learning.misses() > 0, "the merges moved tablets: the session had to learn again");
+    assert!(stats.hit_rate() >= 0.999, "hit rate {:.4} after the merges ({} misses)", stats.hit_rate(), stats.misses());
+}
+
+/// Writes measured after learning.
+const TABLET_WRITES: i64 = 10_000;
+
+/// 300 writes to learn from, then [`TABLET_WRITES`] from 16 tasks, keys from
+/// `base` on: the front's counters of both phases.
+async fn learn_then_write(
+    front: &shardwise_emu::FrontHandle,
+    session: &Session,
+    insert: &Arc<shardwise::PreparedStatement>,
+    base: i64,
+) -> (shardwise_emu::FrontStats, shardwise_emu::FrontStats) {
+    front.reset_routing_stats();
+    for pk in base..base + 300 {
+        session.execute(&**insert, (pk, "learn")).await.expect("insert");
+    }
+    let learning = front.stats();
+    front.reset_routing_stats();
+    let mut tasks = tokio::task::JoinSet::new();
+    for task in 0..16i64 {
+        let (session, insert) = (session.clone(), insert.clone());
+        tasks.spawn(async move {
+            for pk in (base + 1_000 + task..base + 1_000 + TABLET_WRITES).step_by(16) {
+                session.execute(&*insert, (pk, "value")).await.expect("insert");
+            }
+        });
+    }
+    while let Some(t) = tasks.join_next().await {
+        t.expect("writer");
+    }
+    let stats = front.stats();
+    assert_eq!(stats.hits() + stats.misses(), TABLET_WRITES as u64, "every write routed");
+    (learning, stats)
 }

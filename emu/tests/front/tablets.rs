@@ -12,7 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shardwise_emu::FrontConfig;
+use shardwise_emu::tablets::TabletMap;
+use shardwise_emu::{FrontConfig, Resize};
 use shardwise_protocol::codec::RawValue;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::request::{Execute, Options, Prepare, QueryParameters, Startup};
@@ -65,26 +66,7 @@ async fn the_official_driver_learns_tablets_from_misroutes() {
 
     // Learning: the driver routes by the token's shard until a payload
     // tells it the tablet's.
-    front.reset_routing_stats();
-    for pk in 0..200i64 {
-        session.execute_unpaged(&insert, (pk, "learn")).await.expect("insert");
-    }
-    let learning = front.stats();
-    front.reset_routing_stats();
-    const ROWS: i64 = 4000;
-    let mut tasks = tokio::task::JoinSet::new();
-    for chunk in 0..8i64 {
-        let (session, insert) = (session.clone(), insert.clone());
-        tasks.spawn(async move {
-            for pk in (1000 + chunk..1000 + ROWS).step_by(8) {
-                session.execute_unpaged(&insert, (pk, "value")).await.expect("insert");
-            }
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.expect("task");
-    }
-    let stats = front.stats();
+    let (learning, stats) = learn_then_write(&front, &session, &insert, 1000).await;
     println!(
         "official driver on a tablets table: {} hits, {} misses while learning; then {} hits, {} misses ({:.4})",
         learning.hits(),
@@ -94,8 +76,159 @@ async fn the_official_driver_learns_tablets_from_misroutes() {
         stats.hit_rate()
     );
     assert!(learning.misses() > 0, "the token's shard is not the tablet's: the driver had to learn");
-    assert!(stats.hits() + stats.misses() >= ROWS as u64, "every write routed: {stats}");
     assert!(stats.hit_rate() >= 0.999, "hit rate {:.4} after learning:\n{stats}", stats.hit_rate());
+}
+
+/// Writes to learn from (200 keys), then [`ROWS`] writes from 8 tasks from
+/// `base` on: the front's counters of both phases.
+async fn learn_then_write(
+    front: &shardwise_emu::FrontHandle,
+    session: &Arc<scylla::client::session::Session>,
+    insert: &scylla::statement::prepared::PreparedStatement,
+    base: i64,
+) -> (shardwise_emu::FrontStats, shardwise_emu::FrontStats) {
+    front.reset_routing_stats();
+    for pk in base..base + 200 {
+        session.execute_unpaged(insert, (pk, "learn")).await.expect("insert");
+    }
+    let learning = front.stats();
+    front.reset_routing_stats();
+    let mut tasks = tokio::task::JoinSet::new();
+    for chunk in 0..8i64 {
+        let (session, insert) = (session.clone(), insert.clone());
+        tasks.spawn(async move {
+            for pk in (base + 1000 + chunk..base + 1000 + ROWS).step_by(8) {
+                session.execute_unpaged(&insert, (pk, "value")).await.expect("insert");
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("task");
+    }
+    let stats = front.stats();
+    assert!(stats.hits() + stats.misses() >= ROWS as u64, "every write routed: {stats}");
+    (learning, stats)
+}
+
+/// Writes measured after learning.
+const ROWS: i64 = 4000;
+
+/// `system.tablets` as a client reads it: (last token, replicas) per
+/// tablet, with the table's names, tablet count and resize sequence number.
+async fn system_tablets(
+    session: &scylla::client::session::Session,
+    ks: &str,
+    table: &str,
+) -> (Vec<(i64, Vec<(uuid::Uuid, i32)>)>, (String, String, i32, i64)) {
+    let id = table_id(session, ks, table).await;
+    let result = session
+        .query_unpaged(
+            "SELECT last_token, replicas, keyspace_name, table_name, tablet_count, resize_seq_number \
+             FROM system.tablets WHERE table_id = ?",
+            (id,),
+        )
+        .await
+        .expect("system.tablets")
+        .into_rows_result()
+        .expect("rows");
+    let mut tablets = Vec::new();
+    let mut statics = None;
+    type Row = (i64, Vec<(uuid::Uuid, i32)>, String, String, i32, i64);
+    for row in result.rows::<Row>().expect("typed") {
+        let (last, replicas, k, t, count, seq) = row.expect("row");
+        tablets.push((last, replicas));
+        statics = Some((k, t, count, seq));
+    }
+    (tablets, statics.expect("the table's partition"))
+}
+
+/// The id of `ks.table`.
+async fn table_id(session: &scylla::client::session::Session, ks: &str, table: &str) -> uuid::Uuid {
+    session
+        .query_unpaged("SELECT id FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?", (ks, table))
+        .await
+        .expect("table id")
+        .into_rows_result()
+        .expect("rows")
+        .single_row::<(uuid::Uuid,)>()
+        .expect("one table")
+        .0
+}
+
+/// What `system.tablets` should say of `map`.
+fn expected_rows(front: &shardwise_emu::FrontHandle, map: &TabletMap) -> Vec<(i64, Vec<(uuid::Uuid, i32)>)> {
+    let nodes = front.nodes();
+    map.tablets()
+        .iter()
+        .map(|t| {
+            let replicas = t.replicas.iter().map(|&(n, shard)| (nodes[n].host_id.expect("host id"), i32::from(shard)));
+            (t.last_token, replicas.collect())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn splits_and_merges_show_in_system_tablets_and_the_official_driver_follows() {
+    let front = front();
+    let session = Arc::new(session(&front).await);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while front.stats().nodes[0].shards.iter().any(|s| s.connections_open == 0) {
+        assert!(Instant::now() < deadline, "one connection per shard");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ks = tablets_keyspace(&session, "emu_tablets_resize").await;
+    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
+    let map = front.tablets(&ks, "kv").expect("a tablets table");
+    let (rows, statics) = system_tablets(&session, &ks, "kv").await;
+    assert_eq!(rows, expected_rows(&front, &map), "system.tablets after CREATE TABLE");
+    assert_eq!(statics, (ks.clone(), "kv".to_owned(), 8, 0));
+    let (_, before) = learn_then_write(&front, &session, &insert, 0).await;
+    assert!(before.hit_rate() >= 0.999, "hit rate {:.4} before resizing:\n{before}", before.hit_rate());
+
+    // A split halves each tablet in place: the halves keep their replicas,
+    // so what the driver learned still routes every write right.
+    let split = front.resize_tablets(&ks, "kv", Resize::Split).await.expect("split").expect("a tablets table");
+    assert_eq!(split.tablets().len(), 16);
+    let (rows, statics) = system_tablets(&session, &ks, "kv").await;
+    assert_eq!(rows, expected_rows(&front, &split), "system.tablets after the split");
+    assert_eq!((statics.2, statics.3), (16, 1), "tablet count and resize sequence number");
+    let (after_split, _) = learn_then_write(&front, &session, &insert, 10_000).await;
+    assert_eq!(after_split.misses(), 0, "a split moves nothing:\n{after_split}");
+
+    // Two merges: every second sibling moves onto its partner's replicas,
+    // so the driver is misrouted until the payloads of the merged tablets
+    // replace what it knew.
+    front.resize_tablets(&ks, "kv", Resize::Merge).await.expect("merge").expect("merged");
+    let merged = front.resize_tablets(&ks, "kv", Resize::Merge).await.expect("merge").expect("merged");
+    assert_eq!(merged.tablets().len(), 4);
+    let (rows, statics) = system_tablets(&session, &ks, "kv").await;
+    assert_eq!(rows, expected_rows(&front, &merged), "system.tablets after two merges");
+    assert_eq!((statics.2, statics.3), (4, 3), "tablet count and resize sequence number");
+    let (learning, after) = learn_then_write(&front, &session, &insert, 20_000).await;
+    println!(
+        "official driver across a split and two merges: {} hits, {} misses after the split; after the merges \
+         {} misses while learning, then {} hits, {} misses ({:.4})",
+        after_split.hits(),
+        after_split.misses(),
+        learning.misses(),
+        after.hits(),
+        after.misses(),
+        after.hit_rate()
+    );
+    assert!(learning.misses() > 0, "the merges moved tablets: the driver had to learn again");
+    assert!(after.hit_rate() >= 0.999, "hit rate {:.4} after the merges:\n{after}", after.hit_rate());
+
+    assert!(front.resize_tablets(&ks, "nope", Resize::Split).await.expect("no table").is_none());
+    let id = table_id(&session, &ks, "kv").await;
+    session.query_unpaged(format!("DROP TABLE {ks}.kv"), &[]).await.expect("drop");
+    let left = session
+        .query_unpaged("SELECT last_token FROM system.tablets WHERE table_id = ?", (id,))
+        .await
+        .expect("system.tablets")
+        .into_rows_result()
+        .expect("rows")
+        .rows_num();
+    assert_eq!(left, 0, "a dropped table leaves system.tablets");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
