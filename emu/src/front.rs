@@ -21,6 +21,7 @@ use crate::admin::{self, lit, Admin};
 use crate::cdc::{self, log_table_name, BaseColumn, ColumnKind, Registry, META_COLUMNS};
 use crate::generation::{self, Generation};
 use crate::stats::{inc, Counters, FrontStats, NodeCounters, ShardCounters};
+use crate::tablet_streams::TabletStreams;
 use crate::tablets::TabletMap;
 use crate::vector_index::IndexDdl;
 use crate::{cdclog, proxy, system_tables, CdcOptions, CdcTable};
@@ -168,6 +169,8 @@ pub(crate) struct Shared {
     /// The id and resize sequence number of each table whose map is in
     /// `system.tablets`.
     tablet_tables: Mutex<HashMap<(String, String), (uuid::Uuid, i64)>>,
+    /// The CDC stream sets of CDC tables in tablets keyspaces (by base table).
+    pub(crate) tablet_streams: Mutex<HashMap<(String, String), TabletStreams>>,
 }
 
 /// A change of a table's tablet count, as Scylla's load balancer makes it.
@@ -310,6 +313,9 @@ impl Shared {
                     r.logs.insert((keyspace.to_string(), log.clone()));
                 }
             }
+        }
+        if options.enabled {
+            self.start_tablet_streams(keyspace, table).await?;
         }
         system_tables::save_cdc_options(&self.admin, self.emu(), keyspace, table, &options).await?;
         if created {
@@ -512,6 +518,11 @@ impl Shared {
     /// (made on first use: [`TabletMap::new`]).
     pub(crate) fn tablets_of(&self, keyspace: &str, table: &str) -> Option<Arc<TabletMap>> {
         let ks = *self.tablet_keyspaces.lock().ok()?.get(keyspace)?;
+        // A CDC log is co-located with its base table: the base's tablets.
+        let table = match table.strip_suffix(cdc::LOG_SUFFIX) {
+            Some(base) if self.registry.lock().ok()?.logs.contains(&(keyspace.to_owned(), table.to_owned())) => base,
+            _ => table,
+        };
         let mut maps = self.tablet_maps.lock().ok()?;
         if let Some(m) = maps.get(&(keyspace.to_owned(), table.to_owned())) {
             return Some(m.clone());
@@ -552,6 +563,40 @@ impl Shared {
         Ok(())
     }
 
+    /// The first CDC stream set of `keyspace.table` when it is in a tablets
+    /// keyspace and has none yet (CDC turned on), from now on.
+    async fn start_tablet_streams(&self, keyspace: &str, table: &str) -> Result<(), EmuError> {
+        let Some(map) = self.tablets_of(keyspace, table) else { return Ok(()) };
+        let key = (keyspace.to_owned(), table.to_owned());
+        let streams = match self.tablet_streams.lock() {
+            Ok(mut all) if !all.contains_key(&key) => {
+                let streams = TabletStreams::new(&map, now_ms(), &mut generation::random_source());
+                all.insert(key, streams.clone());
+                streams
+            }
+            _ => return Ok(()),
+        };
+        system_tables::write_stream_set(&self.admin, self.emu(), (keyspace, table), &streams, 0).await
+    }
+
+    /// A new CDC stream set for `keyspace.table` after its tablets became
+    /// `map` (when it has CDC streams).
+    async fn resize_tablet_streams(&self, keyspace: &str, table: &str, map: &TabletMap) -> Result<(), EmuError> {
+        let key = (keyspace.to_owned(), table.to_owned());
+        let streams = match self.tablet_streams.lock() {
+            Ok(mut all) => match all.get_mut(&key) {
+                Some(streams) => {
+                    streams.resized(map, now_ms(), &mut generation::random_source());
+                    streams.clone()
+                }
+                None => return Ok(()),
+            },
+            Err(_) => return Ok(()),
+        };
+        let last = streams.sets().len() - 1;
+        system_tables::write_stream_set(&self.admin, self.emu(), (keyspace, table), &streams, last).await
+    }
+
     /// Splits or merges the tablets of `keyspace.table`; the new map, or
     /// `None` when the table has no tablets or cannot resize that way.
     pub(crate) async fn resize_tablets(
@@ -573,6 +618,7 @@ impl Shared {
             maps.insert((keyspace.to_owned(), table.to_owned()), new.clone());
         }
         self.publish_tablets(keyspace, table, &new, true).await?;
+        self.resize_tablet_streams(keyspace, table, &new).await?;
         Ok(Some(new))
     }
 
@@ -594,6 +640,21 @@ impl Shared {
         };
         for id in gone {
             self.admin.query(&format!("DELETE FROM {}.tablets WHERE table_id = {id}", self.emu())).await?;
+        }
+        let streams_gone: Vec<(String, String)> = match self.tablet_streams.lock() {
+            Ok(mut all) => {
+                let gone = all
+                    .keys()
+                    .filter(|(k, t)| k == keyspace && table.is_none_or(|table| t == table))
+                    .cloned()
+                    .collect();
+                all.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));
+                gone
+            }
+            Err(_) => Vec::new(),
+        };
+        for (k, t) in streams_gone {
+            system_tables::forget_stream_sets(&self.admin, self.emu(), &k, &t).await?;
         }
         if table.is_none() {
             if let Ok(mut k) = self.tablet_keyspaces.lock() {
@@ -775,6 +836,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         tablet_keyspaces: Mutex::new(HashMap::new()),
         tablet_maps: Mutex::new(HashMap::new()),
         tablet_tables: Mutex::new(HashMap::new()),
+        tablet_streams: Mutex::new(HashMap::new()),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {
@@ -906,11 +968,18 @@ impl FrontHandle {
         self.shared.tablets_of(keyspace, table)
     }
 
+    /// The CDC stream sets of `keyspace.table`, when it is a CDC table in a
+    /// tablets keyspace.
+    pub fn tablet_streams(&self, keyspace: &str, table: &str) -> Option<TabletStreams> {
+        self.shared.tablet_streams.lock().ok()?.get(&(keyspace.to_owned(), table.to_owned())).cloned()
+    }
+
     /// Splits or merges the tablets of `keyspace.table` now, as Scylla's
     /// load balancer does when a table grows or shrinks: the front judges
     /// and answers by the new map from here on, and `system.tablets` shows
-    /// it (with the next `resize_seq_number`). `Ok(None)` when the table has
-    /// no tablets, or one tablet to merge.
+    /// it (with the next `resize_seq_number`); a CDC table gets a new stream
+    /// set ([`crate::tablet_streams`]). `Ok(None)` when the table has no
+    /// tablets, or one tablet to merge.
     pub async fn resize_tablets(
         &self,
         keyspace: &str,

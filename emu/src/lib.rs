@@ -68,6 +68,8 @@
 //! - [`rng`]: splitmix64, the small deterministic generator (also used by the tests' workloads).
 //! - [`stats`]: the counters ([`FrontStats`]).
 //! - [`system_tables`]: the Scylla system tables as real tables in the front's keyspace.
+//! - [`tablets`]: tablet maps of tables in tablets keyspaces, their splits and merges.
+//! - [`tablet_streams`]: the CDC stream sets of tables in tablets keyspaces.
 //! - [`transcript`]: CQL transcripts in ScyllaDB's `test/cql` format, run through a front.
 //! - [`vector_index`]: Scylla's vector index, sent to Cassandra as SAI, and the CDC it turns on.
 //! - `admin` (private): the front's own minimal CQL connection to Cassandra.
@@ -91,6 +93,7 @@ pub mod rng;
 pub mod serve;
 pub mod stats;
 pub mod system_tables;
+pub mod tablet_streams;
 pub mod tablets;
 pub mod transcript;
 pub mod vector_index;

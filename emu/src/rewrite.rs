@@ -16,8 +16,9 @@
 //! - `system_distributed.<t>` → `<emu keyspace>.<t>`;
 //!   `system_schema.scylla_tables`/`scylla_keyspaces` → `<emu
 //!   keyspace>.scylla_tables`/`scylla_keyspaces` (real stand-in tables).
-//! - `system.tablets` → `<emu keyspace>.tablets` (the front's tablet maps,
-//!   [`super::tablets`]).
+//! - `system.tablets`, `system.cdc_timestamps` and `system.cdc_streams` →
+//!   `<emu keyspace>.<t>` (the front's tablet maps, [`super::tablets`], and
+//!   their CDC streams, [`super::tablet_streams`]).
 //! - `system.peers_v2` does not exist on Scylla: answered with Scylla's
 //!   Invalid error, so that drivers fall back to `system.peers` (whose
 //!   addresses, with the front's port, lead to the fronts).
@@ -223,9 +224,20 @@ pub fn may_need_rewrite(text: &str, emu_keyspace: &str) -> bool {
     ["create", "alter", "drop", "use"].iter().any(|k| w.eq_ignore_ascii_case(k))
         || text.trim_start().starts_with('/')
         || text.trim_start().starts_with('-')
-        || ["bypass", "timeout", "system_distributed", "scylla_", "peers_v2", "tablets", "cdc$stream_id", emu_keyspace]
-            .iter()
-            .any(|n| contains_ci(text, n))
+        || [
+            "bypass",
+            "timeout",
+            "system_distributed",
+            "scylla_",
+            "peers_v2",
+            "tablets",
+            "cdc_timestamps",
+            "cdc_streams",
+            "cdc$stream_id",
+            emu_keyspace,
+        ]
+        .iter()
+        .any(|n| contains_ci(text, n))
 }
 
 /// Rewrites one statement for Cassandra. `prepare` adds LWT detection.
@@ -307,7 +319,9 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
                 Some("system_schema") if table == "scylla_tables" || table == "scylla_keyspaces" => {
                     edits.push((t.start, t.end, emu_keyspace.to_string()))
                 }
-                Some("system") if table == "tablets" => edits.push((t.start, t.end, emu_keyspace.to_string())),
+                Some("system") if ["tablets", "cdc_timestamps", "cdc_streams"].contains(&table.as_str()) => {
+                    edits.push((t.start, t.end, emu_keyspace.to_string()))
+                }
                 Some("system") if table == "peers_v2" => {
                     out.local =
                         Some(LocalAnswer::Error { code: INVALID, message: "unconfigured table peers_v2".into() });
@@ -563,6 +577,14 @@ mod tests {
         assert_eq!(
             rw("SELECT last_token, replicas FROM system.tablets WHERE table_id = ?").text.unwrap(),
             "SELECT last_token, replicas FROM emu.tablets WHERE table_id = ?"
+        );
+        assert_eq!(
+            rw("SELECT stream_id FROM system.cdc_streams WHERE keyspace_name = ? AND table_name = ?").text.unwrap(),
+            "SELECT stream_id FROM emu.cdc_streams WHERE keyspace_name = ? AND table_name = ?"
+        );
+        assert_eq!(
+            rw("SELECT timestamp FROM system.cdc_timestamps WHERE keyspace_name = 'k'").text.unwrap(),
+            "SELECT timestamp FROM emu.cdc_timestamps WHERE keyspace_name = 'k'"
         );
         assert_eq!(rw("SELECT * FROM system.local").text, None, "other system tables stay");
     }

@@ -21,13 +21,16 @@
 //!   initial_tablets)`: a row for every keyspace created through a front
 //!   with `tablets = {'enabled': true}` (`initial_tablets` 0 unless
 //!   `'initial'` was given), as on Scylla; none for keyspaces on vnodes.
-//!   (The front does not emulate tablets: such a keyspace is an ordinary
-//!   Cassandra keyspace, and CDC on it works as on vnodes.)
+//!   (Cassandra stores such a keyspace as any other; the front keeps its
+//!   tablet maps, [`super::tablets`].)
 //! - `tablets`: Scylla's `system.tablets` (one partition per table id, one
 //!   row per tablet keyed by its last token; `replicas` as (host id, shard)
 //!   pairs; the table's names, tablet count and resize sequence number as
 //!   static columns), for the tables of keyspaces with tablets, rewritten
 //!   whenever the front makes or resizes a map.
+//! - `cdc_timestamps`, `cdc_streams`: Scylla's `system.cdc_timestamps` and
+//!   `system.cdc_streams` (`docs/cdc-log.md` §11.1), the CDC stream sets of
+//!   tables in tablets keyspaces.
 //! - `cdc_options`: the front's memory of `WITH cdc = {...}` per base table
 //!   (not a Scylla table).
 //! - `front_stats`: not a table at all; `SELECT * FROM <emu>.front_stats`
@@ -51,6 +54,7 @@ use super::admin::{blob, lit, text, Admin};
 use super::cdc::{CdcOptions, Registry};
 use super::generation::{Generation, StreamId, VnodeStreams};
 use super::stats::FrontStats;
+use super::tablet_streams::TabletStreams;
 use super::tablets::TabletMap;
 use super::EmuError;
 
@@ -81,6 +85,15 @@ pub(crate) fn keyspace_ddl(emu: &str, replication_factor: usize) -> Vec<String> 
              table_name text static, tablet_count int static, resize_type text static, resize_seq_number bigint static, \
              replicas frozen<list<frozen<tuple<uuid, int>>>>, new_replicas frozen<list<frozen<tuple<uuid, int>>>>, \
              stage text, transition text, session uuid, PRIMARY KEY (table_id, last_token))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.cdc_timestamps (keyspace_name text, table_name text, timestamp timestamp, \
+             PRIMARY KEY ((keyspace_name, table_name), timestamp)) WITH CLUSTERING ORDER BY (timestamp DESC)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.cdc_streams (keyspace_name text, table_name text, timestamp timestamp, \
+             stream_state tinyint, stream_id blob, \
+             PRIMARY KEY ((keyspace_name, table_name), timestamp, stream_state, stream_id))"
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {emu}.cdc_options (keyspace_name text, table_name text, options map<text, text>, \
@@ -214,6 +227,50 @@ pub(crate) async fn write_tablets(
     }
     batch.push_str("APPLY BATCH");
     admin.query(&batch).await.map(drop)
+}
+
+/// Writes stream set `i` of `keyspace.table` to `cdc_streams`, then its
+/// timestamp to `cdc_timestamps` (a reader that sees the timestamp finds
+/// its streams).
+pub(crate) async fn write_stream_set(
+    admin: &Admin,
+    emu: &str,
+    (keyspace, table): (&str, &str),
+    streams: &TabletStreams,
+    i: usize,
+) -> Result<(), EmuError> {
+    let Some(set) = streams.sets().get(i) else { return Ok(()) };
+    let (ks, t, ts) = (lit(keyspace), lit(table), set.timestamp_ms);
+    let mut batch = String::from("BEGIN UNLOGGED BATCH ");
+    for (state, stream) in streams.rows(i) {
+        batch.push_str(&format!(
+            "INSERT INTO {emu}.cdc_streams (keyspace_name, table_name, timestamp, stream_state, stream_id) \
+             VALUES ({ks}, {t}, {ts}, {state}, {}); ",
+            blob(stream.as_bytes())
+        ));
+    }
+    batch.push_str("APPLY BATCH");
+    admin.query(&batch).await?;
+    admin
+        .query(&format!(
+            "INSERT INTO {emu}.cdc_timestamps (keyspace_name, table_name, timestamp) VALUES ({ks}, {t}, {ts})"
+        ))
+        .await
+        .map(drop)
+}
+
+/// Forgets the stream sets of a dropped table.
+pub(crate) async fn forget_stream_sets(admin: &Admin, emu: &str, keyspace: &str, table: &str) -> Result<(), EmuError> {
+    for t in ["cdc_timestamps", "cdc_streams"] {
+        admin
+            .query(&format!(
+                "DELETE FROM {emu}.{t} WHERE keyspace_name = {} AND table_name = {}",
+                lit(keyspace),
+                lit(table)
+            ))
+            .await?;
+    }
+    Ok(())
 }
 
 /// Forgets a dropped table.

@@ -226,15 +226,23 @@ impl Shared {
         Ok(all)
     }
 
-    /// Scylla's checks of a CDC write's timestamp (§3.8).
-    fn check_cdc_timestamp(gens: &[crate::Generation], ts: i64) -> Result<(), (i32, String)> {
+    /// Scylla's refusal of a CDC write more than the leeway ahead (§3.8).
+    fn check_not_from_the_future(ts: i64) -> Result<(), (i32, String)> {
         let now = now_micros();
-        let invalid = |m: String| Err((0x2200, m));
         if ts > now + LEEWAY_MICROS {
-            return invalid(format!(
-                "cdc: attempted to get a stream \"from the future\" ({ts}; current server time: {now})"
+            return Err((
+                0x2200,
+                format!("cdc: attempted to get a stream \"from the future\" ({ts}; current server time: {now})"),
             ));
         }
+        Ok(())
+    }
+
+    /// Scylla's checks of a CDC write's timestamp on vnodes (§3.8).
+    fn check_cdc_timestamp(gens: &[crate::Generation], ts: i64) -> Result<(), (i32, String)> {
+        Self::check_not_from_the_future(ts)?;
+        let now = now_micros();
+        let invalid = |m: String| Err((0x2200, m));
         let at = |micros: i64| gens.iter().rev().find(|g| g.timestamp_ms * 1000 <= micros).map(|g| g.timestamp_ms);
         let Some(generation) = at(ts) else {
             return invalid(format!(
@@ -369,6 +377,7 @@ impl Shared {
         // generation's streams per write.
         let guard = self.generations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let gens: &[crate::Generation] = &guard;
+        let tablet_streams = self.tablet_streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut writes = Vec::new();
         let mut streams = Vec::new();
         for (m, images) in mutations {
@@ -379,16 +388,27 @@ impl Shared {
                 .flatten()
                 .ok_or_else(|| (0x2200, "CDC emulation: partition key too long".to_string()))?;
             let log = format!("{}.{}", quote(&schema.keyspace), quote(&crate::cdc::log_table_name(&schema.table)));
+            let sets = tablet_streams.get(&(schema.keyspace.clone(), schema.table.clone()));
             for record in split::records(m, images) {
-                Self::check_cdc_timestamp(gens, record.ts)?;
-                let ms = record.ts.div_euclid(1000);
-                let generation = gens.iter().rev().find(|g| g.timestamp_ms <= ms).ok_or_else(|| {
+                let no_stream = || {
                     (
                         0x2200,
                         format!("cdc::metadata::get_stream: could not find any CDC stream for timestamp {}", record.ts),
                     )
-                })?;
-                let stream = generation.stream_for_token(token);
+                };
+                let stream = match sets {
+                    // A tablets table: its own stream sets (docs/cdc-log.md §11.3).
+                    Some(sets) => {
+                        Self::check_not_from_the_future(record.ts)?;
+                        sets.stream_for(token.value(), record.ts).ok_or_else(no_stream)?
+                    }
+                    None => {
+                        Self::check_cdc_timestamp(gens, record.ts)?;
+                        let ms = record.ts.div_euclid(1000);
+                        let generation = gens.iter().rev().find(|g| g.timestamp_ms <= ms).ok_or_else(no_stream)?;
+                        generation.stream_for_token(token)
+                    }
+                };
                 if !streams.contains(&stream) {
                     streams.push(stream);
                 }

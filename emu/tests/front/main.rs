@@ -17,4 +17,5 @@ mod scylla_cdc;
 mod scylla_driver;
 mod shards;
 mod tablets;
+mod tablets_cdc;
 mod transcripts;
