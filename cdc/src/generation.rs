@@ -2,8 +2,8 @@
 //!
 //! [`GenerationSource`] answers the planner's generation fetches; it is a
 //! trait so that the planner's callers can be tested without a cluster and
-//! so that tablets keyspaces (per-table stream sets in `system.cdc_*`) can
-//! get their own source. [`VnodeGenerations`] reads the user-facing tables
+//! so that tablets keyspaces (per-table stream sets in `system.cdc_*`) get
+//! their own source ([`crate::tablets`]). [`VnodeGenerations`] reads the user-facing tables
 //! Scylla (≥ 4.4) keeps for vnode keyspaces:
 //!
 //! ```text
@@ -98,7 +98,6 @@ struct Queries {
     at: Statement,
     next: Statement,
     streams: Statement,
-    peers: Statement,
 }
 
 impl Queries {
@@ -110,7 +109,6 @@ impl Queries {
             streams: Statement::new(format!(
                 "SELECT streams FROM {keyspace}.cdc_streams_descriptions_v2 WHERE time = ?"
             )),
-            peers: Statement::new("SELECT COUNT(*) FROM system.peers"),
         }
     }
 }
@@ -128,13 +126,8 @@ impl VnodeGenerations {
         self
     }
 
-    /// ONE on a one-node cluster, else QUORUM (counted each time: a
-    /// cluster grows exactly when new generations appear).
     async fn consistency(&self) -> Result<Consistency, GenerationError> {
-        let peers = self.queries.peers.clone().with_consistency(Consistency::One).with_idempotent(true);
-        let result = self.session.execute(&peers, ()).await?;
-        let count = result.first_row::<(i64,)>()?.map_or(0, |(n,)| n);
-        Ok(consistency_for(count))
+        metadata_consistency(&self.session).await
     }
 
     async fn timestamp(&self, query: &Statement, ts: Millis) -> Result<Option<Millis>, GenerationError> {
@@ -163,6 +156,16 @@ impl VnodeGenerations {
         }
         Ok(groups)
     }
+}
+
+/// The consistency of the CDC metadata reads: ONE on a one-node cluster,
+/// else QUORUM (counted each time: a cluster grows exactly when new
+/// generations appear).
+pub(crate) async fn metadata_consistency(session: &Session) -> Result<Consistency, GenerationError> {
+    let peers = Statement::new("SELECT COUNT(*) FROM system.peers").with_consistency(Consistency::One).with_idempotent(true);
+    let result = session.execute(&peers, ()).await?;
+    let count = result.first_row::<(i64,)>()?.map_or(0, |(n,)| n);
+    Ok(consistency_for(count))
 }
 
 fn consistency_for(peers: i64) -> Consistency {

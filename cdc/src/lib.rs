@@ -13,6 +13,7 @@
 //! * [`consumer`]: what the application plugs in ([`Consumer`], [`ConsumerFactory`]) and the owned [`Change`];
 //! * [`checkpoint`]: checkpoints and their stores;
 //! * [`generation`]: where generations and their streams come from;
+//! * [`tablets`]: the stream sets of tables in tablets keyspaces, read as generations;
 //! * [`reader`]: the worker threads around the planner ([`CdcReader`]);
 //! * [`replicator`]: a consumer factory that replays a table's changes into another table;
 //! * [`printer`]: one-line renderings of a change, human-readable or JSON;
@@ -72,6 +73,7 @@ pub mod replicator;
 pub mod row;
 pub mod stream;
 mod sync;
+pub mod tablets;
 pub mod time;
 
 use std::future::Future;
@@ -88,6 +90,7 @@ pub use plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, Re
 pub use reader::{CdcError, CdcReader, CdcReaderBuilder, CdcReaderHandle};
 pub use row::{CdcRow, LogPage, LogSchema, Operation, RowError, RowIndex, SchemaError};
 pub use stream::{StreamGroup, StreamId, StreamIdError};
+pub use tablets::TabletGenerations;
 pub use time::Millis;
 
 /// A boxed, `Send` future: what the async traits of this crate return, so

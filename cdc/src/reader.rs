@@ -44,6 +44,7 @@ use uuid::Uuid;
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
 use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
+use crate::tablets::TabletGenerations;
 use crate::plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
 use crate::row::{LogPage, LogSchema, RowError, RowIndex, SchemaError};
 use crate::stream::{StreamGroup, StreamId};
@@ -268,7 +269,8 @@ impl CdcReaderBuilder {
         self
     }
 
-    /// Where generations come from (default: [`VnodeGenerations`]).
+    /// Where generations come from (default: [`TabletGenerations`] for a
+    /// keyspace with tablets, else [`VnodeGenerations`]).
     pub fn generation_source(mut self, source: Arc<dyn GenerationSource>) -> Self {
         self.generations = Some(source);
         self
@@ -314,8 +316,11 @@ impl CdcReaderBuilder {
                 planner.restore(&cp)?;
             }
         }
-        let source = match self.generations {
+        let source: Arc<dyn GenerationSource> = match self.generations {
             Some(s) => s,
+            None if crate::tablets::uses_tablets(&self.session, &self.keyspace).await => {
+                Arc::new(TabletGenerations::new(self.session.clone(), &self.keyspace, &self.table))
+            }
             None => Arc::new(VnodeGenerations::new(self.session.clone())),
         };
         let text = format!(

@@ -8,7 +8,10 @@
 //!   resuming from an in-memory checkpoint;
 //! * [`checkpoint`]: resuming from the table-backed checkpoint store;
 //! * [`faults`]: the reader's log queries stalled (through a fault proxy
-//!   between the front and the server), then released or not;
+//!   between the front and the server), then released or not; delayed,
+//!   dropped, blackholed, closed, reset and cut mid-window;
+//! * [`tablets`]: a table in a tablets keyspace read across a split and a
+//!   merge;
 //! * [`replicator`]: a mixed workload replayed into another table;
 //! * [`replicator_types`]: the replicator for every type family;
 //! * [`common`]: the shared setup (front, session, keyspace).
@@ -19,3 +22,4 @@ mod engine;
 mod faults;
 mod replicator;
 mod replicator_types;
+mod tablets;

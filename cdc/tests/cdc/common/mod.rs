@@ -57,3 +57,18 @@ pub async fn front_and_keyspace_with(
 pub async fn run(session: &Session, text: &str) {
     session.execute(&Statement::new(text.to_owned()), ()).await.unwrap_or_else(|e| panic!("{text}: {e}"));
 }
+
+/// A new keyspace with tablets (`initial` of them per table), named after
+/// `tag`, created through `session`.
+pub async fn tablets_keyspace(session: &Session, tag: &str, initial: usize) -> String {
+    let ks = testkit::fresh_keyspace(tag);
+    run(
+        session,
+        &format!(
+            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}} \
+             AND tablets = {{'enabled': true, 'initial': {initial}}}"
+        ),
+    )
+    .await;
+    ks
+}
