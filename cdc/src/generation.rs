@@ -162,7 +162,8 @@ impl VnodeGenerations {
 /// else QUORUM (counted each time: a cluster grows exactly when new
 /// generations appear).
 pub(crate) async fn metadata_consistency(session: &Session) -> Result<Consistency, GenerationError> {
-    let peers = Statement::new("SELECT COUNT(*) FROM system.peers").with_consistency(Consistency::One).with_idempotent(true);
+    let peers =
+        Statement::new("SELECT COUNT(*) FROM system.peers").with_consistency(Consistency::One).with_idempotent(true);
     let result = session.execute(&peers, ()).await?;
     let count = result.first_row::<(i64,)>()?.map_or(0, |(n,)| n);
     Ok(consistency_for(count))

@@ -44,11 +44,11 @@ use uuid::Uuid;
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
 use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
-use crate::tablets::TabletGenerations;
 use crate::plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
 use crate::row::{LogPage, LogSchema, RowError, RowIndex, SchemaError};
 use crate::stream::{StreamGroup, StreamId};
 use crate::sync::Mutex;
+use crate::tablets::TabletGenerations;
 use crate::time::Millis;
 
 /// What stops a reader.

@@ -86,7 +86,8 @@ impl TabletGenerations {
             let rows = page.raw_rows().ok_or(RowsAccessError::NotRows)?;
             for row in rows.rows::<(&[u8],)>().map_err(RowsAccessError::from)? {
                 let (id,) = row.map_err(RowsAccessError::from)?;
-                let id = StreamId::from_slice(id).map_err(|source| GenerationError::StreamId { generation: set, source })?;
+                let id =
+                    StreamId::from_slice(id).map_err(|source| GenerationError::StreamId { generation: set, source })?;
                 groups.extend(StreamGroup::new([id]));
             }
         }

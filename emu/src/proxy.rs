@@ -542,7 +542,7 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 let request = Query { query: text, params };
                 let lwt = Lwt::of(conditional, q.params.serial_consistency, q.params.skip_metadata);
                 if let Some(frame) = encode(&h, &request) {
-                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, lwt);
+                    cdc_write(conn, h, frame, vec![item], ts, q.params.consistency, lwt, None);
                 }
                 return;
             }
@@ -629,7 +629,7 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 let lwt = Lwt::of(conditional, e.params.serial_consistency, e.params.skip_metadata);
                 let request = Execute { params, ..e };
                 if let Some(frame) = encode(&h, &request) {
-                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, lwt);
+                    cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, lwt, tablet);
                 }
                 return;
             }
@@ -716,7 +716,7 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
         let lwt = Lwt::of(conditional, batch.serial_consistency, false)
             .map(|l| Lwt { reshape: items.len() == batch.statements.len(), ..l });
         if let Some(frame) = encode(h, &batch) {
-            cdc_write(conn, *h, frame, items, ts, consistency, lwt);
+            cdc_write(conn, *h, frame, items, ts, consistency, lwt, None);
         }
         return;
     }
@@ -759,6 +759,7 @@ fn encode<R: Request>(h: &EnvelopeHeader, request: &R) -> Option<Bytes> {
 /// Cassandra has applied it, before the client sees the answer. A write the
 /// front cannot log is refused; a log write that fails turns the answer
 /// into an error — a log row is never silently missing.
+#[allow(clippy::too_many_arguments)]
 fn cdc_write(
     conn: &Arc<Conn>,
     h: EnvelopeHeader,
@@ -767,6 +768,7 @@ fn cdc_write(
     ts: i64,
     cl: Consistency,
     lwt: Option<Lwt>,
+    tablet: Option<TabletRoute>,
 ) {
     let conn = conn.clone();
     let conditional = lwt.is_some();
@@ -829,7 +831,13 @@ fn cdc_write(
                 return;
             }
         }
-        let _ = conn.to_client.send(frame(&answer.header, answer.header.flags.0, &answer.body));
+        // A misrouted write to a tablets table carries its tablet, as on
+        // any other path.
+        let answer = match &tablet {
+            Some(route) => with_tablet_route(&answer.header, &answer.body, route),
+            None => frame(&answer.header, answer.header.flags.0, &answer.body),
+        };
+        let _ = conn.to_client.send(answer);
     });
 }
 

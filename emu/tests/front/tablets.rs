@@ -297,3 +297,35 @@ async fn a_misrouted_request_gets_its_tablet() {
         assert!(here > 0 && elsewhere > 0, "{here} keys on this shard's tablet, {elsewhere} elsewhere");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misrouted_write_to_a_cdc_table_gets_its_tablet_too() {
+    let front = front();
+    let session = Arc::new(session(&front).await);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while front.stats().nodes[0].shards.iter().any(|s| s.connections_open == 0) {
+        assert!(Instant::now() < deadline, "one connection per shard");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ks = tablets_keyspace(&session, "emu_tablets_cdc_route").await;
+    session
+        .query_unpaged(
+            format!("CREATE TABLE {ks}.logged (pk bigint PRIMARY KEY, v text) WITH cdc = {{'enabled': true}}"),
+            &[],
+        )
+        .await
+        .expect("cdc table");
+    let insert = session.prepare(format!("INSERT INTO {ks}.logged (pk, v) VALUES (?, ?)")).await.expect("prepare");
+    let (learning, stats) = learn_then_write(&front, &session, &insert, 0).await;
+    println!(
+        "official driver on a tablets CDC table: {} misses while learning; then {} hits, {} misses ({:.4}); {}",
+        learning.misses(),
+        stats.hits(),
+        stats.misses(),
+        stats.hit_rate(),
+        front.stats()
+    );
+    assert!(learning.misses() > 0, "the driver had to learn");
+    assert!(stats.hit_rate() >= 0.999, "hit rate {:.4} on the CDC-logged path:\n{stats}", stats.hit_rate());
+    assert!(front.stats().cdc_log_rows >= 200 + ROWS as u64, "every write logged");
+}
