@@ -120,13 +120,15 @@ pub struct Route<'a> {
     pub table: &'a str,
     /// The partition key's token.
     pub token: Token,
+    /// A lightweight transaction: its primary replica first, always.
+    pub lwt: bool,
 }
 
 /// Table and token of a prepared statement bound with `values`.
 fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, values: &V) -> Option<Route<'a>> {
     let spec = p.bind_specs().first()?;
     let token = crate::routing::partition_token(p.pk_indexes(), values, p.partitioner()?)?;
-    Some(Route { keyspace: spec.keyspace.as_str(), table: spec.table.as_str(), token })
+    Some(Route { keyspace: spec.keyspace.as_str(), table: spec.table.as_str(), token, lwt: p.is_lwt() })
 }
 
 impl<V: SerializeValues> Executable<V> for Statement {
@@ -440,6 +442,7 @@ mod tests {
         PreparedStatement::new(
             "SELECT * FROM ks.t WHERE \"cdc$stream_id\" = ?",
             Prepared { id: Bytes::from_static(b"id"), result_metadata_id: None, metadata, result_metadata },
+            0,
         )
     }
 
@@ -458,12 +461,15 @@ mod tests {
         assert_eq!(named_like_a_log.partitioner(), Some(Partitioner::Murmur3), "Murmur3 until told otherwise");
         assert_eq!(
             prepared_route(&named_like_a_log, &values),
-            Some(Route { keyspace: "ks", table: "t_scylla_cdc_log", token: murmur3 })
+            Some(Route { keyspace: "ks", table: "t_scylla_cdc_log", token: murmur3, lwt: false })
         );
 
         let log = prepared("anything");
         log.set_partitioner(Some(Partitioner::Cdc));
-        assert_eq!(prepared_route(&log, &values), Some(Route { keyspace: "ks", table: "anything", token: cdc }));
+        assert_eq!(
+            prepared_route(&log, &values),
+            Some(Route { keyspace: "ks", table: "anything", token: cdc, lwt: false })
+        );
         assert_eq!(log.clone().partitioner(), Some(Partitioner::Cdc), "shared by every handle");
 
         log.set_partitioner(None);

@@ -143,6 +143,8 @@ pub(crate) struct PreparedInner {
     /// The table's partitioner ([`encode_partitioner`]), as the session
     /// learned it; Murmur3 until then.
     pub(crate) partitioner: AtomicU8,
+    /// Scylla marked it a lightweight transaction.
+    pub(crate) lwt: bool,
 }
 
 fn encode_partitioner(p: Option<Partitioner>) -> u8 {
@@ -171,7 +173,10 @@ pub struct PreparedStatement {
 }
 
 impl PreparedStatement {
-    pub(crate) fn new(text: &str, prepared: Prepared) -> Self {
+    /// `lwt_mask`: the LWT mark negotiated on the connection that prepared
+    /// it (0: none).
+    pub(crate) fn new(text: &str, prepared: Prepared, lwt_mask: u32) -> Self {
+        let lwt = prepared.metadata.is_lwt(lwt_mask);
         let specs = prepared.result_metadata.specs.filter(|s| !s.is_empty()).map(Arc::from);
         PreparedStatement {
             inner: Arc::new(PreparedInner {
@@ -181,6 +186,7 @@ impl PreparedStatement {
                 pk_indexes: prepared.metadata.pk_indexes,
                 shape: RwLock::new(Arc::new(ResultShape { metadata_id: prepared.result_metadata_id, specs })),
                 partitioner: AtomicU8::new(encode_partitioner(Some(Partitioner::Murmur3))),
+                lwt,
             }),
             options: StatementOptions::default(),
         }
@@ -214,6 +220,13 @@ impl PreparedStatement {
     /// Sets the partitioner of every handle to this prepared statement.
     pub(crate) fn set_partitioner(&self, p: Option<Partitioner>) {
         self.inner.partitioner.store(encode_partitioner(p), Ordering::Relaxed);
+    }
+    /// Whether the server marked it a lightweight transaction (Scylla's
+    /// `SCYLLA_LWT_ADD_METADATA_MARK`). Such statements go to the primary
+    /// replica first, so that concurrent Paxos rounds on one partition do
+    /// not contend across coordinators.
+    pub fn is_lwt(&self) -> bool {
+        self.inner.lwt
     }
     /// The result columns, if the statement returns rows.
     pub fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {

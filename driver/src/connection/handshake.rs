@@ -89,6 +89,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Io<'_, S> {
     }
 }
 
+/// Scylla's extension marking prepared LWT statements.
+const LWT_MARK: &str = "SCYLLA_LWT_ADD_METADATA_MARK";
+/// The name of the mask in its value.
+const LWT_MASK_NAME: &str = "LWT_OPTIMIZATION_META_BIT_MASK";
+
+/// The bit Scylla sets in the flags of a prepared LWT statement's metadata,
+/// when it offers `SCYLLA_LWT_ADD_METADATA_MARK` (`LWT_OPTIMIZATION_META_BIT_MASK=<u32>`).
+pub(crate) fn lwt_mask(supported: &[(String, Vec<String>)]) -> Option<u32> {
+    let (_, values) = supported.iter().find(|(k, _)| k == LWT_MARK)?;
+    values.iter().find_map(|v| v.strip_prefix(LWT_MASK_NAME)?.strip_prefix('=')?.parse().ok()).filter(|&m| m != 0)
+}
+
 fn is_version_rejection(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     m.contains("protocol version") || m.contains("beta")
@@ -136,6 +148,11 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     // Tablets routing: the servers tell where a misrouted request's tablet is.
     if supported.iter().any(|(k, _)| k == TABLETS_ROUTING_V1) {
         options.push((TABLETS_ROUTING_V1, ""));
+    }
+    // Scylla marks prepared conditional statements (`docs/protocol.md` §1.4).
+    let lwt = lwt_mask(&supported).map(|mask| format!("{LWT_MASK_NAME}={mask}"));
+    if let Some(value) = &lwt {
+        options.push((LWT_MARK, value));
     }
     let answer = io.round_trip(&Startup { options }).await?;
     let start_framing = |io: &mut Io<'_, S>| match version {

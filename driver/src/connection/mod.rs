@@ -56,6 +56,8 @@ pub(crate) struct Inner {
     pub(crate) compression: Compression,
     pub(crate) supported: Vec<(String, Vec<String>)>,
     pub(crate) sharding: Option<ShardingInfo>,
+    /// Scylla's LWT mark in prepared metadata flags (0: not negotiated).
+    pub(crate) lwt_mask: u32,
     pub(crate) streams: Streams<Delivered>,
     pub(crate) queue: WriteQueue,
     pub(crate) oversized: mpsc::UnboundedSender<Vec<u8>>,
@@ -254,12 +256,14 @@ impl Connection {
         });
         let (oversized, oversized_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(64);
+        let lwt_mask = handshake::lwt_mask(&h.supported).unwrap_or(0);
         let inner = Arc::new(Inner {
             addr,
             version: h.version,
             compression: h.compression,
             supported: h.supported,
             sharding,
+            lwt_mask,
             streams: Streams::new(config.max_streams),
             queue: SynchronizedQueue::with_capacity(capacity),
             oversized,
@@ -432,7 +436,9 @@ impl Connection {
     pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
         let envelope = self.send(&Prepare { query: text, keyspace: None }, 0).await?;
         match Response::from_envelope(envelope)?.message {
-            ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p)),
+            ResponseMessage::Result(ResultMessage::Prepared(p)) => {
+                Ok(PreparedStatement::new(text, p, self.inner.lwt_mask))
+            }
             ResponseMessage::Error(e) => Err(e.into()),
             _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
         }

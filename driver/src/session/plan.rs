@@ -69,6 +69,10 @@ pub(super) struct Plan<'a, N> {
     /// Rotates the replicas and the nodes, so that no node takes every
     /// first attempt.
     pub(super) seed: usize,
+    /// A lightweight transaction: its replicas in order, primary first,
+    /// whatever the seed (Paxos rounds on one partition from several
+    /// coordinators contend; the official drivers do the same).
+    pub(super) lwt: bool,
 }
 
 impl<'a, N: Candidate> Plan<'a, N> {
@@ -103,13 +107,14 @@ impl<'a, N: Candidate> Plan<'a, N> {
             };
             let (replicas, tablet) = (self.replicas, self.tablet);
             let n = if tablet.is_empty() { replicas.len() } else { tablet.len() };
+            let rotation = if self.lwt { 0 } else { seed };
             for want_local in [true, false] {
                 for i in 0..n {
                     // The ring index and shard of the i-th replica (rotated).
                     let (ring_index, shard) = if tablet.is_empty() {
-                        (Some(replicas[(seed + i) % n]), None)
+                        (Some(replicas[(rotation + i) % n]), None)
                     } else {
-                        let (host, shard) = tablet[(seed + i) % n];
+                        let (host, shard) = tablet[(rotation + i) % n];
                         (self.host_ids.iter().position(|h| *h == host), Some(shard))
                     };
                     let Some(p) = ring_index.and_then(|r| self.pool_of.get(r).copied().flatten()) else {
@@ -168,7 +173,9 @@ impl Session {
                 _ => (&[], &[], &[]),
             };
         let tablet = tablet.unwrap_or_default();
-        let plan = Plan { nodes: &state.nodes, local: state.local, replicas, tablet, host_ids, pool_of, token, seed };
+        let lwt = route.is_some_and(|r| r.lwt);
+        let plan =
+            Plan { nodes: &state.nodes, local: state.local, replicas, tablet, host_ids, pool_of, token, seed, lwt };
         match plan.pick(from, |node| self.node_unavailable(node)) {
             Some((position, node, conn)) => Ok((position, node.clone(), conn)),
             None => Err(ExecutionError::NoConnection),
@@ -281,6 +288,7 @@ mod tests {
             pool_of: &IDENTITY[..nodes.len()],
             token: None,
             seed,
+            lwt: false,
         }
     }
 
@@ -317,11 +325,17 @@ mod tests {
             pool_of: &pool_of,
             token: None,
             seed,
+            lwt: false,
         };
         assert_eq!(order(&with_seed(0)), [2, 3, 3, 2, 1, 0]);
         // The seed rotates the replicas (no replica takes every first
         // attempt) and the other nodes.
         assert_eq!(order(&with_seed(1)), [3, 2, 2, 1, 0, 3]);
+        // A lightweight transaction always starts at the primary replica.
+        for seed in 0..4 {
+            let lwt = Plan { lwt: true, ..with_seed(seed) };
+            assert_eq!(order(&lwt)[..2], [2, 3], "seed {seed}");
+        }
     }
 
     #[test]
@@ -351,6 +365,7 @@ mod tests {
             pool_of: &IDENTITY[..3],
             token: Some(token),
             seed: 0,
+            lwt: false,
         };
         let (at, node, conn) = p.pick(0, |_| {}).expect("a replica");
         assert_eq!((at, node.id, conn.shard.map(|s| s.0)), (0, 2, Some(3)));
@@ -358,6 +373,9 @@ mod tests {
         assert_eq!((at, node.id, conn.shard.map(|s| s.0)), (1, 0, Some(1)));
         // An unknown host is passed over; then every node, on the token's shard.
         assert_eq!(order(&p), [2, 0, 0, 1, 2]);
+        // A rotated plan starts elsewhere; an LWT at the tablet's first replica.
+        assert_eq!(order(&Plan { seed: 1, ..p })[0], 0);
+        assert_eq!(order(&Plan { seed: 1, lwt: true, ..p })[0], 2);
         let (_, _, conn) = p.pick(2, |_| {}).expect("a node");
         assert_eq!(conn.shard.map(|s| s.0), Some(sharder.shard_of(token)));
     }
@@ -376,6 +394,7 @@ mod tests {
             pool_of: &pool_of,
             token: None,
             seed: 0,
+            lwt: false,
         };
         assert_eq!(order(&p), [1, 0, 1]);
     }

@@ -296,3 +296,50 @@ async fn learn_then_write(
     assert_eq!(stats.hits() + stats.misses(), TABLET_WRITES as u64, "every write routed");
     (learning, stats)
 }
+
+/// Scylla marks prepared conditional statements (`SCYLLA_LWT_ADD_METADATA_MARK`,
+/// negotiated in STARTUP); the session then sends them to the primary
+/// replica first. Cassandra offers no mark: nothing is an LWT there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_statements_are_marked_as_lwt() {
+    let (_front, session) = setup().await;
+    let ks = testkit::fresh_keyspace("lwt_mark");
+    session
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
+        .await
+        .expect("ks");
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)")), ())
+        .await
+        .expect("table");
+    let conditional = session
+        .prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?) IF NOT EXISTS").as_str())
+        .await
+        .expect("lwt");
+    let update =
+        session.prepare(format!("UPDATE {ks}.kv SET v = ? WHERE pk = ? IF v = ?").as_str()).await.expect("lwt update");
+    let plain = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("plain");
+    assert!(conditional.is_lwt() && update.is_lwt(), "conditional statements carry Scylla's LWT mark");
+    assert!(!plain.is_lwt(), "a plain insert is no LWT");
+    let first = session.execute(&conditional, (1i64, "one")).await.expect("insert");
+    assert_eq!(first.applied(), Some(true));
+    let again = session.execute(&conditional, (1i64, "uno")).await.expect("insert again");
+    assert_eq!(again.applied(), Some(false));
+    assert_eq!(session.execute(&update, ("eins", 1i64, "one")).await.expect("update").applied(), Some(true));
+
+    let cassandra = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .build()
+        .await
+        .expect("session on Cassandra");
+    let there = cassandra
+        .prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?) IF NOT EXISTS").as_str())
+        .await
+        .expect("lwt on Cassandra");
+    assert!(!there.is_lwt(), "Cassandra offers no LWT mark");
+}
