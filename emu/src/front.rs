@@ -92,6 +92,25 @@ pub struct FrontConfig {
     /// Address to listen on; `None` listens on each Cassandra node's own
     /// address (needed for multi-node clusters, see the module docs).
     pub bind_ip: Option<IpAddr>,
+    /// Scylla's `tablets_mode_for_new_keyspaces`: whether a keyspace that
+    /// does not say gets tablets. Scylla's default is
+    /// [`TabletsMode::Enabled`]; the front's is [`TabletsMode::Disabled`]
+    /// (vnodes unless `tablets = {'enabled': true}`), as a Scylla configured
+    /// so.
+    pub tablets_mode: TabletsMode,
+}
+
+/// Scylla's `tablets_mode_for_new_keyspaces` (`enforced`, which refuses
+/// vnode keyspaces, is not emulated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TabletsMode {
+    /// New keyspaces use vnodes unless they ask for tablets.
+    #[default]
+    Disabled,
+    /// New keyspaces with a tablets-aware replication strategy
+    /// (NetworkTopologyStrategy) use tablets unless they say
+    /// `tablets = {'enabled': false}`.
+    Enabled,
 }
 
 impl Default for FrontConfig {
@@ -106,6 +125,7 @@ impl Default for FrontConfig {
             credentials: None,
             worker_threads: 2,
             bind_ip: None,
+            tablets_mode: TabletsMode::Disabled,
         }
     }
 }
@@ -510,6 +530,22 @@ impl Shared {
         let rf = system_tables::replication_factor(&self.admin, keyspace).await.map_err(EmuError::code_and_message)?;
         if let Ok(mut k) = self.tablet_keyspaces.lock() {
             k.insert(keyspace.to_owned(), TabletKeyspace { initial, rf });
+        }
+        Ok(())
+    }
+
+    /// After a `CREATE KEYSPACE` that said nothing of tablets: tablets when
+    /// the front's [`TabletsMode`] gives them to new keyspaces and the
+    /// keyspace's strategy is tablets-aware (NetworkTopologyStrategy; a
+    /// SimpleStrategy keyspace stays on vnodes, as on Scylla).
+    pub(crate) async fn default_tablets(&self, keyspace: &str) -> Result<(), (i32, String)> {
+        if self.config.tablets_mode != TabletsMode::Enabled {
+            return Ok(());
+        }
+        let class =
+            system_tables::replication_class(&self.admin, keyspace).await.map_err(EmuError::code_and_message)?;
+        if class.is_some_and(|c| c.ends_with("NetworkTopologyStrategy")) {
+            self.record_tablets(keyspace, 0).await?;
         }
         Ok(())
     }

@@ -1015,10 +1015,14 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             let conn = conn.clone();
             tokio::spawn(async move {
                 let mut result = conn.shared.on_schema_change(&change, cdc).await;
-                if let (Ok(()), Some(Some(initial)), SchemaChangeTarget::Keyspace { keyspace }) =
-                    (&result, tablets, &change.target)
-                {
-                    result = conn.shared.record_tablets(keyspace, initial).await;
+                if let (Ok(()), SchemaChangeTarget::Keyspace { keyspace }) = (&result, &change.target) {
+                    result = match tablets {
+                        Some(Some(initial)) => conn.shared.record_tablets(keyspace, initial).await,
+                        None if change.change == SchemaChangeType::Created => {
+                            conn.shared.default_tablets(keyspace).await
+                        }
+                        _ => Ok(()),
+                    };
                 }
                 if let (Ok(()), Some(v)) = (&result, vector) {
                     result = conn.shared.on_vector_index(&change, v).await;

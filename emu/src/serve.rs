@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::{FrontConfig, FrontHandle};
+use crate::{FrontConfig, FrontHandle, TabletsMode};
 
 /// The flags every front command line accepts, for usage texts.
 pub const FRONT_FLAGS: &str = "  --shards N              shards per emulated node (default 8)
@@ -14,6 +14,9 @@ pub const FRONT_FLAGS: &str = "  --shards N              shards per emulated nod
   --port P                regular port (default: a free one)
   --shard-aware-port P    shard-aware port (default: a free one)
   --keyspace NAME         keyspace of the stand-in tables (default shardwise_emu)
+  --tablets-mode M        tablets_mode_for_new_keyspaces: disabled (default: vnodes unless a
+                          keyspace asks for tablets) or enabled (Scylla's default: tablets for
+                          NetworkTopologyStrategy keyspaces unless they say enabled: false)
 ";
 
 /// A front flag with a value that does not fit it.
@@ -44,6 +47,13 @@ pub fn apply_front_flag(config: &mut FrontConfig, flag: &str, value: &str) -> Re
         "--port" => config.port = value.parse().map_err(|_| bad("a port"))?,
         "--shard-aware-port" => config.shard_aware_port = value.parse().map_err(|_| bad("a port"))?,
         "--keyspace" => config.emu_keyspace = value.to_string(), // the front checks the name
+        "--tablets-mode" => {
+            config.tablets_mode = match value {
+                "disabled" => TabletsMode::Disabled,
+                "enabled" => TabletsMode::Enabled,
+                _ => return Err(bad("disabled or enabled")),
+            }
+        }
         _ => return Ok(false),
     }
     Ok(true)
@@ -103,7 +113,15 @@ mod tests {
         assert!(apply_front_flag(&mut c, "--miss-delay-us", "50").unwrap());
         assert!(!apply_front_flag(&mut c, "--nodes", "3").unwrap());
         assert_eq!((c.shards, c.miss_delay), (4, Some(Duration::from_micros(50))));
-        for (flag, value) in [("--shards", "0"), ("--shards", "x"), ("--ignore-msb", "64"), ("--port", "70000")] {
+        assert!(apply_front_flag(&mut c, "--tablets-mode", "enabled").unwrap());
+        assert_eq!(c.tablets_mode, TabletsMode::Enabled);
+        for (flag, value) in [
+            ("--shards", "0"),
+            ("--shards", "x"),
+            ("--ignore-msb", "64"),
+            ("--port", "70000"),
+            ("--tablets-mode", "enforced"),
+        ] {
             assert!(apply_front_flag(&mut c, flag, value).is_err(), "{flag} {value}");
         }
     }

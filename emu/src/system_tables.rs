@@ -159,6 +159,20 @@ pub(crate) async fn tablet_keyspaces(admin: &Admin, emu: &str) -> Result<Vec<(St
         .collect())
 }
 
+/// A keyspace's replication class from `system_schema.keyspaces`.
+pub(crate) async fn replication_class(admin: &Admin, keyspace: &str) -> Result<Option<String>, EmuError> {
+    let rows = admin
+        .rows(&format!("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = {}", lit(keyspace)))
+        .await?;
+    let Some(Some(options)) = rows.into_iter().next().and_then(|r| r.into_iter().next()) else { return Ok(None) };
+    Ok(options
+        .as_map()
+        .unwrap_or_default()
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("class"))
+        .and_then(|(_, v)| v.as_str().map(str::to_owned)))
+}
+
 /// A keyspace's replication factor from `system_schema.keyspaces`:
 /// `replication_factor` (SimpleStrategy) or the largest per-datacenter
 /// count (NetworkTopologyStrategy); 1 when neither reads.

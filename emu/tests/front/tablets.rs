@@ -329,3 +329,64 @@ async fn a_misrouted_write_to_a_cdc_table_gets_its_tablet_too() {
     assert!(stats.hit_rate() >= 0.999, "hit rate {:.4} on the CDC-logged path:\n{stats}", stats.hit_rate());
     assert!(front.stats().cdc_log_rows >= 200 + ROWS as u64, "every write logged");
 }
+
+/// Scylla's `tablets_mode_for_new_keyspaces`: with `enabled` (Scylla's
+/// default) a NetworkTopologyStrategy keyspace that says nothing gets
+/// tablets, one that says `enabled: false` does not, and a SimpleStrategy
+/// keyspace stays on vnodes; with `disabled` (the front's default) only a
+/// keyspace that asks gets tablets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_keyspaces_follow_the_tablets_mode() {
+    for mode in [shardwise_emu::TabletsMode::Enabled, shardwise_emu::TabletsMode::Disabled] {
+        let front = support::start_front(FrontConfig {
+            shards: 2,
+            emu_keyspace: testkit::fresh_keyspace("emu_tablets_mode"),
+            tablets_mode: mode,
+            ..FrontConfig::default()
+        });
+        let session = session(&front).await;
+        let (dc,): (String,) = session
+            .query_unpaged("SELECT data_center FROM system.local", &[])
+            .await
+            .expect("local")
+            .into_rows_result()
+            .expect("rows")
+            .single_row()
+            .expect("dc");
+        let mut tablets = Vec::new();
+        for (prefix, options) in [
+            ("nts", format!("{{'class': 'NetworkTopologyStrategy', '{dc}': 1}}")),
+            (
+                "nts_off",
+                format!("{{'class': 'NetworkTopologyStrategy', '{dc}': 1}} AND tablets = {{'enabled': false}}"),
+            ),
+            ("simple", "{'class': 'SimpleStrategy', 'replication_factor': 1}".to_owned()),
+            (
+                "asked",
+                "{'class': 'SimpleStrategy', 'replication_factor': 1} AND tablets = {'enabled': true}".to_owned(),
+            ),
+        ] {
+            let ks = testkit::fresh_keyspace(&format!("emu_mode_{prefix}"));
+            session.query_unpaged(format!("CREATE KEYSPACE {ks} WITH replication = {options}"), &[]).await.expect("ks");
+            session.query_unpaged(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY)"), &[]).await.expect("table");
+            let row = session
+                .query_unpaged(
+                    "SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = ?",
+                    (&ks,),
+                )
+                .await
+                .expect("scylla_keyspaces")
+                .into_rows_result()
+                .expect("rows")
+                .maybe_first_row::<(Option<i32>,)>()
+                .expect("typed");
+            assert_eq!(row.is_some(), front.tablets(&ks, "kv").is_some(), "{mode:?} {prefix}: scylla_keyspaces agrees");
+            tablets.push(front.tablets(&ks, "kv").is_some());
+        }
+        let expected = match mode {
+            shardwise_emu::TabletsMode::Enabled => [true, false, false, true],
+            shardwise_emu::TabletsMode::Disabled => [false, false, false, true],
+        };
+        assert_eq!(tablets, expected, "{mode:?}: nts, nts with enabled false, simple, simple asking");
+    }
+}
