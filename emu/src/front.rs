@@ -658,6 +658,25 @@ impl Shared {
         Ok(Some(new))
     }
 
+    /// `tablets = {'min_tablet_count': min}` on `keyspace.table`: split
+    /// until the table has at least `min` tablets (rounded up to a power of
+    /// two), or merge down to it. Scylla's load balancer also splits and
+    /// merges by data size; the front's tables count as small, so they sit
+    /// at their minimum.
+    pub(crate) async fn min_tablet_count(&self, keyspace: &str, table: &str, min: u32) -> Result<(), (i32, String)> {
+        let Some(map) = self.tablets_of(keyspace, table) else { return Ok(()) };
+        let target = (min.max(1) as usize).next_power_of_two().min(1 << 20);
+        let mut count = map.tablets().len();
+        while count != target {
+            let resize = if count < target { Resize::Split } else { Resize::Merge };
+            match self.resize_tablets(keyspace, table, resize).await.map_err(EmuError::code_and_message)? {
+                Some(map) => count = map.tablets().len(),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
     async fn forget_tablets(&self, keyspace: &str, table: Option<&str>) -> Result<(), EmuError> {
         if let Ok(mut maps) = self.tablet_maps.lock() {
             maps.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));

@@ -118,6 +118,8 @@ enum Pending {
         tablets: Option<Option<i32>>,
         /// A vector index created or an index dropped, keyspace resolved.
         vector: Option<super::vector_index::IndexDdl>,
+        /// The table's `tablets = {...}` map, with its `min_tablet_count`.
+        table_tablets: Option<Option<u32>>,
     },
     Use,
     /// A request that reached a node or shard holding no replica of its
@@ -561,7 +563,16 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                     conn.reply_error(h.stream, 0x2200, &message);
                     return;
                 }
-                conn.pend(h.stream, Pending::Schema { cdc: rw.cdc, table: rw.table, tablets: rw.tablets, vector });
+                conn.pend(
+                    h.stream,
+                    Pending::Schema {
+                        cdc: rw.cdc,
+                        table: rw.table,
+                        tablets: rw.tablets,
+                        vector,
+                        table_tablets: rw.table_tablets,
+                    },
+                );
             } else if rw.use_keyspace {
                 conn.use_sent(h.stream);
             }
@@ -981,13 +992,16 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             }
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Schema { cdc, table, tablets, vector }) => {
+        Some(Pending::Schema { cdc, table, tablets, vector, table_tablets }) => {
             let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
                 // Cassandra answers Void to an ALTER that changes nothing it
-                // knows (only Scylla's `cdc` map changed): the front does
-                // its part and answers what Scylla would, a Schema_change.
-                Ok(Response { message: ResponseMessage::Result(ResultMessage::Void), .. }) if cdc.is_some() => {
+                // knows (only Scylla's `cdc` or `tablets` map changed): the
+                // front does its part and answers what Scylla would, a
+                // Schema_change.
+                Ok(Response { message: ResponseMessage::Result(ResultMessage::Void), .. })
+                    if cdc.is_some() || table_tablets.is_some() =>
+                {
                     let current = conn.current_keyspace();
                     let Some((Some(keyspace), name)) = table.map(|(ks, t)| (ks.or(current), t)) else {
                         let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
@@ -1026,6 +1040,11 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
                 }
                 if let (Ok(()), Some(v)) = (&result, vector) {
                     result = conn.shared.on_vector_index(&change, v).await;
+                }
+                if let (Ok(()), Some(Some(min)), SchemaChangeTarget::Table { keyspace, name }) =
+                    (&result, table_tablets, &change.target)
+                {
+                    result = conn.shared.min_tablet_count(keyspace, name, min).await;
                 }
                 match result {
                     Ok(()) if fabricated => {

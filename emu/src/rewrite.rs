@@ -189,6 +189,9 @@ pub struct Rewrite {
     /// `CREATE INDEX ... USING 'vector_index'` (rewritten to SAI) or `DROP
     /// INDEX` (see [`crate::vector_index`]).
     pub vector_index: Option<IndexDdl>,
+    /// `CREATE TABLE`/`ALTER TABLE ... WITH tablets = {...}` (stripped):
+    /// `Some(min)`, with the table's `min_tablet_count` when it is given.
+    pub table_tablets: Option<Option<u32>>,
 }
 
 /// An answer the front gives itself.
@@ -382,6 +385,35 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
                 }
             }
         }
+        // Scylla's per-table `tablets` options: stripped, the minimum kept.
+        if depth == 0
+            && name.as_deref() == Some("tablets")
+            && matches!(first.as_str(), "create" | "alter")
+            && toks.get(1).is_some_and(|t| t.is_kw("TABLE"))
+            && next(1).is_some_and(|e| e.is_punct('='))
+            && next(2).is_some_and(|b| b.is_punct('{'))
+        {
+            match table_tablets_map(&toks, i + 2) {
+                Ok((end, min)) => {
+                    let edit = if i > 0 && toks[i - 1].is_kw("AND") {
+                        (toks[i - 1].start, toks[end].end, String::new())
+                    } else if toks.get(end + 1).is_some_and(|t| t.is_kw("AND")) {
+                        (t.start, toks[end + 1].end, String::new())
+                    } else {
+                        // The only property: Cassandra's own default keeps the statement whole.
+                        (t.start, toks[end].end, "cdc = false".to_string())
+                    };
+                    edits.push(edit);
+                    out.table_tablets = Some(min);
+                    i = end + 1;
+                    continue;
+                }
+                Err(message) => {
+                    out.local = Some(LocalAnswer::Error { code: CONFIG_ERROR, message });
+                    return out;
+                }
+            }
+        }
         if depth == 0
             && name.as_deref() == Some("cdc")
             && out.schema
@@ -463,6 +495,42 @@ fn using_clause(toks: &[Tok<'_>], at: usize) -> Result<Option<(usize, usize, Str
         let kept: Vec<String> = keep.into_iter().map(text_of).collect();
         (toks[at + 1].start, last_end, kept.join(" AND "))
     }))
+}
+
+/// Parses a table's `{'min_tablet_count': <n>, ...}` at `toks[open]`: the
+/// index of the closing `}` and the minimum, when given. Scylla's
+/// other per-table options (`min_per_shard_tablet_count`,
+/// `expected_data_size_in_gb`) are accepted and have no effect here.
+fn table_tablets_map(toks: &[Tok<'_>], open: usize) -> Result<(usize, Option<u32>), String> {
+    let mut min = None;
+    let mut j = open + 1;
+    let value_of = |t: &Tok<'_>| t.string_value().unwrap_or_else(|| t.text.to_string());
+    loop {
+        let t = toks.get(j).ok_or("unterminated tablets options map")?;
+        if t.is_punct('}') {
+            return Ok((j, min));
+        }
+        if t.is_punct(',') {
+            j += 1;
+            continue;
+        }
+        let v = toks.get(j + 2).filter(|_| toks.get(j + 1).is_some_and(|c| c.is_punct(':')));
+        let v = v.ok_or_else(|| format!("Invalid tablets options map near {}", t.text))?;
+        let value = value_of(v);
+        match value_of(t).to_ascii_lowercase().as_str() {
+            "min_tablet_count" => {
+                let n: u32 = value
+                    .parse()
+                    .map_err(|_| format!("Invalid value for tablets option 'min_tablet_count': {value}"))?;
+                min = Some(n);
+            }
+            "min_per_shard_tablet_count" | "expected_data_size_in_gb" => {
+                value.parse::<f64>().map_err(|_| format!("Invalid value for tablets option '{}': {value}", t.text))?;
+            }
+            other => return Err(format!("Unknown tablets option '{other}'")),
+        }
+        j += 3;
+    }
 }
 
 /// Parses `{'enabled': <bool>[, 'initial': <n>]}` at `toks[open]`: the
@@ -610,6 +678,27 @@ mod tests {
         assert_eq!(rw("CREATE TABLE t (a int PRIMARY KEY) WITH cdc = true").cdc, None);
         assert_eq!(rw("ALTER TABLE \"Ks\".T WITH cdc = {}").table, Some((Some("Ks".into()), "t".into())));
         assert_eq!(rw("CREATE TABLE IF NOT EXISTS t (a int PRIMARY KEY)").table, Some((None, "t".into())));
+    }
+
+    #[test]
+    fn table_tablets_options_are_stripped_and_the_minimum_kept() {
+        let r = rw("ALTER TABLE ks.t WITH tablets = {'min_tablet_count': 16}");
+        assert_eq!((r.text.as_deref(), r.table_tablets), (Some("ALTER TABLE ks.t WITH cdc = false"), Some(Some(16))));
+        let r = rw(
+            "ALTER TABLE t WITH comment = 'x' AND tablets = {'min_tablet_count': '4', 'expected_data_size_in_gb': 1}",
+        );
+        assert_eq!((r.text.as_deref(), r.table_tablets), (Some("ALTER TABLE t WITH comment = 'x' "), Some(Some(4))));
+        let r = rw(
+            "CREATE TABLE t (pk int PRIMARY KEY) WITH tablets = {'min_per_shard_tablet_count': 0.5} AND comment = 'x'",
+        );
+        assert_eq!(
+            (r.text.as_deref(), r.table_tablets),
+            (Some("CREATE TABLE t (pk int PRIMARY KEY) WITH  comment = 'x'"), Some(None))
+        );
+        for bad in ["ALTER TABLE t WITH tablets = {'min_tablet_count': -1}", "ALTER TABLE t WITH tablets = {'x': 1}"] {
+            assert!(matches!(rw(bad).local, Some(LocalAnswer::Error { .. })), "{bad}");
+        }
+        assert_eq!(rw("SELECT tablets FROM t").table_tablets, None);
     }
 
     #[test]

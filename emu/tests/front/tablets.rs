@@ -390,3 +390,38 @@ async fn new_keyspaces_follow_the_tablets_mode() {
         assert_eq!(tablets, expected, "{mode:?}: nts, nts with enabled false, simple, simple asking");
     }
 }
+
+/// Resizing through CQL, as on Scylla: `ALTER TABLE ... WITH tablets =
+/// {'min_tablet_count': n}` splits up to the minimum, and a lower minimum
+/// lets the (small) table merge down to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_tablet_count_resizes_a_table() {
+    let front = front();
+    let session = session(&front).await;
+    let ks = tablets_keyspace(&session, "emu_tablets_min").await;
+    assert_eq!(front.tablets(&ks, "kv").expect("tablets").tablets().len(), 8);
+    for (min, expected, seq) in [(32, 32, 2), (3, 4, 5), (4, 4, 5)] {
+        session
+            .query_unpaged(format!("ALTER TABLE {ks}.kv WITH tablets = {{'min_tablet_count': {min}}}"), &[])
+            .await
+            .expect("alter");
+        let map = front.tablets(&ks, "kv").expect("tablets");
+        assert_eq!(map.tablets().len(), expected, "min_tablet_count {min}");
+        let (rows, statics) = system_tablets(&session, &ks, "kv").await;
+        assert_eq!(rows, expected_rows(&front, &map), "system.tablets after min_tablet_count {min}");
+        assert_eq!((statics.2, statics.3), (expected as i32, seq), "tablet count and resize sequence number");
+    }
+    // Other per-table options change nothing here; the table keeps working.
+    session
+        .query_unpaged(
+            format!("ALTER TABLE {ks}.kv WITH comment = 'x' AND tablets = {{'expected_data_size_in_gb': 1}}"),
+            &[],
+        )
+        .await
+        .expect("alter");
+    assert_eq!(front.tablets(&ks, "kv").expect("tablets").tablets().len(), 4);
+    session.query_unpaged(format!("INSERT INTO {ks}.kv (pk, v) VALUES (1, 'one')"), &[]).await.expect("insert");
+    let bad =
+        session.query_unpaged(format!("ALTER TABLE {ks}.kv WITH tablets = {{'min_tablet_count': 'x'}}"), &[]).await;
+    assert!(bad.is_err(), "a bad option is refused");
+}
