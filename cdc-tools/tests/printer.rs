@@ -46,11 +46,14 @@ fn spawn_printer(
         .expect("spawn printer")
 }
 
-/// The value of `"name":"…"` in a JSON line of the printer.
+/// The value of `"name":…` in a JSON line of the printer: a string's contents, or a number.
 fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
-    let key = format!("\"{name}\":\"");
-    let at = line.find(&key)? + key.len();
-    line[at..].split('"').next()
+    let key = format!("\"{name}\":");
+    let rest = &line[line.find(&key)? + key.len()..];
+    match rest.strip_prefix('"') {
+        Some(string) => string.split('"').next(),
+        None => rest.split([',', '}']).next(),
+    }
 }
 
 /// The complete lines of a printer's output, as (pk, operation, v) per key.
@@ -152,4 +155,53 @@ async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
     assert_eq!(n1 + n2 - repeated, total, "every change printed");
     eprintln!("killed after {n1} changes; the restart printed {n2} ({repeated} again) of {total}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs the printer with `args` until it exits (30 s at most): its exit
+/// status and what it wrote to stderr.
+fn printer_fails_with(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_printer"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn printer");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the printer did not exit on {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).expect("stderr");
+    (status, stderr)
+}
+
+/// Bad input ends the printer at once with one line that says what is
+/// wrong, and a failure status: an unreachable node, a table that does not
+/// exist, a table without CDC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_one_clear_line_and_a_failure_status() {
+    let (front, session, ks) = common::front_and_keyspace("cdc_bad_input").await;
+    common::run(&session, &format!("CREATE TABLE {ks}.plain (pk int PRIMARY KEY, v int)")).await;
+    let node = front.addr().to_string();
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
+    let cases = [
+        (unused.clone(), "t".to_string(), format!("could not connect to any known node (the last tried, {unused}")),
+        (node.clone(), "nope".to_string(), format!("table {ks}.nope does not exist")),
+        (node.clone(), "plain".to_string(), format!("table {ks}.plain has no CDC log")),
+    ];
+    for (node, table, expected) in cases {
+        let (status, stderr) = printer_fails_with(&["--node", &node, "--keyspace", &ks, "--table", &table]);
+        assert!(!status.success(), "{table}: exit status {status}");
+        assert_eq!(stderr.lines().count(), 1, "{table}: one line, got {stderr:?}");
+        assert!(stderr.starts_with("printer: ") && stderr.contains(&expected), "{table}: {stderr:?}");
+        assert!(!stderr.contains("Os {"), "{table}: no debug form: {stderr:?}");
+    }
 }

@@ -1,13 +1,55 @@
 //! How the `printer` application (in `shardwise-cdc-tools`) shows a change:
 //! one line per log row, human-readable or as a JSON object (JSON lines).
-//! Values are shown as CQL literals (in JSON: as strings holding the
-//! literal), so every type prints without loss; null columns are left out,
-//! deleted flags and deleted elements are listed.
+//! Values are shown as CQL literals, so every type prints without loss; in
+//! JSON ([`JSON_VALUES`]) numbers JSON holds exactly are numbers, booleans
+//! are booleans, text is a string, and every other value is a string holding
+//! its CQL literal. Null columns are left out, deleted flags and deleted
+//! elements are listed.
 
 use std::fmt::Write as _;
 
+use shardwise::protocol::types::CqlValue;
+
 use crate::consumer::Change;
 use crate::row::Operation;
+
+/// How [`json`] writes values, for usage texts.
+pub const JSON_VALUES: &str = "tinyint, smallint, int, and bigint and counter values within ±(2^53 − 1) are JSON \
+numbers, as are finite float and double values; booleans are JSON booleans; text and ascii are JSON strings; \
+every other value (wider integers, varint, decimal, non-finite floats, uuids, blobs, dates, times, timestamps, \
+collections, tuples, UDTs) is a JSON string holding its CQL literal, so no value loses precision.";
+
+/// The largest integer every JSON reader holds exactly (2^53 − 1).
+const JSON_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// Writes one value as [`JSON_VALUES`] says.
+fn json_value(out: &mut String, v: &CqlValue) {
+    match v {
+        CqlValue::TinyInt(n) => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::SmallInt(n) => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::Int(n) => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::BigInt(n) | CqlValue::Counter(n) if n.unsigned_abs() <= JSON_SAFE_INTEGER.unsigned_abs() => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::Float(f) if f.is_finite() => {
+            let _ = write!(out, "{f:?}");
+        }
+        CqlValue::Double(f) if f.is_finite() => {
+            let _ = write!(out, "{f:?}");
+        }
+        CqlValue::Boolean(b) => {
+            let _ = write!(out, "{b}");
+        }
+        CqlValue::Text(t) | CqlValue::Ascii(t) => json_string(out, t),
+        other => json_string(out, &other.to_string()),
+    }
+}
 
 /// A short name of an operation.
 pub fn operation_name(op: Operation) -> &'static str {
@@ -83,8 +125,9 @@ fn json_string(out: &mut String, s: &str) {
 }
 
 /// One JSON object: `{"time_us":…,"operation":"insert","stream_id":"…",
-/// "batch_seq_no":0,"end_of_batch":true,"ttl":null,"columns":{"pk":"1"},
-/// "deleted":["w"],"deleted_elements":{"m":["1"]}}`.
+/// "batch_seq_no":0,"end_of_batch":true,"ttl":null,"columns":{"pk":1},
+/// "deleted":["w"],"deleted_elements":{"m":[1]}}` (values as
+/// [`JSON_VALUES`] says).
 pub fn json(change: &Change) -> String {
     let mut s = String::with_capacity(128);
     let _ = write!(s, "{{\"time_us\":{},\"operation\":", change.time_micros());
@@ -109,7 +152,10 @@ pub fn json(change: &Change) -> String {
         first = false;
         json_string(&mut s, &c.name);
         s.push(':');
-        json_string(&mut s, &c.value.as_ref().map(ToString::to_string).unwrap_or_default());
+        match &c.value {
+            Some(v) => json_value(&mut s, v),
+            None => s.push_str("null"),
+        }
     }
     s.push_str("},\"deleted\":[");
     let deleted: Vec<&str> = change.columns.iter().filter(|c| c.deleted).map(|c| &*c.name).collect();
@@ -132,7 +178,7 @@ pub fn json(change: &Change) -> String {
             if i > 0 {
                 s.push(',');
             }
-            json_string(&mut s, &e.to_string());
+            json_value(&mut s, e);
         }
         s.push(']');
     }
@@ -185,7 +231,28 @@ mod tests {
     fn json_line() {
         let line = json(&change());
         assert!(line.starts_with("{\"time_us\":1584969040910883,\"operation\":\"insert\""), "{line}");
-        assert!(line.contains("\"columns\":{\"pk\":\"1\",\"v\":\"'a \\\"q\\\"\\n'\"}"), "{line}");
+        assert!(line.contains("\"columns\":{\"pk\":1,\"v\":\"a \\\"q\\\"\\n\"}"), "{line}");
         assert!(line.contains("\"deleted\":[\"w\"]") && line.contains("\"ttl\":60"), "{line}");
+    }
+
+    #[test]
+    fn json_numbers_where_json_holds_them_exactly() {
+        let one = |v: CqlValue| {
+            let mut s = String::new();
+            json_value(&mut s, &v);
+            s
+        };
+        assert_eq!(one(CqlValue::BigInt(1)), "1");
+        assert_eq!(one(CqlValue::BigInt((1 << 53) - 1)), "9007199254740991");
+        assert_eq!(one(CqlValue::BigInt(-(1 << 53) + 1)), "-9007199254740991");
+        assert_eq!(one(CqlValue::BigInt(1 << 53)), "\"9007199254740992\"", "past 2^53 - 1: a string");
+        assert_eq!(one(CqlValue::Counter(i64::MIN)), "\"-9223372036854775808\"");
+        assert_eq!(one(CqlValue::TinyInt(-8)), "-8");
+        assert_eq!(one(CqlValue::Double(0.5)), "0.5");
+        assert_eq!(one(CqlValue::Double(1.0)), "1.0");
+        assert_eq!(one(CqlValue::Float(f32::NAN)), "\"NaN\"");
+        assert_eq!(one(CqlValue::Boolean(true)), "true");
+        assert_eq!(one(CqlValue::Text("a\"b".into())), "\"a\\\"b\"");
+        assert_eq!(one(CqlValue::List(vec![CqlValue::Int(1)])), "\"[1]\"", "other values: their CQL literal");
     }
 }

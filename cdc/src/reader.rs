@@ -37,7 +37,7 @@ use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::sharding::ShardingInfo;
 use shardwise::protocol::token::Token;
 use shardwise::protocol::types::CqlTimestamp;
-use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, PreparedStatement, Session};
+use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, PreparedStatement, Session, Statement};
 use tokio::sync::{mpsc, Notify};
 use uuid::Uuid;
 
@@ -61,6 +61,24 @@ pub enum CdcError {
     /// The session knows no node.
     #[error("the session has no connection to any node")]
     NoNodes,
+    /// The table to read does not exist.
+    #[error("table {keyspace}.{table} does not exist")]
+    NoSuchTable {
+        /// Its keyspace.
+        keyspace: String,
+        /// The table.
+        table: String,
+    },
+    /// The table exists but has no CDC log: CDC was never turned on for it.
+    #[error(
+        "table {keyspace}.{table} has no CDC log (CDC is not enabled: ALTER TABLE {keyspace}.{table} WITH cdc = {{'enabled': true}})"
+    )]
+    NoCdcLog {
+        /// Its keyspace.
+        keyspace: String,
+        /// The table.
+        table: String,
+    },
     /// Reading generations failed.
     #[error(transparent)]
     Generation(#[from] GenerationError),
@@ -276,6 +294,29 @@ impl CdcReaderBuilder {
         self
     }
 
+    /// The base table and its log exist (`system_schema.tables`).
+    async fn check_table(&self) -> Result<(), CdcError> {
+        let query =
+            Statement::new("SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?")
+                .with_idempotent(true);
+        let exists = |table: String| {
+            let query = query.clone();
+            async move {
+                let result = self.session.execute(&query, (self.keyspace.as_str(), table.as_str())).await?;
+                let row = result.first_row::<(&str,)>();
+                row.map(|r| r.is_some()).map_err(|e| CdcError::Config(format!("reading system_schema.tables: {e}")))
+            }
+        };
+        let (keyspace, table) = (self.keyspace.clone(), self.table.clone());
+        if !exists(self.table.clone()).await? {
+            return Err(CdcError::NoSuchTable { keyspace, table });
+        }
+        if !exists(format!("{}_scylla_cdc_log", self.table)).await? {
+            return Err(CdcError::NoCdcLog { keyspace, table });
+        }
+        Ok(())
+    }
+
     fn range(&self) -> Result<(Millis, Millis), CdcError> {
         let now = Millis::from_system_time(SystemTime::now());
         Ok(match (self.start, self.end, self.duration) {
@@ -289,12 +330,15 @@ impl CdcReaderBuilder {
         })
     }
 
-    /// Starts the workers; rows go to consumers made by `factory`.
+    /// Starts the workers; rows go to consumers made by `factory`. Fails
+    /// with [`CdcError::NoSuchTable`] or [`CdcError::NoCdcLog`] when the
+    /// table cannot be read.
     pub async fn build(self, factory: Arc<dyn ConsumerFactory>) -> Result<CdcReader, CdcError> {
         let (start, end) = self.range()?;
         if end < start {
             return Err(CdcError::Config(format!("end {end:?} is before start {start:?}")));
         }
+        self.check_table().await?;
         let sharding = self.session.connections().iter().find_map(|c| c.sharding().copied());
         let workers = self.workers;
         let mut config = PlannerConfig::new(start);

@@ -126,9 +126,14 @@ pub enum NewSessionError {
     /// A known node address could not be resolved.
     #[error("cannot resolve {0}")]
     Resolve(String),
-    /// No known node could be connected to; the last error is given.
-    #[error("could not connect to any known node: {0}")]
-    Connect(ConnectionError),
+    /// No known node could be connected to; the last failure is given.
+    #[error("could not connect to any known node (the last tried, {node}: {source})")]
+    Connect {
+        /// The node of the last failure.
+        node: std::net::SocketAddr,
+        /// Why it failed.
+        source: ConnectionError,
+    },
     /// Setting the keyspace failed.
     #[error("cannot use keyspace: {0}")]
     UseKeyspace(ExecutionError),

@@ -27,7 +27,7 @@ use shardwise_cdc::{CdcReaderBuilder, CdcRow, Change, Consumer, ConsumerError, G
 
 /// Prints the changes of a CDC-enabled table.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version, after_help = format!("With --json: {}", shardwise_cdc::printer::JSON_VALUES))]
 struct Args {
     /// A node to connect to (host:port).
     #[arg(long, default_value = "127.0.0.1:9042")]
@@ -97,8 +97,18 @@ fn consistency(name: &str) -> Result<Consistency, String> {
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+async fn main() -> std::process::ExitCode {
+    // One line a user reads (which node, which table, why), and a failure status.
+    match run(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("printer: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let session = SessionBuilder::new().known_node(&args.node).build().await?;
     let start = match args.start_unix_ms {
         Some(ms) => UNIX_EPOCH + Duration::from_millis(ms),

@@ -53,8 +53,18 @@ struct Args {
 }
 
 #[tokio::main(flavor = "multi_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+async fn main() -> std::process::ExitCode {
+    // One line a user reads (which node, which table, why), and a failure status.
+    match run(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("replicator: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let source = SessionBuilder::new().known_node(args.source.clone()).build().await?;
     let destination = match &args.destination {
         Some(d) if *d != args.source => SessionBuilder::new().known_node(d.clone()).build().await?,

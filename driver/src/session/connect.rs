@@ -109,7 +109,7 @@ impl Session {
                         Ok(_) => {}
                         Err(e) => tracing::warn!(%addr, error = %e, "topology discovery failed"),
                     },
-                    Err(e) => last_error = Some(e),
+                    Err(e) => last_error = Some((*addr, e)),
                 }
             }
         }
@@ -154,14 +154,16 @@ impl Session {
         for (node, opening) in state.nodes.iter().zip(opening) {
             let (conns, error) = opening.await.unwrap_or_else(|_| (Vec::new(), Some(ConnectionError::Closed)));
             if let Some(e) = error {
-                last_error = Some(e);
+                last_error = Some((node.addr, e));
             }
             for conn in conns {
                 session.install(node, conn);
             }
         }
         if state.nodes.iter().all(|n| !n.slots.has_open()) {
-            return Err(NewSessionError::Connect(last_error.unwrap_or(ConnectionError::Closed)));
+            let last = last_error.or_else(|| state.nodes.first().map(|n| (n.addr, ConnectionError::Closed)));
+            let Some((node, source)) = last else { return Err(NewSessionError::NoKnownNodes) };
+            return Err(NewSessionError::Connect { node, source });
         }
         if let Some(ks) = session.inner.config.keyspace.clone() {
             session.use_keyspace(&ks).await.map_err(NewSessionError::UseKeyspace)?;

@@ -47,14 +47,14 @@ async fn password_authentication() {
 
         let err = connect(&node, Some(("cassandra", "wrong")), version).await.expect_err("wrong password");
         match err {
-            NewSessionError::Connect(ConnectionError::Auth(msg)) => {
+            NewSessionError::Connect { source: ConnectionError::Auth(msg), .. } => {
                 assert!(msg.to_lowercase().contains("password") || msg.to_lowercase().contains("credentials"), "{msg}")
             }
             other => panic!("expected an authentication error, got {other:?}"),
         }
         let err = connect(&node, None, version).await.expect_err("no credentials");
         assert!(
-            matches!(&err, NewSessionError::Connect(ConnectionError::Auth(msg)) if msg.contains("requires authentication")),
+            matches!(&err, NewSessionError::Connect { source: ConnectionError::Auth(msg), .. } if msg.contains("requires authentication")),
             "{err:?}"
         );
     }

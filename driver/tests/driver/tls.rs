@@ -96,7 +96,9 @@ async fn tls_with_a_trusted_and_an_unknown_ca() {
         .await
         .expect_err("unknown CA");
     match err {
-        NewSessionError::Connect(ConnectionError::Tls(msg)) => assert!(msg.contains("certificate"), "{msg}"),
+        NewSessionError::Connect { source: ConnectionError::Tls(msg), .. } => {
+            assert!(msg.contains("certificate"), "{msg}")
+        }
         other => panic!("expected a TLS error, got {other:?}"),
     }
 
