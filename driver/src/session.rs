@@ -23,7 +23,8 @@
 //! - `refill`: keeping every pool filled, watching its connections;
 //! - `refresh`: topology and schema refresh, schema agreement;
 //! - `control`: the control connection and the server events;
-//! - `pager`: paging through a result.
+//! - `pager`: paging through a result;
+//! - [`trace`]: reading the trace of a request sent with tracing on.
 
 mod config;
 mod connect;
@@ -36,6 +37,7 @@ mod prepare;
 mod refill;
 mod refresh;
 mod snapshot;
+pub mod trace;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,6 +49,7 @@ use tokio::sync::{broadcast, watch};
 
 pub use config::{SessionBuilder, SessionConfig, SpeculativePolicy};
 pub use pager::Pager;
+pub use trace::{TracingEvent, TracingInfo, TracingInfoError};
 
 use crate::cluster::{NodeInfo, ReplicationStrategy};
 use crate::connection::Connection;

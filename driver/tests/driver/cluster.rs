@@ -120,28 +120,23 @@ fn status(event: &SessionEvent, change: &str, addr: SocketAddr) -> bool {
 /// The nodes that served a traced request: the replicas (each logs its
 /// single-partition read) and the coordinator.
 async fn traced(session: &Session, tracing_id: Uuid) -> (BTreeSet<IpAddr>, Option<IpAddr>) {
-    let events = Statement::new("SELECT source, activity FROM system_traces.events WHERE session_id = ?")
-        .with_consistency(Consistency::One);
-    let coordinator = Statement::new("SELECT coordinator FROM system_traces.sessions WHERE session_id = ?")
-        .with_consistency(Consistency::One);
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut last = BTreeSet::new();
     loop {
-        let rows = session.execute(&events, (tracing_id,)).await.expect("trace events");
-        let replicas: BTreeSet<IpAddr> = rows
-            .rows::<(Option<IpAddr>, Option<&str>)>()
-            .expect("types")
-            .filter_map(|r| r.ok())
-            .filter(|(_, a)| a.is_some_and(|a| a.starts_with("Executing single-partition query")))
-            .filter_map(|(s, _)| s)
-            .collect();
-        let coord = session.execute(&coordinator, (tracing_id,)).await.expect("trace session");
-        let coord: Option<IpAddr> = coord.first_row::<(Option<IpAddr>,)>().expect("types").and_then(|(c,)| c);
-        // Trace events are written asynchronously: wait until they stop changing.
-        if !replicas.is_empty() && replicas == last && coord.is_some() {
-            return (replicas, coord);
+        // Replicas write their events after the coordinator finished: read
+        // until they stop changing.
+        if let Ok(info) = session.tracing_info(tracing_id).await {
+            let replicas: BTreeSet<IpAddr> = info
+                .events
+                .iter()
+                .filter(|e| e.activity.as_deref().is_some_and(|a| a.starts_with("Executing single-partition query")))
+                .filter_map(|e| e.source)
+                .collect();
+            if !replicas.is_empty() && replicas == last {
+                return (replicas, info.coordinator);
+            }
+            last = replicas;
         }
-        last = replicas;
         assert!(Instant::now() < deadline, "trace {tracing_id} incomplete");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

@@ -365,3 +365,49 @@ async fn events_from_the_control_connection() {
         }
     }
 }
+
+/// `Session::tracing_info`: the trace of a traced prepared read, read once
+/// the coordinator finished writing its session row.
+#[tokio::test]
+async fn tracing_info_of_a_traced_read() {
+    let s = session(ProtocolVersion::V4, Compression::None).await;
+    let ks = testkit::fresh_keyspace("tracing");
+    s.execute(
+        &Statement::new(format!(
+            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+        )),
+        (),
+    )
+    .await
+    .expect("ks");
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY, v text)")), ()).await.expect("table");
+    let select = s.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
+    let plain = s.execute(&select, (1,)).await.expect("read");
+    assert_eq!(plain.tracing_id(), None, "no trace unless asked");
+    let traced = s.execute(&select.clone().with_tracing(true), (1,)).await.expect("traced read");
+    let id = traced.tracing_id().expect("a tracing id");
+    let info = tokio::time::timeout(Duration::from_secs(20), async {
+        // Cassandra may take longer than the official drivers' 30 ms to finish the row.
+        loop {
+            match s.tracing_info(id).await {
+                Ok(info) => return info,
+                Err(shardwise::TracingInfoError::Incomplete { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("tracing info: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the trace completes");
+    let node = testkit::shared_node().expect("server").ip();
+    assert_eq!(info.coordinator, Some(node));
+    assert!(info.duration.is_some_and(|d| d > 0), "{info:?}");
+    assert_eq!(info.command.as_deref(), Some("QUERY"), "Cassandra records prepared executions as QUERY");
+    assert!(info.parameters.get("query").is_some_and(|q| q.contains(&ks)), "{:?}", info.parameters);
+    assert!(info.started_at.is_some() && info.client.is_some());
+    assert!(!info.events.is_empty(), "events");
+    assert!(info.events.iter().all(|e| e.source == Some(node)), "one node");
+    let unknown = s.tracing_info_with(uuid::Uuid::from_u128(7), 2, Duration::from_millis(1)).await;
+    assert!(matches!(unknown, Err(shardwise::TracingInfoError::Incomplete { attempts: 2, .. })), "{unknown:?}");
+}
