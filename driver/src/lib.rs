@@ -56,5 +56,7 @@ pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsA
 pub use events::SessionEvent;
 pub use metrics::MetricsSnapshot;
 pub use result::{PagingState, QueryResult};
-pub use session::{Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError};
+pub use session::{
+    RowStream, RowStreamError, Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,
+};
 pub use statement::{Batch, PreparedStatement, Statement, StatementOptions};

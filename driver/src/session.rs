@@ -24,6 +24,7 @@
 //! - `refresh`: topology and schema refresh, schema agreement;
 //! - `control`: the control connection and the server events;
 //! - `pager`: paging through a result;
+//! - [`row_stream`]: every row of a result as a stream, the next page fetched ahead;
 //! - [`trace`]: reading the trace of a request sent with tracing on.
 
 mod config;
@@ -36,6 +37,7 @@ mod plan;
 mod prepare;
 mod refill;
 mod refresh;
+pub mod row_stream;
 mod snapshot;
 pub mod trace;
 
@@ -49,6 +51,7 @@ use tokio::sync::{broadcast, watch};
 
 pub use config::{SessionBuilder, SessionConfig, SpeculativePolicy};
 pub use pager::Pager;
+pub use row_stream::{RowStream, RowStreamError};
 pub use trace::{TracingEvent, TracingInfo, TracingInfoError};
 
 use crate::cluster::{NodeInfo, ReplicationStrategy};

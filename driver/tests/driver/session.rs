@@ -411,3 +411,91 @@ async fn tracing_info_of_a_traced_read() {
     let unknown = s.tracing_info_with(uuid::Uuid::from_u128(7), 2, Duration::from_millis(1)).await;
     assert!(matches!(unknown, Err(shardwise::TracingInfoError::Incomplete { attempts: 2, .. })), "{unknown:?}");
 }
+
+/// `Session::execute_stream`: 100,000 rows as a stream of owned rows; the
+/// next page is requested only once half of the current one is taken; a
+/// server error mid-stream ends it with that error after the rows received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_stream_over_100k_rows() {
+    let s = session(ProtocolVersion::V4, Compression::None).await;
+    let ks = testkit::fresh_keyspace("row_stream");
+    s.execute(
+        &Statement::new(format!(
+            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+        )),
+        (),
+    )
+    .await
+    .expect("ks");
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck))")), ())
+        .await
+        .expect("table");
+    let insert = std::sync::Arc::new(
+        s.prepare(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare"),
+    );
+    const PARTITIONS: i32 = 100;
+    const PER_PARTITION: i32 = 1000;
+    let mut tasks = tokio::task::JoinSet::new();
+    for pk in 0..PARTITIONS {
+        let (s, insert) = (s.clone(), insert.clone());
+        tasks.spawn(async move {
+            for chunk in (0..PER_PARTITION).collect::<Vec<_>>().chunks(100) {
+                let rows: Vec<(i32, i32, i64)> =
+                    chunk.iter().map(|&ck| (pk, ck, i64::from(pk * PER_PARTITION + ck))).collect();
+                let batch = Batch::unlogged(vec![&*insert; rows.len()]);
+                s.execute(&batch, rows).await.expect("batch");
+            }
+        });
+    }
+    while let Some(t) = tasks.join_next().await {
+        t.expect("writer");
+    }
+    let total = (PARTITIONS * PER_PARTITION) as usize;
+    let select = Statement::new(format!("SELECT pk, ck, v FROM {ks}.t")).with_page_size(5000);
+    let mut stream = s.execute_stream::<_, _, (i32, i32, i64)>(select, ());
+    let (mut n, mut sum) = (0usize, 0i64);
+    while let Some(row) = stream.next_row().await {
+        let (pk, ck, v) = row.expect("row");
+        assert_eq!(v, i64::from(pk * PER_PARTITION + ck));
+        n += 1;
+        sum += v;
+    }
+    let expected_sum = (0..total as i64).sum::<i64>();
+    println!("row stream: {n} rows in {} pages", stream.pages_requested());
+    assert_eq!((n, sum), (total, expected_sum), "every row once");
+    assert_eq!(stream.pages_requested(), total / 5000 + 1, "the last page says there is no more");
+
+    // Back-pressure: the second page only once half of the first is taken.
+    let select = Statement::new(format!("SELECT pk, ck, v FROM {ks}.t")).with_page_size(1000);
+    let mut stream = s.execute_stream::<_, _, (i32, i32, i64)>(select.clone(), ());
+    for taken in 1..=1500 {
+        stream.next_row().await.expect("a row").expect("row");
+        tokio::task::yield_now().await;
+        let expected = match taken {
+            ..500 => 1,
+            500..1500 => 2,
+            _ => 3,
+        };
+        assert_eq!(stream.pages_requested(), expected, "after {taken} rows");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(stream.pages_requested(), 3, "a slow consumer holds the stream back");
+    drop(stream);
+
+    // A server error mid-stream: the table is dropped after the first page.
+    let mut stream = s.execute_stream::<_, _, (i32, i32, i64)>(select, ());
+    stream.next_row().await.expect("a row").expect("row");
+    s.execute(&Statement::new(format!("DROP TABLE {ks}.t")), ()).await.expect("drop");
+    let mut rows = 1;
+    let error = loop {
+        match stream.next_row().await {
+            Some(Ok(_)) => rows += 1,
+            Some(Err(e)) => break e,
+            None => panic!("the stream ended without the error"),
+        }
+    };
+    println!("row stream after DROP TABLE: {rows} rows, then {error}");
+    assert_eq!(rows, 1000, "the first page's rows, then the error");
+    assert!(matches!(error, shardwise::RowStreamError::Execution(ExecutionError::Db(_))), "{error:?}");
+    assert!(stream.next_row().await.is_none(), "nothing after the error");
+}
