@@ -79,6 +79,9 @@ fn start_writes(session: &Session, ks: &str, stop: Arc<AtomicBool>) -> tokio::ta
                                 w.failed.entry(pk).or_default().push(v);
                                 let kind = format!("{e:?}");
                                 let kind = kind.split([' ', '(', '{']).next().unwrap_or("").to_owned();
+                                if !w.errors.contains_key(&kind) {
+                                    eprintln!("first {kind} error of a write: {e}");
+                                }
                                 *w.errors.entry(kind).or_default() += 1;
                             }
                         }

@@ -276,6 +276,27 @@ impl Shared {
         &self.config.emu_keyspace
     }
 
+    /// The columns of a table that exists: on a cluster, the node the
+    /// front's own connection uses may learn of a table just created
+    /// through another node a moment later (no column yet), so the columns
+    /// are read again until they show, for up to 20 s.
+    async fn visible_columns(&self, keyspace: &str, table: &str) -> Result<Vec<BaseColumn>, EmuError> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let columns = self.base_columns(keyspace, table).await?;
+            if !columns.is_empty() {
+                return Ok(columns);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(EmuError::Server {
+                    code: 0x1000,
+                    message: format!("table {keyspace}.{table} did not reach every node within 20 s"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub(crate) async fn base_columns(&self, keyspace: &str, table: &str) -> Result<Vec<BaseColumn>, EmuError> {
         let rows = self
             .admin
@@ -314,7 +335,7 @@ impl Shared {
             )));
         }
         if options.enabled {
-            let columns = self.base_columns(keyspace, table).await?;
+            let columns = self.visible_columns(keyspace, table).await?;
             let log_exists = !self.base_columns(keyspace, &log).await?.is_empty();
             if log_exists {
                 if self.partitioner_of(keyspace, &log) != Partitioner::Cdc {
