@@ -20,7 +20,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use shardwise::protocol::consistency::Consistency;
-use shardwise::SessionBuilder;
 use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::{CdcReaderBuilder, CdcRow, Change, Consumer, ConsumerError, GroupInfo};
@@ -29,6 +28,9 @@ use shardwise_cdc::{CdcReaderBuilder, CdcRow, Change, Consumer, ConsumerError, G
 #[derive(Debug, Parser)]
 #[command(version, after_help = format!("With --json: {}", shardwise_cdc::printer::JSON_VALUES))]
 struct Args {
+    /// Credentials and TLS.
+    #[command(flatten)]
+    connect: shardwise_cdc_tools::connect::ConnectArgs,
     /// A node to connect to (host:port).
     #[arg(long, default_value = "127.0.0.1:9042")]
     node: String,
@@ -109,7 +111,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let session = SessionBuilder::new().known_node(&args.node).build().await?;
+    let session = args.connect.builder(&args.node)?.build().await?;
     let start = match args.start_unix_ms {
         Some(ms) => UNIX_EPOCH + Duration::from_millis(ms),
         None => SystemTime::now() - Duration::from_secs(args.start_ago),

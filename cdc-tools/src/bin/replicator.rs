@@ -12,7 +12,6 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
-use shardwise::SessionBuilder;
 use shardwise_cdc::replicator::Replicator;
 use shardwise_cdc::CdcReaderBuilder;
 
@@ -20,6 +19,9 @@ use shardwise_cdc::CdcReaderBuilder;
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
+    /// Credentials and TLS (for both clusters).
+    #[command(flatten)]
+    connect: shardwise_cdc_tools::connect::ConnectArgs,
     /// A node of the source cluster (host:port).
     #[arg(long, default_value = "127.0.0.1:9042")]
     source: String,
@@ -65,9 +67,9 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let source = SessionBuilder::new().known_node(args.source.clone()).build().await?;
+    let source = args.connect.builder(&args.source)?.build().await?;
     let destination = match &args.destination {
-        Some(d) if *d != args.source => SessionBuilder::new().known_node(d.clone()).build().await?,
+        Some(d) if *d != args.source => args.connect.builder(d)?.build().await?,
         _ => source.clone(),
     };
     let dest_ks = args.destination_keyspace.clone().unwrap_or_else(|| args.keyspace.clone());

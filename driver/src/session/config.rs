@@ -12,7 +12,7 @@ use shardwise_protocol::frame::ProtocolVersion;
 use super::Session;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
 use crate::cluster::{DistancePolicy, NodeDistance};
-use crate::config::{Compression, ConnectionConfig};
+use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
 
@@ -152,11 +152,12 @@ impl Default for SessionConfig {
 /// ```
 ///
 /// The connection settings the builder sets one by one ([`compression`],
-/// [`user`], [`authenticator`], [`protocol_versions`]) win over a whole
+/// [`user`], [`authenticator`], [`protocol_versions`], [`tls`]) win over a whole
 /// [`ConnectionConfig`] given to [`connection_config`], whichever comes
 /// first.
 ///
 /// [`compression`]: SessionBuilder::compression
+/// [`tls`]: SessionBuilder::tls
 /// [`user`]: SessionBuilder::user
 /// [`authenticator`]: SessionBuilder::authenticator
 /// [`protocol_versions`]: SessionBuilder::protocol_versions
@@ -175,6 +176,7 @@ struct ConnectionSettings {
     compression: Option<Compression>,
     authenticator: Option<Arc<dyn AuthenticatorProvider>>,
     versions: Option<(ProtocolVersion, ProtocolVersion)>,
+    tls: Option<TlsConfig>,
 }
 
 impl ConnectionSettings {
@@ -188,6 +190,9 @@ impl ConnectionSettings {
         if let Some((min, max)) = self.versions {
             c.min_version = min;
             c.max_version = max;
+        }
+        if let Some(tls) = &self.tls {
+            c.tls = Some(tls.clone());
         }
     }
 }
@@ -215,6 +220,12 @@ impl SessionBuilder {
     /// Username/password authentication.
     pub fn user(self, username: impl Into<String>, password: impl Into<String>) -> Self {
         self.authenticator(Arc::new(PlainTextAuthenticator::new(username, password)))
+    }
+    /// TLS on every connection (see [`TlsConfig`]).
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.set.tls = Some(tls);
+        self.set.apply(&mut self.config.connection);
+        self
     }
     /// Custom authentication.
     pub fn authenticator(mut self, a: Arc<dyn AuthenticatorProvider>) -> Self {

@@ -77,10 +77,11 @@ async fn tls_with_a_trusted_and_an_unknown_ca() {
     .expect("ports");
     let node = tokio::task::spawn_blocking(move || Node::start(config)).await.expect("join").expect("TLS Cassandra");
 
-    let mut builder = SessionBuilder::new().known_node_addr(node.addr());
-    let mut conn = builder.config().connection.clone();
-    conn.tls = Some(TlsConfig::with_ca_pem(&pem).expect("tls config"));
-    builder = builder.connection_config(conn);
+    let builder = SessionBuilder::new()
+        .known_node_addr(node.addr())
+        .tls(TlsConfig::with_ca_pem(&pem).expect("tls config"))
+        .connection_config(shardwise::ConnectionConfig::default());
+    assert!(builder.config().connection.tls.is_some(), "TLS set on the builder outlives a later connection_config");
     let session = builder.build().await.expect("TLS session verified against the CA");
     let r = session.execute(&Statement::new("SELECT release_version FROM system.local"), ()).await.expect("query");
     assert_eq!(r.rows_count(), 1);
