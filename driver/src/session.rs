@@ -25,7 +25,8 @@
 //! - `control`: the control connection and the server events;
 //! - `pager`: paging through a result;
 //! - [`row_stream`]: every row of a result as a stream, the next page fetched ahead;
-//! - [`trace`]: reading the trace of a request sent with tracing on.
+//! - [`trace`]: reading the trace of a request sent with tracing on;
+//! - [`schema`]: the schema metadata snapshot.
 
 mod config;
 mod connect;
@@ -38,6 +39,7 @@ mod prepare;
 mod refill;
 mod refresh;
 pub mod row_stream;
+pub mod schema;
 mod snapshot;
 pub mod trace;
 
@@ -52,6 +54,7 @@ use tokio::sync::{broadcast, watch};
 pub use config::{SessionBuilder, SessionConfig, SpeculativePolicy};
 pub use pager::Pager;
 pub use row_stream::{RowStream, RowStreamError};
+pub use schema::Schema;
 pub use trace::{TracingEvent, TracingInfo, TracingInfoError};
 
 use crate::cluster::{NodeInfo, ReplicationStrategy};
@@ -81,6 +84,8 @@ pub(crate) struct SessionInner {
     keyspace: RwLock<Option<String>>,
     /// Tablets learned from the servers' answers.
     tablets: crate::cluster::tablets::TabletMap,
+    /// The schema metadata, once asked for ([`Session::schema`]).
+    schema: RwLock<Option<Arc<schema::Schema>>>,
     metrics: Metrics,
     events: broadcast::Sender<SessionEvent>,
     /// Dropped with the session: tells background tasks to stop.

@@ -138,6 +138,7 @@ impl Session {
                 next_node: AtomicUsize::new(0),
                 prepared: Mutex::new(HashMap::new()),
                 tablets: Default::default(),
+                schema: RwLock::new(None),
                 metrics: Metrics::default(),
                 events: broadcast::channel(256).0,
                 shutdown,

@@ -112,7 +112,7 @@ impl Session {
     }
 
     pub(crate) async fn refresh_schema(&self) {
-        let _guard = self.inner.refresh_lock.lock().await;
+        let guard = self.inner.refresh_lock.lock().await;
         let Some((_, conn)) = self.system_connection() else { return };
         let timeout = self.inner.config.system_query_timeout;
         let keyspaces = match tokio::time::timeout(timeout, fetch_keyspaces(&conn))
@@ -142,6 +142,8 @@ impl Session {
                 p.set_partitioner(self.partitioner(&spec.keyspace, &spec.table));
             }
         }
+        drop(guard);
+        self.refresh_schema_metadata().await;
     }
 
     /// Re-reads the topology: pools for new nodes (refilled in the
