@@ -172,13 +172,23 @@ where
     Ok(out)
 }
 
+/// Options as `system_schema` stores them.
+type Options = Option<BTreeMap<String, String>>;
+/// `keyspace_name, durable_writes, replication`.
+type KeyspaceRow = (String, Option<bool>, Options);
+/// `keyspace_name, table_name, column_name, kind, clustering_order, position, type`.
 type ColumnRow = (String, String, String, Option<String>, Option<String>, Option<i32>, Option<String>);
+/// `keyspace_name, view_name, base_table_name, include_all_columns, where_clause`.
+type ViewRow = (String, String, Option<String>, Option<bool>, Option<String>);
+/// `keyspace_name, type_name, field_names, field_types`.
+type TypeRow = (String, String, Option<Vec<String>>, Option<Vec<String>>);
+/// `keyspace_name, table_name, index_name, kind, options`.
+type IndexRow = (String, String, String, Option<String>, Options);
 
 /// Reads the whole schema.
 pub(crate) async fn fetch(session: &Session) -> Result<Schema, SchemaError> {
     let mut schema = Schema::default();
-    let keyspaces: Vec<(String, Option<bool>, Option<BTreeMap<String, String>>)> =
-        read(session, "keyspaces", "keyspace_name, durable_writes, replication").await?;
+    let keyspaces: Vec<KeyspaceRow> = read(session, "keyspaces", "keyspace_name, durable_writes, replication").await?;
     for (name, durable, replication) in keyspaces {
         let ks = KeyspaceMetadata {
             replication: replication.unwrap_or_default(),
@@ -226,7 +236,7 @@ pub(crate) async fn fetch(session: &Session) -> Result<Schema, SchemaError> {
             ks.tables.insert(table, metadata);
         }
     }
-    let views: Vec<(String, String, Option<String>, Option<bool>, Option<String>)> =
+    let views: Vec<ViewRow> =
         read(session, "views", "keyspace_name, view_name, base_table_name, include_all_columns, where_clause").await?;
     for (keyspace, view, base, all, where_clause) in views {
         let table = columns.remove(&(keyspace.clone(), view.clone())).unwrap_or_default();
@@ -240,15 +250,14 @@ pub(crate) async fn fetch(session: &Session) -> Result<Schema, SchemaError> {
             ks.views.insert(view, metadata);
         }
     }
-    let types: Vec<(String, String, Option<Vec<String>>, Option<Vec<String>>)> =
-        read(session, "types", "keyspace_name, type_name, field_names, field_types").await?;
+    let types: Vec<TypeRow> = read(session, "types", "keyspace_name, type_name, field_names, field_types").await?;
     for (keyspace, name, names, types) in types {
         let fields = names.unwrap_or_default().into_iter().zip(types.unwrap_or_default()).collect();
         if let Some(ks) = schema.keyspaces.get_mut(&keyspace) {
             ks.user_types.insert(name, UserType { fields });
         }
     }
-    let indexes: Vec<(String, String, String, Option<String>, Option<BTreeMap<String, String>>)> =
+    let indexes: Vec<IndexRow> =
         read(session, "indexes", "keyspace_name, table_name, index_name, kind, options").await?;
     for (keyspace, table, name, kind, options) in indexes {
         let index = IndexMetadata { kind: kind.unwrap_or_default(), options: options.unwrap_or_default() };
