@@ -57,6 +57,7 @@ pub use events::SessionEvent;
 pub use metrics::MetricsSnapshot;
 pub use result::{PagingState, QueryResult};
 pub use session::{
-    RowStream, RowStreamError, Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,
+    ExecutionProfile, RowStream, RowStreamError, Session, SessionBuilder, SessionConfig, SpeculativePolicy,
+    TracingInfo, TracingInfoError,
 };
 pub use statement::{Batch, PreparedStatement, Statement, StatementOptions};

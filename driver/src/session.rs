@@ -24,6 +24,7 @@
 //! - `refresh`: topology and schema refresh, schema agreement;
 //! - `control`: the control connection and the server events;
 //! - `pager`: paging through a result;
+//! - `profile`: execution profiles, named bundles of execution settings;
 //! - [`row_stream`]: every row of a result as a stream, the next page fetched ahead;
 //! - [`trace`]: reading the trace of a request sent with tracing on;
 //! - [`schema`]: the schema metadata snapshot.
@@ -36,6 +37,7 @@ mod keyspace;
 mod pager;
 mod plan;
 mod prepare;
+mod profile;
 mod refill;
 mod refresh;
 pub mod row_stream;
@@ -53,6 +55,7 @@ use tokio::sync::{broadcast, watch};
 
 pub use config::{SessionBuilder, SessionConfig, SpeculativePolicy};
 pub use pager::Pager;
+pub use profile::ExecutionProfile;
 pub use row_stream::{RowStream, RowStreamError};
 pub use schema::Schema;
 pub use trace::{TracingEvent, TracingInfo, TracingInfoError};

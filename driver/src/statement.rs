@@ -35,6 +35,8 @@ pub struct StatementOptions {
     pub attempt_timeout: Option<Duration>,
     /// Ask the server to trace the request.
     pub tracing: bool,
+    /// The execution profile: settings this statement does not set itself.
+    pub profile: Option<Arc<crate::session::ExecutionProfile>>,
 }
 
 macro_rules! options_setters {
@@ -78,6 +80,11 @@ macro_rules! options_setters {
         /// Asks the server to trace the request.
         pub fn with_tracing(mut self, tracing: bool) -> Self {
             self.options.tracing = tracing;
+            self
+        }
+        /// The execution profile for what this statement does not set.
+        pub fn with_profile(mut self, profile: std::sync::Arc<crate::session::ExecutionProfile>) -> Self {
+            self.options.profile = Some(profile);
             self
         }
         /// The statement's options.

@@ -227,6 +227,30 @@ impl SessionBuilder {
         self.set.apply(&mut self.config.connection);
         self
     }
+    /// The session's default execution profile: what it sets becomes the
+    /// session's default (statements and their own profiles still win).
+    pub fn default_profile(mut self, p: &super::ExecutionProfile) -> Self {
+        let c = &mut self.config;
+        if let Some(v) = p.consistency {
+            c.consistency = v;
+        }
+        if let Some(v) = p.serial_consistency {
+            c.serial_consistency = Some(v);
+        }
+        if let Some(v) = p.request_timeout {
+            c.request_timeout = v;
+        }
+        if let Some(v) = p.attempt_timeout {
+            c.attempt_timeout = v;
+        }
+        if let Some(v) = &p.retry_policy {
+            c.retry_policy = v.clone();
+        }
+        if let Some(v) = p.speculative {
+            c.speculative = v;
+        }
+        self
+    }
     /// Custom authentication.
     pub fn authenticator(mut self, a: Arc<dyn AuthenticatorProvider>) -> Self {
         self.set.authenticator = Some(a);

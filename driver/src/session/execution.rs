@@ -43,14 +43,18 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let started = Instant::now();
         let options = statement.options();
+        let (config, profile) = (&self.inner.config, options.profile.as_deref());
         let params = Params {
-            consistency: options.consistency.unwrap_or(self.inner.config.consistency),
-            serial_consistency: options.serial_consistency.or(self.inner.config.serial_consistency),
-            page_size: Some(options.page_size.unwrap_or(self.inner.config.page_size)),
+            consistency: options.consistency.or(profile.and_then(|p| p.consistency)).unwrap_or(config.consistency),
+            serial_consistency: options
+                .serial_consistency
+                .or(profile.and_then(|p| p.serial_consistency))
+                .or(config.serial_consistency),
+            page_size: Some(options.page_size.unwrap_or(config.page_size)),
             paging_state: paging_state.map(PagingState::as_bytes),
             timestamp: options.timestamp,
         };
-        let timeout = options.timeout.or(self.inner.config.request_timeout);
+        let timeout = options.timeout.or(profile.and_then(|p| p.request_timeout).unwrap_or(config.request_timeout));
         let run = self.run(statement, values, params);
         let result = match timeout {
             Some(t) => match tokio::time::timeout(t, run).await {
@@ -80,8 +84,11 @@ impl Session {
         values: &V,
         params: Params<'_>,
     ) -> Result<QueryResult, ExecutionError> {
-        let idempotent = statement.options().idempotent;
-        let speculative = self.inner.config.speculative.filter(|_| idempotent && self.state().nodes.len() > 1);
+        let options = statement.options();
+        let idempotent = options.idempotent;
+        let speculative =
+            options.profile.as_deref().and_then(|p| p.speculative).unwrap_or(self.inner.config.speculative);
+        let speculative = speculative.filter(|_| idempotent && self.state().nodes.len() > 1);
         let Some(spec) = speculative else {
             return self.run_with_retries(statement, values, params, 0).await;
         };
@@ -112,8 +119,12 @@ impl Session {
         params: Params<'_>,
         node_offset: usize,
     ) -> Result<QueryResult, ExecutionError> {
-        let idempotent = statement.options().idempotent;
-        let attempt_timeout = statement.options().attempt_timeout.or(self.inner.config.attempt_timeout);
+        let (options, config) = (statement.options(), &self.inner.config);
+        let profile = options.profile.as_deref();
+        let idempotent = options.idempotent;
+        let attempt_timeout =
+            options.attempt_timeout.or(profile.and_then(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout));
+        let retry_policy = profile.and_then(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy);
         let mut retries = 0;
         let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
         let route = statement.route(values);
@@ -138,7 +149,7 @@ impl Session {
                 Err(e) => e,
             };
             self.note_failure(&node, &conn);
-            match self.inner.config.retry_policy.decide(&error, retries, idempotent) {
+            match retry_policy.decide(&error, retries, idempotent) {
                 RetryDecision::DontRetry => return Err(error),
                 RetryDecision::RetrySameNode => {
                     if let Some(c) = node.connection(seed) {

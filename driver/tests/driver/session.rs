@@ -499,3 +499,59 @@ async fn row_stream_over_100k_rows() {
     assert!(matches!(error, shardwise::RowStreamError::Execution(ExecutionError::Db(_))), "{error:?}");
     assert!(stream.next_row().await.is_none(), "nothing after the error");
 }
+
+/// Counts the decisions it is asked for; never retries.
+#[derive(Debug, Default)]
+struct CountingPolicy(std::sync::atomic::AtomicUsize);
+
+impl shardwise::retry::RetryPolicy for CountingPolicy {
+    fn decide(&self, _: &ExecutionError, _: u32, _: bool) -> shardwise::retry::RetryDecision {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shardwise::retry::RetryDecision::DontRetry
+    }
+}
+
+/// Execution profiles: the session's default profile, a statement's
+/// profile over it, the statement's own options over both; consistency,
+/// request timeout and retry policy each taken from the right one.
+#[tokio::test]
+async fn execution_profiles_layer_over_the_session() {
+    use shardwise::ExecutionProfile;
+    use std::sync::Arc;
+    // THREE on a one-node cluster: Unavailable, whatever the statement.
+    let strict = ExecutionProfile::new("strict").consistency(Consistency::Three);
+    let s = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .default_profile(&strict)
+        .build()
+        .await
+        .expect("session");
+    let unavailable = |r: Result<shardwise::QueryResult, ExecutionError>| matches!(r, Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Unavailable { consistency: Consistency::Three, required: 3, alive: 1 });
+    let read = Statement::new("SELECT release_version FROM system.local");
+    assert!(unavailable(s.execute(&read.clone().with_consistency(Consistency::Three), ()).await));
+    let ks = testkit::fresh_keyspace("profiles");
+    let ddl = Statement::new(format!(
+        "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+    ));
+    s.execute(&ddl, ()).await.expect("ks");
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY)")), ()).await.expect("table");
+    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)").as_str()).await.expect("prepare");
+    assert!(unavailable(s.execute(&insert, (1,)).await), "the session's default profile: THREE");
+
+    let counting = Arc::new(CountingPolicy::default());
+    let relaxed =
+        Arc::new(ExecutionProfile::new("relaxed").consistency(Consistency::One).retry_policy(counting.clone()));
+    s.execute(&insert.clone().with_profile(relaxed.clone()), (1,)).await.expect("the statement's profile: ONE");
+    let own = insert.clone().with_profile(relaxed.clone()).with_consistency(Consistency::Three);
+    assert!(unavailable(s.execute(&own, (2,)).await), "the statement's own consistency wins");
+    assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 1, "the profile's retry policy decided");
+
+    let hasty = Arc::new(
+        ExecutionProfile::new("hasty").consistency(Consistency::One).request_timeout(Some(Duration::from_nanos(1))),
+    );
+    let r = s.execute(&insert.clone().with_profile(hasty.clone()), (3,)).await;
+    assert!(matches!(r, Err(ExecutionError::Timeout(t)) if t == Duration::from_nanos(1)), "{r:?}");
+    let patient = insert.clone().with_profile(hasty).with_timeout(Duration::from_secs(10));
+    s.execute(&patient, (3,)).await.expect("the statement's own timeout wins");
+    assert_eq!(relaxed.name(), "relaxed");
+}

@@ -1,0 +1,105 @@
+//! Execution profiles: named bundles of how a request runs (consistency,
+//! serial consistency, request and attempt timeouts, retry policy,
+//! speculative execution). A statement carries one
+//! ([`with_profile`](crate::Statement::with_profile)); the session has a
+//! default one ([`SessionBuilder::default_profile`](crate::SessionBuilder::default_profile)).
+//! For each setting the statement's own option wins, then its profile's,
+//! then the session's; a profile leaves unset what it does not say.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardwise_protocol::consistency::Consistency;
+
+use super::config::SpeculativePolicy;
+use crate::retry::RetryPolicy;
+
+/// A named bundle of execution settings (see the [module docs](self)).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use shardwise::protocol::consistency::Consistency;
+/// use shardwise::{ExecutionProfile, Statement};
+///
+/// let analytics = Arc::new(
+///     ExecutionProfile::new("analytics")
+///         .consistency(Consistency::One)
+///         .request_timeout(Some(Duration::from_secs(60)))
+///         .speculative_execution(None),
+/// );
+/// let scan = Statement::new("SELECT * FROM ks.events").with_profile(analytics);
+/// # let _ = scan;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionProfile {
+    name: String,
+    pub(crate) consistency: Option<Consistency>,
+    pub(crate) serial_consistency: Option<Consistency>,
+    pub(crate) request_timeout: Option<Option<Duration>>,
+    pub(crate) attempt_timeout: Option<Option<Duration>>,
+    pub(crate) retry_policy: Option<Arc<dyn RetryPolicy>>,
+    pub(crate) speculative: Option<Option<SpeculativePolicy>>,
+}
+
+impl ExecutionProfile {
+    /// A profile that sets nothing yet.
+    pub fn new(name: impl Into<String>) -> Self {
+        ExecutionProfile { name: name.into(), ..ExecutionProfile::default() }
+    }
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Consistency level.
+    pub fn consistency(mut self, c: Consistency) -> Self {
+        self.consistency = Some(c);
+        self
+    }
+    /// Serial consistency of conditional statements.
+    pub fn serial_consistency(mut self, c: Consistency) -> Self {
+        self.serial_consistency = Some(c);
+        self
+    }
+    /// Request timeout (`None`: no timeout).
+    pub fn request_timeout(mut self, t: Option<Duration>) -> Self {
+        self.request_timeout = Some(t);
+        self
+    }
+    /// Timeout of each attempt (`None`: none).
+    pub fn attempt_timeout(mut self, t: Option<Duration>) -> Self {
+        self.attempt_timeout = Some(t);
+        self
+    }
+    /// Retry policy.
+    pub fn retry_policy(mut self, p: Arc<dyn RetryPolicy>) -> Self {
+        self.retry_policy = Some(p);
+        self
+    }
+    /// Speculative execution (`None`: off).
+    pub fn speculative_execution(mut self, p: Option<SpeculativePolicy>) -> Self {
+        self.speculative = Some(p);
+        self
+    }
+}
+
+/// Profiles are equal when they set the same things (the same retry policy
+/// object).
+impl PartialEq for ExecutionProfile {
+    fn eq(&self, other: &Self) -> bool {
+        let same_retry = match (&self.retry_policy, &other.retry_policy) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_retry
+            && self.name == other.name
+            && self.consistency == other.consistency
+            && self.serial_consistency == other.serial_consistency
+            && self.request_timeout == other.request_timeout
+            && self.attempt_timeout == other.attempt_timeout
+            && self.speculative == other.speculative
+    }
+}
+
+impl Eq for ExecutionProfile {}
