@@ -14,7 +14,10 @@ use shardwise_protocol::consistency::Consistency;
 use super::config::SpeculativePolicy;
 use crate::retry::RetryPolicy;
 
-/// A named bundle of execution settings (see the [module docs](self)).
+/// A named bundle of execution settings: consistency, serial consistency,
+/// request and attempt timeouts, retry policy, speculative execution. For
+/// each setting a statement's own option wins, then its profile's, then the
+/// session's; a profile leaves unset what it does not say.
 ///
 /// ```
 /// use std::sync::Arc;
