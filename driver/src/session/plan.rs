@@ -66,10 +66,11 @@ pub(super) struct Plan<'a, N> {
     pub(super) pool_of: &'a [Option<usize>],
     /// The request's token, for the shard.
     pub(super) token: Option<Token>,
-    /// Rotates the replicas and the nodes, so that no node takes every
-    /// first attempt.
+    /// Shuffles the replicas and rotates the other nodes, so that no node
+    /// takes every first attempt; the same seed gives the same order (the
+    /// retries of one request walk one plan).
     pub(super) seed: usize,
-    /// A lightweight transaction: its replicas in order, primary first,
+    /// A lightweight transaction: its replicas in ring order, primary first,
     /// whatever the seed (Paxos rounds on one partition from several
     /// coordinators contend; the official drivers do the same).
     pub(super) lwt: bool,
@@ -78,7 +79,7 @@ pub(super) struct Plan<'a, N> {
 impl<'a, N: Candidate> Plan<'a, N> {
     /// The node and connection at plan position `from` or after, and the
     /// position it was found at. The plan: the token's local replicas, then
-    /// its remote ones (each rotated by `seed`), then every local node and
+    /// its remote ones (each shuffled by `seed`), then every local node and
     /// every remote node round-robin. Nodes that are down are skipped; only
     /// when the whole plan has none up are they tried (a DOWN event may be
     /// stale). A node without a connection is passed to `unavailable` and
@@ -107,14 +108,14 @@ impl<'a, N: Candidate> Plan<'a, N> {
             };
             let (replicas, tablet) = (self.replicas, self.tablet);
             let n = if tablet.is_empty() { replicas.len() } else { tablet.len() };
-            let rotation = if self.lwt { 0 } else { seed };
+            let order = if self.lwt { Shuffle::identity(n) } else { Shuffle::new(n, seed) };
             for want_local in [true, false] {
                 for i in 0..n {
                     // The ring index and shard of the i-th replica (rotated).
                     let (ring_index, shard) = if tablet.is_empty() {
-                        (Some(replicas[(rotation + i) % n]), None)
+                        (Some(replicas[order.at(i)]), None)
                     } else {
-                        let (host, shard) = tablet[(rotation + i) % n];
+                        let (host, shard) = tablet[order.at(i)];
                         (self.host_ids.iter().position(|h| *h == host), Some(shard))
                     };
                     let Some(p) = ring_index.and_then(|r| self.pool_of.get(r).copied().flatten()) else {
@@ -140,6 +141,60 @@ impl<'a, N: Candidate> Plan<'a, N> {
             }
         }
         None
+    }
+}
+
+/// A pseudo-random order of `n` replicas from a request's seed, on the
+/// stack: the replicas are shuffled (Fisher–Yates over a splitmix64 stream
+/// of the seed), not rotated, so that with replication factor 3 each of
+/// the 6 orders is as likely and a slow replica is not always followed by
+/// the same one. More than [`Shuffle::MAX`] replicas are rotated instead.
+#[derive(Debug, Clone, Copy)]
+struct Shuffle {
+    order: [u8; Shuffle::MAX],
+    n: usize,
+    rotation: usize,
+}
+
+impl Shuffle {
+    const MAX: usize = 32;
+
+    fn new(n: usize, seed: usize) -> Shuffle {
+        let mut s = Shuffle::identity(n);
+        let mut state = seed as u64;
+        let mut next = || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        if n > Shuffle::MAX {
+            s.rotation = (next() % n as u64) as usize;
+            return s;
+        }
+        for i in (1..n).rev() {
+            let j = (next() % (i as u64 + 1)) as usize;
+            s.order.swap(i, j);
+        }
+        s
+    }
+
+    fn identity(n: usize) -> Shuffle {
+        let mut order = [0u8; Shuffle::MAX];
+        for (i, o) in order.iter_mut().enumerate() {
+            *o = i as u8;
+        }
+        Shuffle { order, n, rotation: 0 }
+    }
+
+    /// The index of the `i`-th replica to try.
+    fn at(&self, i: usize) -> usize {
+        if self.n > Shuffle::MAX {
+            (self.rotation + i) % self.n
+        } else {
+            usize::from(self.order[i])
+        }
     }
 }
 
@@ -327,10 +382,19 @@ mod tests {
             seed,
             lwt: false,
         };
-        assert_eq!(order(&with_seed(0)), [2, 3, 3, 2, 1, 0]);
-        // The seed rotates the replicas (no replica takes every first
-        // attempt) and the other nodes.
-        assert_eq!(order(&with_seed(1)), [3, 2, 2, 1, 0, 3]);
+        // The replicas (in an order the seed shuffles), then every node.
+        for seed in 0..50 {
+            let o = order(&with_seed(seed));
+            assert_eq!(o.len(), 6, "seed {seed}: {o:?}");
+            let mut first_two = o[..2].to_vec();
+            first_two.sort();
+            assert_eq!(first_two, [2, 3], "seed {seed}: the replicas first");
+            let mut rest = o[2..].to_vec();
+            rest.sort();
+            assert_eq!(rest, [0, 1, 2, 3], "seed {seed}: then every node");
+        }
+        let firsts: std::collections::BTreeSet<usize> = (0..50).map(|seed| order(&with_seed(seed))[0]).collect();
+        assert_eq!(firsts.len(), 2, "no replica takes every first attempt");
         // A lightweight transaction always starts at the primary replica.
         for seed in 0..4 {
             let lwt = Plan { lwt: true, ..with_seed(seed) };
@@ -373,11 +437,33 @@ mod tests {
         assert_eq!((at, node.id, conn.shard.map(|s| s.0)), (1, 0, Some(1)));
         // An unknown host is passed over; then every node, on the token's shard.
         assert_eq!(order(&p), [2, 0, 0, 1, 2]);
-        // A rotated plan starts elsewhere; an LWT at the tablet's first replica.
-        assert_eq!(order(&Plan { seed: 1, ..p })[0], 0);
-        assert_eq!(order(&Plan { seed: 1, lwt: true, ..p })[0], 2);
+        // Another seed may start elsewhere; an LWT always at the tablet's first replica.
+        let firsts: std::collections::BTreeSet<usize> = (0..50).map(|seed| order(&Plan { seed, ..p })[0]).collect();
+        assert_eq!(firsts, [0, 2].into_iter().collect(), "both known replicas lead some plans");
+        for seed in 0..20 {
+            assert_eq!(order(&Plan { seed, lwt: true, ..p })[0], 2);
+        }
         let (_, _, conn) = p.pick(2, |_| {}).expect("a node");
         assert_eq!(conn.shard.map(|s| s.0), Some(sharder.shard_of(token)));
+    }
+
+    #[test]
+    fn replicas_are_shuffled_evenly_and_every_order_occurs() {
+        let mut counts = std::collections::BTreeMap::new();
+        for seed in 0..6000 {
+            let s = super::Shuffle::new(3, seed);
+            *counts.entry([s.at(0), s.at(1), s.at(2)]).or_insert(0) += 1;
+        }
+        assert_eq!(counts.len(), 6, "every order of 3 replicas: {counts:?}");
+        assert!(counts.values().all(|&c| (800..1200).contains(&c)), "evenly: {counts:?}");
+        let s = super::Shuffle::new(5, 42);
+        let mut seen: Vec<usize> = (0..5).map(|i| s.at(i)).collect();
+        seen.sort();
+        assert_eq!(seen, [0, 1, 2, 3, 4], "a permutation");
+        let big = super::Shuffle::new(40, 7);
+        let mut seen: Vec<usize> = (0..40).map(|i| big.at(i)).collect();
+        seen.sort();
+        assert_eq!(seen, (0..40).collect::<Vec<_>>(), "many replicas: rotated, still each once");
     }
 
     #[test]
