@@ -4,3 +4,15 @@
 //! * [`connect`]: the connection flags (credentials, TLS) and the session they make.
 
 pub mod connect;
+
+/// How a tool ends: success, or one line on stderr that says what went
+/// wrong (which node, which table, why) and a failure status.
+pub fn exit(tool: &str, result: Result<(), Box<dyn std::error::Error>>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{tool}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -347,14 +347,7 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         {
             match tablets_map(&toks, i + 2) {
                 Ok((end, choice)) => {
-                    // Remove `AND tablets = {...}`, or `tablets = {...} AND`.
-                    let (start, stop) = if i > 0 && toks[i - 1].is_kw("AND") {
-                        (toks[i - 1].start, toks[end].end)
-                    } else if toks.get(end + 1).is_some_and(|t| t.is_kw("AND")) {
-                        (t.start, toks[end + 1].end)
-                    } else {
-                        (t.start, toks[end].end)
-                    };
+                    let (start, stop, _) = property_span(&toks, i, end);
                     edits.push((start, stop, String::new()));
                     out.tablets = Some(choice);
                     i = end + 1;
@@ -395,15 +388,9 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         {
             match table_tablets_map(&toks, i + 2) {
                 Ok((end, min)) => {
-                    let edit = if i > 0 && toks[i - 1].is_kw("AND") {
-                        (toks[i - 1].start, toks[end].end, String::new())
-                    } else if toks.get(end + 1).is_some_and(|t| t.is_kw("AND")) {
-                        (t.start, toks[end + 1].end, String::new())
-                    } else {
-                        // The only property: Cassandra's own default keeps the statement whole.
-                        (t.start, toks[end].end, "cdc = false".to_string())
-                    };
-                    edits.push(edit);
+                    let (start, stop, only) = property_span(&toks, i, end);
+                    // The only property: Cassandra's own default keeps the statement whole.
+                    edits.push((start, stop, if only { "cdc = false".to_string() } else { String::new() }));
                     out.table_tablets = Some(min);
                     i = end + 1;
                     continue;
@@ -495,6 +482,19 @@ fn using_clause(toks: &[Tok<'_>], at: usize) -> Result<Option<(usize, usize, Str
         let kept: Vec<String> = keep.into_iter().map(text_of).collect();
         (toks[at + 1].start, last_end, kept.join(" AND "))
     }))
+}
+
+/// The bytes to remove for the property `name = {...}` of `toks[at..=end]`:
+/// with the `AND` before it, or else the `AND` after it; `true` when it is
+/// the statement's only property (no `AND` on either side).
+fn property_span(toks: &[Tok<'_>], at: usize, end: usize) -> (usize, usize, bool) {
+    if at > 0 && toks[at - 1].is_kw("AND") {
+        (toks[at - 1].start, toks[end].end, false)
+    } else if toks.get(end + 1).is_some_and(|t| t.is_kw("AND")) {
+        (toks[at].start, toks[end + 1].end, false)
+    } else {
+        (toks[at].start, toks[end].end, true)
+    }
 }
 
 /// Parses a table's `{'min_tablet_count': <n>, ...}` at `toks[open]`: the

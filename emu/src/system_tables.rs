@@ -159,36 +159,37 @@ pub(crate) async fn tablet_keyspaces(admin: &Admin, emu: &str) -> Result<Vec<(St
         .collect())
 }
 
-/// A keyspace's replication class from `system_schema.keyspaces`.
-pub(crate) async fn replication_class(admin: &Admin, keyspace: &str) -> Result<Option<String>, EmuError> {
+/// A keyspace's replication options from `system_schema.keyspaces`
+/// (`class` and its parameters); empty when the keyspace is unknown.
+async fn replication(admin: &Admin, keyspace: &str) -> Result<Vec<(String, String)>, EmuError> {
     let rows = admin
         .rows(&format!("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = {}", lit(keyspace)))
         .await?;
-    let Some(Some(options)) = rows.into_iter().next().and_then(|r| r.into_iter().next()) else { return Ok(None) };
+    let Some(Some(options)) = rows.into_iter().next().and_then(|r| r.into_iter().next()) else {
+        return Ok(Vec::new());
+    };
     Ok(options
         .as_map()
         .unwrap_or_default()
         .iter()
-        .find(|(k, _)| k.as_str() == Some("class"))
-        .and_then(|(_, v)| v.as_str().map(str::to_owned)))
+        .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned())))
+        .collect())
+}
+
+/// A keyspace's replication class.
+pub(crate) async fn replication_class(admin: &Admin, keyspace: &str) -> Result<Option<String>, EmuError> {
+    Ok(replication(admin, keyspace).await?.into_iter().find(|(k, _)| k == "class").map(|(_, v)| v))
 }
 
 /// A keyspace's replication factor from `system_schema.keyspaces`:
 /// `replication_factor` (SimpleStrategy) or the largest per-datacenter
 /// count (NetworkTopologyStrategy); 1 when neither reads.
 pub(crate) async fn replication_factor(admin: &Admin, keyspace: &str) -> Result<usize, EmuError> {
-    let rows = admin
-        .rows(&format!("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = {}", lit(keyspace)))
-        .await?;
-    let Some(Some(options)) = rows.into_iter().next().and_then(|r| r.into_iter().next()) else {
-        return Ok(1);
-    };
-    let rf = options
-        .as_map()
-        .unwrap_or_default()
-        .iter()
-        .filter(|(k, _)| k.as_str() != Some("class"))
-        .filter_map(|(_, v)| v.as_str()?.parse::<usize>().ok())
+    let rf = replication(admin, keyspace)
+        .await?
+        .into_iter()
+        .filter(|(k, _)| k != "class")
+        .filter_map(|(_, v)| v.parse::<usize>().ok())
         .max();
     Ok(rf.unwrap_or(1).max(1))
 }

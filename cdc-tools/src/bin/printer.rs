@@ -100,14 +100,7 @@ fn consistency(name: &str) -> Result<Consistency, String> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> std::process::ExitCode {
-    // One line a user reads (which node, which table, why), and a failure status.
-    match run(Args::parse()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("printer: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    shardwise_cdc_tools::exit("printer", run(Args::parse()).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

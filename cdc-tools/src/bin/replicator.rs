@@ -56,14 +56,7 @@ struct Args {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> std::process::ExitCode {
-    // One line a user reads (which node, which table, why), and a failure status.
-    match run(Args::parse()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("replicator: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    shardwise_cdc_tools::exit("replicator", run(Args::parse()).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

@@ -1,6 +1,6 @@
 //! What several test modules share: the encoding of the fake servers'
-//! answers, and the turn-taking of the tests that start Cassandra servers
-//! of their own.
+//! answers, the turn-taking of the tests that start Cassandra servers of
+//! their own, and a fresh keyspace.
 
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::protocol::response::{Response, ResponseMessage};
@@ -23,4 +23,13 @@ pub fn response(stream: i16, message: ResponseMessage) -> Vec<u8> {
 pub async fn own_servers() -> MutexGuard<'static, ()> {
     static TURN: Mutex<()> = Mutex::const_new(());
     TURN.lock().await
+}
+
+/// A fresh keyspace named after `prefix`, SimpleStrategy with one replica,
+/// created through `session`.
+pub async fn simple_keyspace(session: &shardwise::Session, prefix: &str) -> String {
+    let ks = testkit::fresh_keyspace(prefix);
+    let ddl = format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}");
+    session.execute(&shardwise::Statement::new(ddl), ()).await.expect("keyspace");
+    ks
 }

@@ -371,15 +371,7 @@ async fn events_from_the_control_connection() {
 #[tokio::test]
 async fn tracing_info_of_a_traced_read() {
     let s = session(ProtocolVersion::V4, Compression::None).await;
-    let ks = testkit::fresh_keyspace("tracing");
-    s.execute(
-        &Statement::new(format!(
-            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-        )),
-        (),
-    )
-    .await
-    .expect("ks");
+    let ks = crate::common::simple_keyspace(&s, "tracing").await;
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY, v text)")), ()).await.expect("table");
     let select = s.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
     let plain = s.execute(&select, (1,)).await.expect("read");
@@ -418,15 +410,7 @@ async fn tracing_info_of_a_traced_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_stream_over_100k_rows() {
     let s = session(ProtocolVersion::V4, Compression::None).await;
-    let ks = testkit::fresh_keyspace("row_stream");
-    s.execute(
-        &Statement::new(format!(
-            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-        )),
-        (),
-    )
-    .await
-    .expect("ks");
+    let ks = crate::common::simple_keyspace(&s, "row_stream").await;
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck))")), ())
         .await
         .expect("table");
@@ -529,11 +513,7 @@ async fn execution_profiles_layer_over_the_session() {
     let unavailable = |r: Result<shardwise::QueryResult, ExecutionError>| matches!(r, Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Unavailable { consistency: Consistency::Three, required: 3, alive: 1 });
     let read = Statement::new("SELECT release_version FROM system.local");
     assert!(unavailable(s.execute(&read.clone().with_consistency(Consistency::Three), ()).await));
-    let ks = testkit::fresh_keyspace("profiles");
-    let ddl = Statement::new(format!(
-        "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-    ));
-    s.execute(&ddl, ()).await.expect("ks");
+    let ks = crate::common::simple_keyspace(&s, "profiles").await;
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY)")), ()).await.expect("table");
     let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)").as_str()).await.expect("prepare");
     assert!(unavailable(s.execute(&insert, (1,)).await), "the session's default profile: THREE");

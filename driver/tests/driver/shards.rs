@@ -53,16 +53,7 @@ async fn shard_aware_routing_through_the_emulated_scylla() {
     let stats = front.stats();
     assert!(stats.nodes[0].shard_aware_accepted >= u64::from(SHARDS) - 1, "shard-aware port used: {stats:?}");
 
-    let ks = testkit::fresh_keyspace("shards");
-    session
-        .execute(
-            &Statement::new(format!(
-                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-            )),
-            (),
-        )
-        .await
-        .expect("ks");
+    let ks = crate::common::simple_keyspace(&session, "shards").await;
     session
         .execute(
             &Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint, ck int, v text, PRIMARY KEY ((pk, ck)))")),
@@ -123,16 +114,7 @@ fn stream_ids(n: usize) -> Vec<[u8; 16]> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdc_log_partitioner_is_learned_from_scylla_tables() {
     let (front, session) = setup().await;
-    let ks = testkit::fresh_keyspace("cdcpart");
-    session
-        .execute(
-            &Statement::new(format!(
-                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-            )),
-            (),
-        )
-        .await
-        .expect("ks");
+    let ks = crate::common::simple_keyspace(&session, "cdcpart").await;
     session
         .execute(
             &Statement::new(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, v int) WITH cdc = {{'enabled': true}}")),
@@ -177,16 +159,7 @@ async fn without_scylla_tables_every_table_is_murmur3() {
         .build()
         .await
         .expect("session");
-    let ks = testkit::fresh_keyspace("murmur");
-    session
-        .execute(
-            &Statement::new(format!(
-                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-            )),
-            (),
-        )
-        .await
-        .expect("ks");
+    let ks = crate::common::simple_keyspace(&session, "murmur").await;
     session
         .execute(
             &Statement::new(format!("CREATE TABLE {ks}.t_scylla_cdc_log (\"cdc$stream_id\" blob PRIMARY KEY, v int)")),
@@ -303,16 +276,7 @@ async fn learn_then_write(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditional_statements_are_marked_as_lwt() {
     let (_front, session) = setup().await;
-    let ks = testkit::fresh_keyspace("lwt_mark");
-    session
-        .execute(
-            &Statement::new(format!(
-                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-            )),
-            (),
-        )
-        .await
-        .expect("ks");
+    let ks = crate::common::simple_keyspace(&session, "lwt_mark").await;
     session
         .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)")), ())
         .await

@@ -34,6 +34,18 @@ fn front() -> shardwise_emu::FrontHandle {
     })
 }
 
+/// A front and the official driver through it, with a connection on every shard.
+async fn front_and_session() -> (shardwise_emu::FrontHandle, Arc<scylla::client::session::Session>) {
+    let front = front();
+    let session = Arc::new(session(&front).await);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while front.stats().nodes[0].shards.iter().any(|s| s.connections_open == 0) {
+        assert!(Instant::now() < deadline, "one connection per shard");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (front, session)
+}
+
 async fn tablets_keyspace(session: &scylla::client::session::Session, prefix: &str) -> String {
     let ks = testkit::fresh_keyspace(prefix);
     session
@@ -52,13 +64,7 @@ async fn tablets_keyspace(session: &scylla::client::session::Session, prefix: &s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_driver_learns_tablets_from_misroutes() {
-    let front = front();
-    let session = Arc::new(session(&front).await);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while front.stats().nodes[0].shards.iter().any(|s| s.connections_open == 0) {
-        assert!(Instant::now() < deadline, "one connection per shard");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (front, session) = front_and_session().await;
     let ks = tablets_keyspace(&session, "emu_tablets_official").await;
     let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
     let tablets = front.tablets(&ks, "kv").expect("a tablets table");
@@ -169,13 +175,7 @@ fn expected_rows(front: &shardwise_emu::FrontHandle, map: &TabletMap) -> Vec<(i6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn splits_and_merges_show_in_system_tablets_and_the_official_driver_follows() {
-    let front = front();
-    let session = Arc::new(session(&front).await);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while front.stats().nodes[0].shards.iter().any(|s| s.connections_open == 0) {
-        assert!(Instant::now() < deadline, "one connection per shard");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (front, session) = front_and_session().await;
     let ks = tablets_keyspace(&session, "emu_tablets_resize").await;
     let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
     let map = front.tablets(&ks, "kv").expect("a tablets table");
@@ -300,13 +300,7 @@ async fn a_misrouted_request_gets_its_tablet() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misrouted_write_to_a_cdc_table_gets_its_tablet_too() {
-    let front = front();
-    let session = Arc::new(session(&front).await);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while front.stats().nodes[0].shards.iter().any(|s| s.connections_open == 0) {
-        assert!(Instant::now() < deadline, "one connection per shard");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (front, session) = front_and_session().await;
     let ks = tablets_keyspace(&session, "emu_tablets_cdc_route").await;
     session
         .query_unpaged(
