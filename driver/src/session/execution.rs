@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use shardwise_protocol::response::ResultMessage;
 
+use super::profile::Settings;
 use super::Session;
 use crate::connection::Connection;
 use crate::error::ExecutionError;
@@ -43,18 +44,15 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let started = Instant::now();
         let options = statement.options();
-        let (config, profile) = (&self.inner.config, options.profile.as_deref());
+        let settings = Settings::of(options, &self.inner.config);
         let params = Params {
-            consistency: options.consistency.or(profile.and_then(|p| p.consistency)).unwrap_or(config.consistency),
-            serial_consistency: options
-                .serial_consistency
-                .or(profile.and_then(|p| p.serial_consistency))
-                .or(config.serial_consistency),
-            page_size: Some(options.page_size.unwrap_or(config.page_size)),
+            consistency: settings.consistency,
+            serial_consistency: settings.serial_consistency,
+            page_size: Some(options.page_size.unwrap_or(self.inner.config.page_size)),
             paging_state: paging_state.map(PagingState::as_bytes),
             timestamp: options.timestamp,
         };
-        let timeout = options.timeout.or(profile.and_then(|p| p.request_timeout).unwrap_or(config.request_timeout));
+        let timeout = settings.request_timeout;
         let run = self.run(statement, values, params);
         let result = match timeout {
             Some(t) => match tokio::time::timeout(t, run).await {
@@ -86,8 +84,7 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let options = statement.options();
         let idempotent = options.idempotent;
-        let speculative =
-            options.profile.as_deref().and_then(|p| p.speculative).unwrap_or(self.inner.config.speculative);
+        let speculative = Settings::of(options, &self.inner.config).speculative;
         let speculative = speculative.filter(|_| idempotent && self.state().nodes.len() > 1);
         let Some(spec) = speculative else {
             return self.run_with_retries(statement, values, params, 0).await;
@@ -119,12 +116,9 @@ impl Session {
         params: Params<'_>,
         node_offset: usize,
     ) -> Result<QueryResult, ExecutionError> {
-        let (options, config) = (statement.options(), &self.inner.config);
-        let profile = options.profile.as_deref();
+        let options = statement.options();
         let idempotent = options.idempotent;
-        let attempt_timeout =
-            options.attempt_timeout.or(profile.and_then(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout));
-        let retry_policy = profile.and_then(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy);
+        let Settings { attempt_timeout, retry_policy, .. } = Settings::of(options, &self.inner.config);
         let mut retries = 0;
         let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
         let route = statement.route(values);

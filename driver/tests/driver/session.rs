@@ -495,9 +495,10 @@ impl shardwise::retry::RetryPolicy for CountingPolicy {
     }
 }
 
-/// Execution profiles: the session's default profile, a statement's
-/// profile over it, the statement's own options over both; consistency,
-/// request timeout and retry policy each taken from the right one.
+/// Execution profiles against the server: the session's default profile, a
+/// statement's profile over it, the statement's own options over both, for
+/// the consistency and the retry policy (the precedence of every setting is
+/// unit-tested with the settings' resolution).
 #[tokio::test]
 async fn execution_profiles_layer_over_the_session() {
     use shardwise::ExecutionProfile;
@@ -526,12 +527,5 @@ async fn execution_profiles_layer_over_the_session() {
     assert!(unavailable(s.execute(&own, (2,)).await), "the statement's own consistency wins");
     assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 1, "the profile's retry policy decided");
 
-    let hasty = Arc::new(
-        ExecutionProfile::new("hasty").consistency(Consistency::One).request_timeout(Some(Duration::from_nanos(1))),
-    );
-    let r = s.execute(&insert.clone().with_profile(hasty.clone()), (3,)).await;
-    assert!(matches!(r, Err(ExecutionError::Timeout(t)) if t == Duration::from_nanos(1)), "{r:?}");
-    let patient = insert.clone().with_profile(hasty).with_timeout(Duration::from_secs(10));
-    s.execute(&patient, (3,)).await.expect("the statement's own timeout wins");
     assert_eq!(relaxed.name(), "relaxed");
 }
