@@ -21,7 +21,7 @@
 //! - [`config`]: connection settings (compression, TLS, authentication);
 //! - [`events`]: session and database events;
 //! - [`error`]: the error types;
-//! - `metrics`: request counters and the latency histogram;
+//! - `metrics`: request counters and the latency histograms (the session's, each node's);
 //! - `sync`: the synchronization primitives (loom-checkable);
 //! - `fuzzing` (hidden): the harnesses of the fuzz targets that read what the driver reads.
 
@@ -54,7 +54,7 @@ pub use config::{Compression, ConnectionConfig, TlsConfig};
 pub use connection::Connection;
 pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError};
 pub use events::SessionEvent;
-pub use metrics::MetricsSnapshot;
+pub use metrics::{MetricsSnapshot, NodeLatency};
 pub use result::{PagingState, QueryResult};
 pub use session::{
     ExecutionProfile, RowStream, RowStreamError, Session, SessionBuilder, SessionConfig, SpeculativePolicy,

@@ -1,11 +1,54 @@
-//! Cheap counters and a latency histogram, updated with relaxed atomics on
-//! the request path and read as a [`MetricsSnapshot`].
+//! Cheap counters and latency histograms (the session's, and one per node),
+//! updated with relaxed atomics on the request path and read as a
+//! [`MetricsSnapshot`].
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Histogram buckets: bucket `i` holds latencies in `[2^i, 2^(i+1))` µs.
 const BUCKETS: usize = 40;
+
+/// A latency histogram in power-of-two microsecond buckets.
+#[derive(Debug)]
+pub(crate) struct LatencyHistogram {
+    buckets: [AtomicU64; BUCKETS],
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        LatencyHistogram { buckets: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl LatencyHistogram {
+    pub(crate) fn record(&self, latency: Duration) {
+        let micros = latency.as_micros().max(1) as u64;
+        let bucket = (63 - micros.leading_zeros() as usize).min(BUCKETS - 1);
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> [u64; BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed))
+    }
+}
+
+/// An upper bound of the `q` quantile of a histogram's latencies.
+fn quantile(buckets: &[u64; BUCKETS], q: f64) -> Option<Duration> {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let target = ((total as f64) * q.clamp(0.0, 1.0)).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (i, n) in buckets.iter().enumerate() {
+        seen += n;
+        if seen >= target {
+            return Some(Duration::from_micros(1 << (i + 1)));
+        }
+    }
+    None
+}
 
 /// Session-wide counters.
 #[derive(Debug)]
@@ -15,7 +58,7 @@ pub(crate) struct Metrics {
     retries: AtomicU64,
     timeouts: AtomicU64,
     attempt_timeouts: AtomicU64,
-    latency: [AtomicU64; BUCKETS],
+    latency: LatencyHistogram,
 }
 
 impl Default for Metrics {
@@ -26,7 +69,7 @@ impl Default for Metrics {
             retries: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             attempt_timeouts: AtomicU64::new(0),
-            latency: std::array::from_fn(|_| AtomicU64::new(0)),
+            latency: LatencyHistogram::default(),
         }
     }
 }
@@ -37,9 +80,7 @@ impl Metrics {
         if !ok {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let micros = latency.as_micros().max(1) as u64;
-        let bucket = (63 - micros.leading_zeros() as usize).min(BUCKETS - 1);
-        self.latency[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency.record(latency);
     }
     pub(crate) fn retry(&self) {
         self.retries.fetch_add(1, Ordering::Relaxed);
@@ -50,14 +91,16 @@ impl Metrics {
     pub(crate) fn attempt_timeout(&self) {
         self.attempt_timeouts.fetch_add(1, Ordering::Relaxed);
     }
-    pub(crate) fn snapshot(&self) -> MetricsSnapshot {
+    /// The counters, with each node's attempt latencies (`nodes`).
+    pub(crate) fn snapshot(&self, nodes: Vec<NodeLatency>) -> MetricsSnapshot {
         MetricsSnapshot {
             requests: self.requests.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             timeouts: self.timeouts.load(Ordering::Relaxed),
             attempt_timeouts: self.attempt_timeouts.load(Ordering::Relaxed),
-            latency_buckets: std::array::from_fn(|i| self.latency[i].load(Ordering::Relaxed)),
+            latency_buckets: self.latency.snapshot(),
+            nodes,
         }
     }
 }
@@ -78,24 +121,35 @@ pub struct MetricsSnapshot {
     /// Latency histogram: bucket `i` counts requests that took
     /// `[2^i, 2^(i+1))` microseconds.
     pub latency_buckets: [u64; BUCKETS],
+    /// Per node: the latency of the attempts sent to it.
+    pub nodes: Vec<NodeLatency>,
+}
+
+/// The attempts one node served, as a latency histogram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLatency {
+    /// The node.
+    pub addr: SocketAddr,
+    /// Bucket `i` counts attempts that took `[2^i, 2^(i+1))` microseconds
+    /// (answered or failed).
+    pub latency_buckets: [u64; BUCKETS],
+}
+
+impl NodeLatency {
+    /// Attempts counted.
+    pub fn attempts(&self) -> u64 {
+        self.latency_buckets.iter().sum()
+    }
+    /// An upper bound of the `q` quantile (0.0..=1.0) of the latency.
+    pub fn latency_quantile(&self, q: f64) -> Option<Duration> {
+        quantile(&self.latency_buckets, q)
+    }
 }
 
 impl MetricsSnapshot {
     /// An upper bound of the `q` quantile (0.0..=1.0) of the latency.
     pub fn latency_quantile(&self, q: f64) -> Option<Duration> {
-        let total: u64 = self.latency_buckets.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let target = ((total as f64) * q.clamp(0.0, 1.0)).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, n) in self.latency_buckets.iter().enumerate() {
-            seen += n;
-            if seen >= target {
-                return Some(Duration::from_micros(1 << (i + 1)));
-            }
-        }
-        None
+        quantile(&self.latency_buckets, q)
     }
 }
 
@@ -110,7 +164,7 @@ mod tests {
             m.request(Duration::from_micros(us), us != 3);
         }
         m.retry();
-        let s = m.snapshot();
+        let s = m.snapshot(Vec::new());
         assert_eq!((s.requests, s.errors, s.retries), (5, 1, 1));
         assert_eq!(s.latency_quantile(0.5), Some(Duration::from_micros(128)));
         assert_eq!(s.latency_quantile(1.0), Some(Duration::from_micros(8192)));

@@ -172,6 +172,12 @@ impl Session {
 
     /// A copy of the request counters and latency histogram.
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.inner.metrics.snapshot()
+        let nodes = self
+            .state()
+            .nodes
+            .iter()
+            .map(|n| crate::metrics::NodeLatency { addr: n.addr, latency_buckets: n.latency.snapshot() })
+            .collect();
+        self.inner.metrics.snapshot(nodes)
     }
 }

@@ -60,6 +60,8 @@ pub(crate) struct NodePool {
     /// Wakes a refill task sleeping through its backoff (an UP event); a
     /// wake-up while no task sleeps is kept for the next sleep.
     pub(crate) wake: Notify,
+    /// How long the attempts sent to the node took.
+    pub(crate) latency: crate::metrics::LatencyHistogram,
 }
 
 impl std::fmt::Debug for NodePool {
@@ -78,6 +80,7 @@ impl NodePool {
             up: AtomicBool::new(true),
             retired: AtomicBool::new(false),
             wake: Notify::new(),
+            latency: Default::default(),
         }
     }
 

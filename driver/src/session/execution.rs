@@ -125,6 +125,7 @@ impl Session {
         let state = self.state();
         let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route)?;
         loop {
+            let sent = Instant::now();
             let attempt = self.attempt(&conn, statement, values, params);
             let result = match attempt_timeout {
                 Some(t) => tokio::time::timeout(t, attempt).await.unwrap_or_else(|_| {
@@ -133,6 +134,7 @@ impl Session {
                 }),
                 None => attempt.await,
             };
+            node.latency.record(sent.elapsed());
             let error = match result {
                 Ok(mut r) => {
                     if let (Some(tablet), Some(route)) = (r.tablet.take(), route) {

@@ -529,3 +529,22 @@ async fn execution_profiles_layer_over_the_session() {
 
     assert_eq!(relaxed.name(), "relaxed");
 }
+
+/// `Session::metrics` counts each node's attempts in a latency histogram
+/// of its own.
+#[tokio::test]
+async fn metrics_have_a_latency_histogram_per_node() {
+    let s = session(ProtocolVersion::V4, Compression::None).await;
+    let before = s.metrics();
+    let read = Statement::new("SELECT release_version FROM system.local");
+    for _ in 0..50 {
+        s.execute(&read, ()).await.expect("read");
+    }
+    let after = s.metrics();
+    let node = testkit::shared_node().expect("server");
+    assert_eq!(after.nodes.iter().map(|n| n.addr).collect::<Vec<_>>(), [node], "one node");
+    let attempts = after.nodes[0].attempts() - before.nodes.first().map_or(0, |n| n.attempts());
+    assert!(attempts >= 50, "{attempts} attempts counted for 50 requests");
+    let p99 = after.nodes[0].latency_quantile(0.99).expect("a p99");
+    assert!(p99 > Duration::ZERO && p99 <= after.latency_quantile(1.0).expect("session max"), "{p99:?}");
+}
