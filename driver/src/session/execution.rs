@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use shardwise_protocol::response::ResultMessage;
+use tracing::Instrument;
 
 use super::profile::Settings;
 use super::Session;
@@ -126,7 +127,17 @@ impl Session {
         let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route)?;
         loop {
             let sent = Instant::now();
-            let attempt = self.attempt(&conn, statement, values, params);
+            // One span per attempt: nothing is formatted or allocated unless a
+            // subscriber listens at DEBUG.
+            let span = tracing::debug_span!(
+                "request",
+                keyspace = route.map(|r| r.keyspace),
+                table = route.map(|r| r.table),
+                node = %conn.addr(),
+                shard = conn.shard(),
+                attempt = retries,
+            );
+            let attempt = self.attempt(&conn, statement, values, params).instrument(span);
             let result = match attempt_timeout {
                 Some(t) => tokio::time::timeout(t, attempt).await.unwrap_or_else(|_| {
                     self.inner.metrics.attempt_timeout();

@@ -548,3 +548,61 @@ async fn metrics_have_a_latency_histogram_per_node() {
     let p99 = after.nodes[0].latency_quantile(0.99).expect("a p99");
     assert!(p99 > Duration::ZERO && p99 <= after.latency_quantile(1.0).expect("session max"), "{p99:?}");
 }
+
+/// A span's name and its fields, formatted.
+type RecordedSpan = (String, Vec<(String, String)>);
+
+/// Spans of the request attempts, as a minimal subscriber records them.
+#[derive(Default)]
+struct SpanRecorder(std::sync::Mutex<Vec<RecordedSpan>>);
+
+struct FieldsOf<'a>(&'a mut Vec<(String, String)>);
+
+impl tracing::field::Visit for FieldsOf<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+}
+
+impl tracing::Subscriber for SpanRecorder {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut fields = Vec::new();
+        span.record(&mut FieldsOf(&mut fields));
+        let mut spans = self.0.lock().expect("lock");
+        spans.push((span.metadata().name().to_owned(), fields));
+        tracing::span::Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Each attempt runs in a `request` span naming its keyspace, table,
+/// node, shard and attempt number (the allocation test shows it costs no
+/// allocation when nothing listens).
+#[tokio::test]
+async fn each_attempt_has_a_span() {
+    let s = session(ProtocolVersion::V4, Compression::None).await;
+    let ks = crate::common::simple_keyspace(&s, "spans").await;
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY)")), ()).await.expect("table");
+    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)").as_str()).await.expect("prepare");
+    let recorder = std::sync::Arc::new(SpanRecorder::default());
+    let dispatch = tracing::Dispatch::from(recorder.clone());
+    {
+        let _guard = tracing::dispatcher::set_default(&dispatch);
+        s.execute(&insert, (7,)).await.expect("insert");
+    }
+    let spans = recorder.0.lock().expect("lock").clone();
+    let (_, fields) = spans.iter().find(|(name, _)| name == "request").expect("a request span");
+    let field = |n: &str| fields.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let node = testkit::shared_node().expect("server");
+    assert_eq!(field("keyspace"), Some(format!("{ks:?}")), "{fields:?}");
+    assert_eq!(field("table"), Some("\"kv\"".to_owned()));
+    assert_eq!(field("node"), Some(node.to_string()));
+    assert_eq!((field("shard"), field("attempt")), (Some("0".to_owned()), Some("0".to_owned())));
+}
