@@ -22,11 +22,11 @@
 //! between generations, forever. A timed-out query is retried on a new
 //! connection; a window that keeps timing out stops the reader with
 //! [`CdcError::QueryTimeout`]. A window read again after a failure on a
-//! later page skips the rows its earlier pages already delivered (by
-//! stream, `cdc$time` and batch sequence number), so a retry never
-//! delivers a change twice.
+//! later page skips, in each stream, as many rows as its earlier pages
+//! already delivered (a stream's rows come in clustering order), so a
+//! retry never delivers a change twice.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,7 +39,6 @@ use shardwise::protocol::token::Token;
 use shardwise::protocol::types::CqlTimestamp;
 use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, PreparedStatement, Session, Statement};
 use tokio::sync::{mpsc, Notify};
-use uuid::Uuid;
 
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
@@ -362,7 +361,7 @@ impl CdcReaderBuilder {
         }
         let source: Arc<dyn GenerationSource> = match self.generations {
             Some(s) => s,
-            None if crate::tablets::uses_tablets(&self.session, &self.keyspace).await => {
+            None if crate::tablets::uses_tablets(&self.session, &self.keyspace).await? => {
                 Arc::new(TabletGenerations::new(self.session.clone(), &self.keyspace, &self.table))
             }
             None => Arc::new(VnodeGenerations::new(self.session.clone())),
@@ -575,20 +574,22 @@ struct Route {
 struct Worker {
     index: usize,
     shared: Arc<Shared>,
-    consumers: HashMap<GroupId, Box<dyn Consumer>>,
+    /// A consumer per group of a generation (a group id is reused by the
+    /// next generation).
+    consumers: HashMap<(Millis, GroupId), Box<dyn Consumer>>,
     routes: HashMap<(SocketAddr, u16), Route>,
     rows: RowIndex,
     failures: HashMap<GroupId, u32>,
     /// Consecutive timeouts per group.
     timeouts: HashMap<GroupId, u32>,
-    /// Rows already handed to the consumer from a window whose read failed
-    /// on a later page: the retry reads the window again from its first
-    /// page and skips them, so a change is never delivered twice.
-    delivered: HashMap<GroupId, HashSet<RowKey>>,
+    /// Per stream, how many rows a window whose read failed on a later page
+    /// already handed to the consumer: the retry reads the window again
+    /// from its first page and skips that many rows of each stream (a
+    /// stream's rows come in clustering order, `cdc$time` then batch
+    /// sequence number), so a change is never delivered twice. O(streams),
+    /// whatever the window's size.
+    delivered: HashMap<GroupId, HashMap<StreamId, usize>>,
 }
-
-/// What identifies a log row: its stream, `cdc$time` and `cdc$batch_seq_no`.
-type RowKey = (StreamId, Uuid, i32);
 
 fn now() -> Millis {
     Millis::from_system_time(SystemTime::now())
@@ -752,21 +753,31 @@ impl Worker {
     }
 
     async fn read(&mut self, window: &ReadWindow) -> Result<(), CdcError> {
-        if !self.consumers.contains_key(&window.group) {
+        let consumer_key = (window.generation, window.group);
+        if !self.consumers.contains_key(&consumer_key) {
+            // The groups of earlier generations are done for good.
+            self.consumers.retain(|(generation, _), _| *generation >= window.generation);
             let info = self.shared.planner().group(window.group);
             if let Some(info) = info {
-                self.consumers.insert(window.group, self.shared.factory.new_consumer(&info));
+                self.consumers.insert(consumer_key, self.shared.factory.new_consumer(&info));
             }
         }
-        let mut delivered = self.delivered.remove(&window.group).unwrap_or_default();
-        match self.read_pages(window, &mut delivered).await {
+        let skip = self.delivered.remove(&window.group).unwrap_or_default();
+        let mut delivered = HashMap::new();
+        match self.read_pages(window, &skip, &mut delivered).await {
             Ok(()) => {
-                if let Some(consumer) = self.consumers.get_mut(&window.group) {
+                if let Some(consumer) = self.consumers.get_mut(&consumer_key) {
                     consumer.window_end(window)?;
                 }
                 Ok(())
             }
             Err(e) => {
+                // What any attempt delivered, should this one have failed
+                // before reaching as far as an earlier one.
+                for (stream, n) in skip {
+                    let seen = delivered.entry(stream).or_insert(0);
+                    *seen = (*seen).max(n);
+                }
                 if !delivered.is_empty() {
                     self.delivered.insert(window.group, delivered);
                 }
@@ -776,9 +787,15 @@ impl Worker {
     }
 
     /// Reads the window's pages and hands their rows to the consumer,
-    /// skipping the rows in `delivered` (an earlier attempt's); while a
-    /// window spans several pages, the rows handed over are added to it.
-    async fn read_pages(&mut self, window: &ReadWindow, delivered: &mut HashSet<RowKey>) -> Result<(), CdcError> {
+    /// skipping the first `skip[s]` rows of each stream `s` (an earlier
+    /// attempt's); while the window spans several pages (or rows are
+    /// skipped), `delivered` counts the rows of each stream read so far.
+    async fn read_pages(
+        &mut self,
+        window: &ReadWindow,
+        skip: &HashMap<StreamId, usize>,
+        delivered: &mut HashMap<StreamId, usize>,
+    ) -> Result<(), CdcError> {
         let key = self.route(window.streams.key()).await?;
         let values = (window.streams.streams(), CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
         let mut paging: Option<PagingState> = None;
@@ -808,20 +825,18 @@ impl Worker {
                         .ok_or_else(|| CdcError::Config("the log query returned no column metadata".into()))?;
                     route.schema = Some(LogSchema::new(specs.to_vec())?);
                 }
-                if let (Some(schema), Some(consumer)) = (&route.schema, self.consumers.get_mut(&window.group)) {
+                let consumer = self.consumers.get_mut(&(window.generation, window.group));
+                if let (Some(schema), Some(consumer)) = (&route.schema, consumer) {
                     let page = LogPage::new(schema, rows, &mut self.rows)?;
                     for row in page.iter() {
                         let row = row?;
-                        if !delivered.is_empty() || remember {
-                            let id = (row.stream_id(), row.time(), row.batch_seq_no());
-                            if delivered.contains(&id) {
-                                continue;
-                            }
+                        if skip.is_empty() && !remember {
                             consumer.consume(row)?;
-                            if remember {
-                                delivered.insert(id);
-                            }
-                        } else {
+                            continue;
+                        }
+                        let seen = delivered.entry(row.stream_id()).or_insert(0);
+                        *seen += 1;
+                        if *seen > skip.get(&row.stream_id()).copied().unwrap_or(0) {
                             consumer.consume(row)?;
                         }
                     }

@@ -22,8 +22,9 @@
 //! `system_schema.scylla_keyspaces` gives the keyspace an `initial_tablets`
 //! value ([`uses_tablets`]), as Scylla's own readers decide.
 
+use shardwise::protocol::response::ErrorKind;
 use shardwise::protocol::types::CqlTimestamp;
-use shardwise::{RowsAccessError, Session, Statement};
+use shardwise::{ExecutionError, RowsAccessError, Session, Statement};
 
 use crate::generation::{metadata_consistency, GenerationError, GenerationSource};
 use crate::stream::{StreamGroup, StreamId};
@@ -113,13 +114,15 @@ impl GenerationSource for TabletGenerations {
 }
 
 /// Whether `keyspace` uses tablets: `system_schema.scylla_keyspaces` gives
-/// it an `initial_tablets` value. A failed query (Cassandra has no such
-/// table) or no row means vnodes.
-pub async fn uses_tablets(session: &Session, keyspace: &str) -> bool {
+/// it an `initial_tablets` value. No row, or no such table (Cassandra, old
+/// Scylla: an Invalid error), means vnodes; any other failure is an error,
+/// not a guess (reading the wrong streams would deliver nothing).
+pub async fn uses_tablets(session: &Session, keyspace: &str) -> Result<bool, ExecutionError> {
     let query = Statement::new("SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = ?")
         .with_idempotent(true);
     match session.execute(&query, (keyspace,)).await {
-        Ok(result) => matches!(result.first_row::<(Option<i32>,)>(), Ok(Some((Some(_),)))),
-        Err(_) => false,
+        Ok(result) => Ok(matches!(result.first_row::<(Option<i32>,)>(), Ok(Some((Some(_),))))),
+        Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => Ok(false),
+        Err(e) => Err(e),
     }
 }

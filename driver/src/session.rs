@@ -89,6 +89,9 @@ pub(crate) struct SessionInner {
     tablets: crate::cluster::tablets::TabletMap,
     /// The schema metadata, once asked for ([`Session::schema`]).
     schema: RwLock<Option<Arc<schema::Schema>>>,
+    /// Schema metadata reads take turns (a later read is never replaced by
+    /// an earlier one).
+    schema_reads: tokio::sync::Mutex<()>,
     metrics: Metrics,
     events: broadcast::Sender<SessionEvent>,
     /// Dropped with the session: tells background tasks to stop.

@@ -191,7 +191,13 @@ pub(crate) struct Shared {
     tablet_tables: Mutex<HashMap<(String, String), (uuid::Uuid, i64)>>,
     /// The CDC stream sets of CDC tables in tablets keyspaces (by base table).
     pub(crate) tablet_streams: Mutex<HashMap<(String, String), TabletStreams>>,
+    /// Held through a resize.
+    resize_lock: tokio::sync::Mutex<()>,
 }
+
+/// The most tablets a table gets from `min_tablet_count` (the front writes
+/// every tablet and stream to its stand-in tables on each resize).
+pub const MAX_EMULATED_TABLETS: u32 = 4096;
 
 /// A change of a table's tablet count, as Scylla's load balancer makes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,7 +295,7 @@ impl Shared {
             }
             if std::time::Instant::now() >= deadline {
                 return Err(EmuError::Server {
-                    code: 0x1000,
+                    code: 0x0000,
                     message: format!("table {keyspace}.{table} did not reach every node within 20 s"),
                 });
             }
@@ -571,6 +577,11 @@ impl Shared {
         Ok(())
     }
 
+    /// Whether `keyspace` was created with tablets.
+    pub(crate) fn uses_tablets(&self, keyspace: &str) -> bool {
+        self.tablet_keyspaces.lock().is_ok_and(|k| k.contains_key(keyspace))
+    }
+
     /// The tablet map of `keyspace.table` when its keyspace uses tablets
     /// (made on first use: [`TabletMap::new`]).
     pub(crate) fn tablets_of(&self, keyspace: &str, table: &str) -> Option<Arc<TabletMap>> {
@@ -608,7 +619,7 @@ impl Shared {
         let (id, seq) = match known {
             Some((id, seq)) => (id, if resized { seq + 1 } else { seq }),
             None => match system_tables::table_id(&self.admin, keyspace, table).await? {
-                Some(id) => (id, 0),
+                Some(id) => (id, i64::from(resized)),
                 None => return Ok(()),
             },
         };
@@ -662,7 +673,12 @@ impl Shared {
         table: &str,
         resize: Resize,
     ) -> Result<Option<Arc<TabletMap>>, EmuError> {
-        if system_tables::table_id(&self.admin, keyspace, table).await?.is_none() {
+        // One resize at a time: the map, `system.tablets` and the stream
+        // sets change together.
+        let _resizing = self.resize_lock.lock().await;
+        let is_log = self.registry.lock().is_ok_and(|r| r.logs.contains(&(keyspace.to_owned(), table.to_owned())));
+        if is_log || system_tables::table_id(&self.admin, keyspace, table).await?.is_none() {
+            // A log has its base table's tablets: resizing is the base's.
             return Ok(None);
         }
         let Some(old) = self.tablets_of(keyspace, table) else { return Ok(None) };
@@ -681,18 +697,19 @@ impl Shared {
 
     /// `tablets = {'min_tablet_count': min}` on `keyspace.table`: split
     /// until the table has at least `min` tablets (rounded up to a power of
-    /// two), or merge down to it. Scylla's load balancer also splits and
-    /// merges by data size; the front's tables count as small, so they sit
-    /// at their minimum.
+    /// two, at most [`MAX_EMULATED_TABLETS`]), or merge down to it. Scylla's
+    /// load balancer also splits and merges by data size; the front's
+    /// tables count as small, so they sit at their minimum.
     pub(crate) async fn min_tablet_count(&self, keyspace: &str, table: &str, min: u32) -> Result<(), (i32, String)> {
         let Some(map) = self.tablets_of(keyspace, table) else { return Ok(()) };
-        let target = (min.max(1) as usize).next_power_of_two().min(1 << 20);
+        let target = (min.clamp(1, MAX_EMULATED_TABLETS) as usize).next_power_of_two();
         let mut count = map.tablets().len();
         while count != target {
             let resize = if count < target { Resize::Split } else { Resize::Merge };
             match self.resize_tablets(keyspace, table, resize).await.map_err(EmuError::code_and_message)? {
-                Some(map) => count = map.tablets().len(),
-                None => break,
+                // Each step halves or doubles; one that does not stops here.
+                Some(map) if map.tablets().len() != count => count = map.tablets().len(),
+                _ => break,
             }
         }
         Ok(())
@@ -913,6 +930,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         tablet_maps: Mutex::new(HashMap::new()),
         tablet_tables: Mutex::new(HashMap::new()),
         tablet_streams: Mutex::new(HashMap::new()),
+        resize_lock: tokio::sync::Mutex::new(()),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {

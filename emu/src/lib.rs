@@ -99,6 +99,6 @@ pub mod transcript;
 pub mod vector_index;
 
 pub use cdc::{CdcOptions, CdcTable, Delta, PreImage};
-pub use front::{EmuError, EmulatedNode, Front, FrontConfig, FrontHandle, Resize, TabletsMode};
+pub use front::{EmuError, EmulatedNode, Front, FrontConfig, FrontHandle, Resize, TabletsMode, MAX_EMULATED_TABLETS};
 pub use generation::{Generation, StreamId, VnodeStreams};
 pub use stats::{FrontStats, NodeStats, ShardStats};

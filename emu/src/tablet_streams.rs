@@ -22,6 +22,8 @@
 //! streams it closed with state 1 and those it opened with state 2; the
 //! first set lists its streams as both current and opened).
 
+use std::collections::HashSet;
+
 use crate::generation::StreamId;
 use crate::tablets::TabletMap;
 
@@ -90,8 +92,10 @@ impl TabletStreams {
         let mut rows: Vec<(i8, StreamId)> = set.streams.iter().map(|&s| (CURRENT, s)).collect();
         match i.checked_sub(1).and_then(|p| self.sets.get(p)) {
             Some(previous) => {
-                rows.extend(previous.streams.iter().filter(|s| !set.streams.contains(s)).map(|&s| (CLOSED, s)));
-                rows.extend(set.streams.iter().filter(|s| !previous.streams.contains(s)).map(|&s| (OPENED, s)));
+                let (now, before): (HashSet<_>, HashSet<_>) =
+                    (set.streams.iter().collect(), previous.streams.iter().collect());
+                rows.extend(previous.streams.iter().filter(|s| !now.contains(s)).map(|&s| (CLOSED, s)));
+                rows.extend(set.streams.iter().filter(|s| !before.contains(s)).map(|&s| (OPENED, s)));
             }
             None => rows.extend(set.streams.iter().map(|&s| (OPENED, s))),
         }

@@ -139,6 +139,7 @@ impl Session {
                 prepared: Mutex::new(HashMap::new()),
                 tablets: Default::default(),
                 schema: RwLock::new(None),
+                schema_reads: tokio::sync::Mutex::new(()),
                 metrics: Metrics::default(),
                 events: broadcast::channel(256).0,
                 shutdown,

@@ -81,7 +81,8 @@ pub struct ColumnMetadata {
     pub kind: ColumnKind,
     /// Its CQL type, as the server writes it.
     pub typ: String,
-    /// Its position in its key (0 for regular and static columns).
+    /// Its position in its key (as the server stores it: -1 for regular and
+    /// static columns).
     pub position: i32,
     /// The clustering order, for clustering columns.
     pub clustering_order: ClusteringOrder,
@@ -276,9 +277,15 @@ impl Session {
         if let Some(s) = self.inner.schema.read().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(s);
         }
+        // Reads take turns: a refresh after an event waits for this one and
+        // then reads again, so no older read replaces a newer one.
+        let _turn = self.inner.schema_reads.lock().await;
+        if let Some(s) = self.inner.schema.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(s);
+        }
         let fresh = std::sync::Arc::new(fetch(self).await?);
-        let mut slot = self.inner.schema.write().unwrap_or_else(|e| e.into_inner());
-        Ok(slot.get_or_insert(fresh).clone())
+        *self.inner.schema.write().unwrap_or_else(|e| e.into_inner()) = Some(fresh.clone());
+        Ok(fresh)
     }
 
     /// Reads the schema again, when it has been asked for (after a schema
@@ -291,6 +298,7 @@ impl Session {
             if self.inner.schema.read().unwrap_or_else(|e| e.into_inner()).is_none() {
                 return;
             }
+            let _turn = self.inner.schema_reads.lock().await;
             match fetch(self).await {
                 Ok(s) => *self.inner.schema.write().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(s)),
                 Err(e) => tracing::warn!(error = %e, "cannot refresh the schema metadata"),

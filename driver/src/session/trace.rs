@@ -154,16 +154,21 @@ impl Session {
                 started_at,
                 events: Vec::new(),
             };
-            let result = self.execute(&events, (id,)).await.map_err(query)?;
-            for row in result.rows::<(Uuid, Option<&str>, Option<IpAddr>, Option<i32>, Option<&str>)>().map_err(rows)? {
-                let (event_id, activity, source, source_elapsed, thread) = row.map_err(|e| rows(e.into()))?;
-                info.events.push(TracingEvent {
-                    event_id,
-                    activity: activity.map(str::to_owned),
-                    source,
-                    source_elapsed,
-                    thread: thread.map(str::to_owned),
-                });
+            let mut pages = self.execute_iter(&events, (id,));
+            while let Some(page) = pages.next_page().await {
+                let page = page.map_err(query)?;
+                for row in
+                    page.rows::<(Uuid, Option<&str>, Option<IpAddr>, Option<i32>, Option<&str>)>().map_err(rows)?
+                {
+                    let (event_id, activity, source, source_elapsed, thread) = row.map_err(|e| rows(e.into()))?;
+                    info.events.push(TracingEvent {
+                        event_id,
+                        activity: activity.map(str::to_owned),
+                        source,
+                        source_elapsed,
+                        thread: thread.map(str::to_owned),
+                    });
+                }
             }
             return Ok(info);
         }

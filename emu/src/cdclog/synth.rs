@@ -389,6 +389,18 @@ impl Shared {
                 .ok_or_else(|| (0x2200, "CDC emulation: partition key too long".to_string()))?;
             let log = format!("{}.{}", quote(&schema.keyspace), quote(&crate::cdc::log_table_name(&schema.table)));
             let sets = tablet_streams.get(&(schema.keyspace.clone(), schema.table.clone()));
+            if sets.is_none() && self.uses_tablets(&schema.keyspace) {
+                // A front restarted since CDC was turned on has lost the
+                // table's stream sets: refuse rather than log to streams no
+                // reader of a tablets table looks at.
+                return Err((
+                    0x0000,
+                    format!(
+                        "CDC emulation: the stream sets of {}.{} are unknown to this front (created before it started)",
+                        schema.keyspace, schema.table
+                    ),
+                ));
+            }
             for record in split::records(m, images) {
                 let no_stream = || {
                     (

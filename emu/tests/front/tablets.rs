@@ -419,3 +419,28 @@ async fn min_tablet_count_resizes_a_table() {
         session.query_unpaged(format!("ALTER TABLE {ks}.kv WITH tablets = {{'min_tablet_count': 'x'}}"), &[]).await;
     assert!(bad.is_err(), "a bad option is refused");
 }
+
+/// Regression: `min_tablet_count` on a CDC log table (which has its base
+/// table's tablets) looped for ever, resizing the base table's map under
+/// the log's name; the log's resize is the base's, so nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_tablet_count_on_a_log_table_changes_nothing() {
+    let (front, session) = front_and_session().await;
+    let ks = tablets_keyspace(&session, "emu_tablets_log_min").await;
+    session
+        .query_unpaged(
+            format!("CREATE TABLE {ks}.logged (pk bigint PRIMARY KEY, v text) WITH cdc = {{'enabled': true}}"),
+            &[],
+        )
+        .await
+        .expect("cdc table");
+    let before = front.tablets(&ks, "logged").expect("tablets").tablets().len();
+    let alter = session.query_unpaged(
+        format!("ALTER TABLE {ks}.logged_scylla_cdc_log WITH tablets = {{'min_tablet_count': 64}}"),
+        &[],
+    );
+    let outcome = tokio::time::timeout(Duration::from_secs(20), alter).await.expect("the ALTER is answered");
+    println!("ALTER of a log table's tablets: {:?}", outcome.map(|_| ()));
+    assert_eq!(front.tablets(&ks, "logged").expect("tablets").tablets().len(), before);
+    assert_eq!(front.tablet_streams(&ks, "logged").expect("stream sets").sets().len(), 1, "no new stream set");
+}

@@ -229,3 +229,38 @@ async fn scylla_cdc_reads_a_tablets_table_across_a_split_and_a_merge() {
     }
     assert!(per_set.iter().all(|&c| c >= PER_PHASE as usize), "every set logged its phase: {per_set:?}");
 }
+
+/// A front started after CDC was turned on for a tablets table does not
+/// know the table's stream sets: it refuses the table's writes instead of
+/// logging them to streams no reader of a tablets table looks at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_that_lost_the_stream_sets_refuses_writes() {
+    let emu = testkit::fresh_keyspace("emu_tablets_cdc_restart");
+    let config = || FrontConfig { shards: 2, emu_keyspace: emu.clone(), ..FrontConfig::default() };
+    let first = start_front(config());
+    let before = session(&first).await;
+    let ks = testkit::fresh_keyspace("emu_tcdc_restart");
+    before
+        .query_unpaged(
+            format!(
+                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}} \
+                 AND tablets = {{'enabled': true, 'initial': 2}}"
+            ),
+            &[],
+        )
+        .await
+        .expect("keyspace");
+    before
+        .query_unpaged(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, v int) WITH cdc = {{'enabled': true}}"), &[])
+        .await
+        .expect("cdc table");
+    before.query_unpaged(format!("INSERT INTO {ks}.t (pk, v) VALUES (1, 1)"), &[]).await.expect("logged write");
+    drop(before);
+    first.stop();
+
+    let second = start_front(config());
+    let after = session(&second).await;
+    let refused = after.query_unpaged(format!("INSERT INTO {ks}.t (pk, v) VALUES (2, 2)"), &[]).await;
+    let message = format!("{:?}", refused.expect_err("refused, not logged elsewhere"));
+    assert!(message.contains("stream sets"), "{message}");
+}
