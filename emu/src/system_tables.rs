@@ -276,21 +276,17 @@ pub(crate) async fn write_stream_set(
 
 /// Forgets the stream sets of a dropped table.
 pub(crate) async fn forget_stream_sets(admin: &Admin, emu: &str, keyspace: &str, table: &str) -> Result<(), EmuError> {
-    for t in ["cdc_timestamps", "cdc_streams"] {
-        admin
-            .query(&format!(
-                "DELETE FROM {emu}.{t} WHERE keyspace_name = {} AND table_name = {}",
-                lit(keyspace),
-                lit(table)
-            ))
-            .await?;
-    }
-    Ok(())
+    forget_rows(admin, emu, &["cdc_timestamps", "cdc_streams"], keyspace, table).await
 }
 
 /// Forgets a dropped table.
 pub(crate) async fn forget_table(admin: &Admin, emu: &str, keyspace: &str, table: &str) -> Result<(), EmuError> {
-    for t in ["scylla_tables", "cdc_options"] {
+    forget_rows(admin, emu, &["scylla_tables", "cdc_options"], keyspace, table).await
+}
+
+/// Deletes the rows of `keyspace.table` from the stand-in `tables`.
+async fn forget_rows(admin: &Admin, emu: &str, tables: &[&str], keyspace: &str, table: &str) -> Result<(), EmuError> {
+    for t in tables {
         admin
             .query(&format!(
                 "DELETE FROM {emu}.{t} WHERE keyspace_name = {} AND table_name = {}",

@@ -46,6 +46,17 @@ async fn front_and_session() -> (shardwise_emu::FrontHandle, Arc<scylla::client:
     (front, session)
 }
 
+/// Creates `ks.logged`, a table with CDC on.
+async fn cdc_table(session: &scylla::client::session::Session, ks: &str) {
+    session
+        .query_unpaged(
+            format!("CREATE TABLE {ks}.logged (pk bigint PRIMARY KEY, v text) WITH cdc = {{'enabled': true}}"),
+            &[],
+        )
+        .await
+        .expect("cdc table");
+}
+
 async fn tablets_keyspace(session: &scylla::client::session::Session, prefix: &str) -> String {
     let ks = testkit::fresh_keyspace(prefix);
     session
@@ -302,13 +313,7 @@ async fn a_misrouted_request_gets_its_tablet() {
 async fn a_misrouted_write_to_a_cdc_table_gets_its_tablet_too() {
     let (front, session) = front_and_session().await;
     let ks = tablets_keyspace(&session, "emu_tablets_cdc_route").await;
-    session
-        .query_unpaged(
-            format!("CREATE TABLE {ks}.logged (pk bigint PRIMARY KEY, v text) WITH cdc = {{'enabled': true}}"),
-            &[],
-        )
-        .await
-        .expect("cdc table");
+    cdc_table(&session, &ks).await;
     let insert = session.prepare(format!("INSERT INTO {ks}.logged (pk, v) VALUES (?, ?)")).await.expect("prepare");
     let (learning, stats) = learn_then_write(&front, &session, &insert, 0).await;
     println!(
@@ -427,13 +432,7 @@ async fn min_tablet_count_resizes_a_table() {
 async fn min_tablet_count_on_a_log_table_changes_nothing() {
     let (front, session) = front_and_session().await;
     let ks = tablets_keyspace(&session, "emu_tablets_log_min").await;
-    session
-        .query_unpaged(
-            format!("CREATE TABLE {ks}.logged (pk bigint PRIMARY KEY, v text) WITH cdc = {{'enabled': true}}"),
-            &[],
-        )
-        .await
-        .expect("cdc table");
+    cdc_table(&session, &ks).await;
     let before = front.tablets(&ks, "logged").expect("tablets").tablets().len();
     let alter = session.query_unpaged(
         format!("ALTER TABLE {ks}.logged_scylla_cdc_log WITH tablets = {{'min_tablet_count': 64}}"),
