@@ -2,7 +2,7 @@
 //! this process starts and always stops.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use testkit::{Node, NodeConfig};
@@ -128,6 +128,51 @@ fn run_status(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Runs `cargo test`, passing its output through, and on failure names the
+/// failed tests and their panics in the error (the summary is often all a CI
+/// log keeps of a long run).
+fn run_tests(cmd: &mut Command) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = cmd.stdout(Stdio::piped()).spawn().map_err(|e| format!("could not run: {e}"))?;
+    let mut failures = Failures::default();
+    if let Some(out) = child.stdout.take() {
+        let stdout = std::io::stdout();
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = writeln!(stdout.lock(), "{line}");
+            failures.see(&line);
+        }
+    }
+    match child.wait() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(std::iter::once(format!("exited with {s}")).chain(failures.lines).collect::<Vec<_>>().join("\n")),
+        Err(e) => Err(format!("could not wait: {e}")),
+    }
+}
+
+/// What a `cargo test` output says of its failures: each failed test, and
+/// each panic with the line after it (the message).
+#[derive(Default)]
+struct Failures {
+    lines: Vec<String>,
+    after_panic: bool,
+}
+
+impl Failures {
+    fn see(&mut self, line: &str) {
+        if std::mem::take(&mut self.after_panic) {
+            if let Some(last) = self.lines.last_mut() {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+        } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... FAILED")) {
+            self.lines.push(format!("failed: {name}"));
+        } else if line.contains("panicked at") {
+            self.lines.push(format!("  {}", line.trim()));
+            self.after_panic = true;
+        }
+    }
+}
+
 pub fn run(args: &[String]) -> ExitCode {
     let env_seconds = std::env::var("SHARDWISE_FUZZ_SECONDS").ok();
     let opts = match parse_args(args, env_seconds.as_deref()) {
@@ -212,7 +257,7 @@ pub fn run(args: &[String]) -> ExitCode {
         let mut cmd = cargo();
         cmd.current_dir(&root).arg("test").args(&args);
         with_server(&mut cmd);
-        match run_status(&mut cmd) {
+        match run_tests(&mut cmd) {
             Ok(()) => run.record(&name, t, Status::Passed, ""),
             Err(e) => run.record(&name, t, Status::Failed, e),
         }
@@ -226,7 +271,7 @@ pub fn run(args: &[String]) -> ExitCode {
             let mut cmd = cargo();
             cmd.current_dir(&root).args(["test", "--workspace", "--doc"]);
             with_server(&mut cmd);
-            match run_status(&mut cmd) {
+            match run_tests(&mut cmd) {
                 Ok(()) => run.record("doc tests", t, Status::Passed, ""),
                 Err(e) => run.record("doc tests", t, Status::Failed, e),
             }
@@ -290,8 +335,15 @@ fn summary(run: &Run, all: Instant) -> ExitCode {
             Status::Failed => "FAIL",
             Status::Skipped => "SKIP",
         };
-        let note = s.note.lines().next().unwrap_or("");
+        let mut lines = s.note.lines();
+        let note = lines.next().unwrap_or("");
         eprintln!("  {tag}  {:<28} {:>7.1} s{}", s.name, s.took.as_secs_f64(), suffix(note));
+        // The failed tests of a failed step, each with its panic.
+        if s.status == Status::Failed {
+            for more in lines.take(40) {
+                eprintln!("          {more}");
+            }
+        }
     }
     let failed = run.steps.iter().filter(|s| s.status == Status::Failed).count();
     let passed = run.steps.iter().filter(|s| s.status == Status::Passed).count();
@@ -406,6 +458,23 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn failed_tests_and_their_panics_are_named() {
+        let out = "running 3 tests\ntest a::ok ... ok\ntest fault::tests::stops ... FAILED\n\nfailures:\n\n\
+                   ---- fault::tests::stops stdout ----\n\n\
+                   thread 'fault::tests::stops' panicked at testkit/src/fault.rs:9:5:\nstopped in 3s\n\n\
+                   failures:\n    fault::tests::stops\n";
+        let mut f = Failures::default();
+        out.lines().for_each(|l| f.see(l));
+        assert_eq!(
+            f.lines,
+            [
+                "failed: fault::tests::stops",
+                "  thread 'fault::tests::stops' panicked at testkit/src/fault.rs:9:5: stopped in 3s"
+            ]
+        );
     }
 
     #[test]
