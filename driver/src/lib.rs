@@ -21,6 +21,7 @@
 //! - [`config`]: connection settings (compression, TLS, authentication);
 //! - [`events`]: session and database events;
 //! - [`error`]: the error types;
+//! - [`latency`]: latency awareness (each node's average, which nodes plans put last);
 //! - `metrics`: request counters and the latency histograms (the session's, each node's);
 //! - `sync`: the synchronization primitives (loom-checkable);
 //! - `fuzzing` (hidden): the harnesses of the fuzz targets that read what the driver reads.
@@ -37,6 +38,7 @@ pub mod events;
 pub mod execute;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod latency;
 mod metrics;
 mod pool;
 pub mod result;
@@ -54,6 +56,7 @@ pub use config::{Compression, ConnectionConfig, TlsConfig};
 pub use connection::Connection;
 pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError};
 pub use events::SessionEvent;
+pub use latency::LatencyAwareness;
 pub use metrics::{MetricsSnapshot, NodeLatency};
 pub use result::{PagingState, QueryResult};
 pub use session::{

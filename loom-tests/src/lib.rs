@@ -1,7 +1,8 @@
 //! loom models of the driver's shared-state structures: the stream-id
 //! table of a connection ([`stream`]), how a connection closes while
-//! requests claim ids, send and drop ([`closing`]), and the per-shard
-//! connection slots of a node's pool ([`slots`]).
+//! requests claim ids, send and drop ([`closing`]), the per-shard
+//! connection slots of a node's pool ([`slots`]), and a node's latency
+//! average ([`latency`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
@@ -113,6 +114,10 @@ pub mod slots;
 #[path = "../../driver/src/connection/closing.rs"]
 pub mod closing;
 
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/latency.rs"]
+pub mod latency;
+
 #[cfg(test)]
 mod stream_slots;
 
@@ -124,3 +129,6 @@ mod closing_models;
 
 #[cfg(test)]
 mod once_lock;
+
+#[cfg(test)]
+mod latency_average;

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::config::{Auth, NodeConfig};
+use crate::config::{Auth, Location, NodeConfig};
 use crate::error::{HarnessError, Result};
 use crate::node::Node;
 use crate::ports::{free_port_pair, loopback_addresses};
@@ -53,6 +53,20 @@ impl Cluster {
     /// everything else is taken as it is. Returns once every node knows every
     /// other node's tokens ([`Cluster::wait_for_ring`]).
     pub fn start_with(n: u8, template: NodeConfig) -> Result<Cluster> {
+        Cluster::start_each(n, template, |_, _| {})
+    }
+
+    /// Starts one node for each location (`GossipingPropertyFileSnitch`),
+    /// in that order, with [`Cluster::default_config`]: a cluster of several
+    /// racks and datacenters.
+    pub fn start_located(locations: &[Location]) -> Result<Cluster> {
+        let n = u8::try_from(locations.len())
+            .map_err(|_| HarnessError::Config(format!("cannot start a cluster of {} nodes", locations.len())))?;
+        Cluster::start_each(n, Cluster::default_config(), |i, cfg| cfg.location = Some(locations[i].clone()))
+    }
+
+    /// [`Cluster::start_with`], with `each` adjusting the `i`-th node's configuration.
+    fn start_each(n: u8, template: NodeConfig, mut each: impl FnMut(usize, &mut NodeConfig)) -> Result<Cluster> {
         if n == 0 || n == u8::MAX {
             return Err(HarnessError::Config(format!("cannot start a cluster of {n} nodes")));
         }
@@ -60,8 +74,9 @@ impl Cluster {
         let (native, storage) = free_port_pair(&addrs)?;
         let seed = SocketAddr::new(addrs[0], storage);
         let mut nodes = Vec::with_capacity(n as usize);
-        for addr in addrs {
+        for (i, addr) in addrs.into_iter().enumerate() {
             let mut cfg = template.clone();
+            each(i, &mut cfg);
             cfg.address = addr;
             cfg.native_port = native;
             cfg.storage_port = storage;

@@ -128,6 +128,31 @@ pub struct NodeConfig {
     pub keep_dir: bool,
     /// Where to create the node's directory; defaults to the system temp dir.
     pub base_dir: Option<PathBuf>,
+    /// The node's datacenter and rack (`GossipingPropertyFileSnitch`);
+    /// `None`: `SimpleSnitch`, which puts every node in `datacenter1`,
+    /// `rack1`.
+    pub location: Option<Location>,
+}
+
+/// A node's datacenter and rack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The datacenter's name.
+    pub datacenter: String,
+    /// The rack's name.
+    pub rack: String,
+}
+
+impl Location {
+    /// `rack` in `datacenter`.
+    pub fn new(datacenter: impl Into<String>, rack: impl Into<String>) -> Location {
+        Location { datacenter: datacenter.into(), rack: rack.into() }
+    }
+
+    /// The `cassandra-rackdc.properties` the snitch reads.
+    pub fn rackdc_properties(&self) -> String {
+        format!("dc={}\nrack={}\n", self.datacenter, self.rack)
+    }
 }
 
 impl Default for NodeConfig {
@@ -152,6 +177,7 @@ impl Default for NodeConfig {
             stop_grace: Duration::from_secs(30),
             keep_dir: false,
             base_dir: None,
+            location: None,
         }
     }
 }
@@ -167,6 +193,10 @@ impl NodeDirs {
     /// The generated `cassandra.yaml`.
     pub fn yaml(&self) -> PathBuf {
         self.root.join("cassandra.yaml")
+    }
+    /// The generated `cassandra-rackdc.properties` (with a [`Location`]).
+    pub fn rackdc(&self) -> PathBuf {
+        self.root.join("cassandra-rackdc.properties")
     }
     /// The generated logback configuration.
     pub fn logback(&self) -> PathBuf {
@@ -287,6 +317,7 @@ impl NodeConfig {
 
     /// The generated `cassandra.yaml` for a node living in `dirs`.
     pub fn cassandra_yaml(&self, dirs: &NodeDirs) -> String {
+        let snitch = if self.location.is_some() { "GossipingPropertyFileSnitch" } else { "SimpleSnitch" };
         let (authenticator, authorizer) = match self.auth {
             Auth::AllowAll => ("AllowAllAuthenticator", "AllowAllAuthorizer"),
             Auth::Password => ("PasswordAuthenticator", "CassandraAuthorizer"),
@@ -320,7 +351,7 @@ impl NodeConfig {
             ("rpc_address", format!("rpc_address: {}", self.address)),
             ("native_transport_port", format!("native_transport_port: {}", self.native_port)),
             ("storage_port", format!("storage_port: {}", self.storage_port)),
-            ("endpoint_snitch", "endpoint_snitch: SimpleSnitch".into()),
+            ("endpoint_snitch", format!("endpoint_snitch: {snitch}")),
             ("start_native_transport", "start_native_transport: true".into()),
             ("authenticator", format!("authenticator: {authenticator}")),
             ("authorizer", format!("authorizer: {authorizer}")),
@@ -395,6 +426,9 @@ impl NodeConfig {
         }
         if let Some(d) = self.ring_delay {
             a.push(format!("-Dcassandra.ring_delay_ms={}", d.as_millis()));
+        }
+        if self.location.is_some() {
+            a.push(format!("-Dcassandra-rackdc.properties=file://{}", dirs.rackdc().display()));
         }
         a.extend(self.extra_jvm_args.iter().cloned());
         a.push("-cp".to_string());

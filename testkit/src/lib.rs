@@ -42,7 +42,7 @@ pub mod samples;
 pub mod shared;
 
 pub use cluster::Cluster;
-pub use config::{Auth, ClientEncryption, NodeConfig};
+pub use config::{Auth, ClientEncryption, Location, NodeConfig};
 pub use dist::{Distribution, CASSANDRA_VERSION};
 pub use error::{HarnessError, Result};
 pub use fault::FaultProxy;

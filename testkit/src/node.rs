@@ -173,6 +173,10 @@ impl Node {
         let keep_dir = config.keep_dir || env_flag("SHARDWISE_KEEP_NODE_DIRS");
         fs::write(dirs.yaml(), config.cassandra_yaml(&dirs))
             .map_err(|e| HarnessError::io(format!("writing {}", dirs.yaml().display()), e))?;
+        if let Some(location) = &config.location {
+            fs::write(dirs.rackdc(), location.rackdc_properties())
+                .map_err(|e| HarnessError::io(format!("writing {}", dirs.rackdc().display()), e))?;
+        }
         fs::write(dirs.logback(), LOGBACK_XML)
             .map_err(|e| HarnessError::io(format!("writing {}", dirs.logback().display()), e))?;
         let log = fs::File::create(dirs.log())

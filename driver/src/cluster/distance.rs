@@ -22,6 +22,10 @@ pub enum NodeDistance {
 pub struct DistancePolicy {
     /// The local datacenter; `None` treats every datacenter as local.
     pub local_datacenter: Option<String>,
+    /// The client's rack in the local datacenter: its nodes are tried
+    /// before the datacenter's others (rack awareness); `None`: no rack
+    /// is preferred.
+    pub local_rack: Option<String>,
     /// Connect to remote-datacenter nodes (as fallbacks).
     pub use_remote: bool,
     /// When set, only these addresses get connections.
@@ -43,6 +47,12 @@ impl DistancePolicy {
             Some(_) if self.use_remote => NodeDistance::Remote,
             Some(_) => NodeDistance::Ignored,
         }
+    }
+
+    /// Whether `node` is in the local rack (never without one).
+    pub fn in_local_rack(&self, node: &NodeInfo) -> bool {
+        self.local_rack.as_ref().is_some_and(|rack| node.rack.as_ref() == Some(rack))
+            && self.distance(node) == NodeDistance::Local
     }
 }
 
@@ -73,5 +83,23 @@ mod tests {
         assert_eq!(allow.distance(&node([127, 0, 0, 1], "dc1")), NodeDistance::Ignored);
         assert_eq!(allow.distance(&node([127, 0, 0, 3], "dc1")), NodeDistance::Local);
         assert_eq!(DistancePolicy::default().distance(&node([1, 1, 1, 1], "any")), NodeDistance::Local);
+    }
+
+    #[test]
+    fn the_local_rack_is_a_rack_of_the_local_datacenter() {
+        let in_rack =
+            |dc: &str, rack: Option<&str>| NodeInfo { rack: rack.map(String::from), ..node([127, 0, 0, 1], dc) };
+        let p = DistancePolicy {
+            local_datacenter: Some("dc1".into()),
+            local_rack: Some("r1".into()),
+            use_remote: true,
+            ..Default::default()
+        };
+        assert!(p.in_local_rack(&in_rack("dc1", Some("r1"))));
+        assert!(!p.in_local_rack(&in_rack("dc1", Some("r2"))));
+        assert!(!p.in_local_rack(&in_rack("dc1", None)));
+        assert!(!p.in_local_rack(&in_rack("dc2", Some("r1"))), "a rack of the same name elsewhere");
+        let no_rack = DistancePolicy { local_rack: None, ..p };
+        assert!(!no_rack.in_local_rack(&in_rack("dc1", Some("r1"))));
     }
 }

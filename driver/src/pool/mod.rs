@@ -62,6 +62,8 @@ pub(crate) struct NodePool {
     pub(crate) wake: Notify,
     /// How long the attempts sent to the node took.
     pub(crate) latency: crate::metrics::LatencyHistogram,
+    /// Their average, for latency awareness.
+    pub(crate) average: crate::latency::NodeAverage,
 }
 
 impl std::fmt::Debug for NodePool {
@@ -81,6 +83,7 @@ impl NodePool {
             retired: AtomicBool::new(false),
             wake: Notify::new(),
             latency: Default::default(),
+            average: Default::default(),
         }
     }
 

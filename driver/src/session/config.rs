@@ -14,6 +14,7 @@ use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
 use crate::cluster::{DistancePolicy, NodeDistance};
 use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
+use crate::latency::LatencyAwareness;
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
 
 /// Speculative execution: for idempotent statements, start another attempt
@@ -88,6 +89,10 @@ pub struct SessionConfig {
     pub discover_topology: bool,
     /// Which nodes get connections, and in which order they are tried.
     pub distance: DistancePolicy,
+    /// Latency awareness: nodes much slower than the fastest are tried
+    /// after the others; `None` (the default, as in the official drivers):
+    /// off.
+    pub latency_awareness: Option<LatencyAwareness>,
     /// Re-read the topology and schema at this interval (besides after
     /// topology and status events); `None`: only after events.
     pub topology_refresh_interval: Option<Duration>,
@@ -130,6 +135,7 @@ impl Default for SessionConfig {
             system_query_timeout: Duration::from_secs(10),
             discover_topology: true,
             distance: DistancePolicy::default(),
+            latency_awareness: None,
             topology_refresh_interval: Some(Duration::from_secs(60)),
             topology_event_delay: Duration::from_secs(1),
         }
@@ -338,7 +344,22 @@ impl SessionBuilder {
         self.config.discover_topology = on;
         self
     }
-    /// Node distance (local datacenter, allow and deny lists).
+    /// Prefers the nodes of `rack` in `datacenter`, then the datacenter's
+    /// others, then (if the distance policy uses them) remote ones: rack
+    /// awareness, on top of [`distance_policy`](Self::distance_policy).
+    pub fn local_rack(mut self, datacenter: impl Into<String>, rack: impl Into<String>) -> Self {
+        self.config.distance.local_datacenter = Some(datacenter.into());
+        self.config.distance.local_rack = Some(rack.into());
+        self
+    }
+
+    /// Latency awareness (`None`: off); an execution profile can override it.
+    pub fn latency_awareness(mut self, l: Option<LatencyAwareness>) -> Self {
+        self.config.latency_awareness = l;
+        self
+    }
+
+    /// Node distance (local datacenter and rack, allow and deny lists).
     pub fn distance_policy(mut self, p: DistancePolicy) -> Self {
         self.config.distance = p;
         self

@@ -122,7 +122,7 @@ impl Session {
                 let nodes: Vec<Arc<NodePool>> =
                     addrs.iter().map(|a| Arc::new(NodePool::new(*a, config.connections_per_node))).collect();
                 let local = nodes.len();
-                (ClusterState { nodes, local, infos: Vec::new(), routing: None }, Arc::default(), None)
+                (ClusterState { nodes, rack: 0, local, infos: Vec::new(), routing: None }, Arc::default(), None)
             }
         };
         let (shutdown, shutdown_rx) = watch::channel(());

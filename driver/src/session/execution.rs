@@ -119,12 +119,14 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let options = statement.options();
         let idempotent = options.idempotent;
-        let Settings { attempt_timeout, retry_policy, .. } = Settings::of(options, &self.inner.config);
+        let Settings { attempt_timeout, retry_policy, latency_awareness, .. } =
+            Settings::of(options, &self.inner.config);
         let mut retries = 0;
         let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
         let route = statement.route(values);
         let state = self.state();
-        let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route)?;
+        let penalty = Session::penalty(&state, latency_awareness);
+        let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route, penalty)?;
         loop {
             let sent = Instant::now();
             // One span per attempt: nothing is formatted or allocated unless a
@@ -145,7 +147,10 @@ impl Session {
                 }),
                 None => attempt.await,
             };
-            node.latency.record(sent.elapsed());
+            let took = sent.elapsed();
+            node.latency.record(took);
+            let scale = latency_awareness.unwrap_or_default().scale;
+            node.average.record(super::plan::now_ns(), u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), scale);
             let error = match result {
                 Ok(mut r) => {
                     if let (Some(tablet), Some(route)) = (r.tablet.take(), route) {
@@ -164,7 +169,8 @@ impl Session {
                     }
                 }
                 RetryDecision::RetryNextNode => {
-                    (position, node, conn) = self.pick(&state, seed, position + 1, route).map_err(|_| error.clone())?;
+                    (position, node, conn) =
+                        self.pick(&state, seed, position + 1, route, penalty).map_err(|_| error.clone())?;
                 }
             }
             retries += 1;

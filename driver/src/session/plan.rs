@@ -1,15 +1,24 @@
 //! The query plan: in which order a request tries the nodes (the token's
-//! replicas first, local before remote, then every node round-robin, nodes
-//! that are down last) and which connection it takes from each (the one
-//! serving the token's shard). For a table with tablets, the replicas are
-//! the tablet's, each with its own shard, when the tablet is known.
+//! replicas first, those in the local rack, then the local datacenter,
+//! then remote ones; then every node round-robin in the same tiers) and
+//! which connection it takes from each (the one serving the token's
+//! shard). Nodes that latency awareness penalizes come after every other
+//! node that is up, and nodes that are down last. For a table with
+//! tablets, the replicas are the tablet's, each with its own shard, when
+//! the tablet is known.
 //!
 //! The order is a pure function over the snapshot's slices ([`Plan`]),
 //! generic over the node ([`Candidate`]), so that it is tested here without
-//! sockets; [`Session::pick`] applies it to the current snapshot.
+//! sockets; [`Session::pick`] applies it to the current snapshot. Nothing
+//! is cached per token because nothing needs to be: the replicas of each
+//! token range are computed once per snapshot ([`ReplicaTable`]), and a
+//! plan walks them in place, allocating nothing.
+//!
+//! [`ReplicaTable`]: crate::cluster::ReplicaTable
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use shardwise_protocol::token::Token;
 
@@ -19,6 +28,7 @@ use crate::cluster::ring::NodeIndex;
 use crate::connection::Connection;
 use crate::error::ExecutionError;
 use crate::execute::Route;
+use crate::latency::{Average, LatencyAwareness, Penalty};
 use crate::pool::NodePool;
 use uuid::Uuid;
 
@@ -28,6 +38,8 @@ pub(super) trait Candidate {
     type Conn;
     /// Whether the node counts as up.
     fn is_up(&self) -> bool;
+    /// Its average latency, for latency awareness.
+    fn average(&self) -> Option<Average>;
     /// A connection to the node: to the shard owning `token` when it has
     /// one, else any (`seed` rotates between equally loaded ones).
     fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Self::Conn>;
@@ -40,6 +52,9 @@ impl Candidate for Arc<NodePool> {
     fn is_up(&self) -> bool {
         NodePool::is_up(self)
     }
+    fn average(&self) -> Option<Average> {
+        self.average.get()
+    }
     fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Connection> {
         NodePool::connection_for(self, token, seed)
     }
@@ -48,10 +63,29 @@ impl Candidate for Arc<NodePool> {
     }
 }
 
+/// Nanoseconds on the monotonic clock latency averages are kept on.
+pub(super) fn now_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The passes of a plan, each over every position: the nodes that are up
+/// and not penalized, then those penalized for their latency, then those
+/// that are down (a DOWN event may be stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Preferred,
+    Penalized,
+    Down,
+}
+
 /// One request's plan over a snapshot.
 pub(super) struct Plan<'a, N> {
-    /// The nodes with pools, local ones first.
+    /// The nodes with pools: those of the local rack, then the rest of the
+    /// local datacenter, then remote ones.
     pub(super) nodes: &'a [N],
+    /// How many of `nodes` are in the local rack (a prefix of the local ones).
+    pub(super) rack: usize,
     /// How many of `nodes` are local.
     pub(super) local: usize,
     /// The token's replicas (ring node indices, primary first); empty when
@@ -74,24 +108,38 @@ pub(super) struct Plan<'a, N> {
     /// whatever the seed (Paxos rounds on one partition from several
     /// coordinators contend; the official drivers do the same).
     pub(super) lwt: bool,
+    /// Latency awareness: which nodes go after the others.
+    pub(super) penalty: Option<Penalty>,
 }
 
 impl<'a, N: Candidate> Plan<'a, N> {
     /// The node and connection at plan position `from` or after, and the
-    /// position it was found at. The plan: the token's local replicas, then
-    /// its remote ones (each shuffled by `seed`), then every local node and
-    /// every remote node round-robin. Nodes that are down are skipped; only
-    /// when the whole plan has none up are they tried (a DOWN event may be
-    /// stale). A node without a connection is passed to `unavailable` and
-    /// skipped. Allocates nothing.
+    /// position it was found at. The plan: the token's replicas in the
+    /// local rack, in the rest of the local datacenter, then remote ones
+    /// (each tier shuffled by `seed`), then every node of each tier
+    /// round-robin. That order is walked three times: for the nodes that
+    /// are up and not penalized, then those penalized, then those down.
+    /// A node without a connection is passed to `unavailable` and skipped.
+    /// Allocates nothing.
     pub(super) fn pick(&self, from: usize, mut unavailable: impl FnMut(&N)) -> Option<(usize, &'a N, N::Conn)> {
-        let (nodes, local, seed, token) = (self.nodes, self.local, self.seed, self.token);
-        for include_down in [false, true] {
-            let mut position = 0;
+        let (nodes, seed, token) = (self.nodes, self.seed, self.token);
+        let tiers = [0..self.rack, self.rack..self.local, self.local..nodes.len()];
+        let mut position = 0;
+        for pass in [Pass::Preferred, Pass::Penalized, Pass::Down] {
+            if pass == Pass::Penalized && self.penalty.is_none() {
+                // Nobody is penalized: the pass would skip every position.
+                position += self.positions();
+                continue;
+            }
             let mut visit = |node: &N, shard: Option<u16>| -> Option<(usize, N::Conn)> {
                 let here = position;
                 position += 1;
-                if here < from || (!include_down && !node.is_up()) {
+                let this_pass = match (node.is_up(), self.penalty) {
+                    (false, _) => Pass::Down,
+                    (true, Some(p)) if p.applies(node.average()) => Pass::Penalized,
+                    (true, _) => Pass::Preferred,
+                };
+                if here < from || this_pass != pass {
                     return None;
                 }
                 let conn = match shard {
@@ -106,22 +154,12 @@ impl<'a, N: Candidate> Plan<'a, N> {
                     }
                 }
             };
-            let (replicas, tablet) = (self.replicas, self.tablet);
-            let n = if tablet.is_empty() { replicas.len() } else { tablet.len() };
+            let n = self.replica_count();
             let order = if self.lwt { Shuffle::identity(n) } else { Shuffle::new(n, seed) };
-            for want_local in [true, false] {
+            for tier in &tiers {
                 for i in 0..n {
-                    // The ring index and shard of the i-th replica (rotated).
-                    let (ring_index, shard) = if tablet.is_empty() {
-                        (Some(replicas[order.at(i)]), None)
-                    } else {
-                        let (host, shard) = tablet[order.at(i)];
-                        (self.host_ids.iter().position(|h| *h == host), Some(shard))
-                    };
-                    let Some(p) = ring_index.and_then(|r| self.pool_of.get(r).copied().flatten()) else {
-                        continue;
-                    };
-                    if (p < local) != want_local {
+                    let Some((p, shard)) = self.replica(order.at(i)) else { continue };
+                    if !tier.contains(&p) {
                         continue;
                     }
                     let node = &nodes[p];
@@ -130,7 +168,8 @@ impl<'a, N: Candidate> Plan<'a, N> {
                     }
                 }
             }
-            for group in [&nodes[..local], &nodes[local..]] {
+            for tier in &tiers {
+                let group = &nodes[tier.clone()];
                 let n = group.len();
                 for i in 0..n {
                     let node = &group[(seed + i) % n];
@@ -141,6 +180,31 @@ impl<'a, N: Candidate> Plan<'a, N> {
             }
         }
         None
+    }
+
+    fn replica_count(&self) -> usize {
+        if self.tablet.is_empty() {
+            self.replicas.len()
+        } else {
+            self.tablet.len()
+        }
+    }
+
+    /// The index in `nodes` of the `i`-th replica and the shard to ask it
+    /// for (a tablet's), or `None` when it has no pool.
+    fn replica(&self, i: usize) -> Option<(usize, Option<u16>)> {
+        let (ring_index, shard) = if self.tablet.is_empty() {
+            (Some(self.replicas[i]), None)
+        } else {
+            let (host, shard) = self.tablet[i];
+            (self.host_ids.iter().position(|h| *h == host), Some(shard))
+        };
+        ring_index.and_then(|r| self.pool_of.get(r).copied().flatten()).map(|p| (p, shard))
+    }
+
+    /// How many positions one pass has: every replica with a pool, and every node.
+    fn positions(&self) -> usize {
+        (0..self.replica_count()).filter(|&i| self.replica(i).is_some()).count() + self.nodes.len()
     }
 }
 
@@ -208,6 +272,7 @@ impl Session {
         seed: usize,
         from: usize,
         route: Option<Route<'_>>,
+        penalty: Option<Penalty>,
     ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
         let token = route.map(|r| r.token);
         // A table with tablets: the tablet's replicas when it is known, else
@@ -229,12 +294,29 @@ impl Session {
             };
         let tablet = tablet.unwrap_or_default();
         let lwt = route.is_some_and(|r| r.lwt);
-        let plan =
-            Plan { nodes: &state.nodes, local: state.local, replicas, tablet, host_ids, pool_of, token, seed, lwt };
+        let plan = Plan {
+            nodes: &state.nodes,
+            rack: state.rack,
+            local: state.local,
+            replicas,
+            tablet,
+            host_ids,
+            pool_of,
+            token,
+            seed,
+            lwt,
+            penalty,
+        };
         match plan.pick(from, |node| self.node_unavailable(node)) {
             Some((position, node, conn)) => Ok((position, node.clone(), conn)),
             None => Err(ExecutionError::NoConnection),
         }
+    }
+
+    /// The latency penalty of a request's plan under `config`: the best
+    /// average among the snapshot's nodes, now.
+    pub(super) fn penalty(state: &ClusterState, config: Option<LatencyAwareness>) -> Option<Penalty> {
+        Penalty::over(config?, state.nodes.iter().map(|n| n.average.get()), now_ns())
     }
 
     /// The nodes (in token-aware order) a request for `token` in `keyspace`
@@ -263,6 +345,7 @@ mod tests {
 
     use super::{Candidate, Plan};
     use crate::cluster::{ReplicaTable, ReplicationStrategy, RingNode, TokenRing};
+    use crate::latency::{Average, LatencyAwareness, Penalty};
     use crate::pool::pick_connection;
     use crate::pool::slots::{PoolConnection, Slots};
 
@@ -291,6 +374,7 @@ mod tests {
         id: usize,
         up: bool,
         slots: Slots<Conn>,
+        average: Option<Average>,
     }
 
     impl Node {
@@ -298,14 +382,14 @@ mod tests {
         fn new(id: usize) -> Node {
             let slots = Slots::new(1);
             let _ = slots.install(Conn { shard: None, sharder: None });
-            Node { id, up: true, slots }
+            Node { id, up: true, slots, average: None }
         }
         fn down(id: usize) -> Node {
             Node { up: false, ..Node::new(id) }
         }
         /// An up node that has no open connection.
         fn unconnected(id: usize) -> Node {
-            Node { id, up: true, slots: Slots::new(1) }
+            Node { id, up: true, slots: Slots::new(1), average: None }
         }
         /// An up node sharded by `sharder`, with a connection on each of `shards`.
         fn sharded(id: usize, sharder: Sharder, shards: &[u16]) -> Node {
@@ -314,7 +398,7 @@ mod tests {
             for &s in shards {
                 let _ = slots.install(Conn { shard: Some((s, nr)), sharder: Some(sharder) });
             }
-            Node { id, up: true, slots }
+            Node { id, up: true, slots, average: None }
         }
     }
 
@@ -322,6 +406,9 @@ mod tests {
         type Conn = Conn;
         fn is_up(&self) -> bool {
             self.up
+        }
+        fn average(&self) -> Option<Average> {
+            self.average
         }
         fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Conn> {
             pick_connection(&self.slots, token, seed, |c, token| c.sharder.map_or(0, |s| s.shard_of(token)))
@@ -331,11 +418,12 @@ mod tests {
         }
     }
 
-    const IDENTITY: &[Option<usize>] = &[Some(0), Some(1), Some(2), Some(3), Some(4)];
+    const IDENTITY: &[Option<usize>] = &[Some(0), Some(1), Some(2), Some(3), Some(4), Some(5)];
 
     fn plan<'a>(nodes: &'a [Node], local: usize, replicas: &'a [usize], seed: usize) -> Plan<'a, Node> {
         Plan {
             nodes,
+            rack: 0,
             local,
             replicas,
             tablet: &[],
@@ -344,6 +432,7 @@ mod tests {
             token: None,
             seed,
             lwt: false,
+            penalty: None,
         }
     }
 
@@ -373,6 +462,7 @@ mod tests {
         let pool_of = [Some(3), Some(2), Some(1), Some(0)];
         let with_seed = |seed| Plan {
             nodes: &nodes,
+            rack: 0,
             local: 4,
             replicas,
             tablet: &[],
@@ -381,6 +471,7 @@ mod tests {
             token: None,
             seed,
             lwt: false,
+            penalty: None,
         };
         // The replicas (in an order the seed shuffles), then every node.
         for seed in 0..50 {
@@ -422,6 +513,7 @@ mod tests {
         let token = Token::new(0);
         let p = Plan {
             nodes: &nodes,
+            rack: 0,
             local: 3,
             replicas: &[],
             tablet: &tablet,
@@ -430,6 +522,7 @@ mod tests {
             token: Some(token),
             seed: 0,
             lwt: false,
+            penalty: None,
         };
         let (at, node, conn) = p.pick(0, |_| {}).expect("a replica");
         assert_eq!((at, node.id, conn.shard.map(|s| s.0)), (0, 2, Some(3)));
@@ -473,6 +566,7 @@ mod tests {
         let pool_of = [Some(0), None, Some(1)];
         let p = Plan {
             nodes: &nodes,
+            rack: 0,
             local: 2,
             replicas: &[1, 2],
             tablet: &[],
@@ -481,19 +575,20 @@ mod tests {
             token: None,
             seed: 0,
             lwt: false,
+            penalty: None,
         };
         assert_eq!(order(&p), [1, 0, 1]);
     }
 
     #[test]
-    fn down_nodes_are_skipped_while_any_node_is_up() {
+    fn down_nodes_come_after_every_node_that_is_up() {
         let nodes = [Node::down(0), Node::new(1), Node::new(2)];
-        // Positions: 0 replica 0 (down), 1 replica 1, then nodes 0 (down), 1, 2.
+        // Positions in each pass: 0 replica 0 (down), 1 replica 1, then nodes 0 (down), 1, 2.
         let p = plan(&nodes, 3, &[0, 1], 0);
         let (at, node, _) = p.pick(0, |_| {}).expect("an up node");
         assert_eq!((at, node.id), (1, 1));
-        assert_eq!(order(&p), [1, 1, 2]);
-        assert!(p.pick(5, |_| {}).is_none(), "past the end of the plan");
+        assert_eq!(order(&p), [1, 1, 2, 0, 0], "the down node last, as a replica and as a node");
+        assert!(p.pick(3 * 5, |_| {}).is_none(), "past the end of the plan");
     }
 
     #[test]
@@ -521,7 +616,54 @@ mod tests {
         let nothing = [Node::unconnected(0)];
         let mut reported = Vec::new();
         assert!(plan(&nothing, 1, &[], 0).pick(0, |n| reported.push(n.id)).is_none());
-        assert_eq!(reported, [0, 0], "once per pass: up nodes, then all");
+        assert_eq!(reported, [0], "once: it is up, so only the first pass considers it");
+    }
+
+    #[test]
+    fn the_local_rack_then_the_local_datacenter_then_remote_nodes() {
+        let nodes: Vec<Node> = (0..6).map(Node::new).collect();
+        // Nodes 0 and 1 in the local rack, 2 and 3 elsewhere in the local
+        // datacenter, 4 and 5 remote; replicas 5, 3 and 1.
+        let p = |seed| Plan { rack: 2, ..plan(&nodes, 4, &[5, 3, 1], seed) };
+        for seed in 0..20 {
+            let o = order(&p(seed));
+            assert_eq!(o[..3], [1, 3, 5], "seed {seed}: each tier's replicas in turn");
+            let (mut rack, mut dc, mut remote) = (o[3..5].to_vec(), o[5..7].to_vec(), o[7..].to_vec());
+            rack.sort();
+            dc.sort();
+            remote.sort();
+            assert_eq!((rack, dc, remote), (vec![0, 1], vec![2, 3], vec![4, 5]), "seed {seed}: then each tier's nodes");
+        }
+        // Two replicas in the rack: shuffled between themselves, both before the others.
+        let firsts: std::collections::BTreeSet<usize> =
+            (0..40).map(|seed| order(&Plan { rack: 2, ..plan(&nodes, 4, &[2, 0, 1], seed) })[0]).collect();
+        assert_eq!(firsts, [0, 1].into_iter().collect());
+    }
+
+    fn measured(mean_ms: u64, at_ns: u64) -> Option<Average> {
+        Some(Average { mean_ns: (mean_ms * 1_000_000) as f64, at_ns, count: 100 })
+    }
+
+    #[test]
+    fn slow_nodes_go_after_the_others_and_before_down_ones() {
+        let now = 60_000_000_000;
+        let mut nodes: Vec<Node> = (0..4).map(Node::new).collect();
+        nodes[0].average = measured(10, now - 1_000_000);
+        nodes[1].average = measured(1, now - 1_000_000);
+        nodes[2].average = measured(3, now - 1_000_000);
+        nodes[3].up = false;
+        let averages = nodes.iter().map(|n| n.average);
+        let penalty = Penalty::over(LatencyAwareness::default(), averages, now);
+        let p = Plan { penalty, ..plan(&nodes, 4, &[0, 1], 0) };
+        // Replica 1, node 1 (the fast ones), then the slow ones (0 and 2,
+        // more than twice the best), replica 0 first; the down node last.
+        assert_eq!(order(&p), [1, 1, 0, 0, 2, 3]);
+        // Without latency awareness the plan is as before.
+        assert_eq!(order(&plan(&nodes, 4, &[0, 1], 0)), [0, 1, 0, 1, 2, 3]);
+        // A slow node whose numbers are older than the retry period is probed again.
+        nodes[0].average = measured(10, now - 11_000_000_000);
+        let penalty = Penalty::over(LatencyAwareness::default(), nodes.iter().map(|n| n.average), now);
+        assert_eq!(order(&Plan { penalty, ..plan(&nodes, 4, &[0, 1], 0) }), [0, 1, 0, 1, 2, 3]);
     }
 
     #[test]

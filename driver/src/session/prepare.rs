@@ -24,7 +24,7 @@ impl Session {
         }
         let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
         let state = self.state();
-        let (_, node, conn) = self.pick(&state, seed, 0, None)?;
+        let (_, node, conn) = self.pick(&state, seed, 0, None, None)?;
         let p = conn.prepare(statement.text()).await?;
         // Prepare on the other nodes too, so EXECUTE works wherever it goes.
         let others: Vec<Connection> = state

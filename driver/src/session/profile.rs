@@ -1,6 +1,6 @@
 //! Execution profiles: named bundles of how a request runs (consistency,
 //! serial consistency, request and attempt timeouts, retry policy,
-//! speculative execution). A statement carries one
+//! speculative execution, latency awareness). A statement carries one
 //! ([`with_profile`](crate::Statement::with_profile)); the session has a
 //! default one ([`SessionBuilder::default_profile`](crate::SessionBuilder::default_profile)).
 //! For each setting the statement's own option wins, then its profile's,
@@ -12,11 +12,13 @@ use std::time::Duration;
 use shardwise_protocol::consistency::Consistency;
 
 use super::config::{SessionConfig, SpeculativePolicy};
+use crate::latency::LatencyAwareness;
 use crate::retry::RetryPolicy;
 use crate::statement::StatementOptions;
 
 /// A named bundle of execution settings: consistency, serial consistency,
-/// request and attempt timeouts, retry policy, speculative execution. For
+/// request and attempt timeouts, retry policy, speculative execution,
+/// latency awareness (the load-balancing setting a request can change). For
 /// each setting a statement's own option wins, then its profile's, then the
 /// session's; a profile leaves unset what it does not say.
 ///
@@ -44,6 +46,7 @@ pub struct ExecutionProfile {
     pub(crate) attempt_timeout: Option<Option<Duration>>,
     pub(crate) retry_policy: Option<Arc<dyn RetryPolicy>>,
     pub(crate) speculative: Option<Option<SpeculativePolicy>>,
+    pub(crate) latency_awareness: Option<Option<LatencyAwareness>>,
 }
 
 impl ExecutionProfile {
@@ -85,6 +88,11 @@ impl ExecutionProfile {
         self.speculative = Some(p);
         self
     }
+    /// Latency awareness (`None`: off).
+    pub fn latency_awareness(mut self, l: Option<LatencyAwareness>) -> Self {
+        self.latency_awareness = Some(l);
+        self
+    }
 }
 
 /// Profiles are equal when they set the same things (the same retry policy
@@ -103,6 +111,7 @@ impl PartialEq for ExecutionProfile {
             && self.request_timeout == other.request_timeout
             && self.attempt_timeout == other.attempt_timeout
             && self.speculative == other.speculative
+            && self.latency_awareness == other.latency_awareness
     }
 }
 
@@ -118,6 +127,7 @@ pub(crate) struct Settings<'a> {
     pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) retry_policy: &'a Arc<dyn RetryPolicy>,
     pub(crate) speculative: Option<SpeculativePolicy>,
+    pub(crate) latency_awareness: Option<LatencyAwareness>,
 }
 
 impl<'a> Settings<'a> {
@@ -137,6 +147,7 @@ impl<'a> Settings<'a> {
                 .or(profile.and_then(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout)),
             retry_policy: profile.and_then(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
             speculative: profile.and_then(|p| p.speculative).unwrap_or(config.speculative),
+            latency_awareness: profile.and_then(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
         }
     }
 }
@@ -170,13 +181,16 @@ mod tests {
                 .request_timeout(None)
                 .attempt_timeout(Some(Duration::from_secs(1)))
                 .retry_policy(retry.clone())
-                .speculative_execution(None),
+                .speculative_execution(None)
+                .latency_awareness(Some(LatencyAwareness::default())),
         );
         let options = StatementOptions { profile: Some(profile.clone()), ..StatementOptions::default() };
         let p = Settings::of(&options, &config);
         assert_eq!((p.consistency, p.serial_consistency), (Consistency::One, Some(Consistency::LocalSerial)));
         assert_eq!((p.request_timeout, p.attempt_timeout), (None, Some(Duration::from_secs(1))), "a profile can unset");
         assert!(p.speculative.is_none() && Arc::ptr_eq(p.retry_policy, &retry));
+        assert_eq!(p.latency_awareness, Some(LatencyAwareness::default()));
+        assert_eq!(session.latency_awareness, None);
 
         let own = StatementOptions {
             consistency: Some(Consistency::All),

@@ -42,6 +42,8 @@ impl Routing {
 pub(super) struct ClusterState {
     /// Pools of the nodes that get connections: local ones first.
     pub(super) nodes: Vec<Arc<NodePool>>,
+    /// How many of `nodes` are in the local rack (the first ones).
+    pub(super) rack: usize,
     /// How many of `nodes` are local.
     pub(super) local: usize,
     /// The nodes the last topology reading found (ignored ones included);
@@ -62,19 +64,21 @@ impl ClusterState {
         strategies: Arc<HashMap<String, ReplicationStrategy>>,
         existing: &[Arc<NodePool>],
     ) -> ClusterState {
-        let mut usable: Vec<(NodeDistance, SocketAddr)> = Vec::new();
+        // (distance, not in the local rack, address)
+        let mut usable: Vec<(NodeDistance, bool, SocketAddr)> = Vec::new();
         for n in &infos {
             let d = config.distance.distance(n);
-            if d != NodeDistance::Ignored && !usable.iter().any(|(_, a)| *a == n.address) {
-                usable.push((d, n.address));
+            if d != NodeDistance::Ignored && !usable.iter().any(|(_, _, a)| *a == n.address) {
+                usable.push((d, !config.distance.in_local_rack(n), n.address));
             }
         }
-        // Stable: discovery order within a distance.
-        usable.sort_by_key(|(d, _)| *d);
-        let local = usable.iter().filter(|(d, _)| *d == NodeDistance::Local).count();
+        // Stable: discovery order within a distance, the local rack first.
+        usable.sort_by_key(|(d, elsewhere, _)| (*d, *elsewhere));
+        let local = usable.iter().filter(|(d, _, _)| *d == NodeDistance::Local).count();
+        let rack = usable.iter().filter(|(d, elsewhere, _)| *d == NodeDistance::Local && !elsewhere).count();
         let nodes: Vec<Arc<NodePool>> = usable
             .iter()
-            .map(|(distance, addr)| {
+            .map(|(distance, _, addr)| {
                 let size = config.connections_for(*distance).max(1);
                 existing
                     .iter()
@@ -90,13 +94,14 @@ impl ClusterState {
             strategies,
             tables: RwLock::new(HashMap::new()),
         };
-        ClusterState { nodes, local, infos, routing: Some(routing) }
+        ClusterState { nodes, rack, local, infos, routing: Some(routing) }
     }
 
     /// The same view with other replication strategies (a schema change).
     pub(super) fn with_strategies(&self, strategies: Arc<HashMap<String, ReplicationStrategy>>) -> ClusterState {
         ClusterState {
             nodes: self.nodes.clone(),
+            rack: self.rack,
             local: self.local,
             infos: self.infos.clone(),
             routing: self.routing.as_ref().map(|r| Routing {

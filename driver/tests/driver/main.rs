@@ -10,6 +10,7 @@ mod common;
 mod connection;
 mod faults;
 mod hostile_server;
+mod load_balancing;
 mod schema;
 mod send;
 mod session;

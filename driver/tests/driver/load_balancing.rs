@@ -1,0 +1,185 @@
+//! Load balancing against real servers:
+//!
+//! - latency awareness: two proxies in front of one Cassandra are two
+//!   "nodes"; one delays its answers by 20 ms. Without latency awareness it
+//!   gets half the requests; with it, a few (its measurements, then a
+//!   probe each retry period), and once it is fast again the probes bring
+//!   it back;
+//! - rack and datacenter awareness: a 3-node cluster with nodes in rack r1
+//!   and r2 of dc1 and in dc2. Request tracing shows which node
+//!   coordinated each request: the replica in the client's rack, or the
+//!   client's datacenter, and never a remote node while a local one is up.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use shardwise::cluster::DistancePolicy;
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::{LatencyAwareness, PreparedStatement, Session, SessionBuilder, Statement};
+use testkit::fault::{Action, Direction, FaultProxy, Rule};
+use testkit::{Cluster, Location};
+
+const EXECUTE: u8 = 0x0a;
+const RESULT: u8 = 0x08;
+
+async fn through(proxies: &[&FaultProxy], latency: Option<LatencyAwareness>) -> Session {
+    let mut b = SessionBuilder::new()
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .discover_topology(false)
+        .default_consistency(Consistency::One)
+        .latency_awareness(latency);
+    for p in proxies {
+        b = b.known_node_addr(p.addr());
+    }
+    b.build().await.expect("session through the proxies")
+}
+
+/// Runs `n` writes one after the other and returns how many EXECUTE
+/// requests each proxy forwarded meanwhile.
+async fn writes(s: &Session, insert: &PreparedStatement, n: i32, proxies: [&FaultProxy; 2]) -> [usize; 2] {
+    let before = proxies.map(|p| p.frames(Direction::ToServer, EXECUTE));
+    for k in 0..n {
+        s.execute(insert, (k, k)).await.expect("write");
+    }
+    let after = proxies.map(|p| p.frames(Direction::ToServer, EXECUTE));
+    [after[0] - before[0], after[1] - before[1]]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_awareness_puts_a_slow_node_last_and_probes_it_back() {
+    let server = testkit::shared_node().expect("server");
+    let (fast, slow) = (FaultProxy::start(server).expect("proxy"), FaultProxy::start(server).expect("proxy"));
+    let setup = through(&[&fast], None).await;
+    let ks = testkit::fresh_keyspace("latency");
+    let replication = "{'class': 'SimpleStrategy', 'replication_factor': 1}";
+    setup
+        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {replication}")), ())
+        .await
+        .expect("ks");
+    setup.execute(&Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")), ()).await.expect("table");
+    let text = format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)");
+    let delay = || Rule::new(Action::Delay(Duration::from_millis(20))).direction(Direction::ToClient).opcode(RESULT);
+
+    // Without latency awareness the slow node takes its share.
+    let plain = through(&[&fast, &slow], None).await;
+    let insert = plain.prepare(text.as_str()).await.expect("prepare");
+    slow.set_rules(vec![delay()]);
+    let [to_fast, to_slow] = writes(&plain, &insert, 100, [&fast, &slow]).await;
+    println!("without latency awareness: fast {to_fast}, slow {to_slow}");
+    assert!(to_slow >= 25, "the slow node's share without latency awareness: {to_slow} of 100");
+
+    // With it: after its first measurements, the slow node only gets probes.
+    let config = LatencyAwareness {
+        minimum_measurements: 5,
+        retry_period: Duration::from_millis(500),
+        ..LatencyAwareness::default()
+    };
+    slow.clear_rules();
+    let aware = through(&[&fast, &slow], Some(config)).await;
+    let insert = aware.prepare(text.as_str()).await.expect("prepare");
+    let _ = writes(&aware, &insert, 40, [&fast, &slow]).await;
+    slow.set_rules(vec![delay()]);
+    let [warm_fast, warm_slow] = writes(&aware, &insert, 100, [&fast, &slow]).await;
+    let [to_fast, to_slow] = writes(&aware, &insert, 400, [&fast, &slow]).await;
+    println!("with latency awareness: warming {warm_fast}/{warm_slow}, then fast {to_fast}, slow {to_slow}");
+    assert!(to_slow <= 20, "the slow node is tried last, and probed now and then: {to_slow} of 400");
+    assert_eq!(to_fast + to_slow, 400);
+
+    // Fast again: each retry period a probe finds it faster, until its
+    // average is back within the threshold and it takes its share again
+    // (from 20 ms to 1 ms, the time-weighted average needs a few probes).
+    slow.clear_rules();
+    let mut probes = 0;
+    let [to_fast, to_slow] = loop {
+        tokio::time::sleep(config.retry_period + Duration::from_millis(100)).await;
+        probes += 1;
+        let share = writes(&aware, &insert, 100, [&fast, &slow]).await;
+        if share[1] >= 25 || probes == 20 {
+            break share;
+        }
+    };
+    println!("recovered after {probes} retry periods: fast {to_fast}, slow {to_slow}");
+    assert!(to_slow >= 25, "the recovered node's share after {probes} retry periods: {to_slow} of 100");
+}
+
+/// The node that coordinated a traced request.
+async fn coordinator(session: &Session, result: &shardwise::QueryResult) -> IpAddr {
+    let id = result.tracing_id().expect("traced");
+    session.tracing_info(id).await.expect("trace").coordinator.expect("a coordinator")
+}
+
+/// Coordinators of `n` traced requests, counted.
+async fn coordinators(
+    session: &Session,
+    n: i32,
+    run: impl AsyncFn(i32) -> shardwise::QueryResult,
+) -> BTreeMap<IpAddr, usize> {
+    let mut seen = BTreeMap::new();
+    for k in 0..n {
+        let r = run(k).await;
+        *seen.entry(coordinator(session, &r).await).or_insert(0) += 1;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rack_then_datacenter_then_remote() {
+    let _turn = crate::common::own_servers().await;
+    let locations = [Location::new("dc1", "r1"), Location::new("dc1", "r2"), Location::new("dc2", "r1")];
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start_located(&locations))
+        .await
+        .expect("join")
+        .expect("a cluster of two racks and two datacenters");
+    let nodes: Vec<SocketAddr> = cluster.contact_points();
+    let ip = |i: usize| nodes[i].ip();
+
+    let session = |policy: DistancePolicy| {
+        SessionBuilder::new()
+            .known_node_addr(nodes[0])
+            .distance_policy(policy)
+            .default_consistency(Consistency::One)
+            .build()
+    };
+    let admin = session(DistancePolicy::default()).await.expect("session");
+    let ks = "racks";
+    // Every token has a replica on each node: two in dc1 (one per rack), one in dc2.
+    let replication = "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 1}";
+    admin
+        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {replication}")), ())
+        .await
+        .expect("ks");
+    admin.execute(&Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")), ()).await.expect("table");
+
+    for (rack, want) in [("r1", 0), ("r2", 1)] {
+        let s = SessionBuilder::new()
+            .known_node_addr(nodes[0])
+            .local_rack("dc1", rack)
+            .default_consistency(Consistency::One)
+            .build()
+            .await
+            .expect("session");
+        assert_eq!(s.nodes().len(), 2, "remote nodes are ignored unless asked for: {:?}", s.nodes());
+        let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+        let insert = insert.with_tracing(true);
+        let seen = coordinators(&s, 20, async |k| s.execute(&insert, (k, k)).await.expect("insert")).await;
+        assert_eq!(seen, BTreeMap::from([(ip(want), 20)]), "rack {rack}: the replica in the rack coordinates");
+        // Without a route (no partition key): the rack's node still comes first.
+        let local = Statement::new("SELECT key FROM system.local").with_tracing(true);
+        let seen = coordinators(&s, 10, async |_| s.execute(&local, ()).await.expect("select")).await;
+        assert_eq!(seen, BTreeMap::from([(ip(want), 10)]), "rack {rack}: unrouted requests too");
+    }
+
+    // The other datacenter as the local one, dc1 as remote fallback: dc2's node coordinates.
+    let remote = DistancePolicy { local_datacenter: Some("dc2".into()), use_remote: true, ..DistancePolicy::default() };
+    let s = session(remote).await.expect("session");
+    assert_eq!(s.nodes().len(), 3);
+    let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+    let insert = insert.with_tracing(true);
+    let seen = coordinators(&s, 20, async |k| s.execute(&insert, (k, k)).await.expect("insert")).await;
+    assert_eq!(seen, BTreeMap::from([(ip(2), 20)]), "the local datacenter's replica, not a remote one");
+    println!("racks and datacenters: every request coordinated in the client's rack, else its datacenter");
+    drop((s, admin));
+    tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");
+}
