@@ -861,7 +861,7 @@ fn transient(e: &CdcError) -> bool {
         CdcError::Execution(
             ExecutionError::Connection(_)
             | ExecutionError::Timeout(_)
-            | ExecutionError::AttemptTimeout(_)
+            | ExecutionError::AttemptTimeout { .. }
             | ExecutionError::NoConnection,
         ) => true,
         CdcError::Connection(_) | CdcError::NoNodes => true,

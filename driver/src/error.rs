@@ -3,6 +3,7 @@
 //! what `Session::execute` returns, carrying the server's typed error
 //! ([`DbError`]) when the server answered with one.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use shardwise_protocol::response::ErrorResponse;
@@ -63,9 +64,10 @@ impl From<std::io::Error> for ConnectionError {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExecutionError {
-    /// The server answered with an error.
+    /// The server answered with an error; it names the node and shard that
+    /// answered, and derefs to the [`DbError`].
     #[error(transparent)]
-    Db(Box<DbError>),
+    Db(Box<ServerError>),
     /// The connection failed.
     #[error(transparent)]
     Connection(#[from] ConnectionError),
@@ -76,8 +78,15 @@ pub enum ExecutionError {
     /// One attempt got no answer within the attempt timeout, and the retry
     /// policy did not retry it (a statement that is not idempotent, or the
     /// retries spent). The node may still apply the request.
-    #[error("no answer from the node within the attempt timeout of {0:?}")]
-    AttemptTimeout(std::time::Duration),
+    #[error("no answer from {node}{} within the attempt timeout of {after:?}", on_shard(*.shard))]
+    AttemptTimeout {
+        /// The attempt timeout.
+        after: std::time::Duration,
+        /// The node that did not answer.
+        node: SocketAddr,
+        /// Its shard, on a sharded node.
+        shard: Option<u16>,
+    },
     /// The request could not be serialized (e.g. values of the wrong type).
     #[error("cannot serialize the request: {0}")]
     Encode(#[from] EncodeError),
@@ -96,9 +105,61 @@ pub enum ExecutionError {
 }
 
 impl From<DbError> for ExecutionError {
-    fn from(e: DbError) -> Self {
-        ExecutionError::Db(Box::new(e))
+    fn from(error: DbError) -> Self {
+        ExecutionError::Db(Box::new(ServerError { error, node: None, shard: None }))
     }
+}
+
+impl ExecutionError {
+    /// The error as from `node` (and its `shard`): a server error not yet
+    /// attributed gets them.
+    pub(crate) fn from_node(mut self, node: SocketAddr, shard: Option<u16>) -> Self {
+        if let ExecutionError::Db(e) = &mut self {
+            if e.node.is_none() {
+                (e.node, e.shard) = (Some(node), shard);
+            }
+        }
+        self
+    }
+}
+
+/// A server's error and which node (and shard) sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerError {
+    /// The error.
+    pub error: DbError,
+    /// The node that answered with it (`None` when not known, e.g. an error
+    /// converted from a bare [`DbError`]).
+    pub node: Option<SocketAddr>,
+    /// Its shard, on a sharded node.
+    pub shard: Option<u16>,
+}
+
+impl std::ops::Deref for ServerError {
+    type Target = DbError;
+    fn deref(&self) -> &DbError {
+        &self.error
+    }
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.node {
+            Some(node) => write!(f, "{} (from {node}{})", self.error, on_shard(self.shard)),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// ", shard N" when there is one.
+fn on_shard(shard: Option<u16>) -> String {
+    shard.map(|s| format!(" shard {s}")).unwrap_or_default()
 }
 
 /// Why rows could not be read from a result.
@@ -145,6 +206,20 @@ pub enum NewSessionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_name_the_node_and_shard() {
+        let node: SocketAddr = "127.0.0.7:9042".parse().expect("addr");
+        let kind = shardwise_protocol::response::ErrorKind::Invalid;
+        let db = DbError { code: 0x2200, message: "no such table".into(), kind };
+        let e = ExecutionError::from(db.clone()).from_node(node, Some(3));
+        assert_eq!(e.to_string(), format!("{db} (from 127.0.0.7:9042 shard 3)"));
+        assert!(matches!(&e, ExecutionError::Db(s) if s.code == 0x2200), "derefs to the DbError");
+        let again = e.from_node("127.0.0.8:9042".parse().expect("addr"), None);
+        assert!(again.to_string().contains("127.0.0.7:9042"), "the first node stays");
+        let t = ExecutionError::AttemptTimeout { after: std::time::Duration::from_secs(2), node, shard: None };
+        assert_eq!(t.to_string(), "no answer from 127.0.0.7:9042 within the attempt timeout of 2s");
+    }
 
     #[test]
     fn errors_stay_small() {

@@ -54,7 +54,7 @@ pub use shardwise_protocol as protocol;
 
 pub use config::{Compression, ConnectionConfig, TlsConfig};
 pub use connection::Connection;
-pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError};
+pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError, ServerError};
 pub use events::SessionEvent;
 pub use latency::LatencyAwareness;
 pub use metrics::{MetricsSnapshot, NodeLatency};

@@ -53,7 +53,7 @@ impl RetryPolicy for DefaultRetryPolicy {
                 }
                 _ => DontRetry,
             },
-            ExecutionError::Connection(_) | ExecutionError::AttemptTimeout(_) if idempotent => RetryNextNode,
+            ExecutionError::Connection(_) | ExecutionError::AttemptTimeout { .. } if idempotent => RetryNextNode,
             ExecutionError::NoConnection => RetryNextNode,
             _ => DontRetry,
         }
@@ -98,7 +98,11 @@ mod tests {
         let closed = ExecutionError::Connection(crate::ConnectionError::Closed);
         assert_eq!(p.decide(&closed, 0, false), RetryDecision::DontRetry);
         assert_eq!(p.decide(&closed, 0, true), RetryDecision::RetryNextNode);
-        let silent = ExecutionError::AttemptTimeout(std::time::Duration::from_secs(1));
+        let silent = ExecutionError::AttemptTimeout {
+            after: std::time::Duration::from_secs(1),
+            node: ([127, 0, 0, 1], 9042).into(),
+            shard: None,
+        };
         assert_eq!(p.decide(&silent, 0, false), RetryDecision::DontRetry);
         assert_eq!(p.decide(&silent, 0, true), RetryDecision::RetryNextNode);
         assert_eq!(p.decide(&silent, 3, true), RetryDecision::DontRetry);

@@ -143,7 +143,11 @@ impl Session {
             let result = match attempt_timeout {
                 Some(t) => tokio::time::timeout(t, attempt).await.unwrap_or_else(|_| {
                     self.inner.metrics.attempt_timeout();
-                    Err(ExecutionError::AttemptTimeout(t))
+                    Err(ExecutionError::AttemptTimeout {
+                        after: t,
+                        node: conn.addr(),
+                        shard: conn.sharding().map(|_| conn.shard()),
+                    })
                 }),
                 None => attempt.await,
             };
@@ -158,7 +162,7 @@ impl Session {
                     }
                     return Ok(r);
                 }
-                Err(e) => e,
+                Err(e) => e.from_node(conn.addr(), conn.sharding().map(|_| conn.shard())),
             };
             self.note_failure(&node, &conn);
             match retry_policy.decide(&error, retries, idempotent) {

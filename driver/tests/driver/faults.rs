@@ -470,7 +470,7 @@ async fn an_attempt_timeout_moves_idempotent_requests_to_the_next_node() {
                     ok += 1;
                     acknowledged.push(key);
                 }
-                Err(ExecutionError::AttemptTimeout(t)) if t == attempt_timeout => timed_out += 1,
+                Err(ExecutionError::AttemptTimeout { after, .. }) if after == attempt_timeout => timed_out += 1,
                 Err(e) => panic!("non-idempotent write {key}: {e:?}"),
             }
         }

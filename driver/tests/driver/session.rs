@@ -179,6 +179,9 @@ async fn lwt_use_keyspace_and_typed_errors() {
 
     let err = s.execute(&Statement::new("SELEKT 1"), ()).await.expect_err("syntax");
     assert!(matches!(&err, ExecutionError::Db(e) if e.kind == ErrorKind::SyntaxError), "{err:?}");
+    let node = s.nodes()[0];
+    assert!(matches!(&err, ExecutionError::Db(e) if e.node == Some(node)), "{err:?}");
+    assert!(err.to_string().ends_with(&format!("(from {node})")), "the message names the node: {err}");
     let err = s.execute(&Statement::new("SELECT * FROM no_such_table"), ()).await.expect_err("invalid");
     assert!(matches!(&err, ExecutionError::Db(e) if e.kind == ErrorKind::Invalid), "{err:?}");
     let err = s
