@@ -113,7 +113,7 @@ impl From<DbError> for ExecutionError {
 impl ExecutionError {
     /// The error as from `node` (and its `shard`): a server error not yet
     /// attributed gets them.
-    pub(crate) fn from_node(mut self, node: SocketAddr, shard: Option<u16>) -> Self {
+    pub(crate) fn answered_by(mut self, node: SocketAddr, shard: Option<u16>) -> Self {
         if let ExecutionError::Db(e) = &mut self {
             if e.node.is_none() {
                 (e.node, e.shard) = (Some(node), shard);
@@ -212,10 +212,10 @@ mod tests {
         let node: SocketAddr = "127.0.0.7:9042".parse().expect("addr");
         let kind = shardwise_protocol::response::ErrorKind::Invalid;
         let db = DbError { code: 0x2200, message: "no such table".into(), kind };
-        let e = ExecutionError::from(db.clone()).from_node(node, Some(3));
+        let e = ExecutionError::from(db.clone()).answered_by(node, Some(3));
         assert_eq!(e.to_string(), format!("{db} (from 127.0.0.7:9042 shard 3)"));
         assert!(matches!(&e, ExecutionError::Db(s) if s.code == 0x2200), "derefs to the DbError");
-        let again = e.from_node("127.0.0.8:9042".parse().expect("addr"), None);
+        let again = e.answered_by("127.0.0.8:9042".parse().expect("addr"), None);
         assert!(again.to_string().contains("127.0.0.7:9042"), "the first node stays");
         let t = ExecutionError::AttemptTimeout { after: std::time::Duration::from_secs(2), node, shard: None };
         assert_eq!(t.to_string(), "no answer from 127.0.0.7:9042 within the attempt timeout of 2s");

@@ -162,7 +162,7 @@ impl Session {
                     }
                     return Ok(r);
                 }
-                Err(e) => e.from_node(conn.addr(), conn.sharding().map(|_| conn.shard())),
+                Err(e) => e.answered_by(conn.addr(), conn.sharding().map(|_| conn.shard())),
             };
             self.note_failure(&node, &conn);
             match retry_policy.decide(&error, retries, idempotent) {
