@@ -1,6 +1,9 @@
 //! TLS against a Cassandra started with client encryption, with a
 //! certificate made at test time by the JDK's `keytool`: verified against
-//! that certificate it works; an unknown CA is a clear error.
+//! that certificate it works; an unknown CA is a clear error. With client
+//! authentication required (mutual TLS, a client certificate made by
+//! `openssl`), the client's certificate opens sessions, and no certificate
+//! or an unknown one does not.
 
 use std::path::Path;
 use std::process::Command;
@@ -103,5 +106,83 @@ async fn tls_with_a_trusted_and_an_unknown_ca() {
         other => panic!("expected a TLS error, got {other:?}"),
     }
 
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A self-signed client certificate and its PKCS #8 key, as PEM files.
+fn make_client_cert(dir: &Path, name: &str) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
+    let (cert, key) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj"])
+        .arg(format!("/CN={name}"))
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    (cert.clone(), std::fs::read(&cert).expect("cert"), std::fs::read(&key).expect("key"))
+}
+
+#[tokio::test]
+async fn mutual_tls_takes_the_clients_certificate_and_refuses_others() {
+    let _turn = crate::common::own_servers().await;
+    let dir = std::env::temp_dir().join(format!("shardwise-mtls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (keystore, server_pem) = make_cert(&dir, "server");
+    let (client_cert_file, client_pem, client_key) = make_client_cert(&dir, "client");
+    let (_, stranger_pem, stranger_key) = make_client_cert(&dir, "stranger");
+    // The server trusts the client's certificate, and only it.
+    let truststore = dir.join("trust.jks");
+    let out = Command::new("keytool")
+        .args(["-importcert", "-noprompt", "-alias", "client", "-storepass", "changeit", "-storetype", "JKS"])
+        .arg("-file")
+        .arg(&client_cert_file)
+        .arg("-keystore")
+        .arg(&truststore)
+        .output()
+        .expect("keytool runs");
+    assert!(out.status.success(), "keytool: {}", String::from_utf8_lossy(&out.stderr));
+    let config = NodeConfig {
+        client_encryption: Some(ClientEncryption {
+            keystore,
+            keystore_password: "changeit".into(),
+            optional: true,
+            require_client_auth: Some((truststore, "changeit".into())),
+        }),
+        ..NodeConfig::default()
+    }
+    .with_free_ports()
+    .expect("ports");
+    let node = tokio::task::spawn_blocking(move || Node::start(config)).await.expect("join").expect("mTLS Cassandra");
+    let connect = |tls: TlsConfig| {
+        let conn = shardwise::ConnectionConfig {
+            tls: Some(tls),
+            connect_timeout: std::time::Duration::from_secs(5),
+            ..Default::default()
+        };
+        SessionBuilder::new().known_node_addr(node.addr()).connection_config(conn).build()
+    };
+
+    let tls = TlsConfig::with_client_cert(&server_pem, &client_pem, &client_key).expect("tls config");
+    let session = connect(tls).await.expect("a session with the client's certificate");
+    let r = session.execute(&Statement::new("SELECT release_version FROM system.local"), ()).await.expect("query");
+    assert_eq!(r.rows_count(), 1);
+
+    let without = connect(TlsConfig::with_ca_pem(&server_pem).expect("tls config")).await;
+    assert!(without.is_err(), "no client certificate: refused");
+    let stranger = TlsConfig::with_client_cert(&server_pem, &stranger_pem, &stranger_key).expect("tls config");
+    let stranger = connect(stranger).await;
+    assert!(stranger.is_err(), "an unknown client certificate: refused");
+    println!("without a certificate: {}", without.err().map(|e| e.to_string()).unwrap_or_default());
+
+    // Bad input is a typed error, not a panic.
+    let bad = TlsConfig::with_client_cert(&server_pem, b"not a pem", &client_key);
+    assert!(matches!(bad, Err(shardwise::config::TlsSetupError(ref m)) if m.contains("client certificate")), "{bad:?}");
+    let bad = TlsConfig::with_client_cert(&server_pem, &client_pem, b"");
+    assert!(matches!(bad, Err(shardwise::config::TlsSetupError(ref m)) if m.contains("private key")), "{bad:?}");
+
+    drop(session);
     let _ = std::fs::remove_dir_all(dir);
 }
