@@ -14,6 +14,8 @@
 //! * `compare`: for each window size and library (and core count, pinned
 //!   with `taskset`), runs `read` in a fresh child process and prints the
 //!   thesis's table, with the ratios shardwise / scylla-cdc.
+//! * `latency`: the end-to-end delay of a live consumer, each library in
+//!   turn with the same small safety interval and sleep ([`latency`]).
 //!
 //! CPU time is `getrusage(RUSAGE_SELF)` deltas inside the child, from just
 //! before the session is opened to the moment the last expected row was
@@ -31,6 +33,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::sync::Notify;
+
+mod latency;
 
 /// The table holding what `load` wrote (per table name).
 const META_TABLE: &str = "cdc_thesis_meta";
@@ -62,6 +66,10 @@ enum Cmd {
     Read(ReadArgs),
     /// Run `read` for every window size and library in child processes; print the table.
     Compare(CompareArgs),
+    /// The end-to-end delay of a live consumer, each library in turn, in child processes.
+    Latency(latency::LatencyArgs),
+    /// One library's end-to-end delay on a fresh table (what `latency` runs).
+    LatencyRun(latency::LatencyRunArgs),
 }
 
 /// Where the data lives.
@@ -207,6 +215,8 @@ fn main() -> Result<()> {
         Cmd::Load(a) => runtime(None)?.block_on(load(a)),
         Cmd::Read(a) => read(a),
         Cmd::Compare(a) => compare(a),
+        Cmd::Latency(a) => latency::compare(a),
+        Cmd::LatencyRun(a) => latency::run(a),
     }
 }
 
