@@ -434,7 +434,8 @@ fn render(runs: &[Delays], a: &LatencyArgs) -> String {
         |lib: Library, f: fn(&Delays) -> f64| median(runs.iter().filter(|d| d.library == lib.name()).map(f).collect());
     if a.libraries.contains(&Library::Shardwise) && a.libraries.contains(&Library::ScyllaCdc) {
         let _ = write!(s, "\nmedians, shardwise / scylla-cdc:");
-        let figures: [(&str, fn(&Delays) -> f64, &str); 3] =
+        type Figure = fn(&Delays) -> f64;
+        let figures: [(&str, Figure, &str); 3] =
             [("p50", |d| d.p50, "ms"), ("p99", |d| d.p99, "ms"), ("reader CPU", |d| d.cpu_s, "s")];
         for (name, f, unit) in figures {
             let (ours, theirs) = (of(Library::Shardwise, f), of(Library::ScyllaCdc, f));
