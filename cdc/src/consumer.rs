@@ -8,8 +8,10 @@
 //! `cdc$batch_seq_no` order; the streams of a group one after the other),
 //! then [`Consumer::window_end`]. Only after `window_end` succeeds does the
 //! group's progress move past the window, so a consumer that buffers
-//! writes flushes them there; an error makes the window be read again
-//! (delivery is at-least-once). Rows are borrowed views: nothing is copied
+//! writes flushes them there. An error stops the reader (its `join` returns
+//! [`CdcError::Consumer`](crate::CdcError::Consumer)) without moving past
+//! the window: a reader started again from the last checkpoint reads it
+//! again (delivery is at-least-once). Rows are borrowed views: nothing is copied
 //! unless the consumer copies it. Anything that needs to await (a network
 //! sink) hands the rows (as [`Change`]s) to its own task through a channel;
 //! an async consumer trait would box a future per row and tie the worker's
@@ -29,7 +31,8 @@ use crate::row::{CdcRow, Operation, RowError};
 use crate::stream::StreamId;
 use crate::time::timeuuid_micros;
 
-/// A consumer failed; the window is read again later.
+/// A consumer failed: the reader stops, and the window is read again by a
+/// reader that resumes from the last checkpoint.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConsumerError {

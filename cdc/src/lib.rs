@@ -11,6 +11,7 @@
 //! * [`plan`]: the sans-IO planner and the stream groups it hands out ([`GroupInfo`]);
 //! * [`row`]: borrowed views of log rows ([`LogSchema`], [`LogPage`], [`CdcRow`]);
 //! * [`consumer`]: what the application plugs in ([`Consumer`], [`ConsumerFactory`]) and the owned [`Change`];
+//! * [`images`]: each change with its pre- and post-image ([`WithImages`], [`ChangeWithImages`]);
 //! * [`checkpoint`]: checkpoints and their stores;
 //! * [`generation`]: where generations and their streams come from;
 //! * [`tablets`]: the stream sets of tables in tablets keyspaces, read as generations;
@@ -66,6 +67,7 @@ pub mod consumer;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generation;
+pub mod images;
 pub mod plan;
 pub mod printer;
 pub mod reader;
@@ -86,6 +88,7 @@ pub use checkpoint::{
 };
 pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory};
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
+pub use images::{ChangeWithImages, ImagesConsumer, WithImages};
 pub use plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
 pub use reader::{CdcError, CdcReader, CdcReaderBuilder, CdcReaderHandle};
 pub use row::{CdcRow, LogPage, LogSchema, Operation, RowError, RowIndex, SchemaError};

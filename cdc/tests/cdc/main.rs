@@ -12,6 +12,8 @@
 //!   dropped, blackholed, closed, reset and cut mid-window;
 //! * [`tablets`]: a table in a tablets keyspace read across a split and a
 //!   merge;
+//! * [`images`]: each change with the pre- and post-image of its row, on
+//!   tables with `preimage: true`, `'full'` and `postimage: true`;
 //! * [`replicator`]: a mixed workload replayed into another table;
 //! * [`replicator_types`]: the replicator for every type family;
 //! * [`common`]: the shared setup (front, session, keyspace).
@@ -20,6 +22,7 @@ mod checkpoint;
 mod common;
 mod engine;
 mod faults;
+mod images;
 mod replicator;
 mod replicator_types;
 mod tablets;
