@@ -205,3 +205,53 @@ async fn bad_input_gets_one_clear_line_and_a_failure_status() {
         assert!(!stderr.contains("Os {"), "{table}: no debug form: {stderr:?}");
     }
 }
+
+/// `--debezium NAME`: each change as a Debezium envelope line, `before`
+/// and `after` from the table's images: an insert, an update and a delete
+/// on a table with pre- and post-images.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debezium_envelopes_with_images() {
+    let (front, session, ks) = common::front_and_keyspace("cdc_debezium").await;
+    let now_ms = || SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_millis() as u64;
+    let start = now_ms() - 1000;
+    common::run(
+        &session,
+        &format!(
+            "CREATE TABLE {ks}.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) \
+             WITH cdc = {{'enabled': true, 'preimage': 'full', 'postimage': true}}"
+        ),
+    )
+    .await;
+    for statement in [
+        format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (1, 2, 'first')"),
+        format!("UPDATE {ks}.t SET v = 'second' WHERE pk = 1 AND ck = 2"),
+        format!("DELETE FROM {ks}.t WHERE pk = 1 AND ck = 2"),
+    ] {
+        common::run(&session, &statement).await;
+    }
+    let end = now_ms() + 300;
+    let out = Command::new(env!("CARGO_BIN_EXE_printer"))
+        .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--debezium", "cluster"])
+        .args(["--start-unix-ms", &start.to_string(), "--end-unix-ms", &end.to_string()])
+        .args(["--window", "1", "--safety", "0.3", "--sleep", "0.05", "--consistency", "ONE"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("printer runs");
+    assert!(out.status.success(), "{:?}", out.status);
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    let key = r#""key":{"ck":2,"pk":1}"#;
+    let topic = format!(r#"{{"topic":"cluster.{ks}.t","#);
+    let expected = [
+        (r#""before":null,"after":{"ck":2,"pk":1,"v":{"value":"first"}},"op":"c""#),
+        (r#""before":{"ck":2,"pk":1,"v":{"value":"first"}},"after":{"ck":2,"pk":1,"v":{"value":"second"}},"op":"u""#),
+        (r#""before":{"ck":2,"pk":1,"v":{"value":"second"}},"after":null,"op":"d""#),
+    ];
+    for (line, want) in lines.iter().zip(expected) {
+        assert!(line.starts_with(&topic) && line.contains(key), "{line}");
+        assert!(line.contains(want), "{line} lacks {want}");
+        assert!(line.contains(&format!(r#""keyspace_name":"{ks}","table_name":"t""#)), "{line}");
+    }
+}

@@ -95,6 +95,9 @@ where
 pub struct ChangeColumn {
     /// The column's name.
     pub name: Arc<str>,
+    /// Part of the base table's primary key (a column without
+    /// `cdc$deleted_<name>`).
+    pub key: bool,
     /// Its value (`None`: null).
     pub value: Option<CqlValue>,
     /// `cdc$deleted_<name>`.
@@ -137,6 +140,7 @@ impl Change {
             };
             columns.push(ChangeColumn {
                 name: c.shared_name().clone(),
+                key: c.deleted_index().is_none(),
                 value: row.value_at(i)?,
                 deleted: row.is_deleted_at(i),
                 deleted_elements,
@@ -221,6 +225,8 @@ mod tests {
         assert!(c.deleted_elements("m").is_empty());
         let names: Vec<&str> = c.columns.iter().map(|c| &*c.name).collect();
         assert_eq!(names, vec!["ck", "m", "pk", "v"]);
+        let keys: Vec<&str> = c.columns.iter().filter(|c| c.key).map(|c| &*c.name).collect();
+        assert_eq!(keys, vec!["ck", "pk"]);
 
         let c = &changes[1];
         assert_eq!((c.batch_seq_no, c.operation, c.ttl, c.end_of_batch), (1, Operation::Update, None, true));

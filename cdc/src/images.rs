@@ -67,15 +67,12 @@ struct Write {
 pub struct WithImages<C> {
     inner: C,
     write: Write,
-    /// The base table's primary-key columns (those without a
-    /// `cdc$deleted_` column), by index; learned from the first row.
-    key: Option<Vec<usize>>,
 }
 
 impl<C: ImagesConsumer> WithImages<C> {
     /// Wraps `inner`.
     pub fn new(inner: C) -> Self {
-        WithImages { inner, write: Write::default(), key: None }
+        WithImages { inner, write: Write::default() }
     }
 
     /// The wrapped consumer.
@@ -86,8 +83,10 @@ impl<C: ImagesConsumer> WithImages<C> {
     /// Hands over the collected write, each delta with its images.
     fn flush(&mut self) -> Result<(), ConsumerError> {
         let Write { pre, deltas, post, .. } = std::mem::take(&mut self.write);
-        let key = self.key.as_deref().unwrap_or_default();
-        let same_row = |a: &Change, b: &Change| key.iter().all(|&i| a.columns.get(i) == b.columns.get(i));
+        // Rows of one write share the log's columns, so a key column is at the same index in each.
+        let same_row = |a: &Change, b: &Change| {
+            a.columns.iter().zip(&b.columns).all(|(x, y)| !x.key || (x.name == y.name && x.value == y.value))
+        };
         let (mut pre, mut post): (Vec<Option<Change>>, Vec<Option<Change>>) =
             (pre.into_iter().map(Some).collect(), post.into_iter().map(Some).collect());
         let take = |images: &mut Vec<Option<Change>>, delta: &Change| {
@@ -109,10 +108,6 @@ impl<C: ImagesConsumer> Consumer for WithImages<C> {
         let at = (row.stream_id(), row.time());
         if self.write.at.is_some_and(|w| w != at) {
             self.flush()?;
-        }
-        if self.key.is_none() {
-            let columns = row.schema().columns();
-            self.key = Some((0..columns.len()).filter(|&i| columns[i].deleted_index().is_none()).collect());
         }
         self.write.at = Some(at);
         let change = Change::from_row(&row)?;

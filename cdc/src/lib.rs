@@ -12,6 +12,7 @@
 //! * [`row`]: borrowed views of log rows ([`LogSchema`], [`LogPage`], [`CdcRow`]);
 //! * [`consumer`]: what the application plugs in ([`Consumer`], [`ConsumerFactory`]) and the owned [`Change`];
 //! * [`images`]: each change with its pre- and post-image ([`WithImages`], [`ChangeWithImages`]);
+//! * [`debezium`]: a change as the ScyllaDB CDC Source Connector's Debezium envelope (key and value, JSON);
 //! * [`checkpoint`]: checkpoints and their stores;
 //! * [`generation`]: where generations and their streams come from;
 //! * [`tablets`]: the stream sets of tables in tablets keyspaces, read as generations;
@@ -64,6 +65,7 @@
 
 pub mod checkpoint;
 pub mod consumer;
+pub mod debezium;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generation;

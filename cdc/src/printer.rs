@@ -23,7 +23,7 @@ collections, tuples, UDTs) is a JSON string holding its CQL literal, so no value
 const JSON_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
 /// Writes one value as [`JSON_VALUES`] says.
-fn json_value(out: &mut String, v: &CqlValue) {
+pub(crate) fn json_value(out: &mut String, v: &CqlValue) {
     match v {
         CqlValue::TinyInt(n) => {
             let _ = write!(out, "{n}");
@@ -106,7 +106,7 @@ pub fn human(change: &Change) -> String {
     s
 }
 
-fn json_string(out: &mut String, s: &str) {
+pub(crate) fn json_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -200,6 +200,7 @@ mod tests {
     fn change() -> Change {
         let col = |name: &str, value: Option<CqlValue>, deleted: bool| ChangeColumn {
             name: Arc::from(name),
+            key: name == "pk",
             value,
             deleted,
             deleted_elements: Vec::new(),

@@ -1,6 +1,7 @@
 //! `printer`: follows a CDC-enabled table and prints every change, one line
-//! each (human-readable, or JSON lines with `--json`), with progress (rows
-//! per second) on stderr. Ctrl-C stops it after the current window.
+//! each (human-readable, JSON lines with `--json`, or Debezium envelopes
+//! with `--debezium NAME`), with progress (rows per second) on stderr.
+//! Ctrl-C stops it after the current window.
 //!
 //! ```text
 //! printer --node 127.0.0.1:9042 --keyspace ks --table t --start-ago 60 --json
@@ -21,8 +22,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use shardwise::protocol::consistency::Consistency;
 use shardwise_cdc::checkpoint::TableCheckpointStore;
+use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::printer::{human, json};
-use shardwise_cdc::{CdcReaderBuilder, CdcRow, Change, Consumer, ConsumerError, GroupInfo};
+use shardwise_cdc::{
+    CdcReaderBuilder, CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, WithImages,
+};
 
 /// Prints the changes of a CDC-enabled table.
 #[derive(Debug, Parser)]
@@ -43,6 +47,12 @@ struct Args {
     /// Print JSON lines instead of human-readable lines.
     #[arg(long)]
     json: bool,
+    /// Print each change as the ScyllaDB CDC Source Connector's Debezium
+    /// envelope, one JSON line `{"topic":…,"key":…,"value":…}`, with NAME
+    /// as the connector's logical name (`before` and `after` from the
+    /// table's pre- and post-images when it has them).
+    #[arg(long, value_name = "NAME", conflicts_with = "json")]
+    debezium: Option<String>,
     /// Start this many seconds ago (0: now).
     #[arg(long, default_value_t = 0)]
     start_ago: u64,
@@ -131,19 +141,45 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.checkpoints(Arc::new(store), interval);
     }
     let rows = Arc::new(AtomicU64::new(0));
-    let (as_json, counter) = (args.json, rows.clone());
-    let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
-        let counter = counter.clone();
-        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
-            let change = Change::from_row(&row)?;
-            let line = if as_json { json(&change) } else { human(&change) };
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{line}").map_err(ConsumerError::failed)?;
-            counter.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        })
+    let no_event = Arc::new(AtomicU64::new(0));
+    let reader = match args.debezium.clone() {
+        Some(name) => {
+            let (counter, no_event) = (rows.clone(), no_event.clone());
+            let (keyspace, table) = (args.keyspace.clone(), args.table.clone());
+            let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
+                let (counter, no_event) = (counter.clone(), no_event.clone());
+                let (name, keyspace, table) = (name.clone(), keyspace.clone(), table.clone());
+                Box::new(WithImages::new(move |change: ChangeWithImages| -> Result<(), ConsumerError> {
+                    let source = Source { name: &name, keyspace: &keyspace, table: &table };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+                    let Some(e) = envelope(&change, &source, now_ms) else {
+                        no_event.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    };
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{{\"topic\":\"{}\",\"key\":{},\"value\":{}}}", source.topic(), e.key, e.value)
+                        .map_err(ConsumerError::failed)
+                }))
+            };
+            builder.build(Arc::new(factory)).await?
+        }
+        None => {
+            let (as_json, counter) = (args.json, rows.clone());
+            let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
+                let counter = counter.clone();
+                Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+                    let change = Change::from_row(&row)?;
+                    let line = if as_json { json(&change) } else { human(&change) };
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{line}").map_err(ConsumerError::failed)?;
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                })
+            };
+            builder.build(Arc::new(factory)).await?
+        }
     };
-    let reader = builder.build(Arc::new(factory)).await?;
     let handle = reader.handle();
     let counter = rows.clone();
     tokio::spawn(async move {
@@ -166,6 +202,12 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     reader.join().await?;
+    let skipped = no_event.load(Ordering::Relaxed);
+    if skipped > 0 {
+        eprintln!(
+            "[printer] {skipped} changes make no Debezium row event (range deletes, TTL expirations): not printed"
+        );
+    }
     eprintln!("[printer] done: {} rows", rows.load(Ordering::Relaxed));
     Ok(())
 }

@@ -1,12 +1,14 @@
 //! Changes with their images, through the emulation front: tables with
 //! `preimage: true`, `preimage: 'full'` and `postimage: true`; an insert of
 //! a new row, an update, a batch over two rows of one partition, and a row
-//! delete, each delta paired with the images of its own row.
+//! delete, each delta paired with the images of its own row; and the
+//! Debezium envelopes made of them.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use shardwise::protocol::types::CqlValue;
+use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::{CdcReaderBuilder, ChangeWithImages, Consumer, GroupInfo, WithImages};
 
 use crate::common::{front_and_keyspace, run};
@@ -123,5 +125,27 @@ async fn each_change_with_the_images_of_its_row() {
         let seen = read(&session, &ks, table, start).await;
         let want: Vec<String> = (0..6).map(|i| format!("{} | pre {} | post {}", deltas[i], pre[i], post[i])).collect();
         assert_eq!(show(&seen), want, "{table}");
+        // Debezium envelopes: `before` and `after` from the images where the table has them.
+        let source = Source { name: "test", keyspace: &ks, table };
+        let update = envelope(&seen[1], &source, 0).expect("an update makes an envelope");
+        assert_eq!(update.key, r#"{"ck":1,"pk":1}"#);
+        let (before, after) = match table {
+            "pre_on" => {
+                (r#"{"ck":1,"pk":1,"v":{"value":10},"w":null}"#, r#"{"ck":1,"pk":1,"v":{"value":11},"w":null}"#)
+            }
+            "pre_full" => (
+                r#"{"ck":1,"pk":1,"v":{"value":10},"w":{"value":100}}"#,
+                r#"{"ck":1,"pk":1,"v":{"value":11},"w":null}"#,
+            ),
+            "post_on" => ("null", r#"{"ck":1,"pk":1,"v":{"value":11},"w":{"value":100}}"#),
+            _ => (
+                r#"{"ck":1,"pk":1,"v":{"value":10},"w":{"value":100}}"#,
+                r#"{"ck":1,"pk":1,"v":{"value":11},"w":{"value":100}}"#,
+            ),
+        };
+        let want = format!(r#""before":{before},"after":{after},"op":"u""#);
+        assert!(update.value.contains(&want), "{table}: {} lacks {want}", update.value);
+        let delete = envelope(&seen[5], &source, 0).expect("a delete makes an envelope");
+        assert!(delete.value.contains(r#""after":null,"op":"d""#), "{table}: {}", delete.value);
     }
 }
