@@ -6,7 +6,9 @@
 //! The session runs on one current-thread runtime and only allocations on
 //! that thread are counted, so the count covers the request path, the
 //! writer task and the reader task, and nothing else (not the emulation
-//! front's threads in the tablets test). The tests take turns.
+//! front's threads in the tablets test). On a 2-worker runtime with 256
+//! requests in flight, every thread of the process is counted while only
+//! the requests run. The tests take turns.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -21,6 +23,9 @@ struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
+/// Count every thread's allocations.
+static COUNTING_ALL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 thread_local! {
     /// Count this thread's allocations.
     static COUNTING: Cell<bool> = const { Cell::new(false) };
@@ -30,7 +35,7 @@ thread_local! {
 static TURN: Mutex<()> = Mutex::new(());
 
 fn counting() -> bool {
-    COUNTING.try_with(Cell::get).unwrap_or(false)
+    COUNTING_ALL.load(Ordering::Relaxed) || COUNTING.try_with(Cell::get).unwrap_or(false)
 }
 
 // SAFETY: forwards every call to the system allocator; only counts.
@@ -208,5 +213,68 @@ fn tablet_routed_write_allocates_nothing_once_learned() {
         );
         assert_eq!(stats.misses(), 0, "every write on its tablet's shard");
         assert_eq!(rounds.iter().copied().min(), Some(0), "every round of {N} writes allocated: {rounds:?}");
+    });
+}
+
+/// On a 2-worker runtime, 256 request loops (each its own task, as in a
+/// service) write at once: once warm, rounds of writes allocate nothing in
+/// the whole process.
+#[test]
+fn prepared_writes_on_two_workers_with_256_in_flight_allocate_nothing() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let (session, ks) = setup(ProtocolVersion::V4).await;
+        let insert = std::sync::Arc::new(
+            session
+                .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str())
+                .await
+                .expect("prepare"),
+        );
+        // The count sees another worker's allocation.
+        ALLOCATIONS.store(0, Ordering::SeqCst);
+        COUNTING_ALL.store(true, Ordering::SeqCst);
+        let v = tokio::spawn(async { std::hint::black_box(vec![1u8; 64]).len() }).await.expect("task");
+        COUNTING_ALL.store(false, Ordering::SeqCst);
+        assert!(v == 64 && ALLOCATIONS.load(Ordering::SeqCst) >= 1, "the process-wide count counts");
+        const LOOPS: i64 = 256;
+        const PER_LOOP: i64 = 40;
+        // Each round: the loops are spawned and parked on a barrier before
+        // counting starts (spawning allocates), and counting stops once all
+        // reached the barrier after their writes.
+        let mut rounds = Vec::new();
+        for round in 0..8 {
+            let start = std::sync::Arc::new(tokio::sync::Barrier::new(LOOPS as usize + 1));
+            let end = std::sync::Arc::new(tokio::sync::Barrier::new(LOOPS as usize + 1));
+            let mut tasks = Vec::with_capacity(LOOPS as usize);
+            for l in 0..LOOPS {
+                let (session, insert, start, end) = (session.clone(), insert.clone(), start.clone(), end.clone());
+                tasks.push(tokio::spawn(async move {
+                    start.wait().await;
+                    for i in 0..PER_LOOP {
+                        let pk = l * PER_LOOP + i;
+                        session.execute(&*insert, (pk, pk * 2, "a value of some length")).await.expect("insert");
+                    }
+                    end.wait().await;
+                }));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            ALLOCATIONS.store(0, Ordering::SeqCst);
+            COUNTING_ALL.store(true, Ordering::SeqCst);
+            start.wait().await;
+            end.wait().await;
+            COUNTING_ALL.store(false, Ordering::SeqCst);
+            // The first rounds warm up: stream ids, buffers, the runtime's queues.
+            if round >= 3 {
+                rounds.push(ALLOCATIONS.load(Ordering::SeqCst));
+            }
+            for t in tasks {
+                t.await.expect("loop");
+            }
+        }
+        let writes = (LOOPS * PER_LOOP) as usize;
+        println!("2 workers x {LOOPS} in flight: allocations in rounds of {writes} prepared writes: {rounds:?}");
+        let best = rounds.iter().copied().min().unwrap_or(usize::MAX);
+        assert_eq!(best, 0, "every round of {writes} writes on 2 workers allocated: {rounds:?}");
     });
 }
