@@ -279,32 +279,12 @@ async fn shardwise_reader(a: &LatencyRunArgs, start: SystemTime, record: Arc<Rec
 
 async fn scylla_cdc_reader(a: &LatencyRunArgs, start: SystemTime, record: Arc<Record>) -> Result<Box<dyn FnOnce()>> {
     use scylla::client::session_builder::SessionBuilder;
-    use scylla_cdc::consumer::{CDCRow, Consumer, ConsumerFactory};
     use scylla_cdc::log_reader::CDCLogReaderBuilder;
 
-    struct Delay(Arc<Record>);
-
-    #[async_trait::async_trait]
-    impl Consumer for Delay {
-        async fn consume_cdc(&mut self, row: CDCRow<'_>) -> anyhow::Result<()> {
-            let ck = row
-                .get_value("ck")
-                .as_ref()
-                .and_then(|v| v.as_bigint())
-                .ok_or_else(|| anyhow!("ck is not a bigint"))?;
-            self.0.add(ck);
-            Ok(())
-        }
-    }
-
-    struct Factory(Arc<Record>);
-
-    #[async_trait::async_trait]
-    impl ConsumerFactory for Factory {
-        async fn new_consumer(&self) -> Box<dyn Consumer> {
-            Box::new(Delay(self.0.clone()))
-        }
-    }
+    let delay = move |row: &scylla_cdc::consumer::CDCRow<'_>| {
+        record.add(crate::ck_of(row)?);
+        Ok(())
+    };
 
     let session = Arc::new(
         SessionBuilder::new()
@@ -321,7 +301,7 @@ async fn scylla_cdc_reader(a: &LatencyRunArgs, start: SystemTime, record: Arc<Re
         .window_size(Duration::from_millis(a.live.window_ms))
         .safety_interval(Duration::from_millis(a.live.safety_ms))
         .sleep_interval(Duration::from_millis(a.live.sleep_ms))
-        .consumer_factory(Arc::new(Factory(record)))
+        .consumer_factory(Arc::new(crate::RowFn(Arc::new(delay))))
         .build()
         .await
         .context("starting scylla-cdc")?;

@@ -672,36 +672,20 @@ async fn read_shardwise(a: &ReadArgs, plan: Plan, tally: Arc<Tally>, t0: Instant
 
 async fn read_scylla_cdc(a: &ReadArgs, plan: Plan, tally: Arc<Tally>, t0: Instant, cpu0: Cpu) -> Result<(f64, Cpu)> {
     use scylla::client::session_builder::SessionBuilder;
-    use scylla_cdc::consumer::{CDCRow, Consumer, ConsumerFactory, OperationType};
+    use scylla_cdc::consumer::{CDCRow, OperationType};
     use scylla_cdc::log_reader::CDCLogReaderBuilder;
 
-    struct Sum(Arc<Tally>);
-
-    #[async_trait::async_trait]
-    impl Consumer for Sum {
-        async fn consume_cdc(&mut self, row: CDCRow<'_>) -> anyhow::Result<()> {
+    let sum = {
+        let tally = tally.clone();
+        move |row: &CDCRow<'_>| {
             if row.operation != OperationType::RowInsert {
-                self.0.other.fetch_add(1, Ordering::Relaxed);
+                tally.other.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
-            let ck = row
-                .get_value("ck")
-                .as_ref()
-                .and_then(|v| v.as_bigint())
-                .ok_or_else(|| anyhow!("ck is not a bigint"))?;
-            self.0.add(ck);
+            tally.add(ck_of(row)?);
             Ok(())
         }
-    }
-
-    struct Factory(Arc<Tally>);
-
-    #[async_trait::async_trait]
-    impl ConsumerFactory for Factory {
-        async fn new_consumer(&self) -> Box<dyn Consumer> {
-            Box::new(Sum(self.0.clone()))
-        }
-    }
+    };
 
     let session = Arc::new(
         SessionBuilder::new()
@@ -725,7 +709,7 @@ async fn read_scylla_cdc(a: &ReadArgs, plan: Plan, tally: Arc<Tally>, t0: Instan
         .window_size(Duration::from_secs(a.window))
         .safety_interval(Duration::from_millis(a.opts.safety_ms))
         .sleep_interval(Duration::from_millis(a.opts.sleep_ms))
-        .consumer_factory(Arc::new(Factory(tally.clone())))
+        .consumer_factory(Arc::new(RowFn(Arc::new(sum))))
         .build()
         .await
         .context("starting scylla-cdc")?;
@@ -738,6 +722,34 @@ async fn read_scylla_cdc(a: &ReadArgs, plan: Plan, tally: Arc<Tally>, t0: Instan
     };
     reader.stop();
     measured
+}
+
+/// A scylla-cdc consumer (and factory of such) that hands every row to a function.
+struct RowFn<F>(Arc<F>);
+
+#[async_trait::async_trait]
+impl<F> scylla_cdc::consumer::Consumer for RowFn<F>
+where
+    F: Fn(&scylla_cdc::consumer::CDCRow<'_>) -> anyhow::Result<()> + Send + Sync,
+{
+    async fn consume_cdc(&mut self, row: scylla_cdc::consumer::CDCRow<'_>) -> anyhow::Result<()> {
+        (self.0)(&row)
+    }
+}
+
+#[async_trait::async_trait]
+impl<F> scylla_cdc::consumer::ConsumerFactory for RowFn<F>
+where
+    F: Fn(&scylla_cdc::consumer::CDCRow<'_>) -> anyhow::Result<()> + Send + Sync + 'static,
+{
+    async fn new_consumer(&self) -> Box<dyn scylla_cdc::consumer::Consumer> {
+        Box::new(RowFn(self.0.clone()))
+    }
+}
+
+/// The `ck` (bigint) of a scylla-cdc row.
+fn ck_of(row: &scylla_cdc::consumer::CDCRow<'_>) -> anyhow::Result<i64> {
+    row.get_value("ck").as_ref().and_then(|v| v.as_bigint()).ok_or_else(|| anyhow!("ck is not a bigint"))
 }
 
 // ---------------------------------------------------------------- compare
