@@ -11,7 +11,7 @@
 //! either clears it or penalizes it again.
 //!
 //! The computations take the time as an argument (nanoseconds on a
-//! monotonic clock) and are tested with a virtual one; [`NodeAverage`] is
+//! monotonic clock) and are tested with a virtual one; `NodeAverage` is
 //! the shared cell a node's attempts update, never waiting for a lock.
 
 use std::time::Duration;
