@@ -55,6 +55,14 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                             socket.write_all(&scratch).await?;
                         }
                     }
+                    drop(slice);
+                    // Coalescing: with other requests in flight, more are on
+                    // their way (their answers make their tasks send again);
+                    // let the runnable tasks queue theirs before the next
+                    // write instead of sending each alone.
+                    if inner.streams.in_flight() > 1 {
+                        tokio::task::yield_now().await;
+                    }
                 }
                 Some(buf) = oversized.recv() => {
                     scratch.clear();
