@@ -161,7 +161,14 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let writes = start_writes(&session, &ks, stop.clone());
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The kill comes once the reader is reading: it lags by the window and
+    // the safety interval, and by much more on a loaded machine (a fixed 3 s
+    // wait once ended with nothing read yet).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while workload::count(&seen) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let before = workload::count(&seen);
     let killed = Instant::now();
     tokio::task::block_in_place(|| cluster.nodes_mut()[victim].kill());

@@ -15,6 +15,7 @@
 //! write it (`Connection::send_with`), so no await ever sees it.
 
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::Bytes;
 use shardwise_protocol::consistency::Consistency;
@@ -27,7 +28,7 @@ use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
-use crate::connection::Connection;
+use crate::connection::{Connection, TryWrite};
 use crate::error::ExecutionError;
 use crate::result::QueryResult;
 use crate::statement::{Batch, PreparedStatement, ResultShape, Statement, StatementOptions};
@@ -336,6 +337,41 @@ fn tablet_of(payload: &[(String, Option<Bytes>)]) -> Option<TabletRoute> {
         Err(error) => {
             tracing::debug!(%error, "ignoring an invalid tablets-routing-v1 payload");
             None
+        }
+    }
+}
+
+impl RequestVisitor for TryWrite<'_, '_> {
+    type Output = Poll<Result<(), ExecutionError>>;
+
+    fn visit<R: Request>(self, request: &R) -> Self::Output {
+        self.write(request)
+    }
+}
+
+impl Connection {
+    /// Runs a statement on this connection (no retries, no failover): the
+    /// request is written in place, the answer decoded, `METADATA_CHANGED`
+    /// followed and `UNPREPARED` answered by re-preparing here. For callers
+    /// that choose their own connection, e.g. per-shard workers running
+    /// their own current-thread runtime; rows come back as views over the
+    /// response buffer.
+    pub async fn execute<E: Executable<V>, V>(
+        &self,
+        statement: &E,
+        values: &V,
+        params: Params<'_>,
+    ) -> Result<QueryResult, ExecutionError> {
+        execute_on(self, statement, values, params).await
+    }
+
+    /// Prepares a statement on this connection's node.
+    pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
+        let envelope = self.send(&request::Prepare { query: text, keyspace: None }, 0).await?;
+        match Response::from_envelope(envelope)?.message {
+            ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p, self.lwt_mask())),
+            ResponseMessage::Error(e) => Err(e.into()),
+            _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
         }
     }
 }

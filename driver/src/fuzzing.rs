@@ -225,9 +225,9 @@ pub fn handshake(data: &[u8]) -> HandshakeOutcome {
     match result {
         Ok(h) => {
             assert_eq!(h.version, version);
-            assert!(h.compression == Compression::None || config.compression == Compression::Lz4, "unasked LZ4");
+            assert!(!h.lz4 || config.compression == Compression::Lz4, "unasked LZ4");
             assert_eq!(h.decoder.buffered(), 0, "bytes left after the handshake");
-            HandshakeOutcome::Connected(h.version, h.compression)
+            HandshakeOutcome::Connected(h.version, if h.lz4 { Compression::Lz4 } else { Compression::None })
         }
         Err(Failure::VersionRejected) => HandshakeOutcome::VersionRejected,
         Err(Failure::Fatal(e)) => HandshakeOutcome::Failed(e.to_string()),

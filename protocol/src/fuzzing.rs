@@ -13,6 +13,7 @@ use bytes::{BufMut, Bytes};
 
 use crate::codec::{self, Reader};
 use crate::frame::envelope::{EnvelopeHeader, Flags, Opcode, ProtocolVersion, HEADER_LEN};
+use crate::frame::exact::ExactDecoder;
 use crate::frame::segment::SegmentCompression;
 use crate::frame::FrameDecoder;
 use crate::request::AnyRequest;
@@ -44,6 +45,9 @@ pub fn frame_decoder(data: &[u8]) {
         _ => d.set_framed(SegmentCompression::Lz4),
     }
     let chunk = usize::from(mode / 4) + 1;
+    if mode % 4 < 2 {
+        exact_is_general(rest, mode % 4 == 1, chunk);
+    }
     for part in rest.chunks(chunk) {
         d.feed(part);
         loop {
@@ -60,6 +64,41 @@ pub fn frame_decoder(data: &[u8]) {
             }
         }
     }
+}
+
+/// The exact-size decoder yields the general decoder's envelopes, and fails
+/// where it fails, whatever the chunking.
+fn exact_is_general(wire: &[u8], lz4: bool, chunk: usize) {
+    let mut general = FrameDecoder::new().with_max_body(1 << 20);
+    general.set_v4_lz4(lz4);
+    general.feed(wire);
+    let mut expected = Vec::new();
+    let expected_error = loop {
+        match general.next_envelope() {
+            Ok(Some(env)) => expected.push(env),
+            Ok(None) => break false,
+            Err(_) => break true,
+        }
+    };
+    let mut exact = ExactDecoder::new(1 << 20, lz4);
+    let mut got = Vec::new();
+    let mut rest = wire;
+    let mut error = false;
+    while !rest.is_empty() {
+        let buf = exact.read_buf();
+        let n = buf.len().min(chunk).min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        match exact.filled(n) {
+            Ok(env) => got.extend(env),
+            Err(_) => {
+                error = true;
+                break;
+            }
+        }
+    }
+    assert_eq!(got, expected, "the exact decoder's envelopes differ");
+    assert_eq!(error, expected_error, "one decoder failed, the other did not");
 }
 
 /// Decodes `data[HEADER_LEN..]` as the body of a response whose header is

@@ -8,7 +8,8 @@
 //! Module map:
 //!
 //! - [`frame`]: the envelope header, v5 segments (CRCs, LZ4), v4 body compression and the
-//!   streaming frame decoder.
+//!   streaming frame decoder, and the framer that seals outbound runs of envelopes.
+//! - [`handshake`]: the connection handshake as a socket-free state machine.
 //! - [`request`]: one module per request opcode, each encoded exact-size into the caller's buffer.
 //! - [`response`]: responses (results, errors, events, supported, authentication) with their
 //!   tracing id, warnings and custom payload.
@@ -33,6 +34,7 @@ pub mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod handshake;
 pub mod request;
 pub mod response;
 pub mod rows;

@@ -1,10 +1,13 @@
 //! `cargo xtask bench`: the comparison suite end to end. Builds the release
 //! benchmark binaries, starts Cassandra 5.0 (or uses `$SHARDWISE_CASSANDRA`)
-//! and a Scylla emulation front with 2 shards in this process, runs
-//! `workload compare` (shardwise beside the official driver) for `write` and
-//! `read` at 1 thread × 128 and 2 threads × 2048 in flight, against plain
-//! Cassandra and through the front, then the CDC benchmark (`cdc_thesis`)
-//! when it exists, and writes everything to `benches/results/latest.md`.
+//! and a Scylla emulation front with 8 shards in this process, runs
+//! `workload compare` (shardwise beside the official driver, protocol v4 on
+//! both sides, one process per run, A B B A) for `write` and `read` as
+//! services run them: a current-thread runtime × 128 in flight, then every
+//! request loop a spawned task on 2 workers × 128, 2 × 2048 and 4 × 2048;
+//! against plain Cassandra and through the front, then the CDC benchmark
+//! (`cdc_thesis`) when it exists, and writes everything to
+//! `benches/results/latest.md`.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -152,12 +155,19 @@ struct Case {
     concurrency: usize,
 }
 
-const CASES: [Case; 4] = [
-    Case { workload: "write", threads: 1, concurrency: 128 },
-    Case { workload: "read", threads: 1, concurrency: 128 },
-    Case { workload: "write", threads: 2, concurrency: 2048 },
-    Case { workload: "read", threads: 2, concurrency: 2048 },
-];
+/// Runtime workers × requests in flight; on more than one worker every
+/// request loop is a task of its own (`--spawn`), as in services and latte.
+const SHAPES: [(usize, usize); 4] = [(1, 128), (2, 128), (2, 2048), (4, 2048)];
+
+/// Emulated shards of the front.
+const FRONT_SHARDS: u16 = 8;
+
+fn cases() -> Vec<Case> {
+    SHAPES
+        .iter()
+        .flat_map(|&(threads, concurrency)| ["write", "read"].map(|workload| Case { workload, threads, concurrency }))
+        .collect()
+}
 
 fn bench(o: &Options) -> Result<(), String> {
     let started = Instant::now();
@@ -217,7 +227,8 @@ fn bench(o: &Options) -> Result<(), String> {
     let _ = writeln!(
         md,
         "- settings: run time {duration}, warm-up {warmup}, {rounds} round(s) per comparison, consistency ONE, 1 connection per shard, \
-         {load} rows loaded for reads; Cassandra, the emulation front (in the xtask process, 2 shards) and the client share the machine.\n"
+         {load} rows loaded for reads; Cassandra, the emulation front (in the xtask process, {FRONT_SHARDS} shards) and the client share the machine; protocol v4 on both sides; \
+         each run in a process of its own, in the order shardwise, official, official, shardwise, …\n"
     );
 
     banner("2. start the server");
@@ -240,10 +251,14 @@ fn bench(o: &Options) -> Result<(), String> {
     };
     let front = Front::start(
         addr,
-        FrontConfig { shards: 2, emu_keyspace: "shardwise_emu_bench".into(), ..FrontConfig::default() },
+        FrontConfig { shards: FRONT_SHARDS, emu_keyspace: "shardwise_emu_bench".into(), ..FrontConfig::default() },
     )
     .map_err(|e| format!("emulation front: {e}"))?;
-    eprintln!("emulation front at {} (2 shards, shard-aware port {})", front.addr(), front.shard_aware_addr());
+    eprintln!(
+        "emulation front at {} ({FRONT_SHARDS} shards, shard-aware port {})",
+        front.addr(),
+        front.shard_aware_addr()
+    );
 
     let result =
         run_suite(o, &workload_bin, &cdc_bin, cdc_note, addr, &front, &work, &duration, &warmup, rounds, load, &mut md);
@@ -284,17 +299,21 @@ fn run_suite(
     load: &str,
     md: &mut String,
 ) -> Result<(), String> {
-    let targets =
-        [("Cassandra 5.0 directly", addr, false), ("through the emulation front, 2 shards", front.addr(), true)];
+    let front_label = format!("through the emulation front, {FRONT_SHARDS} shards");
+    let targets = [("Cassandra 5.0 directly", addr, false), (front_label.as_str(), front.addr(), true)];
     let mut failures = Vec::new();
     let mut step = 3;
     for (label, target, is_front) in targets.into_iter().filter(|_| o.workloads) {
         let _ = writeln!(
             md,
             "### {}\n",
-            if is_front { "Shard-aware: through the Scylla emulation front (2 shards)" } else { "Plain Cassandra 5.0" }
+            if is_front {
+                format!("Shard-aware: through the Scylla emulation front ({FRONT_SHARDS} shards)")
+            } else {
+                "Plain Cassandra 5.0".to_string()
+            }
         );
-        for case in &CASES {
+        for case in &cases() {
             if crate::interrupted() {
                 return Err("interrupted".into());
             }
@@ -320,6 +339,8 @@ fn run_suite(
                 .arg(case.workload)
                 .args(["--node", &target.to_string()])
                 .args(["-t", &case.threads.to_string(), "-p", &case.concurrency.to_string(), "-c", "1"])
+                .args(if case.threads > 1 { &["--spawn"][..] } else { &[] })
+                .args(["--protocol", "4"])
                 .args(["-d", duration, "-w", warmup, "--rounds", &rounds.to_string()])
                 .args(["--consistency", "ONE", "--load", load, "--keyspace", "shardwise_workload"])
                 .args(["--label", label])

@@ -63,10 +63,11 @@ tasks:
   bench [options]      the benchmark comparison suite, shardwise beside the official driver:
                        1. cargo build --release -p shardwise-benches --bin workload (and --bin cdc_thesis)
                        2. start Cassandra 5.0 (or use $SHARDWISE_CASSANDRA) and a Scylla emulation
-                          front with 2 shards, in this process
-                       3. target/release/workload compare {write,read} at 1 thread x 128 and
-                          2 threads x 2048 in flight, against Cassandra and through the front
-                          (3 rounds of 6 s runs per comparison, alternating the drivers)
+                          front with 8 shards, in this process
+                       3. target/release/workload compare {write,read} on protocol v4 at
+                          1 thread x 128, and spawned request loops on 2 x 128, 2 x 2048 and
+                          4 x 2048, against Cassandra and through the front (3 rounds of 6 s
+                          runs per comparison, one process per run, order A B B A)
                        4. target/release/cdc_thesis --node <front> (the CDC benchmark), if it builds
                        5. print the results and write benches/results/latest.md (copy into
                           benches/RESULTS.md) and one JSON file per comparison beside it;

@@ -30,9 +30,10 @@
 //! utilisation, CPU per request, heap allocations per request (a counting
 //! global allocator), errors.
 //!
-//! `compare` runs shardwise and the official driver alternately (A B A B …)
-//! against the same server and reports per-round ratios shardwise/official
-//! and their median.
+//! `compare` runs shardwise and the official driver in turn, A B B A …, each
+//! run in a child process of its own (`run --report-line`), against the same
+//! server, on protocol v4 for both unless `--protocol` says otherwise, and
+//! reports per-round ratios shardwise/official and their median.
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -77,9 +78,16 @@ enum Command {
         /// Write the figures as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
+        /// Print the figures as one machine-readable last line (what
+        /// `compare` reads from its child processes).
+        #[arg(long, hide = true)]
+        report_line: bool,
     },
-    /// Run both drivers alternately (shardwise, official, shardwise, …) and
-    /// print per-round ratios shardwise/official with their median.
+    /// Run both drivers in turn, each run in a process of its own, in the
+    /// order A B B A (shardwise first in odd rounds, official first in even
+    /// ones), and print per-round ratios shardwise/official with their median.
+    /// shardwise speaks protocol v4 here unless `--protocol` says otherwise:
+    /// the official driver speaks only v4.
     Compare {
         #[command(flatten)]
         common: Common,
@@ -143,7 +151,8 @@ struct Common {
     #[arg(long, default_value_t = 5.0)]
     request_timeout: f64,
     /// Highest protocol version shardwise may negotiate (4 or 5; the official
-    /// driver speaks v4 only). Default: shardwise's own default (v5 first).
+    /// driver speaks v4 only). Default: shardwise's own default (v5 first);
+    /// for `compare`, 4.
     #[arg(long)]
     protocol: Option<u8>,
 }
@@ -718,6 +727,151 @@ fn run_driver(c: &Common, driver: DriverKind) -> anyhow::Result<RunReport> {
     report
 }
 
+/// The `run` arguments that repeat `c`.
+fn run_args(c: &Common) -> Vec<String> {
+    let interval = |i: Interval| match i {
+        Interval::Time(d) => format!("{}ms", d.as_millis()),
+        Interval::Count(n) => n.to_string(),
+    };
+    let mut a: Vec<String> = vec![
+        "run".into(),
+        c.workload.name().into(),
+        "-d".into(),
+        interval(c.duration),
+        "-w".into(),
+        interval(c.warmup),
+        "-t".into(),
+        c.threads.to_string(),
+        "-p".into(),
+        c.concurrency.to_string(),
+        "-c".into(),
+        c.connections.to_string(),
+        "--consistency".into(),
+        c.consistency.clone(),
+        "--keyspace".into(),
+        c.keyspace.clone(),
+        "--request-timeout".into(),
+        c.request_timeout.to_string(),
+    ];
+    if c.spawn {
+        a.push("--spawn".into());
+    }
+    for n in &c.nodes {
+        a.extend(["--node".into(), n.clone()]);
+    }
+    if let Some(r) = c.rate {
+        a.extend(["-r".into(), r.to_string()]);
+    }
+    if let Some(n) = c.load {
+        a.extend(["--load".into(), n.to_string()]);
+    }
+    if let Some(v) = c.protocol {
+        a.extend(["--protocol".into(), v.to_string()]);
+    }
+    a
+}
+
+/// One run of `driver` in a child process of this binary, so that neither
+/// driver's background tasks (nor its allocator state) are billed to the
+/// other; its output is passed through.
+fn run_child(c: &Common, driver: DriverKind) -> anyhow::Result<RunReport> {
+    let exe = std::env::current_exe().context("locating the workload binary")?;
+    let out = std::process::Command::new(&exe)
+        .args(run_args(c))
+        .args(["--driver", driver.name(), "--report-line"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", exe.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut report = None;
+    for line in stdout.lines() {
+        match line.strip_prefix(REPORT_PREFIX) {
+            Some(fields) => report = Some(parse_report_fields(fields)?),
+            None => println!("{line}"),
+        }
+    }
+    if !out.status.success() {
+        bail!("the {} run failed ({})", driver.name(), out.status);
+    }
+    report.ok_or_else(|| anyhow!("the {} run printed no report", driver.name()))
+}
+
+/// Marks the machine-readable line of `run --report-line`.
+const REPORT_PREFIX: &str = "REPORT\t";
+
+/// The figures of a run as tab-separated fields (the first error's
+/// whitespace made single spaces).
+fn report_fields(r: &RunReport) -> String {
+    let nums = [
+        r.elapsed_s,
+        r.throughput,
+        r.mean_ms,
+        r.p50_ms,
+        r.p90_ms,
+        r.p99_ms,
+        r.p999_ms,
+        r.max_ms,
+        r.cpu_user_s,
+        r.cpu_sys_s,
+        r.cpu_s,
+        r.cpu_util,
+        r.cpu_us_per_op,
+        r.allocs_per_op,
+    ];
+    let mut f = vec![
+        r.driver.name().to_string(),
+        r.workload.name().to_string(),
+        r.threads.to_string(),
+        r.concurrency.to_string(),
+        r.connections.to_string(),
+        r.protocol.clone(),
+        r.ops.to_string(),
+        r.errors.to_string(),
+        r.missing_rows.to_string(),
+        r.allocs.to_string(),
+    ];
+    f.extend(nums.iter().map(|x| x.to_string()));
+    f.push(r.first_error.as_deref().map(|e| e.split_whitespace().collect::<Vec<_>>().join(" ")).unwrap_or_default());
+    f.join("\t")
+}
+
+/// The inverse of [`report_fields`].
+fn parse_report_fields(line: &str) -> anyhow::Result<RunReport> {
+    let f: Vec<&str> = line.split('\t').collect();
+    if f.len() != 25 {
+        bail!("a report line of {} fields, not 25: {line:?}", f.len());
+    }
+    let int = |i: usize| f[i].parse::<u64>().with_context(|| format!("report field {i}: {:?}", f[i]));
+    let num = |i: usize| f[i].parse::<f64>().with_context(|| format!("report field {i}: {:?}", f[i]));
+    Ok(RunReport {
+        driver: DriverKind::from_str(f[0], true).map_err(|e| anyhow!(e))?,
+        workload: WorkloadKind::from_str(f[1], true).map_err(|e| anyhow!(e))?,
+        threads: int(2)? as usize,
+        concurrency: int(3)? as usize,
+        connections: int(4)? as usize,
+        protocol: f[5].to_string(),
+        ops: int(6)?,
+        errors: int(7)?,
+        missing_rows: int(8)?,
+        allocs: int(9)?,
+        elapsed_s: num(10)?,
+        throughput: num(11)?,
+        mean_ms: num(12)?,
+        p50_ms: num(13)?,
+        p90_ms: num(14)?,
+        p99_ms: num(15)?,
+        p999_ms: num(16)?,
+        max_ms: num(17)?,
+        cpu_user_s: num(18)?,
+        cpu_sys_s: num(19)?,
+        cpu_s: num(20)?,
+        cpu_util: num(21)?,
+        cpu_us_per_op: num(22)?,
+        allocs_per_op: num(23)?,
+        first_error: Some(f[24].to_string()).filter(|e| !e.is_empty()),
+    })
+}
+
 fn setup(c: &Common) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(prepare_data(c))
 }
@@ -1032,7 +1186,7 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { common, driver, json } => {
+        Command::Run { common, driver, json, report_line } => {
             print_config(&common, &format!("run, driver {}", driver.name()));
             setup(&common)?;
             let r = run_driver(&common, driver)?;
@@ -1040,21 +1194,37 @@ fn main() -> anyhow::Result<()> {
             if let Some(path) = json {
                 std::fs::write(&path, report_json(&r) + "\n").with_context(|| format!("writing {}", path.display()))?;
             }
+            if report_line {
+                println!("{REPORT_PREFIX}{}", report_fields(&r));
+            }
         }
         Command::Compare { common, rounds, json, markdown, label } => {
             if rounds == 0 {
                 return Err(anyhow!("--rounds must be at least 1"));
             }
-            print_config(&common, &format!("compare, {rounds} round(s): shardwise, official, shardwise, …"));
+            let mut common = common;
+            common.protocol = common.protocol.or(Some(4));
+            print_config(
+                &common,
+                &format!(
+                    "compare, {rounds} round(s), one process per run: shardwise, official, official, shardwise, …"
+                ),
+            );
             setup(&common)?;
             let mut runs = Vec::new();
             for round in 1..=rounds {
-                println!("--- round {round}/{rounds}: shardwise");
-                let s = run_driver(&common, DriverKind::Shardwise)?;
-                print_report(&s);
-                println!("--- round {round}/{rounds}: official");
-                let o = run_driver(&common, DriverKind::Official)?;
-                print_report(&o);
+                let order = if round % 2 == 1 {
+                    [DriverKind::Shardwise, DriverKind::Official]
+                } else {
+                    [DriverKind::Official, DriverKind::Shardwise]
+                };
+                let mut pair = Vec::new();
+                for driver in order {
+                    println!("--- round {round}/{rounds}: {}", driver.name());
+                    pair.push(run_child(&common, driver)?);
+                }
+                let (s, o) =
+                    if round % 2 == 1 { (pair.remove(0), pair.remove(0)) } else { (pair.remove(1), pair.remove(0)) };
                 runs.push((s, o));
             }
             let cmp = compare_summary(runs);

@@ -1,14 +1,17 @@
 //! One CQL connection: a handshake, then a writer task and a reader task
-//! around a `Streams` table (`stream.rs`).
+//! around a `Streams` table (`stream.rs`). The wire state itself is the
+//! protocol crate's, without I/O: the handshake machine, the framer and
+//! the decoders; this module moves bytes between them and the socket.
 //!
 //! The write path serializes each request in place, with its exact size
 //! known first, into a swap buffer (`swap-buffer-queue`): concurrent
 //! requests coalesce into the buffer while the writer task writes the other
-//! one with a single syscall, and in v5 a dequeued buffer is sealed into one
-//! self-contained segment in place. Requests larger than the buffer take a
-//! separate, allocating path. The read path allocates one buffer per
-//! response body (none for the 4-byte Void result of a write) and hands it
-//! to the waiting request's slot.
+//! one with a single syscall, and the framer seals a dequeued buffer in
+//! place (in v5 into one self-contained segment). Requests larger than the
+//! buffer take a separate, allocating path. The read path allocates one
+//! buffer per response body (none for the 4-byte Void result of a write)
+//! and hands it to the waiting request's slot. Connections carry requests,
+//! not statements: `Connection::execute` and `prepare` live in `execute.rs`.
 
 mod closing;
 pub(crate) mod handshake;
@@ -22,10 +25,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
-use shardwise_protocol::frame::segment::{LZ4_HEADER_LEN, MAX_PAYLOAD, TRAILER_LEN};
+use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
+use shardwise_protocol::frame::segment::MAX_PAYLOAD;
 use shardwise_protocol::frame::{Envelope, ProtocolVersion, HEADER_LEN};
-use shardwise_protocol::request::{encode_request, write_request, Options, Prepare, Request};
-use shardwise_protocol::response::{Event, Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::handshake::{lwt_mask, Established};
+use shardwise_protocol::request::{encode_request, write_request, Options, Request};
+use shardwise_protocol::response::Event;
 use shardwise_protocol::sharding::ShardingInfo;
 use shardwise_protocol::EncodeError;
 use swap_buffer_queue::write::WriteVecBuffer;
@@ -38,17 +43,14 @@ use tokio_rustls::TlsConnector;
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
-use crate::execute::{Executable, Params, RequestVisitor};
-use crate::result::QueryResult;
-use crate::statement::PreparedStatement;
 use stream::{Delivery, Streams};
 
 /// What a request's slot receives.
 pub(crate) type Delivered = Result<Envelope, ConnectionError>;
 
-/// The swap buffer: 8 spare bytes before the payload (room for a v5 LZ4
-/// segment header) and 4 after it (the CRC32 trailer).
-pub(crate) type WriteQueue = SynchronizedQueue<WriteVecBuffer<LZ4_HEADER_LEN, TRAILER_LEN>>;
+/// The swap buffer, with the room the framer seals a run in around the
+/// payload (a v5 segment header before it, its CRC32 trailer after it).
+pub(crate) type WriteQueue = SynchronizedQueue<WriteVecBuffer<HEAD_ROOM, TAIL_ROOM>>;
 
 pub(crate) struct Inner {
     pub(crate) addr: SocketAddr,
@@ -90,7 +92,7 @@ impl Inner {
     }
 
     pub(crate) async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
-        self.send_with(flags, |write| Ok(write.visit(request))).await
+        self.send_with(flags, |write| Ok(write.write(request))).await
     }
 
     /// Sends the request `build` hands to the [`TryWrite`] it is given, and
@@ -235,13 +237,7 @@ impl Connection {
         }
     }
 
-    fn start<R, W>(
-        addr: SocketAddr,
-        read: R,
-        write: W,
-        h: handshake::Handshake,
-        config: &ConnectionConfig,
-    ) -> Connection
+    fn start<R, W>(addr: SocketAddr, read: R, write: W, h: Established, config: &ConnectionConfig) -> Connection
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -256,11 +252,11 @@ impl Connection {
         });
         let (oversized, oversized_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(64);
-        let lwt_mask = handshake::lwt_mask(&h.supported).unwrap_or(0);
+        let lwt_mask = lwt_mask(&h.supported).unwrap_or(0);
         let inner = Arc::new(Inner {
             addr,
             version: h.version,
-            compression: h.compression,
+            compression: if h.lz4 { Compression::Lz4 } else { Compression::None },
             supported: h.supported,
             sharding,
             lwt_mask,
@@ -274,7 +270,7 @@ impl Connection {
             events,
             max_orphans: config.max_orphans,
         });
-        tokio::spawn(io::writer(inner.clone(), write, oversized_rx));
+        tokio::spawn(io::writer(inner.clone(), write, h.framer, oversized_rx));
         tokio::spawn(io::reader(inner.clone(), read, h.decoder, config.max_response_body));
         let conn = Connection { _owner: Arc::new(Owner(inner.clone())), inner };
         if let Some(interval) = config.heartbeat_interval {
@@ -374,21 +370,6 @@ impl Connection {
         self.inner.send_with(flags, build).await
     }
 
-    /// Runs a statement on this connection (no retries, no failover): the
-    /// request is written in place, the answer decoded, `METADATA_CHANGED`
-    /// followed and `UNPREPARED` answered by re-preparing here. For callers
-    /// that choose their own connection, e.g. per-shard workers running
-    /// their own current-thread runtime; rows come back as views over the
-    /// response buffer.
-    pub async fn execute<E: Executable<V>, V>(
-        &self,
-        statement: &E,
-        values: &V,
-        params: Params<'_>,
-    ) -> Result<QueryResult, ExecutionError> {
-        crate::execute::execute_on(self, statement, values, params).await
-    }
-
     /// Opens a connection to `shard` of the node at `addr`: through the
     /// node's shard-aware port with a source port that selects the shard
     /// when the node advertises one (`sharding` is what another connection
@@ -432,16 +413,9 @@ impl Connection {
         Connection::open(addr, config).await
     }
 
-    /// Prepares a statement on this connection's node.
-    pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
-        let envelope = self.send(&Prepare { query: text, keyspace: None }, 0).await?;
-        match Response::from_envelope(envelope)?.message {
-            ResponseMessage::Result(ResultMessage::Prepared(p)) => {
-                Ok(PreparedStatement::new(text, p, self.inner.lwt_mask))
-            }
-            ResponseMessage::Error(e) => Err(e.into()),
-            _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
-        }
+    /// The mask Scylla marks prepared LWT statements with (0 when it does not).
+    pub(crate) fn lwt_mask(&self) -> u32 {
+        self.inner.lwt_mask
     }
 
     /// Sends OPTIONS and waits for SUPPORTED: a liveness probe.
@@ -461,10 +435,9 @@ pub(crate) struct TryWrite<'a, 'c> {
     cx: &'a mut Context<'c>,
 }
 
-impl RequestVisitor for TryWrite<'_, '_> {
-    type Output = Poll<Result<(), ExecutionError>>;
-
-    fn visit<R: Request>(self, request: &R) -> Self::Output {
+impl TryWrite<'_, '_> {
+    /// Offers `request` to the write buffer (see the type's docs).
+    pub(crate) fn write<R: Request>(self, request: &R) -> Poll<Result<(), ExecutionError>> {
         let TryWrite { inner, id, flags, cx } = self;
         let version = inner.version;
         let body_len = request.body_len(version)?;
@@ -553,8 +526,9 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use shardwise_protocol::consistency::Consistency;
-    use shardwise_protocol::frame::FrameDecoder;
+    use shardwise_protocol::frame::{FrameDecoder, Framer};
     use shardwise_protocol::request::{Query, QueryParameters};
+    use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
@@ -568,11 +542,12 @@ mod tests {
         // two 1 KiB buffers fill after a few requests of ~330 bytes.
         let (client, mut server) = tokio::io::duplex(64);
         let (read, write) = tokio::io::split(client);
-        let handshake = handshake::Handshake {
+        let handshake = Established {
             version: ProtocolVersion::V4,
-            compression: Compression::None,
+            lz4: false,
             supported: Vec::new(),
             decoder: FrameDecoder::new(),
+            framer: Framer::established(ProtocolVersion::V4, false),
         };
         let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
         let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
@@ -588,7 +563,7 @@ mod tests {
                 let query = Query { query: &text, params: QueryParameters::new(Consistency::One, ()) };
                 let build = |write: TryWrite<'_, '_>| {
                     builds.fetch_add(1, Ordering::Relaxed);
-                    Ok(write.visit(&query))
+                    Ok(write.write(&query))
                 };
                 conn.send_with(0, build).await.map(|envelope| envelope.header.stream)
             }));
