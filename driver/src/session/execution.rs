@@ -9,9 +9,16 @@
 //! can send an idempotent statement to the next node while the request
 //! timeout still has time left, instead of spending all of it on one
 //! stalled node.
+//!
+//! Both are kept with one runtime timer per attempt, not two: each attempt
+//! waits until the earlier of its own deadline and the request's, and which
+//! of the two passed decides the error. (Speculative executions, which run
+//! attempts side by side, keep one timer for the whole request.)
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+use tokio::time::Instant as TokioInstant;
 
 use shardwise_protocol::response::ResultMessage;
 use tracing::Instrument;
@@ -53,18 +60,8 @@ impl Session {
             paging_state: paging_state.map(PagingState::as_bytes),
             timestamp: options.timestamp,
         };
-        let timeout = settings.request_timeout;
-        let run = self.run(statement, values, params);
-        let result = match timeout {
-            Some(t) => match tokio::time::timeout(t, run).await {
-                Ok(r) => r,
-                Err(_) => {
-                    self.inner.metrics.timeout();
-                    Err(ExecutionError::Timeout(t))
-                }
-            },
-            None => run.await,
-        };
+        let deadline = settings.request_timeout.map(|t| RequestDeadline { at: TokioInstant::from_std(started) + t, t });
+        let result = self.run(statement, values, params, deadline).await;
         self.inner.metrics.request(started.elapsed(), result.is_ok());
         let result = result?;
         if let Some(change) = result.schema_change() {
@@ -82,31 +79,42 @@ impl Session {
         statement: &E,
         values: &V,
         params: Params<'_>,
+        deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
         let options = statement.options();
         let idempotent = options.idempotent;
         let speculative = Settings::of(options, &self.inner.config).speculative;
         let speculative = speculative.filter(|_| idempotent && self.state().nodes.len() > 1);
         let Some(spec) = speculative else {
-            return self.run_with_retries(statement, values, params, 0).await;
+            return self.run_with_retries(statement, values, params, 0, deadline).await;
         };
-        // Speculative execution: the first attempt to succeed wins.
-        let mut attempts = vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0)))];
-        let mut last_error = None;
-        loop {
-            let can_add = attempts.len() <= spec.max_extra;
-            let add = {
-                let first = first_ok(&mut attempts, &mut last_error);
-                let delay = tokio::time::sleep(spec.delay);
-                tokio::select! {
-                    r = first => return r,
-                    _ = delay, if can_add => true,
+        // Speculative execution: the first attempt to succeed wins, within
+        // one timer for the whole request.
+        let speculate = async {
+            let mut attempts = vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0, None)))];
+            let mut last_error = None;
+            loop {
+                let can_add = attempts.len() <= spec.max_extra;
+                let add = {
+                    let first = first_ok(&mut attempts, &mut last_error);
+                    let delay = tokio::time::sleep(spec.delay);
+                    tokio::select! {
+                        r = first => return r,
+                        _ = delay, if can_add => true,
+                    }
+                };
+                if add {
+                    let offset = attempts.len();
+                    attempts.push(Some(Box::pin(self.run_with_retries(statement, values, params, offset, None))));
                 }
-            };
-            if add {
-                let offset = attempts.len();
-                attempts.push(Some(Box::pin(self.run_with_retries(statement, values, params, offset))));
             }
+        };
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d.at, speculate).await.unwrap_or_else(|_| {
+                self.inner.metrics.timeout();
+                Err(ExecutionError::Timeout(d.t))
+            }),
+            None => speculate.await,
         }
     }
 
@@ -116,6 +124,7 @@ impl Session {
         values: &V,
         params: Params<'_>,
         node_offset: usize,
+        deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
         let options = statement.options();
         let idempotent = options.idempotent;
@@ -140,15 +149,30 @@ impl Session {
                 attempt = retries,
             );
             let attempt = self.attempt(&conn, statement, values, params).instrument(span);
-            let result = match attempt_timeout {
-                Some(t) => tokio::time::timeout(t, attempt).await.unwrap_or_else(|_| {
-                    self.inner.metrics.attempt_timeout();
-                    Err(ExecutionError::AttemptTimeout {
-                        after: t,
-                        node: conn.addr(),
-                        shard: conn.sharding().map(|_| conn.shard()),
-                    })
-                }),
+            // One timer: the earlier of the attempt's deadline and the request's.
+            let attempt_deadline = attempt_timeout.map(|t| TokioInstant::from_std(sent) + t);
+            let wait_until = match (attempt_deadline, deadline) {
+                (Some(a), Some(r)) => Some(a.min(r.at)),
+                (a, r) => a.or(r.map(|r| r.at)),
+            };
+            let result = match wait_until {
+                Some(at) => match tokio::time::timeout_at(at, attempt).await {
+                    Ok(r) => r,
+                    Err(_) => match deadline.filter(|r| r.at <= at) {
+                        Some(r) => {
+                            self.inner.metrics.timeout();
+                            return Err(ExecutionError::Timeout(r.t));
+                        }
+                        None => {
+                            self.inner.metrics.attempt_timeout();
+                            Err(ExecutionError::AttemptTimeout {
+                                after: attempt_timeout.unwrap_or_default(),
+                                node: conn.addr(),
+                                shard: conn.sharding().map(|_| conn.shard()),
+                            })
+                        }
+                    },
+                },
                 None => attempt.await,
             };
             let took = sent.elapsed();
@@ -204,6 +228,13 @@ impl Session {
         }
         Ok(result)
     }
+}
+
+/// When a request must be answered by, and its timeout (for the error).
+#[derive(Debug, Clone, Copy)]
+struct RequestDeadline {
+    at: TokioInstant,
+    t: std::time::Duration,
 }
 
 /// Polls every running attempt; resolves with the first success, or the
