@@ -1089,7 +1089,7 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
     );
     let _ = writeln!(
         md,
-        "Run time {} after a {} warm-up, consistency {}, {} rounds (shardwise then official in each).\n",
+        "Run time {} after a {} warm-up, consistency {}, {} rounds, one process per run (shardwise first in odd rounds, official first in even ones).\n",
         c.duration,
         c.warmup,
         c.consistency.to_ascii_uppercase(),
