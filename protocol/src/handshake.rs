@@ -554,26 +554,25 @@ mod tests {
         }
     }
 
+    /// A v4 handshake that just got AUTHENTICATE.
+    fn at_authenticate() -> (Server, Handshake) {
+        let mut server = Server::new(ProtocolVersion::V4);
+        let mut h = Handshake::new(config(ProtocolVersion::V4, false)).expect("new");
+        server.read(&sent(&mut h));
+        h.handle_input(&server.answer(supported(false)));
+        h.poll().expect("poll");
+        server.read(&sent(&mut h));
+        h.handle_input(&server.answer(ResponseMessage::Authenticate("a".into())));
+        assert_eq!(h.poll().expect("poll"), Step::Authenticate("a".into()));
+        (server, h)
+    }
+
     #[test]
     fn bad_credentials_are_an_auth_refusal_and_steps_keep_their_order() {
-        let mut server = Server::new(ProtocolVersion::V4);
-        let mut h = Handshake::new(config(ProtocolVersion::V4, false)).expect("new");
-        server.read(&sent(&mut h));
-        h.handle_input(&server.answer(supported(false)));
-        h.poll().expect("poll");
-        server.read(&sent(&mut h));
-        h.handle_input(&server.answer(ResponseMessage::Authenticate("a".into())));
-        h.poll().expect("poll");
+        let (_, mut h) = at_authenticate();
         assert!(matches!(h.poll(), Err(HandshakeError::Unexpected(_))), "polled before answering");
         assert!(h.respond(b"wrong").is_err(), "a failed handshake takes no answer");
-        let mut server = Server::new(ProtocolVersion::V4);
-        let mut h = Handshake::new(config(ProtocolVersion::V4, false)).expect("new");
-        server.read(&sent(&mut h));
-        h.handle_input(&server.answer(supported(false)));
-        h.poll().expect("poll");
-        server.read(&sent(&mut h));
-        h.handle_input(&server.answer(ResponseMessage::Authenticate("a".into())));
-        h.poll().expect("poll");
+        let (mut server, mut h) = at_authenticate();
         h.respond(b"wrong").expect("respond");
         assert_eq!(server.read(&sent(&mut h)), [Seen::AuthResponse(Some(b"wrong".to_vec()))]);
         h.handle_input(&server.answer(error(code::BAD_CREDENTIALS, ErrorKind::BadCredentials, "bad password")));

@@ -733,26 +733,20 @@ fn run_args(c: &Common) -> Vec<String> {
         Interval::Time(d) => format!("{}ms", d.as_millis()),
         Interval::Count(n) => n.to_string(),
     };
-    let mut a: Vec<String> = vec![
-        "run".into(),
-        c.workload.name().into(),
-        "-d".into(),
-        interval(c.duration),
-        "-w".into(),
-        interval(c.warmup),
-        "-t".into(),
-        c.threads.to_string(),
-        "-p".into(),
-        c.concurrency.to_string(),
-        "-c".into(),
-        c.connections.to_string(),
-        "--consistency".into(),
-        c.consistency.clone(),
-        "--keyspace".into(),
-        c.keyspace.clone(),
-        "--request-timeout".into(),
-        c.request_timeout.to_string(),
+    let flags = [
+        ("-d", interval(c.duration)),
+        ("-w", interval(c.warmup)),
+        ("-t", c.threads.to_string()),
+        ("-p", c.concurrency.to_string()),
+        ("-c", c.connections.to_string()),
+        ("--consistency", c.consistency.clone()),
+        ("--keyspace", c.keyspace.clone()),
+        ("--request-timeout", c.request_timeout.to_string()),
     ];
+    let mut a: Vec<String> = vec!["run".into(), c.workload.name().into()];
+    for (flag, value) in flags {
+        a.extend([flag.into(), value]);
+    }
     if c.spawn {
         a.push("--spawn".into());
     }
@@ -1240,4 +1234,89 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `compare` child gets the parent's settings back: its arguments
+    /// parse to the same `Common`.
+    #[test]
+    fn run_args_repeat_the_settings() {
+        let cli = Cli::try_parse_from([
+            "workload",
+            "compare",
+            "read",
+            "-d",
+            "2500ms",
+            "-w",
+            "100",
+            "-t",
+            "4",
+            "-p",
+            "2048",
+            "--spawn",
+            "-c",
+            "2",
+            "-r",
+            "1000.5",
+            "--consistency",
+            "ONE",
+            "--node",
+            "10.0.0.1:9042",
+            "--node",
+            "10.0.0.2:9042",
+            "--keyspace",
+            "k",
+            "--load",
+            "77",
+            "--request-timeout",
+            "0",
+            "--protocol",
+            "4",
+        ])
+        .expect("parse");
+        let Command::Compare { common, .. } = cli.command else { panic!("not compare") };
+        let mut args = vec!["workload".to_string()];
+        args.extend(run_args(&common));
+        let back = Cli::try_parse_from(&args).expect("the child's arguments parse");
+        let Command::Run { common: again, .. } = back.command else { panic!("not run") };
+        assert_eq!(format!("{again:?}"), format!("{common:?}"));
+    }
+
+    #[test]
+    fn report_fields_round_trip() {
+        let r = RunReport {
+            driver: DriverKind::Official,
+            workload: WorkloadKind::Mixed,
+            threads: 2,
+            concurrency: 128,
+            connections: 1,
+            protocol: "V4".into(),
+            elapsed_s: 6.5,
+            ops: 1000,
+            errors: 3,
+            missing_rows: 1,
+            first_error: Some("timed\tout\nafter 5 s".into()),
+            throughput: 153.8,
+            mean_ms: 1.25,
+            p50_ms: 1.0,
+            p90_ms: 2.0,
+            p99_ms: 3.0,
+            p999_ms: 4.0,
+            max_ms: 5.0,
+            cpu_user_s: 0.5,
+            cpu_sys_s: 0.25,
+            cpu_s: 0.75,
+            cpu_util: 5.8,
+            cpu_us_per_op: 750.0,
+            allocs: 11_000,
+            allocs_per_op: 11.0,
+        };
+        let back = parse_report_fields(&report_fields(&r)).expect("parse");
+        let expected = RunReport { first_error: Some("timed out after 5 s".into()), ..r };
+        assert_eq!(format!("{back:?}"), format!("{expected:?}"));
+        assert!(parse_report_fields("official\twrite").is_err());
+    }
 }
