@@ -433,7 +433,8 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                         // The node forgot the statement (restart, eviction): prepare it
                         // again there and retry; retry policies do not count this.
                         tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
-                        let fresh = conn.prepare(p.text()).await?;
+                        // Boxed: a rare path that would otherwise enlarge every request's future.
+                        let fresh = Box::pin(conn.prepare(p.text())).await?;
                         if fresh.id() != p.id() {
                             return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
                         }

@@ -63,13 +63,17 @@ impl Session {
         let deadline = settings.request_timeout.map(|t| RequestDeadline { at: TokioInstant::from_std(started) + t, t });
         let result = self.run(statement, values, params, deadline).await;
         self.inner.metrics.request(started.elapsed(), result.is_ok());
+        // The rare paths below (a schema change, a USE, a re-prepare) are
+        // boxed: kept inline, their states would make every request's
+        // future larger, and a future is moved several times as it is
+        // wrapped and spawned.
         let result = result?;
         if let Some(change) = result.schema_change() {
             self.forget_tablets(change);
             if self.inner.config.await_schema_agreement {
-                self.await_schema_agreement().await?;
+                Box::pin(self.await_schema_agreement()).await?;
             }
-            self.refresh_schema().await;
+            Box::pin(self.refresh_schema()).await;
         }
         Ok(result)
     }
@@ -224,7 +228,7 @@ impl Session {
         };
         let result = crate::execute::execute_observed(conn, statement, values, params, reprepared).await?;
         if let ResultMessage::SetKeyspace(ks) = result.message() {
-            self.keyspace_changed(ks, conn).await;
+            Box::pin(self.keyspace_changed(ks, conn)).await;
         }
         Ok(result)
     }
