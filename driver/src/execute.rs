@@ -362,7 +362,7 @@ impl Connection {
         values: &V,
         params: Params<'_>,
     ) -> Result<QueryResult, ExecutionError> {
-        execute_on(self, statement, values, params).await
+        execute_observed(self, statement, values, params, |_| {}).await
     }
 
     /// Prepares a statement on this connection's node.
@@ -378,21 +378,12 @@ impl Connection {
 
 /// Runs `statement` on one chosen connection: builds the request in place,
 /// decodes the answer, follows `METADATA_CHANGED` and re-prepares on
-/// `UNPREPARED`. This is the allocation-free path `Session::execute` uses for
-/// each attempt, public for callers that pick their own connection (the CDC
-/// engine's per-shard workers).
-pub(crate) async fn execute_on<E: Executable<V>, V>(
-    conn: &Connection,
-    statement: &E,
-    values: &V,
-    params: Params<'_>,
-) -> Result<QueryResult, ExecutionError> {
-    execute_observed(conn, statement, values, params, |_| {}).await
-}
-
-/// [`execute_on`], calling `on_reprepared` with the prepared statement once
-/// it was prepared again after an `UNPREPARED` answer (before the retry).
-/// The session reports that as [`crate::SessionEvent::StatementReprepared`].
+/// `UNPREPARED`, calling `on_reprepared` with the prepared statement once it
+/// was prepared again (before the retry). This is the allocation-free path
+/// `Session::execute` uses for each attempt (which reports a re-prepare as
+/// [`crate::SessionEvent::StatementReprepared`]), and `Connection::execute`
+/// for callers that pick their own connection (the CDC engine's per-shard
+/// workers).
 pub(crate) async fn execute_observed<E: Executable<V>, V>(
     conn: &Connection,
     statement: &E,

@@ -1207,19 +1207,18 @@ fn main() -> anyhow::Result<()> {
             setup(&common)?;
             let mut runs = Vec::new();
             for round in 1..=rounds {
-                let order = if round % 2 == 1 {
+                let shardwise_first = round % 2 == 1;
+                let [first, second] = if shardwise_first {
                     [DriverKind::Shardwise, DriverKind::Official]
                 } else {
                     [DriverKind::Official, DriverKind::Shardwise]
                 };
-                let mut pair = Vec::new();
-                for driver in order {
+                let run = |driver: DriverKind| {
                     println!("--- round {round}/{rounds}: {}", driver.name());
-                    pair.push(run_child(&common, driver)?);
-                }
-                let (s, o) =
-                    if round % 2 == 1 { (pair.remove(0), pair.remove(0)) } else { (pair.remove(1), pair.remove(0)) };
-                runs.push((s, o));
+                    run_child(&common, driver)
+                };
+                let (a, b) = (run(first)?, run(second)?);
+                runs.push(if shardwise_first { (a, b) } else { (b, a) });
             }
             let cmp = compare_summary(runs);
             print_comparison(&cmp);

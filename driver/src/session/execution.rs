@@ -63,11 +63,11 @@ impl Session {
         let deadline = settings.request_timeout.map(|t| RequestDeadline { at: TokioInstant::from_std(started) + t, t });
         let result = self.run(statement, values, params, deadline).await;
         self.inner.metrics.request(started.elapsed(), result.is_ok());
-        // The rare paths below (a schema change, a USE, a re-prepare) are
-        // boxed: kept inline, their states would make every request's
-        // future larger, and a future is moved several times as it is
-        // wrapped and spawned.
         let result = result?;
+        // Rare paths (here a schema change; a USE and a re-prepare further
+        // down) are boxed: kept inline, their states would make every
+        // request's future larger, and a future is moved several times as
+        // it is wrapped and spawned.
         if let Some(change) = result.schema_change() {
             self.forget_tablets(change);
             if self.inner.config.await_schema_agreement {
@@ -155,10 +155,7 @@ impl Session {
             let attempt = self.attempt(&conn, statement, values, params).instrument(span);
             // One timer: the earlier of the attempt's deadline and the request's.
             let attempt_deadline = attempt_timeout.map(|t| TokioInstant::from_std(sent) + t);
-            let wait_until = match (attempt_deadline, deadline) {
-                (Some(a), Some(r)) => Some(a.min(r.at)),
-                (a, r) => a.or(r.map(|r| r.at)),
-            };
+            let wait_until = [attempt_deadline, deadline.map(|r| r.at)].into_iter().flatten().min();
             let result = match wait_until {
                 Some(at) => match tokio::time::timeout_at(at, attempt).await {
                     Ok(r) => r,
@@ -228,6 +225,7 @@ impl Session {
         };
         let result = crate::execute::execute_observed(conn, statement, values, params, reprepared).await?;
         if let ResultMessage::SetKeyspace(ks) = result.message() {
+            // Boxed: a rare path (see `execute_page`).
             Box::pin(self.keyspace_changed(ks, conn)).await;
         }
         Ok(result)

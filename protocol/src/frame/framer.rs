@@ -60,11 +60,6 @@ impl Framer {
         self.segments = self.version == ProtocolVersion::V5;
     }
 
-    /// The protocol version it frames for.
-    pub fn version(&self) -> ProtocolVersion {
-        self.version
-    }
-
     /// Frames the run in `buf[HEAD_ROOM..buf.len() - TAIL_ROOM]`, a run of
     /// whole envelopes, and returns the bytes to send: a part of `buf` when
     /// it can be framed in place, the framer's scratch buffer otherwise.
