@@ -37,7 +37,7 @@
 //! only means reading more again. A load takes the newest generation (the
 //! first clustering row) and its groups' progress.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,14 +84,30 @@ pub trait CheckpointStore: Send + Sync {
     /// The last checkpoint saved for `table`, if any.
     fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>>;
 
-    /// Saves `checkpoint` as the latest of `table`.
+    /// Saves `checkpoint` as the latest of `table`. The progress of groups
+    /// it does not hold stays as saved before: readers that share a table
+    /// through leases each save only their own groups.
     fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>>;
+
+    /// The progress saved for the groups of one generation of `table`
+    /// (`None` if nothing was saved for it). By default, [`load`] if it is
+    /// of that generation.
+    ///
+    /// [`load`]: CheckpointStore::load
+    fn load_generation<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+    ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        Box::pin(async move { Ok(self.load(table).await?.filter(|cp| cp.generation == generation)) })
+    }
 }
 
-/// Checkpoints in memory (tests, or runs that never restart).
+/// Checkpoints in memory (tests, or runs that never restart): per table
+/// and generation, each group's latest saved progress.
 #[derive(Debug, Default)]
 pub struct MemoryCheckpointStore {
-    checkpoints: Mutex<HashMap<String, Checkpoint>>,
+    checkpoints: Mutex<HashMap<String, BTreeMap<Millis, Vec<GroupProgress>>>>,
 }
 
 impl MemoryCheckpointStore {
@@ -101,15 +117,41 @@ impl MemoryCheckpointStore {
     }
 }
 
+impl MemoryCheckpointStore {
+    fn find(&self, table: &str, generation: Option<Millis>) -> Option<Checkpoint> {
+        let checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        let generations = checkpoints.get(table)?;
+        let (&generation, groups) = match generation {
+            Some(g) => generations.get_key_value(&g)?,
+            None => generations.last_key_value()?,
+        };
+        Some(Checkpoint { generation, groups: groups.clone() })
+    }
+}
+
 impl CheckpointStore for MemoryCheckpointStore {
     fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
-        let found = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).get(table).cloned();
-        Box::pin(std::future::ready(Ok(found)))
+        Box::pin(std::future::ready(Ok(self.find(table, None))))
     }
 
     fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).insert(table.to_owned(), checkpoint.clone());
+        let mut checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        let groups = checkpoints.entry(table.to_owned()).or_default().entry(checkpoint.generation).or_default();
+        for saved in &checkpoint.groups {
+            match groups.iter_mut().find(|g| g.group == saved.group) {
+                Some(g) => g.progress = saved.progress,
+                None => groups.push(*saved),
+            }
+        }
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn load_generation<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+    ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        Box::pin(std::future::ready(Ok(self.find(table, Some(generation)))))
     }
 }
 
@@ -162,6 +204,16 @@ impl TableCheckpointStore {
         let Some((generation,)) = result.first_row::<(CqlTimestamp,)>()? else {
             return Ok(None);
         };
+        self.load_groups(table, generation).await
+    }
+
+    /// The groups saved for `generation` (`None` if nothing was, not even
+    /// its marker).
+    async fn load_groups(
+        &self,
+        table: Arc<str>,
+        generation: CqlTimestamp,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
         let groups = Statement::new(format!(
             "SELECT group_id, progress FROM {} WHERE table_name = ? AND generation = ?",
             self.name
@@ -169,11 +221,13 @@ impl TableCheckpointStore {
         .with_idempotent(true);
         let mut pages = self.session.execute_iter(groups, (table, generation));
         let mut checkpoint = Checkpoint { generation: generation.into(), groups: Vec::new() };
+        let mut found = false;
         while let Some(page) = pages.next_page().await {
             let page = page?;
+            found |= page.rows_count() > 0;
             push_groups(page.rows::<(StreamId, CqlTimestamp)>()?, &mut checkpoint.groups)?;
         }
-        Ok(Some(checkpoint))
+        Ok(found.then_some(checkpoint))
     }
 
     async fn save_checkpoint(&self, table: &str, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
@@ -234,6 +288,14 @@ impl CheckpointStore for TableCheckpointStore {
     fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(self.save_checkpoint(table, checkpoint))
     }
+
+    fn load_generation<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+    ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        Box::pin(self.load_groups(table.into(), generation.into()))
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +332,21 @@ mod tests {
         now_or_never(store.save("ks.u", &checkpoint(3))).unwrap();
         assert_eq!(now_or_never(store.load("ks.t")).unwrap(), Some(checkpoint(2)));
         assert_eq!(now_or_never(store.load("ks.u")).unwrap(), Some(checkpoint(3)));
+        assert_eq!(now_or_never(store.load_generation("ks.t", Millis(1))).unwrap(), Some(checkpoint(1)));
+        assert_eq!(now_or_never(store.load_generation("ks.t", Millis(4))).unwrap(), None);
+    }
+
+    /// Readers sharing a table save their own groups: each save keeps the
+    /// others' progress.
+    #[test]
+    fn memory_store_merges_the_groups_of_a_generation() {
+        let store = MemoryCheckpointStore::new();
+        let progress = |n: u8, p: i64| GroupProgress { group: StreamId::from_bytes([n; 16]), progress: Millis(p) };
+        let save = |groups| now_or_never(store.save("ks.t", &Checkpoint { generation: Millis(1), groups })).unwrap();
+        save(vec![progress(1, 10), progress(2, 10)]);
+        save(vec![progress(2, 20), progress(3, 30)]);
+        let loaded = now_or_never(store.load("ks.t")).unwrap().unwrap();
+        assert_eq!(loaded.groups, vec![progress(1, 10), progress(2, 20), progress(3, 30)]);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! * [`images`]: each change with its pre- and post-image ([`WithImages`], [`ChangeWithImages`]);
 //! * [`debezium`]: a change as the ScyllaDB CDC Source Connector's Debezium envelope (key and value, JSON);
 //! * [`checkpoint`]: checkpoints and their stores;
+//! * [`lease`]: leases that share a table's groups between reader processes ([`LeaseConfig`]);
 //! * [`generation`]: where generations and their streams come from;
 //! * [`tablets`]: the stream sets of tables in tablets keyspaces, read as generations;
 //! * [`reader`]: the worker threads around the planner ([`CdcReader`]);
@@ -70,6 +71,7 @@ pub mod debezium;
 pub mod fuzzing;
 pub mod generation;
 pub mod images;
+pub mod lease;
 pub mod plan;
 pub mod printer;
 pub mod reader;
@@ -91,7 +93,8 @@ pub use checkpoint::{
 pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory};
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
 pub use images::{ChangeWithImages, ImagesConsumer, WithImages};
-pub use plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
+pub use lease::{LeaseConfig, LeaseError, LeaseTable};
+pub use plan::{Action, GroupId, GroupInfo, GroupState, PlanError, Planner, PlannerConfig, ReadWindow};
 pub use reader::{CdcError, CdcReader, CdcReaderBuilder, CdcReaderHandle};
 pub use row::{CdcRow, LogPage, LogSchema, Operation, RowError, RowIndex, SchemaError};
 pub use stream::{StreamGroup, StreamId, StreamIdError};

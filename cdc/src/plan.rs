@@ -245,6 +245,8 @@ pub struct Planner {
     checkpoint_interval: Option<i64>,
     workers: usize,
     assign: Option<Box<AssignFn>>,
+    /// Groups start unowned: another process may hold them ([`Planner::with_leases`]).
+    leased: bool,
     current: Option<Current>,
     next: Option<Generation>,
     fetch: Fetch,
@@ -277,6 +279,24 @@ struct Group {
     reading: Option<Millis>,
     /// Not readable before this time (after a failure).
     not_before: Millis,
+    /// Read by this planner's workers (always, without leases).
+    owned: bool,
+}
+
+/// A group of the current generation as [`Planner::groups`] lists it: what
+/// a lease holder needs to decide what to claim or release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupState {
+    /// The group within its generation.
+    pub group: GroupId,
+    /// Its first stream: the group's name across processes.
+    pub key: StreamId,
+    /// Whether this planner's workers read it.
+    pub owned: bool,
+    /// Whether a window of it is being read.
+    pub reading: bool,
+    /// Everything before it was read (as far as this planner knows).
+    pub progress: Millis,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -339,6 +359,7 @@ impl Planner {
             checkpoint_interval: config.checkpoint_interval.map(duration_ms),
             workers: config.workers,
             assign: None,
+            leased: false,
             current: None,
             next: None,
             fetch: Fetch { due: Some(Millis::MIN), in_flight: false },
@@ -355,6 +376,16 @@ impl Planner {
     /// `i % workers`.
     pub fn with_assignment(mut self, assign: impl Fn(&StreamGroup) -> usize + Send + Sync + 'static) -> Self {
         self.assign = Some(Box::new(assign));
+        self
+    }
+
+    /// Shares the table with other processes: every group starts unowned,
+    /// and is read only after [`Planner::acquire`] (a lease was taken);
+    /// the progress of the others' groups comes from their checkpoints
+    /// ([`Planner::observe`]), and a generation is left only when every
+    /// group, read here or elsewhere, finished it.
+    pub fn with_leases(mut self) -> Self {
+        self.leased = true;
         self
     }
 
@@ -397,13 +428,33 @@ impl Planner {
         self.state != RunState::Running
     }
 
-    /// What to save: the current generation and every group's progress.
-    /// `None` before the first generation is known.
+    /// What to save: the current generation and the progress of every
+    /// group read here (every group, without leases). `None` before the
+    /// first generation is known.
     pub fn checkpoint(&self) -> Option<Checkpoint> {
         let current = self.current.as_ref()?;
-        let groups =
-            current.groups.iter().map(|g| GroupProgress { group: g.streams.key(), progress: g.progress }).collect();
+        let groups = current
+            .groups
+            .iter()
+            .filter(|g| g.owned)
+            .map(|g| GroupProgress { group: g.streams.key(), progress: g.progress })
+            .collect();
         Some(Checkpoint { generation: current.timestamp, groups })
+    }
+
+    /// The groups of the current generation (none before the first).
+    pub fn groups(&self) -> Vec<GroupState> {
+        let Some(current) = self.current.as_ref() else { return Vec::new() };
+        (0u32..)
+            .zip(&current.groups)
+            .map(|(i, g)| GroupState {
+                group: GroupId(i),
+                key: g.streams.key(),
+                owned: g.owned,
+                reading: g.reading.is_some(),
+                progress: g.progress,
+            })
+            .collect()
     }
 
     // ------------------------------------------------------------ mutators
@@ -454,6 +505,45 @@ impl Planner {
         self.dirty = true;
         self.enqueue(group.0);
         Ok(())
+    }
+
+    /// This planner's workers read `group` from now on, from `progress`
+    /// (its holder's last checkpoint) if that is further than known here.
+    pub fn acquire(&mut self, group: GroupId, progress: Option<Millis>) -> Result<(), PlanError> {
+        let g = self.group_mut(group)?;
+        g.owned = true;
+        g.not_before = Millis::MIN;
+        if let Some(p) = progress {
+            self.raise(group, p);
+        }
+        self.dirty = true;
+        self.enqueue(group.0);
+        Ok(())
+    }
+
+    /// This planner's workers no longer start windows of `group` (a window
+    /// being read still ends with [`Planner::window_done`] or
+    /// [`Planner::window_failed`]).
+    pub fn release(&mut self, group: GroupId) -> Result<(), PlanError> {
+        self.group_mut(group)?.owned = false;
+        Ok(())
+    }
+
+    /// The progress that other processes saved: raises that of the groups
+    /// not read here, when `checkpoint` is of the current generation.
+    pub fn observe(&mut self, checkpoint: &Checkpoint) {
+        let Some(current) = self.current.as_ref() else { return };
+        if checkpoint.generation != current.timestamp {
+            return;
+        }
+        let index: HashMap<StreamId, u32> = (0u32..).zip(&current.groups).map(|(i, g)| (g.streams.key(), i)).collect();
+        for saved in &checkpoint.groups {
+            if let Some(&i) = index.get(&saved.group) {
+                if self.current.as_ref().and_then(|c| c.groups.get(i as usize)).is_some_and(|g| !g.owned) {
+                    self.raise(GroupId(i), saved.progress);
+                }
+            }
+        }
     }
 
     /// Reading a window failed; the group may be read again from its
@@ -607,7 +697,7 @@ impl Planner {
             let Some(g) = current.groups.get_mut(index as usize) else {
                 continue;
             };
-            if g.reading.is_some() || g.progress >= upper {
+            if !g.owned || g.reading.is_some() || g.progress >= upper {
                 continue;
             }
             let from = g.progress;
@@ -630,6 +720,26 @@ impl Planner {
     }
 
     // ------------------------------------------------------------ internals
+
+    fn group_mut(&mut self, group: GroupId) -> Result<&mut Group, PlanError> {
+        let current = self.current.as_mut().ok_or(PlanError::UnknownGroup(group))?;
+        current.groups.get_mut(group.0 as usize).ok_or(PlanError::UnknownGroup(group))
+    }
+
+    /// Raises a group's progress to `to` (no effect if it is further).
+    fn raise(&mut self, group: GroupId, to: Millis) {
+        let upper = self.upper();
+        let Some(current) = self.current.as_mut() else { return };
+        let Some(g) = current.groups.get_mut(group.0 as usize) else { return };
+        let to = to.max(current.timestamp);
+        if to <= g.progress {
+            return;
+        }
+        if g.progress < upper && to >= upper {
+            current.unfinished = current.unfinished.saturating_sub(1);
+        }
+        g.progress = to;
+    }
 
     fn safety_interval(&self) -> Duration {
         Duration::from_millis(self.safety.unsigned_abs())
@@ -707,7 +817,7 @@ impl Planner {
                     Some(saved) => (*saved).max(generation.timestamp),
                     None => base,
                 };
-                Group { streams, worker, progress, reading: None, not_before: Millis::MIN }
+                Group { streams, worker, progress, reading: None, not_before: Millis::MIN, owned: !self.leased }
             })
             .collect();
         self.current = Some(Current { timestamp: generation.timestamp, groups, unfinished: 0, queues: Vec::new() });
@@ -741,7 +851,7 @@ impl Planner {
         let Some(g) = current.groups.get(index as usize) else {
             return;
         };
-        if g.reading.is_some() || g.progress >= upper {
+        if !g.owned || g.reading.is_some() || g.progress >= upper {
             return;
         }
         // The window must be readable up to its minimum length: at least
@@ -1300,6 +1410,78 @@ mod tests {
             }
         }
         assert_eq!(seen, vec![(0, 4), (1, 5)]);
+    }
+
+    /// Reads every window `worker` 0 is handed at `now`; the windows read.
+    fn drain(p: &mut Planner, now: Millis) -> Vec<ReadWindow> {
+        let mut read = vec![];
+        loop {
+            match p.poll(0, now) {
+                Action::Read(w) => {
+                    p.window_done(w.group, w.to).unwrap();
+                    read.push(w);
+                }
+                Action::FetchNextGeneration { .. } => p.next_generation_not_found(now),
+                Action::SaveCheckpoint => {}
+                _ => return read,
+            }
+        }
+    }
+
+    #[test]
+    fn leased_groups_are_read_only_once_acquired_and_others_progress_is_observed() {
+        let start = T0 - 5 * MIN;
+        let gen2 = T0 - 3 * MIN;
+        let mut p = Planner::new(config(start)).unwrap().with_leases();
+        let now = Millis(T0);
+        assert_eq!(p.poll(0, now), Action::FetchFirstGeneration { at: Millis(start) });
+        p.next_generation_found(Millis(start - MIN), groups(0..4)).unwrap();
+        assert_eq!(p.poll(0, now), Action::FetchNextGeneration { after: Millis(start - MIN) });
+        p.next_generation_found(Millis(gen2), groups(4..6)).unwrap();
+        assert!(drain(&mut p, now).is_empty(), "nothing is read before a lease is taken");
+        assert!(p.groups().iter().all(|g| !g.owned && !g.reading && g.progress == Millis(start)));
+        assert_eq!(p.checkpoint().unwrap().groups, vec![], "a checkpoint holds only the groups read here");
+
+        // Group 1 is taken over from another process's checkpoint.
+        p.acquire(GroupId(0), None).unwrap();
+        p.acquire(GroupId(1), Some(Millis(start + MIN))).unwrap();
+        let read = drain(&mut p, now);
+        assert!(read.iter().all(|w| w.group.0 < 2), "{read:?}");
+        assert_eq!(read.iter().find(|w| w.group == GroupId(1)).map(|w| w.from), Some(Millis(start + MIN)));
+        let cp = p.checkpoint().unwrap();
+        assert_eq!(cp.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), vec![Millis(gen2); 2]);
+        assert_eq!(p.generation(), Some(Millis(start - MIN)), "groups 2 and 3 are not finished elsewhere yet");
+
+        // Another process's checkpoint: its progress never lowers ours, and
+        // once groups 2 and 3 finished there, the generation is left.
+        let theirs = |progress: i64| Checkpoint {
+            generation: Millis(start - MIN),
+            groups: [0u8, 2, 3]
+                .iter()
+                .map(|&n| GroupProgress { group: group(n).key(), progress: Millis(progress) })
+                .collect(),
+        };
+        p.observe(&theirs(start));
+        assert_eq!(p.progress(GroupId(0)), Some(Millis(gen2)), "an owned group keeps its own progress");
+        p.observe(&Checkpoint { generation: Millis(gen2), ..theirs(gen2) });
+        assert!(drain(&mut p, now).is_empty());
+        assert_eq!(p.generation(), Some(Millis(start - MIN)), "a checkpoint of another generation is not this one's");
+        p.observe(&theirs(gen2));
+        assert!(drain(&mut p, now).is_empty(), "the new generation's groups are unowned");
+        assert_eq!(p.generation(), Some(Millis(gen2)));
+
+        // A released group is not read any more; a window being read ends.
+        p.acquire(GroupId(0), None).unwrap();
+        let w = match p.poll(0, now) {
+            Action::Read(w) => w,
+            other => panic!("{other:?}"),
+        };
+        p.release(GroupId(0)).unwrap();
+        assert!(p.groups()[0].reading);
+        p.window_done(w.group, w.to).unwrap();
+        assert!(drain(&mut p, now).is_empty());
+        assert_eq!(p.checkpoint().unwrap().groups, vec![]);
+        assert_eq!(p.release(GroupId(9)), Err(PlanError::UnknownGroup(GroupId(9))));
     }
 
     #[test]

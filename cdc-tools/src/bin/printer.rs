@@ -11,7 +11,9 @@
 //! `ks2.cdc_checkpoints` (created if missing; see `TableCheckpointStore`)
 //! and a restart resumes there: changes of the last unsaved window may be
 //! printed again, none is skipped (`tests/printer.rs` kills it with SIGKILL
-//! and restarts it). `--start-unix-ms`/`--end-unix-ms` give an
+//! and restarts it). With `--lease-keyspace ks2` as well, any number of
+//! printers share the table: each prints the groups it holds a lease of
+//! (see `shardwise_cdc::lease`). `--start-unix-ms`/`--end-unix-ms` give an
 //! absolute range, so that a restarted run reads the same one.
 
 use std::io::Write as _;
@@ -25,7 +27,8 @@ use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::{
-    CdcReaderBuilder, CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, WithImages,
+    CdcReaderBuilder, CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, LeaseConfig, LeaseTable,
+    WithImages,
 };
 
 /// Prints the changes of a CDC-enabled table.
@@ -92,6 +95,27 @@ struct Args {
     /// Read consistency (ONE, QUORUM, LOCAL_QUORUM, ALL...).
     #[arg(long, default_value = "LOCAL_QUORUM")]
     consistency: String,
+    /// The most streams one log query reads (1-64): the size of the groups
+    /// that the readers sharing a table hold.
+    #[arg(long, default_value_t = 64)]
+    streams_per_query: usize,
+    /// Share the table with other printers through leases in a table of
+    /// this keyspace (created if missing); needs `--checkpoint-keyspace`.
+    #[arg(long, requires = "checkpoint_keyspace")]
+    lease_keyspace: Option<String>,
+    /// The lease table's name.
+    #[arg(long, default_value = "cdc_leases")]
+    lease_table: String,
+    /// This printer's name among those sharing the table (default: from its
+    /// process id and start time).
+    #[arg(long)]
+    reader_name: Option<String>,
+    /// Seconds a lease lasts without renewal (whole seconds).
+    #[arg(long, default_value_t = 10)]
+    lease_ttl: u64,
+    /// Seconds between lease renewals (less than the TTL).
+    #[arg(long, default_value_t = 2.0)]
+    lease_heartbeat: f64,
 }
 
 fn consistency(name: &str) -> Result<Consistency, String> {
@@ -124,7 +148,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .window_size(Duration::from_secs_f64(args.window))
         .safety_interval(Duration::from_secs_f64(args.safety))
         .sleep_interval(Duration::from_secs_f64(args.sleep))
-        .consistency(consistency(&args.consistency)?);
+        .consistency(consistency(&args.consistency)?)
+        .streams_per_query(args.streams_per_query);
     if let Some(d) = args.duration {
         builder = builder.duration(Duration::from_secs(d));
     }
@@ -135,10 +160,20 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.workers(w);
     }
     if let Some(ks) = &args.checkpoint_keyspace {
-        let store = TableCheckpointStore::new(session, ks, &args.checkpoint_table);
+        let store = TableCheckpointStore::new(session.clone(), ks, &args.checkpoint_table);
         store.create_table().await?;
         let interval = Duration::from_secs_f64(args.checkpoint_interval.max(0.001));
         builder = builder.checkpoints(Arc::new(store), interval);
+    }
+    if let Some(ks) = &args.lease_keyspace {
+        let table = LeaseTable::new(session.clone(), ks, &args.lease_table);
+        table.create_table().await?;
+        let mut config = LeaseConfig::new(table)
+            .timing(Duration::from_secs(args.lease_ttl), Duration::from_secs_f64(args.lease_heartbeat.max(0.001)));
+        if let Some(name) = &args.reader_name {
+            config = config.name(name.clone());
+        }
+        builder = builder.leases(config);
     }
     let rows = Arc::new(AtomicU64::new(0));
     let no_event = Arc::new(AtomicU64::new(0));

@@ -7,6 +7,8 @@
 //! * [`engine`]: every change once and in order across a generation switch;
 //!   resuming from an in-memory checkpoint;
 //! * [`checkpoint`]: resuming from the table-backed checkpoint store;
+//! * [`leases`]: the lease table (one holder at a time, expiry, members)
+//!   and the settings of readers that share a table;
 //! * [`faults`]: the reader's log queries stalled (through a fault proxy
 //!   between the front and the server), then released or not; delayed,
 //!   dropped, blackholed, closed, reset and cut mid-window;
@@ -23,6 +25,7 @@ mod common;
 mod engine;
 mod faults;
 mod images;
+mod leases;
 mod replicator;
 mod replicator_types;
 mod tablets;

@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -43,6 +43,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
 use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
+use crate::lease::{LeaseConfig, LeaseError};
 use crate::plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
 use crate::row::{LogPage, LogSchema, RowError, RowIndex, SchemaError};
 use crate::stream::{StreamGroup, StreamId};
@@ -84,6 +85,9 @@ pub enum CdcError {
     /// Loading or saving a checkpoint failed.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// A lease request failed.
+    #[error(transparent)]
+    Lease(LeaseError),
     /// A query failed for good.
     #[error(transparent)]
     Execution(#[from] ExecutionError),
@@ -159,6 +163,8 @@ pub struct CdcReaderBuilder {
     generations: Option<Arc<dyn GenerationSource>>,
     query_timeout: Duration,
     query_attempts: u32,
+    streams_per_query: usize,
+    leases: Option<LeaseConfig>,
 }
 
 impl std::fmt::Debug for CdcReaderBuilder {
@@ -194,6 +200,8 @@ impl CdcReaderBuilder {
             generations: None,
             query_timeout: Duration::from_secs(10),
             query_attempts: 10,
+            streams_per_query: MAX_STREAMS_PER_QUERY,
+            leases: None,
         }
     }
 
@@ -286,6 +294,27 @@ impl CdcReaderBuilder {
         self
     }
 
+    /// The most streams one log query reads (default 64). The streams of
+    /// one (node, shard) are read in groups of this size: smaller groups
+    /// mean more, smaller queries, and finer shares between readers that
+    /// share the table through [leases](Self::leases).
+    pub fn streams_per_query(mut self, n: usize) -> Self {
+        self.streams_per_query = n.clamp(1, MAX_STREAMS_PER_QUERY);
+        self
+    }
+
+    /// Shares the table with other readers (other processes, on any
+    /// machine) through the leases of `config`: each reads only the groups
+    /// it holds a lease of, groups are rebalanced as readers join and
+    /// leave, and the groups of a reader that died are taken over from its
+    /// last checkpoint once its leases expire (see [`crate::lease`]).
+    /// Needs [checkpoints](Self::checkpoints) in a store all the readers
+    /// share, such as a [`crate::checkpoint::TableCheckpointStore`].
+    pub fn leases(mut self, config: LeaseConfig) -> Self {
+        self.leases = Some(config);
+        self
+    }
+
     /// Where generations come from (default: [`TabletGenerations`] for a
     /// keyspace with tablets, else [`VnodeGenerations`]).
     pub fn generation_source(mut self, source: Arc<dyn GenerationSource>) -> Self {
@@ -337,6 +366,13 @@ impl CdcReaderBuilder {
         if end < start {
             return Err(CdcError::Config(format!("end {end:?} is before start {start:?}")));
         }
+        let lease_ttl = match &self.leases {
+            None => None,
+            Some(_) if self.checkpoints.is_none() => {
+                return Err(CdcError::Config("leases need a checkpoint store that all readers share".into()));
+            }
+            Some(config) => Some(config.check().map_err(CdcError::Config)?),
+        };
         self.check_table().await?;
         let sharding = self.session.connections().iter().find_map(|c| c.sharding().copied());
         let workers = self.workers;
@@ -350,6 +386,9 @@ impl CdcReaderBuilder {
         config.workers = workers;
         let mut planner =
             Planner::new(config)?.with_assignment(move |g: &StreamGroup| worker_of(&sharding, g, workers));
+        if self.leases.is_some() {
+            planner = planner.with_leases();
+        }
         let log = format!("{}_scylla_cdc_log", self.table);
         // Checkpoints are kept under `keyspace.log`: tables of the same name
         // in other keyspaces have the same streams (they are per cluster).
@@ -386,8 +425,12 @@ impl CdcReaderBuilder {
             max_backoff: self.sleep.max(Duration::from_millis(100)),
             query_timeout: self.query_timeout,
             query_attempts: self.query_attempts,
+            streams_per_query: self.streams_per_query,
             stopped: AtomicBool::new(false),
             wake: Notify::new(),
+            saves_in_flight: AtomicUsize::new(0),
+            leaving: AtomicBool::new(false),
+            leave: Notify::new(),
         });
         let mut threads = Vec::with_capacity(workers);
         for index in 0..workers {
@@ -408,7 +451,24 @@ impl CdcReaderBuilder {
                 .map_err(|e| CdcError::Worker(e.to_string()))?;
             threads.push(thread);
         }
-        Ok(CdcReader { shared, threads })
+        let holder = match (self.leases, lease_ttl, &shared.checkpoints) {
+            (Some(config), Some(ttl), Some(store)) => {
+                let holder = Holder::new(shared.clone(), store.clone(), config, ttl);
+                let thread = std::thread::Builder::new()
+                    .name("cdc-leases".into())
+                    .spawn(move || {
+                        let runtime = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .map_err(|e| CdcError::Worker(e.to_string()))?;
+                        runtime.block_on(holder.run())
+                    })
+                    .map_err(|e| CdcError::Worker(e.to_string()))?;
+                Some(thread)
+            }
+            _ => None,
+        };
+        Ok(CdcReader { shared, threads, holder })
     }
 
     /// Starts the workers and returns owned [`Change`]s on a channel: the
@@ -425,6 +485,10 @@ impl CdcReaderBuilder {
         Ok((self.build(Arc::new(factory)).await?, rx))
     }
 }
+
+mod holder;
+
+use holder::Holder;
 
 /// Streams per log query: the streams of one (node, shard) are read with
 /// one `IN ?` query per window, in chunks of this size.
@@ -455,8 +519,16 @@ struct Shared {
     max_backoff: Duration,
     query_timeout: Duration,
     query_attempts: u32,
+    streams_per_query: usize,
     stopped: AtomicBool,
     wake: Notify,
+    /// Checkpoint saves under way: a group is handed over only once none
+    /// is (one may hold an older progress of it).
+    saves_in_flight: AtomicUsize,
+    /// Set when the reader is joined or dropped: the lease holder gives its
+    /// leases up and ends.
+    leaving: AtomicBool,
+    leave: Notify,
 }
 
 impl Shared {
@@ -482,6 +554,11 @@ impl Shared {
         self.wake.notify_waiters();
     }
 
+    fn start_leaving(&self) {
+        self.leaving.store(true, Ordering::Release);
+        self.leave.notify_waiters();
+    }
+
     fn planner(&self) -> std::sync::MutexGuard<'_, Planner> {
         // A worker that panicked holding the lock left the planner as it
         // was between two calls: still consistent.
@@ -493,6 +570,7 @@ impl Shared {
 pub struct CdcReader {
     shared: Arc<Shared>,
     threads: Vec<std::thread::JoinHandle<Result<(), CdcError>>>,
+    holder: Option<std::thread::JoinHandle<Result<(), CdcError>>>,
 }
 
 impl std::fmt::Debug for CdcReader {
@@ -519,9 +597,10 @@ impl CdcReader {
         CdcReaderHandle { shared: self.shared.clone() }
     }
 
-    /// Waits for the workers; the first error of any of them.
-    pub async fn join(self) -> Result<(), CdcError> {
-        let threads = self.threads;
+    /// Waits for the workers; the first error of any of them. With leases,
+    /// the final checkpoint is saved before the leases are given up.
+    pub async fn join(mut self) -> Result<(), CdcError> {
+        let threads = std::mem::take(&mut self.threads);
         let results = tokio::task::spawn_blocking(move || threads.into_iter().map(|t| t.join()).collect::<Vec<_>>())
             .await
             .map_err(|e| CdcError::Worker(e.to_string()))?;
@@ -537,7 +616,30 @@ impl CdcReader {
         if let (Some(store), Some(cp)) = (&self.shared.checkpoints, checkpoint) {
             store.save(&self.shared.log, &cp).await?;
         }
+        if let Some(holder) = self.holder.take() {
+            self.shared.start_leaving();
+            let left = tokio::task::spawn_blocking(move || holder.join())
+                .await
+                .map_err(|e| CdcError::Worker(e.to_string()))?
+                .map_err(|_| CdcError::Worker("the lease holder panicked".into()))
+                .and_then(|r| r);
+            if first.is_ok() {
+                first = left;
+            }
+        }
         first
+    }
+}
+
+impl Drop for CdcReader {
+    fn drop(&mut self) {
+        // Sharing the table and not joined: the workers stop, and the lease
+        // holder ends (leases it cannot give up expire). Without leases the
+        // workers run on, as before.
+        if self.holder.is_some() {
+            self.shared.stop();
+            self.shared.start_leaving();
+        }
     }
 }
 
@@ -664,10 +766,15 @@ impl Worker {
                     self.generation_found(found).await?;
                 }
                 Action::SaveCheckpoint => {
+                    // Counted before the progress is taken (see `holder`).
+                    self.shared.saves_in_flight.fetch_add(1, Ordering::SeqCst);
                     let cp = self.shared.planner().checkpoint();
-                    if let (Some(store), Some(cp)) = (&self.shared.checkpoints, cp) {
-                        store.save(&self.shared.log, &cp).await?;
-                    }
+                    let saved = match (&self.shared.checkpoints, cp) {
+                        (Some(store), Some(cp)) => store.save(&self.shared.log, &cp).await,
+                        _ => Ok(()),
+                    };
+                    self.shared.saves_in_flight.fetch_sub(1, Ordering::SeqCst);
+                    saved?;
                 }
                 Action::Sleep(until) => {
                     let d = until.duration_since(now());
@@ -709,7 +816,7 @@ impl Worker {
                 let mut streams: Vec<StreamGroup> = by_place
                     .into_values()
                     .flat_map(|v| {
-                        v.chunks(MAX_STREAMS_PER_QUERY)
+                        v.chunks(self.shared.streams_per_query)
                             .filter_map(|c| StreamGroup::new(c.iter().copied()))
                             .collect::<Vec<_>>()
                     })

@@ -1,0 +1,363 @@
+//! Leases: reading one table from several processes.
+//!
+//! Readers that share a table (any number of processes, on one machine or
+//! many) split its stream groups between them through a lease table in the
+//! cluster itself. A reader holds a group while its lease row names it;
+//! the row is written with a lightweight transaction and a TTL, and renewed
+//! by a heartbeat. Each reader also keeps a member row (with the same TTL)
+//! so the others know how many share the table.
+//!
+//! Why this shape: the cluster is the one thing every reader can reach, and
+//! LWTs give the one guarantee that matters, that two live readers never
+//! both think they hold a group. A reader that dies stops renewing; its
+//! rows expire after the TTL, and the survivors take its groups over from
+//! its last checkpoint (so what it read after that checkpoint is read
+//! again: the only duplicates). A reader that stops cleanly saves its
+//! groups' progress before it deletes their leases, so a handover repeats
+//! nothing. A reader that cannot renew a lease before its local estimate
+//! of the expiry stops reading the group; the only overlap is a window
+//! already being read when the lease ran out.
+//!
+//! Balance is decided by [`quota`] and [`moves`], pure functions of what
+//! the lease table says: with `G` groups and `M` members (in name order),
+//! the first `G mod M` members hold `⌈G/M⌉` groups and the others `⌊G/M⌋`.
+//! Readers that join or leave change `M`, and each reader moves towards its
+//! quota on its next heartbeat: releasing its extra groups, claiming free
+//! ones.
+//!
+//! # The table of [`LeaseTable`]
+//!
+//! ```text
+//! CREATE TABLE IF NOT EXISTS <keyspace>.<table> (
+//!     log   text,  -- the log read, e.g. 'ks.t_scylla_cdc_log'
+//!     kind  text,  -- 'lease' or 'member'
+//!     item  text,  -- a group's first stream id (hex), or a member's name
+//!     owner text,  -- the member holding the lease
+//!     PRIMARY KEY ((log, kind), item)
+//! )
+//! ```
+//!
+//! Leases and members are two partitions: the lease partition is written
+//! only with LWTs, the member partition only with plain writes, so the two
+//! kinds of writes never mix in one partition.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::{ExecutionError, RowsAccessError, Session, Statement};
+
+use crate::stream::StreamId;
+
+/// How a reader shares a table with others ([`crate::CdcReaderBuilder::leases`]).
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    /// The lease table (see the [module docs](self)).
+    pub table: LeaseTable,
+    /// This reader's name, unique among the readers of the table.
+    pub name: String,
+    /// How long a lease lasts without renewal (whole seconds, at least 1).
+    pub ttl: Duration,
+    /// How often leases are renewed and the groups rebalanced (less than
+    /// the TTL).
+    pub heartbeat: Duration,
+}
+
+impl LeaseConfig {
+    /// Leases in `table`, for a reader named after this process (its id and
+    /// start time), with a TTL of 10 s and a heartbeat every 2 s.
+    pub fn new(table: LeaseTable) -> Self {
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        LeaseConfig {
+            table,
+            name: format!("pid{}-{}", std::process::id(), started.as_micros()),
+            ttl: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(2),
+        }
+    }
+
+    /// Sets this reader's name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Sets the TTL and the heartbeat.
+    pub fn timing(mut self, ttl: Duration, heartbeat: Duration) -> Self {
+        self.ttl = ttl;
+        self.heartbeat = heartbeat;
+        self
+    }
+
+    /// The TTL in whole seconds, if the settings can work.
+    pub(crate) fn check(&self) -> Result<i32, String> {
+        check(self.ttl, self.heartbeat, &self.name)
+    }
+}
+
+fn check(ttl: Duration, heartbeat: Duration, name: &str) -> Result<i32, String> {
+    let secs = i32::try_from(ttl.as_secs()).map_err(|_| "the lease TTL is too long".to_string())?;
+    if secs < 1 {
+        return Err("the lease TTL must be at least 1 s".into());
+    }
+    if heartbeat.is_zero() || heartbeat >= ttl {
+        return Err("the lease heartbeat must be shorter than the TTL and not zero".into());
+    }
+    if name.is_empty() {
+        return Err("the reader's name must not be empty".into());
+    }
+    Ok(secs)
+}
+
+/// A lease request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// A request failed.
+    #[error("lease request failed: {0}")]
+    Query(#[from] ExecutionError),
+    /// The lease table's rows do not have the expected columns.
+    #[error("unexpected lease rows: {0}")]
+    Rows(#[from] RowsAccessError),
+    /// A conditional statement's answer has no `[applied]` column.
+    #[error("the lease table's answer to a conditional write has no [applied] column")]
+    NotConditional,
+}
+
+/// The lease table of a cluster (see the [module docs](self)).
+#[derive(Debug, Clone)]
+pub struct LeaseTable {
+    session: Session,
+    name: String,
+}
+
+const LEASE: &str = "lease";
+const MEMBER: &str = "member";
+
+impl LeaseTable {
+    /// The table `keyspace.table` (identifiers as written in CQL).
+    pub fn new(session: Session, keyspace: &str, table: &str) -> Self {
+        LeaseTable { session, name: format!("{keyspace}.{table}") }
+    }
+
+    /// Creates the table if it does not exist.
+    pub async fn create_table(&self) -> Result<(), LeaseError> {
+        let ddl = format!(
+            "CREATE TABLE IF NOT EXISTS {} (log text, kind text, item text, owner text, \
+             PRIMARY KEY ((log, kind), item))",
+            self.name
+        );
+        self.session.execute(&Statement::new(ddl), ()).await?;
+        Ok(())
+    }
+
+    fn statement(&self, text: String) -> Statement {
+        Statement::new(text).with_consistency(Consistency::Quorum)
+    }
+
+    /// Says that `member` reads `log`, for `ttl` seconds.
+    pub async fn heartbeat(&self, log: &str, member: &str, ttl: i32) -> Result<(), LeaseError> {
+        let insert = self
+            .statement(format!("INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) USING TTL ?", self.name));
+        self.session.execute(&insert.with_idempotent(true), (log, MEMBER, member, member, ttl)).await?;
+        Ok(())
+    }
+
+    /// Says that `member` no longer reads `log`.
+    pub async fn leave(&self, log: &str, member: &str) -> Result<(), LeaseError> {
+        let delete = self.statement(format!("DELETE FROM {} WHERE log = ? AND kind = ? AND item = ?", self.name));
+        self.session.execute(&delete.with_idempotent(true), (log, MEMBER, member)).await?;
+        Ok(())
+    }
+
+    /// The members reading `log`, in name order.
+    pub async fn members(&self, log: &str) -> Result<Vec<String>, LeaseError> {
+        let select = self.statement(format!("SELECT item FROM {} WHERE log = ? AND kind = ?", self.name));
+        let mut pages = self.session.execute_iter(select.with_idempotent(true), (log.to_owned(), MEMBER));
+        let mut members = Vec::new();
+        while let Some(page) = pages.next_page().await {
+            let page = page?;
+            for row in page.rows::<(&str,)>()? {
+                members.push(row.map_err(RowsAccessError::from)?.0.to_owned());
+            }
+        }
+        members.sort();
+        Ok(members)
+    }
+
+    /// The leases of `log`: group → holder. Rows whose item is not a
+    /// stream id are ignored.
+    pub async fn leases(&self, log: &str) -> Result<HashMap<StreamId, String>, LeaseError> {
+        let select = self.statement(format!("SELECT item, owner FROM {} WHERE log = ? AND kind = ?", self.name));
+        let mut pages = self.session.execute_iter(select.with_idempotent(true), (log.to_owned(), LEASE));
+        let mut leases = HashMap::new();
+        while let Some(page) = pages.next_page().await {
+            let page = page?;
+            for row in page.rows::<(&str, Option<&str>)>()? {
+                let (item, owner) = row.map_err(RowsAccessError::from)?;
+                if let (Ok(group), Some(owner)) = (item.parse::<StreamId>(), owner) {
+                    leases.insert(group, owner.to_owned());
+                }
+            }
+        }
+        Ok(leases)
+    }
+
+    fn applied(result: &shardwise::QueryResult) -> Result<bool, LeaseError> {
+        result.applied().ok_or(LeaseError::NotConditional)
+    }
+
+    /// Takes the lease of `group` for `member` if nobody holds it.
+    pub async fn claim(&self, log: &str, group: StreamId, member: &str, ttl: i32) -> Result<bool, LeaseError> {
+        let insert = self.statement(format!(
+            "INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
+            self.name
+        ));
+        let result = self.session.execute(&insert, (log, LEASE, group.to_string().as_str(), member, ttl)).await?;
+        Self::applied(&result)
+    }
+
+    /// Extends the lease of `group` by `ttl` if `member` still holds it.
+    pub async fn renew(&self, log: &str, group: StreamId, member: &str, ttl: i32) -> Result<bool, LeaseError> {
+        let update = self.statement(format!(
+            "UPDATE {} USING TTL ? SET owner = ? WHERE log = ? AND kind = ? AND item = ? IF owner = ?",
+            self.name
+        ));
+        let result =
+            self.session.execute(&update, (ttl, member, log, LEASE, group.to_string().as_str(), member)).await?;
+        Self::applied(&result)
+    }
+
+    /// Gives the lease of `group` up if `member` holds it.
+    pub async fn release(&self, log: &str, group: StreamId, member: &str) -> Result<bool, LeaseError> {
+        let delete =
+            self.statement(format!("DELETE FROM {} WHERE log = ? AND kind = ? AND item = ? IF owner = ?", self.name));
+        let result = self.session.execute(&delete, (log, LEASE, group.to_string().as_str(), member)).await?;
+        Self::applied(&result)
+    }
+}
+
+/// How many of `groups` groups `member` should hold when `members` (in name
+/// order) share them: `⌈G/M⌉` for the first `G mod M` members, `⌊G/M⌋`
+/// for the others. A member missing from the list counts as the last.
+pub fn quota(member: &str, members: &[String], groups: usize) -> usize {
+    let mut names: BTreeSet<&str> = members.iter().map(String::as_str).collect();
+    names.insert(member);
+    let count = names.len();
+    let rank = names.iter().position(|m| *m == member).unwrap_or(count - 1);
+    groups / count + usize::from(rank < groups % count)
+}
+
+/// What a member does on a heartbeat to reach its quota.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Moves {
+    /// Free groups to try to claim, in order (more than needed: a claim may
+    /// be lost to another member); stop once the quota is reached.
+    pub claim: Vec<StreamId>,
+    /// Held groups to release.
+    pub release: Vec<StreamId>,
+}
+
+/// The moves of `member` given the current generation's `groups` (in
+/// order), the lease table's `leases` and the `members`.
+pub fn moves(member: &str, members: &[String], groups: &[StreamId], leases: &HashMap<StreamId, String>) -> Moves {
+    let quota = quota(member, members, groups.len());
+    let held: Vec<StreamId> = groups.iter().copied().filter(|g| leases.get(g).is_some_and(|o| o == member)).collect();
+    if held.len() > quota {
+        return Moves { claim: Vec::new(), release: held[quota..].to_vec() };
+    }
+    if held.len() == quota {
+        return Moves::default();
+    }
+    // Members start looking at different places, so that they rarely race
+    // for the same free group.
+    let rank = members.iter().position(|m| m == member).unwrap_or(members.len());
+    let start = if groups.is_empty() { 0 } else { rank * groups.len() / (members.len().max(rank + 1)) };
+    let claim = groups[start..].iter().chain(&groups[..start]).copied().filter(|g| !leases.contains_key(g)).collect();
+    Moves { claim, release: Vec::new() }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("m{i}")).collect()
+    }
+
+    fn group(n: u8) -> StreamId {
+        StreamId::from_bytes([n; 16])
+    }
+
+    #[test]
+    fn quotas_add_up_and_differ_by_at_most_one() {
+        for members in 1..6 {
+            for groups in 0..40 {
+                let all = names(members);
+                let quotas: Vec<usize> = all.iter().map(|m| quota(m, &all, groups)).collect();
+                assert_eq!(quotas.iter().sum::<usize>(), groups, "{members} members, {groups} groups");
+                assert!(quotas.iter().max().unwrap() - quotas.iter().min().unwrap() <= 1);
+                assert!(*quotas.iter().max().unwrap() <= groups.div_ceil(members));
+            }
+        }
+        assert_eq!(quota("new", &names(2), 16), 5, "a member not listed yet counts itself");
+    }
+
+    /// Members that each apply their moves on a heartbeat, one after the
+    /// other, reach their quotas; a member that joins takes its share from
+    /// the others, a member that leaves hands its groups over.
+    #[test]
+    fn heartbeats_converge_to_the_quotas() {
+        let groups: Vec<StreamId> = (0..16).map(group).collect();
+        let mut leases: HashMap<StreamId, String> = HashMap::new();
+        let settle = |members: &[String], leases: &mut HashMap<StreamId, String>| {
+            for _ in 0..4 {
+                for m in members {
+                    let mv = moves(m, members, &groups, leases);
+                    for g in &mv.release {
+                        leases.remove(g);
+                    }
+                    let need = quota(m, members, groups.len()) - leases.values().filter(|o| *o == m).count();
+                    for g in mv.claim.iter().take(need) {
+                        leases.insert(*g, m.clone());
+                    }
+                }
+            }
+            let mut held: Vec<usize> = members.iter().map(|m| leases.values().filter(|o| *o == m).count()).collect();
+            held.sort();
+            held
+        };
+        let mut members = names(3);
+        assert_eq!(settle(&members, &mut leases), vec![5, 5, 6]);
+        members.push("m3".into());
+        assert_eq!(settle(&members, &mut leases), vec![4, 4, 4, 4]);
+        // m1 dies: its leases expire.
+        leases.retain(|_, o| o != "m1");
+        members.retain(|m| m != "m1");
+        assert_eq!(settle(&members, &mut leases), vec![5, 5, 6]);
+        assert_eq!(leases.len(), 16);
+    }
+
+    #[test]
+    fn moves_release_extras_and_claim_only_free_groups() {
+        let groups: Vec<StreamId> = (0..4).map(group).collect();
+        let members = names(2);
+        let mut leases: HashMap<StreamId, String> = groups.iter().map(|g| (*g, "m0".to_string())).collect();
+        assert_eq!(moves("m0", &members, &groups, &leases).release, vec![group(2), group(3)]);
+        assert_eq!(moves("m1", &members, &groups, &leases), Moves::default(), "nothing is free");
+        leases.remove(&group(3));
+        assert_eq!(moves("m1", &members, &groups, &leases).claim, vec![group(3)]);
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let timing =
+            |ttl: u64, heartbeat_ms: u64| check(Duration::from_secs(ttl), Duration::from_millis(heartbeat_ms), "me");
+        assert_eq!(timing(3, 500), Ok(3));
+        assert!(timing(0, 500).is_err());
+        assert!(timing(3, 3000).is_err());
+        assert!(timing(3, 0).is_err());
+        assert!(check(Duration::from_secs(3), Duration::from_secs(1), "").is_err());
+    }
+}
