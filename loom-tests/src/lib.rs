@@ -1,8 +1,9 @@
 //! loom models of the driver's shared-state structures: the stream-id
 //! table of a connection ([`stream`]), how a connection closes while
 //! requests claim ids, send and drop ([`closing`]), the per-shard
-//! connection slots of a node's pool ([`slots`]), and a node's latency
-//! average ([`latency`]).
+//! connection slots of a node's pool ([`slots`]), a node's latency
+//! average ([`latency`]), and the CDC reader's count of checkpoint saves
+//! under way that a lease handover waits for ([`saves`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
@@ -132,3 +133,10 @@ mod once_lock;
 
 #[cfg(test)]
 mod latency_average;
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../cdc/src/reader/saves.rs"]
+pub mod saves;
+
+#[cfg(test)]
+mod checkpoint_handover;

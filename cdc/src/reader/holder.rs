@@ -40,7 +40,8 @@ impl Holder {
     }
 
     /// Heartbeats until the reader is joined or dropped, then gives every
-    /// lease up.
+    /// lease up. Failed heartbeats are retried; they never stop the reader
+    /// (a lease not renewed in time is left, see [`Holder::expire`]).
     pub(super) async fn run(mut self) -> Result<(), CdcError> {
         while !self.shared.leaving.load(Ordering::Acquire) {
             if let Err(e) = self.heartbeat().await {
@@ -52,7 +53,11 @@ impl Holder {
                 _ = self.shared.leave.notified() => {}
             }
         }
-        self.leave().await
+        if let Err(e) = self.leave().await {
+            // Nothing is lost: the leases expire after their TTL instead.
+            tracing::warn!(error = %e, "giving the CDC leases up failed; they expire instead");
+        }
+        Ok(())
     }
 
     fn until(&self, sent: Instant) -> Instant {
@@ -160,7 +165,7 @@ impl Holder {
         // hold an older progress of the group.
         loop {
             let reading = self.shared.planner().groups().get(g.group.0 as usize).is_some_and(|s| s.reading);
-            if !reading && self.shared.saves_in_flight.load(Ordering::SeqCst) == 0 {
+            if !reading && self.shared.saves.quiet() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

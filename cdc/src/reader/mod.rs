@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -398,6 +398,11 @@ impl CdcReaderBuilder {
                 planner.restore(&cp)?;
             }
         }
+        if let (Some(config), Some(ttl)) = (&self.leases, lease_ttl) {
+            // The first heartbeat: a lease table that cannot be written is
+            // an error now, not a reader that never holds a group.
+            config.table.heartbeat(&checkpoint_key, &config.name, ttl).await?;
+        }
         let source: Arc<dyn GenerationSource> = match self.generations {
             Some(s) => s,
             None if crate::tablets::uses_tablets(&self.session, &self.keyspace).await? => {
@@ -428,7 +433,7 @@ impl CdcReaderBuilder {
             streams_per_query: self.streams_per_query,
             stopped: AtomicBool::new(false),
             wake: Notify::new(),
-            saves_in_flight: AtomicUsize::new(0),
+            saves: Saves::default(),
             leaving: AtomicBool::new(false),
             leave: Notify::new(),
         });
@@ -487,8 +492,10 @@ impl CdcReaderBuilder {
 }
 
 mod holder;
+mod saves;
 
 use holder::Holder;
+use saves::Saves;
 
 /// Streams per log query: the streams of one (node, shard) are read with
 /// one `IN ?` query per window, in chunks of this size.
@@ -524,7 +531,7 @@ struct Shared {
     wake: Notify,
     /// Checkpoint saves under way: a group is handed over only once none
     /// is (one may hold an older progress of it).
-    saves_in_flight: AtomicUsize,
+    saves: Saves,
     /// Set when the reader is joined or dropped: the lease holder gives its
     /// leases up and ends.
     leaving: AtomicBool,
@@ -766,15 +773,12 @@ impl Worker {
                     self.generation_found(found).await?;
                 }
                 Action::SaveCheckpoint => {
-                    // Counted before the progress is taken (see `holder`).
-                    self.shared.saves_in_flight.fetch_add(1, Ordering::SeqCst);
+                    // Counted before the progress is taken (see `saves`).
+                    let _save = self.shared.saves.begin();
                     let cp = self.shared.planner().checkpoint();
-                    let saved = match (&self.shared.checkpoints, cp) {
-                        (Some(store), Some(cp)) => store.save(&self.shared.log, &cp).await,
-                        _ => Ok(()),
-                    };
-                    self.shared.saves_in_flight.fetch_sub(1, Ordering::SeqCst);
-                    saved?;
+                    if let (Some(store), Some(cp)) = (&self.shared.checkpoints, cp) {
+                        store.save(&self.shared.log, &cp).await?;
+                    }
                 }
                 Action::Sleep(until) => {
                     let d = until.duration_since(now());

@@ -52,10 +52,17 @@ async fn sharing_needs_a_checkpoint_store_and_sane_timing() {
         .await;
     assert!(matches!(&built, Err(CdcError::Config(m)) if m.contains("checkpoint")), "{built:?}");
     let store = Arc::new(shardwise_cdc::MemoryCheckpointStore::new());
-    let built = CdcReaderBuilder::new(session, &ks, "t")
+    let built = CdcReaderBuilder::new(session.clone(), &ks, "t")
         .checkpoints(store, Duration::from_secs(1))
         .leases(LeaseConfig::new(table).timing(Duration::from_secs(2), Duration::from_secs(2)))
-        .build(collector(seen))
+        .build(collector(Arc::clone(&seen)))
         .await;
     assert!(matches!(&built, Err(CdcError::Config(m)) if m.contains("heartbeat")), "{built:?}");
+    let missing = LeaseTable::new(session.clone(), &ks, "no_such_table");
+    let built = CdcReaderBuilder::new(session, &ks, "t")
+        .checkpoints(Arc::new(shardwise_cdc::MemoryCheckpointStore::new()), Duration::from_secs(1))
+        .leases(LeaseConfig::new(missing))
+        .build(collector(seen))
+        .await;
+    assert!(matches!(&built, Err(CdcError::Lease(_))), "a lease table that does not exist: {built:?}");
 }
