@@ -6,8 +6,9 @@
 //! services run them: a current-thread runtime × 128 in flight, then every
 //! request loop a spawned task on 2 workers × 128, 2 × 2048 and 4 × 2048;
 //! against plain Cassandra and through the front, then the CDC benchmark
-//! (`cdc_thesis`) when it exists, and writes everything to
-//! `benches/results/latest.md`.
+//! (`cdc_thesis load` and `compare`, `--cdc-load PxR` rows, `--cdc-cores`)
+//! through a front of 4 shards built in release (`shardwise-emu`, a child
+//! process), and writes everything to `benches/results/latest.md`.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -27,10 +28,23 @@ struct Options {
     duration: Option<String>,
     warmup: Option<String>,
     rounds: Option<usize>,
+    /// `cdc_thesis load` size: partitions and rows per partition.
+    cdc_load: Option<(u64, u64)>,
+    /// `cdc_thesis compare --cores`.
+    cdc_cores: Option<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { quick: false, cdc: true, workloads: true, duration: None, warmup: None, rounds: None };
+    let mut o = Options {
+        quick: false,
+        cdc: true,
+        workloads: true,
+        duration: None,
+        warmup: None,
+        rounds: None,
+        cdc_load: None,
+        cdc_cores: None,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -47,9 +61,20 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                         .ok_or("--rounds takes a positive number")?,
                 )
             }
+            "--cdc-load" => {
+                let v = it.next().ok_or("--cdc-load takes PARTITIONSxROWS (e.g. 1000x10000)")?;
+                o.cdc_load = Some(
+                    v.split_once('x')
+                        .and_then(|(p, r)| Some((p.parse().ok()?, r.parse().ok()?)))
+                        .filter(|&(p, r): &(u64, u64)| p > 0 && r > 0)
+                        .ok_or_else(|| format!("--cdc-load {v}: not PARTITIONSxROWS (e.g. 1000x10000)"))?,
+                )
+            }
+            "--cdc-cores" => o.cdc_cores = Some(it.next().ok_or("--cdc-cores takes a list (e.g. 1,2)")?.clone()),
             other => {
                 return Err(format!(
-                    "unknown option {other} (options: --quick --no-cdc --cdc-only --duration D --warmup D --rounds N)"
+                    "unknown option {other} (options: --quick --no-cdc --cdc-only --duration D --warmup D --rounds N \
+                     --cdc-load PxR --cdc-cores LIST)"
                 ))
             }
         }
@@ -95,15 +120,70 @@ fn release_dir(root: &Path) -> PathBuf {
 }
 
 fn build(root: &Path, bin: &str) -> Result<(), String> {
+    build_package(root, "shardwise-benches", bin)
+}
+
+fn build_package(root: &Path, package: &str, bin: &str) -> Result<(), String> {
     let status = cargo()
         .current_dir(root)
-        .args(["build", "--release", "-p", "shardwise-benches", "--bin", bin])
+        .args(["build", "--release", "-p", package, "--bin", bin])
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("cargo build --release -p shardwise-benches --bin {bin}: {status}"))
+        Err(format!("cargo build --release -p {package} --bin {bin}: {status}"))
+    }
+}
+
+/// Shards of the front the CDC benchmark reads through.
+const CDC_FRONT_SHARDS: u16 = 4;
+
+/// The emulation front built in release (`shardwise-emu`), as a child
+/// process in front of `upstream`: the CDC benchmark measures the readers,
+/// and a debug-built front in this process would be their bottleneck.
+struct ReleaseFront {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl ReleaseFront {
+    fn start(bin: &Path, upstream: SocketAddr) -> Result<ReleaseFront, String> {
+        use std::io::BufRead as _;
+        let mut child = Command::new(bin)
+            .args(["--upstream", &upstream.to_string(), "--shards", &CDC_FRONT_SHARDS.to_string()])
+            .args(["--keyspace", "shardwise_emu_cdc_bench"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+        let stdout = child.stdout.take().ok_or("the front's output")?;
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let addr = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(addr) = line.strip_prefix("contact point (Scylla): ") {
+                        break addr.trim().to_string();
+                    }
+                }
+                _ => {
+                    let _ = child.kill();
+                    let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    return Err(format!("{} ended before it served ({status})", bin.display()));
+                }
+            }
+        };
+        // Its counters keep coming; nobody reads them here.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(ReleaseFront { child, addr })
+    }
+}
+
+impl Drop for ReleaseFront {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -201,7 +281,7 @@ fn bench(o: &Options) -> Result<(), String> {
     let cdc_note = if !o.cdc {
         Some("skipped (--no-cdc)".to_string())
     } else {
-        match build(&root, "cdc_thesis") {
+        match build(&root, "cdc_thesis").and_then(|()| build_package(&root, "shardwise-emu", "shardwise-emu")) {
             Ok(()) => None,
             Err(e) => Some(format!("skipped: the CDC benchmark does not build ({e})")),
         }
@@ -375,13 +455,19 @@ fn run_suite(
 
     banner(&format!("{step}. CDC benchmark"));
     let _ = writeln!(md, "### CDC benchmark (`cdc_thesis`)\n");
+    let _ = writeln!(
+        md,
+        "Through the emulation front built in release (`shardwise-emu`, a child process, {CDC_FRONT_SHARDS} shards).\n"
+    );
     match cdc_note {
         Some(note) => {
             eprintln!("CDC benchmark {note}");
             let _ = writeln!(md, "{note}\n");
         }
         None if crate::interrupted() => return Err("interrupted".into()),
-        None => match run_cdc(o, cdc_bin, front, work) {
+        None => match ReleaseFront::start(&cdc_bin.with_file_name("shardwise-emu"), addr)
+            .and_then(|front| run_cdc(o, cdc_bin, &front.addr, work))
+        {
             Ok((cmdline, out)) => {
                 let _ = writeln!(md, "Command: `{cmdline}`\n\n{}\n", out.trim_end());
             }
@@ -399,15 +485,15 @@ fn run_suite(
     }
 }
 
-/// Runs the CDC benchmark through the front. Its interface is read from
+/// Runs the CDC benchmark through the front at `node` (built in release,
+/// [`CDC_FRONT_SHARDS`] shards). Its interface is read from
 /// `--help`: with `load` and `compare` subcommands, `cdc_thesis load --node
 /// <front>` then `cdc_thesis compare --node <front> --markdown <file>` (small
 /// sizes and one window when `--quick`); otherwise `cdc_thesis --node
 /// <front>`. Returns the command lines and the Markdown (or standard output).
-fn run_cdc(o: &Options, bin: &Path, front: &FrontHandle, work: &Path) -> Result<(String, String), String> {
+fn run_cdc(o: &Options, bin: &Path, node: &str, work: &Path) -> Result<(String, String), String> {
     let help = Command::new(bin).arg("--help").output().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
     let help = String::from_utf8_lossy(&help.stdout).to_string() + &String::from_utf8_lossy(&help.stderr);
-    let node = front.addr().to_string();
     let run = |args: &[String], capture_stdout: bool| -> Result<String, String> {
         let shown = format!("target/release/cdc_thesis {}", args.join(" "));
         eprintln!("running {shown}");
@@ -428,12 +514,18 @@ fn run_cdc(o: &Options, bin: &Path, front: &FrontHandle, work: &Path) -> Result<
     };
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
     if help.contains("load") && help.contains("compare") {
-        let mut load = strings(&["load", "--node", &node]);
+        let mut load = strings(&["load", "--node", node]);
         let table = work.join("cdc.md");
-        let mut compare = strings(&["compare", "--node", &node]);
+        let mut compare = strings(&["compare", "--node", node]);
         if o.quick {
             load.extend(strings(&["--partitions", "10", "--rows", "200"]));
             compare.extend(strings(&["--windows", "15"]));
+        }
+        if let Some((partitions, rows)) = o.cdc_load {
+            load.extend([format!("--partitions={partitions}"), format!("--rows={rows}")]);
+        }
+        if let Some(cores) = &o.cdc_cores {
+            compare.push(format!("--cores={cores}"));
         }
         compare.push("--markdown".into());
         compare.push(table.to_string_lossy().into_owned());
@@ -450,7 +542,7 @@ fn run_cdc(o: &Options, bin: &Path, front: &FrontHandle, work: &Path) -> Result<
         );
         Ok((cmdline, text))
     } else if help.contains("--node") {
-        let args = strings(&["--node", &node]);
+        let args = strings(&["--node", node]);
         let stdout = run(&args, true)?;
         Ok((format!("target/release/cdc_thesis {}", args.join(" ")), format!("```\n{}\n```", stdout.trim_end())))
     } else {

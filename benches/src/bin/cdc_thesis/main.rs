@@ -921,7 +921,7 @@ fn render(runs: &[Run], a: &CompareArgs) -> String {
         }
     }
     if !ratios.is_empty() {
-        let _ = writeln!(s, "\nshardwise / scylla-cdc (target: CPU per row ≤ 0.25, elapsed ≤ 1.00):\n");
+        let _ = writeln!(s, "\nshardwise / scylla-cdc (target: CPU per row ≤ 0.12, elapsed ≤ 0.60):\n");
         let _ = writeln!(s, "| cores | window (s) | CPU per row | elapsed |");
         let _ = writeln!(s, "|---|---|---|---|");
         s.push_str(&ratios);
