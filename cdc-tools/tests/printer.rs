@@ -85,6 +85,21 @@ fn lines_in(path: &std::path::Path) -> usize {
     std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
 }
 
+/// Waits for `child` to exit on its own by `deadline` (killing it and
+/// failing with `what` otherwise); its exit status.
+async fn exit_of(child: &mut Child, deadline: Instant, what: &str) -> std::process::ExitStatus {
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not finish");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
     let (front, session, ks) = common::front_and_keyspace("cdc_kill").await;
@@ -134,17 +149,7 @@ async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
     writer.await.expect("writer");
     let end = SystemTime::now() + Duration::from_millis(500);
     let mut child = spawn_printer(front.addr(), &ks, ms(start), Some(ms(end)), &out2);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the restarted printer did not finish");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = exit_of(&mut child, Instant::now() + Duration::from_secs(120), "the restarted printer").await;
     assert!(status.success(), "the restarted printer finished cleanly: {status:?}");
 
     let (first, n1) = read_output(&out1);
@@ -361,16 +366,7 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
 
     let deadline = Instant::now() + Duration::from_secs(120);
     for (i, child) in children.iter_mut().enumerate().filter(|(i, _)| *i != 1) {
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("printer {} did not finish", names[i]);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let status = exit_of(child, deadline, names[i]).await;
         assert!(status.success(), "printer {} finished cleanly: {status:?}", names[i]);
     }
 

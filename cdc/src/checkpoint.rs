@@ -115,9 +115,7 @@ impl MemoryCheckpointStore {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-impl MemoryCheckpointStore {
     fn find(&self, table: &str, generation: Option<Millis>) -> Option<Checkpoint> {
         let checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
         let generations = checkpoints.get(table)?;

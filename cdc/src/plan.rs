@@ -52,6 +52,16 @@
 //! must not go backwards between calls. Before the first poll a checkpoint
 //! may be restored with [`Planner::restore`].
 //!
+//! # Sharing a table with other processes
+//!
+//! With [`Planner::with_leases`] the groups of each generation start
+//! unowned: a group is read only after [`Planner::acquire`] (its lease was
+//! taken, see [`crate::lease`]) and no longer after [`Planner::release`].
+//! A checkpoint then holds only the groups read here, and the progress of
+//! the others comes in through [`Planner::observe`] (their holders'
+//! checkpoints), so the generation barrier still waits for every group,
+//! wherever it is read.
+//!
 //! # One planner, polled per worker
 //!
 //! The reader runtime runs one worker per thread (per shard); each group is

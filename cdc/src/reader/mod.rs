@@ -3,7 +3,8 @@
 //! `workers` OS threads each run a current-thread tokio runtime. Streams are
 //! grouped by where they live — the (node, shard) holding them: the CDC
 //! partitioner gives a stream's token, the session's ring its replica, the
-//! node's sharding its shard — in groups of at most 64, and a group belongs
+//! node's sharding its shard — in groups of at most 64
+//! ([`CdcReaderBuilder::streams_per_query`]), and a group belongs
 //! to the worker of its shard (`shard % workers`). A worker opens its own
 //! connections — one per (node, shard) it reads, through Scylla's
 //! shard-aware port when the node offers it — so a window's query, its
@@ -25,6 +26,11 @@
 //! later page skips, in each stream, as many rows as its earlier pages
 //! already delivered (a stream's rows come in clustering order), so a
 //! retry never delivers a change twice.
+//!
+//! A reader that shares its table with other processes
+//! ([`CdcReaderBuilder::leases`]) runs one more thread, the lease holder
+//! (`holder`), which decides which groups the workers read; `saves` counts
+//! the checkpoint saves under way, which a handover waits for.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
