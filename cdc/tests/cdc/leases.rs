@@ -66,3 +66,94 @@ async fn sharing_needs_a_checkpoint_store_and_sane_timing() {
         .await;
     assert!(matches!(&built, Err(CdcError::Lease(_))), "a lease table that does not exist: {built:?}");
 }
+
+/// Two readers in one process share a table through leases, across a
+/// generation switch: every change is delivered once, by one of them, and
+/// the changes of a key come in write order across both (a reader leaves
+/// a generation only when the other's groups finished it too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_readers_share_a_table_across_a_generation_switch() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+
+    use shardwise_cdc::checkpoint::TableCheckpointStore;
+    use shardwise_cdc::{CdcRow, Consumer, ConsumerError, GroupInfo, Operation};
+
+    use crate::common::workload::{plan, write};
+
+    let (front, session, ks) = setup("cdc_lease_gen").await;
+    let table = LeaseTable::new(session.clone(), &ks, "cdc_leases");
+    table.create_table().await.expect("lease table");
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    store.create_table().await.expect("checkpoint table");
+    let store = Arc::new(store);
+
+    // Inserts and updates only: a change is known by its value.
+    let changes =
+        |seed| -> Vec<_> { plan(40, 500, seed).into_iter().filter(|c| c.2 != Operation::RowDelete).collect() };
+    let (first, second) = (changes(21), changes(22));
+    let start = SystemTime::now() - Duration::from_secs(1);
+    write(&session, &ks, &first, first.len(), Duration::ZERO).await;
+    front.new_generation_at(SystemTime::now() + Duration::from_secs(2)).await.expect("generation");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The second batch's values follow the first's.
+    let second: Vec<_> = second.into_iter().map(|(pk, ck, op, v)| (pk, ck, op, v.map(|v| v + 10_000))).collect();
+    write(&session, &ks, &second, second.len(), Duration::ZERO).await;
+    let end = SystemTime::now() + Duration::from_millis(500);
+
+    // Every delivery: (reader, order of delivery over both, pk, v).
+    let deliveries: Arc<Mutex<Vec<(usize, u64, i32, i64)>>> = Arc::default();
+    let order = Arc::new(AtomicU64::new(0));
+    let mut readers = Vec::new();
+    for (index, name) in ["a", "b"].into_iter().enumerate() {
+        let (deliveries, order) = (deliveries.clone(), order.clone());
+        let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
+            let (deliveries, order) = (deliveries.clone(), order.clone());
+            Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+                let pk = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
+                let v = row.value::<Option<i64>>("v")?.ok_or_else(|| ConsumerError::failed("no v"))?;
+                let at = order.fetch_add(1, Ordering::SeqCst);
+                deliveries.lock().expect("lock").push((index, at, pk, v));
+                Ok(())
+            })
+        };
+        let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_secs(2))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .generation_poll_interval(Duration::from_millis(200))
+            .workers(1)
+            .streams_per_query(8)
+            .checkpoints(store.clone(), Duration::from_millis(200))
+            .leases(
+                LeaseConfig::new(table.clone()).name(name).timing(Duration::from_secs(3), Duration::from_millis(500)),
+            )
+            .build(Arc::new(factory))
+            .await
+            .expect("reader");
+        readers.push(reader);
+    }
+    for reader in readers {
+        tokio::time::timeout(Duration::from_secs(180), reader.join()).await.expect("reader finishes").expect("ok");
+    }
+    assert!(table.leases(&format!("{ks}.t_scylla_cdc_log")).await.expect("leases").is_empty(), "leases given up");
+
+    let mut deliveries = deliveries.lock().expect("lock").clone();
+    deliveries.sort_by_key(|d| d.1);
+    let written: Vec<i64> = first.iter().chain(&second).map(|c| c.3.expect("v")).collect();
+    let mut delivered: Vec<i64> = deliveries.iter().map(|d| d.3).collect();
+    delivered.sort();
+    let mut expected = written.clone();
+    expected.sort();
+    assert_eq!(delivered, expected, "every change once");
+    let mut last: std::collections::HashMap<i32, i64> = std::collections::HashMap::new();
+    for &(_, _, pk, v) in &deliveries {
+        let previous = last.insert(pk, v);
+        assert!(previous.is_none_or(|p| p < v), "pk {pk}: {v} delivered after {previous:?}");
+    }
+    let by_a = deliveries.iter().filter(|d| d.0 == 0).count();
+    assert!(by_a > 0 && by_a < deliveries.len(), "both readers read: {by_a} of {}", deliveries.len());
+}
