@@ -28,6 +28,28 @@ pub const CASSANDRA_VERSION: &str = "5.0.4";
 /// The entry point of the server.
 pub const MAIN_CLASS: &str = "org.apache.cassandra.service.CassandraDaemon";
 
+/// A Maven artifact whose jars (with every dependency) make a runnable server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Artifact {
+    /// The group id.
+    pub group: &'static str,
+    /// The artifact id.
+    pub artifact: &'static str,
+    /// The version.
+    pub version: &'static str,
+}
+
+impl Artifact {
+    /// Its main jar's file name.
+    fn jar(&self) -> String {
+        format!("{}-{}.jar", self.artifact, self.version)
+    }
+}
+
+/// Cassandra's server: `org.apache.cassandra:cassandra-all`.
+pub const CASSANDRA: Artifact =
+    Artifact { group: "org.apache.cassandra", artifact: "cassandra-all", version: CASSANDRA_VERSION };
+
 /// Name of the marker file written into `lib/` once every jar is there.
 const MARKER: &str = ".shardwise-complete";
 
@@ -57,7 +79,7 @@ impl Distribution {
             return Ok(d.clone());
         }
         let (java, java_major) = find_java()?;
-        let lib_dir = ensure_jars(&cassandra_cache_dir()?)?;
+        let lib_dir = ensure_jars(&cassandra_cache_dir()?, &CASSANDRA)?;
         let dist = Distribution { java, java_major, lib_dir };
         Ok(CACHED.get_or_init(|| dist).clone())
     }
@@ -136,44 +158,45 @@ pub fn parse_java_major(text: &str) -> Option<u32> {
 }
 
 /// The one-dependency POM Maven resolves.
-pub fn pom_xml(version: &str) -> String {
+pub fn pom_xml(a: &Artifact) -> String {
+    let Artifact { group, artifact, version } = a;
     format!(
         r#"<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>shardwise</groupId><artifactId>cassandra-fetch</artifactId><version>1</version>
+  <groupId>shardwise</groupId><artifactId>{artifact}-fetch</artifactId><version>1</version>
   <dependencies>
-    <dependency><groupId>org.apache.cassandra</groupId><artifactId>cassandra-all</artifactId><version>{version}</version></dependency>
+    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version></dependency>
   </dependencies>
 </project>
 "#
     )
 }
 
-/// Whether `lib` holds a completed resolution of `version`.
-fn jars_complete(lib: &Path, version: &str) -> bool {
-    lib.join(MARKER).is_file() && lib.join(format!("cassandra-all-{version}.jar")).is_file()
+/// Whether `lib` holds a completed resolution of `a`.
+fn jars_complete(lib: &Path, a: &Artifact) -> bool {
+    lib.join(MARKER).is_file() && lib.join(a.jar()).is_file()
 }
 
-/// Makes sure `dir/lib` holds every jar of Cassandra [`CASSANDRA_VERSION`],
-/// running Maven if it does not. Returns the `lib` directory.
-pub fn ensure_jars(dir: &Path) -> Result<PathBuf> {
+/// Makes sure `dir/lib` holds every jar of `a`, running Maven if it does
+/// not. Returns the `lib` directory.
+pub fn ensure_jars(dir: &Path, a: &Artifact) -> Result<PathBuf> {
     let lib = dir.join("lib");
-    if jars_complete(&lib, CASSANDRA_VERSION) {
+    if jars_complete(&lib, a) {
         return Ok(lib);
     }
     fs::create_dir_all(dir).map_err(|e| HarnessError::io(format!("creating {}", dir.display()), e))?;
     let _lock = DirLock::acquire(&dir.join(".lock"))?;
     // Someone else may have finished while we waited for the lock.
-    if jars_complete(&lib, CASSANDRA_VERSION) {
+    if jars_complete(&lib, a) {
         return Ok(lib);
     }
-    resolve_with_maven(dir, CASSANDRA_VERSION)?;
+    resolve_with_maven(dir, a)?;
     Ok(lib)
 }
 
-fn resolve_with_maven(dir: &Path, version: &str) -> Result<()> {
+fn resolve_with_maven(dir: &Path, a: &Artifact) -> Result<()> {
     let pom = dir.join("pom.xml");
-    fs::write(&pom, pom_xml(version)).map_err(|e| HarnessError::io(format!("writing {}", pom.display()), e))?;
+    fs::write(&pom, pom_xml(a)).map_err(|e| HarnessError::io(format!("writing {}", pom.display()), e))?;
     let partial = dir.join("lib.partial");
     if partial.exists() {
         fs::remove_dir_all(&partial).map_err(|e| HarnessError::io(format!("removing {}", partial.display()), e))?;
@@ -196,7 +219,7 @@ fn resolve_with_maven(dir: &Path, version: &str) -> Result<()> {
         }
         Err(e) => return Err(HarnessError::io("running mvn", e)),
     };
-    let main_jar = partial.join(format!("cassandra-all-{version}.jar"));
+    let main_jar = partial.join(a.jar());
     if !status.success() || !main_jar.is_file() {
         let status = if status.success() {
             format!("exited 0 but {} is missing", main_jar.display())
@@ -204,7 +227,7 @@ fn resolve_with_maven(dir: &Path, version: &str) -> Result<()> {
             status.to_string()
         };
         return Err(HarnessError::Maven {
-            version: version.into(),
+            artifact: format!("{}:{}:{}", a.group, a.artifact, a.version),
             dir: dir.into(),
             status,
             tail: crate::node::tail_lines(&log_path, 30),
@@ -216,7 +239,7 @@ fn resolve_with_maven(dir: &Path, version: &str) -> Result<()> {
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == "jar"))
         .count();
-    fs::write(partial.join(MARKER), format!("{version}\n{jars} jars\n"))
+    fs::write(partial.join(MARKER), format!("{}\n{jars} jars\n", a.version))
         .map_err(|e| HarnessError::io("writing the completion marker", e))?;
     let lib = dir.join("lib");
     if lib.exists() {
@@ -279,8 +302,9 @@ mod tests {
 
     #[test]
     fn pom_names_the_artifact() {
-        let pom = pom_xml("5.0.4");
-        assert!(pom.contains("<artifactId>cassandra-all</artifactId><version>5.0.4</version>"));
+        let pom = pom_xml(&CASSANDRA);
+        assert!(pom.contains(&format!("<artifactId>cassandra-all</artifactId><version>{CASSANDRA_VERSION}</version>")));
+        assert!(pom.contains("<groupId>org.apache.cassandra</groupId>"));
     }
 
     #[test]
@@ -289,10 +313,11 @@ mod tests {
         let lib = dir.join("lib");
         fs::create_dir_all(&lib).unwrap();
         fs::write(lib.join("cassandra-all-9.9.9.jar"), b"").unwrap();
-        assert!(!jars_complete(&lib, "9.9.9"));
+        let version = |version| Artifact { version, ..CASSANDRA };
+        assert!(!jars_complete(&lib, &version("9.9.9")));
         fs::write(lib.join(MARKER), b"").unwrap();
-        assert!(jars_complete(&lib, "9.9.9"));
-        assert!(!jars_complete(&lib, "9.9.8"));
+        assert!(jars_complete(&lib, &version("9.9.9")));
+        assert!(!jars_complete(&lib, &version("9.9.8")));
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -34,11 +34,11 @@ pub enum HarnessError {
         version: String,
     },
 
-    /// Maven could not resolve the Cassandra jars.
-    #[error("resolving org.apache.cassandra:cassandra-all:{version} with Maven in {dir} failed ({status}); last lines of {log}:\n{tail}")]
+    /// Maven could not resolve the jars of a server (Cassandra or Kafka).
+    #[error("resolving {artifact} with Maven in {dir} failed ({status}); last lines of {log}:\n{tail}")]
     Maven {
-        /// The Cassandra version being resolved.
-        version: String,
+        /// The artifact being resolved (`group:artifact:version`).
+        artifact: String,
         /// The cache directory holding the POM.
         dir: PathBuf,
         /// How `mvn` ended.
@@ -95,6 +95,19 @@ pub enum HarnessError {
         /// What had not happened yet.
         waiting_for: &'static str,
         /// Its log file (kept for inspection).
+        log: PathBuf,
+        /// The last lines of the log.
+        tail: String,
+    },
+
+    /// The Kafka broker did not start.
+    #[error("Kafka for {addr} did not start ({reason}); last lines of {log}:\n{tail}")]
+    KafkaStartup {
+        /// The client address it was to serve.
+        addr: SocketAddr,
+        /// Why: how the process ended, or what it did not do in time.
+        reason: String,
+        /// Its log file.
         log: PathBuf,
         /// The last lines of the log.
         tail: String,

@@ -1,4 +1,4 @@
-//! Test harness: the real Apache Cassandra 5.0 server.
+//! Test harness: the real Apache Cassandra 5.0 server (and a Kafka broker).
 //!
 //! Integration tests of the driver and the CDC engine run against a real
 //! server, not a mock: the point is to find out what Cassandra actually sends.
@@ -28,6 +28,8 @@
 //! - [`fault`]: a TCP proxy that injects faults (delays, lost frames,
 //!   silenced, dropped, reset or cut connections) between the driver and a
 //!   server, per connection and per CQL frame.
+//! - [`kafka`]: a real Apache Kafka broker (one KRaft node), resolved with
+//!   Maven like Cassandra and started behind the same launcher.
 //! - [`error`]: what can go wrong, as one [`HarnessError`].
 
 pub mod cluster;
@@ -35,6 +37,7 @@ pub mod config;
 pub mod dist;
 pub mod error;
 pub mod fault;
+pub mod kafka;
 pub mod node;
 pub mod ports;
 pub mod probe;
@@ -46,5 +49,6 @@ pub use config::{Auth, ClientEncryption, Location, NodeConfig};
 pub use dist::{Distribution, CASSANDRA_VERSION};
 pub use error::{HarnessError, Result};
 pub use fault::FaultProxy;
+pub use kafka::{Kafka, KAFKA_VERSION};
 pub use node::Node;
 pub use shared::{fresh_keyspace, shared_node, SHARDWISE_CASSANDRA};

@@ -103,7 +103,8 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
     let end = SystemTime::now() + Duration::from_millis(500);
 
     // Every delivery: (reader, order of delivery over both, pk, v).
-    let deliveries: Arc<Mutex<Vec<(usize, u64, i32, i64)>>> = Arc::default();
+    type Delivery = (usize, u64, i32, i64);
+    let deliveries: Arc<Mutex<Vec<Delivery>>> = Arc::default();
     let order = Arc::new(AtomicU64::new(0));
     let mut readers = Vec::new();
     for (index, name) in ["a", "b"].into_iter().enumerate() {

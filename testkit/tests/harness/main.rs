@@ -7,6 +7,7 @@ mod support;
 
 mod auth;
 mod cluster;
+mod kafka;
 mod lifeline;
 mod protocol_on_cassandra;
 mod start_stop;
