@@ -162,11 +162,19 @@ impl Holder {
     async fn hand_over(&mut self, g: &GroupState, generation: Millis) -> Result<(), CdcError> {
         self.shared.planner().release(g.group)?;
         // Wait for a window being read and for checkpoint saves that may
-        // hold an older progress of the group.
+        // hold an older progress of the group; for one heartbeat at most, so
+        // that a slow window never holds up the renewal of the other leases.
+        // Otherwise the group is read on, and handed over on a later
+        // heartbeat.
+        let deadline = Instant::now() + self.config.heartbeat;
         loop {
             let reading = self.shared.planner().groups().get(g.group.0 as usize).is_some_and(|s| s.reading);
             if !reading && self.shared.saves.quiet() {
                 break;
+            }
+            if Instant::now() >= deadline {
+                self.shared.planner().acquire(g.group, None)?;
+                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
