@@ -1,4 +1,6 @@
 //! Getting a runnable Cassandra: a Java 11+ runtime and the server's jars.
+//! The same resolution serves the Kafka broker of [`crate::kafka`]
+//! ([`Artifact`] names what to resolve).
 //!
 //! The server is not a download of the binary tarball: it is the Maven
 //! artifact `org.apache.cassandra:cassandra-all` plus its ~100 dependencies,

@@ -9,7 +9,8 @@
 //! Modules:
 //!
 //! - [`dist`]: finds Java 11+ and resolves `org.apache.cassandra:cassandra-all`
-//!   with Maven into a cache outside the repository (once per machine).
+//!   (or Kafka's broker) with Maven into a cache outside the repository (once
+//!   per machine).
 //! - [`config`]: a minimal `cassandra.yaml` and the Java 17 command line, tuned
 //!   for a small, fast-starting test server (each setting was checked against
 //!   a real 5.0.4 log).
