@@ -329,19 +329,37 @@ fn bench(o: &Options) -> Result<(), String> {
             a
         }
     };
-    let front = Front::start(
-        addr,
-        FrontConfig { shards: FRONT_SHARDS, emu_keyspace: "shardwise_emu_bench".into(), ..FrontConfig::default() },
-    )
-    .map_err(|e| format!("emulation front: {e}"))?;
-    eprintln!(
-        "emulation front at {} ({FRONT_SHARDS} shards, shard-aware port {})",
-        front.addr(),
-        front.shard_aware_addr()
-    );
+    // The workloads' front (the CDC benchmark starts its own, built in release).
+    let front = if o.workloads {
+        let front = Front::start(
+            addr,
+            FrontConfig { shards: FRONT_SHARDS, emu_keyspace: "shardwise_emu_bench".into(), ..FrontConfig::default() },
+        )
+        .map_err(|e| format!("emulation front: {e}"))?;
+        eprintln!(
+            "emulation front at {} ({FRONT_SHARDS} shards, shard-aware port {})",
+            front.addr(),
+            front.shard_aware_addr()
+        );
+        Some(front)
+    } else {
+        None
+    };
 
-    let result =
-        run_suite(o, &workload_bin, &cdc_bin, cdc_note, addr, &front, &work, &duration, &warmup, rounds, load, &mut md);
+    let result = run_suite(
+        o,
+        &workload_bin,
+        &cdc_bin,
+        cdc_note,
+        addr,
+        front.as_ref(),
+        &work,
+        &duration,
+        &warmup,
+        rounds,
+        load,
+        &mut md,
+    );
     let _ = writeln!(
         md,
         "\nLoad average at the end: {}. Whole suite: {:.0} s.",
@@ -349,7 +367,9 @@ fn bench(o: &Options) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
 
-    front.stop();
+    if let Some(front) = front {
+        front.stop();
+    }
     if let Some(mut n) = node {
         if let Err(e) = n.stop() {
             eprintln!("xtask bench: stopping the server: {e}");
@@ -371,7 +391,7 @@ fn run_suite(
     cdc_bin: &Path,
     cdc_note: Option<String>,
     addr: SocketAddr,
-    front: &FrontHandle,
+    front: Option<&FrontHandle>,
     work: &Path,
     duration: &str,
     warmup: &str,
@@ -380,14 +400,16 @@ fn run_suite(
     md: &mut String,
 ) -> Result<(), String> {
     let front_label = format!("through the emulation front, {FRONT_SHARDS} shards");
-    let targets = [("Cassandra 5.0 directly", addr, false), (front_label.as_str(), front.addr(), true)];
+    // Each target with its front, if it is one (there is a front when workloads run).
+    let targets =
+        [Some(("Cassandra 5.0 directly", addr, None)), front.map(|f| (front_label.as_str(), f.addr(), Some(f)))];
     let mut failures = Vec::new();
     let mut step = 3;
-    for (label, target, is_front) in targets.into_iter().filter(|_| o.workloads) {
+    for (label, target, front) in targets.into_iter().flatten().filter(|_| o.workloads) {
         let _ = writeln!(
             md,
             "### {}\n",
-            if is_front {
+            if front.is_some() {
                 format!("Shard-aware: through the Scylla emulation front ({FRONT_SHARDS} shards)")
             } else {
                 "Plain Cassandra 5.0".to_string()
@@ -404,14 +426,14 @@ fn run_suite(
             step += 1;
             let stem = format!(
                 "{}-{}-t{}-p{}",
-                if is_front { "front" } else { "cassandra" },
+                if front.is_some() { "front" } else { "cassandra" },
                 case.workload,
                 case.threads,
                 case.concurrency
             );
             let md_path = work.join(format!("{stem}.md"));
             let json_path = work.parent().unwrap_or(work).join(format!("{stem}.json"));
-            if is_front {
+            if let Some(front) = front {
                 front.reset_routing_stats();
             }
             let status = Command::new(workload_bin)
@@ -438,7 +460,7 @@ fn run_suite(
                 let _ = writeln!(md, "**{stem}: the workload runner failed ({status}).**\n");
                 failures.push(stem.clone());
             }
-            if is_front {
+            if let Some(front) = front {
                 let s = front.stats();
                 let line = format!(
                     "Front routing over both drivers: {} hits, {} misses (hit rate {:.4}), {} unrouted.",
