@@ -252,8 +252,10 @@ pub fn quota(member: &str, members: &[String], groups: usize) -> usize {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Moves {
     /// Free groups to try to claim, in order (more than needed: a claim may
-    /// be lost to another member); stop once the quota is reached.
+    /// be lost to another member); stop after [`Moves::wanted`] succeeded.
     pub claim: Vec<StreamId>,
+    /// How many claims reach the quota.
+    pub wanted: usize,
     /// Held groups to release.
     pub release: Vec<StreamId>,
 }
@@ -264,7 +266,7 @@ pub fn moves(member: &str, members: &[String], groups: &[StreamId], leases: &Has
     let quota = quota(member, members, groups.len());
     let held: Vec<StreamId> = groups.iter().copied().filter(|g| leases.get(g).is_some_and(|o| o == member)).collect();
     if held.len() > quota {
-        return Moves { claim: Vec::new(), release: held[quota..].to_vec() };
+        return Moves { claim: Vec::new(), wanted: 0, release: held[quota..].to_vec() };
     }
     if held.len() == quota {
         return Moves::default();
@@ -274,7 +276,7 @@ pub fn moves(member: &str, members: &[String], groups: &[StreamId], leases: &Has
     let rank = members.iter().position(|m| m == member).unwrap_or(members.len());
     let start = if groups.is_empty() { 0 } else { rank * groups.len() / (members.len().max(rank + 1)) };
     let claim = groups[start..].iter().chain(&groups[..start]).copied().filter(|g| !leases.contains_key(g)).collect();
-    Moves { claim, release: Vec::new() }
+    Moves { claim, wanted: quota - held.len(), release: Vec::new() }
 }
 
 #[cfg(test)]
@@ -318,8 +320,7 @@ mod tests {
                     for g in &mv.release {
                         leases.remove(g);
                     }
-                    let need = quota(m, members, groups.len()) - leases.values().filter(|o| *o == m).count();
-                    for g in mv.claim.iter().take(need) {
+                    for g in mv.claim.iter().take(mv.wanted) {
                         leases.insert(*g, m.clone());
                     }
                 }
@@ -345,9 +346,11 @@ mod tests {
         let members = names(2);
         let mut leases: HashMap<StreamId, String> = groups.iter().map(|g| (*g, "m0".to_string())).collect();
         assert_eq!(moves("m0", &members, &groups, &leases).release, vec![group(2), group(3)]);
-        assert_eq!(moves("m1", &members, &groups, &leases), Moves::default(), "nothing is free");
+        let none_free = Moves { claim: vec![], wanted: 2, release: vec![] };
+        assert_eq!(moves("m1", &members, &groups, &leases), none_free, "nothing is free: two wanted, none to try");
         leases.remove(&group(3));
-        assert_eq!(moves("m1", &members, &groups, &leases).claim, vec![group(3)]);
+        let mv = moves("m1", &members, &groups, &leases);
+        assert_eq!((mv.claim, mv.wanted), (vec![group(3)], 2), "two wanted, one free");
     }
 
     #[test]

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, GroupProgress};
-use crate::lease::{moves, quota, LeaseConfig, LeaseError};
-use crate::plan::GroupState;
+use crate::lease::{moves, LeaseConfig};
+use crate::plan::{GroupState, PlanError};
 use crate::stream::StreamId;
 use crate::time::Millis;
 
@@ -89,6 +89,8 @@ impl Holder {
                 leases.remove(&g.key);
             }
         }
+        // Leases taken on this heartbeat, with when their LWT was sent.
+        let mut taken: Vec<(GroupState, Instant)> = Vec::new();
         let mine: Vec<StreamId> = leases.iter().filter(|(_, o)| **o == name).map(|(k, _)| *k).collect();
         for key in mine {
             match by_key.get(&key) {
@@ -101,17 +103,13 @@ impl Holder {
                 Some(g) if !g.owned => {
                     let sent = Instant::now();
                     if table.renew(log, key, &name, ttl).await? {
-                        self.take(g, generation, sent).await?;
+                        taken.push((*g, sent));
                     } else {
                         leases.remove(&key);
                     }
                 }
                 Some(_) => {}
             }
-        }
-
-        if let Some(saved) = self.store.load_generation(log, generation).await? {
-            self.shared.planner().observe(&saved);
         }
 
         let keys: Vec<StreamId> = groups.iter().map(|g| g.key).collect();
@@ -121,31 +119,42 @@ impl Holder {
                 self.hand_over(g, generation).await?;
             }
         }
-        let held = leases.values().filter(|o| **o == name).count();
-        let mut need = quota(&name, &members, keys.len()).saturating_sub(held);
         for key in &plan.claim {
-            let Some(g) = by_key.get(key).filter(|_| need > 0) else { break };
+            let Some(g) = by_key.get(key).filter(|_| taken.len() < plan.wanted) else { break };
             let sent = Instant::now();
             if table.claim(log, g.key, &name, ttl).await? {
-                self.take(g, generation, sent).await?;
-                need -= 1;
+                taken.push((*g, sent));
             }
+        }
+
+        // Read after the claims: a group handed over was saved before its
+        // lease was deleted, so this holds its previous holder's progress.
+        let saved = self.store.load_generation(log, generation).await?;
+        self.take(&taken, generation, saved.as_ref())?;
+        if let Some(saved) = &saved {
+            self.shared.planner().observe(saved);
         }
         self.shared.wake.notify_waiters();
         Ok(())
     }
 
-    /// The workers read `g` from now on, from the progress saved last.
-    async fn take(&mut self, g: &GroupState, generation: Millis, sent: Instant) -> Result<(), CdcError> {
-        self.valid.insert(g.key, self.until(sent));
-        let saved = self.store.load_generation(&self.shared.log, generation).await?;
-        let progress = saved.and_then(|cp| cp.groups.iter().find(|s| s.group == g.key).map(|s| s.progress));
+    /// The workers read the groups of `taken` from now on, each from its
+    /// progress in `saved`.
+    fn take(
+        &mut self,
+        taken: &[(GroupState, Instant)],
+        generation: Millis,
+        saved: Option<&Checkpoint>,
+    ) -> Result<(), PlanError> {
         let mut planner = self.shared.planner();
-        if planner.generation() == Some(generation) {
+        // The generation changed meanwhile: the leases go next heartbeat.
+        if planner.generation() != Some(generation) {
+            return Ok(());
+        }
+        for (g, sent) in taken {
+            let progress = saved.and_then(|cp| cp.groups.iter().find(|s| s.group == g.key)).map(|s| s.progress);
+            self.valid.insert(g.key, self.until(*sent));
             planner.acquire(g.group, progress)?;
-        } else {
-            // The generation changed meanwhile: the lease goes next heartbeat.
-            self.valid.remove(&g.key);
         }
         Ok(())
     }
@@ -208,11 +217,5 @@ impl Holder {
         }
         self.config.table.leave(log, name).await?;
         Ok(())
-    }
-}
-
-impl From<LeaseError> for CdcError {
-    fn from(e: LeaseError) -> Self {
-        CdcError::Lease(e)
     }
 }

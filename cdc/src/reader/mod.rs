@@ -93,7 +93,7 @@ pub enum CdcError {
     Checkpoint(#[from] CheckpointError),
     /// A lease request failed.
     #[error(transparent)]
-    Lease(LeaseError),
+    Lease(#[from] LeaseError),
     /// A query failed for good.
     #[error(transparent)]
     Execution(#[from] ExecutionError),
