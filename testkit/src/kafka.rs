@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::dist::{cache_root, ensure_jars, find_java, Artifact};
 use crate::error::{HarnessError, Result};
-use crate::node::{signal_group, tail_lines, LAUNCHER};
+use crate::node::{tail_lines, wait_or_kill, LAUNCHER};
 
 /// The Kafka release the harness runs.
 pub const KAFKA_VERSION: &str = "3.9.1";
@@ -198,14 +198,7 @@ impl Kafka {
     pub fn stop(&mut self) {
         self.lifeline = None;
         if let Some(mut child) = self.child.take() {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            if matches!(child.try_wait(), Ok(None)) {
-                signal_group(self.pgid, "KILL");
-            }
-            let _ = child.wait();
+            let _ = wait_or_kill(&mut child, self.pgid, Duration::from_secs(20));
         }
         let _ = fs::remove_dir_all(&self.dir);
     }

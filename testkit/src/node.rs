@@ -134,13 +134,29 @@ fn env_flag(name: &str) -> bool {
 }
 
 /// Sends `signal` to every process of group `pgid` (via the shell's `kill`).
-pub(crate) fn signal_group(pgid: u32, signal: &str) {
+fn signal_group(pgid: u32, signal: &str) {
     let _ = Command::new("sh")
         .args(["-c", "kill -s \"$1\" -- \"-$2\" 2>/dev/null", "sh", signal, &pgid.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+/// Waits up to `grace` for `child` (asked to stop) to exit, then sends
+/// SIGKILL to its process group `pgid` and reaps it.
+pub(crate) fn wait_or_kill(child: &mut Child, pgid: u32, grace: Duration) -> std::io::Result<ExitStatus> {
+    let deadline = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) | Err(_) => {
+                signal_group(pgid, "KILL");
+                return child.wait();
+            }
+        }
+    }
 }
 
 /// Whether any process of group `pgid` is alive.
@@ -355,24 +371,10 @@ impl Node {
     /// directory unless it is to be kept. Idempotent.
     pub fn stop(&mut self) -> Result<Option<ExitStatus>> {
         self.request_stop();
-        let deadline = Instant::now() + self.config.stop_grace;
         if let Some(mut child) = self.child.take() {
-            loop {
-                match child.try_wait() {
-                    Ok(Some(status)) => {
-                        self.exit_status = Some(status);
-                        break;
-                    }
-                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-                    Ok(None) | Err(_) => {
-                        signal_group(self.pgid, "KILL");
-                        let status =
-                            child.wait().map_err(|e| HarnessError::io("waiting for the Cassandra process", e))?;
-                        self.exit_status = Some(status);
-                        break;
-                    }
-                }
-            }
+            let status = wait_or_kill(&mut child, self.pgid, self.config.stop_grace)
+                .map_err(|e| HarnessError::io("waiting for the Cassandra process", e))?;
+            self.exit_status = Some(status);
         }
         self.remove_dir();
         Ok(self.exit_status)
