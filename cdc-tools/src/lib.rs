@@ -5,6 +5,8 @@
 
 pub mod connect;
 
+use shardwise::protocol::consistency::Consistency;
+
 /// How a tool ends: success, or one line on stderr that says what went
 /// wrong (which node, which table, why) and a failure status.
 pub fn exit(tool: &str, result: Result<(), Box<dyn std::error::Error>>) -> std::process::ExitCode {
@@ -15,4 +17,19 @@ pub fn exit(tool: &str, result: Result<(), Box<dyn std::error::Error>>) -> std::
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// A consistency level by its CQL name (`ONE`, `QUORUM`, `LOCAL_QUORUM`…, any case).
+pub fn consistency(name: &str) -> Result<Consistency, String> {
+    Ok(match name.to_ascii_uppercase().as_str() {
+        "ONE" => Consistency::One,
+        "TWO" => Consistency::Two,
+        "THREE" => Consistency::Three,
+        "QUORUM" => Consistency::Quorum,
+        "ALL" => Consistency::All,
+        "LOCAL_QUORUM" => Consistency::LocalQuorum,
+        "EACH_QUORUM" => Consistency::EachQuorum,
+        "LOCAL_ONE" => Consistency::LocalOne,
+        other => return Err(format!("unknown consistency {other}")),
+    })
 }

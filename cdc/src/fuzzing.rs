@@ -1,7 +1,8 @@
 //! Fuzzing harnesses for the bytes this crate parses: a ROWS body read as a
 //! page of a CDC log (`log_page`), the rows of a generation's streams
-//! (`generation_rows`) and the rows of a saved checkpoint
-//! (`checkpoint_rows`), each a target in `fuzz/` with seeds in
+//! (`generation_rows`), the rows of a saved checkpoint
+//! (`checkpoint_rows`) and a checkpoint as a key/value record
+//! (`checkpoint_record`), each a target in `fuzz/` with seeds in
 //! `fuzz/seeds/<target>/`. Public only for the fuzz crate; any panic is a
 //! bug, errors are expected.
 
@@ -125,6 +126,24 @@ pub fn checkpoint_rows(data: &[u8]) -> Option<usize> {
     Some(checkpoint.groups.len())
 }
 
+/// Splits `data` at its first zero byte into a checkpoint record's key and
+/// value and parses them; a record that parses encodes back to the same
+/// record, and folds into a checkpoint of its log. Whether it parsed.
+pub fn checkpoint_record(data: &[u8]) -> bool {
+    let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    let (key, value) = (&data[..split], data.get(split + 1..).unwrap_or(&[]));
+    let Ok(record) = crate::checkpoint::record::parse_record(key, value) else { return false };
+    let key = crate::checkpoint::record::record_key(&record.log, record.progress.group);
+    let value = crate::checkpoint::record::record_value(record.generation, record.progress.progress);
+    let again = crate::checkpoint::record::parse_record(key.as_bytes(), value.as_bytes());
+    assert_eq!(again.as_ref(), Ok(&record), "a record does not round-trip");
+    let mut fold = crate::checkpoint::record::RecordFold::new();
+    fold.add(record.clone());
+    let checkpoint = fold.checkpoint(&record.log).expect("the folded log");
+    assert_eq!(checkpoint.groups, vec![record.progress]);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
@@ -204,6 +223,16 @@ mod tests {
         ]
     }
 
+    fn record_seeds() -> Vec<(&'static str, Vec<u8>, bool)> {
+        let record = |key: String, value: &str| [key.as_bytes(), &[0], value.as_bytes()].concat();
+        let key = crate::checkpoint::record::record_key("ks.t_scylla_cdc_log", id(3, 1));
+        vec![
+            ("record", record(key.clone(), "1700000000000 1700000060000"), true),
+            ("extremes", record(format!("k/0x{}", "00".repeat(16)), &format!("-1 {}", i64::MAX)), true),
+            ("no_value", key.into_bytes(), false),
+        ]
+    }
+
     /// Regenerates the seed files of this crate's targets:
     /// `cargo test -p shardwise-cdc --lib write_seeds -- --ignored`.
     #[test]
@@ -214,6 +243,8 @@ mod tests {
         write_seed_files(&seed_dir("generation_rows"), &g);
         let c: Vec<_> = checkpoint_seeds().into_iter().map(|(n, d, _)| (n, d)).collect();
         write_seed_files(&seed_dir("checkpoint_rows"), &c);
+        let r: Vec<_> = record_seeds().into_iter().map(|(n, d, _)| (n, d)).collect();
+        write_seed_files(&seed_dir("checkpoint_record"), &r);
     }
 
     /// Each seed reaches what it was written for, and the committed files
@@ -230,6 +261,10 @@ mod tests {
         for (name, data, expected) in checkpoint_seeds() {
             assert_eq!(checkpoint_rows(&data), expected, "checkpoint_rows/{name}");
             assert_eq!(std::fs::read(seed_dir("checkpoint_rows").join(name)).ok(), Some(data), "stale seed {name}");
+        }
+        for (name, data, parses) in record_seeds() {
+            assert_eq!(checkpoint_record(&data), parses, "checkpoint_record/{name}");
+            assert_eq!(std::fs::read(seed_dir("checkpoint_record").join(name)).ok(), Some(data), "stale seed {name}");
         }
     }
 
@@ -248,6 +283,10 @@ mod tests {
             eprintln!("checkpoint_rows/{name}");
             checkpoint_rows(&data);
         }
+        for (name, data) in seed_files(&seed_dir("checkpoint_record")) {
+            eprintln!("checkpoint_record/{name}");
+            checkpoint_record(&data);
+        }
     }
 
     #[test]
@@ -256,6 +295,7 @@ mod tests {
             log_page(data);
             generation_rows(data);
             checkpoint_rows(data);
+            checkpoint_record(data);
         }
     }
 }

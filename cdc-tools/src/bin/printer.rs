@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use shardwise::protocol::consistency::Consistency;
 use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::printer::{human, json};
@@ -118,20 +117,6 @@ struct Args {
     lease_heartbeat: f64,
 }
 
-fn consistency(name: &str) -> Result<Consistency, String> {
-    Ok(match name.to_ascii_uppercase().as_str() {
-        "ONE" => Consistency::One,
-        "TWO" => Consistency::Two,
-        "THREE" => Consistency::Three,
-        "QUORUM" => Consistency::Quorum,
-        "ALL" => Consistency::All,
-        "LOCAL_QUORUM" => Consistency::LocalQuorum,
-        "EACH_QUORUM" => Consistency::EachQuorum,
-        "LOCAL_ONE" => Consistency::LocalOne,
-        other => return Err(format!("unknown consistency {other}")),
-    })
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> std::process::ExitCode {
     shardwise_cdc_tools::exit("printer", run(Args::parse()).await)
@@ -148,7 +133,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .window_size(Duration::from_secs_f64(args.window))
         .safety_interval(Duration::from_secs_f64(args.safety))
         .sleep_interval(Duration::from_secs_f64(args.sleep))
-        .consistency(consistency(&args.consistency)?)
+        .consistency(shardwise_cdc_tools::consistency(&args.consistency)?)
         .streams_per_query(args.streams_per_query);
     if let Some(d) = args.duration {
         builder = builder.duration(Duration::from_secs(d));

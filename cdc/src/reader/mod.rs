@@ -396,9 +396,7 @@ impl CdcReaderBuilder {
             planner = planner.with_leases();
         }
         let log = format!("{}_scylla_cdc_log", self.table);
-        // Checkpoints are kept under `keyspace.log`: tables of the same name
-        // in other keyspaces have the same streams (they are per cluster).
-        let checkpoint_key = format!("{}.{log}", self.keyspace);
+        let checkpoint_key = crate::checkpoint::log_name(&self.keyspace, &self.table);
         if let Some((store, _)) = &self.checkpoints {
             if let Some(cp) = store.load(&checkpoint_key).await? {
                 planner.restore(&cp)?;

@@ -11,6 +11,9 @@
 //! Stores are async (they do I/O) and object safe: methods return boxed
 //! futures, so a store can be shared as `Arc<dyn CheckpointStore>`.
 //!
+//! [`record`] writes checkpoints as key/value records, for stores outside
+//! the cluster (the Kafka sink keeps them in a compacted topic).
+//!
 //! # The table of [`TableCheckpointStore`]
 //!
 //! ```text
@@ -46,8 +49,17 @@ use shardwise::{Batch, ExecutionError, RowsAccessError, Session, Statement};
 
 use crate::stream::StreamId;
 use crate::sync::Mutex;
+
+pub mod record;
 use crate::time::Millis;
 use crate::BoxFuture;
+
+/// The name checkpoints of the log of `keyspace.table` are kept under:
+/// `keyspace.table_scylla_cdc_log` (tables of the same name in other
+/// keyspaces have the same streams: they are per cluster).
+pub fn log_name(keyspace: &str, table: &str) -> String {
+    format!("{keyspace}.{table}_scylla_cdc_log")
+}
 
 /// What a checkpoint holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +89,9 @@ pub enum CheckpointError {
     /// The checkpoint table's rows do not have the expected columns.
     #[error("unexpected checkpoint rows: {0}")]
     Rows(#[from] RowsAccessError),
+    /// A store outside the cluster failed (the Kafka sink's topic).
+    #[error("checkpoint store: {0}")]
+    Store(String),
 }
 
 /// Where checkpoints are kept, per log table.

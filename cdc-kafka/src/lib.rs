@@ -1,0 +1,89 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+//! # shardwise-cdc-kafka
+//!
+//! A table's changes into Kafka as Debezium envelopes (the ScyllaDB CDC
+//! Source Connector's format, [`shardwise_cdc::debezium`]), **exactly once**
+//! for `read_committed` consumers: each window of a stream group is one Kafka
+//! transaction holding the window's messages and the group's checkpoint
+//! record, so the checkpoint lives in Kafka and moves only with what was
+//! delivered. An at-least-once mode (no transactions) stays available.
+//!
+//! Modules (one concept each):
+//! * [`sink`]: the sink ([`KafkaSink`]): buffers a window's envelopes and
+//!   writes them with the group's progress, in one transaction;
+//! * [`checkpoints`]: the checkpoint store the reader resumes from, read
+//!   from the sink's checkpoint topic ([`KafkaCheckpoints`]);
+//! * [`topic`]: creating topics and reading one to its end.
+//!
+//! The `kafka-sink` binary runs a reader with this sink.
+//!
+//! The client is `rdkafka` (librdkafka), the one Rust Kafka client with
+//! transactions; librdkafka is built from the sources the crate vendors,
+//! with none of its optional libraries (compression, TLS, SASL).
+
+pub mod checkpoints;
+pub mod sink;
+pub mod topic;
+
+pub use checkpoints::KafkaCheckpoints;
+pub use sink::{Delivery, KafkaSink, SinkConfig, SinkStats};
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+/// What can go wrong talking to Kafka.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// A Kafka call failed.
+    #[error("kafka: {what}: {source}")]
+    Kafka {
+        /// What was being done.
+        what: String,
+        /// The client's error.
+        source: KafkaError,
+    },
+    /// Creating or reading a topic failed.
+    #[error("kafka topic {topic}: {code}")]
+    Topic {
+        /// The topic.
+        topic: String,
+        /// The broker's answer.
+        code: RDKafkaErrorCode,
+    },
+    /// A topic was not read to its end in time.
+    #[error("reading kafka topic {topic} to its end took longer than {timeout:?}")]
+    ReadTimeout {
+        /// The topic.
+        topic: String,
+        /// The limit.
+        timeout: std::time::Duration,
+    },
+    /// Messages of an at-least-once window were not acknowledged.
+    #[error("{failed} messages were not delivered to kafka; the last error: {last}")]
+    Undelivered {
+        /// How many.
+        failed: u64,
+        /// The last delivery error.
+        last: String,
+    },
+    /// The checkpoint topic holds a record that is not a checkpoint record.
+    #[error("checkpoint topic {topic}, partition {partition}, offset {offset}: {source}")]
+    Record {
+        /// The topic.
+        topic: String,
+        /// Where the record is.
+        partition: i32,
+        /// Where the record is.
+        offset: i64,
+        /// Why it is not one.
+        source: shardwise_cdc::checkpoint::record::RecordError,
+    },
+}
+
+impl SinkError {
+    fn kafka(what: impl Into<String>) -> impl FnOnce(KafkaError) -> SinkError {
+        let what = what.into();
+        move |source| SinkError::Kafka { what, source }
+    }
+}

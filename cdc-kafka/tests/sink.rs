@@ -1,0 +1,226 @@
+//! The `kafka-sink` application as a separate process, through the Scylla
+//! emulation front on a real Cassandra, into a real Kafka broker (started
+//! by testkit): following a table live, it is killed with SIGKILL in the
+//! middle of the stream, then restarted to the end. The topic read with
+//! `read_committed` holds every change exactly once, in write order per
+//! message key.
+//!
+//! The setup and the workload are those of `shardwise-cdc`'s tests,
+//! included by path.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use shardwise_cdc::Operation;
+use shardwise_cdc_kafka::topic::{read_topic, Isolation, TopicMessage};
+use testkit::Kafka;
+
+#[path = "../../cdc/tests/cdc/common/mod.rs"]
+mod common;
+use common::workload::{create_table, plan, write};
+
+/// Changes per message key (pk, ck): (operation, v) in order.
+type Keyed = HashMap<(i32, i32), Vec<(Operation, Option<i64>)>>;
+
+const CHECKPOINTS: &str = "test-checkpoints";
+
+/// The sink following `ks.t` from an absolute time (to an absolute time,
+/// or forever) into the broker at `brokers`.
+fn spawn_sink(db: std::net::SocketAddr, brokers: &str, ks: &str, start_ms: u64, end_ms: Option<u64>) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kafka-sink"));
+    if let Some(end) = end_ms {
+        command.args(["--end-unix-ms", &end.to_string()]);
+    }
+    command
+        .args(["--node", &db.to_string(), "--keyspace", ks, "--table", "t", "--consistency", "ONE"])
+        .args(["--brokers", brokers, "--name", "cluster", "--partitions", "3", "--checkpoint-topic", CHECKPOINTS])
+        .args(["--start-unix-ms", &start_ms.to_string(), "--kafka-timeout", "20"])
+        .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn kafka-sink")
+}
+
+/// The number after `"name":` in `text`.
+fn number_after(text: &str, name: &str) -> Option<i64> {
+    let rest = &text[text.find(name)? + name.len()..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The messages as changes per (pk, ck), in topic order (each key lives in
+/// one partition, and messages come partition by partition in offset order).
+fn changes_of(messages: &[TopicMessage]) -> (Keyed, usize) {
+    let mut keyed = Keyed::new();
+    for m in messages {
+        let key = std::str::from_utf8(m.key.as_deref().expect("a key")).expect("utf-8 key");
+        let value = std::str::from_utf8(m.value.as_deref().expect("a value")).expect("utf-8 value");
+        let pk = number_after(key, "\"pk\":").unwrap_or_else(|| panic!("pk in {key}")) as i32;
+        let ck = number_after(key, "\"ck\":").unwrap_or_else(|| panic!("ck in {key}")) as i32;
+        let (op, v) = if value.contains(r#""op":"c""#) {
+            (Operation::Insert, number_after(value, r#""v":{"value":"#))
+        } else if value.contains(r#""op":"u""#) {
+            (Operation::Update, number_after(value, r#""v":{"value":"#))
+        } else {
+            assert!(value.contains(r#""op":"d","#) && value.contains(r#""after":null"#), "{value}");
+            (Operation::RowDelete, None)
+        };
+        assert!(value.contains(r#""connector":"shardwise","name":"cluster""#), "{value}");
+        keyed.entry((pk, ck)).or_default().push((op, v));
+    }
+    (keyed, messages.len())
+}
+
+/// The value of the messages of the transaction left open.
+const ZOMBIE: &[u8] = b"{\"zombie\"";
+
+/// Opens a transaction as the sink's producer (fencing the killed one),
+/// writes a message to `topic` for each of the first keys there and, for
+/// each group recorded in the checkpoint topic, a record a day ahead, and
+/// dies without committing or aborting; how many messages it left.
+fn leave_a_transaction_open(brokers: &str, topic: &str) -> usize {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("transactional.id", format!("shardwise-cdc-{topic}"))
+        .create()
+        .expect("producer");
+    producer.init_transactions(Duration::from_secs(20)).expect("init");
+    producer.begin_transaction().expect("begin");
+    let keys: Vec<Vec<u8>> = committed(brokers, topic).into_iter().filter_map(|m| m.key).take(10).collect();
+    for key in &keys {
+        producer.send(BaseRecord::to(topic).key(key).payload(ZOMBIE)).map_err(|(e, _)| e).expect("send");
+    }
+    let day_ms = 86_400_000;
+    for record in committed(brokers, CHECKPOINTS) {
+        let value = String::from_utf8(record.value.expect("value")).expect("utf-8");
+        let (generation, progress) = value.split_once(' ').expect("a record");
+        let ahead = format!("{generation} {}", progress.parse::<i64>().expect("progress") + day_ms);
+        let key = record.key.expect("key");
+        producer.send(BaseRecord::to(CHECKPOINTS).key(&key).payload(&ahead)).map_err(|(e, _)| e).expect("send");
+    }
+    producer.flush(Duration::from_secs(20)).expect("on the broker");
+    // Dead: neither committed nor aborted, as after a SIGKILL.
+    std::mem::forget(producer);
+    keys.len()
+}
+
+fn committed(brokers: &str, topic: &str) -> Vec<TopicMessage> {
+    read_topic(brokers, topic, Isolation::ReadCommitted, Duration::from_secs(30))
+        .expect("read the topic")
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_sink_leaves_every_change_exactly_once_in_the_topic() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let brokers = kafka.addr().to_string();
+    let (front, session, ks) = common::front_and_keyspace("cdc_kafka").await;
+    create_table(&session, &ks).await;
+    let topic = format!("cluster.{ks}.t");
+    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
+
+    let plan = plan(30, 1500, 11);
+    let mut expected = Keyed::new();
+    for &(pk, ck, op, v) in &plan {
+        expected.entry((pk, ck)).or_default().push((op, v));
+    }
+    let total = plan.len();
+    let start = SystemTime::now() - Duration::from_millis(500);
+
+    // The sink follows the table live (no end) while the changes are
+    // written, 20 every 100 ms, and is killed once a fifth of them are in
+    // the topic.
+    let mut child = spawn_sink(front.addr(), &brokers, &ks, ms(start), None);
+    let writer = {
+        let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
+        tokio::spawn(async move { write(&session, &ks, &plan, 20, Duration::from_millis(100)).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let at_kill = loop {
+        assert!(child.try_wait().expect("try_wait").is_none(), "the sink exited before it was killed");
+        let (b, t) = (brokers.clone(), topic.clone());
+        let n = tokio::task::spawn_blocking(move || committed(&b, &t).len()).await.expect("join");
+        assert!(Instant::now() < deadline, "the sink writes ({n} messages)");
+        if n >= total / 5 {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    child.kill().expect("SIGKILL");
+    let status = child.wait().expect("wait");
+    assert!(!status.success(), "killed: {status:?}");
+
+    // A kill lands inside a transaction only now and then (a commit takes a
+    // few milliseconds), so the test makes sure of that case too: as a sink
+    // killed mid-transaction would, a producer with the sink's
+    // transactional id leaves a transaction open, with messages and a
+    // checkpoint record that moves a group far ahead. The restart must
+    // abort it: none of it may count.
+    let (b, t) = (brokers.clone(), topic.clone());
+    let open = tokio::task::spawn_blocking(move || leave_a_transaction_open(&b, &t)).await.expect("join");
+    // Restarted once the writes are done, now with an end: it resumes from
+    // the checkpoint topic and runs to the end.
+    writer.await.expect("writer");
+    let end = SystemTime::now() + Duration::from_millis(500);
+    let mut child = spawn_sink(front.addr(), &brokers, &ks, ms(start), Some(ms(end)));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the restarted sink did not finish");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "the restarted sink finished cleanly: {status:?}");
+
+    let (b, t) = (brokers.clone(), topic.clone());
+    let (messages, everything, records) = tokio::task::spawn_blocking(move || {
+        let everything = read_topic(&b, &t, Isolation::ReadUncommitted, Duration::from_secs(30))
+            .expect("read uncommitted")
+            .unwrap_or_default();
+        (committed(&b, &t), everything.len(), committed(&b, CHECKPOINTS).len())
+    })
+    .await
+    .expect("join");
+    let (seen, n) = changes_of(&messages);
+    assert!(at_kill < total, "killed mid-stream: {at_kill} of {total} committed");
+    assert!(everything >= total + open, "the open transaction's messages are in the log, aborted");
+    assert!(messages.iter().all(|m| !m.value.as_deref().unwrap_or_default().starts_with(ZOMBIE)), "none committed");
+    for (key, ops) in &expected {
+        assert_eq!(seen.get(key), Some(ops), "key {key:?}: every change once, in write order");
+    }
+    assert_eq!(seen.len(), expected.len(), "no key that was not written");
+    assert_eq!(n, total, "every change exactly once");
+    let sum = |k: &Keyed| k.values().flatten().filter_map(|(_, v)| *v).sum::<i64>();
+    assert_eq!(sum(&seen), sum(&expected), "checksum of the values");
+    eprintln!(
+        "killed at {at_kill} committed of {total}, then {open} messages left in an open transaction; \
+         the topic holds {n} committed messages, {everything} written in all (aborted ones included), \
+         {records} checkpoint records"
+    );
+    kafka.stop();
+}
+
+/// A broker that does not answer ends the sink (before it connects to the
+/// database) with one line that says so, and a failure status.
+#[test]
+fn an_unreachable_broker_is_one_clear_line() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_kafka-sink"))
+        .args(["--keyspace", "ks", "--table", "t"])
+        .args(["--brokers", &unused, "--kafka-timeout", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("kafka-sink runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.starts_with("kafka-sink: "), "{stderr:?}");
+}

@@ -1,0 +1,165 @@
+//! Checkpoints as key/value records, for stores that keep records rather
+//! than rows (a compacted Kafka topic). Sans-IO: encoding, parsing and the
+//! fold that turns the records read back into a [`Checkpoint`].
+//!
+//! One record per group and window: the key names the log and the group
+//! (`ks.t_scylla_cdc_log/<first stream id in hex>`), the value the
+//! generation and the progress in milliseconds (`"<generation> <progress>"`).
+//! Keys are per group so that compaction keeps each group's latest record;
+//! the group id (its first stream) is unique across generations. A record
+//! is written with the window it covers, in one transaction, so a store
+//! read with `read_committed` holds exactly the progress of what was
+//! delivered.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::checkpoint::{Checkpoint, GroupProgress};
+use crate::stream::StreamId;
+use crate::time::Millis;
+
+/// A record that is not a checkpoint record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The key is not `<log>/<group id in hex>`.
+    #[error("bad checkpoint record key {0:?}")]
+    Key(String),
+    /// The value is not `<generation ms> <progress ms>`.
+    #[error("bad checkpoint record value {0:?}")]
+    Value(String),
+}
+
+/// The key of `group`'s record in `log`.
+pub fn record_key(log: &str, group: StreamId) -> String {
+    format!("{log}/{group}")
+}
+
+/// The value of a record: `group` of `generation` was read up to `progress`.
+pub fn record_value(generation: Millis, progress: Millis) -> String {
+    format!("{} {}", generation.0, progress.0)
+}
+
+/// One parsed record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The log, as the reader names it (`keyspace.table_scylla_cdc_log`).
+    pub log: String,
+    /// The group's generation.
+    pub generation: Millis,
+    /// The group and its progress.
+    pub progress: GroupProgress,
+}
+
+/// Parses a record's key and value.
+pub fn parse_record(key: &[u8], value: &[u8]) -> Result<Record, RecordError> {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let bad_key = || RecordError::Key(lossy(key));
+    let bad_value = || RecordError::Value(lossy(value));
+    let key_text = std::str::from_utf8(key).map_err(|_| bad_key())?;
+    let (log, group) = key_text.rsplit_once('/').ok_or_else(bad_key)?;
+    if log.is_empty() {
+        return Err(bad_key());
+    }
+    let group: StreamId = group.parse().map_err(|_| bad_key())?;
+    let value_text = std::str::from_utf8(value).map_err(|_| bad_value())?;
+    let (generation, progress) = value_text.split_once(' ').ok_or_else(bad_value)?;
+    let generation = generation.parse().map_err(|_| bad_value())?;
+    let progress = progress.parse().map_err(|_| bad_value())?;
+    Ok(Record {
+        log: log.to_owned(),
+        generation: Millis(generation),
+        progress: GroupProgress { group, progress: Millis(progress) },
+    })
+}
+
+/// The records read back, folded: per log and generation, each group's
+/// furthest progress (a group only moves forward, so the order in which
+/// records are read does not matter).
+#[derive(Debug, Default, Clone)]
+pub struct RecordFold {
+    logs: HashMap<String, BTreeMap<Millis, HashMap<StreamId, Millis>>>,
+}
+
+impl RecordFold {
+    /// An empty fold.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one record.
+    pub fn add(&mut self, record: Record) {
+        let groups = self.logs.entry(record.log).or_default().entry(record.generation).or_default();
+        let progress = groups.entry(record.progress.group).or_insert(record.progress.progress);
+        *progress = (*progress).max(record.progress.progress);
+    }
+
+    /// The checkpoint of `log`: its newest generation and the progress of
+    /// that generation's groups (sorted by group); `None` if no record names
+    /// `log`. Groups of the generation without a record start from its
+    /// beginning.
+    pub fn checkpoint(&self, log: &str) -> Option<Checkpoint> {
+        let (generation, groups) = self.logs.get(log)?.last_key_value()?;
+        let mut groups: Vec<GroupProgress> =
+            groups.iter().map(|(&group, &progress)| GroupProgress { group, progress }).collect();
+        groups.sort_by_key(|g| g.group);
+        Some(Checkpoint { generation: *generation, groups })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "ks.t_scylla_cdc_log";
+
+    fn record(generation: i64, group: u8, progress: i64) -> Record {
+        let key = record_key(LOG, StreamId::from_bytes([group; 16]));
+        parse_record(key.as_bytes(), record_value(Millis(generation), Millis(progress)).as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let r = record(5, 7, 9);
+        assert_eq!(r.log, LOG);
+        assert_eq!(
+            (r.generation, r.progress.group, r.progress.progress),
+            (Millis(5), StreamId::from_bytes([7; 16]), Millis(9))
+        );
+        assert_eq!(record_key(LOG, StreamId::from_bytes([0xab; 16])), format!("{LOG}/{}", "ab".repeat(16)));
+        assert_eq!(record_value(Millis(-1), Millis(i64::MAX)), format!("-1 {}", i64::MAX));
+    }
+
+    #[test]
+    fn bad_records_are_typed_errors() {
+        let key = record_key(LOG, StreamId::from_bytes([7; 16])).into_bytes();
+        let bad_keys: [&[u8]; 4] = [b"no-slash", b"/07070707070707070707070707070707", b"ks.t/not-hex", b"\xff/00"];
+        for bad in bad_keys {
+            assert!(matches!(parse_record(bad, b"1 2"), Err(RecordError::Key(_))), "{bad:?}");
+        }
+        for bad in [&b"12"[..], b"1 x", b"\xff 2", b""] {
+            assert!(matches!(parse_record(&key, bad), Err(RecordError::Value(_))), "{bad:?}");
+        }
+        assert!(parse_record(&key, b"1 2").is_ok());
+    }
+
+    #[test]
+    fn the_fold_keeps_the_newest_generation_and_the_furthest_progress() {
+        let mut fold = RecordFold::new();
+        assert_eq!(fold.checkpoint(LOG), None);
+        for r in [record(1, 1, 50), record(1, 2, 40), record(2, 3, 70), record(2, 4, 60), record(2, 3, 65)] {
+            fold.add(r);
+        }
+        let mut other = record(9, 1, 10);
+        other.log = "ks.u_scylla_cdc_log".into();
+        fold.add(other);
+        let cp = fold.checkpoint(LOG).unwrap();
+        assert_eq!(cp.generation, Millis(2));
+        let groups: Vec<(StreamId, Millis)> = cp.groups.iter().map(|g| (g.group, g.progress)).collect();
+        assert_eq!(
+            groups,
+            vec![(StreamId::from_bytes([3; 16]), Millis(70)), (StreamId::from_bytes([4; 16]), Millis(60))]
+        );
+        assert_eq!(fold.checkpoint("ks.u_scylla_cdc_log").unwrap().generation, Millis(9));
+    }
+}
