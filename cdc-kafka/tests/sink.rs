@@ -27,7 +27,14 @@ const CHECKPOINTS: &str = "test-checkpoints";
 
 /// The sink following `ks.t` from an absolute time (to an absolute time,
 /// or forever) into the broker at `brokers`.
-fn spawn_sink(db: std::net::SocketAddr, brokers: &str, ks: &str, start_ms: u64, end_ms: Option<u64>) -> Child {
+fn spawn_sink(
+    db: std::net::SocketAddr,
+    brokers: &str,
+    ks: &str,
+    start_ms: u64,
+    end_ms: Option<u64>,
+    stderr: Stdio,
+) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kafka-sink"));
     if let Some(end) = end_ms {
         command.args(["--end-unix-ms", &end.to_string()]);
@@ -38,7 +45,7 @@ fn spawn_sink(db: std::net::SocketAddr, brokers: &str, ks: &str, start_ms: u64, 
         .args(["--start-unix-ms", &start_ms.to_string(), "--kafka-timeout", "20"])
         .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "2"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn kafka-sink")
@@ -134,25 +141,26 @@ async fn a_killed_sink_leaves_every_change_exactly_once_in_the_topic() {
     // The sink follows the table live (no end) while the changes are
     // written, 20 every 100 ms, and is killed once a fifth of them are in
     // the topic.
-    let mut child = spawn_sink(front.addr(), &brokers, &ks, ms(start), None);
+    let mut child = spawn_sink(front.addr(), &brokers, &ks, ms(start), None, Stdio::piped());
     let writer = {
         let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
         tokio::spawn(async move { write(&session, &ks, &plan, 20, Duration::from_millis(100)).await })
     };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let at_kill = loop {
-        assert!(child.try_wait().expect("try_wait").is_none(), "the sink exited before it was killed");
-        let (b, t) = (brokers.clone(), topic.clone());
-        let n = tokio::task::spawn_blocking(move || committed(&b, &t).len()).await.expect("join");
-        assert!(Instant::now() < deadline, "the sink writes ({n} messages)");
-        if n >= total / 5 {
-            break n;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    // Its progress lines: "[kafka-sink] N messages in W windows, S s".
+    let progress = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let fifth = tokio::task::spawn_blocking(move || {
+        std::io::BufRead::lines(progress).map_while(Result::ok).any(|line| {
+            let n: usize = line.split(' ').nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+            n >= total / 5
+        })
+    });
+    let fifth = tokio::time::timeout(Duration::from_secs(90), fifth).await.expect("the sink writes").expect("join");
+    assert!(fifth, "the sink exited before a fifth of the changes were in the topic");
     child.kill().expect("SIGKILL");
     let status = child.wait().expect("wait");
     assert!(!status.success(), "killed: {status:?}");
+    let (b, t) = (brokers.clone(), topic.clone());
+    let at_kill = tokio::task::spawn_blocking(move || committed(&b, &t).len()).await.expect("join");
 
     // A kill lands inside a transaction only now and then (a commit takes a
     // few milliseconds), so the test makes sure of that case too: as a sink
@@ -166,7 +174,7 @@ async fn a_killed_sink_leaves_every_change_exactly_once_in_the_topic() {
     // the checkpoint topic and runs to the end.
     writer.await.expect("writer");
     let end = SystemTime::now() + Duration::from_millis(500);
-    let mut child = spawn_sink(front.addr(), &brokers, &ks, ms(start), Some(ms(end)));
+    let mut child = spawn_sink(front.addr(), &brokers, &ks, ms(start), Some(ms(end)), Stdio::null());
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
@@ -205,6 +213,33 @@ async fn a_killed_sink_leaves_every_change_exactly_once_in_the_topic() {
          the topic holds {n} committed messages, {everything} written in all (aborted ones included), \
          {records} checkpoint records"
     );
+
+    // The at-least-once mode, into its own topics, over the same changes:
+    // no transactions, and (with no crash) every change once too.
+    let status = Command::new(env!("CARGO_BIN_EXE_kafka-sink"))
+        .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--consistency", "ONE"])
+        .args([
+            "--brokers",
+            &brokers,
+            "--at-least-once",
+            "--name",
+            "cluster",
+            "--topic",
+            "plain",
+            "--checkpoint-topic",
+            "plain-checkpoints",
+        ])
+        .args(["--start-unix-ms", &ms(start).to_string(), "--end-unix-ms", &ms(end).to_string()])
+        .args(["--window", "1", "--safety", "0.3", "--sleep", "0.05", "--workers", "2"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("kafka-sink runs");
+    assert!(status.success(), "{status:?}");
+    let b = brokers.clone();
+    let plain = tokio::task::spawn_blocking(move || committed(&b, "plain")).await.expect("join");
+    let (seen, n) = changes_of(&plain);
+    assert_eq!((seen, n), (expected, total), "at least once: every change, in order per key");
     kafka.stop();
 }
 
