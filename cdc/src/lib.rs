@@ -24,7 +24,8 @@
 //! * `fuzzing` (hidden): the entry point of the fuzz target.
 //!
 //! The command-line applications on this library, `printer` and
-//! `replicator`, are in the `shardwise-cdc-tools` package.
+//! `replicator`, are in the `shardwise-cdc-tools` package; the Kafka sink
+//! (`kafka-sink`) is in `shardwise-cdc-kafka`.
 //!
 //! Scylla writes every change of a CDC-enabled table into a log table
 //! whose partitions are *streams*; the set of streams changes with each
