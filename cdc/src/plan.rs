@@ -287,6 +287,9 @@ struct Group {
     progress: Millis,
     /// End of the window being read.
     reading: Option<Millis>,
+    /// Its progress was raised (by another reader's checkpoint) while a
+    /// window was being read: that window's end may be behind it.
+    raised: bool,
     /// Not readable before this time (after a failure).
     not_before: Millis,
     /// Read by this planner's workers (always, without leases).
@@ -502,6 +505,14 @@ impl Planner {
         let current = self.current.as_mut().ok_or(PlanError::UnknownGroup(group))?;
         let g = current.groups.get_mut(group.0 as usize).ok_or(PlanError::UnknownGroup(group))?;
         let window_end = g.reading.ok_or(PlanError::NotReading(group))?;
+        if to <= g.progress && g.raised && to <= window_end {
+            // The group's progress was raised past this window while it was
+            // read (another reader's checkpoint, after the lease moved):
+            // nothing to move.
+            g.reading = None;
+            self.enqueue(group.0);
+            return Ok(());
+        }
         if to <= g.progress || to > window_end {
             return Err(PlanError::OutsideWindow { group, to, from: g.progress, window_end });
         }
@@ -718,6 +729,7 @@ impl Planner {
                 return None;
             }
             g.reading = Some(to);
+            g.raised = false;
             return Some(ReadWindow {
                 group: GroupId(index),
                 generation: current.timestamp,
@@ -749,6 +761,7 @@ impl Planner {
             current.unfinished = current.unfinished.saturating_sub(1);
         }
         g.progress = to;
+        g.raised = g.reading.is_some();
     }
 
     fn safety_interval(&self) -> Duration {
@@ -767,7 +780,9 @@ impl Planner {
     fn advance(&mut self, now: Millis) {
         while self.state == RunState::Running {
             let Some(current) = &self.current else { return };
-            if current.unfinished > 0 {
+            // A window still being read (of a group raised to the end by
+            // another reader's progress) ends before the groups change.
+            if current.unfinished > 0 || current.groups.iter().any(|g| g.reading.is_some()) {
                 return;
             }
             match self.next.take() {
@@ -827,7 +842,15 @@ impl Planner {
                     Some(saved) => (*saved).max(generation.timestamp),
                     None => base,
                 };
-                Group { streams, worker, progress, reading: None, not_before: Millis::MIN, owned: !self.leased }
+                Group {
+                    streams,
+                    worker,
+                    progress,
+                    reading: None,
+                    raised: false,
+                    not_before: Millis::MIN,
+                    owned: !self.leased,
+                }
             })
             .collect();
         self.current = Some(Current { timestamp: generation.timestamp, groups, unfinished: 0, queues: Vec::new() });
@@ -1492,6 +1515,30 @@ mod tests {
         assert!(drain(&mut p, now).is_empty());
         assert_eq!(p.checkpoint().unwrap().groups, vec![]);
         assert_eq!(p.release(GroupId(9)), Err(PlanError::UnknownGroup(GroupId(9))));
+
+        // A released group whose window is still being read when another
+        // reader's checkpoint moves it to the generation's end: the window
+        // ends without moving it back, and only then is the generation left.
+        p.next_generation_found(Millis(T0 - MIN), groups(6..7)).unwrap();
+        p.acquire(GroupId(1), None).unwrap();
+        let w = loop {
+            match p.poll(0, now) {
+                Action::Read(w) if w.group == GroupId(1) => break w,
+                Action::Read(w) => p.window_done(w.group, w.to).unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        p.release(GroupId(1)).unwrap();
+        let upper = Millis(T0 - MIN);
+        let done = |n: u8| GroupProgress { group: group(n).key(), progress: upper };
+        p.observe(&Checkpoint { generation: Millis(gen2), groups: vec![done(4), done(5)] });
+        assert_eq!(p.progress(GroupId(1)), Some(upper));
+        assert!(drain(&mut p, now).is_empty());
+        assert_eq!(p.generation(), Some(Millis(gen2)), "not left while a window of it is read");
+        p.window_done(w.group, w.to).unwrap();
+        assert_eq!(p.progress(GroupId(1)), Some(upper), "not moved back");
+        drain(&mut p, now);
+        assert_eq!(p.generation(), Some(Millis(T0 - MIN)), "left once the window ended");
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! prepared, paged query `"cdc$stream_id" IN ? AND "cdc$time" >=
 //! minTimeuuid(?) AND "cdc$time" < minTimeuuid(?)` whose keys all belong to
 //! the shard it is sent to (unlike an `IN` over a vnode's streams, which
-//! spans every shard and is served by whichever one receives it).
+//! spans every shard and is served by whichever one receives it). A worker
+//! (`worker`) keeps the first pages of a few windows of its groups in
+//! flight ([`CdcReaderBuilder::windows_in_flight`]) and consumes them one
+//! at a time as they arrive.
 //!
 //! Errors reading a window are retried with exponential backoff (100 ms up
 //! to the sleep interval); consumer errors and unrecoverable errors stop
@@ -32,26 +35,23 @@
 //! (`holder`), which decides which groups the workers read; `saves` counts
 //! the checkpoint saves under way, which a handover waits for.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use shardwise::execute::Params;
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::sharding::ShardingInfo;
 use shardwise::protocol::token::Token;
-use shardwise::protocol::types::CqlTimestamp;
-use shardwise::{Connection, ConnectionError, ExecutionError, PagingState, PreparedStatement, Session, Statement};
+use shardwise::{Connection, ConnectionError, ExecutionError, Session, Statement};
 use tokio::sync::{mpsc, Notify};
 
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
 use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
 use crate::lease::{LeaseConfig, LeaseError};
-use crate::plan::{Action, GroupId, GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
-use crate::row::{LogPage, LogSchema, RowError, RowIndex, SchemaError};
+use crate::plan::{GroupInfo, PlanError, Planner, PlannerConfig};
+use crate::row::{RowError, SchemaError};
 use crate::stream::{StreamGroup, StreamId};
 use crate::sync::Mutex;
 use crate::tablets::TabletGenerations;
@@ -170,6 +170,7 @@ pub struct CdcReaderBuilder {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
+    windows_in_flight: usize,
     leases: Option<LeaseConfig>,
 }
 
@@ -207,6 +208,7 @@ impl CdcReaderBuilder {
             query_timeout: Duration::from_secs(10),
             query_attempts: 10,
             streams_per_query: MAX_STREAMS_PER_QUERY,
+            windows_in_flight: 4,
             leases: None,
         }
     }
@@ -306,6 +308,15 @@ impl CdcReaderBuilder {
     /// share the table through [leases](Self::leases).
     pub fn streams_per_query(mut self, n: usize) -> Self {
         self.streams_per_query = n.clamp(1, MAX_STREAMS_PER_QUERY);
+        self
+    }
+
+    /// The most windows a worker has requested at once (default 4; at
+    /// least 1), each of another group: the shards serve the next windows
+    /// while the worker's consumers take the rows of one. Rows are consumed
+    /// one window at a time either way.
+    pub fn windows_in_flight(mut self, n: usize) -> Self {
+        self.windows_in_flight = n.max(1);
         self
     }
 
@@ -435,6 +446,7 @@ impl CdcReaderBuilder {
             query_timeout: self.query_timeout,
             query_attempts: self.query_attempts,
             streams_per_query: self.streams_per_query,
+            windows_in_flight: self.windows_in_flight,
             stopped: AtomicBool::new(false),
             wake: Notify::new(),
             saves: Saves::default(),
@@ -497,9 +509,11 @@ impl CdcReaderBuilder {
 
 mod holder;
 mod saves;
+mod worker;
 
 use holder::Holder;
 use saves::Saves;
+use worker::Worker;
 
 /// Streams per log query: the streams of one (node, shard) are read with
 /// one `IN ?` query per window, in chunks of this size.
@@ -531,6 +545,7 @@ struct Shared {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
+    windows_in_flight: usize,
     stopped: AtomicBool,
     wake: Notify,
     /// Checkpoint saves under way: a group is handed over only once none
@@ -675,311 +690,5 @@ impl CdcReaderHandle {
     /// See [`CdcReader::is_finished`].
     pub fn is_finished(&self) -> bool {
         self.shared.planner().is_finished()
-    }
-}
-
-struct Route {
-    conn: Connection,
-    prepared: PreparedStatement,
-    schema: Option<LogSchema>,
-}
-
-struct Worker {
-    index: usize,
-    shared: Arc<Shared>,
-    /// A consumer per group of a generation (a group id is reused by the
-    /// next generation).
-    consumers: HashMap<(Millis, GroupId), Box<dyn Consumer>>,
-    routes: HashMap<(SocketAddr, u16), Route>,
-    rows: RowIndex,
-    failures: HashMap<GroupId, u32>,
-    /// Consecutive timeouts per group.
-    timeouts: HashMap<GroupId, u32>,
-    /// Per stream, how many rows a window whose read failed on a later page
-    /// already handed to the consumer: the retry reads the window again
-    /// from its first page and skips that many rows of each stream (a
-    /// stream's rows come in clustering order, `cdc$time` then batch
-    /// sequence number), so a change is never delivered twice. O(streams),
-    /// whatever the window's size.
-    delivered: HashMap<GroupId, HashMap<StreamId, usize>>,
-}
-
-fn now() -> Millis {
-    Millis::from_system_time(SystemTime::now())
-}
-
-impl Worker {
-    fn new(index: usize, shared: Arc<Shared>) -> Worker {
-        Worker {
-            index,
-            shared,
-            consumers: HashMap::new(),
-            routes: HashMap::new(),
-            rows: RowIndex::default(),
-            failures: HashMap::new(),
-            timeouts: HashMap::new(),
-            delivered: HashMap::new(),
-        }
-    }
-
-    async fn sleep(&self, d: Duration) {
-        if self.shared.stopped.load(Ordering::Acquire) {
-            return;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(d) => {}
-            _ = self.shared.wake.notified() => {}
-        }
-    }
-
-    async fn run(mut self) -> Result<(), CdcError> {
-        while !self.shared.stopped.load(Ordering::Acquire) {
-            let action = self.shared.planner().poll(self.index, now());
-            match action {
-                Action::Read(window) => {
-                    let group = window.group;
-                    match self.read(&window).await {
-                        Ok(()) => {
-                            self.failures.remove(&group);
-                            self.timeouts.remove(&group);
-                            self.shared.planner().window_done(group, window.to)?;
-                            self.shared.wake.notify_waiters();
-                        }
-                        Err(e) if transient(&e) => {
-                            let n = self.failures.entry(group).or_insert(0);
-                            *n += 1;
-                            if matches!(e, CdcError::Execution(ExecutionError::Timeout(_))) {
-                                let timeouts = self.timeouts.entry(group).or_insert(0);
-                                *timeouts += 1;
-                                if *timeouts >= self.shared.query_attempts {
-                                    let timeout = self.shared.query_timeout;
-                                    return Err(CdcError::QueryTimeout { attempts: *timeouts, timeout });
-                                }
-                            } else {
-                                self.timeouts.remove(&group);
-                            }
-                            tracing::debug!(error = %e, failures = *n, "reading a CDC window failed; retrying");
-                            let backoff = Duration::from_millis(100)
-                                .saturating_mul(1 << (*n).min(16))
-                                .min(self.shared.max_backoff);
-                            self.routes.retain(|_, r| !r.conn.is_closed());
-                            self.shared.planner().window_failed(group, now().saturating_add(backoff))?;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Action::FetchFirstGeneration { at } => {
-                    let found = self.shared.source.first_generation(at).await;
-                    self.generation_found(found).await?;
-                }
-                Action::FetchNextGeneration { after } => {
-                    let found = self.shared.source.next_generation_after(after).await;
-                    self.generation_found(found).await?;
-                }
-                Action::SaveCheckpoint => {
-                    // Counted before the progress is taken (see `saves`).
-                    let _save = self.shared.saves.begin();
-                    let cp = self.shared.planner().checkpoint();
-                    if let (Some(store), Some(cp)) = (&self.shared.checkpoints, cp) {
-                        store.save(&self.shared.log, &cp).await?;
-                    }
-                }
-                Action::Sleep(until) => {
-                    let d = until.duration_since(now());
-                    self.sleep(d.max(Duration::from_millis(1))).await;
-                }
-                Action::Idle => self.sleep(Duration::from_millis(50)).await,
-                Action::Finished => {
-                    self.shared.wake.notify_waiters();
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn generation_found(&mut self, found: Result<Option<Millis>, GenerationError>) -> Result<(), CdcError> {
-        let ts = match found {
-            Ok(Some(ts)) => ts,
-            Ok(None) => {
-                self.shared.planner().next_generation_not_found(now());
-                return Ok(());
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "reading CDC generations failed; retrying");
-                self.shared.planner().generation_fetch_failed(now());
-                return Ok(());
-            }
-        };
-        match self.shared.source.streams(ts).await {
-            Ok(groups) => {
-                // One stream per group: each is read through its own shard.
-                // Regrouped by the (node, shard) that holds them: one query
-                // per group and window, served by that shard alone.
-                let mut by_place: HashMap<(SocketAddr, u16), Vec<StreamId>> = HashMap::new();
-                for &s in groups.iter().flat_map(|g| g.streams()) {
-                    let (node, _, shard) = self.shared.place(s)?;
-                    by_place.entry((node, shard)).or_default().push(s);
-                }
-                let mut streams: Vec<StreamGroup> = by_place
-                    .into_values()
-                    .flat_map(|v| {
-                        v.chunks(self.shared.streams_per_query)
-                            .filter_map(|c| StreamGroup::new(c.iter().copied()))
-                            .collect::<Vec<_>>()
-                    })
-                    .collect();
-                streams.sort_by_key(StreamGroup::key);
-                if streams.is_empty() {
-                    self.shared.planner().generation_fetch_failed(now());
-                } else {
-                    self.shared.planner().next_generation_found(ts, streams)?;
-                    self.shared.wake.notify_waiters();
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "reading the streams of generation {ts} failed; retrying");
-                self.shared.planner().generation_fetch_failed(now());
-            }
-        }
-        Ok(())
-    }
-
-    /// The connection (and prepared query) for a group: the first replica
-    /// of its streams' tokens, on the shard that owns them.
-    async fn route(&mut self, stream: StreamId) -> Result<(SocketAddr, u16), CdcError> {
-        let (node, sharding, shard) = self.shared.place(stream)?;
-        let key = (node, shard);
-        if self.routes.get(&key).is_none_or(|r| r.conn.is_closed()) {
-            let session = &self.shared.session;
-            let config = &session.config().connection;
-            let conn = match &sharding {
-                Some(s) => Connection::open_to_shard(node, shard, s, config).await?,
-                None => Connection::open(node, config).await?,
-            };
-            let timeout = self.shared.query_timeout;
-            let prepared = tokio::time::timeout(timeout, conn.prepare(&self.shared.text))
-                .await
-                .map_err(|_| ExecutionError::Timeout(timeout))??;
-            let schema = prepared.result_specs().map(LogSchema::new).transpose()?;
-            self.routes.insert(key, Route { conn, prepared, schema });
-        }
-        Ok(key)
-    }
-
-    async fn read(&mut self, window: &ReadWindow) -> Result<(), CdcError> {
-        let consumer_key = (window.generation, window.group);
-        if !self.consumers.contains_key(&consumer_key) {
-            // The groups of earlier generations are done for good.
-            self.consumers.retain(|(generation, _), _| *generation >= window.generation);
-            let info = self.shared.planner().group(window.group);
-            if let Some(info) = info {
-                self.consumers.insert(consumer_key, self.shared.factory.new_consumer(&info));
-            }
-        }
-        let skip = self.delivered.remove(&window.group).unwrap_or_default();
-        let mut delivered = HashMap::new();
-        match self.read_pages(window, &skip, &mut delivered).await {
-            Ok(()) => {
-                if let Some(consumer) = self.consumers.get_mut(&consumer_key) {
-                    consumer.window_end(window)?;
-                }
-                Ok(())
-            }
-            Err(e) => {
-                // What any attempt delivered, should this one have failed
-                // before reaching as far as an earlier one.
-                for (stream, n) in skip {
-                    let seen = delivered.entry(stream).or_insert(0);
-                    *seen = (*seen).max(n);
-                }
-                if !delivered.is_empty() {
-                    self.delivered.insert(window.group, delivered);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// Reads the window's pages and hands their rows to the consumer,
-    /// skipping the first `skip[s]` rows of each stream `s` (an earlier
-    /// attempt's); while the window spans several pages (or rows are
-    /// skipped), `delivered` counts the rows of each stream read so far.
-    async fn read_pages(
-        &mut self,
-        window: &ReadWindow,
-        skip: &HashMap<StreamId, usize>,
-        delivered: &mut HashMap<StreamId, usize>,
-    ) -> Result<(), CdcError> {
-        let key = self.route(window.streams.key()).await?;
-        let values = (window.streams.streams(), CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
-        let mut paging: Option<PagingState> = None;
-        loop {
-            let Some(route) = self.routes.get_mut(&key) else { return Err(CdcError::NoNodes) };
-            let params = Params {
-                page_size: Some(self.shared.page_size),
-                paging_state: paging.as_ref().map(PagingState::as_bytes),
-                ..Params::new(self.shared.consistency)
-            };
-            let timeout = self.shared.query_timeout;
-            let page = tokio::time::timeout(timeout, route.conn.execute(&route.prepared, &values, params)).await;
-            let Ok(result) = page else {
-                // The connection may be the stalled part: the retry opens another.
-                self.routes.remove(&key);
-                return Err(ExecutionError::Timeout(timeout).into());
-            };
-            let result = result?;
-            // A failure on a later page makes the window be read again:
-            // remember what this attempt delivers (a single-page window, the
-            // common case, remembers nothing).
-            let remember = paging.is_some() || result.has_more_pages();
-            if let Some(rows) = result.raw_rows() {
-                if route.schema.is_none() {
-                    let specs = result
-                        .column_specs()
-                        .ok_or_else(|| CdcError::Config("the log query returned no column metadata".into()))?;
-                    route.schema = Some(LogSchema::new(specs.to_vec())?);
-                }
-                let consumer = self.consumers.get_mut(&(window.generation, window.group));
-                if let (Some(schema), Some(consumer)) = (&route.schema, consumer) {
-                    let page = LogPage::new(schema, rows, &mut self.rows)?;
-                    for row in page.iter() {
-                        let row = row?;
-                        if skip.is_empty() && !remember {
-                            consumer.consume(row)?;
-                            continue;
-                        }
-                        let seen = delivered.entry(row.stream_id()).or_insert(0);
-                        *seen += 1;
-                        if *seen > skip.get(&row.stream_id()).copied().unwrap_or(0) {
-                            consumer.consume(row)?;
-                        }
-                    }
-                }
-            }
-            if !result.has_more_pages() {
-                break;
-            }
-            paging = result.paging_state();
-        }
-        Ok(())
-    }
-}
-
-/// Errors worth retrying: the server or the network, not the data.
-fn transient(e: &CdcError) -> bool {
-    match e {
-        CdcError::Execution(ExecutionError::Db(db)) => {
-            // Unavailable, overloaded, bootstrapping, read/write timeouts and failures.
-            matches!(db.code, 0x1000 | 0x1001 | 0x1002 | 0x1100 | 0x1200 | 0x1300 | 0x1500)
-        }
-        CdcError::Execution(
-            ExecutionError::Connection(_)
-            | ExecutionError::Timeout(_)
-            | ExecutionError::AttemptTimeout { .. }
-            | ExecutionError::NoConnection,
-        ) => true,
-        CdcError::Connection(_) | CdcError::NoNodes => true,
-        _ => false,
     }
 }

@@ -138,7 +138,10 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
         readers.push(reader);
     }
     for reader in readers {
-        tokio::time::timeout(Duration::from_secs(180), reader.join()).await.expect("reader finishes").expect("ok");
+        tokio::time::timeout(Duration::from_secs(180), reader.join())
+            .await
+            .expect("reader finishes")
+            .unwrap_or_else(|e| panic!("a reader failed: {e}"));
     }
     assert!(table.leases(&format!("{ks}.t_scylla_cdc_log")).await.expect("leases").is_empty(), "leases given up");
 

@@ -1,0 +1,468 @@
+//! A worker: one OS thread with a current-thread runtime, reading the
+//! windows of the groups the planner gives it.
+//!
+//! Up to [`windows_in_flight`](super::CdcReaderBuilder::windows_in_flight)
+//! windows, each of another group, have their first page requested at
+//! once: the shards keep serving while the worker hands the rows of an
+//! arrived page to its consumer. Rows are still consumed one window at a
+//! time, on this thread, in the order the pages arrive; the later pages of
+//! a window bigger than a page are fetched while that window is consumed.
+//! A window whose first page is in flight is a window being read for the
+//! planner, so checkpoints and handovers see it as such.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, SystemTime};
+
+use shardwise::execute::Params;
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::types::CqlTimestamp;
+use shardwise::{Connection, ExecutionError, PagingState, PreparedStatement, QueryResult};
+
+use super::{CdcError, Shared};
+use crate::consumer::Consumer;
+use crate::generation::GenerationError;
+use crate::plan::{Action, GroupId, ReadWindow};
+use crate::row::{LogPage, LogSchema, RowIndex};
+use crate::stream::{StreamGroup, StreamId};
+use crate::time::Millis;
+
+/// A (node, shard): where a group's streams are read.
+type Place = (SocketAddr, u16);
+
+/// The first page of a window, requested: the window, where it is read,
+/// and the answer.
+type FirstPage = Pin<Box<dyn Future<Output = (ReadWindow, Place, Result<QueryResult, CdcError>)>>>;
+
+struct Route {
+    conn: Connection,
+    prepared: PreparedStatement,
+    schema: Option<LogSchema>,
+}
+
+pub(super) struct Worker {
+    index: usize,
+    shared: Arc<Shared>,
+    /// A consumer per group of a generation (a group id is reused by the
+    /// next generation).
+    consumers: HashMap<(Millis, GroupId), Box<dyn Consumer>>,
+    routes: HashMap<Place, Route>,
+    rows: RowIndex,
+    failures: HashMap<GroupId, u32>,
+    /// Consecutive timeouts per group.
+    timeouts: HashMap<GroupId, u32>,
+    /// Per stream, how many rows a window whose read failed on a later page
+    /// already handed to the consumer: the retry reads the window again
+    /// from its first page and skips that many rows of each stream (a
+    /// stream's rows come in clustering order, `cdc$time` then batch
+    /// sequence number), so a change is never delivered twice. O(streams),
+    /// whatever the window's size.
+    delivered: HashMap<GroupId, HashMap<StreamId, usize>>,
+    /// The windows whose first page is requested, with their group.
+    in_flight: Vec<(GroupId, FirstPage)>,
+}
+
+fn now() -> Millis {
+    Millis::from_system_time(SystemTime::now())
+}
+
+/// Sleeps for `d`, or until the reader is woken or stopped.
+async fn sleep(shared: &Shared, d: Duration) {
+    if shared.stopped.load(Ordering::Acquire) {
+        return;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = shared.wake.notified() => {}
+    }
+}
+
+/// How a page is asked for.
+#[derive(Clone, Copy)]
+struct PageQuery {
+    page_size: i32,
+    consistency: Consistency,
+    timeout: Duration,
+}
+
+impl PageQuery {
+    /// One page of `window` (the first, or the one `paging` points at),
+    /// within the query timeout.
+    async fn fetch(
+        self,
+        conn: &Connection,
+        prepared: &PreparedStatement,
+        window: &ReadWindow,
+        paging: Option<&PagingState>,
+    ) -> Result<QueryResult, CdcError> {
+        let values = (window.streams.streams(), CqlTimestamp::from(window.from), CqlTimestamp::from(window.to));
+        let params = Params {
+            page_size: Some(self.page_size),
+            paging_state: paging.map(PagingState::as_bytes),
+            ..Params::new(self.consistency)
+        };
+        match tokio::time::timeout(self.timeout, conn.execute(prepared, &values, params)).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(ExecutionError::Timeout(self.timeout).into()),
+        }
+    }
+}
+
+impl Worker {
+    pub(super) fn new(index: usize, shared: Arc<Shared>) -> Worker {
+        Worker {
+            index,
+            shared,
+            consumers: HashMap::new(),
+            routes: HashMap::new(),
+            rows: RowIndex::default(),
+            failures: HashMap::new(),
+            timeouts: HashMap::new(),
+            delivered: HashMap::new(),
+            in_flight: Vec::new(),
+        }
+    }
+
+    fn page_query(&self) -> PageQuery {
+        PageQuery {
+            page_size: self.shared.page_size,
+            consistency: self.shared.consistency,
+            timeout: self.shared.query_timeout,
+        }
+    }
+
+    pub(super) async fn run(mut self) -> Result<(), CdcError> {
+        let result = self.serve().await;
+        // Stopped (or failed) with first pages in flight: those windows are
+        // not read, and read again by whoever reads the group next.
+        for (group, _) in std::mem::take(&mut self.in_flight) {
+            let _ = self.shared.planner().window_failed(group, now());
+        }
+        result
+    }
+
+    async fn serve(&mut self) -> Result<(), CdcError> {
+        while !self.shared.stopped.load(Ordering::Acquire) {
+            let action = if self.in_flight.len() < self.shared.windows_in_flight {
+                self.shared.planner().poll(self.index, now())
+            } else {
+                // As many windows in flight as allowed: wait for one.
+                Action::Idle
+            };
+            match action {
+                Action::Read(window) => self.request(window).await?,
+                Action::Sleep(until) if !self.in_flight.is_empty() => {
+                    self.wait_in_flight(until.duration_since(now())).await?;
+                }
+                Action::Idle if !self.in_flight.is_empty() => self.wait_in_flight(Duration::from_millis(50)).await?,
+                Action::FetchFirstGeneration { at } => {
+                    let found = self.shared.source.first_generation(at).await;
+                    self.generation_found(found).await?;
+                }
+                Action::FetchNextGeneration { after } => {
+                    let found = self.shared.source.next_generation_after(after).await;
+                    self.generation_found(found).await?;
+                }
+                Action::SaveCheckpoint => {
+                    // Counted before the progress is taken (see `saves`).
+                    let _save = self.shared.saves.begin();
+                    let cp = self.shared.planner().checkpoint();
+                    if let (Some(store), Some(cp)) = (&self.shared.checkpoints, cp) {
+                        store.save(&self.shared.log, &cp).await?;
+                    }
+                }
+                Action::Sleep(until) => {
+                    let d = until.duration_since(now());
+                    sleep(&self.shared, d.max(Duration::from_millis(1))).await;
+                }
+                Action::Idle => sleep(&self.shared, Duration::from_millis(50)).await,
+                Action::Finished => {
+                    self.shared.wake.notify_waiters();
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Requests the first page of `window` (opening its route first if
+    /// needed); a window that cannot be requested fails as a read would.
+    async fn request(&mut self, window: ReadWindow) -> Result<(), CdcError> {
+        let place = match self.route(window.streams.key()).await {
+            Ok(place) => place,
+            Err(e) => return self.finished(&window, Err(e)),
+        };
+        let Some(route) = self.routes.get(&place) else { return self.finished(&window, Err(CdcError::NoNodes)) };
+        let (conn, prepared, query) = (route.conn.clone(), route.prepared.clone(), self.page_query());
+        let group = window.group;
+        let first: FirstPage = Box::pin(async move {
+            let result = query.fetch(&conn, &prepared, &window, None).await;
+            (window, place, result)
+        });
+        self.in_flight.push((group, first));
+        Ok(())
+    }
+
+    /// Waits at most `d` (or until woken) for a first page in flight to
+    /// arrive, and reads that window.
+    async fn wait_in_flight(&mut self, d: Duration) -> Result<(), CdcError> {
+        let arrived = {
+            let in_flight = &mut self.in_flight;
+            let next = std::future::poll_fn(|cx| {
+                for i in 0..in_flight.len() {
+                    if let Poll::Ready(out) = in_flight[i].1.as_mut().poll(cx) {
+                        drop(in_flight.swap_remove(i));
+                        return Poll::Ready(out);
+                    }
+                }
+                Poll::Pending
+            });
+            tokio::select! {
+                out = next => Some(out),
+                _ = sleep(&self.shared, d.max(Duration::from_millis(1))) => None,
+            }
+        };
+        if let Some((window, place, first)) = arrived {
+            let result = self.read(&window, place, first).await;
+            self.finished(&window, result)?;
+        }
+        Ok(())
+    }
+
+    /// Tells the planner how reading `window` went: done, to be retried
+    /// after a backoff, or an error that stops the reader.
+    fn finished(&mut self, window: &ReadWindow, result: Result<(), CdcError>) -> Result<(), CdcError> {
+        let group = window.group;
+        match result {
+            Ok(()) => {
+                self.failures.remove(&group);
+                self.timeouts.remove(&group);
+                self.shared.planner().window_done(group, window.to)?;
+                self.shared.wake.notify_waiters();
+                Ok(())
+            }
+            Err(e) if transient(&e) => {
+                let n = self.failures.entry(group).or_insert(0);
+                *n += 1;
+                if matches!(e, CdcError::Execution(ExecutionError::Timeout(_))) {
+                    let timeouts = self.timeouts.entry(group).or_insert(0);
+                    *timeouts += 1;
+                    if *timeouts >= self.shared.query_attempts {
+                        let timeout = self.shared.query_timeout;
+                        return Err(CdcError::QueryTimeout { attempts: *timeouts, timeout });
+                    }
+                } else {
+                    self.timeouts.remove(&group);
+                }
+                tracing::debug!(error = %e, failures = *n, "reading a CDC window failed; retrying");
+                let backoff = Duration::from_millis(100).saturating_mul(1 << (*n).min(16)).min(self.shared.max_backoff);
+                self.routes.retain(|_, r| !r.conn.is_closed());
+                self.shared.planner().window_failed(group, now().saturating_add(backoff))?;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn generation_found(&mut self, found: Result<Option<Millis>, GenerationError>) -> Result<(), CdcError> {
+        let ts = match found {
+            Ok(Some(ts)) => ts,
+            Ok(None) => {
+                self.shared.planner().next_generation_not_found(now());
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading CDC generations failed; retrying");
+                self.shared.planner().generation_fetch_failed(now());
+                return Ok(());
+            }
+        };
+        match self.shared.source.streams(ts).await {
+            Ok(groups) => {
+                // One stream per group: each is read through its own shard.
+                // Regrouped by the (node, shard) that holds them: one query
+                // per group and window, served by that shard alone.
+                let mut by_place: HashMap<Place, Vec<StreamId>> = HashMap::new();
+                for &s in groups.iter().flat_map(|g| g.streams()) {
+                    let (node, _, shard) = self.shared.place(s)?;
+                    by_place.entry((node, shard)).or_default().push(s);
+                }
+                let mut streams: Vec<StreamGroup> = by_place
+                    .into_values()
+                    .flat_map(|v| {
+                        v.chunks(self.shared.streams_per_query)
+                            .filter_map(|c| StreamGroup::new(c.iter().copied()))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                streams.sort_by_key(StreamGroup::key);
+                if streams.is_empty() {
+                    self.shared.planner().generation_fetch_failed(now());
+                } else {
+                    self.shared.planner().next_generation_found(ts, streams)?;
+                    self.shared.wake.notify_waiters();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the streams of generation {ts} failed; retrying");
+                self.shared.planner().generation_fetch_failed(now());
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection (and prepared query) for a group: the first replica
+    /// of its streams' tokens, on the shard that owns them.
+    async fn route(&mut self, stream: StreamId) -> Result<Place, CdcError> {
+        let (node, sharding, shard) = self.shared.place(stream)?;
+        let key = (node, shard);
+        if self.routes.get(&key).is_none_or(|r| r.conn.is_closed()) {
+            let session = &self.shared.session;
+            let config = &session.config().connection;
+            let conn = match &sharding {
+                Some(s) => Connection::open_to_shard(node, shard, s, config).await?,
+                None => Connection::open(node, config).await?,
+            };
+            let timeout = self.shared.query_timeout;
+            let prepared = tokio::time::timeout(timeout, conn.prepare(&self.shared.text))
+                .await
+                .map_err(|_| ExecutionError::Timeout(timeout))??;
+            let schema = prepared.result_specs().map(LogSchema::new).transpose()?;
+            self.routes.insert(key, Route { conn, prepared, schema });
+        }
+        Ok(key)
+    }
+
+    /// Reads `window` from its first page's answer on: its rows to the
+    /// group's consumer, then the consumer's `window_end`.
+    async fn read(
+        &mut self,
+        window: &ReadWindow,
+        place: Place,
+        first: Result<QueryResult, CdcError>,
+    ) -> Result<(), CdcError> {
+        let consumer_key = (window.generation, window.group);
+        if !self.consumers.contains_key(&consumer_key) {
+            // The groups of earlier generations are done for good.
+            self.consumers.retain(|(generation, _), _| *generation >= window.generation);
+            let info = self.shared.planner().group(window.group);
+            if let Some(info) = info {
+                self.consumers.insert(consumer_key, self.shared.factory.new_consumer(&info));
+            }
+        }
+        let skip = self.delivered.remove(&window.group).unwrap_or_default();
+        let mut delivered = HashMap::new();
+        match self.read_pages(window, place, first, &skip, &mut delivered).await {
+            Ok(()) => {
+                if let Some(consumer) = self.consumers.get_mut(&consumer_key) {
+                    consumer.window_end(window)?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // What any attempt delivered, should this one have failed
+                // before reaching as far as an earlier one.
+                for (stream, n) in skip {
+                    let seen = delivered.entry(stream).or_insert(0);
+                    *seen = (*seen).max(n);
+                }
+                if !delivered.is_empty() {
+                    self.delivered.insert(window.group, delivered);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Hands the rows of the window's pages to the consumer, skipping the
+    /// first `skip[s]` rows of each stream `s` (an earlier attempt's);
+    /// while the window spans several pages (or rows are skipped),
+    /// `delivered` counts the rows of each stream read so far.
+    async fn read_pages(
+        &mut self,
+        window: &ReadWindow,
+        place: Place,
+        first: Result<QueryResult, CdcError>,
+        skip: &HashMap<StreamId, usize>,
+        delivered: &mut HashMap<StreamId, usize>,
+    ) -> Result<(), CdcError> {
+        let mut next = Some(first);
+        let mut paging: Option<PagingState> = None;
+        loop {
+            let page = match next.take() {
+                Some(page) => page,
+                None => {
+                    let Some(route) = self.routes.get(&place) else { return Err(CdcError::NoNodes) };
+                    self.page_query().fetch(&route.conn, &route.prepared, window, paging.as_ref()).await
+                }
+            };
+            let result = match page {
+                Ok(result) => result,
+                Err(e) => {
+                    if matches!(e, CdcError::Execution(ExecutionError::Timeout(_))) {
+                        // The connection may be the stalled part: the retry opens another.
+                        self.routes.remove(&place);
+                    }
+                    return Err(e);
+                }
+            };
+            let Some(route) = self.routes.get_mut(&place) else { return Err(CdcError::NoNodes) };
+            // A failure on a later page makes the window be read again:
+            // remember what this attempt delivers (a single-page window, the
+            // common case, remembers nothing).
+            let remember = paging.is_some() || result.has_more_pages();
+            if let Some(rows) = result.raw_rows() {
+                if route.schema.is_none() {
+                    let specs = result
+                        .column_specs()
+                        .ok_or_else(|| CdcError::Config("the log query returned no column metadata".into()))?;
+                    route.schema = Some(LogSchema::new(specs.to_vec())?);
+                }
+                let consumer = self.consumers.get_mut(&(window.generation, window.group));
+                if let (Some(schema), Some(consumer)) = (&route.schema, consumer) {
+                    let page = LogPage::new(schema, rows, &mut self.rows)?;
+                    for row in page.iter() {
+                        let row = row?;
+                        if skip.is_empty() && !remember {
+                            consumer.consume(row)?;
+                            continue;
+                        }
+                        let seen = delivered.entry(row.stream_id()).or_insert(0);
+                        *seen += 1;
+                        if *seen > skip.get(&row.stream_id()).copied().unwrap_or(0) {
+                            consumer.consume(row)?;
+                        }
+                    }
+                }
+            }
+            if !result.has_more_pages() {
+                break;
+            }
+            paging = result.paging_state();
+        }
+        Ok(())
+    }
+}
+
+/// Errors worth retrying: the server or the network, not the data.
+fn transient(e: &CdcError) -> bool {
+    match e {
+        CdcError::Execution(ExecutionError::Db(db)) => {
+            // Unavailable, overloaded, bootstrapping, read/write timeouts and failures.
+            matches!(db.code, 0x1000 | 0x1001 | 0x1002 | 0x1100 | 0x1200 | 0x1300 | 0x1500)
+        }
+        CdcError::Execution(
+            ExecutionError::Connection(_)
+            | ExecutionError::Timeout(_)
+            | ExecutionError::AttemptTimeout { .. }
+            | ExecutionError::NoConnection,
+        ) => true,
+        CdcError::Connection(_) | CdcError::NoNodes => true,
+        _ => false,
+    }
+}
