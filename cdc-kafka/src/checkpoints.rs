@@ -10,7 +10,8 @@
 //! A generation is recorded once a window of it is delivered, and the reader
 //! starts a generation only after every group of the one before has been
 //! read to its end; so the newest generation in the topic is the one to
-//! resume, and its groups without a record start at its beginning.
+//! resume, and its groups without a record start at its beginning
+//! (`docs/kafka-sink.md` §2 and §3).
 
 use std::time::Duration;
 

@@ -13,7 +13,8 @@
 //! both (read again): a `read_committed` consumer of the topic sees every
 //! change once. The producer's `transactional.id` must be the same across
 //! restarts: initialising it fences a producer of the previous run that is
-//! still alive and aborts the transaction it left open.
+//! still alive and aborts the transaction it left open (`docs/kafka-sink.md`
+//! §1 and §3).
 //!
 //! **At least once** ([`Delivery::AtLeastOnce`]): the same messages and
 //! records without a transaction; the window ends once Kafka acknowledged
