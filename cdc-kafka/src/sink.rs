@@ -159,16 +159,7 @@ impl KafkaSink {
     /// Creates the sink's producer; in exactly-once mode, initialises its
     /// transactions, which aborts what a previous run left open. Blocking.
     pub fn new(config: SinkConfig) -> Result<Self, SinkError> {
-        let mut client = ClientConfig::new();
-        client
-            .set("bootstrap.servers", &config.brokers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "5")
-            .set("message.timeout.ms", config.timeout.as_millis().to_string());
-        if let Delivery::ExactlyOnce { transactional_id } = &config.delivery {
-            client.set("transactional.id", transactional_id);
-        }
+        let client = producer_config(&config);
         let producer: ThreadedProducer<Deliveries> =
             client.create_with_context(Deliveries::default()).map_err(SinkError::kafka("creating the producer"))?;
         if let Delivery::ExactlyOnce { transactional_id } = &config.delivery {
@@ -290,6 +281,24 @@ impl KafkaSink {
     }
 }
 
+/// The producer's settings for `config`.
+fn producer_config(config: &SinkConfig) -> ClientConfig {
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", &config.brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", config.timeout.as_millis().to_string());
+    if let Delivery::ExactlyOnce { transactional_id } = &config.delivery {
+        // A message may not outlive its transaction: librdkafka refuses a
+        // message timeout above the transaction timeout (60 s by default).
+        let transaction_ms = config.timeout.as_millis().max(60_000);
+        client.set("transactional.id", transactional_id).set("transaction.timeout.ms", transaction_ms.to_string());
+    }
+    client
+}
+
 /// One group's consumer: the envelopes of the window being read.
 struct WindowBuffer {
     sink: KafkaSink,
@@ -319,5 +328,32 @@ impl ImagesConsumer for WindowBuffer {
         // this window's envelopes are not kept.
         self.messages.clear();
         result.map_err(ConsumerError::failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// librdkafka accepts the settings whatever the timeout (it refuses a
+    /// message timeout above the transaction timeout), in both modes;
+    /// creating a producer does not connect.
+    #[test]
+    fn the_producer_settings_are_accepted() {
+        for timeout in [Duration::from_secs(1), Duration::from_secs(30), Duration::from_secs(600)] {
+            for delivery in [Delivery::AtLeastOnce, Delivery::ExactlyOnce { transactional_id: "t".into() }] {
+                let mut config = SinkConfig::new("127.0.0.1:1", "n", "ks", "t");
+                (config.timeout, config.delivery) = (timeout, delivery.clone());
+                let created: Result<ThreadedProducer<Deliveries>, _> =
+                    producer_config(&config).create_with_context(Deliveries::default());
+                assert!(created.is_ok(), "{timeout:?} {delivery:?}: {:?}", created.err());
+            }
+        }
+        let config = SinkConfig::new("b:9092", "shop", "ks", "t");
+        assert_eq!(
+            (config.topic.as_str(), config.checkpoint_topic.as_str()),
+            ("shop.ks.t", "shardwise-cdc-checkpoints")
+        );
+        assert_eq!(config.delivery, Delivery::ExactlyOnce { transactional_id: "shardwise-cdc-shop.ks.t".into() });
     }
 }
