@@ -5,8 +5,9 @@
 //! windows, each of another group, have their first page requested at
 //! once: the shards keep serving while the worker hands the rows of an
 //! arrived page to its consumer. Rows are still consumed one window at a
-//! time, on this thread, in the order the pages arrive; the later pages of
-//! a window bigger than a page are fetched while that window is consumed.
+//! time, on this thread, in the order the pages arrive. A window bigger
+//! than a page has its next page requested before the rows of the current
+//! one are consumed.
 //! A window whose first page is in flight is a window being read for the
 //! planner, so checkpoints and handovers see it as such.
 
@@ -38,6 +39,9 @@ type Place = (SocketAddr, u16);
 /// The first page of a window, requested: the window, where it is read,
 /// and the answer.
 type FirstPage = Pin<Box<dyn Future<Output = (ReadWindow, Place, Result<QueryResult, CdcError>)>>>;
+
+/// A later page of a window, requested while the one before is consumed.
+type PageFetch = Pin<Box<dyn Future<Output = Result<QueryResult, CdcError>>>>;
 
 struct Route {
     conn: Connection,
@@ -392,11 +396,13 @@ impl Worker {
         delivered: &mut HashMap<StreamId, usize>,
     ) -> Result<(), CdcError> {
         let mut next = Some(first);
+        let mut prefetched: Option<PageFetch> = None;
         let mut paging: Option<PagingState> = None;
         loop {
-            let page = match next.take() {
-                Some(page) => page,
-                None => {
+            let page = match (next.take(), prefetched.take()) {
+                (Some(page), _) => page,
+                (None, Some(fetch)) => fetch.await,
+                (None, None) => {
                     let Some(route) = self.routes.get(&place) else { return Err(CdcError::NoNodes) };
                     self.page_query().fetch(&route.conn, &route.prepared, window, paging.as_ref()).await
                 }
@@ -411,6 +417,23 @@ impl Worker {
                     return Err(e);
                 }
             };
+            // The next page is asked for before this one is consumed, so the
+            // shard serves it meanwhile.
+            if let (Some(state), Some(route)) = (result.paging_state(), self.routes.get(&place)) {
+                let (conn, prepared, query, window) =
+                    (route.conn.clone(), route.prepared.clone(), self.page_query(), window.clone());
+                let mut fetch: PageFetch =
+                    Box::pin(async move { query.fetch(&conn, &prepared, &window, Some(&state)).await });
+                // One poll queues the request on the connection; the yield
+                // lets the connection's writer send it.
+                match std::future::poll_fn(|cx| Poll::Ready(fetch.as_mut().poll(cx))).await {
+                    Poll::Ready(page) => next = Some(page),
+                    Poll::Pending => {
+                        prefetched = Some(fetch);
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }
             let Some(route) = self.routes.get_mut(&place) else { return Err(CdcError::NoNodes) };
             // A failure on a later page makes the window be read again:
             // remember what this attempt delivers (a single-page window, the

@@ -10,7 +10,8 @@
 //! * Stalled for good: the reader ends with [`CdcError::QueryTimeout`]
 //!   after the configured attempts, instead of waiting forever.
 //! * Stalled at the start: a worker has sent as many reads as it may keep
-//!   in flight, no more.
+//!   in flight, no more; and the next page of a window is asked for before
+//!   a slow consumer has taken the current one.
 //! * Every other fault of the proxy, for a while, during a read whose
 //!   windows take several pages: answers delayed past the query timeout,
 //!   requests dropped, connections blackholed, closed, reset, or cut in the
@@ -223,6 +224,71 @@ async fn a_worker_keeps_several_windows_in_flight() {
             }
             assert_eq!(per_key, workload::expected_of(&plan), "every change once, in write order per key");
         }
+    })
+    .await
+    .expect("the test hung");
+}
+
+/// The next page of a window is asked for before the rows of the current
+/// one are consumed: while the consumer takes its time over the first row,
+/// the one worker (one window in flight) has sent two reads, the window's
+/// first page and its second. Every change is still delivered once, in
+/// write order per key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_page_is_requested_before_a_page_is_consumed() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (proxy, _front, session, ks) = setup("cdc_prefetch").await;
+        let proxy = Arc::new(proxy);
+        let start = SystemTime::now() - Duration::from_secs(1);
+        let plan = workload::plan(3, 120, 9);
+        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
+        let end = SystemTime::now() + Duration::from_millis(300);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let before = proxy.frames(Direction::ToServer, EXECUTE);
+        let seen: Seen = Arc::default();
+        let sent_at_first_row: Arc<Mutex<Option<usize>>> = Arc::default();
+        let factory = {
+            let (seen, sent, proxy) = (seen.clone(), sent_at_first_row.clone(), proxy.clone());
+            move |_: &GroupInfo| -> Box<dyn Consumer> {
+                let (seen, sent, proxy) = (seen.clone(), sent.clone(), proxy.clone());
+                Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+                    let mut first = sent.lock().map_err(|_| ConsumerError::failed("poisoned"))?;
+                    if first.is_none() {
+                        // A slow consumer: the shard has time to get the next request.
+                        std::thread::sleep(Duration::from_millis(500));
+                        *first = Some(proxy.frames(Direction::ToServer, EXECUTE) - before);
+                    }
+                    let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
+                    let v = row.value::<Option<i64>>("v")?;
+                    seen.lock().map_err(|_| ConsumerError::failed("poisoned"))?.push((pk, row.operation(), v));
+                    Ok(())
+                })
+            }
+        };
+        let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_secs(10))
+            .safety_interval(Duration::from_millis(100))
+            .sleep_interval(Duration::from_millis(50))
+            .workers(1)
+            .windows_in_flight(1)
+            .page_size(4)
+            .build(Arc::new(factory))
+            .await
+            .expect("reader");
+        tokio::time::timeout(Duration::from_secs(60), reader.join())
+            .await
+            .expect("the reader finishes")
+            .expect("the reader ends without error");
+        let sent = *sent_at_first_row.lock().expect("lock");
+        eprintln!("cdc prefetch: {sent:?} reads sent when the first row was consumed");
+        assert_eq!(sent, Some(2), "the first page and the next one");
+        let mut per_key: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
+        for &(pk, op, v) in seen.lock().expect("lock").iter() {
+            per_key.entry(pk).or_default().push((op, v));
+        }
+        assert_eq!(per_key, workload::expected_of(&plan), "every change once, in write order per key");
     })
     .await
     .expect("the test hung");
