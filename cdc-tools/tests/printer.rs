@@ -209,6 +209,10 @@ async fn bad_input_gets_one_clear_line_and_a_failure_status() {
         assert!(stderr.starts_with("printer: ") && stderr.contains(&expected), "{table}: {stderr:?}");
         assert!(!stderr.contains("Os {"), "{table}: no debug form: {stderr:?}");
     }
+    // A negative window is an error, not a panic.
+    let (status, stderr) = printer_fails_with(&["--node", &node, "--keyspace", &ks, "--table", "t", "--window=-1"]);
+    assert!(!status.success() && stderr.lines().count() == 1, "{status} {stderr:?}");
+    assert!(stderr.starts_with("printer: --window -1: not a number of seconds"), "{stderr:?}");
 }
 
 /// `--debezium NAME`: each change as a Debezium envelope line, `before`

@@ -15,10 +15,9 @@
 //! restarts it).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
-use shardwise_cdc::CdcReaderBuilder;
 use shardwise_cdc_kafka::{Delivery, KafkaSink, SinkConfig};
 
 /// Writes the changes of a CDC-enabled table to Kafka as Debezium envelopes.
@@ -37,6 +36,10 @@ struct Args {
     /// The base table (not its `_scylla_cdc_log`).
     #[arg(long)]
     table: String,
+    /// Range, window, workers and consistency (a restart resumes from the
+    /// checkpoint topic rather than the start).
+    #[command(flatten)]
+    reading: shardwise_cdc_tools::reading::ReadingArgs,
     /// The Kafka cluster (host:port[,host:port...]).
     #[arg(long, default_value = "127.0.0.1:9092")]
     brokers: String,
@@ -63,32 +66,6 @@ struct Args {
     /// Seconds any Kafka call may take.
     #[arg(long, default_value_t = 30.0)]
     kafka_timeout: f64,
-    /// Start this many seconds ago (0: now); a restart resumes from the
-    /// checkpoint topic instead.
-    #[arg(long, default_value_t = 0)]
-    start_ago: u64,
-    /// Start at this absolute time, in milliseconds since the Unix epoch.
-    #[arg(long, conflicts_with = "start_ago")]
-    start_unix_ms: Option<u64>,
-    /// Stop after the changes before this absolute time, in milliseconds
-    /// since the Unix epoch (default: follow forever).
-    #[arg(long)]
-    end_unix_ms: Option<u64>,
-    /// Window size in seconds.
-    #[arg(long, default_value_t = 30.0)]
-    window: f64,
-    /// Safety interval in seconds.
-    #[arg(long, default_value_t = 10.0)]
-    safety: f64,
-    /// Sleep between windows once caught up, in seconds.
-    #[arg(long, default_value_t = 1.0)]
-    sleep: f64,
-    /// Worker threads (default: available cores).
-    #[arg(long)]
-    workers: Option<usize>,
-    /// Read consistency (ONE, QUORUM, LOCAL_QUORUM, ALL...).
-    #[arg(long, default_value = "LOCAL_QUORUM")]
-    consistency: String,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
@@ -112,24 +89,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     sink.create_topics(args.partitions).await?;
     let session = args.connect.builder(&args.node)?.build().await?;
 
-    let start = match args.start_unix_ms {
-        Some(ms) => UNIX_EPOCH + Duration::from_millis(ms),
-        None => SystemTime::now() - Duration::from_secs(args.start_ago),
-    };
-    let mut builder = CdcReaderBuilder::new(session, &args.keyspace, &args.table)
-        .start(start)
-        .window_size(Duration::from_secs_f64(args.window))
-        .safety_interval(Duration::from_secs_f64(args.safety))
-        .sleep_interval(Duration::from_secs_f64(args.sleep))
-        .consistency(shardwise_cdc_tools::consistency(&args.consistency)?)
+    let builder = args
+        .reading
+        .builder(session, &args.keyspace, &args.table)?
         // Progress is recorded with each window; the reader's saves are no-ops.
         .checkpoints(Arc::new(sink.checkpoints()), Duration::from_secs(60));
-    if let Some(ms) = args.end_unix_ms {
-        builder = builder.end(UNIX_EPOCH + Duration::from_millis(ms));
-    }
-    if let Some(w) = args.workers {
-        builder = builder.workers(w);
-    }
     let reader = builder.build(sink.factory()).await?;
 
     let (handle, progress) = (reader.handle(), sink.clone());

@@ -26,8 +26,7 @@ use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::{
-    CdcReaderBuilder, CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, LeaseConfig, LeaseTable,
-    WithImages,
+    CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, LeaseConfig, LeaseTable, WithImages,
 };
 
 /// Prints the changes of a CDC-enabled table.
@@ -46,6 +45,9 @@ struct Args {
     /// The base table (not its `_scylla_cdc_log`).
     #[arg(long)]
     table: String,
+    /// Range, window, workers and consistency.
+    #[command(flatten)]
+    reading: shardwise_cdc_tools::reading::ReadingArgs,
     /// Print JSON lines instead of human-readable lines.
     #[arg(long)]
     json: bool,
@@ -55,20 +57,10 @@ struct Args {
     /// table's pre- and post-images when it has them).
     #[arg(long, value_name = "NAME", conflicts_with = "json")]
     debezium: Option<String>,
-    /// Start this many seconds ago (0: now).
-    #[arg(long, default_value_t = 0)]
-    start_ago: u64,
-    /// Start at this absolute time, in milliseconds since the Unix epoch
-    /// (instead of `--start-ago`).
-    #[arg(long, conflicts_with = "start_ago")]
-    start_unix_ms: Option<u64>,
-    /// Stop after this many seconds of changes from the start (default: follow forever).
-    #[arg(long)]
+    /// Stop after this many seconds of changes from the start (default:
+    /// follow forever; instead of `--end-unix-ms`).
+    #[arg(long, conflicts_with = "end_unix_ms")]
     duration: Option<u64>,
-    /// Stop after the changes before this absolute time, in milliseconds
-    /// since the Unix epoch (instead of `--duration`).
-    #[arg(long, conflicts_with = "duration")]
-    end_unix_ms: Option<u64>,
     /// Save progress in a checkpoint table of this keyspace (created if
     /// missing) and resume from it.
     #[arg(long)]
@@ -79,21 +71,6 @@ struct Args {
     /// Seconds between checkpoint saves.
     #[arg(long, default_value_t = 5.0)]
     checkpoint_interval: f64,
-    /// Window size in seconds.
-    #[arg(long, default_value_t = 30.0)]
-    window: f64,
-    /// Safety interval in seconds.
-    #[arg(long, default_value_t = 10.0)]
-    safety: f64,
-    /// Sleep between windows once caught up, in seconds.
-    #[arg(long, default_value_t = 1.0)]
-    sleep: f64,
-    /// Worker threads (default: available cores).
-    #[arg(long)]
-    workers: Option<usize>,
-    /// Read consistency (ONE, QUORUM, LOCAL_QUORUM, ALL...).
-    #[arg(long, default_value = "LOCAL_QUORUM")]
-    consistency: String,
     /// The most streams one log query reads (1-64): the size of the groups
     /// that the readers sharing a table hold.
     #[arg(long, default_value_t = 64)]
@@ -124,25 +101,10 @@ async fn main() -> std::process::ExitCode {
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let session = args.connect.builder(&args.node)?.build().await?;
-    let start = match args.start_unix_ms {
-        Some(ms) => UNIX_EPOCH + Duration::from_millis(ms),
-        None => SystemTime::now() - Duration::from_secs(args.start_ago),
-    };
-    let mut builder = CdcReaderBuilder::new(session.clone(), &args.keyspace, &args.table)
-        .start(start)
-        .window_size(Duration::from_secs_f64(args.window))
-        .safety_interval(Duration::from_secs_f64(args.safety))
-        .sleep_interval(Duration::from_secs_f64(args.sleep))
-        .consistency(shardwise_cdc_tools::consistency(&args.consistency)?)
-        .streams_per_query(args.streams_per_query);
+    let mut builder =
+        args.reading.builder(session.clone(), &args.keyspace, &args.table)?.streams_per_query(args.streams_per_query);
     if let Some(d) = args.duration {
         builder = builder.duration(Duration::from_secs(d));
-    }
-    if let Some(ms) = args.end_unix_ms {
-        builder = builder.end(UNIX_EPOCH + Duration::from_millis(ms));
-    }
-    if let Some(w) = args.workers {
-        builder = builder.workers(w);
     }
     if let Some(ks) = &args.checkpoint_keyspace {
         let store = TableCheckpointStore::new(session.clone(), ks, &args.checkpoint_table);

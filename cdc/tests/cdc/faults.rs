@@ -22,7 +22,6 @@
 //! The sessions speak protocol v4, so that the front forwards v4 envelopes
 //! the proxy can tell apart.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -66,6 +65,15 @@ async fn setup(tag: &str) -> (FaultProxy, FrontHandle, shardwise::Session, Strin
 
 fn stall(proxy: &FaultProxy) {
     proxy.set_rules(vec![Rule::new(Action::DropFrame).opcode(EXECUTE).direction(Direction::ToServer)]);
+}
+
+/// The changes per key, in delivery order.
+fn per_key(seen: &[(i32, Operation, Option<i64>)]) -> workload::Ops {
+    let mut per_key = workload::Ops::new();
+    for &(pk, op, v) in seen {
+        per_key.entry(pk).or_default().push((op, v));
+    }
+    per_key
 }
 
 /// Count and checksum of changes: (pk, v) summed with weights so that a
@@ -131,11 +139,7 @@ async fn a_stalled_node_delays_the_reader_without_losing_a_change() {
         assert!(reads_during_stall >= 4, "{reads_during_stall} log reads during the stall: a worker hung");
         assert_eq!(delivered_during_stall, 0, "the stall did not stall the reads");
         assert_eq!(delivered, expected, "every change once (count, checksum)");
-        let mut per_key: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
-        for &(pk, op, v) in &seen {
-            per_key.entry(pk).or_default().push((op, v));
-        }
-        assert_eq!(per_key, workload::expected_of(&plan), "every change of every key, in write order");
+        assert_eq!(per_key(&seen), workload::expected_of(&plan), "every change of every key, in write order");
     })
     .await
     .expect("the test hung");
@@ -218,11 +222,8 @@ async fn a_worker_keeps_several_windows_in_flight() {
                 .expect("the reader ends without error");
             eprintln!("cdc in flight: {sent} reads sent at once with {in_flight} allowed");
             assert_eq!(sent, in_flight, "reads in flight on one worker");
-            let mut per_key: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
-            for &(pk, op, v) in seen.lock().expect("lock").iter() {
-                per_key.entry(pk).or_default().push((op, v));
-            }
-            assert_eq!(per_key, workload::expected_of(&plan), "every change once, in write order per key");
+            let seen = seen.lock().expect("lock").clone();
+            assert_eq!(per_key(&seen), workload::expected_of(&plan), "every change once, in write order per key");
         }
     })
     .await
@@ -232,7 +233,8 @@ async fn a_worker_keeps_several_windows_in_flight() {
 /// The next page of a window is asked for before the rows of the current
 /// one are consumed: while the consumer takes its time over the first row,
 /// the one worker (one window in flight) has sent two reads, the window's
-/// first page and its second. Every change is still delivered once, in
+/// first page and its second (40 keys: no group's window is empty, so the
+/// first window read is the one whose row is consumed first). Every change is still delivered once, in
 /// write order per key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_page_is_requested_before_a_page_is_consumed() {
@@ -240,7 +242,7 @@ async fn the_next_page_is_requested_before_a_page_is_consumed() {
         let (proxy, _front, session, ks) = setup("cdc_prefetch").await;
         let proxy = Arc::new(proxy);
         let start = SystemTime::now() - Duration::from_secs(1);
-        let plan = workload::plan(3, 120, 9);
+        let plan = workload::plan(40, 200, 9);
         workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
         let end = SystemTime::now() + Duration::from_millis(300);
         tokio::time::sleep(Duration::from_millis(400)).await;
@@ -284,11 +286,8 @@ async fn the_next_page_is_requested_before_a_page_is_consumed() {
         let sent = *sent_at_first_row.lock().expect("lock");
         eprintln!("cdc prefetch: {sent:?} reads sent when the first row was consumed");
         assert_eq!(sent, Some(2), "the first page and the next one");
-        let mut per_key: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
-        for &(pk, op, v) in seen.lock().expect("lock").iter() {
-            per_key.entry(pk).or_default().push((op, v));
-        }
-        assert_eq!(per_key, workload::expected_of(&plan), "every change once, in write order per key");
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!(per_key(&seen), workload::expected_of(&plan), "every change once, in write order per key");
     })
     .await
     .expect("the test hung");
@@ -351,12 +350,8 @@ async fn read_through(tag: &str, rules: Vec<Rule>, fault_for: Duration) {
             lifted.elapsed(),
         );
         assert!(acted_on > 0, "the fault never acted: the test proves nothing");
-        let mut per_key: HashMap<i32, Vec<(Operation, Option<i64>)>> = HashMap::new();
-        for &(pk, op, v) in &seen {
-            per_key.entry(pk).or_default().push((op, v));
-        }
         assert_eq!(delivered, expected, "every change once (count, checksum)");
-        assert_eq!(per_key, workload::expected_of(&plan), "every change of every key once, in write order");
+        assert_eq!(per_key(&seen), workload::expected_of(&plan), "every change of every key once, in write order");
     })
     .await
     .expect("the test hung");
