@@ -14,9 +14,8 @@
 //! minTimeuuid(?) AND "cdc$time" < minTimeuuid(?)` whose keys all belong to
 //! the shard it is sent to (unlike an `IN` over a vnode's streams, which
 //! spans every shard and is served by whichever one receives it). A worker
-//! (`worker`) keeps the first pages of a few windows of its groups in
-//! flight ([`CdcReaderBuilder::windows_in_flight`]) and consumes them one
-//! at a time as they arrive.
+//! (`worker`) asks for a window's next page before it consumes the current
+//! one.
 //!
 //! Errors reading a window are retried with exponential backoff (100 ms up
 //! to the sleep interval); consumer errors and unrecoverable errors stop
@@ -170,7 +169,6 @@ pub struct CdcReaderBuilder {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
-    windows_in_flight: usize,
     leases: Option<LeaseConfig>,
 }
 
@@ -208,7 +206,6 @@ impl CdcReaderBuilder {
             query_timeout: Duration::from_secs(10),
             query_attempts: 10,
             streams_per_query: MAX_STREAMS_PER_QUERY,
-            windows_in_flight: 4,
             leases: None,
         }
     }
@@ -308,15 +305,6 @@ impl CdcReaderBuilder {
     /// share the table through [leases](Self::leases).
     pub fn streams_per_query(mut self, n: usize) -> Self {
         self.streams_per_query = n.clamp(1, MAX_STREAMS_PER_QUERY);
-        self
-    }
-
-    /// The most windows a worker has requested at once (default 4; at
-    /// least 1), each of another group: the shards serve the next windows
-    /// while the worker's consumers take the rows of one. Rows are consumed
-    /// one window at a time either way.
-    pub fn windows_in_flight(mut self, n: usize) -> Self {
-        self.windows_in_flight = n.max(1);
         self
     }
 
@@ -446,7 +434,6 @@ impl CdcReaderBuilder {
             query_timeout: self.query_timeout,
             query_attempts: self.query_attempts,
             streams_per_query: self.streams_per_query,
-            windows_in_flight: self.windows_in_flight,
             stopped: AtomicBool::new(false),
             wake: Notify::new(),
             saves: Saves::default(),
@@ -545,7 +532,6 @@ struct Shared {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
-    windows_in_flight: usize,
     stopped: AtomicBool,
     wake: Notify,
     /// Checkpoint saves under way: a group is handed over only once none
