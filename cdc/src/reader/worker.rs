@@ -4,12 +4,10 @@
 //! before the rows of the current one are consumed, so the shard serves it
 //! meanwhile.
 //!
-//! The loop is written for [`WINDOWS_IN_FLIGHT`] first pages in flight,
-//! each of another group. It is 1: with 4, a reader lost track of some
-//! groups through a node crash (`cdc/tests/crash.rs`: changes of the
-//! crashed node's streams never delivered, the workers alive), for a reason
-//! not found yet, and on this machine more windows in flight did not make
-//! reading faster (`benches/RESULTS.md`, Run D).
+//! Several windows of a worker's groups in flight at once were tried and
+//! withdrawn: with 4, a reader lost track of some groups through a node
+//! crash (`cdc/tests/crash.rs`) for a reason not found yet, and on this
+//! machine it did not make reading faster (`benches/RESULTS.md`, Run D).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -33,16 +31,8 @@ use crate::row::{LogPage, LogSchema, RowIndex};
 use crate::stream::{StreamGroup, StreamId};
 use crate::time::Millis;
 
-/// First pages of windows a worker has requested at once (see the module
-/// docs for why only one).
-const WINDOWS_IN_FLIGHT: usize = 1;
-
 /// A (node, shard): where a group's streams are read.
 type Place = (SocketAddr, u16);
-
-/// The first page of a window, requested: the window, where it is read,
-/// and the answer.
-type FirstPage = Pin<Box<dyn Future<Output = (ReadWindow, Place, Result<QueryResult, CdcError>)>>>;
 
 /// A later page of a window, requested while the one before is consumed.
 type PageFetch = Pin<Box<dyn Future<Output = Result<QueryResult, CdcError>>>>;
@@ -71,8 +61,6 @@ pub(super) struct Worker {
     /// sequence number), so a change is never delivered twice. O(streams),
     /// whatever the window's size.
     delivered: HashMap<GroupId, HashMap<StreamId, usize>>,
-    /// The windows whose first page is requested, with their group.
-    in_flight: Vec<(GroupId, FirstPage)>,
 }
 
 fn now() -> Millis {
@@ -132,7 +120,6 @@ impl Worker {
             failures: HashMap::new(),
             timeouts: HashMap::new(),
             delivered: HashMap::new(),
-            in_flight: Vec::new(),
         }
     }
 
@@ -145,29 +132,13 @@ impl Worker {
     }
 
     pub(super) async fn run(mut self) -> Result<(), CdcError> {
-        let result = self.serve().await;
-        // Stopped (or failed) with first pages in flight: those windows are
-        // not read, and read again by whoever reads the group next.
-        for (group, _) in std::mem::take(&mut self.in_flight) {
-            let _ = self.shared.planner().window_failed(group, now());
-        }
-        result
-    }
-
-    async fn serve(&mut self) -> Result<(), CdcError> {
         while !self.shared.stopped.load(Ordering::Acquire) {
-            let action = if self.in_flight.len() < WINDOWS_IN_FLIGHT {
-                self.shared.planner().poll(self.index, now())
-            } else {
-                // As many windows in flight as allowed: wait for one.
-                Action::Idle
-            };
+            let action = self.shared.planner().poll(self.index, now());
             match action {
-                Action::Read(window) => self.request(window).await?,
-                Action::Sleep(until) if !self.in_flight.is_empty() => {
-                    self.wait_in_flight(until.duration_since(now())).await?;
+                Action::Read(window) => {
+                    let result = self.read(&window).await;
+                    self.finished(&window, result)?;
                 }
-                Action::Idle if !self.in_flight.is_empty() => self.wait_in_flight(Duration::from_millis(50)).await?,
                 Action::FetchFirstGeneration { at } => {
                     let found = self.shared.source.first_generation(at).await;
                     self.generation_found(found).await?;
@@ -194,50 +165,6 @@ impl Worker {
                     return Ok(());
                 }
             }
-        }
-        Ok(())
-    }
-
-    /// Requests the first page of `window` (opening its route first if
-    /// needed); a window that cannot be requested fails as a read would.
-    async fn request(&mut self, window: ReadWindow) -> Result<(), CdcError> {
-        let place = match self.route(window.streams.key()).await {
-            Ok(place) => place,
-            Err(e) => return self.finished(&window, Err(e)),
-        };
-        let Some(route) = self.routes.get(&place) else { return self.finished(&window, Err(CdcError::NoNodes)) };
-        let (conn, prepared, query) = (route.conn.clone(), route.prepared.clone(), self.page_query());
-        let group = window.group;
-        let first: FirstPage = Box::pin(async move {
-            let result = query.fetch(&conn, &prepared, &window, None).await;
-            (window, place, result)
-        });
-        self.in_flight.push((group, first));
-        Ok(())
-    }
-
-    /// Waits at most `d` (or until woken) for a first page in flight to
-    /// arrive, and reads that window.
-    async fn wait_in_flight(&mut self, d: Duration) -> Result<(), CdcError> {
-        let arrived = {
-            let in_flight = &mut self.in_flight;
-            let next = std::future::poll_fn(|cx| {
-                for i in 0..in_flight.len() {
-                    if let Poll::Ready(out) = in_flight[i].1.as_mut().poll(cx) {
-                        drop(in_flight.swap_remove(i));
-                        return Poll::Ready(out);
-                    }
-                }
-                Poll::Pending
-            });
-            tokio::select! {
-                out = next => Some(out),
-                _ = sleep(&self.shared, d.max(Duration::from_millis(1))) => None,
-            }
-        };
-        if let Some((window, place, first)) = arrived {
-            let result = self.read(&window, place, first).await;
-            self.finished(&window, result)?;
         }
         Ok(())
     }
@@ -346,14 +273,9 @@ impl Worker {
         Ok(key)
     }
 
-    /// Reads `window` from its first page's answer on: its rows to the
-    /// group's consumer, then the consumer's `window_end`.
-    async fn read(
-        &mut self,
-        window: &ReadWindow,
-        place: Place,
-        first: Result<QueryResult, CdcError>,
-    ) -> Result<(), CdcError> {
+    /// Reads `window`: its rows to the group's consumer, then the
+    /// consumer's `window_end`.
+    async fn read(&mut self, window: &ReadWindow) -> Result<(), CdcError> {
         let consumer_key = (window.generation, window.group);
         if !self.consumers.contains_key(&consumer_key) {
             // The groups of earlier generations are done for good.
@@ -365,7 +287,7 @@ impl Worker {
         }
         let skip = self.delivered.remove(&window.group).unwrap_or_default();
         let mut delivered = HashMap::new();
-        match self.read_pages(window, place, first, &skip, &mut delivered).await {
+        match self.read_pages(window, &skip, &mut delivered).await {
             Ok(()) => {
                 if let Some(consumer) = self.consumers.get_mut(&consumer_key) {
                     consumer.window_end(window)?;
@@ -394,12 +316,11 @@ impl Worker {
     async fn read_pages(
         &mut self,
         window: &ReadWindow,
-        place: Place,
-        first: Result<QueryResult, CdcError>,
         skip: &HashMap<StreamId, usize>,
         delivered: &mut HashMap<StreamId, usize>,
     ) -> Result<(), CdcError> {
-        let mut next = Some(first);
+        let place = self.route(window.streams.key()).await?;
+        let mut next = None;
         let mut prefetched: Option<PageFetch> = None;
         let mut paging: Option<PagingState> = None;
         loop {
