@@ -28,7 +28,7 @@ use shardwise_protocol::types::ser::SerializeValues;
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
-use crate::connection::{Connection, TryWrite};
+use crate::connection::{Connection, Deadline, TryWrite};
 use crate::error::ExecutionError;
 use crate::result::QueryResult;
 use crate::statement::{Batch, PreparedStatement, ResultShape, Statement, StatementOptions};
@@ -362,24 +362,34 @@ impl Connection {
         values: &V,
         params: Params<'_>,
     ) -> Result<QueryResult, ExecutionError> {
-        execute_observed(self, statement, values, params, |_| {}).await
+        execute_observed(self, statement, values, params, None, |_| {}).await
     }
 
     /// Prepares a statement on this connection's node.
     pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
-        let envelope = self.send(&request::Prepare { query: text, keyspace: None }, 0).await?;
-        match Response::from_envelope(envelope)?.message {
-            ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p, self.lwt_mask())),
-            ResponseMessage::Error(e) => Err(e.into()),
-            _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
-        }
+        prepare_until(self, text, None).await
+    }
+}
+
+/// Prepares `text` on `conn`, waiting until `deadline` at most.
+async fn prepare_until(
+    conn: &Connection,
+    text: &str,
+    deadline: Option<&Deadline>,
+) -> Result<PreparedStatement, ExecutionError> {
+    let prepare = request::Prepare { query: text, keyspace: None };
+    let envelope = conn.send_with(0, deadline, |write| Ok(write.write(&prepare))).await?;
+    match Response::from_envelope(envelope)?.message {
+        ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p, conn.lwt_mask())),
+        ResponseMessage::Error(e) => Err(e.into()),
+        _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
     }
 }
 
 /// Runs `statement` on one chosen connection: builds the request in place,
 /// decodes the answer, follows `METADATA_CHANGED` and re-prepares on
 /// `UNPREPARED`, calling `on_reprepared` with the prepared statement once it
-/// was prepared again (before the retry). This is the allocation-free path
+/// was prepared again (before the retry), all of it until `deadline`. This is the allocation-free path
 /// `Session::execute` uses for each attempt (which reports a re-prepare as
 /// [`crate::SessionEvent::StatementReprepared`]), and `Connection::execute`
 /// for callers that pick their own connection (the CDC engine's per-shard
@@ -389,6 +399,7 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
     statement: &E,
     values: &V,
     params: Params<'_>,
+    deadline: Option<&Deadline>,
     on_reprepared: impl FnOnce(&PreparedStatement),
 ) -> Result<QueryResult, ExecutionError> {
     let mut on_reprepared = Some(on_reprepared);
@@ -397,7 +408,7 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
     loop {
         // Only references to the statement and the values are held across
         // the await; the request is built inside the connection's write.
-        let envelope = conn.send_with(flags, |write| statement.with_request(values, params, write)).await?;
+        let envelope = conn.send_with(flags, deadline, |write| statement.with_request(values, params, write)).await?;
         let response = Response::from_envelope(envelope)?;
         match response.message {
             ResponseMessage::Result(result) => {
@@ -425,7 +436,7 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                         // again there and retry; retry policies do not count this.
                         tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
                         // Boxed: a rare path that would otherwise enlarge every request's future.
-                        let fresh = Box::pin(conn.prepare(p.text())).await?;
+                        let fresh = Box::pin(prepare_until(conn, p.text(), deadline)).await?;
                         if fresh.id() != p.id() {
                             return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
                         }

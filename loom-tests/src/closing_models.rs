@@ -8,7 +8,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use crate::closing::{begin_close, claim, closed_error, drop_request, Dropped};
-use crate::stream::Streams;
+use crate::stream::{Answer, Streams};
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceLock, Ordering};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -66,7 +66,7 @@ impl Conn {
     fn send(&self, oversized: bool) -> Result<i16, &'static str> {
         let id = loop {
             let seen = self.freed.load(Ordering::Acquire);
-            match claim(&self.closed, &self.error, &self.streams, || "closed")? {
+            match claim(&self.closed, &self.error, &self.streams, crate::stream::NO_DEADLINE, || "closed")? {
                 Some(id) => break id,
                 None => {
                     while self.freed.load(Ordering::Acquire) == seen {
@@ -109,8 +109,8 @@ impl Conn {
 fn answer_after_close(conn: &Conn, id: i16) -> Option<Delivered> {
     let waker = std::task::Waker::noop();
     match conn.streams.poll_response(id, &mut std::task::Context::from_waker(waker)) {
-        std::task::Poll::Ready(v) => v,
-        std::task::Poll::Pending => None,
+        std::task::Poll::Ready(Answer::Received(v)) => Some(v),
+        _ => None,
     }
 }
 

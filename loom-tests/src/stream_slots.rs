@@ -1,12 +1,12 @@
 //! Models of the stream-id table: id allocation under contention, and the
 //! slot state machine when a response races with its request being
-//! abandoned, polled, or the connection failing.
+//! abandoned, polled, expired by the sweeper, or the connection failing.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc as StdArc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::stream::{Delivery, Streams};
+use crate::stream::{Answer, Delivery, Streams};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -73,11 +73,11 @@ fn response_racing_poll_is_received_once_and_wakes() {
         let first = s.poll_response(id, &mut cx);
         assert_eq!(reader.join().expect("thread"), Ok(Delivery::Delivered));
         match first {
-            Poll::Ready(v) => assert_eq!(v, Some(9)),
+            Poll::Ready(v) => assert_eq!(v, Answer::Received(9)),
             Poll::Pending => {
                 // Registered before the response: it must have been woken.
                 assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
-                assert_eq!(s.poll_response(id, &mut cx), Poll::Ready(Some(9)));
+                assert_eq!(s.poll_response(id, &mut cx), Poll::Ready(Answer::Received(9)));
             }
         }
         assert_eq!(s.in_flight(), 0);
@@ -99,8 +99,89 @@ fn connection_failure_racing_requests_leaves_no_id_behind() {
         closer.join().expect("thread");
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
-        assert!(matches!(s.poll_response(a, &mut cx), Poll::Ready(Some(1 | -1))));
+        assert!(matches!(s.poll_response(a, &mut cx), Poll::Ready(Answer::Received(1 | -1))));
         assert_eq!(s.in_flight(), 0, "every id is free");
         assert_eq!(s.orphans(), 0);
+    });
+}
+
+/// The sweeper expiring a request while its answer arrives: the request is
+/// woken and gets the answer either way (an answer just after the
+/// deadline still counts), and the id is free afterwards.
+#[test]
+fn expiry_racing_the_answer_wakes_and_delivers() {
+    model(|| {
+        let s = Arc::new(Streams::<u8>::new(1));
+        let id = s.allocate_until(5).expect("id");
+        let flag = StdArc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(s.poll_response(id, &mut cx).is_pending());
+        let sweeper = {
+            let s = s.clone();
+            thread::spawn(move || s.expire(10))
+        };
+        assert_eq!(s.complete(id, 7), Ok(Delivery::Delivered));
+        assert_eq!(sweeper.join().expect("thread"), None);
+        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
+        assert_eq!(s.poll_response(id, &mut cx), Poll::Ready(Answer::Received(7)));
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.orphans(), 0);
+    });
+}
+
+/// The sweeper expiring a request while the request polls: it is woken or
+/// sees the expiry, and then it stops waiting; its id stays reserved for
+/// the answer that may still come, and is free once it came.
+#[test]
+fn expiry_racing_the_poll_is_never_lost() {
+    model(|| {
+        let s = Arc::new(Streams::<u8>::new(1));
+        let id = s.allocate_until(5).expect("id");
+        let flag = StdArc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let sweeper = {
+            let s = s.clone();
+            thread::spawn(move || s.expire(5))
+        };
+        let first = s.poll_response(id, &mut cx);
+        assert_eq!(sweeper.join().expect("thread"), None);
+        match first {
+            Poll::Ready(answer) => assert_eq!(answer, Answer::Expired),
+            Poll::Pending => {
+                assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
+                assert_eq!(s.poll_response(id, &mut cx), Poll::Ready(Answer::Expired));
+            }
+        }
+        assert_eq!(s.orphans(), 1);
+        assert_eq!(s.complete(id, 1), Ok(Delivery::Orphan));
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.orphans(), 0);
+    });
+}
+
+/// A sweep that read a deadline before the id was answered and claimed
+/// again must not expire the new request by the old deadline.
+#[test]
+fn a_sweep_does_not_expire_a_reused_id_by_its_old_deadline() {
+    model(|| {
+        let s = Arc::new(Streams::<u8>::new(1));
+        let id = s.allocate_until(5).expect("id");
+        let sweeper = {
+            let s = s.clone();
+            thread::spawn(move || s.expire(10))
+        };
+        // Answered (before or after the deadline was seen), taken, and the
+        // id claimed by a request with a later deadline, while the sweeper
+        // runs.
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert_eq!(s.complete(id, 1), Ok(Delivery::Delivered));
+        assert_eq!(s.poll_response(id, &mut cx), Poll::Ready(Answer::Received(1)));
+        let again = s.allocate_until(50).expect("id");
+        let next = sweeper.join().expect("thread");
+        assert!(matches!(next, None | Some(50)), "{next:?}");
+        assert!(s.poll_response(again, &mut cx).is_pending(), "expired by the old deadline");
     });
 }

@@ -9,7 +9,7 @@
 //! nothing. The slot's mutex orders the two: whoever takes it first, the
 //! other sees what it did.
 
-use super::stream::Streams;
+use super::stream::{Streams, Tick};
 use crate::sync::{AtomicBool, OnceLock, Ordering};
 
 /// The error requests on a closed connection get: the first close reason,
@@ -35,7 +35,7 @@ pub(crate) fn begin_close<E: Clone>(
     Some(closed_error(error, fallback))
 }
 
-/// Claims a stream id for a request: `Ok(None)` when every id is in use
+/// Claims a stream id for a request that expires at `deadline`: `Ok(None)` when every id is in use
 /// (wait for one to be freed, then try again), an error when the connection
 /// is closed. The check after claiming catches a close that ran between the
 /// first check and the claim, whose `fail_all` missed the new id: the id is
@@ -44,12 +44,13 @@ pub(crate) fn claim<T, E: Clone>(
     closed: &AtomicBool,
     error: &OnceLock<E>,
     streams: &Streams<T>,
+    deadline: Tick,
     fallback: impl Fn() -> E,
 ) -> Result<Option<i16>, E> {
     if closed.load(Ordering::Acquire) {
         return Err(closed_error(error, fallback));
     }
-    let Some(id) = streams.allocate() else { return Ok(None) };
+    let Some(id) = streams.allocate_until(deadline) else { return Ok(None) };
     if closed.load(Ordering::Acquire) {
         streams.cancel(id);
         return Err(closed_error(error, fallback));

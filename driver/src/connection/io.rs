@@ -1,4 +1,4 @@
-//! The writer, reader and heartbeat tasks of a connection.
+//! The writer, reader, sweeper and heartbeat tasks of a connection.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -120,6 +120,37 @@ fn dispatch(inner: &Inner, mut envelope: Envelope) -> Result<(), ConnectionError
         }
     }
     Ok(())
+}
+
+/// Expires the requests whose deadline passed (`Streams::expire`), asleep
+/// until the earliest deadline to come, or until pinged by a request with
+/// an earlier one. With requests of one timeout answered in time, it wakes
+/// about once per timeout.
+///
+/// No deadline is missed: while it sweeps, `next_sweep` is `MAX`, so a
+/// request that stores its deadline behind the sweep pings it (both sides
+/// store, then load the other's word, all `SeqCst`); a ping that comes
+/// before the sweeper waits is kept by `Notify` as a permit.
+pub(super) async fn sweeper(inner: Arc<Inner>) {
+    use std::sync::atomic::Ordering::SeqCst;
+    loop {
+        if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        inner.next_sweep.store(u64::MAX, SeqCst);
+        let next = inner.streams.expire(inner.now_tick());
+        inner.next_sweep.store(next.unwrap_or(u64::MAX), SeqCst);
+        let pinged = inner.sweep.notified();
+        match next {
+            None => pinged.await,
+            Some(tick) => {
+                tokio::select! {
+                    () = pinged => {}
+                    () = tokio::time::sleep_until(inner.instant_of(tick).into()) => {}
+                }
+            }
+        }
+    }
 }
 
 /// Pings the connection every `interval`, whatever is in flight, and closes

@@ -12,6 +12,12 @@
 //! buffer per response body (none for the 4-byte Void result of a write)
 //! and hands it to the waiting request's slot. Connections carry requests,
 //! not statements: `Connection::execute` and `prepare` live in `execute.rs`.
+//!
+//! A request's deadline costs no runtime timer while it waits for its
+//! answer: the stream table keeps each pending request's deadline, and one
+//! sweeper task per connection, asleep until the earliest of them, expires
+//! what is due. Only a request that must wait for a stream id or for room
+//! in the write buffer arms a timer of its own, and only then.
 
 mod closing;
 pub(crate) mod handshake;
@@ -21,9 +27,10 @@ pub(crate) mod stream;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::segment::MAX_PAYLOAD;
@@ -43,10 +50,20 @@ use tokio_rustls::TlsConnector;
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
-use stream::{Delivery, Streams};
+use stream::{Answer, Delivery, Streams, Tick, NO_DEADLINE};
 
 /// What a request's slot receives.
 pub(crate) type Delivered = Result<Envelope, ConnectionError>;
+
+/// When a request stops waiting, and the error it then fails with (a
+/// request's timeout or an attempt's, as the caller decided).
+#[derive(Debug, Clone)]
+pub(crate) struct Deadline {
+    /// The instant.
+    pub(crate) at: Instant,
+    /// What the request fails with when it passed.
+    pub(crate) error: ExecutionError,
+}
 
 /// The swap buffer, with the room the framer seals a run in around the
 /// payload (a v5 segment header before it, its CRC32 trailer after it).
@@ -71,6 +88,13 @@ pub(crate) struct Inner {
     pub(crate) error: OnceLock<ConnectionError>,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) max_orphans: Option<usize>,
+    /// Tick 1 of the deadline clock (ticks are milliseconds).
+    pub(crate) epoch: Instant,
+    /// When the sweeper wakes next (`Tick::MAX`: not before it is pinged, or
+    /// sweeping now); a request with an earlier deadline pings it.
+    pub(crate) next_sweep: AtomicU64,
+    /// Pings the sweeper.
+    pub(crate) sweep: Notify,
 }
 
 impl Inner {
@@ -85,6 +109,24 @@ impl Inner {
         self.streams.fail_all(|| Err(error.clone()));
         self.freed.notify_waiters();
         self.closed_notify.notify_waiters();
+        self.sweep.notify_one();
+    }
+
+    /// The tick at or after `at`.
+    fn tick_at(&self, at: Instant) -> Tick {
+        let d = at.saturating_duration_since(self.epoch);
+        let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
+        Tick::try_from(ms).unwrap_or(Tick::MAX - 1) + 1
+    }
+
+    /// The tick now (rounded down).
+    pub(crate) fn now_tick(&self) -> Tick {
+        Tick::try_from(self.epoch.elapsed().as_millis()).unwrap_or(Tick::MAX - 1) + 1
+    }
+
+    /// The instant of `tick`.
+    pub(crate) fn instant_of(&self, tick: Tick) -> Instant {
+        self.epoch + std::time::Duration::from_millis(tick.saturating_sub(1))
     }
 
     fn closed_error(&self) -> ConnectionError {
@@ -92,38 +134,97 @@ impl Inner {
     }
 
     pub(crate) async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
-        self.send_with(flags, |write| Ok(write.write(request))).await
+        self.send_with(flags, None, |write| Ok(write.write(request))).await
     }
 
     /// Sends the request `build` hands to the [`TryWrite`] it is given, and
-    /// waits for the answer. `build` runs again whenever the write buffer
-    /// was full, so that the request itself is never held across an await
-    /// (see the `execute` module on why that matters).
-    pub(crate) async fn send_with<B>(&self, flags: u8, build: B) -> Result<Envelope, ExecutionError>
+    /// waits for the answer, or until `deadline`. `build` runs again
+    /// whenever the write buffer was full, so that the request itself is
+    /// never held across an await (see the `execute` module on why that
+    /// matters).
+    pub(crate) async fn send_with<B>(
+        &self,
+        flags: u8,
+        deadline: Option<&Deadline>,
+        build: B,
+    ) -> Result<Envelope, ExecutionError>
     where
         B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
     {
         let inner = self;
-        let id = self.allocate_stream().await?;
+        let ticks = deadline.map_or(NO_DEADLINE, |d| self.tick_at(d.at));
+        // The usual case first, without a future of its own: an id is free.
+        let claimed = closing::claim(&self.closed, &self.error, &self.streams, ticks, || ConnectionError::Closed)?;
+        let id = match claimed {
+            Some(id) => id,
+            None => bounded(deadline, self.allocate_stream(ticks)).await?,
+        };
+        if ticks != NO_DEADLINE && ticks < self.next_sweep.load(Ordering::SeqCst) {
+            // The sweeper sleeps past this deadline (or is idle).
+            self.sweep.notify_one();
+        }
         let mut response = ResponseFuture { inner, id, sent: false, done: false };
-        std::future::poll_fn(|cx| {
-            build(TryWrite { inner, id, flags, cx }).unwrap_or_else(|e| Poll::Ready(Err(e.into())))
-        })
-        .await?;
+        {
+            let mut timer = pin!(None::<tokio::time::Sleep>);
+            std::future::poll_fn(|cx| match build(TryWrite { inner, id, flags, cx }) {
+                Err(e) => Poll::Ready(Err(e.into())),
+                Ok(Poll::Ready(written)) => Poll::Ready(written),
+                // The buffer is full: wait, but not past the deadline.
+                Ok(Poll::Pending) => poll_deadline(deadline, timer.as_mut(), cx).map(Err),
+            })
+            .await?;
+        }
         response.sent = true;
-        let delivered = (&mut response).await;
-        Ok(delivered?)
+        match (&mut response).await {
+            Answer::Received(delivered) => Ok(delivered?),
+            Answer::Expired => Err(deadline.map_or_else(|| self.closed_error().into(), |d| d.error.clone())),
+            Answer::Missing => Err(self.closed_error().into()),
+        }
     }
 
-    async fn allocate_stream(&self) -> Result<i16, ConnectionError> {
+    async fn allocate_stream(&self, deadline: Tick) -> Result<i16, ExecutionError> {
         let inner = self;
         loop {
             let notified = inner.freed.notified();
-            if let Some(id) = closing::claim(&inner.closed, &inner.error, &inner.streams, || ConnectionError::Closed)? {
+            let claimed =
+                closing::claim(&inner.closed, &inner.error, &inner.streams, deadline, || ConnectionError::Closed)?;
+            if let Some(id) = claimed {
                 return Ok(id);
             }
             notified.await;
         }
+    }
+}
+
+/// `fut`, or `deadline`'s error once it passed. The timer is made only when
+/// `fut` is not ready at its first poll: the usual case costs none.
+async fn bounded<T, F>(deadline: Option<&Deadline>, fut: F) -> Result<T, ExecutionError>
+where
+    F: Future<Output = Result<T, ExecutionError>>,
+{
+    let mut fut = pin!(fut);
+    let mut timer = pin!(None::<tokio::time::Sleep>);
+    std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        Poll::Ready(v) => Poll::Ready(v),
+        Poll::Pending => poll_deadline(deadline, timer.as_mut(), cx).map(Err),
+    })
+    .await
+}
+
+/// `Pending` until `deadline` passed (arming `timer` on the first call),
+/// then its error; always `Pending` without a deadline.
+fn poll_deadline(
+    deadline: Option<&Deadline>,
+    mut timer: Pin<&mut Option<tokio::time::Sleep>>,
+    cx: &mut Context<'_>,
+) -> Poll<ExecutionError> {
+    let Some(deadline) = deadline else { return Poll::Pending };
+    if timer.is_none() {
+        timer.set(Some(tokio::time::sleep_until(deadline.at.into())));
+    }
+    match timer.as_pin_mut().map(|t| t.poll(cx)) {
+        Some(Poll::Ready(())) => Poll::Ready(deadline.error.clone()),
+        _ => Poll::Pending,
     }
 }
 
@@ -269,9 +370,13 @@ impl Connection {
             error: OnceLock::new(),
             events,
             max_orphans: config.max_orphans,
+            epoch: Instant::now(),
+            next_sweep: AtomicU64::new(Tick::MAX),
+            sweep: Notify::new(),
         });
         tokio::spawn(io::writer(inner.clone(), write, h.framer, oversized_rx));
         tokio::spawn(io::reader(inner.clone(), read, h.decoder, config.max_response_body));
+        tokio::spawn(io::sweeper(inner.clone()));
         let conn = Connection { _owner: Arc::new(Owner(inner.clone())), inner };
         if let Some(interval) = config.heartbeat_interval {
             tokio::spawn(io::heartbeat(Arc::downgrade(&conn.inner), interval, config.heartbeat_timeout));
@@ -363,11 +468,17 @@ impl Connection {
 
     /// [`Connection::send`] of a request built on demand by `build`: what
     /// lets `execute` futures stay `Send` whatever the values borrow.
-    pub(crate) async fn send_with<B>(&self, flags: u8, build: B) -> Result<Envelope, ExecutionError>
+    pub(crate) fn send_with<'a, B>(
+        &'a self,
+        flags: u8,
+        deadline: Option<&'a Deadline>,
+        build: B,
+    ) -> impl Future<Output = Result<Envelope, ExecutionError>> + use<'a, B>
     where
         B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
     {
-        self.inner.send_with(flags, build).await
+        // The connection's own future, not one wrapping it (one copy fewer).
+        self.inner.send_with(flags, deadline, build)
     }
 
     /// Opens a connection to `shard` of the node at `addr`: through the
@@ -476,17 +587,26 @@ struct ResponseFuture<'a> {
 }
 
 impl Future for &mut ResponseFuture<'_> {
-    type Output = Delivered;
+    type Output = Answer<Delivered>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Delivered> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer<Delivered>> {
         let this = self.get_mut();
-        match this.inner.streams.poll_response(this.id, cx) {
-            Poll::Ready(v) => {
-                this.done = true;
-                this.inner.freed.notify_one();
-                Poll::Ready(v.unwrap_or_else(|| Err(this.inner.closed_error())))
-            }
-            Poll::Pending => Poll::Pending,
+        let answer = std::task::ready!(this.inner.streams.poll_response(this.id, cx));
+        this.done = true;
+        match answer {
+            // The id stays reserved, as an orphan, until the answer comes.
+            Answer::Expired => this.inner.check_orphans(this.inner.streams.orphans()),
+            _ => this.inner.freed.notify_one(),
+        }
+        Poll::Ready(answer)
+    }
+}
+
+impl Inner {
+    /// Closes the connection when abandoned requests exceed the budget.
+    fn check_orphans(&self, orphans: usize) {
+        if self.max_orphans.is_some_and(|max| orphans > max) {
+            self.close(ConnectionError::TooManyOrphans(orphans));
         }
     }
 }
@@ -498,11 +618,7 @@ impl Drop for ResponseFuture<'_> {
         }
         match closing::drop_request(&self.inner.streams, self.id, self.sent) {
             closing::Dropped::Cancelled => self.inner.freed.notify_one(),
-            closing::Dropped::Abandoned { orphans } => {
-                if self.inner.max_orphans.is_some_and(|max| orphans > max) {
-                    self.inner.close(ConnectionError::TooManyOrphans(orphans));
-                }
-            }
+            closing::Dropped::Abandoned { orphans } => self.inner.check_orphans(orphans),
         }
     }
 }
@@ -565,7 +681,7 @@ mod tests {
                     builds.fetch_add(1, Ordering::Relaxed);
                     Ok(write.write(&query))
                 };
-                conn.send_with(0, build).await.map(|envelope| envelope.header.stream)
+                conn.send_with(0, None, build).await.map(|envelope| envelope.header.stream)
             }));
         }
         // Every request was offered at least once: most found the buffers
@@ -601,5 +717,70 @@ mod tests {
         let mut more = [0u8; 1];
         let read = tokio::time::timeout(std::time::Duration::from_millis(200), server.read(&mut more)).await;
         assert!(read.is_err(), "more was written than the {N} requests: {read:?}");
+    }
+
+    /// Deadlines are kept by the connection's sweeper: a request whose
+    /// deadline is earlier than the one the sweeper sleeps until wakes it
+    /// (it is not kept waiting for the later one), each request fails with
+    /// its own deadline's error, and its id stays reserved as an orphan.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sweeper_expires_each_request_at_its_own_deadline() {
+        let (client, _server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(client);
+        let handshake = Established {
+            version: ProtocolVersion::V4,
+            lz4: false,
+            supported: Vec::new(),
+            decoder: FrameDecoder::new(),
+            framer: Framer::established(ProtocolVersion::V4, false),
+        };
+        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
+        let conn = Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, write, handshake, &config);
+        let deadline = |after_ms: u64, name: &'static str| Deadline {
+            at: Instant::now() + std::time::Duration::from_millis(after_ms),
+            error: ExecutionError::UnexpectedResponse(name),
+        };
+        let query = Query { query: "SELECT 1", params: QueryParameters::new(Consistency::One, ()) };
+
+        // No deadline: waits (the sweeper stays idle).
+        let forever = {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                let query = Query { query: "SELECT 2", params: QueryParameters::new(Consistency::One, ()) };
+                conn.send_with(0, None, |w| Ok(w.write(&query))).await
+            })
+        };
+        // A late deadline first, so the sweeper sleeps until it...
+        let late = {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                let query = Query { query: "SELECT 3", params: QueryParameters::new(Consistency::One, ()) };
+                let d = deadline(30_000, "late");
+                conn.send_with(0, Some(&d), |w| Ok(w.write(&query))).await
+            })
+        };
+        while conn.in_flight() < 2 {
+            tokio::task::yield_now().await;
+        }
+        // ...then an early one, which must wake it.
+        let started = Instant::now();
+        let early = deadline(150, "early");
+        let result = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            conn.send_with(0, Some(&early), |w| Ok(w.write(&query))).await
+        })
+        .await
+        .expect("the early deadline was missed");
+        let took = started.elapsed();
+        assert!(matches!(result, Err(ExecutionError::UnexpectedResponse("early"))), "{result:?}");
+        assert!(took >= std::time::Duration::from_millis(150), "expired early: {took:?}");
+        assert!(took < std::time::Duration::from_secs(5), "kept waiting for the later deadline: {took:?}");
+        assert_eq!(conn.orphans(), 1, "the expired request's id waits for its answer");
+        assert_eq!(conn.in_flight(), 3);
+        assert!(!late.is_finished() && !forever.is_finished());
+
+        // Closing fails the others with the connection's error.
+        conn.close();
+        assert!(matches!(late.await.expect("task"), Err(ExecutionError::Connection(ConnectionError::Closed))));
+        assert!(matches!(forever.await.expect("task"), Err(ExecutionError::Connection(ConnectionError::Closed))));
     }
 }

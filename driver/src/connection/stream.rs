@@ -10,15 +10,24 @@
 //! ```text
 //!            allocate            complete (reader)
 //!   Free ───────────────▶ Pending ───────────────▶ Done ──take (request)──▶ Free
-//!                            │                              │
-//!                     abandon│ (request dropped)     abandon│ (value dropped)
-//!                            ▼                              ▼
-//!                        Abandoned ──complete (reader)──▶ Free
+//!                          │   │                     ▲          │
+//!   (deadline passed) expire   │abandon              │   abandon│ (value dropped)
+//!                          ▼   ▼ (request dropped)   │          ▼
+//!                  Expired ──take──▶ Abandoned ──complete (reader)──▶ Free
+//!                     └───────complete (a late answer)──┘
 //! ```
 //!
 //! Abandoned slots are "orphans": their id stays reserved until the server
 //! answers, and their count is exposed so the connection can enforce a
 //! budget.
+//!
+//! Deadlines are kept here too, so that a request waiting for its answer
+//! costs no runtime timer: a request claims its id with a deadline (in the
+//! connection's ticks), and the connection's sweeper ([`Streams::expire`])
+//! moves the slots whose deadline passed to `Expired` and wakes their
+//! requests, which take that as their timeout. Each slot has an atomic copy
+//! of its deadline, so a sweep reads one word per id in use and locks only
+//! the slots that expire.
 
 use std::task::{Context, Poll, Waker};
 
@@ -29,23 +38,56 @@ const PAGE_SIZE: usize = 64;
 /// The protocol's limit of concurrent stream ids.
 pub(crate) const MAX_STREAMS: usize = 32768;
 
+/// A deadline, in ticks of the connection's clock; `NO_DEADLINE` is none.
+pub(crate) type Tick = u64;
+/// No deadline.
+pub(crate) const NO_DEADLINE: Tick = 0;
+
 enum Slot<T> {
     Free,
     Pending(Option<Waker>),
     Done(T),
+    /// The deadline passed before the answer came; the request is told so.
+    Expired,
     Abandoned,
 }
 
 struct Page<T> {
     used: AtomicU64,
     slots: Box<[Mutex<Slot<T>>]>,
+    /// Each slot's deadline while it is pending (else `NO_DEADLINE`),
+    /// written under the slot's lock; the sweeper reads them without it.
+    deadlines: Box<[AtomicU64]>,
 }
 
 impl<T> Page<T> {
     /// A page whose ids set in `reserved` are never handed out.
     fn new(reserved: u64) -> Self {
-        Page { used: AtomicU64::new(reserved), slots: (0..PAGE_SIZE).map(|_| Mutex::new(Slot::Free)).collect() }
+        Page {
+            used: AtomicU64::new(reserved),
+            slots: (0..PAGE_SIZE).map(|_| Mutex::new(Slot::Free)).collect(),
+            deadlines: (0..PAGE_SIZE).map(|_| AtomicU64::new(NO_DEADLINE)).collect(),
+        }
     }
+
+    fn set_deadline(&self, bit: usize, deadline: Tick) {
+        // SeqCst: the requester's store of a deadline and its later load of
+        // the sweeper's next wake-up, against the sweeper's store of that
+        // wake-up and its later loads of the deadlines (see `io::sweeper`).
+        self.deadlines[bit].store(deadline, Ordering::SeqCst);
+    }
+}
+
+/// What [`Streams::poll_response`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Answer<T> {
+    /// The answer (the id is free again).
+    Received(T),
+    /// The deadline passed first; the id stays reserved until the answer
+    /// comes, as an orphan.
+    Expired,
+    /// Not a request's slot.
+    Missing,
 }
 
 /// What [`Streams::complete`] did with a value.
@@ -89,7 +131,13 @@ impl<T> Streams<T> {
 
     /// Claims a free id and marks its slot pending, or `None` when every id
     /// is in use.
+    #[cfg(any(test, loom))]
     pub(crate) fn allocate(&self) -> Option<i16> {
+        self.allocate_until(NO_DEADLINE)
+    }
+
+    /// [`Streams::allocate`] for a request to be expired at `deadline`.
+    pub(crate) fn allocate_until(&self, deadline: Tick) -> Option<i16> {
         for p in 0..self.pages.len() {
             let page = self.page(p)?;
             let mut used = page.used.load(Ordering::Relaxed);
@@ -98,7 +146,12 @@ impl<T> Streams<T> {
                 let mask = 1u64 << bit;
                 let before = page.used.fetch_or(mask, Ordering::Acquire);
                 if before & mask == 0 {
-                    *lock(&page.slots[bit]) = Slot::Pending(None);
+                    let mut slot = lock(&page.slots[bit]);
+                    *slot = Slot::Pending(None);
+                    if deadline != NO_DEADLINE {
+                        page.set_deadline(bit, deadline);
+                    }
+                    drop(slot);
                     self.in_flight.fetch_add(1, Ordering::Relaxed);
                     return Some((p * PAGE_SIZE + bit) as i16);
                 }
@@ -119,26 +172,73 @@ impl<T> Streams<T> {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Polls for the response of `id`; on `Ready` the id is free again.
-    pub(crate) fn poll_response(&self, id: i16, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        let Some((page, bit)) = self.slot(id) else { return Poll::Ready(None) };
+    /// Polls for the response of `id`.
+    pub(crate) fn poll_response(&self, id: i16, cx: &mut Context<'_>) -> Poll<Answer<T>> {
+        let Some((page, bit)) = self.slot(id) else { return Poll::Ready(Answer::Missing) };
         let mut slot = lock(&page.slots[bit]);
         match std::mem::replace(&mut *slot, Slot::Free) {
             Slot::Done(value) => {
                 drop(slot);
                 self.release(page, bit);
-                Poll::Ready(Some(value))
+                Poll::Ready(Answer::Received(value))
             }
-            Slot::Pending(_) => {
-                *slot = Slot::Pending(Some(cx.waker().clone()));
+            Slot::Pending(waker) => {
+                *slot = Slot::Pending(Some(refresh(waker, cx)));
                 Poll::Pending
+            }
+            Slot::Expired => {
+                *slot = Slot::Abandoned;
+                self.orphans.fetch_add(1, Ordering::Relaxed);
+                Poll::Ready(Answer::Expired)
             }
             other => {
                 // Not a request's slot: leave it as it was.
                 *slot = other;
-                Poll::Ready(None)
+                Poll::Ready(Answer::Missing)
             }
         }
+    }
+
+    /// Moves every pending slot whose deadline is at or before `now` to
+    /// `Expired` and wakes its request. Returns the earliest deadline still
+    /// to come, if any: when the sweeper should run next.
+    pub(crate) fn expire(&self, now: Tick) -> Option<Tick> {
+        let mut next: Option<Tick> = None;
+        for page in self.pages.iter().filter_map(OnceLock::get) {
+            let mut used = page.used.load(Ordering::Acquire);
+            while used != 0 {
+                let bit = used.trailing_zeros() as usize;
+                used &= used - 1;
+                let Some(hint) = page.deadlines.get(bit) else { break };
+                let deadline = hint.load(Ordering::SeqCst);
+                if deadline == NO_DEADLINE {
+                    continue;
+                }
+                if deadline > now {
+                    next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                    continue;
+                }
+                let mut slot = lock(&page.slots[bit]);
+                // Read again under the lock: the id may have been freed and
+                // claimed again since.
+                let deadline = hint.load(Ordering::SeqCst);
+                if deadline == NO_DEADLINE || deadline > now {
+                    continue;
+                }
+                match std::mem::replace(&mut *slot, Slot::Free) {
+                    Slot::Pending(waker) => {
+                        *slot = Slot::Expired;
+                        hint.store(NO_DEADLINE, Ordering::Relaxed);
+                        drop(slot);
+                        if let Some(w) = waker {
+                            w.wake();
+                        }
+                    }
+                    other => *slot = other,
+                }
+            }
+        }
+        next
     }
 
     /// The request of `id` was never sent: free the id at once (also when
@@ -146,7 +246,8 @@ impl<T> Streams<T> {
     pub(crate) fn cancel(&self, id: i16) {
         let Some((page, bit)) = self.slot(id) else { return };
         let mut slot = lock(&page.slots[bit]);
-        if let Slot::Pending(_) | Slot::Done(_) = &*slot {
+        if let Slot::Pending(_) | Slot::Done(_) | Slot::Expired = &*slot {
+            page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
             let value = std::mem::replace(&mut *slot, Slot::Free);
             drop(slot);
             drop(value);
@@ -159,7 +260,9 @@ impl<T> Streams<T> {
         let Some((page, bit)) = self.slot(id) else { return };
         let mut slot = lock(&page.slots[bit]);
         match std::mem::replace(&mut *slot, Slot::Free) {
-            Slot::Pending(_) => {
+            Slot::Pending(_) | Slot::Expired => {
+                // Nobody waits for the deadline any more.
+                page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
                 *slot = Slot::Abandoned;
                 self.orphans.fetch_add(1, Ordering::Relaxed);
             }
@@ -179,11 +282,18 @@ impl<T> Streams<T> {
         let mut slot = lock(&page.slots[bit]);
         match std::mem::replace(&mut *slot, Slot::Free) {
             Slot::Pending(waker) => {
+                page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
                 *slot = Slot::Done(value);
                 drop(slot);
                 if let Some(w) = waker {
                     w.wake();
                 }
+                Ok(Delivery::Delivered)
+            }
+            // An answer just after the deadline is still the answer (its
+            // request was woken by the expiry and takes this instead).
+            Slot::Expired => {
+                *slot = Slot::Done(value);
                 Ok(Delivery::Delivered)
             }
             Slot::Abandoned => {
@@ -207,6 +317,7 @@ impl<T> Streams<T> {
                 let mut slot = lock(slot);
                 match std::mem::replace(&mut *slot, Slot::Free) {
                     Slot::Pending(waker) => {
+                        page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
                         *slot = Slot::Done(error());
                         drop(slot);
                         if let Some(w) = waker {
@@ -232,6 +343,15 @@ impl<T> Streams<T> {
     /// Ids in use (including orphans).
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// The waker to keep: the one already stored when it would wake the same
+/// task (no clone), else the context's.
+fn refresh(stored: Option<Waker>, cx: &Context<'_>) -> Waker {
+    match stored {
+        Some(w) if w.will_wake(cx.waker()) => w,
+        _ => cx.waker().clone(),
     }
 }
 
@@ -272,7 +392,7 @@ mod tests {
         assert!(s.poll_response(ids[70], &mut cx).is_pending());
         assert_eq!(s.complete(ids[70], 7), Ok(Delivery::Delivered));
         assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "woken");
-        assert_eq!(s.poll_response(ids[70], &mut cx), Poll::Ready(Some(7)));
+        assert_eq!(s.poll_response(ids[70], &mut cx), Poll::Ready(Answer::Received(7)));
         assert_eq!(s.allocate(), Some(ids[70]), "freed id is reused");
     }
 
@@ -299,7 +419,72 @@ mod tests {
         s.fail_all(|| -1);
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
-        assert_eq!(s.poll_response(a, &mut cx), Poll::Ready(Some(-1)));
+        assert_eq!(s.poll_response(a, &mut cx), Poll::Ready(Answer::Received(-1)));
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.orphans(), 0);
+    }
+
+    #[test]
+    fn a_sweep_expires_what_is_due_wakes_its_request_and_names_the_next_deadline() {
+        let s: Streams<u32> = Streams::new(200);
+        let due = s.allocate_until(10).expect("id");
+        let later = s.allocate_until(30).expect("id");
+        let forever = s.allocate().expect("id");
+        // On another page, and answered in time.
+        let filler: Vec<i16> = (0..70).map(|_| s.allocate().expect("id")).collect();
+        let answered = s.allocate_until(5).expect("id");
+        assert!(answered >= 64);
+        assert_eq!(s.complete(answered, 1), Ok(Delivery::Delivered));
+
+        let flag = Arc::new(Flag(false.into()));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(s.poll_response(due, &mut cx).is_pending());
+        assert_eq!(s.expire(9), Some(10), "nothing due yet");
+        assert!(!flag.0.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(s.expire(10), Some(30));
+        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "the expired request is woken");
+        assert_eq!(s.poll_response(due, &mut cx), Poll::Ready(Answer::Expired));
+        assert_eq!(s.orphans(), 1, "its id waits for the answer");
+        assert_eq!(s.complete(due, 2), Ok(Delivery::Orphan));
+        assert_eq!(s.orphans(), 0);
+
+        assert_eq!(s.expire(100), None, "the later one expired too; the others have no deadline");
+        assert_eq!(s.poll_response(later, &mut cx), Poll::Ready(Answer::Expired));
+        assert!(s.poll_response(forever, &mut cx).is_pending());
+        assert_eq!(s.poll_response(answered, &mut cx), Poll::Ready(Answer::Received(1)));
+        for id in filler {
+            s.cancel(id);
+        }
+        s.abandon(later);
+        assert_eq!(s.expire(1_000), None);
+    }
+
+    /// An id freed and claimed again carries the new request's deadline,
+    /// not the old one's.
+    #[test]
+    fn a_reused_id_is_not_expired_by_its_previous_deadline() {
+        let s: Streams<u32> = Streams::new(64);
+        let first = s.allocate_until(10).expect("id");
+        assert_eq!(s.complete(first, 1), Ok(Delivery::Delivered));
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert_eq!(s.poll_response(first, &mut cx), Poll::Ready(Answer::Received(1)));
+        let again = s.allocate().expect("id");
+        assert_eq!(again, first);
+        assert_eq!(s.expire(50), None);
+        assert!(s.poll_response(again, &mut cx).is_pending(), "not expired");
+        // A late answer to an expired request is still delivered.
+        s.cancel(again);
+        let late = s.allocate_until(20).expect("id");
+        assert_eq!(s.expire(20), None);
+        assert_eq!(s.complete(late, 3), Ok(Delivery::Delivered));
+        assert_eq!(s.poll_response(late, &mut cx), Poll::Ready(Answer::Received(3)));
+        assert_eq!(s.in_flight(), 0);
+        // Unsent and expired: cancelling frees the id at once.
+        let unsent = s.allocate_until(1).expect("id");
+        assert_eq!(s.expire(2), None);
+        s.cancel(unsent);
         assert_eq!(s.in_flight(), 0);
         assert_eq!(s.orphans(), 0);
     }
