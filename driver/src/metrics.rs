@@ -1,23 +1,47 @@
 //! Cheap counters and latency histograms (the session's, and one per node),
 //! updated with relaxed atomics on the request path and read as a
 //! [`MetricsSnapshot`].
+//!
+//! The histograms are striped: each thread adds to a stripe of its own (on
+//! a cache line of its own), and a snapshot sums the stripes. Counters that
+//! every request touches on a single word would make the runtime's worker
+//! threads fight over that cache line on every request. The session's
+//! request count is its histogram's total.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Histogram buckets: bucket `i` holds latencies in `[2^i, 2^(i+1))` µs.
 const BUCKETS: usize = 40;
 
+/// Stripes per histogram (a power of two): threads beyond it share them.
+const STRIPES: usize = 8;
+
+/// This thread's stripe.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.try_with(|s| *s).unwrap_or(0)
+}
+
+/// One stripe of buckets, on cache lines of its own.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Stripe([AtomicU64; BUCKETS]);
+
 /// A latency histogram in power-of-two microsecond buckets.
 #[derive(Debug)]
 pub(crate) struct LatencyHistogram {
-    buckets: [AtomicU64; BUCKETS],
+    stripes: Box<[Stripe]>,
 }
 
 impl Default for LatencyHistogram {
     fn default() -> Self {
-        LatencyHistogram { buckets: std::array::from_fn(|_| AtomicU64::new(0)) }
+        let stripes = (0..STRIPES).map(|_| Stripe(std::array::from_fn(|_| AtomicU64::new(0)))).collect();
+        LatencyHistogram { stripes }
     }
 }
 
@@ -25,11 +49,13 @@ impl LatencyHistogram {
     pub(crate) fn record(&self, latency: Duration) {
         let micros = latency.as_micros().max(1) as u64;
         let bucket = (63 - micros.leading_zeros() as usize).min(BUCKETS - 1);
-        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        if let Some(stripe) = self.stripes.get(stripe()) {
+            stripe.0[bucket].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn snapshot(&self) -> [u64; BUCKETS] {
-        std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed))
+        std::array::from_fn(|i| self.stripes.iter().map(|s| s.0[i].load(Ordering::Relaxed)).sum())
     }
 }
 
@@ -53,7 +79,6 @@ fn quantile(buckets: &[u64; BUCKETS], q: f64) -> Option<Duration> {
 /// Session-wide counters.
 #[derive(Debug)]
 pub(crate) struct Metrics {
-    requests: AtomicU64,
     errors: AtomicU64,
     retries: AtomicU64,
     timeouts: AtomicU64,
@@ -64,7 +89,6 @@ pub(crate) struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
-            requests: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
@@ -76,7 +100,6 @@ impl Default for Metrics {
 
 impl Metrics {
     pub(crate) fn request(&self, latency: Duration, ok: bool) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
         if !ok {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -93,13 +116,14 @@ impl Metrics {
     }
     /// The counters, with each node's attempt latencies (`nodes`).
     pub(crate) fn snapshot(&self, nodes: Vec<NodeLatency>) -> MetricsSnapshot {
+        let latency_buckets = self.latency.snapshot();
         MetricsSnapshot {
-            requests: self.requests.load(Ordering::Relaxed),
+            requests: latency_buckets.iter().sum(),
             errors: self.errors.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             timeouts: self.timeouts.load(Ordering::Relaxed),
             attempt_timeouts: self.attempt_timeouts.load(Ordering::Relaxed),
-            latency_buckets: self.latency.snapshot(),
+            latency_buckets,
             nodes,
         }
     }

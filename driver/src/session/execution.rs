@@ -87,7 +87,7 @@ impl Session {
         // futures copies it once per request.
         let speculative = settings.speculative.filter(|_| options.idempotent && self.state().nodes.len() > 1);
         let result = match speculative {
-            None => self.run_with_retries(statement, values, params, 0, deadline).await,
+            None => self.run_with_retries(statement, values, params, 0, started, deadline).await,
             Some(spec) => Box::pin(self.speculate(statement, values, params, spec, deadline)).await,
         };
         self.inner.metrics.request(started.elapsed(), result.is_ok());
@@ -122,7 +122,8 @@ impl Session {
         deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
         let speculate = async {
-            let mut attempts = vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0, None)))];
+            let mut attempts =
+                vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0, Instant::now(), None)))];
             let mut last_error = None;
             loop {
                 let can_add = attempts.len() <= spec.max_extra;
@@ -136,7 +137,14 @@ impl Session {
                 };
                 if add {
                     let offset = attempts.len();
-                    attempts.push(Some(Box::pin(self.run_with_retries(statement, values, params, offset, None))));
+                    attempts.push(Some(Box::pin(self.run_with_retries(
+                        statement,
+                        values,
+                        params,
+                        offset,
+                        Instant::now(),
+                        None,
+                    ))));
                 }
             }
         };
@@ -155,6 +163,7 @@ impl Session {
         values: &V,
         params: Params<'_>,
         node_offset: usize,
+        started: Instant,
         deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
         let options = statement.options();
@@ -168,7 +177,8 @@ impl Session {
         let penalty = Session::penalty(&state, latency_awareness);
         let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route, penalty)?;
         loop {
-            let sent = Instant::now();
+            // The first attempt leaves as the request starts: one clock read fewer.
+            let sent = if retries == 0 { started } else { Instant::now() };
             // One span per attempt: nothing is formatted or allocated unless a
             // subscriber listens at DEBUG.
             let span = tracing::debug_span!(
@@ -207,8 +217,12 @@ impl Session {
             }
             let took = sent.elapsed();
             node.latency.record(took);
-            let scale = latency_awareness.unwrap_or_default().scale;
-            node.average.record(super::plan::now_ns(), u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), scale);
+            if let Some(awareness) = latency_awareness {
+                // Only kept where plans read it: a shared word per node, and a
+                // clock read, that no request pays for otherwise.
+                let took_ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+                node.average.record(super::plan::now_ns(), took_ns, awareness.scale);
+            }
             let error = match result {
                 Ok(mut r) => {
                     if let (Some(tablet), Some(route)) = (r.tablet.take(), route) {
