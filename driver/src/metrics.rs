@@ -193,4 +193,30 @@ mod tests {
         assert_eq!(s.latency_quantile(0.5), Some(Duration::from_micros(128)));
         assert_eq!(s.latency_quantile(1.0), Some(Duration::from_micros(8192)));
     }
+
+    /// Threads add to stripes of their own; a snapshot counts every request
+    /// once, whichever thread recorded it.
+    #[test]
+    fn requests_recorded_on_many_threads_are_all_counted() {
+        let m = std::sync::Arc::new(Metrics::default());
+        let threads: Vec<_> = (0..STRIPES + 3)
+            .map(|t| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1_000 {
+                        m.request(Duration::from_micros(1 << t), i % 100 != 0);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        let s = m.snapshot(Vec::new());
+        assert_eq!(s.requests, 1_000 * (STRIPES as u64 + 3));
+        assert_eq!(s.errors, 10 * (STRIPES as u64 + 3));
+        for t in 0..STRIPES + 3 {
+            assert_eq!(s.latency_buckets[t], 1_000, "thread {t}'s bucket");
+        }
+    }
 }
