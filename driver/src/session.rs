@@ -47,7 +47,6 @@ pub mod trace;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, RwLock};
 
 use shardwise_protocol::token::Token;
@@ -80,7 +79,6 @@ pub(crate) struct SessionInner {
     refresh_lock: tokio::sync::Mutex<()>,
     /// The node of the control connection.
     control: Mutex<Option<SocketAddr>>,
-    next_node: AtomicUsize,
     /// Prepared statements by (keyspace in effect when prepared, text): an
     /// unqualified name means another table after `USE`.
     prepared: Mutex<HashMap<(Option<String>, String), PreparedStatement>>,

@@ -228,12 +228,12 @@ fn poll_deadline(
     }
 }
 
-/// An open connection. Cheap to clone; the tasks stop when the connection
+/// An open connection. Cheap to clone (one reference count: requests
+/// clone the connection they run on); the tasks stop when the connection
 /// is closed or every clone is dropped.
 #[derive(Clone)]
 pub struct Connection {
-    inner: Arc<Inner>,
-    _owner: Arc<Owner>,
+    owner: Arc<Owner>,
 }
 
 /// Closes the connection when the last user handle goes away.
@@ -248,14 +248,18 @@ impl Drop for Owner {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("addr", &self.inner.addr)
-            .field("version", &self.inner.version)
+            .field("addr", &self.inner().addr)
+            .field("version", &self.inner().version)
             .field("closed", &self.is_closed())
             .finish_non_exhaustive()
     }
 }
 
 impl Connection {
+    fn inner(&self) -> &Inner {
+        &self.owner.0
+    }
+
     /// Connects to `addr`, negotiates the highest protocol version both
     /// sides speak and starts the I/O tasks on the current tokio runtime.
     pub async fn open(addr: SocketAddr, config: &ConnectionConfig) -> Result<Connection, ConnectionError> {
@@ -377,56 +381,56 @@ impl Connection {
         tokio::spawn(io::writer(inner.clone(), write, h.framer, oversized_rx));
         tokio::spawn(io::reader(inner.clone(), read, h.decoder, config.max_response_body));
         tokio::spawn(io::sweeper(inner.clone()));
-        let conn = Connection { _owner: Arc::new(Owner(inner.clone())), inner };
+        let conn = Connection { owner: Arc::new(Owner(inner)) };
         if let Some(interval) = config.heartbeat_interval {
-            tokio::spawn(io::heartbeat(Arc::downgrade(&conn.inner), interval, config.heartbeat_timeout));
+            tokio::spawn(io::heartbeat(Arc::downgrade(&conn.owner.0), interval, config.heartbeat_timeout));
         }
         conn
     }
 
     /// Whether both handles are the same connection.
     pub fn same_as(&self, other: &Connection) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        Arc::ptr_eq(&self.owner.0, &other.owner.0)
     }
 
     /// The server's address.
     pub fn addr(&self) -> SocketAddr {
-        self.inner.addr
+        self.inner().addr
     }
 
     /// The negotiated protocol version.
     pub fn version(&self) -> ProtocolVersion {
-        self.inner.version
+        self.inner().version
     }
 
     /// The negotiated compression.
     pub fn compression(&self) -> Compression {
-        self.inner.compression
+        self.inner().compression
     }
 
     /// The options the server listed in SUPPORTED.
     pub fn supported(&self) -> &[(String, Vec<String>)] {
-        &self.inner.supported
+        &self.inner().supported
     }
 
     /// Scylla's sharding parameters, when the server is sharded.
     pub fn sharding(&self) -> Option<&ShardingInfo> {
-        self.inner.sharding.as_ref()
+        self.inner().sharding.as_ref()
     }
 
     /// The shard serving this connection (0 on an unsharded server).
     pub fn shard(&self) -> u16 {
-        self.inner.sharding.as_ref().map_or(0, ShardingInfo::shard)
+        self.inner().sharding.as_ref().map_or(0, ShardingInfo::shard)
     }
 
     /// Whether the connection is closed.
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire)
+        self.inner().closed.load(Ordering::Acquire)
     }
 
     /// Resolves when the connection closes.
     pub async fn closed(&self) {
-        let notified = self.inner.closed_notify.notified();
+        let notified = self.inner().closed_notify.notified();
         if self.is_closed() {
             return;
         }
@@ -435,27 +439,27 @@ impl Connection {
 
     /// Why the connection closed, if it did.
     pub fn close_reason(&self) -> Option<ConnectionError> {
-        self.inner.error.get().cloned()
+        self.inner().error.get().cloned()
     }
 
     /// Requests in flight (including abandoned ones still unanswered).
     pub fn in_flight(&self) -> usize {
-        self.inner.streams.in_flight()
+        self.inner().streams.in_flight()
     }
 
     /// Requests abandoned before their answer and still unanswered.
     pub fn orphans(&self) -> usize {
-        self.inner.streams.orphans()
+        self.inner().streams.orphans()
     }
 
     /// Server events received on this connection (after REGISTER).
     pub fn events(&self) -> broadcast::Receiver<Event> {
-        self.inner.events.subscribe()
+        self.inner().events.subscribe()
     }
 
     /// Closes the connection; in-flight requests fail with `Closed`.
     pub fn close(&self) {
-        self.inner.close(ConnectionError::Closed);
+        self.inner().close(ConnectionError::Closed);
     }
 
     /// Sends a request and waits for its answer envelope. The request is
@@ -463,7 +467,7 @@ impl Connection {
     /// unless it is larger than the buffer. Waits for a free stream id when
     /// all are in use. Dropping the future abandons the request.
     pub async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
-        self.inner.send(request, flags).await
+        self.inner().send(request, flags).await
     }
 
     /// [`Connection::send`] of a request built on demand by `build`: what
@@ -478,7 +482,7 @@ impl Connection {
         B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
     {
         // The connection's own future, not one wrapping it (one copy fewer).
-        self.inner.send_with(flags, deadline, build)
+        self.inner().send_with(flags, deadline, build)
     }
 
     /// Opens a connection to `shard` of the node at `addr`: through the
@@ -526,7 +530,7 @@ impl Connection {
 
     /// The mask Scylla marks prepared LWT statements with (0 when it does not).
     pub(crate) fn lwt_mask(&self) -> u32 {
-        self.inner.lwt_mask
+        self.inner().lwt_mask
     }
 
     /// Sends OPTIONS and waits for SUPPORTED: a liveness probe.

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::{broadcast, watch};
@@ -135,7 +134,6 @@ impl Session {
                 refresh_lock: tokio::sync::Mutex::new(()),
                 control: Mutex::new(None),
                 config,
-                next_node: AtomicUsize::new(0),
                 prepared: Mutex::new(HashMap::new()),
                 tablets: Default::default(),
                 schema: RwLock::new(None),

@@ -20,7 +20,6 @@
 use std::borrow::Borrow;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use shardwise_protocol::response::ResultMessage;
@@ -171,11 +170,11 @@ impl Session {
         let Settings { attempt_timeout, retry_policy, latency_awareness, .. } =
             Settings::of(options, &self.inner.config);
         let mut retries = 0;
-        let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
+        let seed = super::plan::next_seed();
         let route = statement.route(values);
-        let state = self.state();
-        let penalty = Session::penalty(&state, latency_awareness);
-        let (mut position, mut node, mut conn) = self.pick(&state, seed, node_offset, route, penalty)?;
+        let (mut position, mut node, mut conn) = self.with_state(|state| {
+            self.pick(state, seed, node_offset, route, Session::penalty(state, latency_awareness))
+        })?;
         let (result, conn) = loop {
             // The first attempt leaves as the request starts: one clock read fewer.
             let sent = if retries == 0 { started } else { Instant::now() };
@@ -241,6 +240,9 @@ impl Session {
                     }
                 }
                 RetryDecision::RetryNextNode => {
+                    // The view as it is now: a retry may follow a topology change.
+                    let state = self.state();
+                    let penalty = Session::penalty(&state, latency_awareness);
                     (position, node, conn) =
                         self.pick(&state, seed, position + 1, route, penalty).map_err(|_| error.clone())?;
                 }

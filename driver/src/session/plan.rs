@@ -16,7 +16,9 @@
 //!
 //! [`ReplicaTable`]: crate::cluster::ReplicaTable
 
+use std::cell::Cell;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -61,6 +63,22 @@ impl Candidate for Arc<NodePool> {
     fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Connection> {
         NodePool::connection_on_shard(self, shard, seed)
     }
+}
+
+/// A request's seed: this thread's next, so that successive requests take
+/// turns among equal nodes and connections without the runtime's workers
+/// sharing (and bouncing) one counter.
+pub(super) fn next_seed() -> usize {
+    static THREADS: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static NEXT: Cell<usize> = Cell::new(THREADS.fetch_add(1, Ordering::Relaxed).wrapping_mul(7919));
+    }
+    NEXT.try_with(|n| {
+        let seed = n.get();
+        n.set(seed.wrapping_add(1));
+        seed
+    })
+    .unwrap_or(0)
 }
 
 /// Nanoseconds on the monotonic clock latency averages are kept on.

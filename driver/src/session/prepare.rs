@@ -2,7 +2,6 @@
 //! caches them), on every node so that EXECUTE works wherever it goes, with
 //! the partitioner of the statement's table attached for routing.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::Session;
@@ -22,7 +21,7 @@ impl Session {
         if let Some(p) = cached {
             return Ok(with_options(p, &statement));
         }
-        let seed = self.inner.next_node.fetch_add(1, Ordering::Relaxed);
+        let seed = super::plan::next_seed();
         let state = self.state();
         let (_, node, conn) = self.pick(&state, seed, 0, None, None)?;
         let p = conn.prepare(statement.text()).await?;

@@ -125,6 +125,13 @@ impl Session {
         self.inner.state.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// `f` of the current view of the cluster, read in place: no reference
+    /// count of the shared view is touched (what every request's first
+    /// pick needs, on whichever worker it runs).
+    pub(super) fn with_state<R>(&self, f: impl FnOnce(&ClusterState) -> R) -> R {
+        f(&self.inner.state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
     pub(super) fn set_state(&self, state: ClusterState) {
         *self.inner.state.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(state);
     }

@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 use shardwise::cluster::DistancePolicy;
 use shardwise::execute::Params;
 use shardwise::protocol::consistency::Consistency;
-use shardwise::protocol::response::Event;
+use shardwise::protocol::response::{ErrorKind, Event};
 use shardwise::protocol::token::Partitioner;
 use shardwise::routing::partition_token;
-use shardwise::{Connection, ConnectionConfig, Session, SessionBuilder, SessionEvent, Statement};
+use shardwise::{Connection, ConnectionConfig, ExecutionError, Session, SessionBuilder, SessionEvent, Statement};
 use testkit::Cluster;
 use uuid::Uuid;
 
@@ -586,7 +586,19 @@ async fn killed_node_loses_no_acknowledged_write(cluster: &mut TestCluster, sess
     let mut stored = std::collections::HashMap::new();
     let mut paging = None;
     loop {
-        let page = session.execute_page(&scan, &(), paging.as_ref()).await.expect("scan at ALL");
+        // A page at ALL just after the restart may time out on the server
+        // (hints replaying, a loaded machine): ask again, as an operator would.
+        let mut tries = 0;
+        let page = loop {
+            match session.execute_page(&scan, &(), paging.as_ref()).await {
+                Err(ExecutionError::Db(e)) if tries < 5 && matches!(e.kind, ErrorKind::ReadTimeout { .. }) => {
+                    tries += 1;
+                    eprintln!("scan at ALL: {e}; again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                page => break page.expect("scan at ALL"),
+            }
+        };
         for row in page.rows::<(i32, i32)>().expect("types") {
             let (k, v) = row.expect("row");
             stored.insert(k, v);
