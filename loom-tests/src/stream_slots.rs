@@ -23,6 +23,13 @@ impl Wake for Flag {
     }
 }
 
+/// A waker that raises the flag it comes with.
+fn flagged_waker() -> (StdArc<Flag>, Waker) {
+    let flag = StdArc::new(Flag(AtomicBool::new(false)));
+    let waker = Waker::from(flag.clone());
+    (flag, waker)
+}
+
 #[test]
 fn concurrent_allocations_get_distinct_ids() {
     model(|| {
@@ -63,8 +70,7 @@ fn response_racing_poll_is_received_once_and_wakes() {
     model(|| {
         let s = Arc::new(Streams::<u8>::new(1));
         let id = s.allocate().expect("id");
-        let flag = StdArc::new(Flag(AtomicBool::new(false)));
-        let waker = Waker::from(flag.clone());
+        let (flag, waker) = flagged_waker();
         let mut cx = Context::from_waker(&waker);
         let reader = {
             let s = s.clone();
@@ -105,6 +111,12 @@ fn connection_failure_racing_requests_leaves_no_id_behind() {
     });
 }
 
+/// A sweep of `s` at tick `now`, on a thread of its own.
+fn sweep_on_another_thread(s: &Arc<Streams<u8>>, now: u64) -> thread::JoinHandle<Option<u64>> {
+    let s = s.clone();
+    thread::spawn(move || s.expire(now))
+}
+
 /// The sweeper expiring a request while its answer arrives: the request is
 /// woken and gets the answer either way (an answer just after the
 /// deadline still counts), and the id is free afterwards.
@@ -113,14 +125,10 @@ fn expiry_racing_the_answer_wakes_and_delivers() {
     model(|| {
         let s = Arc::new(Streams::<u8>::new(1));
         let id = s.allocate_until(5).expect("id");
-        let flag = StdArc::new(Flag(AtomicBool::new(false)));
-        let waker = Waker::from(flag.clone());
+        let (flag, waker) = flagged_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(s.poll_response(id, &mut cx).is_pending());
-        let sweeper = {
-            let s = s.clone();
-            thread::spawn(move || s.expire(10))
-        };
+        let sweeper = sweep_on_another_thread(&s, 10);
         assert_eq!(s.complete(id, 7), Ok(Delivery::Delivered));
         assert_eq!(sweeper.join().expect("thread"), None);
         assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
@@ -138,13 +146,9 @@ fn expiry_racing_the_poll_is_never_lost() {
     model(|| {
         let s = Arc::new(Streams::<u8>::new(1));
         let id = s.allocate_until(5).expect("id");
-        let flag = StdArc::new(Flag(AtomicBool::new(false)));
-        let waker = Waker::from(flag.clone());
+        let (flag, waker) = flagged_waker();
         let mut cx = Context::from_waker(&waker);
-        let sweeper = {
-            let s = s.clone();
-            thread::spawn(move || s.expire(5))
-        };
+        let sweeper = sweep_on_another_thread(&s, 5);
         let first = s.poll_response(id, &mut cx);
         assert_eq!(sweeper.join().expect("thread"), None);
         match first {
@@ -168,10 +172,7 @@ fn a_sweep_does_not_expire_a_reused_id_by_its_old_deadline() {
     model(|| {
         let s = Arc::new(Streams::<u8>::new(1));
         let id = s.allocate_until(5).expect("id");
-        let sweeper = {
-            let s = s.clone();
-            thread::spawn(move || s.expire(10))
-        };
+        let sweeper = sweep_on_another_thread(&s, 10);
         // Answered (before or after the deadline was seen), taken, and the
         // id claimed by a request with a later deadline, while the sweeper
         // runs.

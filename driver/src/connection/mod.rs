@@ -653,6 +653,17 @@ mod tests {
 
     use super::*;
 
+    /// What a plain v4 handshake establishes.
+    fn established_v4() -> Established {
+        Established {
+            version: ProtocolVersion::V4,
+            lz4: false,
+            supported: Vec::new(),
+            decoder: FrameDecoder::new(),
+            framer: Framer::established(ProtocolVersion::V4, false),
+        }
+    }
+
     /// A request that finds the write buffer full is built again once the
     /// buffer was swapped (it is not held meanwhile), and is written
     /// exactly once.
@@ -662,13 +673,7 @@ mod tests {
         // two 1 KiB buffers fill after a few requests of ~330 bytes.
         let (client, mut server) = tokio::io::duplex(64);
         let (read, write) = tokio::io::split(client);
-        let handshake = Established {
-            version: ProtocolVersion::V4,
-            lz4: false,
-            supported: Vec::new(),
-            decoder: FrameDecoder::new(),
-            framer: Framer::established(ProtocolVersion::V4, false),
-        };
+        let handshake = established_v4();
         let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
         let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
         let conn = Connection::start(addr, read, write, handshake, &config);
@@ -731,13 +736,7 @@ mod tests {
     async fn the_sweeper_expires_each_request_at_its_own_deadline() {
         let (client, _server) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(client);
-        let handshake = Established {
-            version: ProtocolVersion::V4,
-            lz4: false,
-            supported: Vec::new(),
-            decoder: FrameDecoder::new(),
-            framer: Framer::established(ProtocolVersion::V4, false),
-        };
+        let handshake = established_v4();
         let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
         let conn = Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, write, handshake, &config);
         let deadline = |after_ms: u64, name: &'static str| Deadline {
