@@ -146,7 +146,7 @@ pub(super) async fn sweeper(inner: Arc<Inner>) {
             Some(tick) => {
                 tokio::select! {
                     () = pinged => {}
-                    () = tokio::time::sleep_until(inner.instant_of(tick).into()) => {}
+                    () = tokio::time::sleep_until(inner.instant_of(tick)) => {}
                 }
             }
         }

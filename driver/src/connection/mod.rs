@@ -88,8 +88,10 @@ pub(crate) struct Inner {
     pub(crate) error: OnceLock<ConnectionError>,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) max_orphans: Option<usize>,
-    /// Tick 1 of the deadline clock (ticks are milliseconds).
-    pub(crate) epoch: Instant,
+    /// Tick 1 of the deadline clock (ticks are milliseconds), on the
+    /// runtime's clock, as the timers it replaces were (so that a paused
+    /// clock in tests pauses deadlines too).
+    pub(crate) epoch: tokio::time::Instant,
     /// When the sweeper wakes next (`Tick::MAX`: not before it is pinged, or
     /// sweeping now); a request with an earlier deadline pings it.
     pub(crate) next_sweep: AtomicU64,
@@ -114,7 +116,7 @@ impl Inner {
 
     /// The tick at or after `at`.
     fn tick_at(&self, at: Instant) -> Tick {
-        let d = at.saturating_duration_since(self.epoch);
+        let d = tokio::time::Instant::from_std(at).saturating_duration_since(self.epoch);
         let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
         Tick::try_from(ms).unwrap_or(Tick::MAX - 1) + 1
     }
@@ -125,7 +127,7 @@ impl Inner {
     }
 
     /// The instant of `tick`.
-    pub(crate) fn instant_of(&self, tick: Tick) -> Instant {
+    pub(crate) fn instant_of(&self, tick: Tick) -> tokio::time::Instant {
         self.epoch + std::time::Duration::from_millis(tick.saturating_sub(1))
     }
 
@@ -374,7 +376,7 @@ impl Connection {
             error: OnceLock::new(),
             events,
             max_orphans: config.max_orphans,
-            epoch: Instant::now(),
+            epoch: tokio::time::Instant::now(),
             next_sweep: AtomicU64::new(Tick::MAX),
             sweep: Notify::new(),
         });
@@ -785,5 +787,28 @@ mod tests {
         conn.close();
         assert!(matches!(late.await.expect("task"), Err(ExecutionError::Connection(ConnectionError::Closed))));
         assert!(matches!(forever.await.expect("task"), Err(ExecutionError::Connection(ConnectionError::Closed))));
+    }
+
+    /// Deadlines follow the runtime's clock, as the timers they replace
+    /// did: with the clock paused (as in a user's tests), a request of a
+    /// 60 s deadline expires when the runtime's time gets there, at once in
+    /// real time, and the sweeper does not spin meanwhile.
+    #[tokio::test(start_paused = true)]
+    async fn deadlines_follow_the_runtime_clock() {
+        let (client, _server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(client);
+        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
+        let conn = Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, write, established_v4(), &config);
+        let real = Instant::now();
+        let paused = tokio::time::Instant::now();
+        let deadline = Deadline {
+            at: Instant::now() + std::time::Duration::from_secs(60),
+            error: ExecutionError::UnexpectedResponse("paused"),
+        };
+        let query = Query { query: "SELECT 1", params: QueryParameters::new(Consistency::One, ()) };
+        let result = conn.send_with(0, Some(&deadline), |w| Ok(w.write(&query))).await;
+        assert!(matches!(result, Err(ExecutionError::UnexpectedResponse("paused"))), "{result:?}");
+        assert!(paused.elapsed() >= std::time::Duration::from_secs(60), "expired early: {:?}", paused.elapsed());
+        assert!(real.elapsed() < std::time::Duration::from_secs(10), "waited in real time: {:?}", real.elapsed());
     }
 }
