@@ -16,6 +16,10 @@ use super::{deliver, Inner};
 use crate::config::Compression;
 use crate::error::ConnectionError;
 
+/// At most this many scheduling rounds between two writes while the batch
+/// grows.
+const MAX_COALESCING_ROUNDS: usize = 4;
+
 /// Writes whatever the swap buffer collected, one syscall per buffer.
 pub(super) async fn writer<W: AsyncWrite + Unpin>(
     inner: Arc<Inner>,
@@ -35,9 +39,19 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                     // Coalescing: with other requests in flight, more are on
                     // their way (their answers make their tasks send again);
                     // let the runnable tasks queue theirs before the next
-                    // write instead of sending each alone.
+                    // write instead of sending each alone, and let them again
+                    // while the batch still grows (a few rounds at most, and
+                    // not once it fills half the buffer).
                     if inner.streams.in_flight() > 1 {
-                        tokio::task::yield_now().await;
+                        let mut queued = inner.queue.len();
+                        for _ in 0..MAX_COALESCING_ROUNDS {
+                            tokio::task::yield_now().await;
+                            let now = inner.queue.len();
+                            if now == queued || 2 * now > inner.queue.capacity() {
+                                break;
+                            }
+                            queued = now;
+                        }
                     }
                 }
                 Some(buf) = oversized.recv() => {
