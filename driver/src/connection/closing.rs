@@ -35,11 +35,12 @@ pub(crate) fn begin_close<E: Clone>(
     Some(closed_error(error, fallback))
 }
 
-/// Claims a stream id for a request that expires at `deadline`: `Ok(None)` when every id is in use
-/// (wait for one to be freed, then try again), an error when the connection
-/// is closed. The check after claiming catches a close that ran between the
-/// first check and the claim, whose `fail_all` missed the new id: the id is
-/// given back and the request fails instead of waiting forever.
+/// Claims a stream id for a request that expires at `deadline`: `Ok(None)`
+/// when every id is in use (wait for one to be freed, then try again), an
+/// error when the connection is closed. The check after claiming catches a
+/// close that ran between the first check and the claim, whose `fail_all`
+/// missed the new id: the id is given back and the request fails instead of
+/// waiting forever.
 pub(crate) fn claim<T, E: Clone>(
     closed: &AtomicBool,
     error: &OnceLock<E>,

@@ -117,13 +117,12 @@ impl Inner {
     /// The tick at or after `at`.
     fn tick_at(&self, at: Instant) -> Tick {
         let d = tokio::time::Instant::from_std(at).saturating_duration_since(self.epoch);
-        let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
-        Tick::try_from(ms).unwrap_or(Tick::MAX - 1) + 1
+        tick_of_ms(d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000)))
     }
 
     /// The tick now (rounded down).
     pub(crate) fn now_tick(&self) -> Tick {
-        Tick::try_from(self.epoch.elapsed().as_millis()).unwrap_or(Tick::MAX - 1) + 1
+        tick_of_ms(self.epoch.elapsed().as_millis())
     }
 
     /// The instant of `tick`.
@@ -196,6 +195,11 @@ impl Inner {
             notified.await;
         }
     }
+}
+
+/// The tick `ms` milliseconds after the epoch (tick 1), saturating.
+fn tick_of_ms(ms: u128) -> Tick {
+    Tick::try_from(ms).unwrap_or(Tick::MAX - 1) + 1
 }
 
 /// `fut`, or `deadline`'s error once it passed. The timer is made only when

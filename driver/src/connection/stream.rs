@@ -76,6 +76,12 @@ impl<T> Page<T> {
         // wake-up and its later loads of the deadlines (see `io::sweeper`).
         self.deadlines[bit].store(deadline, Ordering::SeqCst);
     }
+
+    /// The slot no longer waits for a deadline (answered, expired, given
+    /// up); written under the slot's lock.
+    fn clear_deadline(&self, bit: usize) {
+        self.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
+    }
 }
 
 /// What [`Streams::poll_response`] found.
@@ -228,7 +234,7 @@ impl<T> Streams<T> {
                 match std::mem::replace(&mut *slot, Slot::Free) {
                     Slot::Pending(waker) => {
                         *slot = Slot::Expired;
-                        hint.store(NO_DEADLINE, Ordering::Relaxed);
+                        page.clear_deadline(bit);
                         drop(slot);
                         if let Some(w) = waker {
                             w.wake();
@@ -247,7 +253,7 @@ impl<T> Streams<T> {
         let Some((page, bit)) = self.slot(id) else { return };
         let mut slot = lock(&page.slots[bit]);
         if let Slot::Pending(_) | Slot::Done(_) | Slot::Expired = &*slot {
-            page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
+            page.clear_deadline(bit);
             let value = std::mem::replace(&mut *slot, Slot::Free);
             drop(slot);
             drop(value);
@@ -262,7 +268,7 @@ impl<T> Streams<T> {
         match std::mem::replace(&mut *slot, Slot::Free) {
             Slot::Pending(_) | Slot::Expired => {
                 // Nobody waits for the deadline any more.
-                page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
+                page.clear_deadline(bit);
                 *slot = Slot::Abandoned;
                 self.orphans.fetch_add(1, Ordering::Relaxed);
             }
@@ -282,7 +288,7 @@ impl<T> Streams<T> {
         let mut slot = lock(&page.slots[bit]);
         match std::mem::replace(&mut *slot, Slot::Free) {
             Slot::Pending(waker) => {
-                page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
+                page.clear_deadline(bit);
                 *slot = Slot::Done(value);
                 drop(slot);
                 if let Some(w) = waker {
@@ -317,7 +323,7 @@ impl<T> Streams<T> {
                 let mut slot = lock(slot);
                 match std::mem::replace(&mut *slot, Slot::Free) {
                     Slot::Pending(waker) => {
-                        page.deadlines[bit].store(NO_DEADLINE, Ordering::Relaxed);
+                        page.clear_deadline(bit);
                         *slot = Slot::Done(error());
                         drop(slot);
                         if let Some(w) = waker {

@@ -84,7 +84,8 @@ impl Session {
         // re-prepare further down) are boxed: kept inline, their states
         // would make every request's future larger, and each layer of
         // futures copies it once per request.
-        let speculative = settings.speculative.filter(|_| options.idempotent && self.state().nodes.len() > 1);
+        let speculative =
+            settings.speculative.filter(|_| options.idempotent && self.with_state(|state| state.nodes.len() > 1));
         let result = match speculative {
             None => self.run_with_retries(statement, values, params, 0, started, deadline).await,
             Some(spec) => Box::pin(self.speculate(statement, values, params, spec, deadline)).await,
