@@ -4,8 +4,9 @@
 //! [`LogSchema`] is computed once per result metadata (the log table's
 //! columns): where the `cdc$` metadata columns are and, for every base
 //! column `X`, where `X`, `cdc$deleted_X` and `cdc$deleted_elements_X` are.
-//! [`LogPage`] then locates every value of the page in one pass, into a
-//! caller-owned [`RowIndex`] that is reused from page to page, and hands
+//! [`LogPage`] then locates every value of the page in one pass, which is
+//! also the check of the page's framing (the driver does not walk the
+//! values before), into a caller-owned [`RowIndex`] that is reused from page to page, and hands
 //! out [`CdcRow`]s: small `Copy` views that borrow the page, decode the
 //! metadata columns once and every other value only when asked, without
 //! copying (`&str` and `&[u8]` values point into the response buffer).
@@ -28,6 +29,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -126,7 +128,11 @@ impl TryFrom<i8> for Operation {
     type Error = RowError;
 
     fn try_from(code: i8) -> Result<Self, Self::Error> {
-        Operation::from_code(code).ok_or(RowError::UnknownOperation(i32::from(code)))
+        // A `match`, not `ok_or`: an error built eagerly is dropped on every row.
+        match Operation::from_code(code) {
+            Some(op) => Ok(op),
+            None => Err(RowError::UnknownOperation(i32::from(code))),
+        }
     }
 }
 
@@ -246,7 +252,7 @@ pub struct LogSchema {
     ttl: Option<usize>,
     end_of_batch: Option<usize>,
     columns: Vec<BaseColumn>,
-    by_name: HashMap<Arc<str>, usize>,
+    by_name: HashMap<Arc<str>, usize, BuildHasherDefault<NameHasher>>,
     /// Every `cdc$deleted_` flag column, checked on each row.
     flags: Vec<usize>,
 }
@@ -285,7 +291,7 @@ impl LogSchema {
         let end_of_batch = find(END_OF_BATCH, |t| *t == ColumnType::Boolean, "boolean")?;
 
         let mut columns = Vec::new();
-        let mut by_name = HashMap::new();
+        let mut by_name = HashMap::default();
         for (i, spec) in specs.iter().enumerate() {
             if !spec.name.starts_with(METADATA_PREFIX) {
                 let name: Arc<str> = spec.name.as_str().into();
@@ -366,6 +372,31 @@ impl LogSchema {
     }
 }
 
+/// The hasher of the column-name lookup, which runs on every value a
+/// consumer reads by name: FNV-1a takes a few cycles on a short name where
+/// the default SipHash takes tens. The names are the table's own columns,
+/// so the lookup needs no resistance to crafted keys.
+#[derive(Debug, Clone, Copy)]
+struct NameHasher(u64);
+
+impl Default for NameHasher {
+    fn default() -> Self {
+        NameHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 /// Where each value of a page is: reusable storage for [`LogPage`], so
 /// that indexing a page allocates nothing once it has grown to the page
 /// size.
@@ -399,15 +430,16 @@ impl<'a> LogPage<'a> {
         let raw = rows.raw_rows();
         let count = rows.rows_count().checked_mul(schema.specs.len()).ok_or(RowError::PageTooLarge)?;
         index.spans.clear();
-        // `Rows::decode` checked the framing, so the count is bounded by the
-        // body (4 bytes per value) unless there are no columns at all.
+        // `Rows::decode` bounded the count by the body (4 bytes per value)
+        // unless there are no columns at all.
         index.spans.reserve(count.min(raw.len() / 4));
+        // This pass is also the check of the values' framing
+        // (`Rows::check_framing`), so that a page is walked once.
+        let malformed = || RowError::Malformed { column: "page".into(), len: raw.len() };
         let mut reader = Reader::new(raw);
         for _ in 0..count {
             let start = raw.len() - reader.remaining() + 4;
-            // Cannot fail: `Rows::decode` checked the framing.
-            let value =
-                reader.bytes("log value").map_err(|_| RowError::Malformed { column: "page".into(), len: raw.len() })?;
+            let value = reader.bytes("log value").map_err(|_| malformed())?;
             let span = match value {
                 None => Span { start: 0, len: -1 },
                 Some(v) => Span {
@@ -417,6 +449,7 @@ impl<'a> LogPage<'a> {
             };
             index.spans.push(span);
         }
+        reader.finish("log page").map_err(|_| malformed())?;
         Ok(LogPage { schema, frame: rows.body(), raw, spans: &index.spans, rows: rows.rows_count() })
     }
 
@@ -525,7 +558,11 @@ fn slice<'a>(raw: &'a [u8], spans: &[Span], index: usize) -> Option<&'a [u8]> {
 }
 
 fn required<T>(value: Option<T>, column: &'static str) -> Result<T, RowError> {
-    value.ok_or(RowError::Null(column))
+    // A `match`, not `ok_or`: an error built eagerly is dropped on every row.
+    match value {
+        Some(v) => Ok(v),
+        None => Err(RowError::Null(column)),
+    }
 }
 
 fn fixed<const N: usize>(
@@ -548,15 +585,16 @@ impl<'a> CdcRow<'a> {
         let time = Uuid::from_bytes(required(fixed(raw, spans, schema.time, TIME)?, TIME)?);
         let batch_seq_no =
             i32::from_be_bytes(required(fixed(raw, spans, schema.batch_seq_no, BATCH_SEQ_NO)?, BATCH_SEQ_NO)?);
-        let op = slice(raw, spans, schema.operation).ok_or(RowError::Null(OPERATION))?;
+        let op = required(slice(raw, spans, schema.operation), OPERATION)?;
         let code = match *op {
             [a] => i32::from(i8::from_be_bytes([a])),
             [a, b] => i32::from(i16::from_be_bytes([a, b])),
             [a, b, c, d] => i32::from_be_bytes([a, b, c, d]),
             _ => return Err(RowError::Malformed { column: OPERATION.into(), len: op.len() }),
         };
-        let operation =
-            i8::try_from(code).ok().and_then(Operation::from_code).ok_or(RowError::UnknownOperation(code))?;
+        let Some(operation) = i8::try_from(code).ok().and_then(Operation::from_code) else {
+            return Err(RowError::UnknownOperation(code));
+        };
         let ttl = match schema.ttl {
             Some(i) => fixed(raw, spans, i, TTL)?.map(i64::from_be_bytes),
             None => None,
@@ -982,6 +1020,27 @@ pub(crate) mod tests {
             LogPage::new(&other, &rows, &mut index).unwrap_err(),
             RowError::SchemaChanged { index: 12, name: "v".into() }
         );
+    }
+
+    /// `Rows::decode` leaves the values' framing to the reader: indexing
+    /// the page is the check, so a page the driver hands over with bytes
+    /// missing or left over fails here instead of being read short.
+    #[test]
+    fn indexing_checks_the_framing() {
+        let schema = LogSchema::new(log_specs()).unwrap();
+        let mut index = RowIndex::default();
+        let mut wire = Vec::new();
+        sample_page(true).encode(&mut wire).unwrap();
+        let decode = |wire: Vec<u8>| Rows::decode(Bytes::from(wire), 4).expect("only the metadata is checked");
+        let long = decode([wire.clone(), vec![0]].concat());
+        let short = decode(wire[..wire.len() - 1].to_vec());
+        for rows in [long, short] {
+            assert!(rows.check_framing().is_err());
+            assert!(matches!(LogPage::new(&schema, &rows, &mut index), Err(RowError::Malformed { .. })));
+        }
+        let whole = decode(wire);
+        assert_eq!(whole.check_framing(), Ok(()));
+        assert_eq!(LogPage::new(&schema, &whole, &mut index).unwrap().len(), 3);
     }
 
     /// A page with one row of raw values in `log_specs()` order.

@@ -1,10 +1,14 @@
 //! Result metadata and zero-copy row sets.
 //!
-//! A [`Rows`] result keeps the whole response body as one [`Bytes`]. Its
-//! framing (every row has `columns_count` `[bytes]` values) is checked once
-//! when the result is decoded, without allocating; afterwards rows are read
+//! A [`Rows`] result keeps the whole response body as one [`Bytes`].
+//! Decoding reads the metadata and bounds the row count by the body's size;
+//! the framing of the values (every row has `columns_count` `[bytes]`
+//! values, and nothing follows the last) is checked by whoever walks them
+//! first, so a page is walked once, not once to check and once to read:
+//! [`Rows::rows`] checks it before handing out rows, which are then read
 //! lazily as views borrowing from that buffer, with the Rust row type
-//! checked once against the column specs ([`Rows::rows`]).
+//! checked once against the column specs; a reader that indexes the values
+//! itself (the CDC engine's pages) checks it in its own pass.
 
 use std::marker::PhantomData;
 
@@ -238,6 +242,9 @@ pub enum RowsError {
     /// The Rust row type does not match the columns.
     #[error(transparent)]
     TypeCheck(#[from] TypeCheckError),
+    /// The values are not `rows_count` rows of `columns_count` values.
+    #[error("malformed rows: {0}")]
+    Malformed(#[from] DecodeError),
 }
 
 /// The most rows a result without columns may claim (no server sends any:
@@ -249,6 +256,10 @@ impl Rows {
     /// kind) to the end of `body`. The body is moved in, not copied, so
     /// decoding a page allocates nothing beyond its column specs, when the
     /// server sent them.
+    ///
+    /// The values are not walked here: the row count is only checked
+    /// against the body's size (every value takes at least 4 bytes), and
+    /// [`Rows::check_framing`] (which [`Rows::rows`] runs) checks the rest.
     pub fn decode(body: Bytes, start: usize) -> Result<Self, DecodeError> {
         let rest = body.get(start..).ok_or(DecodeError::UnexpectedEnd {
             what: "rows",
@@ -259,20 +270,34 @@ impl Rows {
         let metadata = ResultMetadata::decode(&mut r, &body)?;
         let rows_count = r.len_i32("rows count")?;
         let rows_start = body.len() - r.remaining();
-        if metadata.columns_count == 0 && rows_count > MAX_ROWS_WITHOUT_COLUMNS {
+        let plausible = match metadata.columns_count {
             // Rows without columns take no bytes: bound their count by a
             // constant (not by the body's size, which depends on how the
             // metadata was encoded, e.g. a null paging state).
-            return Err(DecodeError::Invalid { what: "rows count", reason: "implausible for zero columns" });
+            0 => rows_count <= MAX_ROWS_WITHOUT_COLUMNS,
+            // The rows' own bytes bound the count, and they are re-encoded
+            // as they are, so the bound holds for the re-encoded result too.
+            columns => {
+                rows_count.checked_mul(columns).and_then(|v| v.checked_mul(4)).is_some_and(|n| n <= r.remaining())
+            }
+        };
+        if !plausible {
+            return Err(DecodeError::Invalid { what: "rows count", reason: "more values than the body can hold" });
         }
-        // Check the framing of every value once, so iteration cannot fail on it.
-        for _ in 0..rows_count {
-            for _ in 0..metadata.columns_count {
+        Ok(Rows { metadata, rows_count, body, rows_start })
+    }
+
+    /// Checks that the values are `rows_count` rows of `columns_count`
+    /// `[bytes]` values with nothing after them. One pass over the values'
+    /// lengths; [`Rows::rows`] runs it before handing out rows.
+    pub fn check_framing(&self) -> Result<(), DecodeError> {
+        let mut r = Reader::new(self.raw_rows());
+        for _ in 0..self.rows_count {
+            for _ in 0..self.metadata.columns_count {
                 r.bytes("row value")?;
             }
         }
-        r.finish("rows")?;
-        Ok(Rows { metadata, rows_count, body, rows_start })
+        r.finish("rows")
     }
 
     /// Builds a row set from rows already in wire form (for servers and tests).
@@ -303,12 +328,14 @@ impl Rows {
         Ok(())
     }
 
-    /// Number of rows in this page.
+    /// Number of rows in this page, as the server says (bounded by the
+    /// body's size; [`Rows::check_framing`] checks that the values match).
     pub fn rows_count(&self) -> usize {
         self.rows_count
     }
 
-    /// The row data in wire form.
+    /// The row data in wire form, framing unchecked (see
+    /// [`Rows::check_framing`]).
     pub fn raw_rows(&self) -> &[u8] {
         self.body.get(self.rows_start..).unwrap_or_default()
     }
@@ -341,7 +368,9 @@ impl Rows {
     }
 
     /// Rows as `R`, checked against `specs` (the cached result metadata of a
-    /// prepared statement when the server skipped it).
+    /// prepared statement when the server skipped it). The framing of the
+    /// values is checked first ([`Rows::check_framing`]), so iterating
+    /// cannot meet a malformed row.
     pub fn rows_with<'a, R: DeserializeRow<'a>>(
         &'a self,
         specs: &'a [ColumnSpec],
@@ -350,6 +379,7 @@ impl Rows {
             return Err(RowsError::SpecCount { supplied: specs.len(), columns: self.metadata.columns_count });
         }
         R::type_check(specs)?;
+        self.check_framing()?;
         Ok(TypedRows {
             specs,
             body: &self.body,
@@ -379,7 +409,7 @@ impl<'a, R: DeserializeRow<'a>> Iterator for TypedRows<'a, R> {
         }
         self.remaining -= 1;
         let row = ColumnIterator::new(self.specs, self.body, self.reader);
-        // Skip to the next row; framing was validated when the result was decoded.
+        // Skip to the next row; `rows_with` checked the framing.
         let mut skip = row.clone();
         for column in skip.by_ref() {
             if let Err(e) = column {

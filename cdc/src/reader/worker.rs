@@ -374,16 +374,17 @@ impl Worker {
                 let consumer = self.consumers.get_mut(&(window.generation, window.group));
                 if let (Some(schema), Some(consumer)) = (&route.schema, consumer) {
                     let page = LogPage::new(schema, rows, &mut self.rows)?;
-                    for row in page.iter() {
-                        let row = row?;
-                        if skip.is_empty() && !remember {
-                            consumer.consume(row)?;
-                            continue;
+                    if skip.is_empty() && !remember {
+                        for row in page.iter() {
+                            consumer.consume(row?)?;
                         }
-                        let seen = delivered.entry(row.stream_id()).or_insert(0);
-                        *seen += 1;
-                        if *seen > skip.get(&row.stream_id()).copied().unwrap_or(0) {
-                            consumer.consume(row)?;
+                    } else {
+                        let mut counts = StreamCounts { skip, delivered, run: None };
+                        for row in page.iter() {
+                            let row = row?;
+                            if counts.admit(row.stream_id()) {
+                                consumer.consume(row)?;
+                            }
                         }
                     }
                 }
@@ -394,6 +395,47 @@ impl Worker {
             paging = result.paging_state();
         }
         Ok(())
+    }
+}
+
+/// Counts the rows of each stream a window's attempt reads, and says which
+/// an earlier attempt already delivered. A page holds each stream's rows
+/// together (the log is ordered by stream, then time), so the maps are
+/// touched once per run of a stream instead of hashing every row; the run
+/// is written back when another stream starts and when this is dropped,
+/// early returns included.
+struct StreamCounts<'a> {
+    skip: &'a HashMap<StreamId, usize>,
+    delivered: &'a mut HashMap<StreamId, usize>,
+    /// The current stream, its rows read so far and the rows to skip.
+    run: Option<(StreamId, usize, usize)>,
+}
+
+impl StreamCounts<'_> {
+    /// Counts a row of `stream`; whether it is to be delivered.
+    fn admit(&mut self, stream: StreamId) -> bool {
+        let run = match &mut self.run {
+            Some(run) if run.0 == stream => run,
+            _ => {
+                self.flush();
+                let seen = self.delivered.get(&stream).copied().unwrap_or(0);
+                self.run.insert((stream, seen, self.skip.get(&stream).copied().unwrap_or(0)))
+            }
+        };
+        run.1 += 1;
+        run.1 > run.2
+    }
+
+    fn flush(&mut self) {
+        if let Some((stream, seen, _)) = self.run.take() {
+            self.delivered.insert(stream, seen);
+        }
+    }
+}
+
+impl Drop for StreamCounts<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -412,5 +454,42 @@ fn transient(e: &CdcError) -> bool {
         ) => true,
         CdcError::Connection(_) | CdcError::NoNodes => true,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(n: u8) -> StreamId {
+        StreamId::from_bytes([n; 16])
+    }
+
+    /// Runs of a stream, a stream seen again after another, rows skipped
+    /// for an earlier attempt, and an early drop: the counts come out as
+    /// one map update per row would give them.
+    #[test]
+    fn stream_counts_match_per_row_counting() {
+        let skip = HashMap::from([(stream(1), 2), (stream(3), 1)]);
+        let mut delivered = HashMap::new();
+        let rows = [1, 1, 1, 2, 2, 1, 3, 3];
+        let mut admitted = Vec::new();
+        {
+            let mut counts = StreamCounts { skip: &skip, delivered: &mut delivered, run: None };
+            for n in rows {
+                admitted.push(counts.admit(stream(n)));
+            }
+        }
+        assert_eq!(admitted, [false, false, true, true, true, true, false, true]);
+        assert_eq!(delivered, HashMap::from([(stream(1), 4), (stream(2), 2), (stream(3), 2)]));
+
+        // Dropped in the middle of a run (a consumer's error): what was
+        // counted so far is kept.
+        let mut delivered = HashMap::new();
+        {
+            let mut counts = StreamCounts { skip: &skip, delivered: &mut delivered, run: None };
+            assert!(!counts.admit(stream(1)));
+        }
+        assert_eq!(delivered, HashMap::from([(stream(1), 1)]));
     }
 }

@@ -476,6 +476,7 @@ pub(crate) fn raw_rows(result: ResultMessage) -> Result<Vec<Vec<Option<Bytes>>>,
         }
         out.push(row);
     }
+    r.finish("image read").map_err(|e| EmuError::Protocol(format!("image read: {e}")))?;
     Ok(out)
 }
 

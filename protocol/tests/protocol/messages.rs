@@ -9,10 +9,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use bytes::Bytes;
 use shardwise_protocol::codec::RawValue;
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::{FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
+use shardwise_protocol::frame::{EnvelopeHeader, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::*;
 use shardwise_protocol::response::*;
-use shardwise_protocol::rows::{PreparedMetadata, ResultMetadata, Rows};
+use shardwise_protocol::rows::{PreparedMetadata, ResultMetadata, Rows, RowsError};
 use shardwise_protocol::types::ser::RawValues;
 use shardwise_protocol::types::{ColumnSpec, ColumnType};
 use shardwise_protocol::DecodeError;
@@ -300,6 +300,16 @@ fn every_request_round_trips_and_rejects_truncation_and_trailing_bytes() {
     }
 }
 
+/// Decodes a response and, for rows, checks the values' framing too: the
+/// two together reject what a whole-body decoder would.
+fn decode_checked(header: &EnvelopeHeader, body: Bytes) -> Result<Response, DecodeError> {
+    let resp = Response::decode(header, body)?;
+    if let ResponseMessage::Result(ResultMessage::Rows(rows)) = &resp.message {
+        rows.check_framing()?;
+    }
+    Ok(resp)
+}
+
 #[test]
 fn every_response_round_trips_and_rejects_truncation_and_trailing_bytes() {
     for version in VERSIONS {
@@ -318,7 +328,7 @@ fn every_response_round_trips_and_rejects_truncation_and_trailing_bytes() {
 
             let body = Bytes::copy_from_slice(&wire[HEADER_LEN..]);
             for p in 0..body.len() {
-                match Response::decode(&header, body.slice(..p)) {
+                match decode_checked(&header, body.slice(..p)) {
                     Err(_) => {}
                     Ok(other) => assert!(
                         prefix_may_decode(&resp) && other != resp,
@@ -328,7 +338,7 @@ fn every_response_round_trips_and_rejects_truncation_and_trailing_bytes() {
             }
             let mut long = body.to_vec();
             long.push(0);
-            let long = Response::decode(&header, Bytes::from(long));
+            let long = decode_checked(&header, Bytes::from(long));
             if !prefix_may_decode(&resp) {
                 assert!(matches!(long, Err(DecodeError::TrailingData { .. })), "{resp:?}: {long:?}");
             } else {
@@ -383,4 +393,30 @@ fn rows_are_read_as_borrowed_views() {
     assert_eq!(seen, [(1, Some("one")), (2, None)]);
     let err = rows.rows::<(i32, &str, i32)>().expect_err("bigint is not i32");
     assert!(err.to_string().contains("bigint"), "{err}");
+}
+
+/// Decoding bounds the row count by the body; the values' framing is
+/// checked before typed rows are handed out, so a page with a value cut
+/// short or a byte left over is an error, never rows read short.
+#[test]
+fn rows_framing_is_checked_before_typed_reading() {
+    let resp = &responses(ProtocolVersion::V4)[27];
+    let ResponseMessage::Result(ResultMessage::Rows(rows)) = &resp.message else { panic!("rows sample moved") };
+    let mut wire = Vec::new();
+    rows.encode(&mut wire).expect("encodes");
+    let count_at = wire.len() - rows.raw_rows().len() - 4;
+    let decode = |wire: &[u8]| Rows::decode(Bytes::copy_from_slice(wire), 4);
+    type Row<'a> = (i64, Option<&'a str>, Option<shardwise_protocol::types::CqlValue>);
+
+    let long = decode(&[&wire[..], &[0]].concat()).expect("the framing is not walked");
+    assert!(matches!(long.rows::<Row<'_>>(), Err(RowsError::Malformed(DecodeError::TrailingData { .. }))));
+    let short = decode(&wire[..wire.len() - 1]).expect("the framing is not walked");
+    assert!(matches!(short.rows::<Row<'_>>(), Err(RowsError::Malformed(DecodeError::UnexpectedEnd { .. }))));
+
+    // More rows than the body's bytes can hold are refused at once.
+    let mut many = wire.clone();
+    many[count_at..count_at + 4].copy_from_slice(&1000i32.to_be_bytes());
+    assert!(matches!(decode(&many), Err(DecodeError::Invalid { what: "rows count", .. })));
+    let whole = decode(&wire).expect("decodes");
+    assert_eq!(whole.rows::<Row<'_>>().expect("framing and types check").count(), 2);
 }
