@@ -33,7 +33,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shardwise::protocol::codec::Reader;
 use shardwise::protocol::rows::Rows;
 use shardwise::protocol::types::de::{DeserializeError, DeserializeValue, FrameSlice};
 use shardwise::protocol::types::{ColumnSpec, ColumnType};
@@ -434,22 +433,34 @@ impl<'a> LogPage<'a> {
         // unless there are no columns at all.
         index.spans.reserve(count.min(raw.len() / 4));
         // This pass is also the check of the values' framing
-        // (`Rows::check_framing`), so that a page is walked once.
+        // (`Rows::check_framing`), so that a page is walked once. It reads
+        // the lengths in place: the hottest loop of the reader.
+        if u32::try_from(raw.len()).is_err() {
+            return Err(RowError::PageTooLarge);
+        }
         let malformed = || RowError::Malformed { column: "page".into(), len: raw.len() };
-        let mut reader = Reader::new(raw);
+        let mut at = 0usize;
         for _ in 0..count {
-            let start = raw.len() - reader.remaining() + 4;
-            let value = reader.bytes("log value").map_err(|_| malformed())?;
-            let span = match value {
-                None => Span { start: 0, len: -1 },
-                Some(v) => Span {
-                    start: u32::try_from(start).map_err(|_| RowError::PageTooLarge)?,
-                    len: i32::try_from(v.len()).map_err(|_| RowError::PageTooLarge)?,
-                },
+            let Some(&len) = raw.get(at..).and_then(<[u8]>::first_chunk::<4>) else { return Err(malformed()) };
+            let len = i32::from_be_bytes(len);
+            at += 4;
+            let span = if len < 0 {
+                Span { start: 0, len: -1 }
+            } else {
+                // `at` and `end` are within `raw`, whose length fits in a `u32`.
+                let end = at + len as usize;
+                if end > raw.len() {
+                    return Err(malformed());
+                }
+                let span = Span { start: at as u32, len };
+                at = end;
+                span
             };
             index.spans.push(span);
         }
-        reader.finish("log page").map_err(|_| malformed())?;
+        if at != raw.len() {
+            return Err(malformed());
+        }
         Ok(LogPage { schema, frame: rows.body(), raw, spans: &index.spans, rows: rows.rows_count() })
     }
 
