@@ -60,7 +60,8 @@ impl QueryResult {
     }
 
     /// The rows as `R`, borrowing from the response buffer; the type is
-    /// checked once against the columns.
+    /// checked once against the columns, and the values' framing once
+    /// against the row count.
     ///
     /// ```no_run
     /// # async fn f(session: &shardwise::Session) -> Result<(), Box<dyn std::error::Error>> {
