@@ -6,11 +6,11 @@
 //! column `X`, where `X`, `cdc$deleted_X` and `cdc$deleted_elements_X` are.
 //! [`LogPage`] then locates every value of the page in one pass, which is
 //! also the check of the page's framing (the driver does not walk the
-//! values before), into a caller-owned [`RowIndex`] that is reused from page to page, and hands
-//! out [`CdcRow`]s: small `Copy` views that borrow the page, decode the
-//! metadata columns once and every other value only when asked, without
-//! copying (`&str` and `&[u8]` values point into the response buffer).
-//! Nothing is allocated per row.
+//! values before), into a caller-owned [`RowIndex`] that is reused from
+//! page to page, and hands out [`CdcRow`]s: small `Copy` views that borrow
+//! the page, decode the metadata columns once and every other value only
+//! when asked, without copying (`&str` and `&[u8]` values point into the
+//! response buffer). Nothing is allocated per row.
 //!
 //! ```
 //! # use shardwise::protocol::rows::Rows;

@@ -3,12 +3,12 @@
 //! A [`Rows`] result keeps the whole response body as one [`Bytes`].
 //! Decoding reads the metadata and bounds the row count by the body's size;
 //! the framing of the values (every row has `columns_count` `[bytes]`
-//! values, and nothing follows the last) is checked by whoever walks them
-//! first, so a page is walked once, not once to check and once to read:
+//! values, and nothing follows the last) is checked where they are read.
 //! [`Rows::rows`] checks it before handing out rows, which are then read
 //! lazily as views borrowing from that buffer, with the Rust row type
-//! checked once against the column specs; a reader that indexes the values
-//! itself (the CDC engine's pages) checks it in its own pass.
+//! checked once against the column specs. A reader that walks every value
+//! anyway (the CDC engine indexing a page) checks it in that walk, so its
+//! pages are walked once instead of twice.
 
 use std::marker::PhantomData;
 
