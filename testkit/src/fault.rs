@@ -459,7 +459,10 @@ fn pump(shared: &Shared, conn: &Conn, mut from: TcpStream, mut to: Option<TcpStr
             let Some(out) = to.as_mut() else { break };
             match action {
                 None => {}
-                Some(Action::Delay(d)) => sleep_unless_stopped(shared, d),
+                // A delay cut short by the proxy stopping drops the frame:
+                // forwarding it then would answer a request the stop ends.
+                Some(Action::Delay(d)) if !sleep_unless_stopped(shared, d) => break 'outer false,
+                Some(Action::Delay(_)) => {}
                 Some(Action::DropFrame) => continue,
                 Some(Action::DropConnection) => {
                     conn.end(false);
@@ -510,15 +513,17 @@ fn decide(shared: &Shared, connection: usize, direction: Direction, opcode: u8) 
     Some(rule.action)
 }
 
-fn sleep_unless_stopped(shared: &Shared, d: Duration) {
+/// Sleeps for `d`; whether it did (`false`: the proxy stopped first).
+fn sleep_unless_stopped(shared: &Shared, d: Duration) -> bool {
     let until = std::time::Instant::now() + d;
     while !shared.stop.load(Ordering::Acquire) {
         let left = until.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            return;
+            return true;
         }
         std::thread::sleep(left.min(POLL));
     }
+    false
 }
 
 #[cfg(test)]
