@@ -127,11 +127,7 @@ impl TryFrom<i8> for Operation {
     type Error = RowError;
 
     fn try_from(code: i8) -> Result<Self, Self::Error> {
-        // A `match`, not `ok_or`: an error built eagerly is dropped on every row.
-        match Operation::from_code(code) {
-            Some(op) => Ok(op),
-            None => Err(RowError::UnknownOperation(i32::from(code))),
-        }
+        Operation::from_code(code).ok_or(RowError::UnknownOperation(i32::from(code)))
     }
 }
 
