@@ -205,7 +205,7 @@ mod tests {
         let schema = LogSchema::new(log_specs()).unwrap();
         let mut index = RowIndex::default();
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
-        let changes: Vec<Change> = page.iter().map(|r| Change::from_row(&r.unwrap()).unwrap()).collect();
+        let changes: Vec<Change> = page.iter().map(|r| Change::from_row(&r).unwrap()).collect();
 
         let c = &changes[0];
         assert_eq!(
@@ -263,7 +263,7 @@ mod tests {
         };
         let mut consumer = factory.new_consumer(&group);
         for row in &page {
-            consumer.consume(row.unwrap()).unwrap();
+            consumer.consume(row).unwrap();
         }
         let window = ReadWindow {
             group: GroupId(0),
@@ -278,7 +278,7 @@ mod tests {
             row.value::<String>("v")?;
             Ok(())
         };
-        let err = failing.consume(page.row(0).unwrap().unwrap()).unwrap_err();
+        let err = failing.consume(page.row(0).unwrap()).unwrap_err();
         assert!(matches!(err, ConsumerError::Row(RowError::Value { .. })));
         assert!(ConsumerError::failed("boom").to_string().contains("boom"));
     }

@@ -18,7 +18,7 @@ use crate::checkpoint::{push_groups, Checkpoint, GENERATION_MARKER};
 use crate::consumer::Change;
 use crate::generation::groups_of_rows;
 use crate::plan::{Action, GroupId, Planner, PlannerConfig};
-use crate::row::{LogPage, LogSchema, RowIndex};
+use crate::row::{operation_code, LogPage, LogSchema, RowIndex};
 use crate::stream::{StreamGroup, StreamId};
 use crate::time::Millis;
 
@@ -30,8 +30,14 @@ pub fn log_page(data: &[u8]) {
     let Ok(schema) = LogSchema::new(specs) else { return };
     let mut index = RowIndex::default();
     let Ok(page) = LogPage::new(&schema, &rows, &mut index) else { return };
+    let position = |name: &str| schema.specs().iter().position(|s| s.name == name);
+    let (Some(stream_id), Some(operation)) = (position("cdc$stream_id"), position("cdc$operation")) else { return };
     for row in page.iter() {
-        let Ok(row) = row else { continue };
+        // The metadata was checked with the page: the getters read what is
+        // there, never their fallbacks.
+        assert_eq!(row.raw_column(stream_id), Some(&row.stream_id().as_bytes()[..]));
+        let code = row.raw_column(operation).and_then(operation_code);
+        assert_eq!(code, Some(i32::from(row.operation().code())));
         let _ = (row.stream_id(), row.time(), row.time_micros(), row.batch_seq_no(), row.ttl(), row.end_of_batch());
         let _ = row.operation();
         for c in schema.columns() {

@@ -171,7 +171,7 @@ mod tests {
             Ok(())
         });
         for row in &page {
-            consumer.consume(row.unwrap()).unwrap();
+            consumer.consume(row).unwrap();
         }
         let window = ReadWindow {
             group: GroupId(0),

@@ -4,13 +4,15 @@
 //! [`LogSchema`] is computed once per result metadata (the log table's
 //! columns): where the `cdc$` metadata columns are and, for every base
 //! column `X`, where `X`, `cdc$deleted_X` and `cdc$deleted_elements_X` are.
-//! [`LogPage`] then locates every value of the page in one pass, which is
-//! also the check of the page's framing (the driver does not walk the
-//! values before), into a caller-owned [`RowIndex`] that is reused from
-//! page to page, and hands out [`CdcRow`]s: small `Copy` views that borrow
-//! the page, decode the metadata columns once and every other value only
-//! when asked, without copying (`&str` and `&[u8]` values point into the
-//! response buffer). Nothing is allocated per row.
+//! [`LogPage`] then locates every value of the page in one pass, into a
+//! caller-owned [`RowIndex`] reused from page to page. That pass is also
+//! the page's check: the values' framing (the driver does not walk the
+//! values before) and the metadata columns of every row, so a malformed
+//! page is refused before any of its rows is handed out, and its rows
+//! cannot fail afterwards. It hands out [`CdcRow`]s: small `Copy` views
+//! that borrow the page and decode a value only when asked, without
+//! copying (`&str` and `&[u8]` values point into the response buffer).
+//! Nothing is allocated per row.
 //!
 //! ```
 //! # use shardwise::protocol::rows::Rows;
@@ -20,7 +22,6 @@
 //! let schema = LogSchema::new(specs)?; // once per result metadata
 //! let mut index = RowIndex::default(); // once per worker
 //! for row in &LogPage::new(&schema, rows, &mut index)? {
-//!     let row = row?;
 //!     let v: Option<i32> = row.value("v")?;
 //!     println!("{} {:?} v={v:?} deleted={}", row.stream_id(), row.operation(), row.is_deleted("v"));
 //! }
@@ -248,8 +249,58 @@ pub struct LogSchema {
     end_of_batch: Option<usize>,
     columns: Vec<BaseColumn>,
     by_name: HashMap<Arc<str>, usize, BuildHasherDefault<NameHasher>>,
-    /// Every `cdc$deleted_` flag column, checked on each row.
-    flags: Vec<usize>,
+    /// What each result column must hold, checked when a page is indexed.
+    shapes: Box<[Shape]>,
+}
+
+/// Base columns up to this many are looked up by name with a scan, which
+/// beats hashing the name when there are few.
+const SCAN_MAX: usize = 16;
+
+/// What a value of a metadata column must be, so that a [`CdcRow`] can
+/// decode it without failing: checked for every row when a page is
+/// indexed, while the value is in the cache anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// A base column's value: read, and checked, when asked for.
+    Any,
+    /// Exactly `len` bytes; null only if `required` is `None`.
+    Fixed { len: i32, required: Option<&'static str> },
+    /// `cdc$operation`: never null, a known code in 1, 2 or 4 bytes.
+    Operation,
+}
+
+impl Shape {
+    /// Checks a value (`len` negative: null; `value` its bytes).
+    fn check(self, len: i32, value: &[u8], column: &str) -> Result<(), RowError> {
+        let malformed = || RowError::Malformed { column: column.into(), len: value.len() };
+        match self {
+            Shape::Any => Ok(()),
+            Shape::Fixed { len: expected, .. } if len == expected => Ok(()),
+            Shape::Fixed { required: Some(name), .. } if len < 0 => Err(RowError::Null(name)),
+            Shape::Fixed { required: None, .. } if len < 0 => Ok(()),
+            Shape::Fixed { .. } => Err(malformed()),
+            Shape::Operation if len < 0 => Err(RowError::Null(OPERATION)),
+            Shape::Operation => {
+                let code = operation_code(value).ok_or_else(malformed)?;
+                match i8::try_from(code).ok().and_then(Operation::from_code) {
+                    Some(_) => Ok(()),
+                    None => Err(RowError::UnknownOperation(code)),
+                }
+            }
+        }
+    }
+}
+
+/// The code in a `cdc$operation` value, stored as a tinyint, smallint or
+/// int.
+pub(crate) fn operation_code(value: &[u8]) -> Option<i32> {
+    match *value {
+        [a] => Some(i32::from(i8::from_be_bytes([a]))),
+        [a, b] => Some(i32::from(i16::from_be_bytes([a, b]))),
+        [a, b, c, d] => Some(i32::from_be_bytes([a, b, c, d])),
+        _ => None,
+    }
 }
 
 impl LogSchema {
@@ -294,7 +345,18 @@ impl LogSchema {
                 columns.push(BaseColumn { name, value: i, deleted: None, deleted_elements: None });
             }
         }
-        let mut flags = Vec::new();
+        let mut shapes = vec![Shape::Any; specs.len()];
+        let fixed = |len, required| Shape::Fixed { len, required };
+        shapes[stream_id] = fixed(16, Some(STREAM_ID));
+        shapes[time] = fixed(16, Some(TIME));
+        shapes[batch_seq_no] = fixed(4, Some(BATCH_SEQ_NO));
+        shapes[operation] = Shape::Operation;
+        if let Some(i) = ttl {
+            shapes[i] = fixed(8, None);
+        }
+        if let Some(i) = end_of_batch {
+            shapes[i] = fixed(1, None);
+        }
         for (i, spec) in specs.iter().enumerate() {
             if let Some(base) = spec.name.strip_prefix(DELETED_ELEMENTS) {
                 if !matches!(spec.typ, ColumnType::Set(_) | ColumnType::List(_)) {
@@ -317,11 +379,12 @@ impl LogSchema {
                 }
                 if let Some(&c) = by_name.get(base) {
                     columns[c].deleted = Some(i);
-                    flags.push(i);
+                    shapes[i] = fixed(1, None);
                 }
             }
         }
-        Ok(LogSchema { specs, stream_id, time, batch_seq_no, operation, ttl, end_of_batch, columns, by_name, flags })
+        let shapes = shapes.into();
+        Ok(LogSchema { specs, stream_id, time, batch_seq_no, operation, ttl, end_of_batch, columns, by_name, shapes })
     }
 
     /// The result's column specs.
@@ -336,7 +399,14 @@ impl LogSchema {
 
     /// The position of a base column in [`Self::columns`].
     pub fn column_index(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name).copied()
+        if self.columns.len() <= SCAN_MAX {
+            // A byte loop: short names are compared inline, not by a call.
+            let same =
+                |c: &BaseColumn| c.name.len() == name.len() && c.name.bytes().zip(name.bytes()).all(|(a, b)| a == b);
+            self.columns.iter().position(same)
+        } else {
+            self.by_name.get(name).copied()
+        }
     }
 
     /// The base column called `name`.
@@ -431,20 +501,29 @@ impl<'a> LogPage<'a> {
         // unless there are no columns at all.
         index.spans.reserve(count.min(raw.len() / 4));
         // This pass is also the check of the values' framing
-        // (`Rows::check_framing`), so that a page is walked once. It reads
-        // the lengths in place: the hottest loop of the reader.
+        // (`Rows::check_framing`) and of the metadata columns' values, so
+        // that a page is walked once and its rows cannot fail later. It
+        // reads the lengths in place: the hottest loop of the reader.
         if u32::try_from(raw.len()).is_err() {
             return Err(RowError::PageTooLarge);
         }
         let malformed = || RowError::Malformed { column: "page".into(), len: raw.len() };
         let mut at = 0usize;
-        for _ in 0..count {
-            let Some(&len) = raw.get(at..).and_then(<[u8]>::first_chunk::<4>) else { return Err(malformed()) };
-            // `at` is within `raw`, whose length fits in a `u32`.
-            index.spans.push(Span { at: at as u32 });
-            at += 4;
-            if let Ok(len) = usize::try_from(i32::from_be_bytes(len)) {
-                at = at.checked_add(len).filter(|&end| end <= raw.len()).ok_or_else(malformed)?;
+        for _ in 0..rows.rows_count() {
+            for (column, &shape) in schema.shapes.iter().enumerate() {
+                let Some(&len) = raw.get(at..).and_then(<[u8]>::first_chunk::<4>) else { return Err(malformed()) };
+                // `at` is within `raw`, whose length fits in a `u32`.
+                index.spans.push(Span { at: at as u32 });
+                at += 4;
+                let start = at;
+                let len = i32::from_be_bytes(len);
+                if let Ok(n) = usize::try_from(len) {
+                    at = at.checked_add(n).filter(|&end| end <= raw.len()).ok_or_else(malformed)?;
+                }
+                if shape != Shape::Any {
+                    let name = schema.specs.get(column).map_or("", |s| s.name.as_str());
+                    shape.check(len, raw.get(start..at).unwrap_or_default(), name)?;
+                }
             }
         }
         if at != raw.len() {
@@ -468,14 +547,14 @@ impl<'a> LogPage<'a> {
         self.schema
     }
 
-    /// Row `i`; its metadata columns are checked.
-    pub fn row(&self, i: usize) -> Option<Result<CdcRow<'a>, RowError>> {
+    /// Row `i` (its metadata columns were checked with the page).
+    pub fn row(&self, i: usize) -> Option<CdcRow<'a>> {
         if i >= self.rows {
             return None;
         }
         let columns = self.schema.specs.len();
         let spans = self.spans.get(i * columns..(i + 1) * columns)?;
-        Some(CdcRow::parse(self.schema, self.frame, self.raw, spans))
+        Some(CdcRow { schema: self.schema, frame: self.frame, raw: self.raw, spans })
     }
 
     /// The rows, in result order.
@@ -485,7 +564,7 @@ impl<'a> LogPage<'a> {
 }
 
 impl<'a> IntoIterator for &LogPage<'a> {
-    type Item = Result<CdcRow<'a>, RowError>;
+    type Item = CdcRow<'a>;
     type IntoIter = CdcRows<'a>;
 
     fn into_iter(self) -> CdcRows<'a> {
@@ -501,7 +580,7 @@ pub struct CdcRows<'a> {
 }
 
 impl<'a> Iterator for CdcRows<'a> {
-    type Item = Result<CdcRow<'a>, RowError>;
+    type Item = CdcRow<'a>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let row = self.page.row(self.next)?;
@@ -519,32 +598,26 @@ impl ExactSizeIterator for CdcRows<'_> {}
 
 /// One row of the CDC log, borrowed from its page.
 ///
-/// The metadata columns were decoded and checked when the row was taken
-/// from the page; base columns are read on demand, by name or by their
-/// position in [`LogSchema::columns`].
+/// The metadata columns were checked when the page was indexed and are
+/// decoded when asked for; base columns are read on demand, by name or by
+/// their position in [`LogSchema::columns`].
 #[derive(Clone, Copy)]
 pub struct CdcRow<'a> {
     schema: &'a LogSchema,
     frame: &'a Bytes,
     raw: &'a [u8],
     spans: &'a [Span],
-    stream_id: StreamId,
-    time: Uuid,
-    batch_seq_no: i32,
-    operation: Operation,
-    ttl: Option<i64>,
-    end_of_batch: bool,
 }
 
 impl fmt::Debug for CdcRow<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CdcRow")
-            .field("stream_id", &self.stream_id)
-            .field("time", &self.time)
-            .field("batch_seq_no", &self.batch_seq_no)
-            .field("operation", &self.operation)
-            .field("ttl", &self.ttl)
-            .field("end_of_batch", &self.end_of_batch)
+            .field("stream_id", &self.stream_id())
+            .field("time", &self.time())
+            .field("batch_seq_no", &self.batch_seq_no())
+            .field("operation", &self.operation())
+            .field("ttl", &self.ttl())
+            .field("end_of_batch", &self.end_of_batch())
             .finish_non_exhaustive()
     }
 }
@@ -556,97 +629,52 @@ fn slice<'a>(raw: &'a [u8], spans: &[Span], index: usize) -> Option<&'a [u8]> {
     rest.get(..usize::try_from(i32::from_be_bytes(len)).ok()?)
 }
 
-fn required<T>(value: Option<T>, column: &'static str) -> Result<T, RowError> {
-    // A `match`, not `ok_or`: an error built eagerly is dropped on every row.
-    match value {
-        Some(v) => Ok(v),
-        None => Err(RowError::Null(column)),
-    }
-}
-
-fn fixed<const N: usize>(
-    raw: &[u8],
-    spans: &[Span],
-    index: usize,
-    column: &'static str,
-) -> Result<Option<[u8; N]>, RowError> {
-    match slice(raw, spans, index) {
-        None => Ok(None),
-        Some(b) => {
-            <[u8; N]>::try_from(b).map(Some).map_err(|_| RowError::Malformed { column: column.into(), len: b.len() })
-        }
-    }
-}
-
 impl<'a> CdcRow<'a> {
-    fn parse(schema: &'a LogSchema, frame: &'a Bytes, raw: &'a [u8], spans: &'a [Span]) -> Result<Self, RowError> {
-        let stream_id = StreamId::from_bytes(required(fixed(raw, spans, schema.stream_id, STREAM_ID)?, STREAM_ID)?);
-        let time = Uuid::from_bytes(required(fixed(raw, spans, schema.time, TIME)?, TIME)?);
-        let batch_seq_no =
-            i32::from_be_bytes(required(fixed(raw, spans, schema.batch_seq_no, BATCH_SEQ_NO)?, BATCH_SEQ_NO)?);
-        let op = required(slice(raw, spans, schema.operation), OPERATION)?;
-        let code = match *op {
-            [a] => i32::from(i8::from_be_bytes([a])),
-            [a, b] => i32::from(i16::from_be_bytes([a, b])),
-            [a, b, c, d] => i32::from_be_bytes([a, b, c, d]),
-            _ => return Err(RowError::Malformed { column: OPERATION.into(), len: op.len() }),
-        };
-        let Some(operation) = i8::try_from(code).ok().and_then(Operation::from_code) else {
-            return Err(RowError::UnknownOperation(code));
-        };
-        let ttl = match schema.ttl {
-            Some(i) => fixed(raw, spans, i, TTL)?.map(i64::from_be_bytes),
-            None => None,
-        };
-        let end_of_batch = match schema.end_of_batch {
-            Some(i) => fixed::<1>(raw, spans, i, END_OF_BATCH)?.is_some_and(|[b]| b != 0),
-            None => false,
-        };
-        for &flag in &schema.flags {
-            if let Some(b) = slice(raw, spans, flag) {
-                if b.len() != 1 {
-                    let column = schema.specs.get(flag).map(|s| s.name.clone()).unwrap_or_default();
-                    return Err(RowError::Malformed { column, len: b.len() });
-                }
-            }
-        }
-        Ok(CdcRow { schema, frame, raw, spans, stream_id, time, batch_seq_no, operation, ttl, end_of_batch })
+    /// A metadata value of `N` bytes; its shape was checked with the page,
+    /// so the zeroes are never read.
+    fn fixed<const N: usize>(&self, index: usize) -> Option<[u8; N]> {
+        slice(self.raw, self.spans, index).and_then(|b| <[u8; N]>::try_from(b).ok())
     }
 
     /// `cdc$stream_id`.
     pub fn stream_id(&self) -> StreamId {
-        self.stream_id
+        StreamId::from_bytes(self.fixed(self.schema.stream_id).unwrap_or_default())
     }
 
     /// `cdc$time`: the change's timeuuid (shared by all rows of a change).
     pub fn time(&self) -> Uuid {
-        self.time
+        Uuid::from_bytes(self.fixed(self.schema.time).unwrap_or_default())
     }
 
     /// The write time of the change in microseconds, from `cdc$time`.
     pub fn time_micros(&self) -> i64 {
-        timeuuid_micros(&self.time)
+        timeuuid_micros(&self.time())
     }
 
     /// `cdc$batch_seq_no`: the row's position within its change.
     pub fn batch_seq_no(&self) -> i32 {
-        self.batch_seq_no
+        i32::from_be_bytes(self.fixed(self.schema.batch_seq_no).unwrap_or_default())
     }
 
     /// `cdc$operation`.
     pub fn operation(&self) -> Operation {
-        self.operation
+        slice(self.raw, self.spans, self.schema.operation)
+            .and_then(operation_code)
+            .and_then(|code| i8::try_from(code).ok())
+            .and_then(Operation::from_code)
+            // Checked with the page: never taken.
+            .unwrap_or(Operation::Update)
     }
 
     /// `cdc$ttl`: the TTL of the written cells in seconds, if any.
     pub fn ttl(&self) -> Option<i64> {
-        self.ttl
+        self.schema.ttl.and_then(|i| self.fixed(i)).map(i64::from_be_bytes)
     }
 
     /// `cdc$end_of_batch`: whether this is the last row of its change
     /// (null reads as `false`).
     pub fn end_of_batch(&self) -> bool {
-        self.end_of_batch
+        self.schema.end_of_batch.and_then(|i| self.fixed::<1>(i)).is_some_and(|[b]| b != 0)
     }
 
     /// The log schema.
@@ -927,7 +955,7 @@ pub(crate) mod tests {
             let mut index = RowIndex::default();
             let page = LogPage::new(&schema, &rows, &mut index).unwrap();
             assert_eq!(page.len(), 3);
-            let all: Vec<CdcRow<'_>> = page.iter().collect::<Result<_, _>>().unwrap();
+            let all: Vec<CdcRow<'_>> = page.iter().collect();
             assert_eq!(page.iter().len(), 3);
 
             let r = all[0];
@@ -976,7 +1004,7 @@ pub(crate) mod tests {
         let schema = LogSchema::new(log_specs()).unwrap();
         let mut index = RowIndex::default();
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
-        let r = page.row(1).unwrap().unwrap();
+        let r = page.row(1).unwrap();
         assert_eq!(r.value::<i32>("nope"), Err(RowError::NoSuchColumn("nope".into())));
         assert!(matches!(r.value::<i32>("v"), Err(RowError::Value { ref column, .. }) if column == "v"), "null");
         assert!(matches!(r.value::<String>("pk"), Err(RowError::Value { .. })), "type mismatch");
@@ -1042,12 +1070,13 @@ pub(crate) mod tests {
         assert_eq!(LogPage::new(&schema, &whole, &mut index).unwrap().len(), 3);
     }
 
-    /// A page with one row of raw values in `log_specs()` order.
-    fn raw_page(values: Vec<Option<Vec<u8>>>) -> Rows {
+    /// A page of rows of raw values in `log_specs()` order.
+    fn raw_page(rows: &[Vec<Option<Vec<u8>>>]) -> Rows {
         let specs = log_specs();
-        let borrowed: Vec<Option<&[u8]>> = values.iter().map(|v| v.as_deref()).collect();
+        let borrowed: Vec<Vec<Option<&[u8]>>> =
+            rows.iter().map(|values| values.iter().map(|v| v.as_deref()).collect()).collect();
         let metadata = ResultMetadata { columns_count: specs.len(), specs: Some(specs), ..Default::default() };
-        Rows::from_raw(metadata, &[borrowed]).unwrap()
+        Rows::from_raw(metadata, &borrowed).unwrap()
     }
 
     fn good_row() -> Vec<Option<Vec<u8>>> {
@@ -1080,20 +1109,21 @@ pub(crate) mod tests {
         for (column, value, expected) in cases {
             let mut row = good_row();
             row[column] = value;
-            let rows = raw_page(row);
-            let page = LogPage::new(&schema, &rows, &mut index).unwrap();
-            assert_eq!(page.row(0).unwrap().unwrap_err(), expected);
+            // The page is refused as a whole, before any row is handed out,
+            // even when the bad row comes after good ones.
+            let rows = raw_page(&[good_row(), row]);
+            assert_eq!(LogPage::new(&schema, &rows, &mut index).unwrap_err(), expected);
         }
-        let rows = raw_page(good_row());
+        let rows = raw_page(&[good_row()]);
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
-        let r = page.row(0).unwrap().unwrap();
+        let r = page.row(0).unwrap();
         assert_eq!((r.operation(), r.ttl(), r.end_of_batch()), (Operation::Insert, None, false));
         // A malformed base value fails only when read.
         let mut row = good_row();
         row[12] = Some(vec![1, 2]);
-        let rows = raw_page(row);
+        let rows = raw_page(&[row]);
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
-        let r = page.row(0).unwrap().unwrap();
+        let r = page.row(0).unwrap();
         assert!(matches!(r.value::<Option<i32>>("v"), Err(RowError::Value { .. })));
         assert!(matches!(r.value::<Option<CqlValue>>("pk"), Ok(Some(CqlValue::Int(1)))));
     }
@@ -1110,6 +1140,6 @@ pub(crate) mod tests {
         let rows = Rows::from_raw(metadata, &[borrowed]).unwrap();
         let mut index = RowIndex::default();
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
-        assert_eq!(page.row(0).unwrap().unwrap().operation(), Operation::ServiceRowDelete);
+        assert_eq!(page.row(0).unwrap().operation(), Operation::ServiceRowDelete);
     }
 }

@@ -376,12 +376,11 @@ impl Worker {
                     let page = LogPage::new(schema, rows, &mut self.rows)?;
                     if skip.is_empty() && !remember {
                         for row in page.iter() {
-                            consumer.consume(row?)?;
+                            consumer.consume(row)?;
                         }
                     } else {
                         let mut counts = StreamCounts { skip, delivered, run: None };
                         for row in page.iter() {
-                            let row = row?;
                             if counts.admit(row.stream_id()) {
                                 consumer.consume(row)?;
                             }
