@@ -468,6 +468,8 @@ impl Hasher for NameHasher {
 #[derive(Debug, Default)]
 pub struct RowIndex {
     spans: Vec<Span>,
+    /// The layout of the last row walked (see `LogPage::new`).
+    layout: Layout,
 }
 
 /// Where one value's `[bytes]` starts in the rows: its 4-byte length,
@@ -502,30 +504,35 @@ impl<'a> LogPage<'a> {
         index.spans.reserve(count.min(raw.len() / 4));
         // This pass is also the check of the values' framing
         // (`Rows::check_framing`) and of the metadata columns' values, so
-        // that a page is walked once and its rows cannot fail later. It
-        // reads the lengths in place: the hottest loop of the reader.
+        // that a page is walked once and its rows cannot fail later: the
+        // hottest loop of the reader.
         if u32::try_from(raw.len()).is_err() {
             return Err(RowError::PageTooLarge);
         }
         let malformed = || RowError::Malformed { column: "page".into(), len: raw.len() };
+        // Walking a row value by value is a chain of dependent loads: each
+        // length says where the next one is. Log rows are alike (fixed-size
+        // types, same-size blobs), so a row is first compared with the
+        // layout of the one before: its lengths are read at the places that
+        // layout says, which do not depend on one another, and only a row
+        // that differs is walked.
+        let mut layout = std::mem::take(&mut index.layout);
+        layout.clear();
+        let mut row_size = 0;
         let mut at = 0usize;
         for _ in 0..rows.rows_count() {
-            for (column, &shape) in schema.shapes.iter().enumerate() {
-                let Some(&len) = raw.get(at..).and_then(<[u8]>::first_chunk::<4>) else { return Err(malformed()) };
-                // `at` is within `raw`, whose length fits in a `u32`.
-                index.spans.push(Span { at: at as u32 });
-                at += 4;
-                let start = at;
-                let len = i32::from_be_bytes(len);
-                if let Ok(n) = usize::try_from(len) {
-                    at = at.checked_add(n).filter(|&end| end <= raw.len()).ok_or_else(malformed)?;
-                }
-                if shape != Shape::Any {
-                    let name = schema.specs.get(column).map_or("", |s| s.name.as_str());
-                    shape.check(len, raw.get(start..at).unwrap_or_default(), name)?;
-                }
+            let row = raw.get(at..at + row_size).filter(|_| row_size > 0);
+            if row.is_some_and(|row| same_layout(row, &layout, schema.operation)) {
+                index.spans.extend(layout.iter().map(|&(offset, _)| Span { at: (at + offset as usize) as u32 }));
+                at += row_size;
+                continue;
             }
+            let end =
+                walk_row(schema, raw, at, &mut index.spans, &mut layout).map_err(|e| e.unwrap_or_else(malformed))?;
+            row_size = end - at;
+            at = end;
         }
+        index.layout = layout;
         if at != raw.len() {
             return Err(malformed());
         }
@@ -561,6 +568,58 @@ impl<'a> LogPage<'a> {
     pub fn iter(&self) -> CdcRows<'a> {
         CdcRows { page: *self, next: 0 }
     }
+}
+
+/// Where a row's length words are, from the row's start, and the lengths
+/// they held: a row's layout.
+type Layout = Vec<(u32, i32)>;
+
+/// Whether `row` (as long as the row `layout` was taken from) has that
+/// row's lengths at the same places, and a known `cdc$operation` (the one
+/// check that reads a value, not a length). Every length is read before
+/// any is compared, so the loads run side by side.
+fn same_layout(row: &[u8], layout: &[(u32, i32)], operation: usize) -> bool {
+    let length = |offset: u32| {
+        let at = offset as usize;
+        row.get(at..at + 4).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(i32::from_be_bytes)
+    };
+    let same = layout.iter().fold(true, |same, &(offset, len)| same & (length(offset) == Some(len)));
+    same && layout.get(operation).is_some_and(|&(offset, len)| {
+        let at = offset as usize + 4;
+        let code = usize::try_from(len).ok().and_then(|len| row.get(at..at + len)).and_then(operation_code);
+        code.and_then(|c| i8::try_from(c).ok()).and_then(Operation::from_code).is_some()
+    })
+}
+
+/// Walks the row at `at` value by value, checking each value's framing
+/// and shape, indexing it into `spans` and recording the row's layout.
+/// Returns where the row ends; `Err(None)` for bytes cut short.
+fn walk_row(
+    schema: &LogSchema,
+    raw: &[u8],
+    mut at: usize,
+    spans: &mut Vec<Span>,
+    layout: &mut Layout,
+) -> Result<usize, Option<RowError>> {
+    let row_start = at;
+    layout.clear();
+    for (column, &shape) in schema.shapes.iter().enumerate() {
+        let Some(&len) = raw.get(at..).and_then(<[u8]>::first_chunk::<4>) else { return Err(None) };
+        // `at` is within `raw`, whose length fits in a `u32`.
+        spans.push(Span { at: at as u32 });
+        let len = i32::from_be_bytes(len);
+        layout.push(((at - row_start) as u32, len));
+        at += 4;
+        let start = at;
+        if let Ok(n) = usize::try_from(len) {
+            at = at.checked_add(n).filter(|&end| end <= raw.len()).ok_or(None)?;
+        }
+        if shape != Shape::Any {
+            let name = schema.specs.get(column).map_or("", |s| s.name.as_str());
+            shape.check(len, raw.get(start..at).unwrap_or_default(), name).map_err(Some)?;
+        }
+    }
+    Ok(at)
 }
 
 impl<'a> IntoIterator for &LogPage<'a> {
@@ -1087,6 +1146,57 @@ pub(crate) mod tests {
         row[7] = Some(ser(2i8));
         row[11] = Some(ser(1i32));
         row
+    }
+
+    /// Rows are compared with the layout of the row before and walked
+    /// only when they differ: whatever the mix of alike and different
+    /// rows, every value is found where a plain walk finds it, and a bad
+    /// metadata value behind a row of the same layout is still refused.
+    #[test]
+    fn rows_alike_or_not_are_indexed_as_a_walk_finds_them() {
+        let schema = LogSchema::new(log_specs()).unwrap();
+        let mut index = RowIndex::default();
+        let mut rows = Vec::new();
+        for i in 0..40u8 {
+            let mut row = good_row();
+            // Runs of alike rows, broken by a null, a longer value or a flag.
+            row[10] = match i % 7 {
+                0..=2 => Some(vec![i; 3]),
+                3 => None,
+                _ => Some(vec![i; usize::from(i % 5) + 1]),
+            };
+            row[12] = (i % 11 != 5).then(|| ser(i32::from(i)));
+            row[5] = (i % 13 == 4).then(|| vec![1]);
+            row[7] = Some(ser(if i % 3 == 0 { 1i8 } else { 2i8 }));
+            rows.push(row);
+        }
+        let page_rows = raw_page(&rows);
+        let page = LogPage::new(&schema, &page_rows, &mut index).unwrap();
+        assert_eq!(page.len(), rows.len());
+        for (i, expected) in rows.iter().enumerate() {
+            let row = page.row(i).unwrap();
+            for (c, value) in expected.iter().enumerate() {
+                assert_eq!(row.raw_column(c), value.as_deref(), "row {i} column {c}");
+            }
+        }
+        // An unknown operation, or a metadata value of the wrong size, in
+        // a row laid out like the ones before it.
+        for (column, value, error) in [
+            (7, vec![10], RowError::UnknownOperation(10)),
+            (2, vec![0; 4], RowError::Malformed { column: "cdc$batch_seq_no".into(), len: 3 }),
+        ] {
+            let mut bad = rows.clone();
+            let mut row = bad[2].clone();
+            row[column] = Some(value);
+            if column == 2 {
+                // Same total size: a 3-byte `cdc$batch_seq_no` and a
+                // longer `m` keep the row's size, not its layout.
+                row[column] = Some(vec![0; 3]);
+                row[10] = Some(vec![2; 4]);
+            }
+            bad.insert(3, row);
+            assert_eq!(LogPage::new(&schema, &raw_page(&bad), &mut index).unwrap_err(), error);
+        }
     }
 
     #[test]
