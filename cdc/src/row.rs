@@ -283,7 +283,7 @@ impl Shape {
             Shape::Operation if len < 0 => Err(RowError::Null(OPERATION)),
             Shape::Operation => {
                 let code = operation_code(value).ok_or_else(malformed)?;
-                match i8::try_from(code).ok().and_then(Operation::from_code) {
+                match known_operation(code) {
                     Some(_) => Ok(()),
                     None => Err(RowError::UnknownOperation(code)),
                 }
@@ -301,6 +301,11 @@ pub(crate) fn operation_code(value: &[u8]) -> Option<i32> {
         [a, b, c, d] => Some(i32::from_be_bytes([a, b, c, d])),
         _ => None,
     }
+}
+
+/// The operation a `cdc$operation` code names, if this library knows it.
+fn known_operation(code: i32) -> Option<Operation> {
+    i8::try_from(code).ok().and_then(Operation::from_code)
 }
 
 impl LogSchema {
@@ -587,7 +592,7 @@ fn same_layout(row: &[u8], layout: &[(u32, i32)], operation: usize) -> bool {
     same && layout.get(operation).is_some_and(|&(offset, len)| {
         let at = offset as usize + 4;
         let code = usize::try_from(len).ok().and_then(|len| row.get(at..at + len)).and_then(operation_code);
-        code.and_then(|c| i8::try_from(c).ok()).and_then(Operation::from_code).is_some()
+        code.and_then(known_operation).is_some()
     })
 }
 
@@ -719,8 +724,7 @@ impl<'a> CdcRow<'a> {
     pub fn operation(&self) -> Operation {
         slice(self.raw, self.spans, self.schema.operation)
             .and_then(operation_code)
-            .and_then(|code| i8::try_from(code).ok())
-            .and_then(Operation::from_code)
+            .and_then(known_operation)
             // Checked with the page: never taken.
             .unwrap_or(Operation::Update)
     }
