@@ -1183,20 +1183,21 @@ pub(crate) mod tests {
                 assert_eq!(row.raw_column(c), value.as_deref(), "row {i} column {c}");
             }
         }
-        // An unknown operation, or a metadata value of the wrong size, in
-        // a row laid out like the ones before it.
-        for (column, value, error) in [
-            (7, vec![10], RowError::UnknownOperation(10)),
-            (2, vec![0; 4], RowError::Malformed { column: "cdc$batch_seq_no".into(), len: 3 }),
-        ] {
+        // An unknown operation in a row laid out like the one before it,
+        // and a 3-byte `cdc$batch_seq_no` beside a longer `m`: the row's
+        // size stays the same, not its layout.
+        let cases = [
+            (vec![(7, vec![10])], RowError::UnknownOperation(10)),
+            (
+                vec![(2, vec![0; 3]), (10, vec![2; 4])],
+                RowError::Malformed { column: "cdc$batch_seq_no".into(), len: 3 },
+            ),
+        ];
+        for (edits, error) in cases {
             let mut bad = rows.clone();
             let mut row = bad[2].clone();
-            row[column] = Some(value);
-            if column == 2 {
-                // Same total size: a 3-byte `cdc$batch_seq_no` and a
-                // longer `m` keep the row's size, not its layout.
-                row[column] = Some(vec![0; 3]);
-                row[10] = Some(vec![2; 4]);
+            for (column, value) in edits {
+                row[column] = Some(value);
             }
             bad.insert(3, row);
             assert_eq!(LogPage::new(&schema, &raw_page(&bad), &mut index).unwrap_err(), error);
