@@ -6,6 +6,16 @@
 //! nothing is replayed). A write that failed may or may not have been
 //! applied, so its change may be delivered or not, but only once.
 //!
+//! The guarantee is that of Scylla's CDC: a change whose write takes less
+//! than the safety interval is read. Its `cdc$time` is the write's
+//! timestamp, taken by the coordinator after the client sent it; its window
+//! is read no earlier than a safety interval after that, so a write
+//! acknowledged within the safety interval is visible to that read. Writes
+//! here have a request timeout below the safety interval, so every
+//! acknowledged one falls under it (the first writes to a fresh cluster on a
+//! loaded machine take about a second: a 500 ms interval let a reader close
+//! to real time read their windows before they were applied).
+//!
 //! The victim is neither the first node (the front's own connections for
 //! log writes and its stand-in tables use it) nor the session's control
 //! node; it is the primary replica of some of the log's streams.
@@ -36,6 +46,13 @@ use common::{run, workload};
 /// Concurrent writers, each on its own partition key, one write at a time.
 const WRITERS: i32 = 32;
 
+/// A write's request timeout, retries included: an acknowledged write took
+/// less than this.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The reader's safety interval: longer than any acknowledged write took.
+const SAFETY: Duration = Duration::from_secs(3);
+
 /// What the writers did, per partition key: the `v` of acknowledged and of
 /// failed writes.
 #[derive(Default)]
@@ -43,6 +60,8 @@ struct Writes {
     acknowledged: HashMap<i32, Vec<i64>>,
     failed: HashMap<i32, Vec<i64>>,
     errors: BTreeMap<String, usize>,
+    /// How long each acknowledged write took, by (pk, v).
+    took: HashMap<(i32, i64), Duration>,
 }
 
 /// Each writer inserts `(pk = writer, ck = v % 4, v)` with increasing `v`
@@ -55,7 +74,8 @@ fn start_writes(session: &Session, ks: &str, stop: Arc<AtomicBool>) -> tokio::ta
             session
                 .prepare(
                     Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)"))
-                        .with_consistency(Consistency::Quorum),
+                        .with_consistency(Consistency::Quorum)
+                        .with_timeout(WRITE_TIMEOUT),
                 )
                 .await
                 .expect("prepare"),
@@ -68,13 +88,17 @@ fn start_writes(session: &Session, ks: &str, stop: Arc<AtomicBool>) -> tokio::ta
                 let mut v = 0i64;
                 while !stop.load(Ordering::Relaxed) {
                     let ck = (v % 4) as i32;
+                    let sent = Instant::now();
                     let outcome = tokio::time::timeout(Duration::from_secs(30), session.execute(&*insert, (pk, ck, v)))
                         .await
                         .expect("a write hung");
                     {
                         let mut w = writes.lock().expect("lock");
                         match outcome {
-                            Ok(_) => w.acknowledged.entry(pk).or_default().push(v),
+                            Ok(_) => {
+                                w.acknowledged.entry(pk).or_default().push(v);
+                                w.took.insert((pk, v), sent.elapsed());
+                            }
                             Err(e) => {
                                 w.failed.entry(pk).or_default().push(v);
                                 let kind = format!("{e:?}");
@@ -149,7 +173,7 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
     let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
         .start(SystemTime::now() - Duration::from_secs(1))
         .window_size(Duration::from_millis(500))
-        .safety_interval(Duration::from_millis(500))
+        .safety_interval(SAFETY)
         .sleep_interval(Duration::from_millis(100))
         .consistency(Consistency::Quorum)
         .workers(2)
@@ -194,15 +218,18 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
     let deadline = drained + Duration::from_secs(60);
     loop {
         let got = seen.lock().expect("lock").clone();
-        let missing = writes
+        // (pk, v, how long its write took) of each acknowledged change not delivered.
+        let missing: Vec<(i32, i64, Option<Duration>)> = writes
             .acknowledged
             .iter()
-            .filter(|(pk, vs)| {
+            .flat_map(|(pk, vs)| {
                 let delivered: HashSet<i64> = got.get(pk).into_iter().flatten().filter_map(|(_, v)| *v).collect();
-                vs.iter().any(|v| !delivered.contains(v))
+                vs.iter()
+                    .filter(move |v| !delivered.contains(v))
+                    .map(|v| (*pk, *v, writes.took.get(&(*pk, *v)).copied()))
             })
-            .count();
-        if missing == 0 {
+            .collect();
+        if missing.is_empty() {
             break;
         }
         assert!(!reader.is_finished(), "the reader ended");
@@ -210,7 +237,9 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
             // Why: a reader whose workers stopped on an error says so at join.
             reader.stop();
             let joined = tokio::time::timeout(Duration::from_secs(30), reader.join()).await;
-            panic!("{missing} keys still miss acknowledged changes after 60 s; the reader: {joined:?}");
+            let n = missing.len();
+            let some = &missing[..n.min(10)];
+            panic!("{n} acknowledged changes still missing after 60 s, (pk, v, write took) {some:?}; the reader: {joined:?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -247,9 +276,11 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
         delivered += vs.len();
     }
     let failed: usize = writes.failed.values().map(Vec::len).sum();
+    let slowest = writes.took.values().max().copied().unwrap_or_default();
     println!(
         "CDC through a SIGKILL of {victim_addr} (primary replica of {held} of {} streams), down {down_for:?}, \
-         restart took {restarted_in:?}: {acknowledged} writes acknowledged, {failed} failed {:?}; \
+         restart took {restarted_in:?}: {acknowledged} writes acknowledged (the slowest in {slowest:?}), \
+         {failed} failed {:?}; \
          {delivered} changes delivered ({} acknowledged, {delivered_of_failed} of failed writes), 0 duplicated; \
          {before} delivered before the kill; all delivered {caught_up:?} after the writes stopped",
         streams.len(),
@@ -257,6 +288,7 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
         delivered - delivered_of_failed,
     );
     assert!(acknowledged > 1000, "the load ran: {acknowledged}");
+    assert!(slowest < SAFETY, "an acknowledged write took {slowest:?}, past the safety interval");
     assert!(before > 0, "the reader was reading before the kill");
     assert_eq!(
         (delivered - delivered_of_failed, delivered_sum),

@@ -169,6 +169,7 @@ pub struct CdcReaderBuilder {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
+    windows_in_flight: usize,
     leases: Option<LeaseConfig>,
 }
 
@@ -206,6 +207,7 @@ impl CdcReaderBuilder {
             query_timeout: Duration::from_secs(10),
             query_attempts: 10,
             streams_per_query: MAX_STREAMS_PER_QUERY,
+            windows_in_flight: 4,
             leases: None,
         }
     }
@@ -234,7 +236,12 @@ impl CdcReaderBuilder {
         self
     }
 
-    /// How far behind the clock reading stays (late writes).
+    /// How far behind the clock reading stays (default 30 s). A change's
+    /// `cdc$time` is its write's timestamp, and its window is read no
+    /// earlier than this interval after it: a write applied later than that
+    /// (a slow or retried write, a client timestamp set in the past, clock
+    /// skew between nodes) may be missed, as with any ScyllaDB CDC reader.
+    /// Keep it above the writes' timeout.
     pub fn safety_interval(mut self, d: Duration) -> Self {
         self.safety = d;
         self
@@ -305,6 +312,15 @@ impl CdcReaderBuilder {
     /// share the table through [leases](Self::leases).
     pub fn streams_per_query(mut self, n: usize) -> Self {
         self.streams_per_query = n.clamp(1, MAX_STREAMS_PER_QUERY);
+        self
+    }
+
+    /// The most windows a worker has requested at once (default 4; at
+    /// least 1), each of another group: the shards serve the next windows
+    /// while the worker's consumers take the rows of one. Rows are consumed
+    /// one window at a time either way, on the worker's thread.
+    pub fn windows_in_flight(mut self, n: usize) -> Self {
+        self.windows_in_flight = n.max(1);
         self
     }
 
@@ -434,6 +450,7 @@ impl CdcReaderBuilder {
             query_timeout: self.query_timeout,
             query_attempts: self.query_attempts,
             streams_per_query: self.streams_per_query,
+            windows_in_flight: self.windows_in_flight,
             stopped: AtomicBool::new(false),
             wake: Notify::new(),
             saves: Saves::default(),
@@ -532,6 +549,7 @@ struct Shared {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
+    windows_in_flight: usize,
     stopped: AtomicBool,
     wake: Notify,
     /// Checkpoint saves under way: a group is handed over only once none

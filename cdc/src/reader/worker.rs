@@ -1,13 +1,15 @@
 //! A worker: one OS thread with a current-thread runtime, reading the
-//! windows of the groups the planner gives it, one window at a time, on
-//! this thread. A window bigger than a page has its next page requested
-//! before the rows of the current one are consumed, so the shard serves it
-//! meanwhile.
+//! windows of the groups the planner gives it.
 //!
-//! Several windows of a worker's groups in flight at once were tried and
-//! withdrawn: with 4, a reader lost track of some groups through a node
-//! crash (`cdc/tests/crash.rs`) for a reason not found yet, and on this
-//! machine it did not make reading faster (`benches/RESULTS.md`, Run D).
+//! Up to [`windows_in_flight`](super::CdcReaderBuilder::windows_in_flight)
+//! windows, each of another group, have their first page requested at
+//! once: the shards keep serving while the worker hands the rows of an
+//! arrived page to its consumer. Rows are still consumed one window at a
+//! time, on this thread, in the order the first pages arrive. A window
+//! bigger than a page has its next page requested before the rows of the
+//! current one are consumed. A window whose first page is in flight is a
+//! window being read for the planner, so checkpoints and handovers see it
+//! as such.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -37,6 +39,10 @@ type Place = (SocketAddr, u16);
 /// A later page of a window, requested while the one before is consumed.
 type PageFetch = Pin<Box<dyn Future<Output = Result<QueryResult, CdcError>>>>;
 
+/// The first page of a window, requested: the window, where it is read,
+/// and the answer.
+type FirstPage = Pin<Box<dyn Future<Output = (ReadWindow, Place, Result<QueryResult, CdcError>)>>>;
+
 struct Route {
     conn: Connection,
     prepared: PreparedStatement,
@@ -61,6 +67,8 @@ pub(super) struct Worker {
     /// sequence number), so a change is never delivered twice. O(streams),
     /// whatever the window's size.
     delivered: HashMap<GroupId, HashMap<StreamId, usize>>,
+    /// The windows whose first page is requested, with their group.
+    in_flight: Vec<(GroupId, FirstPage)>,
 }
 
 fn now() -> Millis {
@@ -120,6 +128,7 @@ impl Worker {
             failures: HashMap::new(),
             timeouts: HashMap::new(),
             delivered: HashMap::new(),
+            in_flight: Vec::new(),
         }
     }
 
@@ -132,13 +141,29 @@ impl Worker {
     }
 
     pub(super) async fn run(mut self) -> Result<(), CdcError> {
+        let result = self.serve().await;
+        // Stopped (or failed) with first pages in flight: those windows are
+        // not read, and are read again by whoever reads their group next.
+        for (group, _) in std::mem::take(&mut self.in_flight) {
+            let _ = self.shared.planner().window_failed(group, now());
+        }
+        result
+    }
+
+    async fn serve(&mut self) -> Result<(), CdcError> {
         while !self.shared.stopped.load(Ordering::Acquire) {
-            let action = self.shared.planner().poll(self.index, now());
+            let action = if self.in_flight.len() < self.shared.windows_in_flight {
+                self.shared.planner().poll(self.index, now())
+            } else {
+                // As many windows in flight as allowed: wait for one.
+                Action::Idle
+            };
             match action {
-                Action::Read(window) => {
-                    let result = self.read(&window).await;
-                    self.finished(&window, result)?;
+                Action::Read(window) => self.request(window).await?,
+                Action::Sleep(until) if !self.in_flight.is_empty() => {
+                    self.wait_in_flight(until.duration_since(now())).await?;
                 }
+                Action::Idle if !self.in_flight.is_empty() => self.wait_in_flight(Duration::from_millis(50)).await?,
                 Action::FetchFirstGeneration { at } => {
                     let found = self.shared.source.first_generation(at).await;
                     self.generation_found(found).await?;
@@ -165,6 +190,60 @@ impl Worker {
                     return Ok(());
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Requests the first page of `window` (opening its route first if
+    /// needed); a window that cannot be requested fails as a read would.
+    async fn request(&mut self, window: ReadWindow) -> Result<(), CdcError> {
+        let place = match self.route(window.streams.key()).await {
+            Ok(place) => place,
+            Err(e) => return self.finished(&window, Err(e)),
+        };
+        let Some(route) = self.routes.get(&place) else { return self.finished(&window, Err(CdcError::NoNodes)) };
+        let (conn, prepared, query) = (route.conn.clone(), route.prepared.clone(), self.page_query());
+        let group = window.group;
+        let mut first: FirstPage = Box::pin(async move {
+            let result = query.fetch(&conn, &prepared, &window, None).await;
+            (window, place, result)
+        });
+        // One poll queues the request on the connection, so it leaves with
+        // the next write whatever the worker does meanwhile.
+        match std::future::poll_fn(|cx| Poll::Ready(first.as_mut().poll(cx))).await {
+            Poll::Ready((window, place, page)) => {
+                let result = self.read(&window, place, page).await;
+                self.finished(&window, result)
+            }
+            Poll::Pending => {
+                self.in_flight.push((group, first));
+                Ok(())
+            }
+        }
+    }
+
+    /// Waits at most `d` (or until woken) for a first page in flight to
+    /// arrive, and reads that window.
+    async fn wait_in_flight(&mut self, d: Duration) -> Result<(), CdcError> {
+        let arrived = {
+            let in_flight = &mut self.in_flight;
+            let next = std::future::poll_fn(|cx| {
+                for i in 0..in_flight.len() {
+                    if let Poll::Ready(out) = in_flight[i].1.as_mut().poll(cx) {
+                        drop(in_flight.swap_remove(i));
+                        return Poll::Ready(out);
+                    }
+                }
+                Poll::Pending
+            });
+            tokio::select! {
+                out = next => Some(out),
+                _ = sleep(&self.shared, d.max(Duration::from_millis(1))) => None,
+            }
+        };
+        if let Some((window, place, first)) = arrived {
+            let result = self.read(&window, place, first).await;
+            self.finished(&window, result)?;
         }
         Ok(())
     }
@@ -273,9 +352,14 @@ impl Worker {
         Ok(key)
     }
 
-    /// Reads `window`: its rows to the group's consumer, then the
-    /// consumer's `window_end`.
-    async fn read(&mut self, window: &ReadWindow) -> Result<(), CdcError> {
+    /// Reads `window` from its first page's answer on: its rows to the
+    /// group's consumer, then the consumer's `window_end`.
+    async fn read(
+        &mut self,
+        window: &ReadWindow,
+        place: Place,
+        first: Result<QueryResult, CdcError>,
+    ) -> Result<(), CdcError> {
         let consumer_key = (window.generation, window.group);
         if !self.consumers.contains_key(&consumer_key) {
             // The groups of earlier generations are done for good.
@@ -287,7 +371,7 @@ impl Worker {
         }
         let skip = self.delivered.remove(&window.group).unwrap_or_default();
         let mut delivered = HashMap::new();
-        match self.read_pages(window, &skip, &mut delivered).await {
+        match self.read_pages(window, place, first, &skip, &mut delivered).await {
             Ok(()) => {
                 if let Some(consumer) = self.consumers.get_mut(&consumer_key) {
                     consumer.window_end(window)?;
@@ -316,11 +400,12 @@ impl Worker {
     async fn read_pages(
         &mut self,
         window: &ReadWindow,
+        place: Place,
+        first: Result<QueryResult, CdcError>,
         skip: &HashMap<StreamId, usize>,
         delivered: &mut HashMap<StreamId, usize>,
     ) -> Result<(), CdcError> {
-        let place = self.route(window.streams.key()).await?;
-        let mut next = None;
+        let mut next = Some(first);
         let mut prefetched: Option<PageFetch> = None;
         let mut paging: Option<PagingState> = None;
         loop {

@@ -9,8 +9,9 @@
 //!   stalled reads delivered nothing).
 //! * Stalled for good: the reader ends with [`CdcError::QueryTimeout`]
 //!   after the configured attempts, instead of waiting forever.
-//! * The next page of a window is asked for before a slow consumer has
-//!   taken the current one.
+//! * Stalled at the start: a worker has sent as many reads as it may keep
+//!   in flight, no more; and the next page of a window is asked for before
+//!   a slow consumer has taken the current one.
 //! * Every other fault of the proxy, for a while, during a read whose
 //!   windows take several pages: answers delayed past the query timeout,
 //!   requests dropped, connections blackholed, closed, reset, or cut in the
@@ -182,9 +183,56 @@ async fn a_node_stalled_for_good_ends_the_reader_with_a_query_timeout() {
     .expect("the test hung");
 }
 
+/// A worker keeps several windows in flight, each of another group: with
+/// every log read swallowed, one worker has sent exactly as many reads as
+/// it may keep in flight (the windows of 4 shards' groups are all ready),
+/// and with one in flight, one. Once the reads pass again, every change is
+/// delivered once, in write order per key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_keeps_several_windows_in_flight() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (proxy, _front, session, ks) = setup("cdc_in_flight").await;
+        let start = SystemTime::now() - Duration::from_secs(1);
+        let plan = workload::plan(20, 200, 8);
+        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
+        let end = SystemTime::now() + Duration::from_millis(300);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        for in_flight in [1, 3] {
+            stall(&proxy);
+            let stalled_from = proxy.frames(Direction::ToServer, EXECUTE);
+            let seen: Seen = Arc::default();
+            let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+                .start(start)
+                .end(end)
+                .window_size(Duration::from_secs(10))
+                .safety_interval(Duration::from_millis(100))
+                .sleep_interval(Duration::from_millis(50))
+                .workers(1)
+                .windows_in_flight(in_flight)
+                .query_timeout(Duration::from_secs(3))
+                .build(collector(seen.clone()))
+                .await
+                .expect("reader");
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let sent = proxy.frames(Direction::ToServer, EXECUTE) - stalled_from;
+            proxy.clear_rules();
+            tokio::time::timeout(Duration::from_secs(60), reader.join())
+                .await
+                .expect("the reader finishes once the reads pass")
+                .expect("the reader ends without error");
+            eprintln!("cdc in flight: {sent} reads sent at once with {in_flight} allowed");
+            assert_eq!(sent, in_flight, "reads in flight on one worker");
+            let seen = seen.lock().expect("lock").clone();
+            assert_eq!(per_key(&seen), workload::expected_of(&plan), "every change once, in write order per key");
+        }
+    })
+    .await
+    .expect("the test hung");
+}
+
 /// The next page of a window is asked for before the rows of the current
 /// one are consumed: while the consumer takes its time over the first row,
-/// the one worker has sent two reads, the window's
+/// the one worker (one window in flight) has sent two reads, the window's
 /// first page and its second (40 keys: no group's window is empty, so the
 /// first window read is the one whose row is consumed first). Every change is still delivered once, in
 /// write order per key.
@@ -226,6 +274,7 @@ async fn the_next_page_is_requested_before_a_page_is_consumed() {
             .safety_interval(Duration::from_millis(100))
             .sleep_interval(Duration::from_millis(50))
             .workers(1)
+            .windows_in_flight(1)
             .page_size(4)
             .build(Arc::new(factory))
             .await

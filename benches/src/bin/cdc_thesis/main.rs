@@ -169,6 +169,10 @@ struct ReaderOpts {
     /// Page size of log queries (both libraries).
     #[arg(long, default_value_t = 5000)]
     page_size: i32,
+    /// Windows a shardwise-cdc worker keeps in flight (default: the
+    /// library's).
+    #[arg(long)]
+    windows_in_flight: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -634,6 +638,9 @@ async fn read_shardwise(a: &ReadArgs, plan: Plan, tally: Arc<Tally>, t0: Instant
     if let Some(w) = a.opts.workers {
         builder = builder.workers(w);
     }
+    if let Some(n) = a.opts.windows_in_flight {
+        builder = builder.windows_in_flight(n);
+    }
     let factory = {
         let tally = tally.clone();
         move |_: &GroupInfo| -> Box<dyn Consumer> {
@@ -796,6 +803,9 @@ fn child(a: &CompareArgs, cores: Option<usize>, window: u64, library: Library) -
     }
     if let Some(n) = a.opts.workers {
         args.extend(["--workers".into(), n.to_string()]);
+    }
+    if let Some(n) = a.opts.windows_in_flight {
+        args.extend(["--windows-in-flight".into(), n.to_string()]);
     }
     let mut cmd = match cores {
         Some(n) => {
