@@ -86,11 +86,18 @@ impl Session {
         // futures copies it once per request.
         let speculative =
             settings.speculative.filter(|_| options.idempotent && self.with_state(|state| state.nodes.len() > 1));
+        // The instant the last attempt ended, read for its node's latency,
+        // also ends the request's: one clock read per request fewer.
+        let mut ended = None;
         let result = match speculative {
-            None => self.run_with_retries(statement, values, params, 0, started, deadline).await,
+            None => {
+                let timing = Timing { started, ended: Some(&mut ended) };
+                self.run_with_retries(statement, values, params, 0, timing, deadline).await
+            }
             Some(spec) => Box::pin(self.speculate(statement, values, params, spec, deadline)).await,
         };
-        self.inner.metrics.request(started.elapsed(), result.is_ok());
+        let took = ended.map_or_else(|| started.elapsed(), |at: Instant| at.saturating_duration_since(started));
+        self.inner.metrics.request(took, result.is_ok());
         let result = result?;
         if result.schema_change().is_some() {
             return Box::pin(self.schema_changed(result)).await;
@@ -123,7 +130,7 @@ impl Session {
     ) -> Result<QueryResult, ExecutionError> {
         let speculate = async {
             let mut attempts =
-                vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0, Instant::now(), None)))];
+                vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0, Timing::now(), None)))];
             let mut last_error = None;
             loop {
                 let can_add = attempts.len() <= spec.max_extra;
@@ -142,7 +149,7 @@ impl Session {
                         values,
                         params,
                         offset,
-                        Instant::now(),
+                        Timing::now(),
                         None,
                     ))));
                 }
@@ -163,9 +170,10 @@ impl Session {
         values: &V,
         params: Params<'_>,
         node_offset: usize,
-        started: Instant,
+        timing: Timing<'_>,
         deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
+        let Timing { started, mut ended } = timing;
         let options = statement.options();
         let idempotent = options.idempotent;
         let Settings { attempt_timeout, retry_policy, latency_awareness, .. } =
@@ -215,7 +223,11 @@ impl Session {
                 Err(ExecutionError::AttemptTimeout { .. }) => self.inner.metrics.attempt_timeout(),
                 _ => {}
             }
-            let took = sent.elapsed();
+            let now = Instant::now();
+            if let Some(ended) = ended.as_deref_mut() {
+                *ended = Some(now);
+            }
+            let took = now.saturating_duration_since(sent);
             node.latency.record(took);
             if let Some(awareness) = latency_awareness {
                 // Only kept where plans read it: a shared word per node, and a
@@ -292,6 +304,21 @@ impl Session {
 struct RequestDeadline {
     at: Instant,
     t: std::time::Duration,
+}
+
+/// When a run of attempts started, and where it writes when its last
+/// attempt ended: the instant its node's latency was read at, which the
+/// request's own latency reuses instead of reading the clock again.
+struct Timing<'a> {
+    started: Instant,
+    ended: Option<&'a mut Option<Instant>>,
+}
+
+impl Timing<'_> {
+    /// Starting now, its end not asked for (a speculative attempt).
+    fn now() -> Self {
+        Timing { started: Instant::now(), ended: None }
+    }
 }
 
 /// Polls every running attempt; resolves with the first success, or the

@@ -10,6 +10,7 @@ use shardwise::protocol::response::ErrorKind;
 use shardwise::protocol::types::de::Row;
 use shardwise::protocol::types::CqlValue;
 use shardwise::{Batch, Compression, ExecutionError, Session, SessionBuilder, Statement};
+use testkit::fault::{Action, Direction, FaultProxy, Rule};
 use testkit::samples::{every_type_row, every_type_schema, EVERY_TYPE_COLUMNS};
 
 async fn session(version: ProtocolVersion, compression: Compression) -> Session {
@@ -252,14 +253,28 @@ async fn prepared_select_follows_alter_table() {
     }
 }
 
+/// A request whose answer comes after its timeout fails with `Timeout`, and
+/// the session goes on working. The answers are held back by a proxy: a
+/// 1 µs timeout on a real query raced the server, and a quiet machine
+/// answered within the millisecond a deadline is rounded up to.
 #[tokio::test]
 async fn request_timeout_is_a_typed_error() {
-    let s = session(ProtocolVersion::V5, Compression::None).await;
-    let slow = Statement::new("SELECT * FROM system_schema.columns").with_timeout(Duration::from_micros(1));
+    let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
+    let s = SessionBuilder::new()
+        .known_node_addr(proxy.addr())
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .discover_topology(false)
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session through the proxy");
+    proxy.set_rules(vec![Rule::new(Action::Delay(Duration::from_millis(500))).direction(Direction::ToClient)]);
+    let slow = Statement::new("SELECT key FROM system.local").with_timeout(Duration::from_millis(50));
     let err = s.execute(&slow, ()).await.expect_err("timeout");
-    assert!(matches!(err, ExecutionError::Timeout(_)), "{err:?}");
+    assert!(matches!(err, ExecutionError::Timeout(t) if t == Duration::from_millis(50)), "{err:?}");
     assert!(s.metrics().timeouts >= 1);
     // The session still works afterwards.
+    proxy.clear_rules();
     s.execute(&Statement::new("SELECT key FROM system.local"), ()).await.expect("ok");
     let m = s.metrics();
     assert!(m.requests >= 2 && m.latency_quantile(0.5).is_some());
