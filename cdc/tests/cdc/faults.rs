@@ -63,6 +63,30 @@ async fn setup(tag: &str) -> (FaultProxy, FrontHandle, shardwise::Session, Strin
     (proxy, front, session, ks)
 }
 
+/// A table written before its reader starts, and the span that reads all
+/// of it.
+struct Written {
+    proxy: FaultProxy,
+    /// The front stops when this is dropped: keep it bound.
+    front: FrontHandle,
+    session: shardwise::Session,
+    ks: String,
+    plan: Vec<(i32, i32, Operation, Option<i64>)>,
+    start: SystemTime,
+    /// Past the last change; the log is readable up to it on return.
+    end: SystemTime,
+}
+
+/// [`setup`], then the changes of `plan` written.
+async fn written(tag: &str, plan: Vec<(i32, i32, Operation, Option<i64>)>) -> Written {
+    let (proxy, front, session, ks) = setup(tag).await;
+    let start = SystemTime::now() - Duration::from_secs(1);
+    workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
+    let end = SystemTime::now() + Duration::from_millis(500);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    Written { proxy, front, session, ks, plan, start, end }
+}
+
 fn stall(proxy: &FaultProxy) {
     proxy.set_rules(vec![Rule::new(Action::DropFrame).opcode(EXECUTE).direction(Direction::ToServer)]);
 }
@@ -87,12 +111,8 @@ fn checksum(changes: impl Iterator<Item = (i32, Option<i64>)>) -> (usize, i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_node_delays_the_reader_without_losing_a_change() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let (proxy, _front, session, ks) = setup("cdc_stall").await;
-        let start = SystemTime::now() - Duration::from_secs(1);
-        let plan = workload::plan(20, 300, 5);
-        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
-        let end = SystemTime::now() + Duration::from_millis(500);
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        let Written { proxy, front: _front, session, ks, plan, start, end } =
+            written("cdc_stall", workload::plan(20, 300, 5)).await;
 
         stall(&proxy);
         let stalled_from = proxy.frames(Direction::ToServer, EXECUTE);
@@ -148,10 +168,8 @@ async fn a_stalled_node_delays_the_reader_without_losing_a_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stalled_for_good_ends_the_reader_with_a_query_timeout() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let (proxy, _front, session, ks) = setup("cdc_stall_for_good").await;
-        let start = SystemTime::now() - Duration::from_secs(1);
-        let plan = workload::plan(5, 20, 6);
-        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
+        let Written { proxy, front: _front, session, ks, start, .. } =
+            written("cdc_stall_for_good", workload::plan(5, 20, 6)).await;
         stall(&proxy);
         let seen: Seen = Arc::default();
         let query_timeout = Duration::from_millis(300);
@@ -191,12 +209,8 @@ async fn a_node_stalled_for_good_ends_the_reader_with_a_query_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_keeps_several_windows_in_flight() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let (proxy, _front, session, ks) = setup("cdc_in_flight").await;
-        let start = SystemTime::now() - Duration::from_secs(1);
-        let plan = workload::plan(20, 200, 8);
-        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
-        let end = SystemTime::now() + Duration::from_millis(300);
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        let Written { proxy, front: _front, session, ks, plan, start, end } =
+            written("cdc_in_flight", workload::plan(20, 200, 8)).await;
         for in_flight in [1, 3] {
             stall(&proxy);
             let stalled_from = proxy.frames(Direction::ToServer, EXECUTE);
@@ -239,13 +253,9 @@ async fn a_worker_keeps_several_windows_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_page_is_requested_before_a_page_is_consumed() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let (proxy, _front, session, ks) = setup("cdc_prefetch").await;
+        let Written { proxy, front: _front, session, ks, plan, start, end } =
+            written("cdc_prefetch", workload::plan(40, 200, 9)).await;
         let proxy = Arc::new(proxy);
-        let start = SystemTime::now() - Duration::from_secs(1);
-        let plan = workload::plan(40, 200, 9);
-        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
-        let end = SystemTime::now() + Duration::from_millis(300);
-        tokio::time::sleep(Duration::from_millis(400)).await;
         let before = proxy.frames(Direction::ToServer, EXECUTE);
         let seen: Seen = Arc::default();
         let sent_at_first_row: Arc<Mutex<Option<usize>>> = Arc::default();
@@ -300,12 +310,8 @@ async fn the_next_page_is_requested_before_a_page_is_consumed() {
 /// delivered once, in write order per key.
 async fn read_through(tag: &str, rules: Vec<Rule>, fault_for: Duration) {
     tokio::time::timeout(Duration::from_secs(150), async {
-        let (proxy, _front, session, ks) = setup(tag).await;
-        let start = SystemTime::now() - Duration::from_secs(1);
-        let plan = workload::plan(4, 400, 7);
-        workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
-        let end = SystemTime::now() + Duration::from_millis(500);
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        let Written { proxy, front: _front, session, ks, plan, start, end } =
+            written(tag, workload::plan(4, 400, 7)).await;
 
         let seen: Seen = Arc::default();
         let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
