@@ -386,6 +386,22 @@ async fn prepare_until(
     }
 }
 
+/// Prepares `p` again on `conn` (the node answered UNPREPARED), and takes
+/// the result shape it answers with.
+async fn reprepare(
+    conn: &Connection,
+    p: &PreparedStatement,
+    deadline: Option<&Deadline>,
+) -> Result<(), ExecutionError> {
+    tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
+    let fresh = prepare_until(conn, p.text(), deadline).await?;
+    if fresh.id() != p.id() {
+        return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
+    }
+    p.set_shape(ResultShape { metadata_id: fresh.shape().metadata_id.clone(), specs: fresh.result_specs() });
+    Ok(())
+}
+
 /// Runs `statement` on one chosen connection: builds the request in place,
 /// decodes the answer, follows `METADATA_CHANGED` and re-prepares on
 /// `UNPREPARED`, calling `on_reprepared` with the prepared statement once it
@@ -409,52 +425,50 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
         // Only references to the statement and the values are held across
         // the await; the request is built inside the connection's write.
         let envelope = conn.send_with(flags, deadline, |write| statement.with_request(values, params, write)).await?;
-        let response = Response::from_envelope(envelope)?;
-        match response.message {
-            ResponseMessage::Result(result) => {
-                if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {
-                    if let Some(id) = &rows.metadata.new_metadata_id {
-                        // The table changed: the server sent the new columns and their id.
-                        p.set_shape(ResultShape {
-                            metadata_id: Some(Bytes::copy_from_slice(id)),
-                            specs: rows.metadata.specs.clone().map(Arc::from),
-                        });
+        // The answer lives in this block only, so that the rare re-prepare
+        // below does not keep it in every request's future.
+        let forgotten = {
+            let response = Response::from_envelope(envelope)?;
+            match response.message {
+                ResponseMessage::Result(result) => {
+                    if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {
+                        if let Some(id) = &rows.metadata.new_metadata_id {
+                            // The table changed: the server sent the new columns and their id.
+                            p.set_shape(ResultShape {
+                                metadata_id: Some(Bytes::copy_from_slice(id)),
+                                specs: rows.metadata.specs.clone().map(Arc::from),
+                            });
+                        }
+                    }
+                    return Ok(QueryResult {
+                        specs: statement.result_specs(),
+                        result,
+                        tracing_id: response.tracing_id,
+                        warnings: response.warnings,
+                        tablet: tablet_of(&response.custom_payload),
+                    });
+                }
+                ResponseMessage::Error(e) => {
+                    let forgotten = match &e.kind {
+                        ErrorKind::Unprepared { id } => statement.prepared_with_id(id).filter(|_| !reprepared),
+                        _ => None,
+                    };
+                    match forgotten {
+                        Some(p) => p,
+                        None => return Err(e.into()),
                     }
                 }
-                return Ok(QueryResult {
-                    specs: statement.result_specs(),
-                    result,
-                    tracing_id: response.tracing_id,
-                    warnings: response.warnings,
-                    tablet: tablet_of(&response.custom_payload),
-                });
+                _ => return Err(ExecutionError::UnexpectedResponse("request not answered with RESULT or ERROR")),
             }
-            ResponseMessage::Error(e) => {
-                if let ErrorKind::Unprepared { id } = &e.kind {
-                    if let Some(p) = statement.prepared_with_id(id).filter(|_| !reprepared) {
-                        // The node forgot the statement (restart, eviction): prepare it
-                        // again there and retry; retry policies do not count this.
-                        tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
-                        // Boxed: a rare path that would otherwise enlarge every request's future.
-                        let fresh = Box::pin(prepare_until(conn, p.text(), deadline)).await?;
-                        if fresh.id() != p.id() {
-                            return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
-                        }
-                        p.set_shape(ResultShape {
-                            metadata_id: fresh.shape().metadata_id.clone(),
-                            specs: fresh.result_specs(),
-                        });
-                        if let Some(report) = on_reprepared.take() {
-                            report(p);
-                        }
-                        reprepared = true;
-                        continue;
-                    }
-                }
-                return Err(e.into());
-            }
-            _ => return Err(ExecutionError::UnexpectedResponse("request not answered with RESULT or ERROR")),
+        };
+        // The node forgot the statement (restart, eviction): prepare it again
+        // there and retry; retry policies do not count this. Boxed: a rare
+        // path that would otherwise enlarge every request's future.
+        Box::pin(reprepare(conn, forgotten, deadline)).await?;
+        if let Some(report) = on_reprepared.take() {
+            report(forgotten);
         }
+        reprepared = true;
     }
 }
 

@@ -158,7 +158,9 @@ impl Inner {
         let claimed = closing::claim(&self.closed, &self.error, &self.streams, ticks, || ConnectionError::Closed)?;
         let id = match claimed {
             Some(id) => id,
-            None => bounded(deadline, self.allocate_stream(ticks)).await?,
+            // Boxed: every id in use is rare, and its state inline would
+            // enlarge every request's future (each layer copies it once).
+            None => Box::pin(bounded(deadline, self.allocate_stream(ticks))).await?,
         };
         if ticks != NO_DEADLINE && ticks < self.next_sweep.load(Ordering::SeqCst) {
             // The sweeper sleeps past this deadline (or is idle).
@@ -166,12 +168,14 @@ impl Inner {
         }
         let mut response = ResponseFuture { inner, id, sent: false, done: false };
         {
-            let mut timer = pin!(None::<tokio::time::Sleep>);
+            // Made (boxed) only when the buffer is full: a timer inline
+            // would enlarge every request's future.
+            let mut timer = None;
             std::future::poll_fn(|cx| match build(TryWrite { inner, id, flags, cx }) {
                 Err(e) => Poll::Ready(Err(e.into())),
                 Ok(Poll::Ready(written)) => Poll::Ready(written),
                 // The buffer is full: wait, but not past the deadline.
-                Ok(Poll::Pending) => poll_deadline(deadline, timer.as_mut(), cx).map(Err),
+                Ok(Poll::Pending) => poll_deadline(deadline, &mut timer, cx).map(Err),
             })
             .await?;
         }
@@ -209,10 +213,10 @@ where
     F: Future<Output = Result<T, ExecutionError>>,
 {
     let mut fut = pin!(fut);
-    let mut timer = pin!(None::<tokio::time::Sleep>);
+    let mut timer = None;
     std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
         Poll::Ready(v) => Poll::Ready(v),
-        Poll::Pending => poll_deadline(deadline, timer.as_mut(), cx).map(Err),
+        Poll::Pending => poll_deadline(deadline, &mut timer, cx).map(Err),
     })
     .await
 }
@@ -221,16 +225,14 @@ where
 /// then its error; always `Pending` without a deadline.
 fn poll_deadline(
     deadline: Option<&Deadline>,
-    mut timer: Pin<&mut Option<tokio::time::Sleep>>,
+    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     cx: &mut Context<'_>,
 ) -> Poll<ExecutionError> {
     let Some(deadline) = deadline else { return Poll::Pending };
-    if timer.is_none() {
-        timer.set(Some(tokio::time::sleep_until(deadline.at.into())));
-    }
-    match timer.as_pin_mut().map(|t| t.poll(cx)) {
-        Some(Poll::Ready(())) => Poll::Ready(deadline.error.clone()),
-        _ => Poll::Pending,
+    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.at.into())));
+    match timer.as_mut().poll(cx) {
+        Poll::Ready(()) => Poll::Ready(deadline.error.clone()),
+        Poll::Pending => Poll::Pending,
     }
 }
 
