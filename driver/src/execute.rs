@@ -30,7 +30,7 @@ use shardwise_protocol::EncodeError;
 
 use crate::connection::{Connection, Deadline, TryWrite};
 use crate::error::ExecutionError;
-use crate::result::QueryResult;
+use crate::result::{Extras, QueryResult};
 use crate::statement::{Batch, PreparedStatement, ResultShape, Statement, StatementOptions};
 
 /// Per-attempt parameters resolved from the statement and session defaults.
@@ -380,7 +380,7 @@ async fn prepare_until(
     let prepare = request::Prepare { query: text, keyspace: None };
     let envelope = conn.send_with(0, deadline, |write| Ok(write.write(&prepare))).await?;
     match Response::from_envelope(envelope)?.message {
-        ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, p, conn.lwt_mask())),
+        ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, *p, conn.lwt_mask())),
         ResponseMessage::Error(e) => Err(e.into()),
         _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
     }
@@ -443,9 +443,7 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                     return Ok(QueryResult {
                         specs: statement.result_specs(),
                         result,
-                        tracing_id: response.tracing_id,
-                        warnings: response.warnings,
-                        tablet: tablet_of(&response.custom_payload),
+                        extras: Extras::of(response.tracing_id, response.warnings, tablet_of(&response.custom_payload)),
                     });
                 }
                 ResponseMessage::Error(e) => {

@@ -33,11 +33,31 @@ impl PagingState {
 pub struct QueryResult {
     pub(crate) result: ResultMessage,
     pub(crate) specs: Option<Arc<[ColumnSpec]>>,
+    /// What few answers carry, boxed: inline, it would enlarge every
+    /// result, which a request moves several times.
+    pub(crate) extras: Option<Box<Extras>>,
+}
+
+/// The rarer parts of an answer.
+#[derive(Debug, Default)]
+pub(crate) struct Extras {
     pub(crate) tracing_id: Option<Uuid>,
     pub(crate) warnings: Vec<String>,
     /// The tablet the server attached (the request reached a node or shard
     /// that is not its replica).
     pub(crate) tablet: Option<shardwise_protocol::tablets::TabletRoute>,
+}
+
+impl Extras {
+    /// `None` when the answer carried none of them.
+    pub(crate) fn of(
+        tracing_id: Option<Uuid>,
+        warnings: Vec<String>,
+        tablet: Option<shardwise_protocol::tablets::TabletRoute>,
+    ) -> Option<Box<Extras>> {
+        (tracing_id.is_some() || !warnings.is_empty() || tablet.is_some())
+            .then(|| Box::new(Extras { tracing_id, warnings, tablet }))
+    }
 }
 
 impl QueryResult {
@@ -124,11 +144,11 @@ impl QueryResult {
 
     /// The tracing session id, when tracing was requested.
     pub fn tracing_id(&self) -> Option<Uuid> {
-        self.tracing_id
+        self.extras.as_ref().and_then(|e| e.tracing_id)
     }
 
     /// Warnings the server attached to the response.
     pub fn warnings(&self) -> &[String] {
-        &self.warnings
+        self.extras.as_ref().map_or(&[], |e| &e.warnings)
     }
 }

@@ -72,11 +72,14 @@ async fn count<F: std::future::Future<Output = ()>>(f: F) -> usize {
 }
 
 async fn setup(version: ProtocolVersion) -> (Session, String) {
-    let session = SessionBuilder::new()
+    setup_with(SessionBuilder::new().request_timeout(None), version).await
+}
+
+async fn setup_with(builder: SessionBuilder, version: ProtocolVersion) -> (Session, String) {
+    let session = builder
         .known_node_addr(testkit::shared_node().expect("server"))
         .protocol_versions(version, version)
         .default_consistency(Consistency::One)
-        .request_timeout(None)
         .build()
         .await
         .expect("session");
@@ -221,10 +224,35 @@ fn tablet_routed_write_allocates_nothing_once_learned() {
 /// the whole process.
 #[test]
 fn prepared_writes_on_two_workers_with_256_in_flight_allocate_nothing() {
+    writes_on_two_workers_allocate_nothing(None);
+}
+
+/// The same with a write buffer that fills up (1 KiB: a dozen requests)
+/// and a request timeout: requests wait for buffer space, bounded by their
+/// deadline, and that wait allocates nothing either (a boxed timer once
+/// did, about 0.3 times per write at 4 x 2,048 in flight).
+#[test]
+fn writes_waiting_for_a_full_buffer_allocate_nothing() {
+    writes_on_two_workers_allocate_nothing(Some(1024));
+}
+
+/// 256 request loops on a 2-worker runtime, with `buffer` bytes of write
+/// buffer (the default when `None`, without a request timeout; else with
+/// one).
+fn writes_on_two_workers_allocate_nothing(buffer: Option<usize>) {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     rt.block_on(async {
-        let (session, ks) = setup(ProtocolVersion::V4).await;
+        let (session, ks) = match buffer {
+            None => setup(ProtocolVersion::V4).await,
+            Some(size) => {
+                let connection = shardwise::ConnectionConfig { write_buffer_size: size, ..Default::default() };
+                let builder = SessionBuilder::new()
+                    .connection_config(connection)
+                    .request_timeout(Some(std::time::Duration::from_secs(30)));
+                setup_with(builder, ProtocolVersion::V4).await
+            }
+        };
         let insert = std::sync::Arc::new(
             session
                 .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str())
@@ -273,7 +301,7 @@ fn prepared_writes_on_two_workers_with_256_in_flight_allocate_nothing() {
             }
         }
         let writes = (LOOPS * PER_LOOP) as usize;
-        println!("2 workers x {LOOPS} in flight: allocations in rounds of {writes} prepared writes: {rounds:?}");
+        println!("2 workers x {LOOPS} in flight, write buffer {buffer:?}: allocations in rounds of {writes} prepared writes: {rounds:?}");
         let best = rounds.iter().copied().min().unwrap_or(usize::MAX);
         assert_eq!(best, 0, "every round of {writes} writes on 2 workers allocated: {rounds:?}");
     });

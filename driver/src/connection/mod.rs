@@ -168,14 +168,15 @@ impl Inner {
         }
         let mut response = ResponseFuture { inner, id, sent: false, done: false };
         {
-            // Made (boxed) only when the buffer is full: a timer inline
-            // would enlarge every request's future.
-            let mut timer = None;
+            // Inline, though it enlarges every request's future: a full
+            // buffer is common at thousands in flight, and a boxed timer
+            // would be an allocation each time.
+            let mut timer = pin!(None::<tokio::time::Sleep>);
             std::future::poll_fn(|cx| match build(TryWrite { inner, id, flags, cx }) {
                 Err(e) => Poll::Ready(Err(e.into())),
                 Ok(Poll::Ready(written)) => Poll::Ready(written),
                 // The buffer is full: wait, but not past the deadline.
-                Ok(Poll::Pending) => poll_deadline(deadline, &mut timer, cx).map(Err),
+                Ok(Poll::Pending) => poll_deadline(deadline, timer.as_mut(), cx).map(Err),
             })
             .await?;
         }
@@ -213,10 +214,10 @@ where
     F: Future<Output = Result<T, ExecutionError>>,
 {
     let mut fut = pin!(fut);
-    let mut timer = None;
+    let mut timer = pin!(None::<tokio::time::Sleep>);
     std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
         Poll::Ready(v) => Poll::Ready(v),
-        Poll::Pending => poll_deadline(deadline, &mut timer, cx).map(Err),
+        Poll::Pending => poll_deadline(deadline, timer.as_mut(), cx).map(Err),
     })
     .await
 }
@@ -225,14 +226,16 @@ where
 /// then its error; always `Pending` without a deadline.
 fn poll_deadline(
     deadline: Option<&Deadline>,
-    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    mut timer: Pin<&mut Option<tokio::time::Sleep>>,
     cx: &mut Context<'_>,
 ) -> Poll<ExecutionError> {
     let Some(deadline) = deadline else { return Poll::Pending };
-    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.at.into())));
-    match timer.as_mut().poll(cx) {
-        Poll::Ready(()) => Poll::Ready(deadline.error.clone()),
-        Poll::Pending => Poll::Pending,
+    if timer.is_none() {
+        timer.set(Some(tokio::time::sleep_until(deadline.at.into())));
+    }
+    match timer.as_pin_mut().map(|t| t.poll(cx)) {
+        Some(Poll::Ready(())) => Poll::Ready(deadline.error.clone()),
+        _ => Poll::Pending,
     }
 }
 

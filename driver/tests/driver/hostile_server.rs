@@ -185,12 +185,12 @@ async fn unprepared_is_answered_by_re_preparing() {
     let prepared = {
         let id = id.clone();
         move || {
-            ResponseMessage::Result(ResultMessage::Prepared(Prepared {
+            ResponseMessage::Result(ResultMessage::Prepared(Box::new(Prepared {
                 id: id.clone(),
                 result_metadata_id: None,
                 metadata: PreparedMetadata::default(),
                 result_metadata: ResultMetadata::default(),
-            }))
+            })))
         }
     };
     let server = tokio::spawn(async move {

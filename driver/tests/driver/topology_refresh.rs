@@ -226,12 +226,12 @@ impl FakeCluster {
                 AnyRequest::Query(q) => self.answer(ip, q.query),
                 AnyRequest::Prepare(p) => {
                     *self.prepares.lock().expect("prepares").entry(ip).or_default() += 1;
-                    ResponseMessage::Result(ResultMessage::Prepared(Prepared {
+                    ResponseMessage::Result(ResultMessage::Prepared(Box::new(Prepared {
                         id: bytes::Bytes::copy_from_slice(&statement_id(p.query)),
                         result_metadata_id: None,
                         metadata: PreparedMetadata::default(),
                         result_metadata: ResultMetadata::default(),
-                    }))
+                    })))
                 }
                 AnyRequest::Execute(e) if self.forget.swap(false, Ordering::SeqCst) => {
                     ResponseMessage::Error(ErrorResponse {

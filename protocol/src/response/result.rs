@@ -30,8 +30,10 @@ pub enum ResultMessage {
     Rows(Rows),
     /// Answer to `USE keyspace`.
     SetKeyspace(String),
-    /// Answer to PREPARE.
-    Prepared(Prepared),
+    /// Answer to PREPARE. Boxed: the largest variant by far, and a rare
+    /// one, it would otherwise set the size of every result, which the
+    /// driver moves several times per request.
+    Prepared(Box<Prepared>),
     /// Answer to DDL.
     SchemaChange(SchemaChange),
 }
@@ -70,7 +72,7 @@ impl ResultMessage {
                 // Do not pin the PREPARE response buffer in a long-lived cache.
                 result_metadata.paging_state = None;
                 result_metadata.new_metadata_id = None;
-                Ok(ResultMessage::Prepared(Prepared { id, result_metadata_id, metadata, result_metadata }))
+                Ok(ResultMessage::Prepared(Box::new(Prepared { id, result_metadata_id, metadata, result_metadata })))
             }
             0x0005 => Ok(ResultMessage::SchemaChange(SchemaChange::decode(r)?)),
             _ => Err(DecodeError::UnknownCode { what: "result kind", value: kind.into() }),

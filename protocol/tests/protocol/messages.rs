@@ -214,7 +214,7 @@ fn responses(version: ProtocolVersion) -> Vec<Response> {
         Response::new(ResponseMessage::Result(ResultMessage::Rows(rows))),
         Response::new(ResponseMessage::Result(ResultMessage::Rows(paged))),
         Response::new(ResponseMessage::Result(ResultMessage::SetKeyspace("ks".into()))),
-        Response::new(ResponseMessage::Result(ResultMessage::Prepared(Prepared {
+        Response::new(ResponseMessage::Result(ResultMessage::Prepared(Box::new(Prepared {
             id: Bytes::from_static(&[7; 16]),
             result_metadata_id: v5.then(|| Bytes::from_static(&[8; 16])),
             metadata: PreparedMetadata {
@@ -223,7 +223,7 @@ fn responses(version: ProtocolVersion) -> Vec<Response> {
                 specs: vec![spec("a", ColumnType::Int), spec("b", ColumnType::Text)],
             },
             result_metadata: metadata,
-        }))),
+        })))),
         Response::new(ResponseMessage::Result(ResultMessage::SchemaChange(schema.clone()))),
         Response::new(ResponseMessage::Event(Event::TopologyChange {
             change: "NEW_NODE".into(),

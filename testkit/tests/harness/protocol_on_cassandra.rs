@@ -104,7 +104,7 @@ impl Client {
 
     fn prepare(&mut self, cql: &str) -> Prepared {
         match self.send(&Prepare { query: cql, keyspace: None }).message {
-            ResponseMessage::Result(ResultMessage::Prepared(p)) => p,
+            ResponseMessage::Result(ResultMessage::Prepared(p)) => *p,
             other => panic!("{cql}: {other:?}"),
         }
     }
