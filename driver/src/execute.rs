@@ -159,11 +159,16 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
         values.check_types(self.bind_specs())?;
         // One snapshot of the result shape for the whole request: the size
         // and the bytes written must agree even if it changes meanwhile.
-        let shape = self.shape();
-        let mut query = params.query(values);
-        // The result columns are cached: ask the server not to resend them.
-        query.skip_metadata = shape.specs.is_some();
-        Ok(visitor.visit(&Execute { id: self.id(), result_metadata_id: shape.metadata_id.as_deref(), params: query }))
+        self.with_shape(|shape| {
+            let mut query = params.query(values);
+            // The result columns are cached: ask the server not to resend them.
+            query.skip_metadata = shape.specs.is_some();
+            Ok(visitor.visit(&Execute {
+                id: self.id(),
+                result_metadata_id: shape.metadata_id.as_deref(),
+                params: query,
+            }))
+        })
     }
     fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
         PreparedStatement::result_specs(self)
@@ -398,7 +403,7 @@ async fn reprepare(
     if fresh.id() != p.id() {
         return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
     }
-    p.set_shape(ResultShape { metadata_id: fresh.shape().metadata_id.clone(), specs: fresh.result_specs() });
+    p.set_shape(ResultShape { metadata_id: fresh.with_shape(|s| s.metadata_id.clone()), specs: fresh.result_specs() });
     Ok(())
 }
 
@@ -440,8 +445,14 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                             });
                         }
                     }
+                    // Only rows read the specs: a write's answer takes no
+                    // reference to them.
+                    let specs = match &result {
+                        ResultMessage::Rows(_) => statement.result_specs(),
+                        _ => None,
+                    };
                     return Ok(QueryResult {
-                        specs: statement.result_specs(),
+                        specs,
                         result,
                         extras: Extras::of(response.tracing_id, response.warnings, tablet_of(&response.custom_payload)),
                     });

@@ -71,7 +71,10 @@ use snapshot::ClusterState;
 /// weakly, so that they end with the last clone.
 pub(crate) struct SessionInner {
     config: SessionConfig,
-    state: RwLock<Arc<ClusterState>>,
+    /// Read by every request on whichever worker it runs: an `ArcSwap`
+    /// reads it without writing a word other workers read (a lock's or a
+    /// reference count's), so requests on two workers do not contend here.
+    state: arc_swap::ArcSwap<ClusterState>,
     /// Replication of every keyspace, as last read.
     strategies: RwLock<Arc<HashMap<String, ReplicationStrategy>>>,
     partitioners: RwLock<Partitioners>,

@@ -2,7 +2,7 @@
 //! [`Batch`]es, all executed by `Session::execute`. Per-statement options
 //! ([`StatementOptions`]) override the session defaults.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -146,7 +146,13 @@ pub(crate) struct PreparedInner {
     pub(crate) id: Bytes,
     pub(crate) bind_specs: Vec<ColumnSpec>,
     pub(crate) pk_indexes: Vec<u16>,
-    pub(crate) shape: RwLock<Arc<ResultShape>>,
+    /// The result shape as prepared: read in place, with no shared word
+    /// written (no lock, no reference count), until it changes.
+    pub(crate) shape: ResultShape,
+    /// Set once the shape changed (a re-prepare, or an answer with new
+    /// result metadata); from then on `changed_shape` holds it.
+    pub(crate) shape_changed: AtomicBool,
+    pub(crate) changed_shape: RwLock<Option<Arc<ResultShape>>>,
     /// The table's partitioner ([`encode_partitioner`]), as the session
     /// learned it; Murmur3 until then.
     pub(crate) partitioner: AtomicU8,
@@ -191,7 +197,9 @@ impl PreparedStatement {
                 id: prepared.id,
                 bind_specs: prepared.metadata.specs,
                 pk_indexes: prepared.metadata.pk_indexes,
-                shape: RwLock::new(Arc::new(ResultShape { metadata_id: prepared.result_metadata_id, specs })),
+                shape: ResultShape { metadata_id: prepared.result_metadata_id, specs },
+                shape_changed: AtomicBool::new(false),
+                changed_shape: RwLock::new(None),
                 partitioner: AtomicU8::new(encode_partitioner(Some(Partitioner::Murmur3))),
                 lwt,
             }),
@@ -237,13 +245,21 @@ impl PreparedStatement {
     }
     /// The result columns, if the statement returns rows.
     pub fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
-        self.shape().specs.clone()
+        self.with_shape(|shape| shape.specs.clone())
     }
-    pub(crate) fn shape(&self) -> Arc<ResultShape> {
-        self.inner.shape.read().unwrap_or_else(|e| e.into_inner()).clone()
+    /// `f` of the current result shape. Until the shape first changes, the
+    /// one every request reads is the prepared one, in place: requests on
+    /// different workers then share no written cache line here.
+    pub(crate) fn with_shape<R>(&self, f: impl FnOnce(&ResultShape) -> R) -> R {
+        if !self.inner.shape_changed.load(Ordering::Acquire) {
+            return f(&self.inner.shape);
+        }
+        let changed = self.inner.changed_shape.read().unwrap_or_else(|e| e.into_inner());
+        f(changed.as_deref().unwrap_or(&self.inner.shape))
     }
     pub(crate) fn set_shape(&self, shape: ResultShape) {
-        *self.inner.shape.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(shape);
+        *self.inner.changed_shape.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(shape));
+        self.inner.shape_changed.store(true, Ordering::Release);
     }
     options_setters!();
 }

@@ -186,3 +186,43 @@ fn a_sweep_does_not_expire_a_reused_id_by_its_old_deadline() {
         assert!(s.poll_response(again, &mut cx).is_pending(), "expired by the old deadline");
     });
 }
+
+/// An answer freeing the only id wakes the request waiting for one, though
+/// a free pings the waiters only when `Streams::awaited` says some wait:
+/// the waiter, counted before its claim, either claims the freed id or is
+/// seen by the free. (`pings` stands for tokio's `Notify`: a waiter that
+/// read the count before its claim is woken by any later ping.)
+#[test]
+fn a_freed_id_wakes_a_request_waiting_for_one() {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    model(|| {
+        let s = Arc::new(Streams::<u8>::new(1));
+        let pings = Arc::new(AtomicUsize::new(0));
+        let held = s.allocate().expect("the only id");
+        let waiter = {
+            let (s, pings) = (s.clone(), pings.clone());
+            thread::spawn(move || {
+                let _waiting = s.wait_for_id();
+                loop {
+                    let seen = pings.load(Ordering::Acquire);
+                    if let Some(id) = s.allocate() {
+                        return id;
+                    }
+                    while pings.load(Ordering::Acquire) == seen {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        // The answer comes, and its request takes it: the id is free.
+        assert_eq!(s.complete(held, 7), Ok(Delivery::Delivered));
+        let waker = Waker::noop();
+        assert!(matches!(s.poll_response(held, &mut Context::from_waker(waker)), Poll::Ready(Answer::Received(7))));
+        if s.awaited() {
+            pings.fetch_add(1, Ordering::Release);
+        }
+        assert_eq!(waiter.join().expect("thread"), held);
+        assert_eq!(s.in_flight(), 1);
+        assert!(!s.awaited(), "the waiter is still counted");
+    });
+}

@@ -81,9 +81,14 @@ async fn read_v4<R: AsyncRead + Unpin>(inner: &Inner, socket: R, max_body: usize
     let mut socket = BufReader::with_capacity(16 * 1024, socket);
     let mut decoder = ExactDecoder::new(max_body, inner.compression == Compression::Lz4);
     loop {
+        // Only a read that finds the buffer empty reads the socket.
+        let from_socket = socket.buffer().is_empty();
         let n = socket.read(decoder.read_buf()).await?;
         if n == 0 {
             return Err(ConnectionError::Closed);
+        }
+        if from_socket {
+            inner.mark_read();
         }
         if let Some(envelope) = decoder.filled(n)? {
             dispatch(inner, envelope)?;
@@ -113,6 +118,7 @@ async fn read_v5<R: AsyncRead + Unpin>(
         if socket.read_buf(input).await? == 0 {
             return Err(ConnectionError::Closed);
         }
+        inner.mark_read();
     }
 }
 

@@ -80,7 +80,7 @@ pub(crate) struct Inner {
     pub(crate) streams: Streams<Delivered>,
     pub(crate) queue: WriteQueue,
     pub(crate) oversized: mpsc::UnboundedSender<Vec<u8>>,
-    /// Pinged whenever a stream id is freed, for requests waiting for one.
+    /// Pinged when a stream id is freed while requests wait for one.
     pub(crate) freed: Notify,
     /// Pinged once when the connection closes.
     pub(crate) closed_notify: Notify,
@@ -97,6 +97,13 @@ pub(crate) struct Inner {
     pub(crate) next_sweep: AtomicU64,
     /// Pings the sweeper.
     pub(crate) sweep: Notify,
+    /// `read_at` counts from here.
+    pub(crate) read_epoch: Instant,
+    /// When bytes were last read off the socket (nanoseconds after
+    /// `read_epoch`): stored once per read, before the answers in them are
+    /// handed on, so an answer's request reads when its answer came without
+    /// a clock read of its own.
+    pub(crate) read_at: AtomicU64,
 }
 
 impl Inner {
@@ -118,6 +125,12 @@ impl Inner {
     fn tick_at(&self, at: Instant) -> Tick {
         let d = tokio::time::Instant::from_std(at).saturating_duration_since(self.epoch);
         tick_of_ms(d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000)))
+    }
+
+    /// Notes that bytes were just read off the socket (see `read_at`).
+    pub(crate) fn mark_read(&self) {
+        let nanos = u64::try_from(self.read_epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.read_at.store(nanos, Ordering::Release);
     }
 
     /// The tick now (rounded down).
@@ -190,6 +203,7 @@ impl Inner {
 
     async fn allocate_stream(&self, deadline: Tick) -> Result<i16, ExecutionError> {
         let inner = self;
+        let _waiting = inner.streams.wait_for_id();
         loop {
             let notified = inner.freed.notified();
             let claimed =
@@ -388,6 +402,8 @@ impl Connection {
             epoch: tokio::time::Instant::now(),
             next_sweep: AtomicU64::new(Tick::MAX),
             sweep: Notify::new(),
+            read_epoch: Instant::now(),
+            read_at: AtomicU64::new(0),
         });
         tokio::spawn(io::writer(inner.clone(), write, h.framer, oversized_rx));
         tokio::spawn(io::reader(inner.clone(), read, h.decoder, config.max_response_body));
@@ -451,6 +467,14 @@ impl Connection {
     /// Why the connection closed, if it did.
     pub fn close_reason(&self) -> Option<ConnectionError> {
         self.inner().error.get().cloned()
+    }
+
+    /// When bytes were last read off the socket: for a request that has
+    /// its answer, when the answer came (or slightly later, when more came
+    /// behind it), at the cost of an atomic load instead of a clock read.
+    pub(crate) fn answered_at(&self) -> Instant {
+        let inner = self.inner();
+        inner.read_epoch + std::time::Duration::from_nanos(inner.read_at.load(Ordering::Acquire))
     }
 
     /// Requests in flight (including abandoned ones still unanswered).
@@ -611,13 +635,21 @@ impl Future for &mut ResponseFuture<'_> {
         match answer {
             // The id stays reserved, as an orphan, until the answer comes.
             Answer::Expired => this.inner.check_orphans(this.inner.streams.orphans()),
-            _ => this.inner.freed.notify_one(),
+            _ => this.inner.id_freed(),
         }
         Poll::Ready(answer)
     }
 }
 
 impl Inner {
+    /// Wakes a request waiting for a stream id, if one waits, after an id
+    /// was freed (see `Streams::awaited`).
+    fn id_freed(&self) {
+        if self.streams.awaited() {
+            self.freed.notify_one();
+        }
+    }
+
     /// Closes the connection when abandoned requests exceed the budget.
     fn check_orphans(&self, orphans: usize) {
         if self.max_orphans.is_some_and(|max| orphans > max) {
@@ -632,7 +664,7 @@ impl Drop for ResponseFuture<'_> {
             return;
         }
         match closing::drop_request(&self.inner.streams, self.id, self.sent) {
-            closing::Dropped::Cancelled => self.inner.freed.notify_one(),
+            closing::Dropped::Cancelled => self.inner.id_freed(),
             closing::Dropped::Abandoned { orphans } => self.inner.check_orphans(orphans),
         }
     }
@@ -644,7 +676,7 @@ pub(crate) fn deliver(inner: &Inner, envelope: Envelope) -> Result<(), Connectio
     match inner.streams.complete(id, Ok(envelope)) {
         Ok(Delivery::Delivered) => Ok(()),
         Ok(Delivery::Orphan) => {
-            inner.freed.notify_one();
+            inner.id_freed();
             Ok(())
         }
         Err(_) => Err(ConnectionError::Protocol("response for a stream id with no request")),
@@ -737,6 +769,39 @@ mod tests {
         let mut more = [0u8; 1];
         let read = tokio::time::timeout(std::time::Duration::from_millis(200), server.read(&mut more)).await;
         assert!(read.is_err(), "more was written than the {N} requests: {read:?}");
+    }
+
+    /// A request's end is read off the connection, not the clock: the
+    /// instant the reader read the answer, after the request was sent and
+    /// the server's delay, and before the request returned.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answered_at_is_when_the_answer_was_read() {
+        let (client, mut server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(client);
+        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
+        let conn = Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, write, established_v4(), &config);
+        let delay = std::time::Duration::from_millis(50);
+        let answering = tokio::spawn(async move {
+            let mut header = [0u8; HEADER_LEN];
+            server.read_exact(&mut header).await.expect("header");
+            let len = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
+            server.read_exact(&mut vec![0u8; len]).await.expect("body");
+            tokio::time::sleep(delay).await;
+            let mut answer = Vec::new();
+            Response::new(ResponseMessage::Result(ResultMessage::Void))
+                .encode(ProtocolVersion::V4, i16::from_be_bytes([header[2], header[3]]), &mut answer)
+                .expect("encodes");
+            server.write_all(&answer).await.expect("answer");
+            server
+        });
+        let sent = Instant::now();
+        let query = Query { query: "SELECT 1", params: QueryParameters::new(Consistency::One, ()) };
+        conn.send_with(0, None, |w| Ok(w.write(&query))).await.expect("answered");
+        let returned = Instant::now();
+        let at = conn.answered_at();
+        assert!(at >= sent + delay, "before the answer came: {:?} after sending", at.saturating_duration_since(sent));
+        assert!(at <= returned, "after the request returned");
+        drop(answering.await.expect("server"));
     }
 
     /// Deadlines are kept by the connection's sweeper: a request whose

@@ -28,6 +28,13 @@
 //! requests, which take that as their timeout. Each slot has an atomic copy
 //! of its deadline, so a sweep reads one word per id in use and locks only
 //! the slots that expire.
+//!
+//! Freeing an id pings the requests waiting for one only when some do
+//! ([`Streams::awaited`]): the ping writes a word that every worker's
+//! requests share, and answers free ids far more often than anyone waits.
+//! The waiters are counted in the same word as the ids in use, so that a
+//! free and a waiter's arrival are ordered one way or the other: either
+//! the waiter's next claim sees the id free, or the free sees the waiter.
 
 use std::task::{Context, Poll, Waker};
 
@@ -111,7 +118,21 @@ pub(crate) struct Streams<T> {
     /// Ids of the last page beyond the configured maximum.
     last_page_reserved: u64,
     orphans: AtomicUsize,
+    /// Ids in use, plus [`WAITER`] per request waiting for one.
     in_flight: AtomicUsize,
+}
+
+/// The unit of waiting requests in `Streams::in_flight`, above any count
+/// of ids in use (at most 32768).
+const WAITER: usize = 1 << 16;
+
+/// A request waiting for a free id, counted until dropped.
+pub(crate) struct IdWait<'a, T>(&'a Streams<T>);
+
+impl<T> Drop for IdWait<'_, T> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(WAITER, Ordering::Relaxed);
+    }
 }
 
 impl<T> Streams<T> {
@@ -175,7 +196,24 @@ impl<T> Streams<T> {
 
     fn release(&self, page: &Page<T>, bit: usize) {
         page.used.fetch_and(!(1u64 << bit), Ordering::Release);
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // Release: a waiter counting itself after this reads the id free.
+        self.in_flight.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Counts a request that will wait for a free id, from before its next
+    /// claim until the returned guard is dropped: every id freed meanwhile
+    /// either goes to that claim or sees it counted ([`Streams::awaited`]).
+    pub(crate) fn wait_for_id(&self) -> IdWait<'_, T> {
+        // Acquire: after a free counted before this, the claim sees it.
+        self.in_flight.fetch_add(WAITER, Ordering::Acquire);
+        IdWait(self)
+    }
+
+    /// Whether a request waits for a free id: asked after freeing one, to
+    /// ping the waiters only then. The load comes after the free's own
+    /// update of the same word, so it sees every waiter counted before it.
+    pub(crate) fn awaited(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) >= WAITER
     }
 
     /// Polls for the response of `id`.
@@ -348,7 +386,7 @@ impl<T> Streams<T> {
 
     /// Ids in use (including orphans).
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        self.in_flight.load(Ordering::Relaxed) % WAITER
     }
 }
 

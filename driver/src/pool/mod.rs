@@ -37,13 +37,7 @@ pub(crate) fn pick_connection<C: PoolConnection>(
     seed: usize,
     shard_of: impl FnOnce(&C, Token) -> u16,
 ) -> Option<C> {
-    if let Some(token) = token {
-        let on_shard = slots.pick_shard(|c| shard_of(c, token));
-        if on_shard.is_some() {
-            return on_shard;
-        }
-    }
-    slots.pick_any(seed)
+    slots.pick(|c| token.map(|token| shard_of(c, token)), seed)
 }
 
 /// The connections to one node.
@@ -97,7 +91,7 @@ impl NodePool {
 
     /// A connection to `shard` (a tablet's), else any.
     pub(crate) fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Connection> {
-        self.slots.pick_shard(|_| shard).or_else(|| self.slots.pick_any(seed))
+        self.slots.pick(|_| Some(shard), seed)
     }
 
     /// The least loaded open connection.

@@ -10,7 +10,7 @@
 //!
 //! ```text
 //!   reader (request)            refiller (background task)        closer (connection watcher)
-//!   pick_shard / pick_any       missing → open → install          connection closes
+//!   pick (shard, else any)      missing → open → install          connection closes
 //!        │ read lock                  │ write lock                     │
 //!        ▼                            ▼                                ▼
 //!   ┌──────────────── Layout { shards, slots } under one RwLock ────────────────┐
@@ -111,6 +111,24 @@ fn usable<C: PoolConnection>(slot: &Option<C>) -> Option<&C> {
     slot.as_ref().filter(|c| !c.is_closed())
 }
 
+/// The least loaded open connection of the shard `shard_of` names.
+fn on_shard<C: PoolConnection>(layout: &Layout<C>, per_shard: usize, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
+    let shards = layout.shards?;
+    let sample = layout.slots.iter().flatten().next()?;
+    let shard = shard_of(sample);
+    if shard >= shards {
+        return None;
+    }
+    layout.slots[layout.range(Some(shard), per_shard)].iter().filter_map(usable).min_by_key(|c| c.in_flight()).cloned()
+}
+
+/// The least loaded open connection; ties go to the first from slot `seed`
+/// on.
+fn any<C: PoolConnection>(layout: &Layout<C>, seed: usize) -> Option<C> {
+    let n = layout.slots.len();
+    (0..n).filter_map(|i| usable(&layout.slots[(seed + i) % n])).min_by_key(|c| c.in_flight()).cloned()
+}
+
 /// The connections of one node. See the module docs.
 pub(crate) struct Slots<C> {
     per_shard: usize,
@@ -141,27 +159,29 @@ impl<C: PoolConnection> Slots<C> {
     /// (given any connection of the node, for its sharding parameters).
     /// `None` on an unsharded node, or when the shard has no open
     /// connection: the caller then falls back to [`Slots::pick_any`].
+    #[cfg(any(test, loom))]
     pub(crate) fn pick_shard(&self, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
-        let layout = self.read();
-        let shards = layout.shards?;
-        let sample = layout.slots.iter().flatten().next()?;
-        let shard = shard_of(sample);
-        if shard >= shards {
-            return None;
-        }
-        layout.slots[layout.range(Some(shard), self.per_shard)]
-            .iter()
-            .filter_map(usable)
-            .min_by_key(|c| c.in_flight())
-            .cloned()
+        on_shard(&self.read(), self.per_shard, shard_of)
     }
 
     /// The least loaded open connection of the node; ties go to the first
     /// from slot `seed` on, so that equal connections take turns.
     pub(crate) fn pick_any(&self, seed: usize) -> Option<C> {
+        any(&self.read(), seed)
+    }
+
+    /// The least loaded open connection of the shard `shard_of` names, if
+    /// it names one and it has one, else [`Slots::pick_any`]: what a
+    /// request asks, under one read of the layout (each read writes the
+    /// lock's word, which every worker's requests to the node share).
+    pub(crate) fn pick(&self, shard_of: impl FnOnce(&C) -> Option<u16>, seed: usize) -> Option<C> {
         let layout = self.read();
-        let n = layout.slots.len();
-        (0..n).filter_map(|i| usable(&layout.slots[(seed + i) % n])).min_by_key(|c| c.in_flight()).cloned()
+        let mut shard_of = Some(shard_of);
+        let on_shard = on_shard(&layout, self.per_shard, |c| {
+            // Called once at most; `u16::MAX` is past any shard count.
+            shard_of.take().and_then(|f| f(c)).unwrap_or(u16::MAX)
+        });
+        on_shard.or_else(|| any(&layout, seed))
     }
 
     /// Whether some connection is open.
@@ -379,6 +399,32 @@ mod tests {
         let dropped = placed(s.install(Fake::new(3, Some((0, 2)))));
         assert_eq!(dropped.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1], "the closed one is handed back");
         assert_eq!(s.pick_shard(|_| 0).map(|c| c.id), Some(3));
+    }
+
+    /// `pick`: the named shard's connection, else any (no shard named, an
+    /// unsharded node, a shard without a connection or out of range).
+    #[test]
+    fn pick_takes_the_shard_named_else_any() {
+        let s = Slots::new(1);
+        placed(s.install(Fake::new(1, None)));
+        assert_eq!(s.pick(|_| Some(0), 0).map(|c| c.id), Some(1), "unsharded: any");
+        let s = Slots::new(1);
+        placed(s.install(Fake::new(1, Some((0, 3)))));
+        placed(s.install(Fake::new(2, Some((2, 3)))));
+        assert_eq!(s.pick(|_| Some(2), 0).map(|c| c.id), Some(2));
+        assert_eq!(s.pick(|_| Some(0), 1).map(|c| c.id), Some(1));
+        let asked = std::cell::Cell::new(0);
+        let any = s.pick(
+            |_| {
+                asked.set(asked.get() + 1);
+                None
+            },
+            0,
+        );
+        assert!(any.is_some(), "no shard named: any");
+        assert_eq!(asked.get(), 1, "the shard is asked for once");
+        assert!(s.pick(|_| Some(1), 0).is_some(), "shard 1 has no connection: any");
+        assert!(s.pick(|_| Some(7), 0).is_some(), "out of range: any");
     }
 
     #[test]

@@ -128,7 +128,7 @@ impl Session {
         let session = Session {
             inner: Arc::new(SessionInner {
                 keyspace: RwLock::new(None),
-                state: RwLock::new(Arc::new(state)),
+                state: arc_swap::ArcSwap::from_pointee(state),
                 strategies: RwLock::new(strategies),
                 partitioners: RwLock::new(Partitioners { tables: partitioners }),
                 refresh_lock: tokio::sync::Mutex::new(()),

@@ -242,7 +242,9 @@ impl Session {
                 Err(ExecutionError::AttemptTimeout { .. }) => self.inner.metrics.attempt_timeout(),
                 _ => {}
             }
-            let now = Instant::now();
+            // An answer was read off the connection: when the reader read it
+            // serves as the attempt's end, for a load instead of a clock read.
+            let now = if result.is_ok() { conn.answered_at() } else { Instant::now() };
             if let Some(ended) = ended.as_deref_mut() {
                 *ended = Some(now);
             }
