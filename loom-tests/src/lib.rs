@@ -16,7 +16,7 @@ pub mod sync {
 
     use loom::cell::UnsafeCell;
     use loom::sync::atomic::AtomicU8;
-    pub use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
     /// `std::sync::OnceLock` for models, with its real synchronization: a
@@ -140,3 +140,10 @@ pub mod saves;
 
 #[cfg(test)]
 mod checkpoint_handover;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/connection/room.rs"]
+pub mod room;
+
+#[cfg(test)]
+mod room_models;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use shardwise_protocol::codec::Reader;
 use shardwise_protocol::frame::exact::{ExactDecoder, VOID};
+use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::{Envelope, FrameDecoder, Framer, Opcode, ProtocolVersion};
 use shardwise_protocol::request::Options;
 use shardwise_protocol::response::Event;
@@ -16,11 +17,24 @@ use super::{deliver, Inner};
 use crate::config::Compression;
 use crate::error::ConnectionError;
 
-/// At most this many scheduling rounds between two writes while the batch
-/// grows.
+/// At most this many scheduling rounds a batch waits for more requests
+/// before it is written.
 const MAX_COALESCING_ROUNDS: usize = 4;
 
-/// Writes whatever the swap buffer collected, one syscall per buffer.
+/// Writes whatever the swap buffer collected, one syscall per batch.
+///
+/// Coalescing: with other requests in flight, more are on their way (their
+/// answers make their tasks send again), so a batch is not written at once:
+/// it is copied aside (the swap buffer is free again for the requests
+/// coming), and the runnable tasks get a scheduling round (which runs the
+/// runtime's I/O poll too) to queue theirs, round after round while more
+/// come, a few rounds at most and not past half the buffer's size. Then one
+/// write sends it all. Writing the first part at once and the rest after
+/// the rounds, as this did before, made one syscall more per batch, which
+/// showed with many connections of a few requests each (a shard-aware
+/// session): 32% more `sendto`s per request than the official driver, which
+/// also waits before it writes. A request alone on its connection is
+/// written at once.
 pub(super) async fn writer<W: AsyncWrite + Unpin>(
     inner: Arc<Inner>,
     mut socket: W,
@@ -28,31 +42,36 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
     mut oversized: mpsc::UnboundedReceiver<Vec<u8>>,
 ) {
     let result: Result<(), ConnectionError> = async {
+        // Made on the first batch that waits: one per connection.
+        let mut batch: Vec<u8> = Vec::new();
         loop {
             tokio::select! {
                 biased;
-                slice = inner.queue.dequeue_async() => {
-                    let Ok(mut slice) = slice else { return Ok(()) };
+                slice = inner.queued() => {
+                    let Some(mut slice) = slice else { return Ok(()) };
                     let wire = framer.seal(slice.frame_mut()).map_err(|_| ConnectionError::Protocol("unframable run"))?;
-                    socket.write_all(wire).await?;
-                    drop(slice);
-                    // Coalescing: with other requests in flight, more are on
-                    // their way (their answers make their tasks send again);
-                    // let the runnable tasks queue theirs before the next
-                    // write instead of sending each alone, and let them again
-                    // while the batch still grows (a few rounds at most, and
-                    // not once it fills half the buffer).
-                    if inner.streams.in_flight() > 1 {
-                        let mut queued = inner.queue.len();
-                        for _ in 0..MAX_COALESCING_ROUNDS {
-                            tokio::task::yield_now().await;
-                            let now = inner.queue.len();
-                            if now == queued || 2 * now > inner.queue.capacity() {
-                                break;
-                            }
-                            queued = now;
-                        }
+                    if inner.streams.in_flight() <= 1 {
+                        socket.write_all(wire).await?;
+                        continue;
                     }
+                    if batch.capacity() == 0 {
+                        // It never holds more than half the buffer plus one
+                        // buffer's run: no reallocation later.
+                        batch.reserve(2 * inner.queue.capacity() + HEAD_ROOM + TAIL_ROOM);
+                    }
+                    batch.extend_from_slice(wire);
+                    drop(slice);
+                    for _ in 0..MAX_COALESCING_ROUNDS {
+                        if 2 * batch.len() > inner.queue.capacity() {
+                            break;
+                        }
+                        tokio::task::yield_now().await;
+                        let Ok(mut more) = inner.queue.try_dequeue() else { break };
+                        let wire = framer.seal(more.frame_mut()).map_err(|_| ConnectionError::Protocol("unframable run"))?;
+                        batch.extend_from_slice(wire);
+                    }
+                    socket.write_all(&batch).await?;
+                    batch.clear();
                 }
                 Some(buf) = oversized.recv() => {
                     let wire = framer.frame(&buf).map_err(|_| ConnectionError::Protocol("malformed envelope run"))?;
