@@ -30,10 +30,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use shardwise::protocol::name_hash::BuildNameHasher;
 use shardwise::protocol::rows::Rows;
 use shardwise::protocol::types::de::{DeserializeError, DeserializeValue, FrameSlice};
 use shardwise::protocol::types::{ColumnSpec, ColumnType};
@@ -248,7 +248,7 @@ pub struct LogSchema {
     ttl: Option<usize>,
     end_of_batch: Option<usize>,
     columns: Vec<BaseColumn>,
-    by_name: HashMap<Arc<str>, usize, BuildHasherDefault<NameHasher>>,
+    by_name: HashMap<Arc<str>, usize, BuildNameHasher>,
     /// What each result column must hold, checked when a page is indexed.
     shapes: Box<[Shape]>,
 }
@@ -439,31 +439,6 @@ impl LogSchema {
             }
         }
         Ok(())
-    }
-}
-
-/// The hasher of the column-name lookup, which runs on every value a
-/// consumer reads by name: FNV-1a takes a few cycles on a short name where
-/// the default SipHash takes tens. The names are the table's own columns,
-/// so the lookup needs no resistance to crafted keys.
-#[derive(Debug, Clone, Copy)]
-struct NameHasher(u64);
-
-impl Default for NameHasher {
-    fn default() -> Self {
-        NameHasher(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for NameHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
     }
 }
 

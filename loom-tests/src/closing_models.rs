@@ -9,13 +9,8 @@ use loom::thread;
 
 use crate::closing::{begin_close, claim, closed_error, drop_request, Dropped};
 use crate::stream::{Answer, Streams};
+use crate::support::model;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceLock, Ordering};
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(f);
-}
 
 type Delivered = Result<u8, &'static str>;
 

@@ -147,3 +147,6 @@ pub mod room;
 
 #[cfg(test)]
 mod room_models;
+
+#[cfg(test)]
+mod support;

@@ -17,14 +17,9 @@ use loom::sync::Arc;
 use loom::thread;
 
 use crate::slots::{PoolConnection, Slots, Wanted};
+use crate::support::model;
 
 const SHARDS: u16 = 2;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(f);
-}
 
 /// A connection: its shard and a closed flag, set the way the driver's
 /// reader task sets it (release), read the way `is_closed` does (acquire).

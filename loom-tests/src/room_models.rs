@@ -5,28 +5,12 @@
 //! acquire-release compare-and-swap swap-buffer-queue swaps with, and read
 //! with acquire as its enqueue reads it.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc as StdArc;
-use std::task::{Wake, Waker};
-
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
 use crate::room::WaitingForRoom;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(f);
-}
-
-struct Flag(AtomicBool);
-impl Wake for Flag {
-    fn wake(self: StdArc<Self>) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
+use crate::support::{flagged_waker, model};
 
 /// A request that does not get room either waits to be woken, or got the
 /// room on its retry: it is never left waiting after a swap made room.
@@ -35,14 +19,14 @@ fn a_request_waiting_for_room_is_woken_by_the_swap_or_sees_the_room() {
     model(|| {
         let room = Arc::new(AtomicUsize::new(0));
         let waiting = Arc::new(WaitingForRoom::default());
-        let flag = StdArc::new(Flag(AtomicBool::new(false)));
+        let (flag, waker) = flagged_waker();
         let request = {
-            let (room, waiting, flag) = (room.clone(), waiting.clone(), flag.clone());
+            let (room, waiting) = (room.clone(), waiting.clone());
             thread::spawn(move || {
                 if room.load(Ordering::Acquire) > 0 {
                     return true;
                 }
-                waiting.register(&Waker::from(flag));
+                waiting.register(&waker);
                 room.load(Ordering::Acquire) > 0
             })
         };

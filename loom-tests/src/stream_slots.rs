@@ -2,33 +2,12 @@
 //! slot state machine when a response races with its request being
 //! abandoned, polled, expired by the sweeper, or the connection failing.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc as StdArc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 
 use crate::stream::{Answer, Delivery, Streams};
+use crate::support::{flagged_waker, model};
 use loom::sync::Arc;
 use loom::thread;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(f);
-}
-
-struct Flag(AtomicBool);
-impl Wake for Flag {
-    fn wake(self: StdArc<Self>) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// A waker that raises the flag it comes with.
-fn flagged_waker() -> (StdArc<Flag>, Waker) {
-    let flag = StdArc::new(Flag(AtomicBool::new(false)));
-    let waker = Waker::from(flag.clone());
-    (flag, waker)
-}
 
 #[test]
 fn concurrent_allocations_get_distinct_ids() {

@@ -18,6 +18,7 @@
 //! - [`types`]: CQL types, value serialization and zero-copy deserialization.
 //! - [`rows`]: result metadata and zero-copy row sets over one response buffer.
 //! - [`token`], [`sharding`]: partition-key tokens (Murmur3, CDC) and Scylla shard routing.
+//! - [`name_hash`]: a fast hasher for maps keyed by keyspace, table and column names.
 //! - [`tablets`]: Scylla's tablets routing payload (a tablet's token range and replicas).
 //! - [`error`]: the typed decode and encode errors.
 //! - `fuzzing` (hidden): the harnesses the fuzz targets and the unit tests share.
@@ -35,6 +36,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handshake;
+pub mod name_hash;
 pub mod request;
 pub mod response;
 pub mod rows;

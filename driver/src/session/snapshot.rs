@@ -4,13 +4,13 @@
 //! consistent view for the cost of a pointer copy.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 use super::{Session, SessionConfig};
 use crate::cluster::{NodeDistance, NodeInfo, ReplicaTable, ReplicationStrategy, TokenRing};
 use crate::pool::NodePool;
+use crate::protocol::name_hash::BuildNameHasher;
 
 /// What token-aware routing needs besides the pools: the ring of every
 /// discovered node, which pool serves each of them, and each keyspace's
@@ -25,7 +25,7 @@ pub(super) struct Routing {
     /// A slot per keyspace the schema names, its table made on first use: a
     /// lookup afterwards writes no shared word (no lock, no reference
     /// count), so requests on different workers do not contend here.
-    pub(super) tables: HashMap<String, TableSlot, BuildHasherDefault<Fnv>>,
+    pub(super) tables: HashMap<String, TableSlot, BuildNameHasher>,
 }
 
 /// A keyspace's replica table, made on first use.
@@ -38,37 +38,13 @@ impl Routing {
     /// Empty replica-table slots for the keyspaces of `strategies`.
     pub(super) fn slots(
         strategies: &HashMap<String, ReplicationStrategy>,
-    ) -> HashMap<String, TableSlot, BuildHasherDefault<Fnv>> {
+    ) -> HashMap<String, TableSlot, BuildNameHasher> {
         strategies.iter().map(|(k, s)| (k.clone(), TableSlot { strategy: s.clone(), table: OnceLock::new() })).collect()
     }
 
     pub(super) fn table(&self, keyspace: &str) -> Option<&ReplicaTable> {
         let slot = self.tables.get(keyspace)?;
         Some(slot.table.get_or_init(|| ReplicaTable::new(self.ring.clone(), slot.strategy.clone())))
-    }
-}
-
-/// FNV-1a, for the replica tables every request looks up by keyspace name.
-/// The names are few, short and come from the cluster's own schema, so the
-/// flooding-resistant default (SipHash) buys nothing there, and it cost
-/// about 2% of a request's CPU.
-pub(super) struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
     }
 }
 
