@@ -70,11 +70,11 @@ pub(crate) struct Deadline {
 
 /// The swap buffer, with the room the framer seals a run in around the
 /// payload (a v5 segment header before it, its CRC32 trailer after it).
+pub(crate) type WriteQueue = Queue<WriteVecBuffer<HEAD_ROOM, TAIL_ROOM>, WriteNotifier>;
+
 /// A run of requests taken from the swap buffer.
 pub(crate) type QueuedRun<'a> =
     swap_buffer_queue::buffer::BufferSlice<'a, WriteVecBuffer<HEAD_ROOM, TAIL_ROOM>, WriteNotifier>;
-
-pub(crate) type WriteQueue = Queue<WriteVecBuffer<HEAD_ROOM, TAIL_ROOM>, WriteNotifier>;
 
 /// Who the swap buffer wakes: the writer when a request was queued, and
 /// the requests waiting for room when the writer swapped the buffers.
