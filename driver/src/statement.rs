@@ -152,7 +152,7 @@ pub(crate) struct PreparedInner {
     /// Set once the shape changed (a re-prepare, or an answer with new
     /// result metadata); from then on `changed_shape` holds it.
     pub(crate) shape_changed: AtomicBool,
-    pub(crate) changed_shape: RwLock<Option<Arc<ResultShape>>>,
+    pub(crate) changed_shape: RwLock<Option<ResultShape>>,
     /// The table's partitioner ([`encode_partitioner`]), as the session
     /// learned it; Murmur3 until then.
     pub(crate) partitioner: AtomicU8,
@@ -255,10 +255,10 @@ impl PreparedStatement {
             return f(&self.inner.shape);
         }
         let changed = self.inner.changed_shape.read().unwrap_or_else(|e| e.into_inner());
-        f(changed.as_deref().unwrap_or(&self.inner.shape))
+        f(changed.as_ref().unwrap_or(&self.inner.shape))
     }
     pub(crate) fn set_shape(&self, shape: ResultShape) {
-        *self.inner.changed_shape.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(shape));
+        *self.inner.changed_shape.write().unwrap_or_else(|e| e.into_inner()) = Some(shape);
         self.inner.shape_changed.store(true, Ordering::Release);
     }
     options_setters!();

@@ -13,7 +13,7 @@ use shardwise_protocol::response::Event;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::{deliver, Inner};
+use super::{deliver, Inner, QueuedRun};
 use crate::config::Compression;
 use crate::error::ConnectionError;
 
@@ -49,7 +49,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                 biased;
                 slice = inner.queued() => {
                     let Some(mut slice) = slice else { return Ok(()) };
-                    let wire = framer.seal(slice.frame_mut()).map_err(|_| ConnectionError::Protocol("unframable run"))?;
+                    let wire = seal(&mut framer, &mut slice)?;
                     if inner.streams.in_flight() <= 1 {
                         socket.write_all(wire).await?;
                         continue;
@@ -67,8 +67,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                         }
                         tokio::task::yield_now().await;
                         let Ok(mut more) = inner.queue.try_dequeue() else { break };
-                        let wire = framer.seal(more.frame_mut()).map_err(|_| ConnectionError::Protocol("unframable run"))?;
-                        batch.extend_from_slice(wire);
+                        batch.extend_from_slice(seal(&mut framer, &mut more)?);
                     }
                     socket.write_all(&batch).await?;
                     batch.clear();
@@ -85,6 +84,11 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
         inner.close(e);
     }
     let _ = socket.shutdown().await;
+}
+
+/// `run` sealed for the wire (see `Framer::seal`).
+fn seal<'a>(framer: &'a mut Framer, run: &'a mut QueuedRun<'_>) -> Result<&'a [u8], ConnectionError> {
+    framer.seal(run.frame_mut()).map_err(|_| ConnectionError::Protocol("unframable run"))
 }
 
 /// Reads envelopes and hands each to its request (events to subscribers).

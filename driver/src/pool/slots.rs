@@ -111,11 +111,16 @@ fn usable<C: PoolConnection>(slot: &Option<C>) -> Option<&C> {
     slot.as_ref().filter(|c| !c.is_closed())
 }
 
-/// The least loaded open connection of the shard `shard_of` names.
-fn on_shard<C: PoolConnection>(layout: &Layout<C>, per_shard: usize, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
+/// The least loaded open connection of the shard `shard_of` names, if it
+/// names one.
+fn on_shard<C: PoolConnection>(
+    layout: &Layout<C>,
+    per_shard: usize,
+    shard_of: impl FnOnce(&C) -> Option<u16>,
+) -> Option<C> {
     let shards = layout.shards?;
     let sample = layout.slots.iter().flatten().next()?;
-    let shard = shard_of(sample);
+    let shard = shard_of(sample)?;
     if shard >= shards {
         return None;
     }
@@ -161,7 +166,7 @@ impl<C: PoolConnection> Slots<C> {
     /// connection: the caller then falls back to [`Slots::pick_any`].
     #[cfg(any(test, loom))]
     pub(crate) fn pick_shard(&self, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
-        on_shard(&self.read(), self.per_shard, shard_of)
+        on_shard(&self.read(), self.per_shard, |c| Some(shard_of(c)))
     }
 
     /// The least loaded open connection of the node; ties go to the first
@@ -176,12 +181,7 @@ impl<C: PoolConnection> Slots<C> {
     /// lock's word, which every worker's requests to the node share).
     pub(crate) fn pick(&self, shard_of: impl FnOnce(&C) -> Option<u16>, seed: usize) -> Option<C> {
         let layout = self.read();
-        let mut shard_of = Some(shard_of);
-        let on_shard = on_shard(&layout, self.per_shard, |c| {
-            // Called once at most; `u16::MAX` is past any shard count.
-            shard_of.take().and_then(|f| f(c)).unwrap_or(u16::MAX)
-        });
-        on_shard.or_else(|| any(&layout, seed))
+        on_shard(&layout, self.per_shard, shard_of).or_else(|| any(&layout, seed))
     }
 
     /// Whether some connection is open.
