@@ -121,7 +121,7 @@ pub fn checkpoint_rows(data: &[u8]) -> Option<usize> {
                 assert!(planner.progress(w.group) > before, "step {step}: no progress after {w:?}");
             }
             Action::SaveCheckpoint => {
-                let saved_now = planner.checkpoint().expect("a checkpoint once the generation is known");
+                let saved_now = planner.take_checkpoint().expect("a checkpoint once the generation is known");
                 assert_eq!(saved_now.generation, generation);
                 assert!(planner.restore(&saved_now).is_err(), "restored a running planner");
                 break;

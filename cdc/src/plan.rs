@@ -42,7 +42,7 @@
 //! |---|---|---|
 //! | [`Action::Read`] | reads the window's streams over `[from, to)` | [`Planner::window_done`] or [`Planner::window_failed`] |
 //! | [`Action::FetchFirstGeneration`] / [`Action::FetchNextGeneration`] | asks its `GenerationSource` | [`Planner::next_generation_found`], [`Planner::next_generation_not_found`] or [`Planner::generation_fetch_failed`] |
-//! | [`Action::SaveCheckpoint`] | saves [`Planner::checkpoint`] | nothing |
+//! | [`Action::SaveCheckpoint`] | saves [`Planner::take_checkpoint`] | nothing |
 //! | [`Action::Sleep`] | polls again at that time, or earlier after any mutator call | |
 //! | [`Action::Idle`] | polls again after any mutator call | |
 //! | [`Action::Finished`] | stops | |
@@ -60,7 +60,11 @@
 //! A checkpoint then holds only the groups read here, and the progress of
 //! the others comes in through [`Planner::observe`] (their holders'
 //! checkpoints), so the generation barrier still waits for every group,
-//! wherever it is read.
+//! wherever it is read. The others wait at that barrier for the final
+//! progress of the groups read here; so when a generation is left, its
+//! checkpoint is handed out for saving before anything else, and the
+//! planner leaves no further generation until it is taken
+//! ([`Planner::take_checkpoint`]).
 //!
 //! # One planner, polled per worker
 //!
@@ -186,7 +190,7 @@ pub enum Action {
         /// The current generation's timestamp.
         after: Millis,
     },
-    /// Save [`Planner::checkpoint`].
+    /// Save [`Planner::take_checkpoint`].
     SaveCheckpoint,
     /// Nothing to do for this worker before this time.
     Sleep(Millis),
@@ -264,6 +268,9 @@ pub struct Planner {
     resume: Option<HashMap<StreamId, Millis>>,
     last_checkpoint: Option<Millis>,
     dirty: bool,
+    /// The final checkpoint of a generation just left, not yet taken for
+    /// saving (leased planners with checkpoints; see the module docs).
+    left: Option<Checkpoint>,
     state: RunState,
 }
 
@@ -380,6 +387,7 @@ impl Planner {
             resume: None,
             last_checkpoint: None,
             dirty: false,
+            left: None,
             state: RunState::Running,
         })
     }
@@ -453,6 +461,25 @@ impl Planner {
             .map(|g| GroupProgress { group: g.streams.key(), progress: g.progress })
             .collect();
         Some(Checkpoint { generation: current.timestamp, groups })
+    }
+
+    /// What to save on [`Action::SaveCheckpoint`]: the final checkpoint of
+    /// a generation just left if it was not taken yet, else
+    /// [`Planner::checkpoint`].
+    pub fn take_checkpoint(&mut self) -> Option<Checkpoint> {
+        self.take_left().or_else(|| self.checkpoint())
+    }
+
+    /// The final checkpoint of a generation just left, if not taken yet
+    /// (see the module docs).
+    pub fn take_left(&mut self) -> Option<Checkpoint> {
+        self.left.take()
+    }
+
+    /// Whether a generation was left and its final checkpoint is not
+    /// taken yet: its groups' leases are not given up before it is saved.
+    pub fn left_pending(&self) -> bool {
+        self.left.is_some()
     }
 
     /// The groups of the current generation (none before the first).
@@ -649,6 +676,9 @@ impl Planner {
             self.last_checkpoint = Some(now);
         }
         self.advance(now);
+        if self.left.is_some() {
+            return Action::SaveCheckpoint;
+        }
         match self.state {
             RunState::Finished => return Action::Finished,
             RunState::FinalSave => {
@@ -778,7 +808,8 @@ impl Planner {
 
     /// Moves on when the current generation is finished.
     fn advance(&mut self, now: Millis) {
-        while self.state == RunState::Running {
+        // A generation left is saved before the next one is.
+        while self.state == RunState::Running && self.left.is_none() {
             let Some(current) = &self.current else { return };
             // A window still being read (of a group raised to the end by
             // another reader's progress) ends before the groups change.
@@ -787,6 +818,9 @@ impl Planner {
             }
             match self.next.take() {
                 Some(next) if next.timestamp < self.end => {
+                    if self.leased && self.checkpoint_interval.is_some() && self.dirty {
+                        self.left = self.checkpoint().filter(|cp| !cp.groups.is_empty());
+                    }
                     if self.switch_to(next).is_err() {
                         // Cannot number the groups: nothing sensible to read.
                         self.finish();
@@ -987,7 +1021,7 @@ mod tests {
                     self.answer(&action);
                 }
                 Action::SaveCheckpoint => {
-                    self.saves.push((self.now, self.p.checkpoint().unwrap()));
+                    self.saves.push((self.now, self.p.take_checkpoint().unwrap()));
                 }
                 Action::Sleep(t) => {
                     assert!(t.0 > self.now, "sleep into the past: {t:?} at {}", self.now);
@@ -1455,7 +1489,7 @@ mod tests {
                     read.push(w);
                 }
                 Action::FetchNextGeneration { .. } => p.next_generation_not_found(now),
-                Action::SaveCheckpoint => {}
+                Action::SaveCheckpoint => drop(p.take_checkpoint()),
                 _ => return read,
             }
         }
@@ -1539,6 +1573,69 @@ mod tests {
         assert_eq!(p.progress(GroupId(1)), Some(upper), "not moved back");
         drain(&mut p, now);
         assert_eq!(p.generation(), Some(Millis(T0 - MIN)), "left once the window ended");
+    }
+
+    /// Regression: a reader sharing a table left a generation without
+    /// saving its groups' final progress when it was the last to finish
+    /// them; the other reader, still in that generation, then waited for
+    /// that progress forever (and this one for the other's share of the
+    /// next generation). The final checkpoint is now handed out first.
+    #[test]
+    fn a_leased_generation_is_saved_when_it_is_left() {
+        let start = T0 - 5 * MIN;
+        let (gen1, gen2) = (Millis(start - MIN), Millis(T0 - 3 * MIN));
+        let mut c = config(start);
+        c.checkpoint_interval = Some(Duration::from_secs(3600));
+        let mut p = Planner::new(c).unwrap().with_leases();
+        let now = Millis(T0);
+        assert_eq!(p.poll(0, now), Action::FetchFirstGeneration { at: Millis(start) });
+        p.next_generation_found(gen1, groups(0..2)).unwrap();
+        assert_eq!(p.poll(0, now), Action::FetchNextGeneration { after: gen1 });
+        p.next_generation_found(gen2, groups(2..3)).unwrap();
+        p.acquire(GroupId(0), None).unwrap();
+        let mut last = None;
+        while let Action::Read(w) = p.poll(0, now) {
+            if w.to == gen2 {
+                last = Some(w);
+                break;
+            }
+            p.window_done(w.group, w.to).unwrap();
+        }
+        let last = last.expect("the last window of group 0");
+        // The other reader finished group 1 before this one finished group 0.
+        p.observe(&Checkpoint {
+            generation: gen1,
+            groups: vec![GroupProgress { group: group(1).key(), progress: gen2 }],
+        });
+        p.window_done(last.group, last.to).unwrap();
+
+        assert_eq!(p.poll(0, now), Action::SaveCheckpoint);
+        assert_eq!(p.generation(), Some(gen2));
+        assert!(p.left_pending());
+        assert_eq!(p.poll(0, now), Action::SaveCheckpoint, "until it is taken");
+        let saved = p.take_checkpoint().unwrap();
+        assert_eq!(
+            saved,
+            Checkpoint { generation: gen1, groups: vec![GroupProgress { group: group(0).key(), progress: gen2 }] }
+        );
+        assert!(!p.left_pending());
+        assert_eq!(p.take_checkpoint().unwrap().generation, gen2, "then the current generation");
+        assert_ne!(p.poll(0, now), Action::SaveCheckpoint);
+
+        // Nothing read here since the last save: nothing is handed out.
+        let mut c = config(start);
+        c.checkpoint_interval = Some(Duration::from_secs(3600));
+        let mut quiet = Planner::new(c).unwrap().with_leases();
+        quiet.poll(0, now);
+        quiet.next_generation_found(gen1, groups(0..1)).unwrap();
+        quiet.poll(0, now);
+        quiet.next_generation_found(gen2, groups(2..3)).unwrap();
+        quiet.observe(&Checkpoint {
+            generation: gen1,
+            groups: vec![GroupProgress { group: group(0).key(), progress: gen2 }],
+        });
+        assert_ne!(quiet.poll(0, now), Action::SaveCheckpoint);
+        assert_eq!((quiet.generation(), quiet.left_pending()), (Some(gen2), false));
     }
 
     #[test]

@@ -94,10 +94,14 @@ impl Holder {
         let mine: Vec<StreamId> = leases.iter().filter(|(_, o)| **o == name).map(|(k, _)| *k).collect();
         for key in mine {
             match by_key.get(&key) {
-                // A group of another generation (finished here).
+                // A group of another generation (finished here), given up
+                // once its final progress is saved: the readers still in
+                // that generation wait for it.
                 None => {
-                    table.release(log, key, &name).await?;
-                    leases.remove(&key);
+                    if !self.shared.planner().left_pending() && self.shared.saves.quiet() {
+                        table.release(log, key, &name).await?;
+                        leases.remove(&key);
+                    }
                 }
                 // Held in the table, not read here: a claim whose answer was lost.
                 Some(g) if !g.owned => {

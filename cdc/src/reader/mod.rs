@@ -641,10 +641,16 @@ impl CdcReader {
                 first = r;
             }
         }
-        // Not holding the planner's lock across the save.
-        let checkpoint = self.shared.planner().checkpoint();
-        if let (Some(store), Some(cp)) = (&self.shared.checkpoints, checkpoint) {
-            store.save(&self.shared.log, &cp).await?;
+        // Not holding the planner's lock across the saves; a generation
+        // left and not saved yet (the run was stopped) is saved first.
+        let checkpoints = {
+            let mut planner = self.shared.planner();
+            [planner.take_left(), planner.checkpoint()]
+        };
+        if let Some(store) = &self.shared.checkpoints {
+            for cp in checkpoints.into_iter().flatten() {
+                store.save(&self.shared.log, &cp).await?;
+            }
         }
         if let Some(holder) = self.holder.take() {
             self.shared.start_leaving();

@@ -175,7 +175,7 @@ impl Worker {
                 Action::SaveCheckpoint => {
                     // Counted before the progress is taken (see `saves`).
                     let _save = self.shared.saves.begin();
-                    let cp = self.shared.planner().checkpoint();
+                    let cp = self.shared.planner().take_checkpoint();
                     if let (Some(store), Some(cp)) = (&self.shared.checkpoints, cp) {
                         store.save(&self.shared.log, &cp).await?;
                     }

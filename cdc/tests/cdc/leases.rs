@@ -70,7 +70,10 @@ async fn sharing_needs_a_checkpoint_store_and_sane_timing() {
 /// Two readers in one process share a table through leases, across a
 /// generation switch: every change is delivered once, by one of them, and
 /// the changes of a key come in write order across both (a reader leaves
-/// a generation only when the other's groups finished it too).
+/// a generation only when the other's groups finished it too). One reader
+/// is slower than the other: it used to leave the first generation
+/// without saving its groups' final progress there, and both then waited
+/// for each other for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_readers_share_a_table_across_a_generation_switch() {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,6 +117,11 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
             Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
                 let pk = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
                 let v = row.value::<Option<i64>>("v")?.ok_or_else(|| ConsumerError::failed("no v"))?;
+                // Reader b is slow: it finishes each generation after a
+                // did, and must still save its final progress there.
+                if index == 1 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 let at = order.fetch_add(1, Ordering::SeqCst);
                 deliveries.lock().expect("lock").push((index, at, pk, v));
                 Ok(())
