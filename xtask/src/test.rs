@@ -206,7 +206,14 @@ pub fn run(args: &[String]) -> ExitCode {
             run.record("cassandra", t, Status::Passed, format!("using SHARDWISE_CASSANDRA={v}"));
             Some(v)
         }
-        None => match NodeConfig::default().with_free_ports().and_then(Node::start) {
+        // The whole suite shares this node and creates about 440 tables on
+        // it; each costs Cassandra over a megabyte of heap that stays live
+        // (700 MB after a full GC, near the end of a run): 2 GB leaves room
+        // for the suite to grow instead of an OutOfMemoryError mid-run.
+        None => match (NodeConfig { heap_max: "2G".into(), ..NodeConfig::default() })
+            .with_free_ports()
+            .and_then(Node::start)
+        {
             Ok(n) => {
                 let addr = n.addr().to_string();
                 run.record(
