@@ -818,7 +818,9 @@ impl Planner {
             }
             match self.next.take() {
                 Some(next) if next.timestamp < self.end => {
-                    if self.leased && self.checkpoint_interval.is_some() && self.dirty {
+                    // Even when nothing changed since the last save: that
+                    // save's snapshot may not be taken yet (another worker's).
+                    if self.leased && self.checkpoint_interval.is_some() {
                         self.left = self.checkpoint().filter(|cp| !cp.groups.is_empty());
                     }
                     if self.switch_to(next).is_err() {
@@ -1622,7 +1624,7 @@ mod tests {
         assert_eq!(p.take_checkpoint().unwrap().generation, gen2, "then the current generation");
         assert_ne!(p.poll(0, now), Action::SaveCheckpoint);
 
-        // Nothing read here since the last save: nothing is handed out.
+        // No group read here: nothing is handed out.
         let mut c = config(start);
         c.checkpoint_interval = Some(Duration::from_secs(3600));
         let mut quiet = Planner::new(c).unwrap().with_leases();
@@ -1636,6 +1638,51 @@ mod tests {
         });
         assert_ne!(quiet.poll(0, now), Action::SaveCheckpoint);
         assert_eq!((quiet.generation(), quiet.left_pending()), (Some(gen2), false));
+    }
+
+    /// Regression: with two workers, one was handed a save whose snapshot
+    /// it had not taken yet when the other left the generation; that save
+    /// then held the next generation, and the final progress of the one
+    /// left was never saved.
+    #[test]
+    fn a_generation_left_between_a_save_and_its_snapshot_is_still_saved() {
+        let start = T0 - 5 * MIN;
+        let (gen1, gen2) = (Millis(start - MIN), Millis(T0 - 3 * MIN));
+        let mut c = config(start);
+        c.workers = 2;
+        c.checkpoint_interval = Some(Duration::from_secs(1));
+        let mut p = Planner::new(c).unwrap().with_leases();
+        let mut now = Millis(T0);
+        assert_eq!(p.poll(0, now), Action::FetchFirstGeneration { at: Millis(start) });
+        p.next_generation_found(gen1, groups(0..3)).unwrap();
+        assert_eq!(p.poll(0, now), Action::FetchNextGeneration { after: gen1 });
+        p.next_generation_found(gen2, groups(3..4)).unwrap();
+        // Group 0 is worker 0's, group 1 worker 1's; group 2 is read elsewhere.
+        p.acquire(GroupId(0), None).unwrap();
+        p.acquire(GroupId(1), None).unwrap();
+        for worker in [0, 1] {
+            loop {
+                match p.poll(worker, now) {
+                    Action::Read(w) => p.window_done(w.group, w.to).unwrap(),
+                    Action::SaveCheckpoint => drop(p.take_checkpoint()),
+                    _ => break,
+                }
+            }
+        }
+        assert_eq!(p.generation(), Some(gen1), "group 2 is not finished elsewhere yet");
+        now = Millis(T0 + 2 * S);
+        // Worker 0 is handed a save, and takes its snapshot only later.
+        assert_eq!(p.poll(0, now), Action::SaveCheckpoint);
+        p.observe(&Checkpoint {
+            generation: gen1,
+            groups: vec![GroupProgress { group: group(2).key(), progress: gen2 }],
+        });
+        // Worker 1 leaves the generation meanwhile.
+        p.poll(1, now);
+        assert_eq!(p.generation(), Some(gen2));
+        let saved = p.take_checkpoint().unwrap();
+        assert_eq!(saved.generation, gen1, "worker 0 saves the generation left");
+        assert_eq!(saved.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), vec![gen2; 2]);
     }
 
     #[test]
