@@ -8,8 +8,10 @@
 //! quota: a group it gives up is first left by the workers, then its
 //! progress is saved, and only then is its lease deleted, so the next
 //! holder repeats nothing; a group it claims starts at the progress saved
-//! last. A lease it could not renew in time is dropped before it can
-//! expire, so two live readers never read one group.
+//! last. The leases of a generation the reader left are deleted only once
+//! that generation's final checkpoint is saved: readers still in it wait
+//! for that progress. A lease it could not renew in time is dropped before
+//! it can expire, so two live readers never read one group.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
