@@ -1577,6 +1577,40 @@ mod tests {
         assert_eq!(p.generation(), Some(Millis(T0 - MIN)), "left once the window ended");
     }
 
+    /// The start and the two generations of [`leased_switch`].
+    const LEASED_START: i64 = T0 - 5 * MIN;
+    const LEASED_GEN1: Millis = Millis(LEASED_START - MIN);
+    const LEASED_GEN2: Millis = Millis(T0 - 3 * MIN);
+
+    /// A leased planner with `workers` workers and checkpoints every
+    /// `interval`, polled at `T0` until it reads [`LEASED_GEN1`] (groups
+    /// `first`) and knows the next, [`LEASED_GEN2`] (groups `second`).
+    fn leased_switch(
+        workers: usize,
+        interval: Duration,
+        first: std::ops::Range<u8>,
+        second: std::ops::Range<u8>,
+    ) -> Planner {
+        let mut c = config(LEASED_START);
+        c.workers = workers;
+        c.checkpoint_interval = Some(interval);
+        let mut p = Planner::new(c).unwrap().with_leases();
+        let now = Millis(T0);
+        assert_eq!(p.poll(0, now), Action::FetchFirstGeneration { at: Millis(LEASED_START) });
+        p.next_generation_found(LEASED_GEN1, groups(first)).unwrap();
+        assert_eq!(p.poll(0, now), Action::FetchNextGeneration { after: LEASED_GEN1 });
+        p.next_generation_found(LEASED_GEN2, groups(second)).unwrap();
+        p
+    }
+
+    /// Another reader's checkpoint: group `n` finished [`LEASED_GEN1`].
+    fn finished_elsewhere(n: u8) -> Checkpoint {
+        Checkpoint {
+            generation: LEASED_GEN1,
+            groups: vec![GroupProgress { group: group(n).key(), progress: LEASED_GEN2 }],
+        }
+    }
+
     /// Regression: a reader sharing a table left a generation without
     /// saving its groups' final progress when it was the last to finish
     /// them; the other reader, still in that generation, then waited for
@@ -1584,16 +1618,9 @@ mod tests {
     /// next generation). The final checkpoint is now handed out first.
     #[test]
     fn a_leased_generation_is_saved_when_it_is_left() {
-        let start = T0 - 5 * MIN;
-        let (gen1, gen2) = (Millis(start - MIN), Millis(T0 - 3 * MIN));
-        let mut c = config(start);
-        c.checkpoint_interval = Some(Duration::from_secs(3600));
-        let mut p = Planner::new(c).unwrap().with_leases();
+        let (gen1, gen2) = (LEASED_GEN1, LEASED_GEN2);
+        let mut p = leased_switch(1, Duration::from_secs(3600), 0..2, 2..3);
         let now = Millis(T0);
-        assert_eq!(p.poll(0, now), Action::FetchFirstGeneration { at: Millis(start) });
-        p.next_generation_found(gen1, groups(0..2)).unwrap();
-        assert_eq!(p.poll(0, now), Action::FetchNextGeneration { after: gen1 });
-        p.next_generation_found(gen2, groups(2..3)).unwrap();
         p.acquire(GroupId(0), None).unwrap();
         let mut last = None;
         while let Action::Read(w) = p.poll(0, now) {
@@ -1605,10 +1632,7 @@ mod tests {
         }
         let last = last.expect("the last window of group 0");
         // The other reader finished group 1 before this one finished group 0.
-        p.observe(&Checkpoint {
-            generation: gen1,
-            groups: vec![GroupProgress { group: group(1).key(), progress: gen2 }],
-        });
+        p.observe(&finished_elsewhere(1));
         p.window_done(last.group, last.to).unwrap();
 
         assert_eq!(p.poll(0, now), Action::SaveCheckpoint);
@@ -1625,17 +1649,8 @@ mod tests {
         assert_ne!(p.poll(0, now), Action::SaveCheckpoint);
 
         // No group read here: nothing is handed out.
-        let mut c = config(start);
-        c.checkpoint_interval = Some(Duration::from_secs(3600));
-        let mut quiet = Planner::new(c).unwrap().with_leases();
-        quiet.poll(0, now);
-        quiet.next_generation_found(gen1, groups(0..1)).unwrap();
-        quiet.poll(0, now);
-        quiet.next_generation_found(gen2, groups(2..3)).unwrap();
-        quiet.observe(&Checkpoint {
-            generation: gen1,
-            groups: vec![GroupProgress { group: group(0).key(), progress: gen2 }],
-        });
+        let mut quiet = leased_switch(1, Duration::from_secs(3600), 0..1, 2..3);
+        quiet.observe(&finished_elsewhere(0));
         assert_ne!(quiet.poll(0, now), Action::SaveCheckpoint);
         assert_eq!((quiet.generation(), quiet.left_pending()), (Some(gen2), false));
     }
@@ -1646,17 +1661,9 @@ mod tests {
     /// left was never saved.
     #[test]
     fn a_generation_left_between_a_save_and_its_snapshot_is_still_saved() {
-        let start = T0 - 5 * MIN;
-        let (gen1, gen2) = (Millis(start - MIN), Millis(T0 - 3 * MIN));
-        let mut c = config(start);
-        c.workers = 2;
-        c.checkpoint_interval = Some(Duration::from_secs(1));
-        let mut p = Planner::new(c).unwrap().with_leases();
+        let (gen1, gen2) = (LEASED_GEN1, LEASED_GEN2);
+        let mut p = leased_switch(2, Duration::from_secs(1), 0..3, 3..4);
         let mut now = Millis(T0);
-        assert_eq!(p.poll(0, now), Action::FetchFirstGeneration { at: Millis(start) });
-        p.next_generation_found(gen1, groups(0..3)).unwrap();
-        assert_eq!(p.poll(0, now), Action::FetchNextGeneration { after: gen1 });
-        p.next_generation_found(gen2, groups(3..4)).unwrap();
         // Group 0 is worker 0's, group 1 worker 1's; group 2 is read elsewhere.
         p.acquire(GroupId(0), None).unwrap();
         p.acquire(GroupId(1), None).unwrap();
@@ -1673,10 +1680,7 @@ mod tests {
         now = Millis(T0 + 2 * S);
         // Worker 0 is handed a save, and takes its snapshot only later.
         assert_eq!(p.poll(0, now), Action::SaveCheckpoint);
-        p.observe(&Checkpoint {
-            generation: gen1,
-            groups: vec![GroupProgress { group: group(2).key(), progress: gen2 }],
-        });
+        p.observe(&finished_elsewhere(2));
         // Worker 1 leaves the generation meanwhile.
         p.poll(1, now);
         assert_eq!(p.generation(), Some(gen2));
