@@ -248,7 +248,8 @@ fn emu_serve(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let (single, cluster) = if nodes == 1 {
         eprintln!("xtask: starting Cassandra {}...", testkit::CASSANDRA_VERSION);
-        let config = NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?;
+        let config = NodeConfig { heap_max: test::SHARED_NODE_HEAP.into(), ..NodeConfig::default() };
+        let config = config.with_free_ports().map_err(|e| e.to_string())?;
         (Some(Node::start(config).map_err(|e| e.to_string())?), None)
     } else {
         eprintln!(
