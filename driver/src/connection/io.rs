@@ -57,9 +57,9 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                     if batch.capacity() == 0 {
                         // It never holds more than half the buffer plus one
                         // sealed run; a run sealed with LZ4 can outgrow the
-                        // buffer a little (incompressible bodies, a header
-                        // per envelope), so twice the buffer: no
-                        // reallocation later.
+                        // buffer a little (incompressible bodies, and v4's
+                        // length before each compressed body), so twice the
+                        // buffer: no reallocation later.
                         batch.reserve(2 * inner.queue.capacity() + HEAD_ROOM + TAIL_ROOM);
                     }
                     batch.extend_from_slice(wire);
