@@ -228,7 +228,7 @@ fn transcript_run(files: &[String]) -> Result<(), String> {
 fn emu_serve(args: &[String]) -> Result<(), String> {
     use shardwise_emu::{Front, FrontConfig};
     use std::time::Instant;
-    use testkit::{Cluster, Node, NodeConfig};
+    use testkit::{Cluster, Node};
 
     let mut nodes: u8 = 1;
     let mut config = FrontConfig::default();
@@ -248,8 +248,7 @@ fn emu_serve(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let (single, cluster) = if nodes == 1 {
         eprintln!("xtask: starting Cassandra {}...", testkit::CASSANDRA_VERSION);
-        let config = NodeConfig { heap_max: test::SHARED_NODE_HEAP.into(), ..NodeConfig::default() };
-        let config = config.with_free_ports().map_err(|e| e.to_string())?;
+        let config = test::shared_node_config().with_free_ports().map_err(|e| e.to_string())?;
         (Some(Node::start(config).map_err(|e| e.to_string())?), None)
     } else {
         eprintln!(

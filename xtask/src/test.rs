@@ -9,10 +9,13 @@ use testkit::{Node, NodeConfig};
 
 use crate::interrupted;
 
-/// `-Xmx` of a Cassandra node that serves many test runs: the suite's
-/// shared node, and `cargo xtask emu`'s, which developers point test runs
-/// at (`SHARDWISE_CASSANDRA`). See the suite's node below for the figures.
-pub(crate) const SHARED_NODE_HEAP: &str = "2G";
+/// A Cassandra node that serves many test runs: the suite's shared node,
+/// and `cargo xtask emu`'s, which developers point test runs at
+/// (`SHARDWISE_CASSANDRA`). It gets a 2 GB heap; see the suite's node below
+/// for the figures.
+pub(crate) fn shared_node_config() -> NodeConfig {
+    NodeConfig { heap_max: "2G".into(), ..NodeConfig::default() }
+}
 
 /// Parsed command line of `xtask test`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,10 +218,7 @@ pub fn run(args: &[String]) -> ExitCode {
         // it; each costs Cassandra over a megabyte of heap that stays live
         // (700 MB after a full GC, near the end of a run): 2 GB leaves room
         // for the suite to grow instead of an OutOfMemoryError mid-run.
-        None => match (NodeConfig { heap_max: SHARED_NODE_HEAP.into(), ..NodeConfig::default() })
-            .with_free_ports()
-            .and_then(Node::start)
-        {
+        None => match shared_node_config().with_free_ports().and_then(Node::start) {
             Ok(n) => {
                 let addr = n.addr().to_string();
                 run.record(
