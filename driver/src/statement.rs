@@ -130,6 +130,13 @@ impl From<&str> for Statement {
     }
 }
 
+/// For text made at run time: `session.prepare(format!(…))`.
+impl From<String> for Statement {
+    fn from(s: String) -> Self {
+        Statement::new(s)
+    }
+}
+
 /// What a prepared statement's result looks like; replaced as a whole when
 /// the server reports a schema change (`METADATA_CHANGED`).
 #[derive(Debug)]

@@ -18,6 +18,7 @@
 //!   tables with `preimage: true`, `'full'` and `postimage: true`;
 //! * [`replicator`]: a mixed workload replayed into another table;
 //! * [`replicator_types`]: the replicator for every type family;
+//! * [`readme`]: the README's example, compiled;
 //! * [`common`]: the shared setup (front, session, keyspace).
 
 mod checkpoint;
@@ -26,6 +27,7 @@ mod engine;
 mod faults;
 mod images;
 mod leases;
+mod readme;
 mod replicator;
 mod replicator_types;
 mod tablets;

@@ -11,6 +11,7 @@ mod connection;
 mod faults;
 mod hostile_server;
 mod load_balancing;
+mod readme;
 mod schema;
 mod send;
 mod session;
