@@ -105,12 +105,9 @@ fn prepared_write_allocates_nothing_and_read_allocates_once() {
 async fn measure(version: ProtocolVersion) {
     {
         let (session, ks) = setup(version).await;
-        let insert = session
-            .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str())
-            .await
-            .expect("prepare");
-        let select =
-            session.prepare(format!("SELECT v1, v2 FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
+        let insert =
+            session.prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)")).await.expect("prepare");
+        let select = session.prepare(format!("SELECT v1, v2 FROM {ks}.kv WHERE pk = ?")).await.expect("prepare");
         let text = "a value of some length";
         // Warm up: buffers, stream-id pages and timers reach their steady state.
         for i in 0..200i64 {
@@ -185,10 +182,8 @@ fn tablet_routed_write_allocates_nothing_once_learned() {
         ] {
             session.execute(&Statement::new(ddl), ()).await.expect("ddl");
         }
-        let insert = session
-            .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str())
-            .await
-            .expect("prepare");
+        let insert =
+            session.prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)")).await.expect("prepare");
         const N: i64 = 1000;
         // Learning: the misrouted writes bring the tablets.
         for i in 0..N {
@@ -255,7 +250,7 @@ fn writes_on_two_workers_allocate_nothing(buffer: Option<usize>) {
         };
         let insert = std::sync::Arc::new(
             session
-                .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str())
+                .prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)"))
                 .await
                 .expect("prepare"),
         );

@@ -228,10 +228,9 @@ async fn replicas_match_the_server(session: &Session) {
             .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY, v int)")), ())
             .await
             .expect("table");
-        let insert =
-            session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+        let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
         let select = session
-            .prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?").as_str())
+            .prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?"))
             .await
             .expect("prepare")
             .with_consistency(Consistency::All)

@@ -69,7 +69,7 @@ async fn table(s: &Session, prefix: &str) -> (String, PreparedStatement) {
     .expect("keyspace");
     let create = Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")).with_timeout(SETUP_TIMEOUT);
     s.execute(&create, ()).await.expect("table");
-    let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+    let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)")).await.expect("prepare");
     (ks, insert.with_idempotent(true))
 }
 

@@ -161,7 +161,7 @@ async fn rack_then_datacenter_then_remote() {
             .await
             .expect("session");
         assert_eq!(s.nodes().len(), 2, "remote nodes are ignored unless asked for: {:?}", s.nodes());
-        let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+        let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)")).await.expect("prepare");
         let insert = insert.with_tracing(true);
         let seen = coordinators(&s, 20, async |k| s.execute(&insert, (k, k)).await.expect("insert")).await;
         assert_eq!(seen, BTreeMap::from([(ip(want), 20)]), "rack {rack}: the replica in the rack coordinates");
@@ -175,7 +175,7 @@ async fn rack_then_datacenter_then_remote() {
     let remote = DistancePolicy { local_datacenter: Some("dc2".into()), use_remote: true, ..DistancePolicy::default() };
     let s = session(remote).await.expect("session");
     assert_eq!(s.nodes().len(), 3);
-    let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+    let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)")).await.expect("prepare");
     let insert = insert.with_tracing(true);
     let seen = coordinators(&s, 20, async |k| s.execute(&insert, (k, k)).await.expect("insert")).await;
     assert_eq!(seen, BTreeMap::from([(ip(2), 20)]), "the local datacenter's replica, not a remote one");

@@ -50,7 +50,7 @@ async fn keyspace(s: &Session) -> String {
 }
 
 async fn v2(s: &Session, ks: &str, pk: i64) -> Option<String> {
-    let select = s.prepare(format!("SELECT v2 FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
+    let select = s.prepare(format!("SELECT v2 FROM {ks}.kv WHERE pk = ?")).await.expect("prepare");
     let r = s.execute(&select, (pk,)).await.expect("select");
     r.first_row::<(Option<String>,)>().expect("types").and_then(|(v,)| v)
 }
@@ -60,9 +60,8 @@ async fn v2(s: &Session, ks: &str, pk: i64) -> Option<String> {
 async fn spawned_tasks_bind_a_str() {
     let session = Arc::new(session(ProtocolVersion::V5).await);
     let ks = keyspace(&session).await;
-    let insert = Arc::new(
-        session.prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str()).await.expect("prepare"),
-    );
+    let insert =
+        Arc::new(session.prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)")).await.expect("prepare"));
     let mut tasks = Vec::new();
     for pk in 0..200i64 {
         let (s, ins) = (session.clone(), insert.clone());
@@ -77,9 +76,9 @@ async fn spawned_tasks_bind_a_str() {
 /// A request handler borrowing its argument from the caller, as web
 /// frameworks write them.
 async fn handle(s: Arc<Session>, ks: &str, pk: i64, name: &str) -> Result<usize, ExecutionError> {
-    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)").as_str()).await?;
+    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)")).await?;
     s.execute(&insert, (pk, pk * 2, name)).await?;
-    let words = s.prepare(format!("INSERT INTO {ks}.words (k, v) VALUES (?, ?)").as_str()).await?;
+    let words = s.prepare(format!("INSERT INTO {ks}.words (k, v) VALUES (?, ?)")).await?;
     s.execute(&words, (name, name)).await?;
     Ok(name.len())
 }
@@ -133,12 +132,12 @@ async fn every_borrowed_value_shape_and_entry_point() {
         .expect("none");
 
     // A derived struct with a lifetime parameter.
-    let partial = s.prepare(format!("INSERT INTO {ks}.kv (pk, v2, b) VALUES (?, ?, ?)").as_str()).await.expect("prep");
+    let partial = s.prepare(format!("INSERT INTO {ks}.kv (pk, v2, b) VALUES (?, ?, ?)")).await.expect("prep");
     let partial = &partial;
     assert_send(async { s.execute(partial, Entry { pk: 3, v2: name, b: blob }).await }).await.expect("struct");
 
     // Values as a slice and as a `Vec` of `&str`, prepared and not.
-    let words = s.prepare(format!("INSERT INTO {ks}.words (k, v) VALUES (?, ?)").as_str()).await.expect("prepare");
+    let words = s.prepare(format!("INSERT INTO {ks}.words (k, v) VALUES (?, ?)")).await.expect("prepare");
     let words = &words;
     let pair = [name, "slice"];
     assert_send(async { s.execute(words, &pair[..]).await }).await.expect("slice");
@@ -153,7 +152,7 @@ async fn every_borrowed_value_shape_and_entry_point() {
     assert_send(async { s.execute(&many, rows).await }).await.expect("vec batch");
 
     // A page, and every page through the pager, selected by a `&str`.
-    let select = s.prepare(format!("SELECT v FROM {ks}.words WHERE k = ?").as_str()).await.expect("prepare");
+    let select = s.prepare(format!("SELECT v FROM {ks}.words WHERE k = ?")).await.expect("prepare");
     let select = &select;
     let key = (name,);
     let page = assert_send(async { s.execute_page(select, &key, None).await }).await.expect("page");
@@ -187,10 +186,9 @@ async fn every_borrowed_value_shape_and_entry_point() {
 async fn spawned_batches_pages_and_connection_requests() {
     let s = session(ProtocolVersion::V5).await;
     let ks = keyspace(&s).await;
-    let insert = Arc::new(
-        s.prepare(format!("INSERT INTO {ks}.kv (pk, v2, b) VALUES (?, ?, ?)").as_str()).await.expect("prepare"),
-    );
-    let select = Arc::new(s.prepare(format!("SELECT v2 FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare"));
+    let insert =
+        Arc::new(s.prepare(format!("INSERT INTO {ks}.kv (pk, v2, b) VALUES (?, ?, ?)")).await.expect("prepare"));
+    let select = Arc::new(s.prepare(format!("SELECT v2 FROM {ks}.kv WHERE pk = ?")).await.expect("prepare"));
     let conn = Connection::open(testkit::shared_node().expect("server"), &Default::default()).await.expect("connect");
     let mut tasks = Vec::new();
     for pk in 0..20i64 {

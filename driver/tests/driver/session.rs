@@ -54,7 +54,7 @@ async fn every_type(version: ProtocolVersion, compression: Compression) {
     let r = s.execute(&select, (2i32,)).await.expect("prepared select");
     assert_eq!(r.first_row::<Row>().expect("type").expect("row").columns, row2);
     // Borrowed views straight from the response buffer.
-    let narrow = s.prepare(format!("SELECT t, bl FROM {ks}.every_type WHERE pk = ?").as_str()).await.expect("prepare");
+    let narrow = s.prepare(format!("SELECT t, bl FROM {ks}.every_type WHERE pk = ?")).await.expect("prepare");
     let r = s.execute(&narrow, (2i32,)).await.expect("select");
     let (t, bl): (&str, &[u8]) = r.first_row().expect("type").expect("row");
     assert_eq!((t, bl), ("zażółć gęślą jaźń", &[0u8, 1, 2, 0xff][..]));
@@ -91,8 +91,7 @@ async fn batches_of_every_kind() {
     for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
         let s = session(version, Compression::None).await;
         let ks = keyspace(&s, "batch").await;
-        let insert =
-            s.prepare(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (?, ?)").as_str()).await.expect("prepare");
+        let insert = s.prepare(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (?, ?)")).await.expect("prepare");
         let delete = Statement::new(format!("DELETE FROM {ks}.every_type WHERE pk = ?"));
         // A logged batch of a prepared and an unprepared statement, values as a tuple of tuples.
         let batch = Batch::logged((&insert, &insert, &delete));
@@ -102,8 +101,7 @@ async fn batches_of_every_kind() {
         let values: Vec<(i32, String)> = (20..25).map(|i| (i, format!("v{i}"))).collect();
         s.execute(&many, values).await.expect("unlogged batch");
         // A counter batch.
-        let inc =
-            s.prepare(format!("UPDATE {ks}.counters SET c = c + ? WHERE pk = ?").as_str()).await.expect("prepare");
+        let inc = s.prepare(format!("UPDATE {ks}.counters SET c = c + ? WHERE pk = ?")).await.expect("prepare");
         let counters = Batch::counter((&inc, &inc));
         s.execute(&counters, ((CqlValue::Counter(2), 1i32), (CqlValue::Counter(3), 1i32)))
             .await
@@ -128,8 +126,7 @@ async fn paging_over_thousands_of_rows() {
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.wide (pk int, ck int, v text, PRIMARY KEY (pk, ck))")), ())
         .await
         .expect("ddl");
-    let insert =
-        s.prepare(format!("INSERT INTO {ks}.wide (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    let insert = s.prepare(format!("INSERT INTO {ks}.wide (pk, ck, v) VALUES (?, ?, ?)")).await.expect("prepare");
     let mut tasks = Vec::new();
     for ck in 0..3000i32 {
         let (s, insert) = (s.clone(), insert.clone());
@@ -138,11 +135,8 @@ async fn paging_over_thousands_of_rows() {
     for t in tasks {
         t.await.expect("task").expect("insert");
     }
-    let select = s
-        .prepare(format!("SELECT ck, v FROM {ks}.wide WHERE pk = ?").as_str())
-        .await
-        .expect("prepare")
-        .with_page_size(700);
+    let select =
+        s.prepare(format!("SELECT ck, v FROM {ks}.wide WHERE pk = ?")).await.expect("prepare").with_page_size(700);
     let mut pager = s.execute_iter(select.clone(), (1i32,));
     let mut pages = 0;
     let mut seen = 0;
@@ -235,7 +229,7 @@ async fn prepared_select_follows_alter_table() {
         let ks = keyspace(&s, "alter").await;
         s.execute(&Statement::new(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, a int)")), ()).await.expect("ddl");
         s.execute(&Statement::new(format!("INSERT INTO {ks}.t (pk, a) VALUES (1, 10)")), ()).await.expect("insert");
-        let select = s.prepare(format!("SELECT * FROM {ks}.t WHERE pk = ?").as_str()).await.expect("prepare");
+        let select = s.prepare(format!("SELECT * FROM {ks}.t WHERE pk = ?")).await.expect("prepare");
         let r = s.execute(&select, (1i32,)).await.expect("select");
         assert_eq!(r.first_row::<(i32, i32)>().expect("type"), Some((1, 10)));
         s.execute(&Statement::new(format!("ALTER TABLE {ks}.t ADD b text")), ()).await.expect("alter");
@@ -298,11 +292,9 @@ struct UserRow<'a> {
 async fn derived_structs_bind_values_and_read_rows() {
     let s = session(ProtocolVersion::V5, Compression::None).await;
     let ks = keyspace(&s, "derive").await;
-    let insert =
-        s.prepare(format!("INSERT INTO {ks}.every_type (pk, t, bo) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    let insert = s.prepare(format!("INSERT INTO {ks}.every_type (pk, t, bo) VALUES (?, ?, ?)")).await.expect("prepare");
     s.execute(&insert, NewUser { pk: 5, t: "five", bo: true }).await.expect("insert");
-    let select =
-        s.prepare(format!("SELECT pk, t, bo FROM {ks}.every_type WHERE pk = ?").as_str()).await.expect("prepare");
+    let select = s.prepare(format!("SELECT pk, t, bo FROM {ks}.every_type WHERE pk = ?")).await.expect("prepare");
     let r = s.execute(&select, (5i32,)).await.expect("select");
     // Columns are matched by name, whatever the field order.
     let row: UserRow<'_> = r.first_row().expect("types").expect("row");
@@ -391,7 +383,7 @@ async fn tracing_info_of_a_traced_read() {
     let s = session(ProtocolVersion::V4, Compression::None).await;
     let ks = crate::common::simple_keyspace(&s, "tracing").await;
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY, v text)")), ()).await.expect("table");
-    let select = s.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?").as_str()).await.expect("prepare");
+    let select = s.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?")).await.expect("prepare");
     let plain = s.execute(&select, (1,)).await.expect("read");
     assert_eq!(plain.tracing_id(), None, "no trace unless asked");
     let traced = s.execute(&select.clone().with_tracing(true), (1,)).await.expect("traced read");
@@ -433,7 +425,7 @@ async fn row_stream_over_100k_rows() {
         .await
         .expect("table");
     let insert = std::sync::Arc::new(
-        s.prepare(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare"),
+        s.prepare(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")).await.expect("prepare"),
     );
     const PARTITIONS: i32 = 100;
     const PER_PARTITION: i32 = 1000;
@@ -534,7 +526,7 @@ async fn execution_profiles_layer_over_the_session() {
     assert!(unavailable(s.execute(&read.clone().with_consistency(Consistency::Three), ()).await));
     let ks = crate::common::simple_keyspace(&s, "profiles").await;
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY)")), ()).await.expect("table");
-    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)").as_str()).await.expect("prepare");
+    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)")).await.expect("prepare");
     assert!(unavailable(s.execute(&insert, (1,)).await), "the session's default profile: THREE");
 
     let counting = Arc::new(CountingPolicy::default());
@@ -608,7 +600,7 @@ async fn each_attempt_has_a_span() {
     let s = session(ProtocolVersion::V4, Compression::None).await;
     let ks = crate::common::simple_keyspace(&s, "spans").await;
     s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY)")), ()).await.expect("table");
-    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)").as_str()).await.expect("prepare");
+    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)")).await.expect("prepare");
     let recorder = std::sync::Arc::new(SpanRecorder::default());
     let dispatch = tracing::Dispatch::from(recorder.clone());
     {

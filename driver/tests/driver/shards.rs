@@ -61,8 +61,7 @@ async fn shard_aware_routing_through_the_emulated_scylla() {
         )
         .await
         .expect("table");
-    let insert =
-        session.prepare(format!("INSERT INTO {ks}.kv (pk, ck, v) VALUES (?, ?, ?)").as_str()).await.expect("prepare");
+    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, ck, v) VALUES (?, ?, ?)")).await.expect("prepare");
     front.reset_routing_stats();
     for pk in 0..2000i64 {
         session.execute(&insert, (pk, (pk % 7) as i32, "v")).await.expect("insert");
@@ -126,11 +125,11 @@ async fn cdc_log_partitioner_is_learned_from_scylla_tables() {
     assert_eq!(session.partitioner(&ks, "t"), Some(Partitioner::Murmur3), "the base table's partitioner");
 
     let read = session
-        .prepare(format!("SELECT \"cdc$time\" FROM {ks}.t_scylla_cdc_log WHERE \"cdc$stream_id\" = ?").as_str())
+        .prepare(format!("SELECT \"cdc$time\" FROM {ks}.t_scylla_cdc_log WHERE \"cdc$stream_id\" = ?"))
         .await
         .expect("prepare a read of the log");
     assert_eq!(read.partitioner(), Some(Partitioner::Cdc));
-    let base = session.prepare(format!("SELECT v FROM {ks}.t WHERE pk = ?").as_str()).await.expect("prepare");
+    let base = session.prepare(format!("SELECT v FROM {ks}.t WHERE pk = ?")).await.expect("prepare");
     assert_eq!(base.partitioner(), Some(Partitioner::Murmur3));
 
     front.reset_routing_stats();
@@ -169,7 +168,7 @@ async fn without_scylla_tables_every_table_is_murmur3() {
         .expect("table");
     assert_eq!(session.partitioner(&ks, "t_scylla_cdc_log"), Some(Partitioner::Murmur3));
     let read = session
-        .prepare(format!("SELECT v FROM {ks}.t_scylla_cdc_log WHERE \"cdc$stream_id\" = ?").as_str())
+        .prepare(format!("SELECT v FROM {ks}.t_scylla_cdc_log WHERE \"cdc$stream_id\" = ?"))
         .await
         .expect("prepare");
     assert_eq!(read.partitioner(), Some(Partitioner::Murmur3));
@@ -203,9 +202,8 @@ async fn tablets_are_learned_from_misroutes_and_then_hit() {
         .expect("table");
     let tablets = front.tablets(&ks, "kv").expect("a tablets table in the front");
     assert_eq!(tablets.tablets().len(), 16);
-    let insert = Arc::new(
-        session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("prepare"),
-    );
+    let insert =
+        Arc::new(session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare"));
 
     let (learning, stats) = learn_then_write(&front, &session, &insert, 0).await;
     println!(
@@ -281,13 +279,10 @@ async fn conditional_statements_are_marked_as_lwt() {
         .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)")), ())
         .await
         .expect("table");
-    let conditional = session
-        .prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?) IF NOT EXISTS").as_str())
-        .await
-        .expect("lwt");
-    let update =
-        session.prepare(format!("UPDATE {ks}.kv SET v = ? WHERE pk = ? IF v = ?").as_str()).await.expect("lwt update");
-    let plain = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)").as_str()).await.expect("plain");
+    let conditional =
+        session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?) IF NOT EXISTS")).await.expect("lwt");
+    let update = session.prepare(format!("UPDATE {ks}.kv SET v = ? WHERE pk = ? IF v = ?")).await.expect("lwt update");
+    let plain = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("plain");
     assert!(conditional.is_lwt() && update.is_lwt(), "conditional statements carry Scylla's LWT mark");
     assert!(!plain.is_lwt(), "a plain insert is no LWT");
     let first = session.execute(&conditional, (1i64, "one")).await.expect("insert");
@@ -302,7 +297,7 @@ async fn conditional_statements_are_marked_as_lwt() {
         .await
         .expect("session on Cassandra");
     let there = cassandra
-        .prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?) IF NOT EXISTS").as_str())
+        .prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?) IF NOT EXISTS"))
         .await
         .expect("lwt on Cassandra");
     assert!(!there.is_lwt(), "Cassandra offers no LWT mark");

@@ -134,7 +134,7 @@ async fn run(front: &FrontHandle) -> Result<()> {
         .await?;
 
     let before = front.stats();
-    let insert = Arc::new(session.prepare(format!("INSERT INTO {KS}.kv (pk, v) VALUES (?, ?)").as_str()).await?);
+    let insert = Arc::new(session.prepare(format!("INSERT INTO {KS}.kv (pk, v) VALUES (?, ?)")).await?);
     let writes = phase(&session, WRITE_TIME, {
         let insert = insert.clone();
         move |s: Session, pk: i64| {
@@ -145,7 +145,7 @@ async fn run(front: &FrontHandle) -> Result<()> {
     .await?;
     println!("{}", writes.line("prepared writes"));
     let written = writes.requests as i64;
-    let select = Arc::new(session.prepare(format!("SELECT v FROM {KS}.kv WHERE pk = ?").as_str()).await?);
+    let select = Arc::new(session.prepare(format!("SELECT v FROM {KS}.kv WHERE pk = ?")).await?);
     let reads = phase(&session, READ_TIME, {
         let select = select.clone();
         move |s: Session, n: i64| {
@@ -286,9 +286,8 @@ async fn cdc(session: &Session) -> Result<()> {
         .workers(2)
         .build(Arc::new(factory))
         .await?;
-    let insert = Arc::new(
-        session.prepare(format!("INSERT INTO {KS}.orders (customer, id, qty) VALUES (?, ?, ?)").as_str()).await?,
-    );
+    let insert =
+        Arc::new(session.prepare(format!("INSERT INTO {KS}.orders (customer, id, qty) VALUES (?, ?, ?)")).await?);
     // 16 writers, each its own customers, so every change can be checked.
     let deadline = Instant::now() + CDC_TIME;
     let mut writers = tokio::task::JoinSet::new();

@@ -224,7 +224,7 @@ async fn fresh_table(session: &shardwise::Session, target: &Target) -> Result<sh
     ] {
         session.execute(&Statement::new(ddl.as_str()), ()).await.with_context(|| ddl.clone())?;
     }
-    session.prepare(format!("INSERT INTO {ks}.{table} (pk, ck) VALUES (?, ?)").as_str()).await.context("prepare")
+    session.prepare(format!("INSERT INTO {ks}.{table} (pk, ck) VALUES (?, ?)")).await.context("prepare")
 }
 
 /// Writes `rate × seconds` rows at `rate`, each with the time it is sent as its `ck`.
