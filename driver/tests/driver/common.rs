@@ -2,8 +2,11 @@
 //! answers, the turn-taking of the tests that start Cassandra servers of
 //! their own, and a fresh keyspace.
 
+use std::time::Duration;
+
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::protocol::response::{Response, ResponseMessage};
+use shardwise::{Session, TracingInfo, TracingInfoError};
 use tokio::sync::{Mutex, MutexGuard};
 
 /// `message` as a protocol v4 response envelope on `stream`, as a fake
@@ -32,4 +35,19 @@ pub async fn simple_keyspace(session: &shardwise::Session, prefix: &str) -> Stri
     let ddl = format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}");
     session.execute(&shardwise::Statement::new(ddl), ()).await.expect("keyspace");
     ks
+}
+
+/// The trace `id`, asked for again while the server has not finished
+/// writing it: a loaded Cassandra can take longer than `tracing_info`'s own
+/// few attempts. Still incomplete after 20 s, the last error.
+pub async fn finished_trace(session: &Session, id: uuid::Uuid) -> Result<TracingInfo, TracingInfoError> {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match session.tracing_info(id).await {
+            Err(TracingInfoError::Incomplete { .. }) if tokio::time::Instant::now() < give_up => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            done => return done,
+        }
+    }
 }

@@ -4,10 +4,9 @@
 //! module is what keeps them compiling and working; change both together.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use shardwise::protocol::consistency::Consistency;
-use shardwise::{Batch, LatencyAwareness, Session, SessionBuilder, Statement, TlsConfig, TracingInfoError};
+use shardwise::{Batch, LatencyAwareness, Session, SessionBuilder, Statement, TlsConfig};
 
 /// "Using the driver": one `execute` for every kind of statement, borrowed
 /// rows, a row stream, the schema, a trace, and a spawned task binding a
@@ -67,19 +66,9 @@ async fn the_readme_examples_work() -> Result<(), Box<dyn std::error::Error>> {
     let columns: Vec<_> = kv.columns.iter().map(|c| (&c.name, &c.typ)).collect();
     assert_eq!(columns.len(), 2, "{columns:?}");
 
-    // The trace of a request (asked again while the server has not
-    // finished writing it, which a loaded server can take a while to do).
+    // The trace of a request.
     let traced = session.execute(&select.clone().with_tracing(true), (1i64,)).await?;
-    let id = traced.tracing_id().ok_or("no tracing id")?;
-    let trace = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            match session.tracing_info(id).await {
-                Err(TracingInfoError::Incomplete { .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
-                other => return other,
-            }
-        }
-    })
-    .await??;
+    let trace = crate::common::finished_trace(&session, traced.tracing_id().ok_or("no tracing id")?).await?;
     assert!(trace.coordinator.is_some() && !trace.events.is_empty(), "{trace:?}");
 
     // A spawned task binding a borrowed value.

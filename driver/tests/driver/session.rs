@@ -388,20 +388,7 @@ async fn tracing_info_of_a_traced_read() {
     assert_eq!(plain.tracing_id(), None, "no trace unless asked");
     let traced = s.execute(&select.clone().with_tracing(true), (1,)).await.expect("traced read");
     let id = traced.tracing_id().expect("a tracing id");
-    let info = tokio::time::timeout(Duration::from_secs(20), async {
-        // Cassandra may take longer than the official drivers' 30 ms to finish the row.
-        loop {
-            match s.tracing_info(id).await {
-                Ok(info) => return info,
-                Err(shardwise::TracingInfoError::Incomplete { .. }) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await
-                }
-                Err(e) => panic!("tracing info: {e}"),
-            }
-        }
-    })
-    .await
-    .expect("the trace completes");
+    let info = crate::common::finished_trace(&s, id).await.expect("the trace completes");
     let node = testkit::shared_node().expect("server").ip();
     assert_eq!(info.coordinator, Some(node));
     assert!(info.duration.is_some_and(|d| d > 0), "{info:?}");
