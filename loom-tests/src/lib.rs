@@ -2,8 +2,10 @@
 //! table of a connection ([`stream`]), how a connection closes while
 //! requests claim ids, send and drop ([`closing`]), the per-shard
 //! connection slots of a node's pool ([`slots`]), a node's latency
-//! average ([`latency`]), and the CDC reader's count of checkpoint saves
-//! under way that a lease handover waits for ([`saves`]).
+//! average ([`latency`]), the CDC reader's count of checkpoint saves
+//! under way that a lease handover waits for ([`saves`]), the requests
+//! waiting for room in the write buffer ([`room`]), and whose turn it is to
+//! write a connection's socket ([`turn`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
@@ -15,8 +17,7 @@ pub mod sync {
     //! loom versions of the driver's synchronization primitives.
 
     use loom::cell::UnsafeCell;
-    use loom::sync::atomic::AtomicU8;
-    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
     pub use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
     /// `std::sync::OnceLock` for models, with its real synchronization: a
@@ -147,6 +148,13 @@ pub mod room;
 
 #[cfg(test)]
 mod room_models;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/connection/turn.rs"]
+pub mod turn;
+
+#[cfg(test)]
+mod turn_models;
 
 #[cfg(test)]
 mod support;

@@ -10,9 +10,10 @@ use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::{Envelope, FrameDecoder, Framer, Opcode, ProtocolVersion};
 use shardwise_protocol::request::Options;
 use shardwise_protocol::response::Event;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 
+use super::direct::{handed, write_in_turn, Sink};
 use super::{deliver, Inner, QueuedRun};
 use crate::config::Compression;
 use crate::error::ConnectionError;
@@ -35,7 +36,7 @@ const MAX_COALESCING_ROUNDS: usize = 4;
 /// session): 32% more `sendto`s per request than the official driver, which
 /// also waits before it writes. A request alone on its connection is
 /// written at once.
-pub(super) async fn writer<W: AsyncWrite + Unpin>(
+pub(super) async fn writer<W: Sink>(
     inner: Arc<Inner>,
     mut socket: W,
     mut framer: Framer,
@@ -51,7 +52,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                     let Some(mut slice) = slice else { return Ok(()) };
                     let wire = seal(&mut framer, &mut slice)?;
                     if inner.streams.in_flight() <= 1 {
-                        socket.write_all(wire).await?;
+                        write_in_turn(&inner, &mut socket, wire).await?;
                         continue;
                     }
                     if batch.capacity() == 0 {
@@ -72,12 +73,13 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                         let Ok(mut more) = inner.queue.try_dequeue() else { break };
                         batch.extend_from_slice(seal(&mut framer, &mut more)?);
                     }
-                    socket.write_all(&batch).await?;
+                    write_in_turn(&inner, &mut socket, &batch).await?;
                     batch.clear();
                 }
+                () = handed(&inner) => write_in_turn(&inner, &mut socket, &[]).await?,
                 Some(buf) = oversized.recv() => {
                     let wire = framer.frame(&buf).map_err(|_| ConnectionError::Protocol("malformed envelope run"))?;
-                    socket.write_all(wire).await?;
+                    write_in_turn(&inner, &mut socket, wire).await?;
                 }
             }
         }
@@ -86,7 +88,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
     if let Err(e) = result {
         inner.close(e);
     }
-    let _ = socket.shutdown().await;
+    socket.shutdown().await;
 }
 
 /// `run` sealed for the wire (see `Framer::seal`).

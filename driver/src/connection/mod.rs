@@ -7,7 +7,9 @@
 //! known first, into a swap buffer (`swap-buffer-queue`): concurrent
 //! requests coalesce into the buffer while the writer task writes the other
 //! one with a single syscall, and the framer seals a dequeued buffer in
-//! place (in v5 into one self-contained segment). Requests larger than the
+//! place (in v5 into one self-contained segment). A request alone on a
+//! plain, uncompressed connection writes the buffer itself instead of
+//! waking the writer (`direct.rs`, `turn.rs`). Requests larger than the
 //! buffer take a separate, allocating path. The read path allocates one
 //! buffer per response body (none for the 4-byte Void result of a write)
 //! and hands it to the waiting request's slot. Connections carry requests,
@@ -20,10 +22,12 @@
 //! in the write buffer arms a timer of its own, and only then.
 
 mod closing;
+mod direct;
 pub(crate) mod handshake;
 mod io;
 mod room;
 pub(crate) mod stream;
+mod turn;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -58,14 +62,35 @@ use stream::{Answer, Delivery, Streams, Tick, NO_DEADLINE};
 /// What a request's slot receives.
 pub(crate) type Delivered = Result<Envelope, ConnectionError>;
 
-/// When a request stops waiting, and the error it then fails with (a
+/// When a request stops waiting, and what it then fails with (a
 /// request's timeout or an attempt's, as the caller decided).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Deadline {
     /// The instant.
     pub(crate) at: Instant,
-    /// What the request fails with when it passed.
-    pub(crate) error: ExecutionError,
+    /// Which timeout it is.
+    pub(crate) expiry: Expiry,
+}
+
+/// Which timeout a [`Deadline`] is. The error is made only when it passed:
+/// an error kept ready in every attempt was built and dropped by every
+/// request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// The whole request's ([`ExecutionError::Timeout`]).
+    Request(std::time::Duration),
+    /// One attempt's ([`ExecutionError::AttemptTimeout`]).
+    Attempt { after: std::time::Duration, node: SocketAddr, shard: Option<u16> },
+}
+
+impl Deadline {
+    /// What a request whose deadline passed fails with.
+    pub(crate) fn error(&self) -> ExecutionError {
+        match self.expiry {
+            Expiry::Request(t) => ExecutionError::Timeout(t),
+            Expiry::Attempt { after, node, shard } => ExecutionError::AttemptTimeout { after, node, shard },
+        }
+    }
 }
 
 /// The swap buffer, with the room the framer seals a run in around the
@@ -90,11 +115,17 @@ pub(crate) struct WriteNotifier {
     queued: Notify,
     /// The requests waiting for room.
     room: room::WaitingForRoom,
+    /// Whose turn it is to write the socket (`turn.rs`).
+    turn: turn::Turn,
 }
 
 impl QueueNotify for WriteNotifier {
     fn notify_dequeue(&self) {
-        self.queued.notify_one();
+        // A request writing the socket itself takes this run with its own,
+        // or pings the writer when it is done.
+        if !self.turn.requester_writing() {
+            self.queued.notify_one();
+        }
     }
 
     fn notify_enqueue(&self) {
@@ -112,6 +143,8 @@ pub(crate) struct Inner {
     pub(crate) lwt_mask: u32,
     pub(crate) streams: Streams<Delivered>,
     pub(crate) queue: WriteQueue,
+    /// Set when requests may write the socket themselves (`direct.rs`).
+    direct: Option<direct::Direct>,
     pub(crate) oversized: mpsc::UnboundedSender<Vec<u8>>,
     /// Pinged when a stream id is freed while requests wait for one.
     pub(crate) freed: Notify,
@@ -247,7 +280,7 @@ impl Inner {
         response.sent = true;
         match (&mut response).await {
             Answer::Received(delivered) => Ok(delivered?),
-            Answer::Expired => Err(deadline.map_or_else(|| self.closed_error().into(), |d| d.error.clone())),
+            Answer::Expired => Err(deadline.map_or_else(|| self.closed_error().into(), |d| d.error())),
             Answer::Missing => Err(self.closed_error().into()),
         }
     }
@@ -299,7 +332,7 @@ fn poll_deadline(
         timer.set(Some(tokio::time::sleep_until(deadline.at.into())));
     }
     match timer.as_pin_mut().map(|t| t.poll(cx)) {
-        Some(Poll::Ready(())) => Poll::Ready(deadline.error.clone()),
+        Some(Poll::Ready(())) => Poll::Ready(deadline.error()),
         _ => Poll::Pending,
     }
 }
@@ -367,7 +400,13 @@ impl Connection {
                 };
                 socket.set_nodelay(config.tcp_nodelay)?;
                 match &config.tls {
-                    None => Self::negotiate(addr, socket, config, version, TcpStream::into_split).await,
+                    None => {
+                        let split = |s: TcpStream| {
+                            let (read, write) = s.into_split();
+                            (read, direct::Shared(Arc::new(write)))
+                        };
+                        Self::negotiate(addr, socket, config, version, split).await
+                    }
                     Some(tls) => {
                         let name = match &tls.server_name {
                             Some(n) => ServerName::try_from(n.clone())
@@ -378,7 +417,11 @@ impl Connection {
                             .connect(name, socket)
                             .await
                             .map_err(|e| ConnectionError::Tls(e.to_string().into()))?;
-                        Self::negotiate(addr, socket, config, version, tokio::io::split).await
+                        let split = |s| {
+                            let (read, write) = tokio::io::split(s);
+                            (read, direct::Owned(write))
+                        };
+                        Self::negotiate(addr, socket, config, version, split).await
                     }
                 }
             })
@@ -406,7 +449,7 @@ impl Connection {
     where
         S: AsyncRead + AsyncWrite + Unpin,
         R: AsyncRead + Unpin + Send + 'static,
-        W: AsyncWrite + Unpin + Send + 'static,
+        W: direct::Sink,
     {
         match handshake::handshake(&mut socket, config, version).await {
             Ok(h) => {
@@ -421,7 +464,7 @@ impl Connection {
     fn start<R, W>(addr: SocketAddr, read: R, write: W, h: Established, config: &ConnectionConfig) -> Connection
     where
         R: AsyncRead + Unpin + Send + 'static,
-        W: AsyncWrite + Unpin + Send + 'static,
+        W: direct::Sink,
     {
         let mut capacity = config.write_buffer_size.max(1024);
         if h.version == ProtocolVersion::V5 {
@@ -443,6 +486,7 @@ impl Connection {
             lwt_mask,
             streams: Streams::new(config.max_streams),
             queue: Queue::with_capacity(capacity),
+            direct: write.shared().filter(|_| !h.lz4).map(|socket| direct::Direct::new(socket, h.version)),
             oversized,
             freed: Notify::new(),
             closed_notify: Notify::new(),
@@ -653,7 +697,14 @@ impl TryWrite<'_, '_> {
             // woken when the buffer was swapped, then tries once more (the
             // swap may have come in between).
             let queue = &inner.queue;
-            let retry = match queue.try_enqueue((total, write)) {
+            let direct = direct::Direct::begin(inner);
+            let enqueued = queue.try_enqueue((total, write));
+            match (direct, &enqueued) {
+                (Some(direct), Ok(())) => direct.write_queued(inner),
+                (Some(_), Err(_)) => direct::Direct::cancel(inner),
+                (None, _) => {}
+            }
+            let retry = match enqueued {
                 Ok(()) => return Poll::Ready(Ok(())),
                 Err(TryEnqueueError::Closed(_)) => return Poll::Ready(Err(inner.closed_error().into())),
                 Err(TryEnqueueError::InsufficientCapacity(value)) => value,
@@ -778,7 +829,7 @@ mod tests {
         let handshake = established_v4();
         let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
         let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
-        let conn = Connection::start(addr, read, write, handshake, &config);
+        let conn = Connection::start(addr, read, direct::Owned(write), handshake, &config);
 
         const N: usize = 12;
         let builds = Arc::new(AtomicUsize::new(0));
@@ -838,7 +889,13 @@ mod tests {
         let (client, mut server) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(client);
         let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
-        let conn = Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, write, established_v4(), &config);
+        let conn = Connection::start(
+            SocketAddr::from(([127, 0, 0, 1], 9042)),
+            read,
+            direct::Owned(write),
+            established_v4(),
+            &config,
+        );
         let delay = std::time::Duration::from_millis(50);
         let answering = tokio::spawn(async move {
             let mut header = [0u8; HEADER_LEN];
@@ -873,10 +930,11 @@ mod tests {
         let (read, write) = tokio::io::split(client);
         let handshake = established_v4();
         let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
-        let conn = Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, write, handshake, &config);
-        let deadline = |after_ms: u64, name: &'static str| Deadline {
-            at: Instant::now() + std::time::Duration::from_millis(after_ms),
-            error: ExecutionError::UnexpectedResponse(name),
+        let conn =
+            Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, direct::Owned(write), handshake, &config);
+        let deadline = |after_ms: u64| {
+            let after = std::time::Duration::from_millis(after_ms);
+            Deadline { at: Instant::now() + after, expiry: Expiry::Request(after) }
         };
         let query = Query { query: "SELECT 1", params: QueryParameters::new(Consistency::One, ()) };
 
@@ -893,7 +951,7 @@ mod tests {
             let conn = conn.clone();
             tokio::spawn(async move {
                 let query = Query { query: "SELECT 3", params: QueryParameters::new(Consistency::One, ()) };
-                let d = deadline(30_000, "late");
+                let d = deadline(30_000);
                 conn.send_with(0, Some(&d), |w| Ok(w.write(&query))).await
             })
         };
@@ -902,14 +960,14 @@ mod tests {
         }
         // ...then an early one, which must wake it.
         let started = Instant::now();
-        let early = deadline(150, "early");
+        let early = deadline(150);
         let result = tokio::time::timeout(std::time::Duration::from_secs(10), async {
             conn.send_with(0, Some(&early), |w| Ok(w.write(&query))).await
         })
         .await
         .expect("the early deadline was missed");
         let took = started.elapsed();
-        assert!(matches!(result, Err(ExecutionError::UnexpectedResponse("early"))), "{result:?}");
+        assert!(matches!(result, Err(ExecutionError::Timeout(t)) if t.as_millis() == 150), "{result:?}");
         assert!(took >= std::time::Duration::from_millis(150), "expired early: {took:?}");
         assert!(took < std::time::Duration::from_secs(5), "kept waiting for the later deadline: {took:?}");
         assert_eq!(conn.orphans(), 1, "the expired request's id waits for its answer");
@@ -931,16 +989,20 @@ mod tests {
         let (client, _server) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(client);
         let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
-        let conn = Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, write, established_v4(), &config);
+        let conn = Connection::start(
+            SocketAddr::from(([127, 0, 0, 1], 9042)),
+            read,
+            direct::Owned(write),
+            established_v4(),
+            &config,
+        );
         let real = Instant::now();
         let paused = tokio::time::Instant::now();
-        let deadline = Deadline {
-            at: Instant::now() + std::time::Duration::from_secs(60),
-            error: ExecutionError::UnexpectedResponse("paused"),
-        };
+        let after = std::time::Duration::from_secs(60);
+        let deadline = Deadline { at: Instant::now() + after, expiry: Expiry::Request(after) };
         let query = Query { query: "SELECT 1", params: QueryParameters::new(Consistency::One, ()) };
         let result = conn.send_with(0, Some(&deadline), |w| Ok(w.write(&query))).await;
-        assert!(matches!(result, Err(ExecutionError::UnexpectedResponse("paused"))), "{result:?}");
+        assert!(matches!(result, Err(ExecutionError::Timeout(t)) if t == after), "{result:?}");
         assert!(paused.elapsed() >= std::time::Duration::from_secs(60), "expired early: {:?}", paused.elapsed());
         assert!(real.elapsed() < std::time::Duration::from_secs(10), "waited in real time: {:?}", real.elapsed());
     }

@@ -27,7 +27,7 @@ use tracing::Instrument;
 
 use super::profile::Settings;
 use super::{Session, SpeculativePolicy};
-use crate::connection::{Connection, Deadline};
+use crate::connection::{Connection, Deadline, Expiry};
 use crate::error::ExecutionError;
 use crate::events::SessionEvent;
 use crate::execute::{Executable, Params};
@@ -219,13 +219,9 @@ impl Session {
             let until = match (attempt_timeout, deadline) {
                 (Some(after), request) if request.is_none_or(|r| sent + after < r.at) => Some(Deadline {
                     at: sent + after,
-                    error: ExecutionError::AttemptTimeout {
-                        after,
-                        node: conn.addr(),
-                        shard: conn.sharding().map(|_| conn.shard()),
-                    },
+                    expiry: Expiry::Attempt { after, node: conn.addr(), shard: conn.sharding().map(|_| conn.shard()) },
                 }),
-                (_, Some(r)) => Some(Deadline { at: r.at, error: ExecutionError::Timeout(r.t) }),
+                (_, Some(r)) => Some(Deadline { at: r.at, expiry: Expiry::Request(r.t) }),
                 (_, None) => None,
             };
             let reprepared = |p: &PreparedStatement| self.reprepared(&conn, p);

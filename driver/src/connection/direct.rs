@@ -1,0 +1,347 @@
+//! A request writes itself on an idle plain TCP connection, instead of
+//! waking the writer task (see `turn.rs` for who writes when).
+//!
+//! With nothing else in flight there is nothing to coalesce with, so the
+//! writer task's hop (a wake-up, a task poll, often on another worker) is
+//! pure cost. The request queues its run as any other, takes the buffer
+//! back at once, and sends it with a non-blocking write from its own poll.
+//! Only connections whose runs go out as they were queued qualify: plain
+//! TCP (a TLS stream cannot be written from two places) without
+//! compression (sealing then needs no state of the writer's framer).
+
+use std::future::Future;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use shardwise_protocol::frame::{Framer, ProtocolVersion};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::Notify;
+
+use super::turn::{Turn, WriterTurn};
+use super::Inner;
+use crate::error::ConnectionError;
+
+/// Where the writer task's bytes go: a stream of its own, or a plain TCP
+/// socket that requests may write too ([`Shared`]).
+pub(super) trait Sink: Send + 'static {
+    /// Writes all of `buf`.
+    fn write_all<'a>(&'a mut self, buf: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a;
+    /// Ends the sending side.
+    fn shutdown(&mut self) -> impl Future<Output = ()> + Send + '_;
+    /// The socket requests may write themselves.
+    fn shared(&self) -> Option<Arc<OwnedWriteHalf>> {
+        None
+    }
+}
+
+/// A stream only the writer task writes (TLS).
+pub(super) struct Owned<W>(pub(super) W);
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Sink for Owned<W> {
+    fn write_all<'a>(&'a mut self, buf: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a {
+        self.0.write_all(buf)
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = self.0.shutdown().await;
+    }
+}
+
+/// The sending half of a plain TCP socket, shared with the requests.
+pub(super) struct Shared(pub(super) Arc<OwnedWriteHalf>);
+
+impl Sink for Shared {
+    async fn write_all<'a>(&'a mut self, mut buf: &'a [u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.0.try_write(buf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.0.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {
+        // The requests' handle keeps the half alive: end the sending side
+        // here, as dropping the last handle would, so the node closes the
+        // connection and the reader task ends.
+        let _ = socket2::SockRef::from(self.0.as_ref().as_ref()).shutdown(std::net::Shutdown::Write);
+    }
+
+    fn shared(&self) -> Option<Arc<OwnedWriteHalf>> {
+        Some(self.0.clone())
+    }
+}
+
+/// What a connection whose requests may write themselves keeps.
+#[derive(Debug)]
+pub(crate) struct Direct {
+    socket: Arc<OwnedWriteHalf>,
+    version: ProtocolVersion,
+    /// The part of a request's run the socket did not take, which the
+    /// writer task writes first.
+    rest: Mutex<Vec<u8>>,
+    /// Pings the writer task when a request handed it the turn.
+    pub(super) handed: Notify,
+}
+
+impl Direct {
+    pub(super) fn new(socket: Arc<OwnedWriteHalf>, version: ProtocolVersion) -> Self {
+        Direct { socket, version, rest: Mutex::new(Vec::new()), handed: Notify::new() }
+    }
+
+    /// Takes the turn for a request about to queue its run, when the
+    /// connection is idle (the request's own id is the only one in use).
+    pub(super) fn begin(inner: &Inner) -> Option<&Direct> {
+        let direct = inner.direct.as_ref()?;
+        (inner.streams.in_flight() <= 1 && inner.queue.notify().turn.try_requester()).then_some(direct)
+    }
+
+    /// Gives the turn back without writing (the run was not queued).
+    pub(super) fn cancel(inner: &Inner) {
+        end_requester(inner, false);
+    }
+
+    /// Takes the buffer the request queued its run into and writes it; the
+    /// turn is given back, or handed to the writer task with what the
+    /// socket did not take.
+    pub(super) fn write_queued(&self, inner: &Inner) {
+        let mut ping = true;
+        if let Ok(mut run) = inner.queue.try_dequeue() {
+            ping = false;
+            let mut framer = Framer::established(self.version, false);
+            let written = match framer.seal(run.frame_mut()) {
+                Err(_) => Err(ConnectionError::Protocol("unframable run")),
+                Ok(wire) => match write_some(&self.socket, wire) {
+                    Ok(n) if n < wire.len() => {
+                        let mut rest = self.rest.lock().unwrap_or_else(|e| e.into_inner());
+                        rest.clear();
+                        rest.extend_from_slice(&wire[n..]);
+                        drop(rest);
+                        inner.queue.notify().turn.hand_over();
+                        self.handed.notify_one();
+                        return;
+                    }
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e.into()),
+                },
+            };
+            drop(run);
+            if let Err(e) = written {
+                end_requester(inner, false);
+                inner.close(e);
+                return;
+            }
+        }
+        // Not taken: the writer task is taking the buffer, or a request is
+        // still writing into it; the writer is pinged to finish the job.
+        end_requester(inner, ping);
+    }
+
+    /// The rest of a request's run, for the writer task to write first.
+    fn take_rest(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.rest.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Gives the request's turn back and pings the writer task when the
+/// buffer holds runs nobody pinged it for (or when `ping`).
+fn end_requester(inner: &Inner, ping: bool) {
+    let notify = inner.queue.notify();
+    if notify.turn.end_requester(|| inner.queue.is_empty()) || ping {
+        notify.queued.notify_one();
+    }
+}
+
+/// Writes what the socket takes without waiting.
+fn write_some(socket: &OwnedWriteHalf, wire: &[u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < wire.len() {
+        match socket.try_write(&wire[n..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Returns when a request handed the writer task the turn (never on a
+/// connection whose requests do not write).
+pub(super) async fn handed(inner: &Inner) {
+    match &inner.direct {
+        Some(direct) => direct.handed.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The writer task writes `buf`, in its turn when requests may write too:
+/// after a request's write, and after the rest of a request's run that was
+/// handed to it.
+pub(super) async fn write_in_turn<S: Sink>(inner: &Inner, socket: &mut S, buf: &[u8]) -> Result<(), ConnectionError> {
+    let Some(direct) = &inner.direct else {
+        return Ok(socket.write_all(buf).await?);
+    };
+    let turn: &Turn = &inner.queue.notify().turn;
+    let written = async {
+        loop {
+            match turn.try_writer() {
+                WriterTurn::Taken => break,
+                WriterTurn::TakenOwing => {
+                    socket.write_all(&direct.take_rest()).await?;
+                    break;
+                }
+                // A request writes without waiting: its turn ends soon.
+                WriterTurn::Busy => tokio::task::yield_now().await,
+            }
+        }
+        socket.write_all(buf).await
+    }
+    .await;
+    turn.end_writer();
+    Ok(written?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+    use std::time::Duration;
+
+    use shardwise_protocol::consistency::Consistency;
+    use shardwise_protocol::frame::{FrameDecoder, HEADER_LEN};
+    use shardwise_protocol::handshake::Established;
+    use shardwise_protocol::request::{Query, QueryParameters};
+    use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
+    use tokio::net::TcpSocket;
+
+    use super::*;
+    use crate::config::ConnectionConfig;
+    use crate::connection::Connection;
+
+    /// A v4 connection over loopback TCP whose requests may write
+    /// themselves, and the node's end of it (blocking, with a timeout).
+    /// `small_buffers` shrinks both sides' socket buffers so that a large
+    /// run does not fit.
+    async fn connected(write_buffer_size: usize, small_buffers: bool) -> (Connection, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let socket = TcpSocket::new_v4().expect("socket");
+        if small_buffers {
+            socket2::SockRef::from(&listener).set_recv_buffer_size(4096).expect("rcvbuf");
+            socket.set_send_buffer_size(4096).expect("sndbuf");
+        }
+        let addr = listener.local_addr().expect("addr");
+        let client = socket.connect(addr).await.expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        server.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let (read, write) = client.into_split();
+        let established = Established {
+            version: ProtocolVersion::V4,
+            lz4: false,
+            supported: Vec::new(),
+            decoder: FrameDecoder::new(),
+            framer: Framer::established(ProtocolVersion::V4, false),
+        };
+        let config = ConnectionConfig { write_buffer_size, heartbeat_interval: None, ..Default::default() };
+        let conn = Connection::start(addr, read, Shared(Arc::new(write)), established, &config);
+        assert!(conn.inner().direct.is_some(), "a plain TCP connection without compression");
+        (conn, server)
+    }
+
+    /// Reads one request off `server`: its stream id and the text of its
+    /// QUERY body.
+    fn read_query(server: &mut std::net::TcpStream) -> (i16, Vec<u8>) {
+        let mut header = [0u8; HEADER_LEN];
+        server.read_exact(&mut header).expect("a request's header");
+        let len = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
+        let mut body = vec![0u8; len];
+        server.read_exact(&mut body).expect("a request's body");
+        let text_len = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
+        (i16::from_be_bytes([header[2], header[3]]), body[4..4 + text_len].to_vec())
+    }
+
+    fn answer(server: &mut std::net::TcpStream, stream: i16) {
+        let mut answer = Vec::new();
+        Response::new(ResponseMessage::Result(ResultMessage::Void))
+            .encode(ProtocolVersion::V4, stream, &mut answer)
+            .expect("encodes");
+        server.write_all(&answer).expect("answer");
+    }
+
+    /// A request alone on its connection is on the wire when its first
+    /// poll returns: the runtime's only thread then blocks reading it, so
+    /// the writer task never ran.
+    #[tokio::test]
+    async fn a_request_alone_is_written_by_its_own_poll() {
+        let (conn, mut server) = connected(64 * 1024, false).await;
+        let query = Query { query: "SELECT 1", params: QueryParameters::new(Consistency::One, ()) };
+        let mut request = pin!(conn.send_with(0, None, |w| Ok(w.write(&query))));
+        let polled = request.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(polled.is_pending());
+        let (stream, text) = read_query(&mut server);
+        assert_eq!(text, b"SELECT 1");
+        answer(&mut server, stream);
+        request.await.expect("answered");
+        assert_eq!(conn.inner().queue.notify().turn.try_writer(), WriterTurn::Taken, "the turn was given back");
+    }
+
+    /// A run the socket takes only in part: the request hands the rest to
+    /// the writer task, which writes it before the next request, so both
+    /// arrive whole and are answered.
+    #[tokio::test]
+    async fn the_rest_of_a_run_the_socket_did_not_take_is_written_first() {
+        let (conn, mut server) = connected(1 << 20, true).await;
+        let big = "x".repeat(256 * 1024);
+        let query = Query { query: &big, params: QueryParameters::new(Consistency::One, ()) };
+        let mut first = pin!(conn.send_with(0, None, |w| Ok(w.write(&query))));
+        assert!(first.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        let direct = conn.inner().direct.as_ref().expect("direct");
+        assert!(!direct.rest.lock().expect("rest").is_empty(), "the socket took the whole run");
+
+        let node = std::thread::spawn(move || {
+            let mut texts = Vec::new();
+            for _ in 0..2 {
+                let (stream, text) = read_query(&mut server);
+                answer(&mut server, stream);
+                texts.push(text);
+            }
+            texts
+        });
+        let small = Query { query: "SELECT 2", params: QueryParameters::new(Consistency::One, ()) };
+        let second = conn.send_with(0, None, |w| Ok(w.write(&small)));
+        let (a, b) = tokio::join!(first, second);
+        a.expect("the large request answered");
+        b.expect("the small request answered");
+        let texts = node.join().expect("node");
+        assert_eq!(texts, vec![big.as_bytes().to_vec(), b"SELECT 2".to_vec()]);
+        assert_eq!(conn.in_flight(), 0);
+    }
+
+    /// What a request writes itself never reaches a connection that
+    /// compresses: its runs need the writer's framer.
+    #[tokio::test]
+    async fn a_compressed_connection_leaves_writing_to_its_writer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (read, write) = client.into_split();
+        let established = Established {
+            version: ProtocolVersion::V4,
+            lz4: true,
+            supported: Vec::new(),
+            decoder: FrameDecoder::new(),
+            framer: Framer::established(ProtocolVersion::V4, true),
+        };
+        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
+        let conn = Connection::start(addr, read, Shared(Arc::new(write)), established, &config);
+        assert!(conn.inner().direct.is_none());
+        drop(listener);
+    }
+}
