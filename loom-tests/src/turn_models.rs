@@ -1,137 +1,129 @@
 //! Models of whose turn it is to write a connection's socket (`turn.rs`):
-//! a request writing its own run on an idle connection, other requests
-//! queueing meanwhile, and the writer task. The write buffer is a stand-in:
-//! a count of queued runs, added to with the acquire-release read-modify-
-//! write swap-buffer-queue reserves room with, taken whole as its dequeue
-//! swaps the buffers, and read relaxed as its `is_empty` reads it.
+//! requests writing their own runs on an idle connection, and the writer
+//! task. The socket is a loom cell, so that loom reports two writers
+//! writing at once.
 
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 use crate::support::model;
 use crate::turn::{Turn, WriterTurn};
 
-/// The connection as the requests see it.
-#[derive(Default)]
-struct Connection {
-    turn: Turn,
-    queued: AtomicUsize,
-    /// The writer task was pinged.
-    pinged: AtomicBool,
-}
-
-impl Connection {
-    /// A request queues its run; the swap buffer then notifies, which
-    /// pings the writer unless a request holds the turn.
-    fn queue(&self) {
-        self.queued.fetch_add(1, Ordering::AcqRel);
-        if !self.turn.requester_writing() {
-            self.pinged.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// A request on an idle connection: it writes itself when it gets the
-    /// turn, and gives it back.
-    fn request_alone(&self) {
-        if !self.turn.try_requester() {
-            return self.queue();
-        }
-        self.queued.fetch_add(1, Ordering::AcqRel);
-        self.queued.swap(0, Ordering::AcqRel);
-        if self.turn.end_requester(|| self.queued.load(Ordering::Relaxed) == 0) {
-            self.pinged.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
-/// A run queued while a request holds the turn is written by that
-/// request, or the writer task is pinged for it: it is never left in the
-/// buffer with nobody to write it.
-#[test]
-fn no_run_is_left_queued_without_a_ping() {
-    model(|| {
-        let conn = Arc::new(Connection::default());
-        let other = {
-            let conn = conn.clone();
-            thread::spawn(move || conn.queue())
-        };
-        conn.request_alone();
-        other.join().expect("thread");
-        let left = conn.queued.load(Ordering::SeqCst);
-        assert!(left == 0 || conn.pinged.load(Ordering::SeqCst), "{left} run(s) queued, and the writer not pinged");
-    });
-}
-
-/// The same with two requests that may each find the connection idle.
-#[test]
-fn no_run_is_left_queued_by_two_requests_alone() {
-    model(|| {
-        let conn = Arc::new(Connection::default());
-        let other = {
-            let conn = conn.clone();
-            thread::spawn(move || conn.request_alone())
-        };
-        conn.request_alone();
-        other.join().expect("thread");
-        let left = conn.queued.load(Ordering::SeqCst);
-        assert!(left == 0 || conn.pinged.load(Ordering::SeqCst), "{left} run(s) queued, and the writer not pinged");
-    });
-}
-
-/// The socket: bytes in the order they were written. A cell, so that
-/// loom reports two writers writing at once.
-struct Socket(UnsafeCell<Vec<char>>);
+/// The socket: what was written, in order.
+struct Socket(UnsafeCell<String>);
 
 impl Socket {
     fn write(&self, s: &str) {
         self.0.with_mut(|p| {
             // SAFETY: only the holder of the turn writes, which the model
             // checks: loom fails on concurrent access to the cell.
-            unsafe { (*p).extend(s.chars()) }
+            unsafe { (*p).push_str(s) }
         });
+    }
+
+    fn written(&self) -> String {
+        self.0.with(|p| {
+            // SAFETY: called once every writer is done.
+            unsafe { (*p).clone() }
+        })
     }
 }
 
-/// The request and the writer task never write at once, and the rest of a
-/// request's run that the socket took in part comes right after its
-/// first part, before anything the writer task writes.
-#[test]
-fn a_run_written_in_part_is_finished_before_anything_else() {
-    model(|| {
-        let turn = Arc::new(Turn::default());
-        let socket = Arc::new(Socket(UnsafeCell::new(Vec::new())));
-        let rest = Arc::new(Mutex::new(String::new()));
-        let request = {
-            let (turn, socket, rest) = (turn.clone(), socket.clone(), rest.clone());
-            thread::spawn(move || {
-                if turn.try_requester() {
-                    socket.write("a");
-                    *rest.lock().expect("rest") = "A".into();
-                    turn.hand_over();
-                }
-            })
-        };
-        // The writer task writes once, in its turn.
+/// A connection: its turn, its socket, and the rest of a request's run
+/// that the socket did not take.
+#[derive(Clone)]
+struct Connection {
+    turn: Arc<Turn>,
+    socket: Arc<Socket>,
+    rest: Arc<Mutex<String>>,
+}
+
+impl Connection {
+    fn new() -> Self {
+        Connection {
+            turn: Arc::new(Turn::default()),
+            socket: Arc::new(Socket(UnsafeCell::new(String::new()))),
+            rest: Arc::new(Mutex::new(String::new())),
+        }
+    }
+
+    /// A request writes `run` itself when it gets the turn: the socket
+    /// takes its first half when `partial`, and the turn goes to the writer
+    /// with the rest. `false`: left to the writer task.
+    fn request(&self, run: &str, partial: bool) -> bool {
+        if !self.turn.try_requester() {
+            return false;
+        }
+        if partial {
+            let (first, rest) = run.split_at(1);
+            self.socket.write(first);
+            *self.rest.lock().expect("rest") = rest.into();
+            self.turn.hand_over();
+        } else {
+            self.socket.write(run);
+            self.turn.end_requester();
+        }
+        true
+    }
+
+    /// The writer task writes `run` in its turn, the rest of a handed-over
+    /// run first.
+    fn writer(&self, run: &str) {
         loop {
-            match turn.try_writer() {
+            match self.turn.try_writer() {
                 WriterTurn::Taken => {}
-                WriterTurn::TakenOwing => socket.write(&std::mem::take(&mut *rest.lock().expect("rest"))),
+                WriterTurn::TakenOwing => self.socket.write(&std::mem::take(&mut *self.rest.lock().expect("rest"))),
                 WriterTurn::Busy => {
                     thread::yield_now();
                     continue;
                 }
             }
-            socket.write("w");
-            turn.end_writer();
-            break;
+            self.socket.write(run);
+            self.turn.end_writer();
+            return;
         }
-        request.join().expect("thread");
-        let written: String = socket.0.with(|p| {
-            // SAFETY: both writers are done.
-            unsafe { (*p).iter().collect() }
-        });
-        assert!(["w", "aAw", "wa"].contains(&written.as_str()), "written: {written}");
+    }
+}
+
+/// A request's run the socket took in part is finished, right after its
+/// first part, before anything the writer task writes; and the request
+/// and the writer task never write at once.
+#[test]
+fn a_run_written_in_part_is_finished_before_anything_else() {
+    model(|| {
+        let conn = Connection::new();
+        let request = {
+            let conn = conn.clone();
+            thread::spawn(move || conn.request("aA", true))
+        };
+        conn.writer("w");
+        let wrote = request.join().expect("thread");
+        let written = conn.socket.written();
+        // "wa": the request wrote after the writer was done, and handed
+        // the rest over to its next write.
+        let expected: &[&str] = if wrote { &["aAw", "wa"] } else { &["w"] };
+        assert!(expected.contains(&written.as_str()), "written: {written}");
+    });
+}
+
+/// Two requests that both find the connection idle, and the writer task:
+/// one writer at a time, and every run whole.
+#[test]
+fn two_requests_and_the_writer_take_turns() {
+    model(|| {
+        let conn = Connection::new();
+        let first = {
+            let conn = conn.clone();
+            thread::spawn(move || conn.request("bb", false))
+        };
+        let second = conn.request("cc", false);
+        conn.writer("w");
+        let first = first.join().expect("thread");
+        let written = conn.socket.written();
+        for (wrote, run) in [(first, "bb"), (second, "cc")] {
+            assert_eq!(written.contains(run), wrote, "written: {written}");
+        }
+        assert_eq!(written.len(), 1 + 2 * (usize::from(first) + usize::from(second)), "written: {written}");
     });
 }

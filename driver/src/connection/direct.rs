@@ -3,24 +3,29 @@
 //!
 //! With nothing else in flight there is nothing to coalesce with, so the
 //! writer task's hop (a wake-up, a task poll, often on another worker) is
-//! pure cost. The request queues its run as any other, takes the buffer
-//! back at once, and sends it with a non-blocking write from its own poll.
-//! Only connections whose runs go out as they were queued qualify: plain
-//! TCP (a TLS stream cannot be written from two places) without
-//! compression (sealing then needs no state of the writer's framer).
+//! pure cost. Such a request takes the turn, serializes itself into the
+//! connection's own small buffer (not the swap buffer, whose every enqueue
+//! would otherwise have to tell the writer's runs from the request's), and
+//! sends it with a non-blocking write from its own poll. Only connections
+//! whose runs are sealed in place qualify: plain TCP (a TLS stream cannot
+//! be written from two places) without compression (sealing then needs no
+//! state of the writer's framer).
 
 use std::future::Future;
 use std::io;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::{Framer, ProtocolVersion};
+use shardwise_protocol::request::{write_request, Request};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
 use super::turn::{Turn, WriterTurn};
 use super::Inner;
-use crate::error::ConnectionError;
+use crate::error::{ConnectionError, ExecutionError};
 
 /// Where the writer task's bytes go: a stream of its own, or a plain TCP
 /// socket that requests may write too ([`Shared`]).
@@ -82,78 +87,97 @@ impl Sink for Shared {
 pub(crate) struct Direct {
     socket: Arc<OwnedWriteHalf>,
     version: ProtocolVersion,
-    /// The part of a request's run the socket did not take, which the
-    /// writer task writes first.
-    rest: Mutex<Vec<u8>>,
+    /// Who writes now.
+    turn: Turn,
+    /// The holder of the turn's buffer: a request's run, and once it was
+    /// handed over, the part of it the socket did not take.
+    run: Mutex<Run>,
     /// Pings the writer task when a request handed it the turn.
-    pub(super) handed: Notify,
+    handed: Notify,
+}
+
+/// A request's run, framed for the wire in `buf[wire]`.
+#[derive(Debug, Default)]
+struct Run {
+    buf: Vec<u8>,
+    wire: Range<usize>,
 }
 
 impl Direct {
     pub(super) fn new(socket: Arc<OwnedWriteHalf>, version: ProtocolVersion) -> Self {
-        Direct { socket, version, rest: Mutex::new(Vec::new()), handed: Notify::new() }
+        Direct { socket, version, turn: Turn::default(), run: Mutex::new(Run::default()), handed: Notify::new() }
     }
 
-    /// Takes the turn for a request about to queue its run, when the
-    /// connection is idle (the request's own id is the only one in use).
-    pub(super) fn begin(inner: &Inner) -> Option<&Direct> {
-        let direct = inner.direct.as_ref()?;
-        (inner.streams.in_flight() <= 1 && inner.queue.notify().turn.try_requester()).then_some(direct)
-    }
-
-    /// Gives the turn back without writing (the run was not queued).
-    pub(super) fn cancel(inner: &Inner) {
-        end_requester(inner, false);
-    }
-
-    /// Takes the buffer the request queued its run into and writes it; the
-    /// turn is given back, or handed to the writer task with what the
-    /// socket did not take.
-    pub(super) fn write_queued(&self, inner: &Inner) {
-        let mut ping = true;
-        if let Ok(mut run) = inner.queue.try_dequeue() {
-            ping = false;
-            let mut framer = Framer::established(self.version, false);
-            let written = match framer.seal(run.frame_mut()) {
-                Err(_) => Err(ConnectionError::Protocol("unframable run")),
-                Ok(wire) => match write_some(&self.socket, wire) {
-                    Ok(n) if n < wire.len() => {
-                        let mut rest = self.rest.lock().unwrap_or_else(|e| e.into_inner());
-                        rest.clear();
-                        rest.extend_from_slice(&wire[n..]);
-                        drop(rest);
-                        inner.queue.notify().turn.hand_over();
-                        self.handed.notify_one();
-                        return;
-                    }
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(e.into()),
-                },
-            };
+    /// Writes `request` (of `body_len` bytes of body) on stream `id` now,
+    /// when the connection is idle (the request's own id is the only one
+    /// in use) and nobody else writes; `false`, having done nothing, when
+    /// it is not for the request to write. A run the socket takes only in
+    /// part is finished by the writer task; a failed write closes the
+    /// connection, which fails the request.
+    pub(super) fn try_write<R: Request>(
+        &self,
+        inner: &Inner,
+        request: &R,
+        id: i16,
+        flags: u8,
+        body_len: usize,
+    ) -> Result<bool, ExecutionError> {
+        if inner.streams.in_flight() > 1 || !self.turn.try_requester() {
+            return Ok(false);
+        }
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let Run { buf, wire } = &mut *run;
+        buf.clear();
+        buf.resize(HEAD_ROOM, 0);
+        if let Err(e) = write_request(request, self.version, id, flags, body_len, buf) {
             drop(run);
-            if let Err(e) = written {
-                end_requester(inner, false);
-                inner.close(e);
-                return;
+            self.turn.end_requester();
+            return Err(e.into());
+        }
+        buf.resize(buf.len() + TAIL_ROOM, 0);
+        let (start, len) = (buf.as_ptr() as usize, buf.len());
+        let mut framer = Framer::established(self.version, false);
+        // Sealed in place, without compression: a part of `buf`.
+        let sealed = framer.seal(buf).ok().and_then(|sealed| {
+            let from = (sealed.as_ptr() as usize).checked_sub(start)?;
+            (from + sealed.len() <= len).then_some(from..from + sealed.len())
+        });
+        let Some(sealed) = sealed else {
+            drop(run);
+            self.turn.end_requester();
+            return Ok(false);
+        };
+        match write_some(&self.socket, &buf[sealed.clone()]) {
+            Ok(n) if n < sealed.len() => {
+                *wire = sealed.start + n..sealed.end;
+                drop(run);
+                self.turn.hand_over();
+                self.handed.notify_one();
+            }
+            Ok(_) => {
+                drop(run);
+                self.turn.end_requester();
+            }
+            Err(e) => {
+                drop(run);
+                self.turn.end_requester();
+                inner.close(e.into());
             }
         }
-        // Not taken: the writer task is taking the buffer, or a request is
-        // still writing into it; the writer is pinged to finish the job.
-        end_requester(inner, ping);
+        Ok(true)
     }
 
-    /// The rest of a request's run, for the writer task to write first.
-    fn take_rest(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.rest.lock().unwrap_or_else(|e| e.into_inner()))
+    /// What a request handed over: the run, taken out while it is written
+    /// (no lock is held across the write), with the part still to write.
+    fn take_rest(&self) -> Run {
+        std::mem::take(&mut *self.run.lock().unwrap_or_else(|e| e.into_inner()))
     }
-}
 
-/// Gives the request's turn back and pings the writer task when the
-/// buffer holds runs nobody pinged it for (or when `ping`).
-fn end_requester(inner: &Inner, ping: bool) {
-    let notify = inner.queue.notify();
-    if notify.turn.end_requester(|| inner.queue.is_empty()) || ping {
-        notify.queued.notify_one();
+    /// Gives the run's buffer back for the next request.
+    fn put_back(&self, mut run: Run) {
+        run.buf.clear();
+        run.wire = 0..0;
+        *self.run.lock().unwrap_or_else(|e| e.into_inner()) = run;
     }
 }
 
@@ -188,13 +212,14 @@ pub(super) async fn write_in_turn<S: Sink>(inner: &Inner, socket: &mut S, buf: &
     let Some(direct) = &inner.direct else {
         return Ok(socket.write_all(buf).await?);
     };
-    let turn: &Turn = &inner.queue.notify().turn;
     let written = async {
         loop {
-            match turn.try_writer() {
+            match direct.turn.try_writer() {
                 WriterTurn::Taken => break,
                 WriterTurn::TakenOwing => {
-                    socket.write_all(&direct.take_rest()).await?;
+                    let run = direct.take_rest();
+                    socket.write_all(&run.buf[run.wire.clone()]).await?;
+                    direct.put_back(run);
                     break;
                 }
                 // A request writes without waiting: its turn ends soon.
@@ -204,7 +229,7 @@ pub(super) async fn write_in_turn<S: Sink>(inner: &Inner, socket: &mut S, buf: &
         socket.write_all(buf).await
     }
     .await;
-    turn.end_writer();
+    direct.turn.end_writer();
     Ok(written?)
 }
 
@@ -289,7 +314,8 @@ mod tests {
         assert_eq!(text, b"SELECT 1");
         answer(&mut server, stream);
         request.await.expect("answered");
-        assert_eq!(conn.inner().queue.notify().turn.try_writer(), WriterTurn::Taken, "the turn was given back");
+        let direct = conn.inner().direct.as_ref().expect("direct");
+        assert_eq!(direct.turn.try_writer(), WriterTurn::Taken, "the turn was given back");
     }
 
     /// A run the socket takes only in part: the request hands the rest to
@@ -303,7 +329,7 @@ mod tests {
         let mut first = pin!(conn.send_with(0, None, |w| Ok(w.write(&query))));
         assert!(first.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
         let direct = conn.inner().direct.as_ref().expect("direct");
-        assert!(!direct.rest.lock().expect("rest").is_empty(), "the socket took the whole run");
+        assert!(!direct.run.lock().expect("run").wire.is_empty(), "the socket took the whole run");
 
         let node = std::thread::spawn(move || {
             let mut texts = Vec::new();

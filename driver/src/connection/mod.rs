@@ -115,17 +115,11 @@ pub(crate) struct WriteNotifier {
     queued: Notify,
     /// The requests waiting for room.
     room: room::WaitingForRoom,
-    /// Whose turn it is to write the socket (`turn.rs`).
-    turn: turn::Turn,
 }
 
 impl QueueNotify for WriteNotifier {
     fn notify_dequeue(&self) {
-        // A request writing the socket itself takes this run with its own,
-        // or pings the writer when it is done.
-        if !self.turn.requester_writing() {
-            self.queued.notify_one();
-        }
+        self.queued.notify_one();
     }
 
     fn notify_enqueue(&self) {
@@ -688,6 +682,11 @@ impl TryWrite<'_, '_> {
         let body_len = request.body_len(version)?;
         let total = HEADER_LEN + body_len;
         if total <= inner.queue.capacity() {
+            if let Some(direct) = &inner.direct {
+                if direct.try_write(inner, request, id, flags, body_len)? {
+                    return Poll::Ready(Ok(()));
+                }
+            }
             let write = move |slice: &mut [u8]| {
                 let mut out = slice;
                 // Cannot fail: the size was computed and checked above.
@@ -697,14 +696,7 @@ impl TryWrite<'_, '_> {
             // woken when the buffer was swapped, then tries once more (the
             // swap may have come in between).
             let queue = &inner.queue;
-            let direct = direct::Direct::begin(inner);
-            let enqueued = queue.try_enqueue((total, write));
-            match (direct, &enqueued) {
-                (Some(direct), Ok(())) => direct.write_queued(inner),
-                (Some(_), Err(_)) => direct::Direct::cancel(inner),
-                (None, _) => {}
-            }
-            let retry = match enqueued {
+            let retry = match queue.try_enqueue((total, write)) {
                 Ok(()) => return Poll::Ready(Ok(())),
                 Err(TryEnqueueError::Closed(_)) => return Poll::Ready(Err(inner.closed_error().into())),
                 Err(TryEnqueueError::InsufficientCapacity(value)) => value,

@@ -1,27 +1,20 @@
 //! Whose turn it is to write a plain TCP connection's socket: the writer
-//! task's, or a request's own while the connection is idle.
+//! task's, or a request's own while the connection is idle (`direct.rs`).
 //!
-//! A request alone on its connection gains nothing from waiting for the
-//! writer task: there is nothing to coalesce with, and waking the task
-//! costs a hop through the runtime. So it takes the turn, queues itself,
-//! takes the buffer and writes it, all without waiting (`direct.rs`). The
-//! turn is one word, so the two writers never write at once; and it is
-//! what keeps queued requests from being stranded:
+//! The turn is one word, so the two never write at once, and a request's
+//! run is never cut by another's:
 //!
-//! - While a request holds the turn, other requests that queue do not ping
-//!   the writer task ([`Turn::requester_writing`]): the turn's holder takes
-//!   the buffer with them in it, or pings the writer when it gives the
-//!   turn back and finds the buffer not empty ([`Turn::end_requester`]).
-//!   Each side writes its own word, puts a `SeqCst` fence, then reads the
-//!   other's: either the holder sees their requests, or they see the turn
-//!   given back and ping the writer themselves.
-//! - A request whose write the socket took only in part hands the rest,
-//!   and the turn with it, to the writer task ([`Turn::hand_over`]), which
+//! - A request takes the turn only when nobody has it, writes without
+//!   waiting, and gives it back ([`Turn::try_requester`],
+//!   [`Turn::end_requester`]). The writer task, finding the turn taken,
+//!   yields until then.
+//! - A request whose run the socket took only in part hands the rest, and
+//!   the turn with it, to the writer task ([`Turn::hand_over`]), which
 //!   writes that rest before anything else ([`Turn::try_writer`]).
 //!
 //! The module is kept free of tokio so that `loom-tests` can model it.
 
-use crate::sync::{fence, AtomicU8, Ordering};
+use crate::sync::{AtomicU8, Ordering};
 
 /// Nobody writes.
 const FREE: u8 = 0;
@@ -50,28 +43,16 @@ pub(crate) enum WriterTurn {
 }
 
 impl Turn {
-    /// A request takes the turn, when nobody has it. It must then queue its
-    /// run and end with [`end_requester`](Self::end_requester) or
+    /// A request takes the turn, when nobody has it. It must end it with
+    /// [`end_requester`](Self::end_requester) or
     /// [`hand_over`](Self::hand_over).
     pub(crate) fn try_requester(&self) -> bool {
         self.state.compare_exchange(FREE, REQUESTER, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
-    /// Whether a request holds the turn, read by a request that just queued
-    /// its run: if so, the holder is responsible for that run and the
-    /// writer task need not be pinged.
-    pub(crate) fn requester_writing(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.state.load(Ordering::Relaxed) == REQUESTER
-    }
-
-    /// The request gives the turn back. `buffer_empty` then reads the write
-    /// buffer; `true` is returned when it is not empty, and the caller must
-    /// ping the writer task for what others queued meanwhile.
-    pub(crate) fn end_requester(&self, buffer_empty: impl FnOnce() -> bool) -> bool {
+    /// The request gives the turn back: its run was written whole.
+    pub(crate) fn end_requester(&self) {
         self.state.store(FREE, Ordering::Release);
-        fence(Ordering::SeqCst);
-        !buffer_empty()
     }
 
     /// The request's run was written in part: the turn passes to the writer
