@@ -1,10 +1,11 @@
 //! Models of the stream-id table: id allocation under contention, and the
 //! slot state machine when a response races with its request being
-//! abandoned, polled, expired by the sweeper, or the connection failing.
+//! abandoned, polled, expired by the sweeper (also while it still waits for
+//! room to be sent), or the connection failing.
 
 use std::task::{Context, Poll, Waker};
 
-use crate::stream::{Answer, Delivery, Streams};
+use crate::stream::{Answer, Delivery, Streams, Unsent};
 use crate::support::{flagged_waker, model};
 use loom::sync::Arc;
 use loom::thread;
@@ -139,6 +140,32 @@ fn expiry_racing_the_poll_is_never_lost() {
         }
         assert_eq!(s.orphans(), 1);
         assert_eq!(s.complete(id, 1), Ok(Delivery::Orphan));
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.orphans(), 0);
+    });
+}
+
+/// The sweeper expiring a request that waits for room in the write buffer
+/// (not sent yet) while it registers: it is woken or sees the expiry, and
+/// its id, never sent, is freed at once rather than kept as an orphan.
+#[test]
+fn expiry_racing_a_request_waiting_for_room_is_never_lost() {
+    model(|| {
+        let s = Arc::new(Streams::<u8>::new(1));
+        let id = s.allocate_until(5).expect("id");
+        let (flag, waker) = flagged_waker();
+        let mut cx = Context::from_waker(&waker);
+        let sweeper = sweep_on_another_thread(&s, 5);
+        let first = s.poll_unsent(id, &mut cx);
+        assert_eq!(sweeper.join().expect("thread"), None);
+        match first {
+            Poll::Ready(why) => assert_eq!(why, Unsent::Expired),
+            Poll::Pending => {
+                assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
+                assert_eq!(s.poll_unsent(id, &mut cx), Poll::Ready(Unsent::Expired));
+            }
+        }
+        s.cancel(id);
         assert_eq!(s.in_flight(), 0);
         assert_eq!(s.orphans(), 0);
     });

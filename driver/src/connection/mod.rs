@@ -18,8 +18,9 @@
 //! A request's deadline costs no runtime timer while it waits for its
 //! answer: the stream table keeps each pending request's deadline, and one
 //! sweeper task per connection, asleep until the earliest of them, expires
-//! what is due. Only a request that must wait for a stream id or for room
-//! in the write buffer arms a timer of its own, and only then.
+//! what is due, also for a request still waiting for room in the write
+//! buffer. Only a request that must wait for a stream id arms a timer of
+//! its own, and only then.
 
 mod closing;
 mod direct;
@@ -57,7 +58,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
-use stream::{Answer, Delivery, Streams, Tick, NO_DEADLINE};
+use stream::{Answer, Delivery, Streams, Tick, Unsent, NO_DEADLINE};
 
 /// What a request's slot receives.
 pub(crate) type Delivered = Result<Envelope, ConnectionError>;
@@ -258,19 +259,19 @@ impl Inner {
             self.sweep.notify_one();
         }
         let mut response = ResponseFuture { inner, id, sent: false, done: false };
-        {
-            // Inline, though it enlarges every request's future: a full
-            // buffer is common at thousands in flight, and a boxed timer
-            // would be an allocation each time.
-            let mut timer = pin!(None::<tokio::time::Sleep>);
-            std::future::poll_fn(|cx| match build(TryWrite { inner, id, flags, cx }) {
-                Err(e) => Poll::Ready(Err(e.into())),
-                Ok(Poll::Ready(written)) => Poll::Ready(written),
-                // The buffer is full: wait, but not past the deadline.
-                Ok(Poll::Pending) => poll_deadline(deadline, timer.as_mut(), cx).map(Err),
-            })
-            .await?;
-        }
+        std::future::poll_fn(|cx| match build(TryWrite { inner, id, flags, cx }) {
+            Err(e) => Poll::Ready(Err(e.into())),
+            Ok(Poll::Ready(written)) => Poll::Ready(written),
+            // The buffer is full: wait for room, but not past the deadline,
+            // which the sweeper keeps as for a request sent (no timer).
+            Ok(Poll::Pending) => self.streams.poll_unsent(id, cx).map(|why| {
+                Err(match (why, deadline) {
+                    (Unsent::Expired, Some(d)) => d.error(),
+                    _ => self.closed_error().into(),
+                })
+            }),
+        })
+        .await?;
         response.sent = true;
         match (&mut response).await {
             Answer::Received(delivered) => Ok(delivered?),
@@ -871,6 +872,55 @@ mod tests {
         let mut more = [0u8; 1];
         let read = tokio::time::timeout(std::time::Duration::from_millis(200), server.read(&mut more)).await;
         assert!(read.is_err(), "more was written than the {N} requests: {read:?}");
+    }
+
+    /// A request waiting for room in a full write buffer stops at its
+    /// deadline: the sweeper expires it as it expires a request waiting
+    /// for its answer (it arms no timer). It was never sent, so its id is
+    /// freed at once, not kept as an orphan.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_waiting_for_room_stops_at_its_deadline() {
+        // Nobody reads the 64-byte pipe: the writer stalls and the two
+        // 1 KiB buffers stay full.
+        let (client, _server) = tokio::io::duplex(64);
+        let (read, write) = tokio::io::split(client);
+        let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
+        let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
+        let conn = Connection::start(addr, read, direct::Owned(write), established_v4(), &config);
+        let text = "x".repeat(300);
+        let mut fillers = Vec::new();
+        for _ in 0..8 {
+            let (conn, text) = (conn.clone(), text.clone());
+            fillers.push(tokio::spawn(async move {
+                let query = Query { query: &text, params: QueryParameters::new(Consistency::One, ()) };
+                conn.send_with(0, None, |w| Ok(w.write(&query))).await
+            }));
+        }
+        while conn.in_flight() < 8 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+
+        let after = std::time::Duration::from_millis(200);
+        let deadline = Deadline { at: Instant::now() + after, expiry: Expiry::Request(after) };
+        let started = Instant::now();
+        let query = Query { query: &text, params: QueryParameters::new(Consistency::One, ()) };
+        let result = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            conn.send_with(0, Some(&deadline), |w| Ok(w.write(&query))),
+        )
+        .await
+        .expect("the deadline was missed while waiting for room");
+        assert!(matches!(result, Err(ExecutionError::Timeout(t)) if t == after), "{result:?}");
+        let took = started.elapsed();
+        assert!(took >= after, "expired early: {took:?}");
+        assert!(took < std::time::Duration::from_secs(5), "kept waiting past its deadline: {took:?}");
+        assert_eq!(conn.orphans(), 0, "a request never sent left its id as an orphan");
+        assert_eq!(conn.in_flight(), 8, "the expired request's id was not freed");
+        conn.close();
+        for f in fillers {
+            assert!(f.await.expect("task").is_err());
+        }
     }
 
     /// A request's end is read off the connection, not the clock: the

@@ -103,6 +103,15 @@ pub(crate) enum Answer<T> {
     Missing,
 }
 
+/// Why a request not sent yet stops waiting ([`Streams::poll_unsent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unsent {
+    /// Its deadline passed.
+    Expired,
+    /// The connection failed it (or the id is not a request's).
+    Failed,
+}
+
 /// What [`Streams::complete`] did with a value.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Delivery {
@@ -240,6 +249,24 @@ impl<T> Streams<T> {
                 *slot = other;
                 Poll::Ready(Answer::Missing)
             }
+        }
+    }
+
+    /// For a request not sent yet (waiting for room in the write buffer):
+    /// `Pending`, keeping `cx`'s waker in the slot so that the sweeper
+    /// wakes it when its deadline passes, as it wakes a request waiting
+    /// for its answer; else why it must stop waiting.
+    pub(crate) fn poll_unsent(&self, id: i16, cx: &mut Context<'_>) -> Poll<Unsent> {
+        let Some((page, bit)) = self.slot(id) else { return Poll::Ready(Unsent::Failed) };
+        let mut slot = lock(&page.slots[bit]);
+        match &mut *slot {
+            Slot::Pending(waker) => {
+                *waker = Some(refresh(waker.take(), cx));
+                Poll::Pending
+            }
+            Slot::Expired => Poll::Ready(Unsent::Expired),
+            // Failed with the connection.
+            _ => Poll::Ready(Unsent::Failed),
         }
     }
 
