@@ -35,7 +35,8 @@ const MAX_COALESCING_ROUNDS: usize = 4;
 /// showed with many connections of a few requests each (a shard-aware
 /// session): 32% more `sendto`s per request than the official driver, which
 /// also waits before it writes. A request alone on its connection is
-/// written at once.
+/// written at once; on a plain connection it writes itself (`direct.rs`),
+/// and the writer takes its turn around each write (`turn.rs`).
 pub(super) async fn writer<W: Sink>(
     inner: Arc<Inner>,
     mut socket: W,
