@@ -267,17 +267,22 @@ mod tests {
         let (server, _) = listener.accept().expect("accept");
         server.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
         let (read, write) = client.into_split();
-        let established = Established {
-            version: ProtocolVersion::V4,
-            lz4: false,
-            supported: Vec::new(),
-            decoder: FrameDecoder::new(),
-            framer: Framer::established(ProtocolVersion::V4, false),
-        };
+        let established = established_v4(false);
         let config = ConnectionConfig { write_buffer_size, heartbeat_interval: None, ..Default::default() };
         let conn = Connection::start(addr, read, Shared(Arc::new(write)), established, &config);
         assert!(conn.inner().direct.is_some(), "a plain TCP connection without compression");
         (conn, server)
+    }
+
+    /// What a plain v4 handshake establishes, with LZ4 when `lz4`.
+    fn established_v4(lz4: bool) -> Established {
+        Established {
+            version: ProtocolVersion::V4,
+            lz4,
+            supported: Vec::new(),
+            decoder: FrameDecoder::new(),
+            framer: Framer::established(ProtocolVersion::V4, lz4),
+        }
     }
 
     /// Reads one request off `server`: its stream id and the text of its
@@ -358,13 +363,7 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         let client = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (read, write) = client.into_split();
-        let established = Established {
-            version: ProtocolVersion::V4,
-            lz4: true,
-            supported: Vec::new(),
-            decoder: FrameDecoder::new(),
-            framer: Framer::established(ProtocolVersion::V4, true),
-        };
+        let established = established_v4(true);
         let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
         let conn = Connection::start(addr, read, Shared(Arc::new(write)), established, &config);
         assert!(conn.inner().direct.is_none());

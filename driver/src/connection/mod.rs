@@ -810,6 +810,20 @@ mod tests {
         }
     }
 
+    /// A v4 connection over an in-memory pipe of `pipe` bytes, with a write
+    /// buffer of `write_buffer_size` bytes (`None`: the default's) and no
+    /// heartbeat, and the node's end of the pipe.
+    fn over_pipe(pipe: usize, write_buffer_size: Option<usize>) -> (Connection, tokio::io::DuplexStream) {
+        let (client, server) = tokio::io::duplex(pipe);
+        let (read, write) = tokio::io::split(client);
+        let mut config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
+        if let Some(size) = write_buffer_size {
+            config.write_buffer_size = size;
+        }
+        let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
+        (Connection::start(addr, read, direct::Owned(write), established_v4(), &config), server)
+    }
+
     /// A request that finds the write buffer full is built again once the
     /// buffer was swapped (it is not held meanwhile), and is written
     /// exactly once.
@@ -817,12 +831,7 @@ mod tests {
     async fn a_request_finding_the_buffer_full_is_built_again_and_written_once() {
         // The writer task stalls on a 64-byte pipe nobody reads yet, so the
         // two 1 KiB buffers fill after a few requests of ~330 bytes.
-        let (client, mut server) = tokio::io::duplex(64);
-        let (read, write) = tokio::io::split(client);
-        let handshake = established_v4();
-        let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
-        let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
-        let conn = Connection::start(addr, read, direct::Owned(write), handshake, &config);
+        let (conn, mut server) = over_pipe(64, Some(1024));
 
         const N: usize = 12;
         let builds = Arc::new(AtomicUsize::new(0));
@@ -882,11 +891,7 @@ mod tests {
     async fn a_request_waiting_for_room_stops_at_its_deadline() {
         // Nobody reads the 64-byte pipe: the writer stalls and the two
         // 1 KiB buffers stay full.
-        let (client, _server) = tokio::io::duplex(64);
-        let (read, write) = tokio::io::split(client);
-        let config = ConnectionConfig { write_buffer_size: 1024, heartbeat_interval: None, ..Default::default() };
-        let addr = SocketAddr::from(([127, 0, 0, 1], 9042));
-        let conn = Connection::start(addr, read, direct::Owned(write), established_v4(), &config);
+        let (conn, _server) = over_pipe(64, Some(1024));
         let text = "x".repeat(300);
         let mut fillers = Vec::new();
         for _ in 0..8 {
@@ -928,16 +933,7 @@ mod tests {
     /// the server's delay, and before the request returned.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answered_at_is_when_the_answer_was_read() {
-        let (client, mut server) = tokio::io::duplex(1 << 16);
-        let (read, write) = tokio::io::split(client);
-        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
-        let conn = Connection::start(
-            SocketAddr::from(([127, 0, 0, 1], 9042)),
-            read,
-            direct::Owned(write),
-            established_v4(),
-            &config,
-        );
+        let (conn, mut server) = over_pipe(1 << 16, None);
         let delay = std::time::Duration::from_millis(50);
         let answering = tokio::spawn(async move {
             let mut header = [0u8; HEADER_LEN];
@@ -968,12 +964,7 @@ mod tests {
     /// its own deadline's error, and its id stays reserved as an orphan.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_sweeper_expires_each_request_at_its_own_deadline() {
-        let (client, _server) = tokio::io::duplex(1 << 16);
-        let (read, write) = tokio::io::split(client);
-        let handshake = established_v4();
-        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
-        let conn =
-            Connection::start(SocketAddr::from(([127, 0, 0, 1], 9042)), read, direct::Owned(write), handshake, &config);
+        let (conn, _server) = over_pipe(1 << 16, None);
         let deadline = |after_ms: u64| {
             let after = std::time::Duration::from_millis(after_ms);
             Deadline { at: Instant::now() + after, expiry: Expiry::Request(after) }
@@ -1028,16 +1019,7 @@ mod tests {
     /// real time, and the sweeper does not spin meanwhile.
     #[tokio::test(start_paused = true)]
     async fn deadlines_follow_the_runtime_clock() {
-        let (client, _server) = tokio::io::duplex(1 << 16);
-        let (read, write) = tokio::io::split(client);
-        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
-        let conn = Connection::start(
-            SocketAddr::from(([127, 0, 0, 1], 9042)),
-            read,
-            direct::Owned(write),
-            established_v4(),
-            &config,
-        );
+        let (conn, _server) = over_pipe(1 << 16, None);
         let real = Instant::now();
         let paused = tokio::time::Instant::now();
         let after = std::time::Duration::from_secs(60);
