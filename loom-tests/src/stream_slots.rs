@@ -118,26 +118,37 @@ fn expiry_racing_the_answer_wakes_and_delivers() {
     });
 }
 
-/// The sweeper expiring a request while the request polls: it is woken or
-/// sees the expiry, and then it stops waiting; its id stays reserved for
-/// the answer that may still come, and is free once it came.
+/// A request with a deadline at tick 5 polls with `poll` while the sweeper
+/// expires it at tick 5: it is woken or sees the expiry (`expired`), so it
+/// never keeps waiting. Returns the table and the id for what follows.
+fn expiry_racing<R: PartialEq + std::fmt::Debug>(
+    poll: impl Fn(&Streams<u8>, i16, &mut Context<'_>) -> Poll<R>,
+    expired: R,
+) -> (Arc<Streams<u8>>, i16) {
+    let s = Arc::new(Streams::<u8>::new(1));
+    let id = s.allocate_until(5).expect("id");
+    let (flag, waker) = flagged_waker();
+    let mut cx = Context::from_waker(&waker);
+    let sweeper = sweep_on_another_thread(&s, 5);
+    let first = poll(&s, id, &mut cx);
+    assert_eq!(sweeper.join().expect("thread"), None);
+    match first {
+        Poll::Ready(seen) => assert_eq!(seen, expired),
+        Poll::Pending => {
+            assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
+            assert_eq!(poll(&s, id, &mut cx), Poll::Ready(expired));
+        }
+    }
+    (s, id)
+}
+
+/// The sweeper expiring a request while the request polls for its answer:
+/// it stops waiting; its id stays reserved for the answer that may still
+/// come, and is free once it came.
 #[test]
 fn expiry_racing_the_poll_is_never_lost() {
     model(|| {
-        let s = Arc::new(Streams::<u8>::new(1));
-        let id = s.allocate_until(5).expect("id");
-        let (flag, waker) = flagged_waker();
-        let mut cx = Context::from_waker(&waker);
-        let sweeper = sweep_on_another_thread(&s, 5);
-        let first = s.poll_response(id, &mut cx);
-        assert_eq!(sweeper.join().expect("thread"), None);
-        match first {
-            Poll::Ready(answer) => assert_eq!(answer, Answer::Expired),
-            Poll::Pending => {
-                assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
-                assert_eq!(s.poll_response(id, &mut cx), Poll::Ready(Answer::Expired));
-            }
-        }
+        let (s, id) = expiry_racing(|s, id, cx| s.poll_response(id, cx), Answer::Expired);
         assert_eq!(s.orphans(), 1);
         assert_eq!(s.complete(id, 1), Ok(Delivery::Orphan));
         assert_eq!(s.in_flight(), 0);
@@ -146,25 +157,12 @@ fn expiry_racing_the_poll_is_never_lost() {
 }
 
 /// The sweeper expiring a request that waits for room in the write buffer
-/// (not sent yet) while it registers: it is woken or sees the expiry, and
-/// its id, never sent, is freed at once rather than kept as an orphan.
+/// (not sent yet): it stops waiting, and its id, never sent, is freed at
+/// once rather than kept as an orphan.
 #[test]
 fn expiry_racing_a_request_waiting_for_room_is_never_lost() {
     model(|| {
-        let s = Arc::new(Streams::<u8>::new(1));
-        let id = s.allocate_until(5).expect("id");
-        let (flag, waker) = flagged_waker();
-        let mut cx = Context::from_waker(&waker);
-        let sweeper = sweep_on_another_thread(&s, 5);
-        let first = s.poll_unsent(id, &mut cx);
-        assert_eq!(sweeper.join().expect("thread"), None);
-        match first {
-            Poll::Ready(why) => assert_eq!(why, Unsent::Expired),
-            Poll::Pending => {
-                assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "lost wake-up");
-                assert_eq!(s.poll_unsent(id, &mut cx), Poll::Ready(Unsent::Expired));
-            }
-        }
+        let (s, id) = expiry_racing(|s, id, cx| s.poll_unsent(id, cx), Unsent::Expired);
         s.cancel(id);
         assert_eq!(s.in_flight(), 0);
         assert_eq!(s.orphans(), 0);
