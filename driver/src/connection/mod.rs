@@ -8,7 +8,7 @@
 //! requests coalesce into the buffer while the writer task writes the other
 //! one with a single syscall, and the framer seals a dequeued buffer in
 //! place (in v5 into one self-contained segment). A request alone on a
-//! plain, uncompressed connection writes the buffer itself instead of
+//! plain, uncompressed connection writes itself to the socket instead of
 //! waking the writer (`direct.rs`, `turn.rs`). Requests larger than the
 //! buffer take a separate, allocating path. The read path allocates one
 //! buffer per response body (none for the 4-byte Void result of a write)
