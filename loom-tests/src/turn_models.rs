@@ -67,6 +67,12 @@ impl Connection {
         true
     }
 
+    /// [`request`](Self::request) on a thread of its own.
+    fn request_on_another_thread(&self, run: &'static str, partial: bool) -> thread::JoinHandle<bool> {
+        let conn = self.clone();
+        thread::spawn(move || conn.request(run, partial))
+    }
+
     /// The writer task writes `run` in its turn, the rest of a handed-over
     /// run first.
     fn writer(&self, run: &str) {
@@ -93,10 +99,7 @@ impl Connection {
 fn a_run_written_in_part_is_finished_before_anything_else() {
     model(|| {
         let conn = Connection::new();
-        let request = {
-            let conn = conn.clone();
-            thread::spawn(move || conn.request("aA", true))
-        };
+        let request = conn.request_on_another_thread("aA", true);
         conn.writer("w");
         let wrote = request.join().expect("thread");
         let written = conn.socket.written();
@@ -113,10 +116,7 @@ fn a_run_written_in_part_is_finished_before_anything_else() {
 fn two_requests_and_the_writer_take_turns() {
     model(|| {
         let conn = Connection::new();
-        let first = {
-            let conn = conn.clone();
-            thread::spawn(move || conn.request("bb", false))
-        };
+        let first = conn.request_on_another_thread("bb", false);
         let second = conn.request("cc", false);
         conn.writer("w");
         let first = first.join().expect("thread");

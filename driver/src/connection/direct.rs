@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::{Framer, ProtocolVersion};
 use shardwise_protocol::request::{write_request, Request};
+use shardwise_protocol::EncodeError;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
@@ -58,16 +59,13 @@ pub(super) struct Shared(pub(super) Arc<OwnedWriteHalf>);
 
 impl Sink for Shared {
     async fn write_all<'a>(&'a mut self, mut buf: &'a [u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            match self.0.try_write(buf) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => buf = &buf[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.0.writable().await?,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+        loop {
+            buf = &buf[write_some(&self.0, buf)?..];
+            if buf.is_empty() {
+                return Ok(());
             }
+            self.0.writable().await?;
         }
-        Ok(())
     }
 
     async fn shutdown(&mut self) {
@@ -94,6 +92,19 @@ pub(crate) struct Direct {
     run: Mutex<Run>,
     /// Pings the writer task when a request handed it the turn.
     handed: Notify,
+}
+
+/// How far a request's own write went.
+#[derive(Debug)]
+enum Sent {
+    /// All of it.
+    Whole,
+    /// Part of it: the rest is in `Run::wire`, for the writer task.
+    Part,
+    /// None: the framer could not seal it in place (left to the queue).
+    Unsealed,
+    /// None: the socket failed.
+    Failed(io::Error),
 }
 
 /// A request's run, framed for the wire in `buf[wire]`.
@@ -126,14 +137,39 @@ impl Direct {
             return Ok(false);
         }
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-        let Run { buf, wire } = &mut *run;
+        let sent = self.send(&mut run, request, id, flags, body_len);
+        drop(run);
+        if let Ok(Sent::Part) = sent {
+            self.turn.hand_over();
+            self.handed.notify_one();
+            return Ok(true);
+        }
+        self.turn.end_requester();
+        match sent? {
+            Sent::Unsealed => Ok(false),
+            Sent::Failed(e) => {
+                inner.close(e.into());
+                Ok(true)
+            }
+            Sent::Whole | Sent::Part => Ok(true),
+        }
+    }
+
+    /// `try_write`'s part in its turn: the request serialized and sealed in
+    /// `run`, and sent as far as the socket takes it without waiting; what
+    /// it did not take is left in `run.wire`.
+    fn send<R: Request>(
+        &self,
+        run: &mut Run,
+        request: &R,
+        id: i16,
+        flags: u8,
+        body_len: usize,
+    ) -> Result<Sent, EncodeError> {
+        let Run { buf, wire } = run;
         buf.clear();
         buf.resize(HEAD_ROOM, 0);
-        if let Err(e) = write_request(request, self.version, id, flags, body_len, buf) {
-            drop(run);
-            self.turn.end_requester();
-            return Err(e.into());
-        }
+        write_request(request, self.version, id, flags, body_len, buf)?;
         buf.resize(buf.len() + TAIL_ROOM, 0);
         let (start, len) = (buf.as_ptr() as usize, buf.len());
         let mut framer = Framer::established(self.version, false);
@@ -142,29 +178,15 @@ impl Direct {
             let from = (sealed.as_ptr() as usize).checked_sub(start)?;
             (from + sealed.len() <= len).then_some(from..from + sealed.len())
         });
-        let Some(sealed) = sealed else {
-            drop(run);
-            self.turn.end_requester();
-            return Ok(false);
-        };
-        match write_some(&self.socket, &buf[sealed.clone()]) {
+        let Some(sealed) = sealed else { return Ok(Sent::Unsealed) };
+        Ok(match write_some(&self.socket, &buf[sealed.clone()]) {
             Ok(n) if n < sealed.len() => {
                 *wire = sealed.start + n..sealed.end;
-                drop(run);
-                self.turn.hand_over();
-                self.handed.notify_one();
+                Sent::Part
             }
-            Ok(_) => {
-                drop(run);
-                self.turn.end_requester();
-            }
-            Err(e) => {
-                drop(run);
-                self.turn.end_requester();
-                inner.close(e.into());
-            }
-        }
-        Ok(true)
+            Ok(_) => Sent::Whole,
+            Err(e) => Sent::Failed(e),
+        })
     }
 
     /// What a request handed over: the run, taken out while it is written
