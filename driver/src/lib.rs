@@ -60,7 +60,7 @@ pub use latency::LatencyAwareness;
 pub use metrics::{MetricsSnapshot, NodeLatency};
 pub use result::{PagingState, QueryResult};
 pub use session::{
-    ExecutionProfile, RowStream, RowStreamError, Session, SessionBuilder, SessionConfig, SpeculativePolicy,
-    TracingInfo, TracingInfoError,
+    ConnectionAffinity, ExecutionProfile, RowStream, RowStreamError, Session, SessionBuilder, SessionConfig,
+    SpeculativePolicy, TracingInfo, TracingInfoError,
 };
 pub use statement::{Batch, PreparedStatement, Statement, StatementOptions};

@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use shardwise_protocol::token::Token;
 use tokio::sync::{broadcast, watch};
 
-pub use config::{SessionBuilder, SessionConfig, SpeculativePolicy};
+pub use config::{ConnectionAffinity, SessionBuilder, SessionConfig, SpeculativePolicy};
 pub use pager::Pager;
 pub use profile::ExecutionProfile;
 pub use row_stream::{RowStream, RowStreamError};

@@ -15,6 +15,7 @@
 //! so everything ends within a fraction of a second of [`FaultProxy`]
 //! being dropped.
 
+use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -177,6 +178,8 @@ struct Shared {
     accepted: AtomicUsize,
     /// Frames seen, per direction and opcode (before any rule).
     frames: [Vec<AtomicUsize>; 2],
+    /// Frames seen per connection, direction and opcode.
+    by_connection: Mutex<BTreeMap<(usize, usize, u8), usize>>,
     /// Frames a rule acted on.
     acted: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -219,6 +222,7 @@ impl FaultProxy {
             conns: Mutex::new(Vec::new()),
             accepted: AtomicUsize::new(0),
             frames: [counters(), counters()],
+            by_connection: Mutex::new(BTreeMap::new()),
             acted: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
         });
@@ -292,6 +296,16 @@ impl FaultProxy {
     /// Frames with `opcode` seen going `direction`, before any rule acted.
     pub fn frames(&self, direction: Direction, opcode: u8) -> usize {
         self.shared.frames[direction as usize][usize::from(opcode)].load(Ordering::Acquire)
+    }
+
+    /// Frames with `opcode` seen going `direction`, per connection (by its
+    /// number in accept order) that saw any.
+    pub fn frames_by_connection(&self, direction: Direction, opcode: u8) -> BTreeMap<usize, usize> {
+        lock(&self.shared.by_connection)
+            .iter()
+            .filter(|((_, d, o), _)| *d == direction as usize && *o == opcode)
+            .map(|((c, _, _), n)| (*c, *n))
+            .collect()
     }
 
     /// Frames a rule acted on (delayed, dropped, cut or reset) so far.
@@ -504,6 +518,7 @@ fn pump(shared: &Shared, conn: &Conn, mut from: TcpStream, mut to: Option<TcpStr
 /// The action of the first live rule matching the frame; spends one use.
 fn decide(shared: &Shared, connection: usize, direction: Direction, opcode: u8) -> Option<Action> {
     shared.frames[direction as usize][usize::from(opcode)].fetch_add(1, Ordering::AcqRel);
+    *lock(&shared.by_connection).entry((connection, direction as usize, opcode)).or_default() += 1;
     let mut rules = lock(&shared.rules);
     let rule = rules.iter_mut().find(|r| r.matches(direction, opcode, connection))?;
     if let Some(n) = &mut rule.times {

@@ -4,8 +4,10 @@
 //! `workload compare` (shardwise beside the official driver, protocol v4 on
 //! both sides, one process per run, A B B A) for `write` and `read` as
 //! services run them: a current-thread runtime × 128 in flight, then every
-//! request loop a spawned task on 2 workers × 128, 2 × 2048 and 4 × 2048;
-//! against plain Cassandra and through the front, then the CDC benchmark
+//! request loop a spawned task on 2 workers × 128, 2 × 2048 and 4 × 2048,
+//! and the last two again with a connection per worker and shardwise's
+//! requests keeping to their thread's; against plain Cassandra and through
+//! the front, then the CDC benchmark
 //! (`cdc_thesis load` and `compare`, `--cdc-load PxR` rows, `--cdc-cores`)
 //! through a front of 4 shards built in release (`shardwise-emu`, a child
 //! process), and writes everything to `benches/results/latest.md`.
@@ -233,19 +235,32 @@ struct Case {
     workload: &'static str,
     threads: usize,
     concurrency: usize,
+    /// A connection per runtime worker, for both drivers, and shardwise's
+    /// requests keeping to their thread's (`ConnectionAffinity::Thread`);
+    /// otherwise one connection per shard.
+    affine: bool,
 }
 
 /// Runtime workers × requests in flight; on more than one worker every
 /// request loop is a task of its own (`--spawn`), as in services and latte.
 const SHAPES: [(usize, usize); 4] = [(1, 128), (2, 128), (2, 2048), (4, 2048)];
 
+/// The shapes also run with a connection per worker, shardwise's
+/// thread-affine: those with thousands of requests in flight, where sharing
+/// one connection between workers costs the most.
+const AFFINE_SHAPES: [(usize, usize); 2] = [(2, 2048), (4, 2048)];
+
 /// Emulated shards of the front.
 const FRONT_SHARDS: u16 = 8;
 
 fn cases() -> Vec<Case> {
-    SHAPES
-        .iter()
-        .flat_map(|&(threads, concurrency)| ["write", "read"].map(|workload| Case { workload, threads, concurrency }))
+    let shared = SHAPES.iter().map(|&shape| (shape, false));
+    let affine = AFFINE_SHAPES.iter().map(|&shape| (shape, true));
+    shared
+        .chain(affine)
+        .flat_map(|((threads, concurrency), affine)| {
+            ["write", "read"].map(|workload| Case { workload, threads, concurrency, affine })
+        })
         .collect()
 }
 
@@ -306,7 +321,8 @@ fn bench(o: &Options) -> Result<(), String> {
     md.push_str(&machine_description());
     let _ = writeln!(
         md,
-        "- settings: run time {duration}, warm-up {warmup}, {rounds} round(s) per comparison, consistency ONE, 1 connection per shard, \
+        "- settings: run time {duration}, warm-up {warmup}, {rounds} round(s) per comparison, consistency ONE, 1 connection per shard \
+         (a connection per runtime worker where the heading says shardwise is thread-affine), \
          {load} rows loaded for reads; Cassandra, the emulation front (in the xtask process, {FRONT_SHARDS} shards) and the client share the machine; protocol v4 on both sides; \
          each run in a process of its own, in the order shardwise, official, official, shardwise, …\n"
     );
@@ -419,17 +435,20 @@ fn run_suite(
             if crate::interrupted() {
                 return Err("interrupted".into());
             }
+            let connections = if case.affine { case.threads } else { 1 };
+            let affine = if case.affine { " --thread-affine" } else { "" };
             banner(&format!(
-                "{step}. workload compare {} -t {} -p {} — {label}",
+                "{step}. workload compare {} -t {} -p {} -c {connections}{affine} — {label}",
                 case.workload, case.threads, case.concurrency
             ));
             step += 1;
             let stem = format!(
-                "{}-{}-t{}-p{}",
+                "{}-{}-t{}-p{}{}",
                 if front.is_some() { "front" } else { "cassandra" },
                 case.workload,
                 case.threads,
-                case.concurrency
+                case.concurrency,
+                if case.affine { "-affine" } else { "" }
             );
             let md_path = work.join(format!("{stem}.md"));
             let json_path = work.parent().unwrap_or(work).join(format!("{stem}.json"));
@@ -440,8 +459,10 @@ fn run_suite(
                 .arg("compare")
                 .arg(case.workload)
                 .args(["--node", &target.to_string()])
-                .args(["-t", &case.threads.to_string(), "-p", &case.concurrency.to_string(), "-c", "1"])
+                .args(["-t", &case.threads.to_string(), "-p", &case.concurrency.to_string()])
+                .args(["-c", &connections.to_string()])
                 .args(if case.threads > 1 { &["--spawn"][..] } else { &[] })
+                .args(if case.affine { &["--thread-affine"][..] } else { &[] })
                 .args(["--protocol", "4"])
                 .args(["-d", duration, "-w", warmup, "--rounds", &rounds.to_string()])
                 .args(["--consistency", "ONE", "--load", load, "--keyspace", "shardwise_workload"])

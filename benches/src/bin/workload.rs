@@ -130,6 +130,10 @@ struct Common {
     /// Connections per shard (per node for Cassandra).
     #[arg(short = 'c', long, default_value = "1")]
     connections: NonZeroUsize,
+    /// shardwise only: each thread keeps to one of a shard's connections
+    /// (`ConnectionAffinity::Thread`) instead of taking the least loaded.
+    #[arg(long)]
+    thread_affine: bool,
     /// Maximum rate in ops/s for the whole process (default: unlimited).
     #[arg(short = 'r', long)]
     rate: Option<f64>,
@@ -286,6 +290,9 @@ async fn shardwise_session(c: &Common, connections: usize) -> anyhow::Result<sha
         .default_consistency(consistency)
         .connections_per_node(connections)
         .request_timeout(request_timeout(c));
+    if c.thread_affine {
+        b = b.connection_affinity(shardwise::ConnectionAffinity::Thread);
+    }
     for n in &c.nodes {
         b = b.known_node(n.clone());
     }
@@ -750,6 +757,9 @@ fn run_args(c: &Common) -> Vec<String> {
     if c.spawn {
         a.push("--spawn".into());
     }
+    if c.thread_affine {
+        a.push("--thread-affine".into());
+    }
     for n in &c.nodes {
         a.extend(["--node".into(), n.clone()]);
     }
@@ -1074,11 +1084,12 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "#### {} — {} thread(s) × {} in flight, {} connection(s) per shard{}\n",
+        "#### {} — {} thread(s) × {} in flight, {} connection(s) per shard{}{}\n",
         c.workload.name(),
         c.threads,
         c.concurrency,
         c.connections,
+        if c.thread_affine { ", shardwise thread-affine" } else { "" },
         label.map(|l| format!(" — {l}")).unwrap_or_default()
     );
     let _ = writeln!(
@@ -1140,11 +1151,12 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
     let mut j = String::from("{");
     let _ = write!(
         j,
-        "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"label\": {}, \"runs\": [",
+        "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"thread_affine\": {}, \"label\": {}, \"runs\": [",
         json_str(c.workload.name()),
         c.threads,
         c.concurrency,
         c.connections,
+        c.thread_affine,
         label.map(json_str).unwrap_or_else(|| "null".into())
     );
     let runs: Vec<String> = cmp

@@ -6,13 +6,14 @@
 pub(crate) mod slots;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use shardwise_protocol::sharding::ShardingInfo;
 use shardwise_protocol::token::Token;
 use tokio::sync::Notify;
 
 use crate::connection::Connection;
+use crate::session::ConnectionAffinity;
 use slots::{PoolConnection, Slots};
 
 impl PoolConnection for Connection {
@@ -35,9 +36,20 @@ pub(crate) fn pick_connection<C: PoolConnection>(
     slots: &Slots<C>,
     token: Option<Token>,
     seed: usize,
+    lane: Option<usize>,
     shard_of: impl FnOnce(&C, Token) -> u16,
 ) -> Option<C> {
-    slots.pick(|c| token.map(|token| shard_of(c, token)), seed)
+    slots.pick(|c| token.map(|token| shard_of(c, token)), seed, lane)
+}
+
+/// This thread's lane ([`ConnectionAffinity::Thread`]): threads are
+/// numbered in the order they first ask.
+fn thread_lane() -> usize {
+    static THREADS: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static LANE: usize = THREADS.fetch_add(1, Ordering::Relaxed);
+    }
+    LANE.try_with(|lane| *lane).unwrap_or(0)
 }
 
 /// The connections to one node.
@@ -46,6 +58,8 @@ pub(crate) struct NodePool {
     pub(crate) addr: SocketAddr,
     /// The connections, by shard.
     pub(crate) slots: Slots<Connection>,
+    /// Whether a thread keeps to one of a shard's connections.
+    thread_affine: bool,
     /// Whether the node counts as up: it has an open connection and no
     /// DOWN event came after the last one opened.
     up: AtomicBool,
@@ -68,11 +82,12 @@ impl std::fmt::Debug for NodePool {
 
 impl NodePool {
     /// An empty pool for `per_shard` connections per shard (per node when
-    /// unsharded).
-    pub(crate) fn new(addr: SocketAddr, per_shard: usize) -> Self {
+    /// unsharded), chosen between by `affinity`.
+    pub(crate) fn new(addr: SocketAddr, per_shard: usize, affinity: ConnectionAffinity) -> Self {
         NodePool {
             addr,
             slots: Slots::new(per_shard),
+            thread_affine: affinity == ConnectionAffinity::Thread,
             up: AtomicBool::new(true),
             retired: AtomicBool::new(false),
             wake: Notify::new(),
@@ -81,17 +96,23 @@ impl NodePool {
         }
     }
 
-    /// The least loaded open connection of the shard owning `token` on a
-    /// sharded node, else the least loaded open connection.
+    /// A connection to the shard owning `token` on a sharded node, else
+    /// any: this thread's when connections are thread-affine, else the
+    /// least loaded.
     pub(crate) fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Connection> {
-        pick_connection(&self.slots, token, seed, |c, token| {
+        pick_connection(&self.slots, token, seed, self.lane(), |c, token| {
             c.sharding().map_or(0, |s: &ShardingInfo| s.sharder().shard_of(token))
         })
     }
 
-    /// A connection to `shard` (a tablet's), else any.
+    /// A connection to `shard` (a tablet's), else any; chosen as by
+    /// [`NodePool::connection_for`].
     pub(crate) fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Connection> {
-        self.slots.pick(|_| Some(shard), seed)
+        self.slots.pick(|_| Some(shard), seed, self.lane())
+    }
+
+    fn lane(&self) -> Option<usize> {
+        self.thread_affine.then(thread_lane)
     }
 
     /// The least loaded open connection.

@@ -111,12 +111,28 @@ fn usable<C: PoolConnection>(slot: &Option<C>) -> Option<&C> {
     slot.as_ref().filter(|c| !c.is_closed())
 }
 
-/// The least loaded open connection of the shard `shard_of` names, if it
-/// names one.
+/// The open connection in slot `lane mod n` of `slots` when a lane is given
+/// and that one is open, else the least loaded open connection of `slots`;
+/// ties go to the first from slot `seed` on.
+fn choose<C: PoolConnection>(slots: &[Option<C>], seed: usize, lane: Option<usize>) -> Option<C> {
+    let n = slots.len();
+    if n == 0 {
+        return None;
+    }
+    if let Some(own) = lane.and_then(|lane| usable(&slots[lane % n])) {
+        return Some(own.clone());
+    }
+    (0..n).filter_map(|i| usable(&slots[(seed + i) % n])).min_by_key(|c| c.in_flight()).cloned()
+}
+
+/// A connection of the shard `shard_of` names, if it names one: see
+/// [`choose`].
 fn on_shard<C: PoolConnection>(
     layout: &Layout<C>,
     per_shard: usize,
     shard_of: impl FnOnce(&C) -> Option<u16>,
+    seed: usize,
+    lane: Option<usize>,
 ) -> Option<C> {
     let shards = layout.shards?;
     let sample = layout.slots.iter().flatten().next()?;
@@ -124,14 +140,7 @@ fn on_shard<C: PoolConnection>(
     if shard >= shards {
         return None;
     }
-    layout.slots[layout.range(Some(shard), per_shard)].iter().filter_map(usable).min_by_key(|c| c.in_flight()).cloned()
-}
-
-/// The least loaded open connection; ties go to the first from slot `seed`
-/// on.
-fn any<C: PoolConnection>(layout: &Layout<C>, seed: usize) -> Option<C> {
-    let n = layout.slots.len();
-    (0..n).filter_map(|i| usable(&layout.slots[(seed + i) % n])).min_by_key(|c| c.in_flight()).cloned()
+    choose(&layout.slots[layout.range(Some(shard), per_shard)], seed, lane)
 }
 
 /// The connections of one node. See the module docs.
@@ -166,22 +175,24 @@ impl<C: PoolConnection> Slots<C> {
     /// connection: the caller then falls back to [`Slots::pick_any`].
     #[cfg(any(test, loom))]
     pub(crate) fn pick_shard(&self, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
-        on_shard(&self.read(), self.per_shard, |c| Some(shard_of(c)))
+        on_shard(&self.read(), self.per_shard, |c| Some(shard_of(c)), 0, None)
     }
 
     /// The least loaded open connection of the node; ties go to the first
     /// from slot `seed` on, so that equal connections take turns.
     pub(crate) fn pick_any(&self, seed: usize) -> Option<C> {
-        any(&self.read(), seed)
+        choose(&self.read().slots, seed, None)
     }
 
-    /// The least loaded open connection of the shard `shard_of` names, if
-    /// it names one and it has one, else [`Slots::pick_any`]: what a
-    /// request asks, under one read of the layout (each read writes the
-    /// lock's word, which every worker's requests to the node share).
-    pub(crate) fn pick(&self, shard_of: impl FnOnce(&C) -> Option<u16>, seed: usize) -> Option<C> {
+    /// A connection of the shard `shard_of` names, if it names one and it
+    /// has one, else of the node: what a request asks, under one read of
+    /// the layout (each read writes the lock's word, which every worker's
+    /// requests to the node share). Among those, the one in slot
+    /// `lane mod n` when a lane is given and it is open, else the least
+    /// loaded; ties go to the first from slot `seed` on.
+    pub(crate) fn pick(&self, shard_of: impl FnOnce(&C) -> Option<u16>, seed: usize, lane: Option<usize>) -> Option<C> {
         let layout = self.read();
-        on_shard(&layout, self.per_shard, shard_of).or_else(|| any(&layout, seed))
+        on_shard(&layout, self.per_shard, shard_of, seed, lane).or_else(|| choose(&layout.slots, seed, lane))
     }
 
     /// Whether some connection is open.
@@ -407,12 +418,12 @@ mod tests {
     fn pick_takes_the_shard_named_else_any() {
         let s = Slots::new(1);
         placed(s.install(Fake::new(1, None)));
-        assert_eq!(s.pick(|_| Some(0), 0).map(|c| c.id), Some(1), "unsharded: any");
+        assert_eq!(s.pick(|_| Some(0), 0, None).map(|c| c.id), Some(1), "unsharded: any");
         let s = Slots::new(1);
         placed(s.install(Fake::new(1, Some((0, 3)))));
         placed(s.install(Fake::new(2, Some((2, 3)))));
-        assert_eq!(s.pick(|_| Some(2), 0).map(|c| c.id), Some(2));
-        assert_eq!(s.pick(|_| Some(0), 1).map(|c| c.id), Some(1));
+        assert_eq!(s.pick(|_| Some(2), 0, None).map(|c| c.id), Some(2));
+        assert_eq!(s.pick(|_| Some(0), 1, None).map(|c| c.id), Some(1));
         let asked = std::cell::Cell::new(0);
         let any = s.pick(
             |_| {
@@ -420,11 +431,12 @@ mod tests {
                 None
             },
             0,
+            None,
         );
         assert!(any.is_some(), "no shard named: any");
         assert_eq!(asked.get(), 1, "the shard is asked for once");
-        assert!(s.pick(|_| Some(1), 0).is_some(), "shard 1 has no connection: any");
-        assert!(s.pick(|_| Some(7), 0).is_some(), "out of range: any");
+        assert!(s.pick(|_| Some(1), 0, None).is_some(), "shard 1 has no connection: any");
+        assert!(s.pick(|_| Some(7), 0, None).is_some(), "out of range: any");
     }
 
     #[test]
@@ -450,6 +462,27 @@ mod tests {
         placed(s.install(Fake::new(3, None)));
         assert_eq!(s.pick_any(0).map(|c| c.id), Some(2));
         assert_eq!(s.pick_any(2).map(|c| c.id), Some(3));
+    }
+
+    /// A lane keeps to its own slot of the shard, busier or not, and falls
+    /// back to the least loaded while that slot's connection is closed.
+    #[test]
+    fn a_lane_keeps_to_its_slot_while_it_is_open() {
+        let s = Slots::new(2);
+        let mut busy = Fake::new(1, Some((1, 2)));
+        busy.load = 5;
+        placed(s.install(busy));
+        let idle = Fake::new(2, Some((1, 2)));
+        placed(s.install(idle.clone()));
+        placed(s.install(Fake::new(3, Some((0, 2)))));
+        let on_1 = |lane| s.pick(|_| Some(1), 0, lane).map(|c| c.id);
+        assert_eq!(on_1(None), Some(2), "no lane: the least loaded");
+        assert_eq!(on_1(Some(0)), Some(1), "lane 0: its slot, busier as it is");
+        assert_eq!(on_1(Some(3)), Some(2), "lane 3: slot 1 of the shard");
+        idle.close();
+        assert_eq!(on_1(Some(1)), Some(1), "its slot closed: the least loaded open one");
+        // No shard named: the lane's slot among all of the node's.
+        assert_eq!(s.pick(|_| None, 0, Some(0)).map(|c| c.id), Some(3));
     }
 
     #[test]

@@ -27,6 +27,27 @@ pub struct SpeculativePolicy {
     pub max_extra: usize,
 }
 
+/// Which of a node's connections (of a shard's, on a sharded node) a
+/// request takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectionAffinity {
+    /// The one with the fewest requests in flight; equal ones take turns.
+    /// Every thread shares every connection.
+    #[default]
+    LeastLoaded,
+    /// One per thread: each thread that sends requests is given a lane when
+    /// it sends its first, and keeps to connection `lane mod n` of the `n`
+    /// it can choose from, falling back to the least loaded while that one
+    /// is not open. With [`SessionConfig::connections_per_node`] at the
+    /// runtime's worker count, two workers do not share a connection's write
+    /// buffer and stream table. That pays with thousands of requests in
+    /// flight per node; with a few hundred spread over many shards'
+    /// connections, the batches get smaller and it does not
+    /// (`benches/RESULTS.md`, "A connection per runtime worker, thread-affine").
+    Thread,
+}
+
 /// Session settings. Build with [`SessionBuilder`].
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -42,6 +63,8 @@ pub struct SessionConfig {
     /// shard on a sharded node, per node otherwise. Remote nodes are only
     /// fallbacks, so the default is 1. Ignored nodes get none.
     pub remote_connections_per_node: usize,
+    /// Which of those connections a request takes.
+    pub connection_affinity: ConnectionAffinity,
     /// Keyspace to `USE` on every connection.
     pub keyspace: Option<String>,
     /// Default consistency.
@@ -122,6 +145,7 @@ impl Default for SessionConfig {
             connection: ConnectionConfig::default(),
             connections_per_node: 1,
             remote_connections_per_node: 1,
+            connection_affinity: ConnectionAffinity::LeastLoaded,
             keyspace: None,
             consistency: Consistency::LocalQuorum,
             serial_consistency: Some(Consistency::LocalSerial),
@@ -328,6 +352,12 @@ impl SessionBuilder {
             NodeDistance::Remote => self.config.remote_connections_per_node = n,
             NodeDistance::Ignored => {}
         }
+        self
+    }
+    /// Which of a node's (a shard's) connections a request takes; see
+    /// [`ConnectionAffinity`].
+    pub fn connection_affinity(mut self, affinity: ConnectionAffinity) -> Self {
+        self.config.connection_affinity = affinity;
         self
     }
     /// Connection settings (timeouts, heartbeat, buffers, TLS, ...). The

@@ -118,8 +118,10 @@ impl Session {
                 (ClusterState::build(&config, d.nodes, strategies.clone(), &[]), strategies, d.partitioners)
             }
             None => {
-                let nodes: Vec<Arc<NodePool>> =
-                    addrs.iter().map(|a| Arc::new(NodePool::new(*a, config.connections_per_node))).collect();
+                let nodes: Vec<Arc<NodePool>> = addrs
+                    .iter()
+                    .map(|a| Arc::new(NodePool::new(*a, config.connections_per_node, config.connection_affinity)))
+                    .collect();
                 let local = nodes.len();
                 (ClusterState { nodes, rack: 0, local, infos: Vec::new(), routing: None }, Arc::default(), None)
             }

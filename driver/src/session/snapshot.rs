@@ -95,7 +95,7 @@ impl ClusterState {
                     .iter()
                     .find(|p| p.addr == *addr && !p.is_retired() && p.slots.per_shard() == size)
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, size)))
+                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, size, config.connection_affinity)))
             })
             .collect();
         let routing = Routing {

@@ -8,7 +8,10 @@
 //! - rack and datacenter awareness: a 3-node cluster with nodes in rack r1
 //!   and r2 of dc1 and in dc2. Request tracing shows which node
 //!   coordinated each request: the replica in the client's rack, or the
-//!   client's datacenter, and never a remote node while a local one is up.
+//!   client's datacenter, and never a remote node while a local one is up;
+//! - connection affinity: through a proxy that counts each connection's
+//!   requests, a thread-affine session sends all of a thread's requests on
+//!   one connection.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -17,7 +20,7 @@ use std::time::Duration;
 use shardwise::cluster::DistancePolicy;
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
-use shardwise::{LatencyAwareness, PreparedStatement, Session, SessionBuilder, Statement};
+use shardwise::{ConnectionAffinity, LatencyAwareness, PreparedStatement, Session, SessionBuilder, Statement};
 use testkit::fault::{Action, Direction, FaultProxy, Rule};
 use testkit::{Cluster, Location};
 
@@ -182,4 +185,54 @@ async fn rack_then_datacenter_then_remote() {
     println!("racks and datacenters: every request coordinated in the client's rack, else its datacenter");
     drop((s, admin));
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");
+}
+
+/// The EXECUTE requests each connection through `proxy` forwarded while
+/// `requests` ran, one after the other, on a thread of its own.
+fn on_a_thread_of_its_own(proxy: &FaultProxy, session: &Session, select: &PreparedStatement) -> BTreeMap<usize, usize> {
+    let before = proxy.frames_by_connection(Direction::ToServer, EXECUTE);
+    let (handle, session, select) = (tokio::runtime::Handle::current(), session.clone(), select.clone());
+    std::thread::spawn(move || {
+        handle.block_on(async {
+            for _ in 0..20 {
+                session.execute(&select, ()).await.expect("select");
+            }
+        })
+    })
+    .join()
+    .expect("the thread ends");
+    let after = proxy.frames_by_connection(Direction::ToServer, EXECUTE);
+    after.into_iter().map(|(c, n)| (c, n - before.get(&c).copied().unwrap_or(0))).filter(|(_, n)| *n > 0).collect()
+}
+
+/// Connection affinity, with two connections to one node: thread-affine,
+/// every request of a thread goes to one of them; least loaded, a thread's
+/// requests one after the other take turns between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_affine_session_keeps_each_thread_on_one_connection() {
+    let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
+    for affinity in [ConnectionAffinity::Thread, ConnectionAffinity::LeastLoaded] {
+        let session = SessionBuilder::new()
+            .known_node_addr(proxy.addr())
+            .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+            .discover_topology(false)
+            .connections_per_node(2)
+            .connection_affinity(affinity)
+            .default_consistency(Consistency::One)
+            .build()
+            .await
+            .expect("session through the proxy");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while session.connections().len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "the second connection did not open");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let select = session.prepare("SELECT release_version FROM system.local").await.expect("prepare");
+        for thread in 0..2 {
+            let used = on_a_thread_of_its_own(&proxy, &session, &select);
+            assert_eq!(used.values().sum::<usize>(), 20, "{affinity:?}, thread {thread}: {used:?}");
+            let connections = if affinity == ConnectionAffinity::Thread { 1 } else { 2 };
+            assert_eq!(used.len(), connections, "{affinity:?}, thread {thread}: {used:?}");
+        }
+    }
 }
