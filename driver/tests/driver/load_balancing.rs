@@ -110,7 +110,7 @@ async fn latency_awareness_puts_a_slow_node_last_and_probes_it_back() {
 /// The node that coordinated a traced request.
 async fn coordinator(session: &Session, result: &shardwise::QueryResult) -> IpAddr {
     let id = result.tracing_id().expect("traced");
-    session.tracing_info(id).await.expect("trace").coordinator.expect("a coordinator")
+    crate::common::finished_trace(session, id).await.expect("trace").coordinator.expect("a coordinator")
 }
 
 /// Coordinators of `n` traced requests, counted.
