@@ -176,10 +176,8 @@ struct Shared {
     /// reset a reset).
     conns: Mutex<Vec<Weak<Conn>>>,
     accepted: AtomicUsize,
-    /// Frames seen, per direction and opcode (before any rule).
-    frames: [Vec<AtomicUsize>; 2],
-    /// Frames seen per connection, direction and opcode.
-    by_connection: Mutex<BTreeMap<(usize, usize, u8), usize>>,
+    /// Frames seen per connection, direction and opcode (before any rule).
+    frames: Mutex<BTreeMap<(usize, usize, u8), usize>>,
     /// Frames a rule acted on.
     acted: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -213,7 +211,6 @@ impl FaultProxy {
         let listener = TcpListener::bind(bind)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let counters = || (0..256).map(|_| AtomicUsize::new(0)).collect::<Vec<_>>();
         let shared = Arc::new(Shared {
             upstream,
             stop: AtomicBool::new(false),
@@ -221,8 +218,7 @@ impl FaultProxy {
             on_accept: Mutex::new(OnAccept::Forward),
             conns: Mutex::new(Vec::new()),
             accepted: AtomicUsize::new(0),
-            frames: [counters(), counters()],
-            by_connection: Mutex::new(BTreeMap::new()),
+            frames: Mutex::new(BTreeMap::new()),
             acted: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
         });
@@ -295,13 +291,13 @@ impl FaultProxy {
 
     /// Frames with `opcode` seen going `direction`, before any rule acted.
     pub fn frames(&self, direction: Direction, opcode: u8) -> usize {
-        self.shared.frames[direction as usize][usize::from(opcode)].load(Ordering::Acquire)
+        self.frames_by_connection(direction, opcode).values().sum()
     }
 
     /// Frames with `opcode` seen going `direction`, per connection (by its
     /// number in accept order) that saw any.
     pub fn frames_by_connection(&self, direction: Direction, opcode: u8) -> BTreeMap<usize, usize> {
-        lock(&self.shared.by_connection)
+        lock(&self.shared.frames)
             .iter()
             .filter(|((_, d, o), _)| *d == direction as usize && *o == opcode)
             .map(|((c, _, _), n)| (*c, *n))
@@ -517,8 +513,7 @@ fn pump(shared: &Shared, conn: &Conn, mut from: TcpStream, mut to: Option<TcpStr
 
 /// The action of the first live rule matching the frame; spends one use.
 fn decide(shared: &Shared, connection: usize, direction: Direction, opcode: u8) -> Option<Action> {
-    shared.frames[direction as usize][usize::from(opcode)].fetch_add(1, Ordering::AcqRel);
-    *lock(&shared.by_connection).entry((connection, direction as usize, opcode)).or_default() += 1;
+    *lock(&shared.frames).entry((connection, direction as usize, opcode)).or_default() += 1;
     let mut rules = lock(&shared.rules);
     let rule = rules.iter_mut().find(|r| r.matches(direction, opcode, connection))?;
     if let Some(n) = &mut rule.times {

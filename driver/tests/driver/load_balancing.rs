@@ -187,14 +187,18 @@ async fn rack_then_datacenter_then_remote() {
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");
 }
 
+/// Requests each thread sends in the affinity test.
+const PER_THREAD: usize = 20;
+
 /// The EXECUTE requests each connection through `proxy` forwarded while
-/// `requests` ran, one after the other, on a thread of its own.
+/// `select` ran [`PER_THREAD`] times, one after the other, on a thread of
+/// its own.
 fn on_a_thread_of_its_own(proxy: &FaultProxy, session: &Session, select: &PreparedStatement) -> BTreeMap<usize, usize> {
     let before = proxy.frames_by_connection(Direction::ToServer, EXECUTE);
     let (handle, session, select) = (tokio::runtime::Handle::current(), session.clone(), select.clone());
     std::thread::spawn(move || {
         handle.block_on(async {
-            for _ in 0..20 {
+            for _ in 0..PER_THREAD {
                 session.execute(&select, ()).await.expect("select");
             }
         })
@@ -230,7 +234,7 @@ async fn a_thread_affine_session_keeps_each_thread_on_one_connection() {
         let select = session.prepare("SELECT release_version FROM system.local").await.expect("prepare");
         for thread in 0..2 {
             let used = on_a_thread_of_its_own(&proxy, &session, &select);
-            assert_eq!(used.values().sum::<usize>(), 20, "{affinity:?}, thread {thread}: {used:?}");
+            assert_eq!(used.values().sum::<usize>(), PER_THREAD, "{affinity:?}, thread {thread}: {used:?}");
             let connections = if affinity == ConnectionAffinity::Thread { 1 } else { 2 };
             assert_eq!(used.len(), connections, "{affinity:?}, thread {thread}: {used:?}");
         }
