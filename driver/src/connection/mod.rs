@@ -371,66 +371,97 @@ impl Connection {
     }
 
     /// Connects from a chosen local port: Scylla's shard-aware port assigns
-    /// the connection to shard `local_port % nr_shards`.
+    /// the connection to shard `local_port % nr_shards`. A lower protocol
+    /// version is tried from the same port, which the rejected connection
+    /// may still hold (`AddrInUse`): [`Connection::open_to_shard`] moves to
+    /// another port of the shard instead.
     pub async fn open_from(
         addr: SocketAddr,
         local_port: Option<u16>,
         config: &ConnectionConfig,
     ) -> Result<Connection, ConnectionError> {
-        let mut version = config.max_version;
+        Self::open_at(addr, local_port, config, config.max_version).await
+    }
+
+    /// [`Connection::open_from`], starting at `version`.
+    async fn open_at(
+        addr: SocketAddr,
+        local_port: Option<u16>,
+        config: &ConnectionConfig,
+        mut version: ProtocolVersion,
+    ) -> Result<Connection, ConnectionError> {
         loop {
-            let attempt = tokio::time::timeout(config.connect_timeout, async {
-                let socket = match local_port {
-                    None => TcpStream::connect(addr).await?,
-                    Some(port) => {
-                        let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-                        let unspecified: std::net::IpAddr = if addr.is_ipv4() {
-                            std::net::Ipv4Addr::UNSPECIFIED.into()
-                        } else {
-                            std::net::Ipv6Addr::UNSPECIFIED.into()
-                        };
-                        socket.bind(SocketAddr::new(unspecified, port))?;
-                        socket.connect(addr).await?
-                    }
-                };
-                socket.set_nodelay(config.tcp_nodelay)?;
-                match &config.tls {
-                    None => {
-                        let split = |s: TcpStream| {
-                            let (read, write) = s.into_split();
-                            (read, direct::Shared(Arc::new(write)))
-                        };
-                        Self::negotiate(addr, socket, config, version, split).await
-                    }
-                    Some(tls) => {
-                        let name = match &tls.server_name {
-                            Some(n) => ServerName::try_from(n.clone())
-                                .map_err(|_| ConnectionError::Tls(format!("invalid server name {n}").into()))?,
-                            None => ServerName::IpAddress(addr.ip().into()),
-                        };
-                        let socket = TlsConnector::from(tls.client.clone())
-                            .connect(name, socket)
-                            .await
-                            .map_err(|e| ConnectionError::Tls(e.to_string().into()))?;
-                        let split = |s| {
-                            let (read, write) = tokio::io::split(s);
-                            (read, direct::Owned(write))
-                        };
-                        Self::negotiate(addr, socket, config, version, split).await
-                    }
-                }
-            })
-            .await
-            .map_err(|_| ConnectionError::ConnectTimeout)??;
-            match attempt {
+            match Self::attempt(addr, local_port, config, version).await? {
                 Some(conn) => return Ok(conn),
-                None if version > config.min_version => {
-                    tracing::debug!(%addr, ?version, "protocol version rejected, trying a lower one");
-                    version = ProtocolVersion::V4;
-                }
-                None => return Err(ConnectionError::NoCommonVersion),
+                None => version = Self::lower(addr, version, config)?,
             }
         }
+    }
+
+    /// The version to try after `version` was rejected.
+    fn lower(
+        addr: SocketAddr,
+        version: ProtocolVersion,
+        config: &ConnectionConfig,
+    ) -> Result<ProtocolVersion, ConnectionError> {
+        if version > config.min_version {
+            tracing::debug!(%addr, ?version, "protocol version rejected, trying a lower one");
+            Ok(ProtocolVersion::V4)
+        } else {
+            Err(ConnectionError::NoCommonVersion)
+        }
+    }
+
+    /// One connection at `version`: `None` when the node rejected it.
+    async fn attempt(
+        addr: SocketAddr,
+        local_port: Option<u16>,
+        config: &ConnectionConfig,
+        version: ProtocolVersion,
+    ) -> Result<Option<Connection>, ConnectionError> {
+        tokio::time::timeout(config.connect_timeout, async {
+            let socket = match local_port {
+                None => TcpStream::connect(addr).await?,
+                Some(port) => {
+                    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+                    let unspecified: std::net::IpAddr = if addr.is_ipv4() {
+                        std::net::Ipv4Addr::UNSPECIFIED.into()
+                    } else {
+                        std::net::Ipv6Addr::UNSPECIFIED.into()
+                    };
+                    socket.bind(SocketAddr::new(unspecified, port))?;
+                    socket.connect(addr).await?
+                }
+            };
+            socket.set_nodelay(config.tcp_nodelay)?;
+            match &config.tls {
+                None => {
+                    let split = |s: TcpStream| {
+                        let (read, write) = s.into_split();
+                        (read, direct::Shared(Arc::new(write)))
+                    };
+                    Self::negotiate(addr, socket, config, version, split).await
+                }
+                Some(tls) => {
+                    let name = match &tls.server_name {
+                        Some(n) => ServerName::try_from(n.clone())
+                            .map_err(|_| ConnectionError::Tls(format!("invalid server name {n}").into()))?,
+                        None => ServerName::IpAddress(addr.ip().into()),
+                    };
+                    let socket = TlsConnector::from(tls.client.clone())
+                        .connect(name, socket)
+                        .await
+                        .map_err(|e| ConnectionError::Tls(e.to_string().into()))?;
+                    let split = |s| {
+                        let (read, write) = tokio::io::split(s);
+                        (read, direct::Owned(write))
+                    };
+                    Self::negotiate(addr, socket, config, version, split).await
+                }
+            }
+        })
+        .await
+        .map_err(|_| ConnectionError::ConnectTimeout)?
     }
 
     /// Runs the handshake on `socket`; `None` when the version was rejected.
@@ -621,28 +652,39 @@ impl Connection {
         sharding: &crate::protocol::sharding::ShardingInfo,
         config: &ConnectionConfig,
     ) -> Result<Connection, ConnectionError> {
+        let mut version = config.max_version;
         if let Some(port) = sharding.shard_aware_port_for(config.tls.is_some()) {
             let target = SocketAddr::new(addr.ip(), port);
             let start = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos() as usize);
             let nr = sharding.sharder().nr_shards();
-            let ports = crate::protocol::sharding::ShardPortIterator::new(shard, nr, 49152..=65535, start);
-            for local in ports.take(8) {
-                match Connection::open_from(target, Some(local), config).await {
-                    Ok(conn) if conn.shard() == shard => return Ok(conn),
-                    Ok(conn) => {
+            let mut ports = crate::protocol::sharding::ShardPortIterator::new(shard, nr, 49152..=65535, start);
+            let mut busy = 0;
+            while busy < 8 {
+                let Some(local) = ports.next() else { break };
+                // A rejected version is tried again from the next port, not
+                // from this one: the side that closed the rejected
+                // connection first keeps its address pair a while
+                // (TIME_WAIT), and if that is this side, the port is taken.
+                match Connection::attempt(target, Some(local), config, version).await {
+                    Ok(Some(conn)) if conn.shard() == shard => return Ok(conn),
+                    Ok(Some(conn)) => {
                         // The port was rewritten on the way (NAT): the shard-aware port is of no use.
                         tracing::warn!(%addr, wanted = shard, got = conn.shard(), "shard-aware port gave another shard");
                         return Ok(conn);
                     }
+                    Ok(None) => version = Self::lower(target, version, config)?,
                     Err(ConnectionError::Io(e))
                         if matches!(
                             e.kind(),
                             std::io::ErrorKind::AddrInUse
                                 | std::io::ErrorKind::AddrNotAvailable
                                 | std::io::ErrorKind::PermissionDenied
-                        ) => {}
+                        ) =>
+                    {
+                        busy += 1
+                    }
                     Err(e) => {
                         tracing::debug!(%addr, error = %e, "shard-aware port failed, using the regular port");
                         break;
@@ -650,7 +692,7 @@ impl Connection {
                 }
             }
         }
-        Connection::open(addr, config).await
+        Self::open_at(addr, None, config, version).await
     }
 
     /// The mask Scylla marks prepared LWT statements with (0 when it does not).

@@ -15,6 +15,7 @@ mod readme;
 mod schema;
 mod send;
 mod session;
+mod shard_port;
 mod shards;
 mod tls;
 mod topology_refresh;

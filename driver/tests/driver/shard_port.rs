@@ -1,0 +1,120 @@
+//! Opening a connection to a chosen shard through a node's shard-aware
+//! port, against a fake node that speaks protocol v4 only, as Scylla does:
+//! it rejects v5 and then waits for the client to close, so the client's
+//! side of the rejected connection keeps its address pair (TIME_WAIT) and
+//! its source port cannot be bound again for a while.
+
+use std::sync::{Arc, Mutex};
+
+use shardwise::protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
+use shardwise::protocol::response::{ErrorKind, ErrorResponse, ResponseMessage};
+use shardwise::protocol::sharding::ShardingInfo;
+use shardwise::{Connection, ConnectionConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::common::response;
+
+const NR_SHARDS: u16 = 2;
+
+/// The SUPPORTED entries of a node with `NR_SHARDS` shards whose
+/// shard-aware port is `port`, for a connection on `shard`.
+fn entries(shard: u16, port: u16) -> Vec<(String, Vec<String>)> {
+    [
+        ("SCYLLA_SHARD", shard.to_string()),
+        ("SCYLLA_NR_SHARDS", NR_SHARDS.to_string()),
+        ("SCYLLA_SHARDING_IGNORE_MSB", "12".into()),
+        ("SCYLLA_PARTITIONER", "org.apache.cassandra.dht.Murmur3Partitioner".into()),
+        ("SCYLLA_SHARDING_ALGORITHM", "biased-token-round-robin".into()),
+        ("SCYLLA_SHARD_AWARE_PORT", port.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), vec![v]))
+    .collect()
+}
+
+/// Reads one request envelope: its version and stream id.
+async fn read_request(socket: &mut TcpStream) -> Option<(u8, i16)> {
+    let mut head = [0u8; HEADER_LEN];
+    socket.read_exact(&mut head).await.ok()?;
+    let version = head[0] & 0x7f;
+    head[0] = (head[0] & 0x80) | 4;
+    let header = EnvelopeHeader::decode(&head, 1 << 20).ok()?;
+    let mut body = vec![0u8; header.length as usize];
+    socket.read_exact(&mut body).await.ok()?;
+    Some((version, header.stream))
+}
+
+/// Serves one client connection on shard `peer port % NR_SHARDS`.
+async fn serve(mut socket: TcpStream, port: u16) {
+    let Ok(peer) = socket.peer_addr() else { return };
+    let Some((version, stream)) = read_request(&mut socket).await else { return };
+    if version != 4 {
+        let rejection = ErrorResponse {
+            code: 0x000A,
+            message: format!("Invalid or unsupported protocol version: {version}"),
+            kind: ErrorKind::ProtocolError,
+        };
+        let _ = socket.write_all(&response(stream, ResponseMessage::Error(rejection))).await;
+    } else {
+        let supported = ResponseMessage::Supported(entries(peer.port() % NR_SHARDS, port));
+        let _ = socket.write_all(&response(stream, supported)).await;
+        let Some((_, stream)) = read_request(&mut socket).await else { return };
+        let _ = socket.write_all(&response(stream, ResponseMessage::Ready)).await;
+    }
+    // The client closes first.
+    let mut rest = [0u8; 64];
+    while matches!(socket.read(&mut rest).await, Ok(n) if n > 0) {}
+}
+
+/// Starts the fake; returns its address and the (source port, version) of
+/// each connection's first request.
+async fn fake() -> (std::net::SocketAddr, Arc<Mutex<Vec<(u16, u8)>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen: Arc<Mutex<Vec<(u16, u8)>>> = Arc::default();
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, peer)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut first = [0u8; 1];
+                if socket.peek(&mut first).await.is_ok() {
+                    log.lock().expect("lock").push((peer.port(), first[0] & 0x7f));
+                }
+                serve(socket, addr.port()).await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Regression: the v4 attempt after a rejected v5 one was made from the
+/// same source port, still held by the rejected connection; after eight
+/// such ports the driver fell back to the regular port, whose shard the
+/// node picks — a CDC reader's query then went to a shard that does not
+/// hold its streams.
+#[tokio::test]
+async fn a_rejected_version_is_tried_again_from_another_port_of_the_shard() {
+    let (addr, seen) = fake().await;
+    let sharding = ShardingInfo::from_entries(entries(0, addr.port())).expect("valid").expect("sharded");
+    let config = ConnectionConfig {
+        max_version: ProtocolVersion::V5,
+        min_version: ProtocolVersion::V4,
+        heartbeat_interval: None,
+        ..ConnectionConfig::default()
+    };
+    for shard in [1, 0] {
+        seen.lock().expect("lock").clear();
+        let conn = Connection::open_to_shard(addr, shard, &sharding, &config).await.expect("opens");
+        assert_eq!((conn.shard(), conn.version()), (shard, ProtocolVersion::V4));
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!(
+            seen.iter().map(|&(_, v)| v).collect::<Vec<_>>(),
+            [5, 4],
+            "one rejection, one v4 connection: {seen:?}"
+        );
+        assert!(seen.iter().all(|&(p, _)| p % NR_SHARDS == shard), "both from ports of shard {shard}: {seen:?}");
+        assert_ne!(seen[0].0, seen[1].0, "v4 from another port than the rejected v5");
+    }
+}
