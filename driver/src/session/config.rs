@@ -53,7 +53,10 @@ pub enum ConnectionAffinity {
 pub struct SessionConfig {
     /// Contact points (`host:port`).
     pub known_nodes: Vec<String>,
-    /// How connections are opened.
+    /// How connections are opened. A session that discovers its cluster
+    /// through a contact point lowers `max_version` to the version that
+    /// contact point agreed on, so later connections do not ask again for
+    /// a version the cluster refused.
     pub connection: ConnectionConfig,
     /// Connections to each local node (see [`NodeDistance::Local`]): per
     /// shard on a sharded (Scylla) node, per node otherwise. When the

@@ -75,7 +75,7 @@ async fn discover(conn: &Connection) -> Result<Discovered, ExecutionError> {
 
 impl Session {
     /// Connects to `config`'s known nodes ([`super::SessionBuilder::build`]).
-    pub(super) async fn connect(config: SessionConfig) -> Result<Session, NewSessionError> {
+    pub(super) async fn connect(mut config: SessionConfig) -> Result<Session, NewSessionError> {
         if config.known_nodes.is_empty() {
             return Err(NewSessionError::NoKnownNodes);
         }
@@ -102,6 +102,10 @@ impl Session {
                 match Connection::open(*addr, &config.connection).await {
                     Ok(contact) => match discover(&contact).await {
                         Ok(d) if !d.nodes.is_empty() => {
+                            // Every other connection starts at the version the cluster
+                            // agreed on: a v4-only node (Scylla) would reject v5 on
+                            // each of them, at the cost of a second connect.
+                            config.connection.max_version = contact.version();
                             discovered = Some(d);
                             break;
                         }

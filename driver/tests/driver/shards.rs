@@ -52,6 +52,8 @@ async fn shard_aware_routing_through_the_emulated_scylla() {
     assert!(conns.iter().all(|c| c.sharding().is_some_and(|s| s.sharder().nr_shards().get() == SHARDS)));
     let stats = front.stats();
     assert!(stats.nodes[0].shard_aware_accepted >= u64::from(SHARDS) - 1, "shard-aware port used: {stats:?}");
+    // The front speaks v4 only, like Scylla: asked for v5 once, by the contact point.
+    assert_eq!(stats.version_rejections, 1, "{stats}");
 
     let ks = crate::common::simple_keyspace(&session, "shards").await;
     session
