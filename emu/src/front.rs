@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU16;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -156,6 +156,9 @@ pub(crate) struct StatementInfo {
 pub(crate) struct NodeState {
     pub(crate) counters: NodeCounters,
     pub(crate) shard_aware: SocketAddr,
+    /// The port SUPPORTED names as shard-aware, when not `shard_aware`'s
+    /// (0): see [`FrontHandle::advertise_shard_aware_port`].
+    advertised_shard_aware_port: AtomicU16,
     pub(crate) host_id: Option<uuid::Uuid>,
     rr: AtomicU32,
 }
@@ -221,6 +224,15 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+impl NodeState {
+    fn advertised_shard_aware_port(&self) -> u16 {
+        match self.advertised_shard_aware_port.load(Ordering::Relaxed) {
+            0 => self.shard_aware.port(),
+            port => port,
+        }
+    }
+}
+
 impl Shared {
     pub(crate) fn stats(&self) -> FrontStats {
         let nodes: Vec<&NodeCounters> = self.nodes.iter().map(|n| &n.counters).collect();
@@ -239,7 +251,7 @@ impl Shared {
             one("SCYLLA_PARTITIONER", Partitioner::Murmur3.class_name().into()),
             one("SCYLLA_SHARDING_ALGORITHM", BIASED_TOKEN_ROUND_ROBIN.into()),
             one("SCYLLA_SHARDING_IGNORE_MSB", self.sharder.ignore_msb().to_string()),
-            one("SCYLLA_SHARD_AWARE_PORT", n.shard_aware.port().to_string()),
+            one("SCYLLA_SHARD_AWARE_PORT", n.advertised_shard_aware_port().to_string()),
             one("SCYLLA_LWT_ADD_METADATA_MARK", "LWT_OPTIMIZATION_META_BIT_MASK=2147483648".into()),
             one("SCYLLA_RATE_LIMIT_ERROR", "ERROR_CODE=61440".into()),
             one("TABLETS_ROUTING_V1", String::new()),
@@ -904,6 +916,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
                 shard_aware_accepted: Default::default(),
             },
             shard_aware,
+            advertised_shard_aware_port: AtomicU16::new(0),
             host_id: host_ids.get(&upstreams[i].ip()).copied(),
             rr: AtomicU32::new(0),
         });
@@ -997,6 +1010,15 @@ impl FrontHandle {
     /// The first node's shard-aware address.
     pub fn shard_aware_addr(&self) -> SocketAddr {
         self.shared.nodes[0].shard_aware
+    }
+
+    /// Names `port` in SUPPORTED as the first node's shard-aware port
+    /// instead of its own: with a TCP proxy there that forwards to
+    /// [`FrontHandle::shard_aware_addr`], clients get what a NAT between
+    /// them and ScyllaDB gives, connections on the proxy's source ports'
+    /// shards rather than their own. 0 names the node's own port again.
+    pub fn advertise_shard_aware_port(&self, port: u16) {
+        self.shared.nodes[0].advertised_shard_aware_port.store(port, Ordering::Relaxed);
     }
 
     /// Every emulated node.

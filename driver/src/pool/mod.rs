@@ -7,6 +7,7 @@ pub(crate) mod slots;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use shardwise_protocol::sharding::ShardingInfo;
 use shardwise_protocol::token::Token;
@@ -72,7 +73,16 @@ pub(crate) struct NodePool {
     pub(crate) latency: crate::metrics::LatencyHistogram,
     /// Their average, for latency awareness.
     pub(crate) average: crate::latency::NodeAverage,
+    /// Until when refills open connections through the regular port: the
+    /// shard-aware port gave a connection of another shard (a NAT rewrote
+    /// the source port, or the port could not be reached and the regular
+    /// port served instead).
+    shard_port_off_until: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How long a node's shard-aware port goes unused after it gave a
+/// connection of another shard than asked.
+pub(crate) const SHARD_PORT_PAUSE: Duration = Duration::from_secs(5 * 60);
 
 impl std::fmt::Debug for NodePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,7 +103,21 @@ impl NodePool {
             wake: Notify::new(),
             latency: Default::default(),
             average: Default::default(),
+            shard_port_off_until: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Whether a refill may ask for a shard through the node's shard-aware
+    /// port.
+    pub(crate) fn shard_port_usable(&self) -> bool {
+        let off = self.shard_port_off_until.lock().unwrap_or_else(|e| e.into_inner());
+        off.is_none_or(|until| Instant::now() >= until)
+    }
+
+    /// The shard-aware port gave a connection of another shard than asked:
+    /// refills use the regular port for [`SHARD_PORT_PAUSE`].
+    pub(crate) fn shard_port_misplaced(&self) {
+        *self.shard_port_off_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + SHARD_PORT_PAUSE);
     }
 
     /// A connection to the shard owning `token` on a sharded node, else

@@ -107,8 +107,15 @@ async fn refill(weak: Weak<SessionInner>, node: Arc<NodePool>) {
         let config = &inner.config.connection;
         let attempt = match &wanted {
             Wanted::Shard { shard, sample } => match sample.sharding() {
-                Some(sharding) => Connection::open_to_shard(node.addr, *shard, sharding, config).await,
-                None => Connection::open(node.addr, config).await,
+                Some(sharding) if node.shard_port_usable() => {
+                    let opened = Connection::open_to_shard(node.addr, *shard, sharding, config).await;
+                    if opened.as_ref().is_ok_and(|c| c.shard() != *shard) {
+                        tracing::info!(addr = %node.addr, "the shard-aware port gave another shard; using the regular port for a while");
+                        node.shard_port_misplaced();
+                    }
+                    opened
+                }
+                _ => Connection::open(node.addr, config).await,
             },
             Wanted::Any => Connection::open(node.addr, config).await,
         };

@@ -18,14 +18,18 @@ use shardwise_emu::{Front, FrontConfig, FrontHandle, Resize};
 
 const SHARDS: u16 = 8;
 
-async fn setup() -> (FrontHandle, Session) {
+async fn start_front() -> FrontHandle {
     let upstream = testkit::shared_node().expect("server");
-    let front = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() })
     })
     .await
     .expect("join")
-    .expect("front");
+    .expect("front")
+}
+
+/// A session through `front`, once it has a connection per shard.
+async fn session_through(front: &FrontHandle) -> Session {
     let session = SessionBuilder::new()
         .known_node_addr(front.addr())
         .default_consistency(Consistency::One)
@@ -35,9 +39,15 @@ async fn setup() -> (FrontHandle, Session) {
     // The per-shard connections open in the background.
     let deadline = Instant::now() + Duration::from_secs(20);
     while session.connections().len() < usize::from(SHARDS) {
-        assert!(Instant::now() < deadline, "only {} connections", session.connections().len());
+        assert!(Instant::now() < deadline, "only {} connections: {}", session.connections().len(), front.stats());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    session
+}
+
+async fn setup() -> (FrontHandle, Session) {
+    let front = start_front().await;
+    let session = session_through(&front).await;
     (front, session)
 }
 
@@ -90,6 +100,27 @@ async fn shard_aware_routing_through_the_emulated_scylla() {
         assert!(Instant::now() < deadline, "connections left open: {:?}", front.stats());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Behind a NAT (here a TCP proxy in front of the shard-aware port: the
+/// node sees the proxy's source ports, not the driver's), connections land
+/// on shards the driver did not ask for. The first one that does makes the
+/// session fill the pool through the regular port. Before, it kept asking
+/// the shard-aware port, closing what landed on a shard it already had;
+/// with source ports of one parity it never filled the other shards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_nat_the_pool_fills_through_the_regular_port() {
+    let front = start_front().await;
+    let nat = testkit::FaultProxy::start(front.shard_aware_addr()).expect("proxy");
+    front.advertise_shard_aware_port(nat.addr().port());
+    let session = session_through(&front).await;
+    let mut shards: Vec<u16> = session.connections().iter().map(|c| c.shard()).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    assert_eq!(shards.len(), usize::from(SHARDS), "one connection per shard: {shards:?}");
+    let stats = front.stats();
+    // Asked through the NAT until a connection lands on another shard: 7 in 8 do.
+    assert!(stats.nodes[0].shard_aware_accepted < u64::from(SHARDS), "{stats}");
 }
 
 /// 16-byte stream ids whose first 8 bytes (the CDC token) spread over the
