@@ -82,7 +82,7 @@ pub(crate) struct NodePool {
 
 /// How long a node's shard-aware port goes unused after it gave a
 /// connection of another shard than asked.
-pub(crate) const SHARD_PORT_PAUSE: Duration = Duration::from_secs(5 * 60);
+const SHARD_PORT_PAUSE: Duration = Duration::from_secs(5 * 60);
 
 impl std::fmt::Debug for NodePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
