@@ -1,13 +1,34 @@
-//! What several test modules share: the encoding of the fake servers'
-//! answers, the turn-taking of the tests that start Cassandra servers of
+//! What several test modules share: the fake servers' reading of requests
+//! and encoding of answers, the turn-taking of the tests that start Cassandra servers of
 //! their own, and a fresh keyspace.
 
 use std::time::Duration;
 
-use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
 use shardwise::protocol::response::{Response, ResponseMessage};
 use shardwise::{Session, TracingInfo, TracingInfoError};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
 use tokio::sync::{Mutex, MutexGuard};
+
+/// Reads one request envelope, as a fake server does; returns its stream id.
+pub async fn read_request(socket: &mut TcpStream) -> Option<i16> {
+    read_request_of_any_version(socket).await.map(|(_, stream)| stream)
+}
+
+/// [`read_request`] of an envelope of any version (a v5 one is read with
+/// v4's header layout, which the handshake's envelopes share); returns its
+/// version and stream id.
+pub async fn read_request_of_any_version(socket: &mut TcpStream) -> Option<(u8, i16)> {
+    let mut head = [0u8; HEADER_LEN];
+    socket.read_exact(&mut head).await.ok()?;
+    let version = head[0] & 0x7f;
+    head[0] = (head[0] & 0x80) | 4;
+    let header = EnvelopeHeader::decode(&head, 1 << 20).ok()?;
+    let mut body = vec![0u8; header.length as usize];
+    socket.read_exact(&mut body).await.ok()?;
+    Some((version, header.stream))
+}
 
 /// `message` as a protocol v4 response envelope on `stream`, as a fake
 /// server sends it.

@@ -5,24 +5,14 @@
 
 use std::time::Duration;
 
-use shardwise::protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
+use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::protocol::response::{Response, ResponseMessage, ResultMessage};
 use shardwise::protocol::DecodeError;
 use shardwise::{Connection, ConnectionConfig, ConnectionError, ExecutionError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 
-use crate::common::response;
-
-/// Reads one request envelope; returns its stream id.
-async fn read_request(socket: &mut TcpStream) -> Option<i16> {
-    let mut head = [0u8; HEADER_LEN];
-    socket.read_exact(&mut head).await.ok()?;
-    let header = EnvelopeHeader::decode(&head, 1 << 20).ok()?;
-    let mut body = vec![0u8; header.length as usize];
-    socket.read_exact(&mut body).await.ok()?;
-    Some(header.stream)
-}
+use crate::common::{read_request, response};
 
 /// Starts a fake that completes the handshake, then answers the first
 /// request with `script(stream_id)` and keeps the socket open a while.

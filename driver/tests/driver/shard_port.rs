@@ -6,14 +6,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use shardwise::protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
-use shardwise::protocol::response::{ErrorKind, ErrorResponse, ResponseMessage};
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::protocol::response::{code, ErrorKind, ErrorResponse, ResponseMessage};
 use shardwise::protocol::sharding::ShardingInfo;
 use shardwise::{Connection, ConnectionConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::common::response;
+use crate::common::{read_request_of_any_version, response};
 
 const NR_SHARDS: u16 = 2;
 
@@ -33,25 +33,15 @@ fn entries(shard: u16, port: u16) -> Vec<(String, Vec<String>)> {
     .collect()
 }
 
-/// Reads one request envelope: its version and stream id.
-async fn read_request(socket: &mut TcpStream) -> Option<(u8, i16)> {
-    let mut head = [0u8; HEADER_LEN];
-    socket.read_exact(&mut head).await.ok()?;
-    let version = head[0] & 0x7f;
-    head[0] = (head[0] & 0x80) | 4;
-    let header = EnvelopeHeader::decode(&head, 1 << 20).ok()?;
-    let mut body = vec![0u8; header.length as usize];
-    socket.read_exact(&mut body).await.ok()?;
-    Some((version, header.stream))
-}
-
-/// Serves one client connection on shard `peer port % NR_SHARDS`.
-async fn serve(mut socket: TcpStream, port: u16) {
+/// Serves one client connection on shard `peer port % NR_SHARDS`; logs
+/// its source port and the version of its first request in `log`.
+async fn serve(mut socket: TcpStream, port: u16, log: Log) {
     let Ok(peer) = socket.peer_addr() else { return };
-    let Some((version, stream)) = read_request(&mut socket).await else { return };
+    let Some((version, stream)) = read_request_of_any_version(&mut socket).await else { return };
+    log.lock().expect("lock").push((peer.port(), version));
     if version != 4 {
         let rejection = ErrorResponse {
-            code: 0x000A,
+            code: code::PROTOCOL_ERROR,
             message: format!("Invalid or unsupported protocol version: {version}"),
             kind: ErrorKind::ProtocolError,
         };
@@ -59,7 +49,7 @@ async fn serve(mut socket: TcpStream, port: u16) {
     } else {
         let supported = ResponseMessage::Supported(entries(peer.port() % NR_SHARDS, port));
         let _ = socket.write_all(&response(stream, supported)).await;
-        let Some((_, stream)) = read_request(&mut socket).await else { return };
+        let Some((_, stream)) = read_request_of_any_version(&mut socket).await else { return };
         let _ = socket.write_all(&response(stream, ResponseMessage::Ready)).await;
     }
     // The client closes first.
@@ -67,23 +57,18 @@ async fn serve(mut socket: TcpStream, port: u16) {
     while matches!(socket.read(&mut rest).await, Ok(n) if n > 0) {}
 }
 
-/// Starts the fake; returns its address and the (source port, version) of
-/// each connection's first request.
-async fn fake() -> (std::net::SocketAddr, Arc<Mutex<Vec<(u16, u8)>>>) {
+/// The (source port, version of the first request) of each connection.
+type Log = Arc<Mutex<Vec<(u16, u8)>>>;
+
+/// Starts the fake; returns its address and its log.
+async fn fake() -> (std::net::SocketAddr, Log) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let seen: Arc<Mutex<Vec<(u16, u8)>>> = Arc::default();
+    let seen: Log = Arc::default();
     let log = seen.clone();
     tokio::spawn(async move {
-        while let Ok((socket, peer)) = listener.accept().await {
-            let log = log.clone();
-            tokio::spawn(async move {
-                let mut first = [0u8; 1];
-                if socket.peek(&mut first).await.is_ok() {
-                    log.lock().expect("lock").push((peer.port(), first[0] & 0x7f));
-                }
-                serve(socket, addr.port()).await;
-            });
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(serve(socket, addr.port(), log.clone()));
         }
     });
     (addr, seen)
