@@ -71,6 +71,9 @@ use snapshot::ClusterState;
 /// weakly, so that they end with the last clone.
 pub(crate) struct SessionInner {
     config: SessionConfig,
+    /// The worker threads of the runtime the session connected on, which
+    /// size its pools ([`SessionConfig::connections_per_node`]).
+    workers: usize,
     /// Read by every request on whichever worker it runs: an `ArcSwap`
     /// reads it without writing a word other workers read (a lock's or a
     /// reference count's), so requests on two workers do not contend here.

@@ -237,7 +237,8 @@ struct Case {
     concurrency: usize,
     /// A connection per runtime worker, for both drivers, and shardwise's
     /// requests keeping to their thread's (`ConnectionAffinity::Thread`);
-    /// otherwise one connection per shard.
+    /// otherwise the drivers' defaults: one connection per shard (shardwise's
+    /// `Auto`: at least one per worker to a node without shards).
     affine: bool,
 }
 
@@ -322,7 +323,9 @@ fn bench(o: &Options) -> Result<(), String> {
     let _ = writeln!(
         md,
         "- settings: run time {duration}, warm-up {warmup}, {rounds} round(s) per comparison, consistency ONE, 1 connection per shard \
-         (a connection per runtime worker where the heading says shardwise is thread-affine), \
+         (a connection per runtime worker for both where the heading says shardwise's affinity is `thread`); \
+         shardwise's default affinity (`auto`) opens a connection per runtime worker to a node without shards, \
+         each thread keeping to its own; \
          {load} rows loaded for reads; Cassandra, the emulation front (in the xtask process, {FRONT_SHARDS} shards) and the client share the machine; protocol v4 on both sides; \
          each run in a process of its own, in the order shardwise, official, official, shardwise, …\n"
     );
@@ -436,7 +439,7 @@ fn run_suite(
                 return Err("interrupted".into());
             }
             let connections = if case.affine { case.threads } else { 1 };
-            let affine = if case.affine { " --thread-affine" } else { "" };
+            let affine = if case.affine { " --affinity thread" } else { "" };
             banner(&format!(
                 "{step}. workload compare {} -t {} -p {} -c {connections}{affine} — {label}",
                 case.workload, case.threads, case.concurrency
@@ -462,7 +465,7 @@ fn run_suite(
                 .args(["-t", &case.threads.to_string(), "-p", &case.concurrency.to_string()])
                 .args(["-c", &connections.to_string()])
                 .args(if case.threads > 1 { &["--spawn"][..] } else { &[] })
-                .args(if case.affine { &["--thread-affine"][..] } else { &[] })
+                .args(if case.affine { &["--affinity", "thread"][..] } else { &[] })
                 .args(["--protocol", "4"])
                 .args(["-d", duration, "-w", warmup, "--rounds", &rounds.to_string()])
                 .args(["--consistency", "ONE", "--load", load, "--keyspace", "shardwise_workload"])

@@ -130,10 +130,13 @@ struct Common {
     /// Connections per shard (per node for Cassandra).
     #[arg(short = 'c', long, default_value = "1")]
     connections: NonZeroUsize,
-    /// shardwise only: each thread keeps to one of a shard's connections
-    /// (`ConnectionAffinity::Thread`) instead of taking the least loaded.
-    #[arg(long)]
-    thread_affine: bool,
+    /// shardwise only: which of a node's (a shard's) connections a request
+    /// takes (`ConnectionAffinity`): `auto`, the driver's default, keeps
+    /// each thread to a connection of its own and opens at least one per
+    /// runtime worker on a node without shards (Cassandra); `thread` does
+    /// so on every node; `least-loaded` shares every connection.
+    #[arg(long, value_enum, default_value = "auto")]
+    affinity: Affinity,
     /// Maximum rate in ops/s for the whole process (default: unlimited).
     #[arg(short = 'r', long)]
     rate: Option<f64>,
@@ -177,6 +180,26 @@ impl WorkloadKind {
             WorkloadKind::Write => "write",
             WorkloadKind::Read => "read",
             WorkloadKind::Mixed => "mixed",
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Affinity {
+    /// `ConnectionAffinity::Auto`.
+    Auto,
+    /// `ConnectionAffinity::LeastLoaded`.
+    LeastLoaded,
+    /// `ConnectionAffinity::Thread`.
+    Thread,
+}
+
+impl Affinity {
+    fn name(self) -> &'static str {
+        match self {
+            Affinity::Auto => "auto",
+            Affinity::LeastLoaded => "least-loaded",
+            Affinity::Thread => "thread",
         }
     }
 }
@@ -290,9 +313,11 @@ async fn shardwise_session(c: &Common, connections: usize) -> anyhow::Result<sha
         .default_consistency(consistency)
         .connections_per_node(connections)
         .request_timeout(request_timeout(c));
-    if c.thread_affine {
-        b = b.connection_affinity(shardwise::ConnectionAffinity::Thread);
-    }
+    b = b.connection_affinity(match c.affinity {
+        Affinity::Auto => shardwise::ConnectionAffinity::Auto,
+        Affinity::LeastLoaded => shardwise::ConnectionAffinity::LeastLoaded,
+        Affinity::Thread => shardwise::ConnectionAffinity::Thread,
+    });
     for n in &c.nodes {
         b = b.known_node(n.clone());
     }
@@ -757,9 +782,7 @@ fn run_args(c: &Common) -> Vec<String> {
     if c.spawn {
         a.push("--spawn".into());
     }
-    if c.thread_affine {
-        a.push("--thread-affine".into());
-    }
+    a.extend(["--affinity".into(), c.affinity.name().into()]);
     for n in &c.nodes {
         a.extend(["--node".into(), n.clone()]);
     }
@@ -1084,12 +1107,12 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "#### {} — {} thread(s) × {} in flight, {} connection(s) per shard{}{}\n",
+        "#### {} — {} thread(s) × {} in flight, {} connection(s) per shard, shardwise's affinity {}{}\n",
         c.workload.name(),
         c.threads,
         c.concurrency,
         c.connections,
-        if c.thread_affine { ", shardwise thread-affine" } else { "" },
+        c.affinity.name(),
         label.map(|l| format!(" — {l}")).unwrap_or_default()
     );
     let _ = writeln!(
@@ -1151,12 +1174,12 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
     let mut j = String::from("{");
     let _ = write!(
         j,
-        "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"thread_affine\": {}, \"label\": {}, \"runs\": [",
+        "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"affinity\": {}, \"label\": {}, \"runs\": [",
         json_str(c.workload.name()),
         c.threads,
         c.concurrency,
         c.connections,
-        c.thread_affine,
+        json_str(c.affinity.name()),
         label.map(json_str).unwrap_or_else(|| "null".into())
     );
     let runs: Vec<String> = cmp

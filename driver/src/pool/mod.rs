@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 use crate::connection::Connection;
 use crate::session::ConnectionAffinity;
-use slots::{PoolConnection, Slots};
+use slots::{Lane, PoolConnection, Sizes, Slots};
 
 impl PoolConnection for Connection {
     fn is_closed(&self) -> bool {
@@ -37,14 +37,15 @@ pub(crate) fn pick_connection<C: PoolConnection>(
     slots: &Slots<C>,
     token: Option<Token>,
     seed: usize,
-    lane: Option<usize>,
+    lane: Lane,
     shard_of: impl FnOnce(&C, Token) -> u16,
 ) -> Option<C> {
     slots.pick(|c| token.map(|token| shard_of(c, token)), seed, lane)
 }
 
-/// This thread's lane ([`ConnectionAffinity::Thread`]): threads are
-/// numbered in the order they first ask.
+/// This thread's lane ([`ConnectionAffinity::Thread`],
+/// [`ConnectionAffinity::Auto`]): threads are numbered in the order they
+/// first ask.
 fn thread_lane() -> usize {
     static THREADS: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
@@ -53,14 +54,19 @@ fn thread_lane() -> usize {
     LANE.try_with(|lane| *lane).unwrap_or(0)
 }
 
+/// The worker threads of the runtime this runs on (1 outside one).
+pub(crate) fn runtime_workers() -> usize {
+    tokio::runtime::Handle::try_current().map_or(1, |h| h.metrics().num_workers())
+}
+
 /// The connections to one node.
 pub(crate) struct NodePool {
     /// The node's address.
     pub(crate) addr: SocketAddr,
     /// The connections, by shard.
     pub(crate) slots: Slots<Connection>,
-    /// Whether a thread keeps to one of a shard's connections.
-    thread_affine: bool,
+    /// Which of a node's (a shard's) connections a request takes.
+    affinity: ConnectionAffinity,
     /// Whether the node counts as up: it has an open connection and no
     /// DOWN event came after the last one opened.
     up: AtomicBool,
@@ -91,13 +97,12 @@ impl std::fmt::Debug for NodePool {
 }
 
 impl NodePool {
-    /// An empty pool for `per_shard` connections per shard (per node when
-    /// unsharded), chosen between by `affinity`.
-    pub(crate) fn new(addr: SocketAddr, per_shard: usize, affinity: ConnectionAffinity) -> Self {
+    /// An empty pool for `sizes` connections, chosen between by `affinity`.
+    pub(crate) fn new(addr: SocketAddr, sizes: Sizes, affinity: ConnectionAffinity) -> Self {
         NodePool {
             addr,
-            slots: Slots::new(per_shard),
-            thread_affine: affinity == ConnectionAffinity::Thread,
+            slots: Slots::sized(sizes),
+            affinity,
             up: AtomicBool::new(true),
             retired: AtomicBool::new(false),
             wake: Notify::new(),
@@ -121,8 +126,8 @@ impl NodePool {
     }
 
     /// A connection to the shard owning `token` on a sharded node, else
-    /// any: this thread's when connections are thread-affine, else the
-    /// least loaded.
+    /// any: this thread's when connections are thread-affine (see
+    /// [`ConnectionAffinity`]), else the least loaded.
     pub(crate) fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Connection> {
         pick_connection(&self.slots, token, seed, self.lane(), |c, token| {
             c.sharding().map_or(0, |s: &ShardingInfo| s.sharder().shard_of(token))
@@ -135,8 +140,12 @@ impl NodePool {
         self.slots.pick(|_| Some(shard), seed, self.lane())
     }
 
-    fn lane(&self) -> Option<usize> {
-        self.thread_affine.then(thread_lane)
+    fn lane(&self) -> Lane {
+        match self.affinity {
+            ConnectionAffinity::LeastLoaded => Lane::Shared,
+            ConnectionAffinity::Thread => Lane::Own(thread_lane()),
+            ConnectionAffinity::Auto => Lane::OwnUnsharded(thread_lane()),
+        }
     }
 
     /// The least loaded open connection.

@@ -1,7 +1,7 @@
 //! The connections of one node, slot by slot and shard by shard: the state
 //! the refill task writes and every request reads.
 //!
-//! A node gets `per_shard` slots. Until a connection has told whether the
+//! A node gets `per_node` slots. Until a connection has told whether the
 //! node is sharded (Scylla's `SCYLLA_NR_SHARDS`), that is all; once one
 //! reports `n` shards the slots are laid out again as `n × per_shard`,
 //! shard-major, and every connection already open moves to its shard's
@@ -73,13 +73,13 @@ pub(crate) struct Installed<C> {
 struct Layout<C> {
     /// The node's shard count once a connection reported one.
     shards: Option<u16>,
-    /// `per_shard × shards` slots, shard-major (`per_shard` when unsharded).
+    /// `per_shard × shards` slots, shard-major (`per_node` when unsharded).
     slots: Vec<Option<C>>,
 }
 
 impl<C: PoolConnection> Layout<C> {
-    fn new(shards: Option<u16>, per_shard: usize) -> Self {
-        let n = per_shard * usize::from(shards.unwrap_or(1));
+    fn new(shards: Option<u16>, sizes: Sizes) -> Self {
+        let n = sizes.slots(shards);
         Layout { shards, slots: (0..n).map(|_| None).collect() }
     }
 
@@ -103,6 +103,53 @@ impl<C: PoolConnection> Layout<C> {
         match free {
             Some(i) => Ok(self.slots[range.start + i].replace(conn)),
             None => Err(conn),
+        }
+    }
+}
+
+/// How many connections a node gets: `per_shard` for each shard of a
+/// sharded node, `per_node` for a node that is not (or not yet known to
+/// be) sharded. Both at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    /// Per shard, on a sharded node.
+    pub(crate) per_shard: usize,
+    /// Per node, on a node without shards.
+    pub(crate) per_node: usize,
+}
+
+impl Sizes {
+    /// `n` connections per shard, and per node when unsharded.
+    #[cfg(any(test, loom))]
+    pub(crate) fn uniform(n: usize) -> Self {
+        Sizes { per_shard: n, per_node: n }
+    }
+
+    fn slots(self, shards: Option<u16>) -> usize {
+        shards.map_or(self.per_node, |n| self.per_shard * usize::from(n))
+    }
+}
+
+/// Which of its choices a request keeps to (the session's
+/// `ConnectionAffinity`): a thread's lane is a slot index taken modulo the
+/// slots it can choose from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// None: the least loaded.
+    Shared,
+    /// The lane's slot, on any node.
+    Own(usize),
+    /// The lane's slot on a node without shards; the least loaded of the
+    /// shard's on a sharded one.
+    OwnUnsharded(usize),
+}
+
+impl Lane {
+    fn index(self, sharded: bool) -> Option<usize> {
+        match self {
+            Lane::Own(lane) => Some(lane),
+            Lane::OwnUnsharded(lane) if !sharded => Some(lane),
+            _ => None,
         }
     }
 }
@@ -145,24 +192,28 @@ fn on_shard<C: PoolConnection>(
 
 /// The connections of one node. See the module docs.
 pub(crate) struct Slots<C> {
-    per_shard: usize,
+    sizes: Sizes,
     layout: RwLock<Layout<C>>,
     refilling: AtomicBool,
 }
 
 impl<C: PoolConnection> Slots<C> {
-    /// Empty slots: `per_shard` connections per shard (per node while the
-    /// node's sharding is unknown). `per_shard` is at least 1.
+    /// Empty slots: `per_shard` connections per shard, and per node while
+    /// the node's sharding is unknown or when it is not sharded.
+    #[cfg(any(test, loom))]
     pub(crate) fn new(per_shard: usize) -> Self {
-        let per_shard = per_shard.max(1);
-        Slots { per_shard, layout: RwLock::new(Layout::new(None, per_shard)), refilling: AtomicBool::new(false) }
+        Self::sized(Sizes::uniform(per_shard))
     }
 
-    /// Connections per shard (per node while the node's sharding is
-    /// unknown, or when it is not sharded).
-    #[allow(dead_code)]
-    pub(crate) fn per_shard(&self) -> usize {
-        self.per_shard
+    /// Empty slots for `sizes` connections (each raised to 1 at least).
+    pub(crate) fn sized(sizes: Sizes) -> Self {
+        let sizes = Sizes { per_shard: sizes.per_shard.max(1), per_node: sizes.per_node.max(1) };
+        Slots { sizes, layout: RwLock::new(Layout::new(None, sizes)), refilling: AtomicBool::new(false) }
+    }
+
+    /// How many connections the node gets.
+    pub(crate) fn sizes(&self) -> Sizes {
+        self.sizes
     }
 
     fn read(&self) -> crate::sync::RwLockReadGuard<'_, Layout<C>> {
@@ -175,7 +226,7 @@ impl<C: PoolConnection> Slots<C> {
     /// connection: the caller then falls back to [`Slots::pick_any`].
     #[cfg(any(test, loom))]
     pub(crate) fn pick_shard(&self, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
-        on_shard(&self.read(), self.per_shard, |c| Some(shard_of(c)), 0, None)
+        on_shard(&self.read(), self.sizes.per_shard, |c| Some(shard_of(c)), 0, None)
     }
 
     /// The least loaded open connection of the node; ties go to the first
@@ -188,11 +239,12 @@ impl<C: PoolConnection> Slots<C> {
     /// has one, else of the node: what a request asks, under one read of
     /// the layout (each read writes the lock's word, which every worker's
     /// requests to the node share). Among those, the one in slot
-    /// `lane mod n` when a lane is given and it is open, else the least
-    /// loaded; ties go to the first from slot `seed` on.
-    pub(crate) fn pick(&self, shard_of: impl FnOnce(&C) -> Option<u16>, seed: usize, lane: Option<usize>) -> Option<C> {
+    /// `lane mod n` when `lane` gives one for this node and it is open,
+    /// else the least loaded; ties go to the first from slot `seed` on.
+    pub(crate) fn pick(&self, shard_of: impl FnOnce(&C) -> Option<u16>, seed: usize, lane: Lane) -> Option<C> {
         let layout = self.read();
-        on_shard(&layout, self.per_shard, shard_of, seed, lane).or_else(|| choose(&layout.slots, seed, lane))
+        let lane = lane.index(layout.shards.is_some());
+        on_shard(&layout, self.sizes.per_shard, shard_of, seed, lane).or_else(|| choose(&layout.slots, seed, lane))
     }
 
     /// Whether some connection is open.
@@ -219,7 +271,7 @@ impl<C: PoolConnection> Slots<C> {
             None => Some(Wanted::Any),
             Some(_) => {
                 let sample = layout.slots.iter().flatten().next()?.clone();
-                let shard = u16::try_from(empty / self.per_shard).ok()?;
+                let shard = u16::try_from(empty / self.sizes.per_shard).ok()?;
                 Some(Wanted::Shard { shard, sample })
             }
         }
@@ -238,20 +290,20 @@ impl<C: PoolConnection> Slots<C> {
         let mut dropped = Vec::new();
         let mut layout = self.layout.write().unwrap_or_else(|e| e.into_inner());
         if layout.shards != shards {
-            let old = std::mem::replace(&mut *layout, Layout::new(shards, self.per_shard));
+            let old = std::mem::replace(&mut *layout, Layout::new(shards, self.sizes));
             for c in old.slots.into_iter().flatten() {
                 let fits = !c.is_closed() && c.shard().map(|(_, n)| n) == shards;
                 if !fits {
                     dropped.push(c);
                     continue;
                 }
-                let range = layout.range(c.shard().map(|(s, _)| s), self.per_shard);
+                let range = layout.range(c.shard().map(|(s, _)| s), self.sizes.per_shard);
                 if let Err(c) = layout.place(range, c) {
                     dropped.push(c);
                 }
             }
         }
-        let range = layout.range(reported.map(|(s, _)| s), self.per_shard);
+        let range = layout.range(reported.map(|(s, _)| s), self.sizes.per_shard);
         match layout.place(range, conn) {
             Ok(replaced) => {
                 dropped.extend(replaced);
@@ -296,12 +348,11 @@ impl<C: PoolConnection> Slots<C> {
     #[allow(dead_code)]
     pub(crate) fn consistent(&self) -> bool {
         let layout = self.read();
-        let expected = self.per_shard * usize::from(layout.shards.unwrap_or(1));
-        layout.slots.len() == expected
+        layout.slots.len() == self.sizes.slots(layout.shards)
             && layout.slots.iter().enumerate().all(|(i, slot)| match (slot, layout.shards) {
                 (None, _) => true,
                 (Some(c), None) => c.shard().is_none(),
-                (Some(c), Some(n)) => c.shard() == u16::try_from(i / self.per_shard).ok().map(|s| (s, n)),
+                (Some(c), Some(n)) => c.shard() == u16::try_from(i / self.sizes.per_shard).ok().map(|s| (s, n)),
             })
     }
 }
@@ -418,12 +469,12 @@ mod tests {
     fn pick_takes_the_shard_named_else_any() {
         let s = Slots::new(1);
         placed(s.install(Fake::new(1, None)));
-        assert_eq!(s.pick(|_| Some(0), 0, None).map(|c| c.id), Some(1), "unsharded: any");
+        assert_eq!(s.pick(|_| Some(0), 0, Lane::Shared).map(|c| c.id), Some(1), "unsharded: any");
         let s = Slots::new(1);
         placed(s.install(Fake::new(1, Some((0, 3)))));
         placed(s.install(Fake::new(2, Some((2, 3)))));
-        assert_eq!(s.pick(|_| Some(2), 0, None).map(|c| c.id), Some(2));
-        assert_eq!(s.pick(|_| Some(0), 1, None).map(|c| c.id), Some(1));
+        assert_eq!(s.pick(|_| Some(2), 0, Lane::Shared).map(|c| c.id), Some(2));
+        assert_eq!(s.pick(|_| Some(0), 1, Lane::Shared).map(|c| c.id), Some(1));
         let asked = std::cell::Cell::new(0);
         let any = s.pick(
             |_| {
@@ -431,12 +482,12 @@ mod tests {
                 None
             },
             0,
-            None,
+            Lane::Shared,
         );
         assert!(any.is_some(), "no shard named: any");
         assert_eq!(asked.get(), 1, "the shard is asked for once");
-        assert!(s.pick(|_| Some(1), 0, None).is_some(), "shard 1 has no connection: any");
-        assert!(s.pick(|_| Some(7), 0, None).is_some(), "out of range: any");
+        assert!(s.pick(|_| Some(1), 0, Lane::Shared).is_some(), "shard 1 has no connection: any");
+        assert!(s.pick(|_| Some(7), 0, Lane::Shared).is_some(), "out of range: any");
     }
 
     #[test]
@@ -476,13 +527,42 @@ mod tests {
         placed(s.install(idle.clone()));
         placed(s.install(Fake::new(3, Some((0, 2)))));
         let on_1 = |lane| s.pick(|_| Some(1), 0, lane).map(|c| c.id);
-        assert_eq!(on_1(None), Some(2), "no lane: the least loaded");
-        assert_eq!(on_1(Some(0)), Some(1), "lane 0: its slot, busier as it is");
-        assert_eq!(on_1(Some(3)), Some(2), "lane 3: slot 1 of the shard");
+        assert_eq!(on_1(Lane::Shared), Some(2), "no lane: the least loaded");
+        assert_eq!(on_1(Lane::Own(0)), Some(1), "lane 0: its slot, busier as it is");
+        assert_eq!(on_1(Lane::Own(3)), Some(2), "lane 3: slot 1 of the shard");
+        assert_eq!(on_1(Lane::OwnUnsharded(0)), Some(2), "a sharded node: the least loaded");
         idle.close();
-        assert_eq!(on_1(Some(1)), Some(1), "its slot closed: the least loaded open one");
+        assert_eq!(on_1(Lane::Own(1)), Some(1), "its slot closed: the least loaded open one");
         // No shard named: the lane's slot among all of the node's.
-        assert_eq!(s.pick(|_| None, 0, Some(0)).map(|c| c.id), Some(3));
+        assert_eq!(s.pick(|_| None, 0, Lane::Own(0)).map(|c| c.id), Some(3));
+    }
+
+    /// `ConnectionAffinity::Auto`: a node without shards gets `per_node`
+    /// connections, each lane keeping to its own; once the node reports
+    /// shards, `per_shard` each, and the least loaded is taken.
+    #[test]
+    fn lanes_and_per_node_slots_on_a_node_without_shards_only() {
+        let s = Slots::sized(Sizes { per_shard: 1, per_node: 3 });
+        assert!(s.consistent());
+        let mut busy = Fake::new(1, None);
+        busy.load = 5;
+        placed(s.install(busy));
+        placed(s.install(Fake::new(2, None)));
+        assert_eq!(s.missing(), Some(Wanted::Any), "three per node");
+        placed(s.install(Fake::new(3, None)));
+        assert_eq!(s.missing(), None);
+        assert!(s.consistent());
+        let pick = |lane| s.pick(|_| None, 0, lane).map(|c| c.id);
+        assert_eq!(pick(Lane::OwnUnsharded(0)), Some(1), "its own, busier as it is");
+        assert_eq!(pick(Lane::OwnUnsharded(4)), Some(2), "lane 4: slot 1");
+        assert_eq!(pick(Lane::Shared), Some(2), "no lane: the least loaded");
+        // The node turns out sharded (a restart as ScyllaDB): one per shard.
+        let dropped = placed(s.install(Fake::new(4, Some((1, 2)))));
+        assert_eq!(dropped.len(), 3, "the unsharded connections no longer fit");
+        assert!(s.consistent());
+        assert!(matches!(s.missing(), Some(Wanted::Shard { shard: 0, .. })));
+        placed(s.install(Fake::new(5, Some((0, 2)))));
+        assert_eq!(s.missing(), None, "one per shard");
     }
 
     #[test]

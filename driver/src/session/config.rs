@@ -15,6 +15,7 @@ use crate::cluster::{DistancePolicy, NodeDistance};
 use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
 use crate::latency::LatencyAwareness;
+use crate::pool::slots::Sizes;
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
 
 /// Speculative execution: for idempotent statements, start another attempt
@@ -32,19 +33,32 @@ pub struct SpeculativePolicy {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConnectionAffinity {
+    /// Thread-affine where that pays, the default. A node without shards
+    /// (Cassandra) gets at least one connection per worker of the runtime
+    /// the session connects on, and each thread keeps to its own, as with
+    /// [`Thread`](Self::Thread): two workers then never share a write
+    /// buffer or a stream table, which against one node with thousands of
+    /// requests in flight cuts the client's CPU per write by a fifth. On a
+    /// sharded node (ScyllaDB), whose shards already give the session as
+    /// many connections, a request takes the least loaded of its shard's
+    /// (`benches/RESULTS.md`, "Thread-affine by default against nodes
+    /// without shards"). On a current-thread runtime this is
+    /// [`LeastLoaded`](Self::LeastLoaded).
+    #[default]
+    Auto,
     /// The one with the fewest requests in flight; equal ones take turns.
     /// Every thread shares every connection.
-    #[default]
     LeastLoaded,
-    /// One per thread: each thread that sends requests is given a lane when
-    /// it sends its first, and keeps to connection `lane mod n` of the `n`
-    /// it can choose from, falling back to the least loaded while that one
-    /// is not open. With [`SessionConfig::connections_per_node`] at the
-    /// runtime's worker count, two workers do not share a connection's write
-    /// buffer and stream table. That pays with thousands of requests in
-    /// flight per node; with a few hundred spread over many shards'
-    /// connections, the batches get smaller and it does not
-    /// (`benches/RESULTS.md`, "A connection per runtime worker, thread-affine").
+    /// One per thread, on every node: each thread that sends requests is
+    /// given a lane when it sends its first, and keeps to connection
+    /// `lane mod n` of the `n` it can choose from, falling back to the
+    /// least loaded while that one is not open. With
+    /// [`SessionConfig::connections_per_node`] at the runtime's worker
+    /// count, two workers do not share a connection's write buffer and
+    /// stream table. That pays with thousands of requests in flight per
+    /// node; with a few hundred spread over many shards' connections, the
+    /// batches get smaller and it does not (`benches/RESULTS.md`, "A
+    /// connection per runtime worker, thread-affine").
     Thread,
 }
 
@@ -59,8 +73,10 @@ pub struct SessionConfig {
     /// a version the cluster refused.
     pub connection: ConnectionConfig,
     /// Connections to each local node (see [`NodeDistance::Local`]): per
-    /// shard on a sharded (Scylla) node, per node otherwise. When the
-    /// distance policy names no local datacenter every node is local.
+    /// shard on a sharded (Scylla) node, per node otherwise, and then at
+    /// least one per runtime worker with [`ConnectionAffinity::Auto`], the
+    /// default. When the distance policy names no local datacenter every
+    /// node is local.
     pub connections_per_node: usize,
     /// Connections to each remote node (see [`NodeDistance::Remote`]): per
     /// shard on a sharded node, per node otherwise. Remote nodes are only
@@ -139,6 +155,17 @@ impl SessionConfig {
             NodeDistance::Ignored => 0,
         }
     }
+
+    /// The pool of a node at `distance` (not ignored), on a runtime of
+    /// `workers` worker threads: see [`SessionConfig::connections_per_node`].
+    pub(crate) fn pool_sizes(&self, distance: NodeDistance, workers: usize) -> Sizes {
+        let n = self.connections_for(distance).max(1);
+        let per_node = match (self.connection_affinity, distance) {
+            (ConnectionAffinity::Auto, NodeDistance::Local) => n.max(workers),
+            _ => n,
+        };
+        Sizes { per_shard: n, per_node }
+    }
 }
 
 impl Default for SessionConfig {
@@ -148,7 +175,7 @@ impl Default for SessionConfig {
             connection: ConnectionConfig::default(),
             connections_per_node: 1,
             remote_connections_per_node: 1,
-            connection_affinity: ConnectionAffinity::LeastLoaded,
+            connection_affinity: ConnectionAffinity::Auto,
             keyspace: None,
             consistency: Consistency::LocalQuorum,
             serial_consistency: Some(Consistency::LocalSerial),

@@ -13,13 +13,13 @@ use super::refresh::Partitioners;
 use super::snapshot::ClusterState;
 use super::{Session, SessionConfig, SessionInner};
 use crate::cluster::topology::{fetch_keyspaces, fetch_nodes, fetch_partitioners, TablePartitioners};
-use crate::cluster::{NodeInfo, ReplicationStrategy};
+use crate::cluster::{NodeDistance, NodeInfo, ReplicationStrategy};
 use crate::config::ConnectionConfig;
 use crate::connection::Connection;
 use crate::error::{ConnectionError, ExecutionError, NewSessionError};
 use crate::events::SessionEvent;
 use crate::metrics::Metrics;
-use crate::pool::NodePool;
+use crate::pool::{runtime_workers, NodePool};
 
 fn resolve(node: &str) -> Result<Vec<SocketAddr>, NewSessionError> {
     use std::net::ToSocketAddrs;
@@ -116,15 +116,19 @@ impl Session {
                 }
             }
         }
+        let workers = runtime_workers();
         let (state, strategies, partitioners) = match discovered {
             Some(d) => {
                 let strategies = Arc::new(d.keyspaces);
-                (ClusterState::build(&config, d.nodes, strategies.clone(), &[]), strategies, d.partitioners)
+                (ClusterState::build(&config, workers, d.nodes, strategies.clone(), &[]), strategies, d.partitioners)
             }
             None => {
                 let nodes: Vec<Arc<NodePool>> = addrs
                     .iter()
-                    .map(|a| Arc::new(NodePool::new(*a, config.connections_per_node, config.connection_affinity)))
+                    .map(|a| {
+                        let sizes = config.pool_sizes(NodeDistance::Local, workers);
+                        Arc::new(NodePool::new(*a, sizes, config.connection_affinity))
+                    })
                     .collect();
                 let local = nodes.len();
                 (ClusterState { nodes, rack: 0, local, infos: Vec::new(), routing: None }, Arc::default(), None)
@@ -133,6 +137,7 @@ impl Session {
         let (shutdown, shutdown_rx) = watch::channel(());
         let session = Session {
             inner: Arc::new(SessionInner {
+                workers,
                 keyspace: RwLock::new(None),
                 state: arc_swap::ArcSwap::from_pointee(state),
                 strategies: RwLock::new(strategies),
@@ -154,7 +159,11 @@ impl Session {
             .nodes
             .iter()
             .map(|node| {
-                tokio::spawn(open_initial(node.addr, session.inner.config.connection.clone(), node.slots.per_shard()))
+                tokio::spawn(open_initial(
+                    node.addr,
+                    session.inner.config.connection.clone(),
+                    node.slots.sizes().per_node,
+                ))
             })
             .collect();
         for (node, opening) in state.nodes.iter().zip(opening) {

@@ -429,7 +429,9 @@ mod tests {
             self.average
         }
         fn connection_for(&self, token: Option<Token>, seed: usize) -> Option<Conn> {
-            pick_connection(&self.slots, token, seed, None, |c, token| c.sharder.map_or(0, |s| s.shard_of(token)))
+            pick_connection(&self.slots, token, seed, crate::pool::slots::Lane::Shared, |c, token| {
+                c.sharder.map_or(0, |s| s.shard_of(token))
+            })
         }
         fn connection_on_shard(&self, shard: u16, seed: usize) -> Option<Conn> {
             self.slots.pick_shard(|_| shard).or_else(|| self.slots.pick_any(seed))

@@ -168,7 +168,7 @@ impl Session {
             (Vec::new(), Vec::new())
         } else {
             let strategies = self.inner.strategies.read().unwrap_or_else(|e| e.into_inner()).clone();
-            let new = ClusterState::build(&self.inner.config, infos, strategies, &old.nodes);
+            let new = ClusterState::build(&self.inner.config, self.inner.workers, infos, strategies, &old.nodes);
             let added: Vec<Arc<NodePool>> =
                 new.nodes.iter().filter(|p| !old.nodes.iter().any(|o| Arc::ptr_eq(o, p))).cloned().collect();
             let removed: Vec<Arc<NodePool>> =

@@ -67,10 +67,12 @@ pub(super) struct ClusterState {
 impl ClusterState {
     /// The view of `infos`: pools (reused from `existing` by address and
     /// size, else new) for every node the distance policy does not ignore,
-    /// each sized for its distance ([`SessionConfig::connections_for`]): a
-    /// node whose distance changed to one with another size gets a new pool.
+    /// each sized for its distance and the session's runtime `workers`
+    /// ([`SessionConfig::connections_per_node`]): a node whose distance
+    /// changed to one with another size gets a new pool.
     pub(super) fn build(
         config: &SessionConfig,
+        workers: usize,
         infos: Vec<NodeInfo>,
         strategies: Arc<HashMap<String, ReplicationStrategy>>,
         existing: &[Arc<NodePool>],
@@ -90,12 +92,12 @@ impl ClusterState {
         let nodes: Vec<Arc<NodePool>> = usable
             .iter()
             .map(|(distance, _, addr)| {
-                let size = config.connections_for(*distance).max(1);
+                let sizes = config.pool_sizes(*distance, workers);
                 existing
                     .iter()
-                    .find(|p| p.addr == *addr && !p.is_retired() && p.slots.per_shard() == size)
+                    .find(|p| p.addr == *addr && !p.is_retired() && p.slots.sizes() == sizes)
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, size, config.connection_affinity)))
+                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, sizes, config.connection_affinity)))
             })
             .collect();
         let routing = Routing {

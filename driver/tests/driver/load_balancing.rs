@@ -211,32 +211,37 @@ fn on_a_thread_of_its_own(proxy: &FaultProxy, session: &Session, select: &Prepar
 
 /// Connection affinity, with two connections to one node: thread-affine,
 /// every request of a thread goes to one of them; least loaded, a thread's
-/// requests one after the other take turns between them.
+/// requests one after the other take turns between them. The default
+/// (`Auto`) opens a connection per runtime worker to a node without shards
+/// and keeps each thread to one, as `Thread` does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_affine_session_keeps_each_thread_on_one_connection() {
     let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
-    for affinity in [ConnectionAffinity::Thread, ConnectionAffinity::LeastLoaded] {
-        let session = SessionBuilder::new()
+    for affinity in [ConnectionAffinity::Thread, ConnectionAffinity::LeastLoaded, ConnectionAffinity::Auto] {
+        let builder = SessionBuilder::new()
             .known_node_addr(proxy.addr())
             .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
             .discover_topology(false)
-            .connections_per_node(2)
-            .connection_affinity(affinity)
-            .default_consistency(Consistency::One)
-            .build()
-            .await
-            .expect("session through the proxy");
+            .default_consistency(Consistency::One);
+        let builder = match affinity {
+            // Two connections because the runtime has two workers.
+            ConnectionAffinity::Auto => builder,
+            _ => builder.connections_per_node(2).connection_affinity(affinity),
+        };
+        assert_eq!(builder.config().connection_affinity, affinity);
+        let session = builder.build().await.expect("session through the proxy");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while session.connections().len() < 2 {
-            assert!(std::time::Instant::now() < deadline, "the second connection did not open");
+            assert!(std::time::Instant::now() < deadline, "{affinity:?}: the second connection did not open");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let select = session.prepare("SELECT release_version FROM system.local").await.expect("prepare");
         for thread in 0..2 {
             let used = on_a_thread_of_its_own(&proxy, &session, &select);
             assert_eq!(used.values().sum::<usize>(), PER_THREAD, "{affinity:?}, thread {thread}: {used:?}");
-            let connections = if affinity == ConnectionAffinity::Thread { 1 } else { 2 };
+            let connections = if affinity == ConnectionAffinity::LeastLoaded { 2 } else { 1 };
             assert_eq!(used.len(), connections, "{affinity:?}, thread {thread}: {used:?}");
         }
+        assert_eq!(session.connections().len(), 2, "{affinity:?}: two connections, no more");
     }
 }
