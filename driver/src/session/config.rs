@@ -42,8 +42,10 @@ pub enum ConnectionAffinity {
     /// sharded node (ScyllaDB), whose shards already give the session as
     /// many connections, a request takes the least loaded of its shard's
     /// (`benches/RESULTS.md`, "Thread-affine by default against nodes
-    /// without shards"). On a current-thread runtime this is
-    /// [`LeastLoaded`](Self::LeastLoaded).
+    /// without shards"). So does a request to a node given more
+    /// connections than the runtime has workers
+    /// ([`SessionConfig::connections_per_node`] above the worker count, or
+    /// above 1 on a current-thread runtime), so that all of them are used.
     #[default]
     Auto,
     /// The one with the fewest requests in flight; equal ones take turns.
@@ -157,14 +159,21 @@ impl SessionConfig {
     }
 
     /// The pool of a node at `distance` (not ignored), on a runtime of
-    /// `workers` worker threads: see [`SessionConfig::connections_per_node`].
-    pub(crate) fn pool_sizes(&self, distance: NodeDistance, workers: usize) -> Sizes {
+    /// `workers` worker threads: how many connections it gets (see
+    /// [`SessionConfig::connections_per_node`]), and how requests choose
+    /// between them. [`ConnectionAffinity::Auto`] shares the connections
+    /// of a node given more than one per worker.
+    pub(crate) fn pool_shape(&self, distance: NodeDistance, workers: usize) -> (Sizes, ConnectionAffinity) {
         let n = self.connections_for(distance).max(1);
         let per_node = match (self.connection_affinity, distance) {
             (ConnectionAffinity::Auto, NodeDistance::Local) => n.max(workers),
             _ => n,
         };
-        Sizes { per_shard: n, per_node }
+        let affinity = match self.connection_affinity {
+            ConnectionAffinity::Auto if per_node > workers => ConnectionAffinity::LeastLoaded,
+            affinity => affinity,
+        };
+        (Sizes { per_shard: n, per_node }, affinity)
     }
 }
 
@@ -495,5 +504,27 @@ mod tests {
         let b = SessionBuilder::new().connection_config(ConnectionConfig { compression: Compression::Lz4, ..plain });
         assert_eq!(b.config.connection.compression, Compression::Lz4);
         assert!(b.config.connection.authenticator.is_none());
+    }
+
+    /// The pools `Auto` makes: a connection per worker to a local node
+    /// without shards, each thread keeping to its own; shared connections
+    /// when asked for more than one per worker; other affinities as set.
+    #[test]
+    fn auto_sizes_local_pools_by_the_runtime_workers() {
+        use ConnectionAffinity::{Auto, LeastLoaded, Thread};
+        let shape = |affinity, n, distance, workers| {
+            let b = SessionBuilder::new().connection_affinity(affinity).connections_per_node_for(distance, n);
+            let (sizes, affinity) = b.config.pool_shape(distance, workers);
+            (sizes.per_shard, sizes.per_node, affinity)
+        };
+        assert_eq!(SessionConfig::default().connection_affinity, Auto);
+        assert_eq!(shape(Auto, 1, NodeDistance::Local, 4), (1, 4, Auto), "a connection per worker");
+        assert_eq!(shape(Auto, 4, NodeDistance::Local, 4), (4, 4, Auto));
+        assert_eq!(shape(Auto, 1, NodeDistance::Local, 1), (1, 1, Auto), "current-thread: one");
+        assert_eq!(shape(Auto, 2, NodeDistance::Local, 1), (2, 2, LeastLoaded), "more than workers: shared");
+        assert_eq!(shape(Auto, 3, NodeDistance::Local, 2), (3, 3, LeastLoaded));
+        assert_eq!(shape(Auto, 1, NodeDistance::Remote, 4), (1, 1, Auto), "remote nodes: as set");
+        assert_eq!(shape(Thread, 1, NodeDistance::Local, 4), (1, 1, Thread));
+        assert_eq!(shape(LeastLoaded, 1, NodeDistance::Local, 4), (1, 1, LeastLoaded));
     }
 }

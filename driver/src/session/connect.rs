@@ -126,8 +126,8 @@ impl Session {
                 let nodes: Vec<Arc<NodePool>> = addrs
                     .iter()
                     .map(|a| {
-                        let sizes = config.pool_sizes(NodeDistance::Local, workers);
-                        Arc::new(NodePool::new(*a, sizes, config.connection_affinity))
+                        let (sizes, affinity) = config.pool_shape(NodeDistance::Local, workers);
+                        Arc::new(NodePool::new(*a, sizes, affinity))
                     })
                     .collect();
                 let local = nodes.len();

@@ -92,12 +92,12 @@ impl ClusterState {
         let nodes: Vec<Arc<NodePool>> = usable
             .iter()
             .map(|(distance, _, addr)| {
-                let sizes = config.pool_sizes(*distance, workers);
+                let (sizes, affinity) = config.pool_shape(*distance, workers);
                 existing
                     .iter()
                     .find(|p| p.addr == *addr && !p.is_retired() && p.slots.sizes() == sizes)
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, sizes, config.connection_affinity)))
+                    .unwrap_or_else(|| Arc::new(NodePool::new(*addr, sizes, affinity)))
             })
             .collect();
         let routing = Routing {
