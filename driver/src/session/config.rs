@@ -38,7 +38,8 @@ pub enum ConnectionAffinity {
     /// the session connects on, and each thread keeps to its own, as with
     /// [`Thread`](Self::Thread): two workers then never share a write
     /// buffer or a stream table, which against one node with thousands of
-    /// requests in flight cuts the client's CPU per write by a fifth. On a
+    /// requests in flight cuts the client's CPU per write by a fifth to a
+    /// third. On a
     /// sharded node (ScyllaDB), whose shards already give the session as
     /// many connections, a request takes the least loaded of its shard's
     /// (`benches/RESULTS.md`, "Thread-affine by default against nodes
