@@ -119,12 +119,6 @@ pub(crate) struct Sizes {
 }
 
 impl Sizes {
-    /// `n` connections per shard, and per node when unsharded.
-    #[cfg(any(test, loom))]
-    pub(crate) fn uniform(n: usize) -> Self {
-        Sizes { per_shard: n, per_node: n }
-    }
-
     fn slots(self, shards: Option<u16>) -> usize {
         shards.map_or(self.per_node, |n| self.per_shard * usize::from(n))
     }
@@ -202,7 +196,7 @@ impl<C: PoolConnection> Slots<C> {
     /// the node's sharding is unknown or when it is not sharded.
     #[cfg(any(test, loom))]
     pub(crate) fn new(per_shard: usize) -> Self {
-        Self::sized(Sizes::uniform(per_shard))
+        Self::sized(Sizes { per_shard, per_node: per_shard })
     }
 
     /// Empty slots for `sizes` connections (each raised to 1 at least).

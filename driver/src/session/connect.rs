@@ -123,13 +123,9 @@ impl Session {
                 (ClusterState::build(&config, workers, d.nodes, strategies.clone(), &[]), strategies, d.partitioners)
             }
             None => {
-                let nodes: Vec<Arc<NodePool>> = addrs
-                    .iter()
-                    .map(|a| {
-                        let (sizes, affinity) = config.pool_shape(NodeDistance::Local, workers);
-                        Arc::new(NodePool::new(*a, sizes, affinity))
-                    })
-                    .collect();
+                let (sizes, affinity) = config.pool_shape(NodeDistance::Local, workers);
+                let nodes: Vec<Arc<NodePool>> =
+                    addrs.iter().map(|a| Arc::new(NodePool::new(*a, sizes, affinity))).collect();
                 let local = nodes.len();
                 (ClusterState { nodes, rack: 0, local, infos: Vec::new(), routing: None }, Arc::default(), None)
             }
