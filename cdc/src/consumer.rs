@@ -260,6 +260,7 @@ mod tests {
             group: GroupId(0),
             streams: StreamGroup::new([StreamId::from_bytes(STREAM)]).unwrap(),
             worker: 0,
+            epoch: 0,
         };
         let mut consumer = factory.new_consumer(&group);
         for row in &page {
@@ -271,6 +272,7 @@ mod tests {
             streams: group.streams.clone(),
             from: Millis(0),
             to: Millis(1),
+            epoch: 0,
         };
         consumer.window_end(&window).unwrap();
         // Errors are typed: a row error converts, application errors wrap.

@@ -84,7 +84,9 @@ pub fn checkpoint_rows(data: &[u8]) -> Option<usize> {
     let now = Millis(i64::from_be_bytes(head[8..].try_into().ok()?));
     let page = rows(rest, &[])?;
     let mut checkpoint = Checkpoint { generation, groups: Vec::new() };
-    push_groups(page.rows::<(StreamId, CqlTimestamp)>().ok()?, &mut checkpoint.groups).ok()?;
+    let rows = page.rows::<(StreamId, Option<CqlTimestamp>)>().ok()?;
+    push_groups(rows.map(|r| r.map(|(group, progress)| (group, progress, None::<i64>))), &mut checkpoint.groups)
+        .ok()?;
     assert!(checkpoint.groups.len() <= page.rows_count());
     assert!(checkpoint.groups.iter().all(|g| g.group != GENERATION_MARKER), "the marker read as a group");
 

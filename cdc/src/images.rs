@@ -179,6 +179,7 @@ mod tests {
             streams: StreamGroup::new([StreamId::from_bytes(STREAM)]).unwrap(),
             from: Millis(0),
             to: Millis(1),
+            epoch: 0,
         };
         consumer.window_end(&window).unwrap();
         drop(consumer);

@@ -14,9 +14,17 @@
 //! its last checkpoint (so what it read after that checkpoint is read
 //! again: the only duplicates). A reader that stops cleanly saves its
 //! groups' progress before it deletes their leases, so a handover repeats
-//! nothing. A reader that cannot renew a lease before its local estimate
-//! of the expiry stops reading the group; the only overlap is a window
-//! already being read when the lease ran out.
+//! nothing. A reader that cannot renew a lease before its local deadline
+//! (the renewal's send time plus [`LeaseConfig::held_for`], on the monotonic
+//! clock) stops reading the group: its workers neither start a window nor
+//! end one past the deadline. A paused reader that comes back after
+//! another took its groups over cannot save their progress: takeovers
+//! fence the group in the checkpoint store ([`crate::CheckpointStore::fence`]).
+//!
+//! The fencing epoch lives in the checkpoint row rather than in the lease
+//! row: a lease row expires with its TTL, and an epoch that expired with it
+//! would start again from 1, while the checkpoint row lasts as long as the
+//! progress it guards.
 //!
 //! Balance is decided by [`quota`] and [`moves`], pure functions of what
 //! the lease table says: with `G` groups and `M` members (in name order),
@@ -59,8 +67,14 @@ pub struct LeaseConfig {
     /// How long a lease lasts without renewal (whole seconds, at least 1).
     pub ttl: Duration,
     /// How often leases are renewed and the groups rebalanced (less than
-    /// the TTL).
+    /// the time a lease is surely held, see [`LeaseConfig::clock_skew`]).
     pub heartbeat: Duration,
+    /// The most the clocks of the cluster's nodes may differ (default
+    /// 500 ms). A lease counts as held until its TTL, less one second (the
+    /// server counts a TTL in whole seconds from its own clock) and less
+    /// this bound, after its renewal was sent: past that, workers neither
+    /// start a window of its group nor hand a window's end to the consumer.
+    pub clock_skew: Duration,
 }
 
 impl LeaseConfig {
@@ -73,6 +87,7 @@ impl LeaseConfig {
             name: format!("pid{}-{}", std::process::id(), started.as_micros()),
             ttl: Duration::from_secs(10),
             heartbeat: Duration::from_secs(2),
+            clock_skew: Duration::from_millis(500),
         }
     }
 
@@ -89,19 +104,49 @@ impl LeaseConfig {
         self
     }
 
+    /// Sets the bound on the clock skew between the cluster's nodes.
+    pub fn clock_skew(mut self, skew: Duration) -> Self {
+        self.clock_skew = skew;
+        self
+    }
+
     /// The TTL in whole seconds, if the settings can work.
     pub(crate) fn check(&self) -> Result<i32, String> {
-        check(self.ttl, self.heartbeat, &self.name)
+        check(self.ttl, self.heartbeat, self.clock_skew, &self.name)
+    }
+
+    /// How long after its renewal was sent a lease is surely held: the TTL
+    /// in whole seconds, less one second of rounding and the clock skew.
+    pub(crate) fn held_for(&self) -> Duration {
+        held_for(self.ttl, self.clock_skew)
+    }
+
+    /// The longest a lease query may take: at most twice the heartbeat,
+    /// and never as long as a lease is surely held.
+    pub(crate) fn query_bound(&self) -> Duration {
+        query_bound(self.heartbeat, self.held_for())
     }
 }
 
-fn check(ttl: Duration, heartbeat: Duration, name: &str) -> Result<i32, String> {
+fn query_bound(heartbeat: Duration, held_for: Duration) -> Duration {
+    heartbeat.saturating_mul(2).min(held_for)
+}
+
+fn held_for(ttl: Duration, clock_skew: Duration) -> Duration {
+    Duration::from_secs(ttl.as_secs()).saturating_sub(Duration::from_secs(1)).saturating_sub(clock_skew)
+}
+
+fn check(ttl: Duration, heartbeat: Duration, clock_skew: Duration, name: &str) -> Result<i32, String> {
     let secs = i32::try_from(ttl.as_secs()).map_err(|_| "the lease TTL is too long".to_string())?;
     if secs < 1 {
         return Err("the lease TTL must be at least 1 s".into());
     }
-    if heartbeat.is_zero() || heartbeat >= ttl {
-        return Err("the lease heartbeat must be shorter than the TTL and not zero".into());
+    if heartbeat.is_zero() || heartbeat >= held_for(ttl, clock_skew) {
+        return Err(format!(
+            "the lease heartbeat must not be zero, and shorter than the TTL less 1 s and the clock skew bound \
+             ({:?} here)",
+            held_for(ttl, clock_skew)
+        ));
     }
     if name.is_empty() {
         return Err("the reader's name must not be empty".into());
@@ -122,6 +167,10 @@ pub enum LeaseError {
     /// A conditional statement's answer has no `[applied]` column.
     #[error("the lease table's answer to a conditional write has no [applied] column")]
     NotConditional,
+    /// A lease request took longer than its bound (twice the heartbeat, at
+    /// most the time a lease is surely held): its answer no longer counts.
+    #[error("a lease request took longer than {0:?}")]
+    Timeout(Duration),
 }
 
 /// The lease table of a cluster (see the [module docs](self)).
@@ -355,12 +404,19 @@ mod tests {
 
     #[test]
     fn settings_are_checked() {
-        let timing =
-            |ttl: u64, heartbeat_ms: u64| check(Duration::from_secs(ttl), Duration::from_millis(heartbeat_ms), "me");
+        let skew = Duration::from_millis(500);
+        let timing = |ttl: u64, heartbeat_ms: u64| {
+            check(Duration::from_secs(ttl), Duration::from_millis(heartbeat_ms), skew, "me")
+        };
         assert_eq!(timing(3, 500), Ok(3));
         assert!(timing(0, 500).is_err());
         assert!(timing(3, 3000).is_err());
+        assert!(timing(3, 1500).is_err(), "3 s less 1 s of rounding and 0.5 s of skew leave 1.5 s");
         assert!(timing(3, 0).is_err());
-        assert!(check(Duration::from_secs(3), Duration::from_secs(1), "").is_err());
+        assert!(check(Duration::from_secs(3), Duration::from_secs(1), skew, "").is_err());
+        let held = held_for(Duration::from_millis(10_900), skew);
+        assert_eq!(held, Duration::from_millis(8500), "whole seconds, less rounding and skew");
+        assert_eq!(query_bound(Duration::from_secs(2), held), Duration::from_secs(4), "twice the heartbeat");
+        assert_eq!(query_bound(Duration::from_secs(5), held), held, "never as long as a lease is held");
     }
 }

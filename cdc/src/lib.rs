@@ -89,7 +89,7 @@ use std::pin::Pin;
 pub use shardwise;
 
 pub use checkpoint::{
-    Checkpoint, CheckpointError, CheckpointStore, GroupProgress, MemoryCheckpointStore, TableCheckpointStore,
+    Checkpoint, CheckpointError, CheckpointStore, Fence, GroupProgress, MemoryCheckpointStore, TableCheckpointStore,
 };
 pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory};
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};

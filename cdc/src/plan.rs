@@ -154,6 +154,11 @@ pub struct GroupInfo {
     pub streams: StreamGroup,
     /// The worker that reads the group.
     pub worker: usize,
+    /// The fencing epoch of this reader's hold on the group (readers that
+    /// share a table through leases; 0 otherwise): greater with every
+    /// takeover, so that a sink can refuse what an earlier holder writes
+    /// after it lost the group.
+    pub epoch: u64,
 }
 
 /// A window to read: the streams of `group` over `[from, to)`.
@@ -169,6 +174,8 @@ pub struct ReadWindow {
     pub from: Millis,
     /// End of the window (exclusive).
     pub to: Millis,
+    /// The fencing epoch of the group's holder ([`GroupInfo::epoch`]).
+    pub epoch: u64,
 }
 
 /// What the caller should do next.
@@ -266,6 +273,8 @@ pub struct Planner {
     fetch: Fetch,
     final_check: FinalCheck,
     resume: Option<HashMap<StreamId, Millis>>,
+    /// The generation a restored checkpoint names: the first one fetched.
+    resume_at: Option<Millis>,
     last_checkpoint: Option<Millis>,
     dirty: bool,
     /// The final checkpoint of a generation just left, not yet taken for
@@ -301,6 +310,8 @@ struct Group {
     not_before: Millis,
     /// Read by this planner's workers (always, without leases).
     owned: bool,
+    /// The fencing epoch of this planner's hold (0 without leases).
+    epoch: u64,
 }
 
 /// A group of the current generation as [`Planner::groups`] lists it: what
@@ -317,6 +328,8 @@ pub struct GroupState {
     pub reading: bool,
     /// Everything before it was read (as far as this planner knows).
     pub progress: Millis,
+    /// The fencing epoch of this planner's last hold on it.
+    pub epoch: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -385,6 +398,7 @@ impl Planner {
             fetch: Fetch { due: Some(Millis::MIN), in_flight: false },
             final_check: FinalCheck::NotNeeded,
             resume: None,
+            resume_at: None,
             last_checkpoint: None,
             dirty: false,
             left: None,
@@ -431,7 +445,13 @@ impl Planner {
     pub fn group(&self, group: GroupId) -> Option<GroupInfo> {
         let current = self.current.as_ref()?;
         let g = current.groups.get(group.0 as usize)?;
-        Some(GroupInfo { generation: current.timestamp, group, streams: g.streams.clone(), worker: g.worker })
+        Some(GroupInfo {
+            generation: current.timestamp,
+            group,
+            streams: g.streams.clone(),
+            worker: g.worker,
+            epoch: g.epoch,
+        })
     }
 
     /// The progress of a group: everything before it has been read.
@@ -458,7 +478,7 @@ impl Planner {
             .groups
             .iter()
             .filter(|g| g.owned)
-            .map(|g| GroupProgress { group: g.streams.key(), progress: g.progress })
+            .map(|g| GroupProgress { group: g.streams.key(), progress: g.progress, epoch: g.epoch })
             .collect();
         Some(Checkpoint { generation: current.timestamp, groups })
     }
@@ -493,6 +513,7 @@ impl Planner {
                 owned: g.owned,
                 reading: g.reading.is_some(),
                 progress: g.progress,
+                epoch: g.epoch,
             })
             .collect()
     }
@@ -500,15 +521,17 @@ impl Planner {
     // ------------------------------------------------------------ mutators
 
     /// Resumes from a saved checkpoint, before the first poll. Reading
-    /// starts at the checkpoint's generation (not at the configured start):
-    /// each group at its saved progress, groups missing from the checkpoint
-    /// at the generation's timestamp. A window being read when the
+    /// starts at the checkpoint's generation: each group at its saved
+    /// progress, and a group without a record at the configured start (or
+    /// the generation's timestamp, if later), as on a first run: a restart
+    /// never reads history the user chose to skip. The generations after
+    /// the checkpoint's are read from their beginning. A window being read when the
     /// checkpoint was taken is read again (at-least-once delivery).
     pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<(), PlanError> {
         if self.current.is_some() || self.fetch.in_flight {
             return Err(PlanError::AlreadyStarted);
         }
-        self.start = checkpoint.generation;
+        self.resume_at = Some(checkpoint.generation);
         self.resume = Some(checkpoint.groups.iter().map(|g| (g.group, g.progress)).collect());
         self.dirty = false;
         Ok(())
@@ -558,8 +581,16 @@ impl Planner {
     /// This planner's workers read `group` from now on, from `progress`
     /// (its holder's last checkpoint) if that is further than known here.
     pub fn acquire(&mut self, group: GroupId, progress: Option<Millis>) -> Result<(), PlanError> {
+        self.acquire_fenced(group, progress, 0)
+    }
+
+    /// [`Planner::acquire`] with the fencing `epoch` of this hold
+    /// ([`crate::CheckpointStore::fence`]): its checkpoints and windows
+    /// carry it.
+    pub fn acquire_fenced(&mut self, group: GroupId, progress: Option<Millis>, epoch: u64) -> Result<(), PlanError> {
         let g = self.group_mut(group)?;
         g.owned = true;
+        g.epoch = epoch;
         g.not_before = Millis::MIN;
         if let Some(p) = progress {
             self.raise(group, p);
@@ -721,7 +752,7 @@ impl Planner {
             self.final_check = FinalCheck::Asked;
         }
         Some(match &self.current {
-            None => Action::FetchFirstGeneration { at: self.start },
+            None => Action::FetchFirstGeneration { at: self.resume_at.unwrap_or(self.start) },
             Some(c) => Action::FetchNextGeneration { after: c.timestamp },
         })
     }
@@ -766,6 +797,7 @@ impl Planner {
                 streams: g.streams.clone(),
                 from,
                 to,
+                epoch: g.epoch,
             });
         }
         None
@@ -864,6 +896,10 @@ impl Planner {
         let count = generation.groups.len();
         u32::try_from(count).map_err(|_| PlanError::TooManyGroups(count))?;
         let base = self.start.max(generation.timestamp);
+        // Later generations start where they begin: everything before them
+        // was read (a restored run's configured start may be later than a
+        // generation that followed its checkpoint's).
+        self.start = Millis::MIN;
         let resume = self.resume.take().unwrap_or_default();
         let groups = generation
             .groups
@@ -886,6 +922,7 @@ impl Planner {
                     raised: false,
                     not_before: Millis::MIN,
                     owned: !self.leased,
+                    epoch: 0,
                 }
             })
             .collect();
@@ -1373,12 +1410,15 @@ mod tests {
         let cp = Checkpoint {
             generation: Millis(gen1),
             groups: vec![
-                GroupProgress { group: g0.key(), progress: Millis(T0 - 20 * MIN) },
-                GroupProgress { group: g1.key(), progress: Millis(T0 - 10 * MIN) },
+                GroupProgress { group: g0.key(), progress: Millis(T0 - 20 * MIN), epoch: 0 },
+                GroupProgress { group: g1.key(), progress: Millis(T0 - 10 * MIN), epoch: 0 },
             ],
         };
-        // The configured start (now) is ignored: the checkpoint wins.
-        let mut p = Planner::new(config(T0)).unwrap();
+        // The checkpoint wins over the configured start for the groups it
+        // names; the others start at the configured start, not at their
+        // generation's beginning (history the user skipped).
+        let start = T0 - 15 * MIN;
+        let mut p = Planner::new(config(start)).unwrap();
         p.restore(&cp).unwrap();
         let gens = vec![
             Gen { ts: gen1 - MIN, groups: groups(7..8), published: 0 },
@@ -1389,7 +1429,7 @@ mod tests {
         assert!(matches!(sim.fetches[0], (_, Action::FetchFirstGeneration { at }) if at.0 == gen1));
         assert_eq!(sim.windows(&g0)[0].0, T0 - 20 * MIN);
         assert_eq!(sim.windows(&g1)[0].0, T0 - 10 * MIN);
-        assert_eq!(sim.windows(&g2)[0].0, gen1, "a group missing from the checkpoint starts at its generation");
+        assert_eq!(sim.windows(&g2)[0].0, start, "a group missing from the checkpoint starts at the configured start");
         assert!(sim.windows(&group(7)).is_empty());
         // Too late to restore now.
         assert_eq!(sim.p.restore(&cp), Err(PlanError::AlreadyStarted));
@@ -1401,7 +1441,7 @@ mod tests {
         let gen2 = T0 - 20 * MIN;
         let cp = Checkpoint {
             generation: Millis(gen1),
-            groups: vec![GroupProgress { group: group(0).key(), progress: Millis(gen2) }],
+            groups: vec![GroupProgress { group: group(0).key(), progress: Millis(gen2), epoch: 0 }],
         };
         let mut p = Planner::new(config(T0)).unwrap();
         p.restore(&cp).unwrap();
@@ -1527,7 +1567,7 @@ mod tests {
             generation: Millis(start - MIN),
             groups: [0u8, 2, 3]
                 .iter()
-                .map(|&n| GroupProgress { group: group(n).key(), progress: Millis(progress) })
+                .map(|&n| GroupProgress { group: group(n).key(), progress: Millis(progress), epoch: 0 })
                 .collect(),
         };
         p.observe(&theirs(start));
@@ -1566,7 +1606,7 @@ mod tests {
         };
         p.release(GroupId(1)).unwrap();
         let upper = Millis(T0 - MIN);
-        let done = |n: u8| GroupProgress { group: group(n).key(), progress: upper };
+        let done = |n: u8| GroupProgress { group: group(n).key(), progress: upper, epoch: 0 };
         p.observe(&Checkpoint { generation: Millis(gen2), groups: vec![done(4), done(5)] });
         assert_eq!(p.progress(GroupId(1)), Some(upper));
         assert!(drain(&mut p, now).is_empty());
@@ -1607,7 +1647,7 @@ mod tests {
     fn finished_elsewhere(n: u8) -> Checkpoint {
         Checkpoint {
             generation: LEASED_GEN1,
-            groups: vec![GroupProgress { group: group(n).key(), progress: LEASED_GEN2 }],
+            groups: vec![GroupProgress { group: group(n).key(), progress: LEASED_GEN2, epoch: 0 }],
         }
     }
 
@@ -1642,7 +1682,10 @@ mod tests {
         let saved = p.take_checkpoint().unwrap();
         assert_eq!(
             saved,
-            Checkpoint { generation: gen1, groups: vec![GroupProgress { group: group(0).key(), progress: gen2 }] }
+            Checkpoint {
+                generation: gen1,
+                groups: vec![GroupProgress { group: group(0).key(), progress: gen2, epoch: 0 }]
+            }
         );
         assert!(!p.left_pending());
         assert_eq!(p.take_checkpoint().unwrap().generation, gen2, "then the current generation");

@@ -22,6 +22,7 @@
 //!     generation timestamp,  -- a generation's timestamp
 //!     group_id   blob,       -- a group's first stream id (16 zero bytes: the generation marker)
 //!     progress   timestamp,  -- everything before it was read
+//!     epoch      bigint,     -- the fencing epoch of the group's holder (leases)
 //!     PRIMARY KEY ((table_name), generation, group_id)
 //! ) WITH CLUSTERING ORDER BY (generation DESC, group_id ASC)
 //! ```
@@ -44,6 +45,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::types::CqlTimestamp;
 use shardwise::{Batch, ExecutionError, RowsAccessError, Session, Statement};
 
@@ -77,6 +79,21 @@ pub struct GroupProgress {
     pub group: StreamId,
     /// Everything before this time was read.
     pub progress: Millis,
+    /// The fencing epoch of the holder that read it, when readers share the
+    /// table through leases ([`CheckpointStore::fence`]); 0: not fenced.
+    /// A store that fences refuses a save whose epoch is not the group's
+    /// current one.
+    pub epoch: u64,
+}
+
+/// What [`CheckpointStore::fence`] gives a group's new holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    /// The holder's epoch: greater than every epoch the group had before.
+    pub epoch: u64,
+    /// The group's progress as saved by its earlier holders (none saved:
+    /// `None`). No earlier holder can save after the fence.
+    pub progress: Option<Millis>,
 }
 
 /// A checkpoint could not be loaded or saved.
@@ -92,6 +109,17 @@ pub enum CheckpointError {
     /// A store outside the cluster failed (the Kafka sink's topic).
     #[error("checkpoint store: {0}")]
     Store(String),
+    /// Groups whose saves were refused: another holder fenced them (took
+    /// them over with a later epoch). The other groups of the save were
+    /// saved.
+    #[error("{} group(s) taken over by another reader: their progress was not saved", .0.len())]
+    Fenced(Vec<StreamId>),
+    /// A conditional write's answer has no `[applied]` column.
+    #[error("the checkpoint table's answer to a conditional write has no [applied] column")]
+    NotConditional,
+    /// Another reader fenced the group at the same time: try again later.
+    #[error("group {0} was fenced by another reader at the same time")]
+    FenceContended(StreamId),
 }
 
 /// Where checkpoints are kept, per log table.
@@ -101,7 +129,10 @@ pub trait CheckpointStore: Send + Sync {
 
     /// Saves `checkpoint` as the latest of `table`. The progress of groups
     /// it does not hold stays as saved before: readers that share a table
-    /// through leases each save only their own groups.
+    /// through leases each save only their own groups. A store that fences
+    /// ([`CheckpointStore::fence`]) saves a group with a non-zero epoch only
+    /// if that is still the group's epoch, and fails with
+    /// [`CheckpointError::Fenced`] naming the groups it refused.
     fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>>;
 
     /// The progress saved for the groups of one generation of `table`
@@ -116,6 +147,26 @@ pub trait CheckpointStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
         Box::pin(async move { Ok(self.load(table).await?.filter(|cp| cp.generation == generation)) })
     }
+
+    /// Takes `group` of `generation` over for a new holder: gives it an
+    /// epoch greater than any it had, from which on saves of the group
+    /// with an older epoch are refused, and returns the group's progress as
+    /// saved so far. By default a store does not fence: epoch 0 and the
+    /// progress of [`load_generation`](CheckpointStore::load_generation);
+    /// two holders of one group (a paused reader that comes back after its
+    /// lease expired) may then both save it.
+    fn fence<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        group: StreamId,
+    ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
+        Box::pin(async move {
+            let saved = self.load_generation(table, generation).await?;
+            let progress = saved.and_then(|cp| cp.groups.iter().find(|g| g.group == group).map(|g| g.progress));
+            Ok(Fence { epoch: 0, progress })
+        })
+    }
 }
 
 /// Checkpoints in memory (tests, or runs that never restart): per table
@@ -123,6 +174,8 @@ pub trait CheckpointStore: Send + Sync {
 #[derive(Debug, Default)]
 pub struct MemoryCheckpointStore {
     checkpoints: Mutex<HashMap<String, BTreeMap<Millis, Vec<GroupProgress>>>>,
+    /// Each fenced group's current epoch, per table and generation.
+    epochs: Mutex<HashMap<(String, Millis, StreamId), u64>>,
 }
 
 impl MemoryCheckpointStore {
@@ -148,15 +201,37 @@ impl CheckpointStore for MemoryCheckpointStore {
     }
 
     fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
         let mut checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
         let groups = checkpoints.entry(table.to_owned()).or_default().entry(checkpoint.generation).or_default();
+        let mut refused = Vec::new();
         for saved in &checkpoint.groups {
+            let current = epochs.get(&(table.to_owned(), checkpoint.generation, saved.group)).copied().unwrap_or(0);
+            if saved.epoch != 0 && saved.epoch != current {
+                refused.push(saved.group);
+                continue;
+            }
             match groups.iter_mut().find(|g| g.group == saved.group) {
-                Some(g) => g.progress = saved.progress,
+                Some(g) => *g = *saved,
                 None => groups.push(*saved),
             }
         }
-        Box::pin(std::future::ready(Ok(())))
+        let result = if refused.is_empty() { Ok(()) } else { Err(CheckpointError::Fenced(refused)) };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn fence<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        group: StreamId,
+    ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
+        let mut epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
+        let epoch = epochs.entry((table.to_owned(), generation, group)).or_insert(0);
+        *epoch += 1;
+        let progress =
+            self.find(table, Some(generation)).and_then(|cp| cp.groups.into_iter().find(|g| g.group == group));
+        Box::pin(std::future::ready(Ok(Fence { epoch: *epoch, progress: progress.map(|g| g.progress) })))
     }
 
     fn load_generation<'a>(
@@ -203,10 +278,17 @@ impl TableCheckpointStore {
         self
     }
 
-    /// Creates the table if it does not exist.
+    /// Creates the table if it does not exist, and adds the `epoch` column
+    /// to a table created before fencing existed.
     pub async fn create_table(&self) -> Result<(), CheckpointError> {
         self.session.execute(&Statement::new(create_table_cql(&self.name)), ()).await?;
-        Ok(())
+        let alter = Statement::new(format!("ALTER TABLE {} ADD epoch bigint", self.name));
+        match self.session.execute(&alter, ()).await {
+            // 0x2200: invalid, the column exists already.
+            Ok(_) => Ok(()),
+            Err(ExecutionError::Db(e)) if e.code == 0x2200 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn load_checkpoint(&self, table: &str) -> Result<Option<Checkpoint>, CheckpointError> {
@@ -228,7 +310,7 @@ impl TableCheckpointStore {
         generation: CqlTimestamp,
     ) -> Result<Option<Checkpoint>, CheckpointError> {
         let groups = Statement::new(format!(
-            "SELECT group_id, progress FROM {} WHERE table_name = ? AND generation = ?",
+            "SELECT group_id, progress, epoch FROM {} WHERE table_name = ? AND generation = ?",
             self.name
         ))
         .with_idempotent(true);
@@ -238,9 +320,13 @@ impl TableCheckpointStore {
         while let Some(page) = pages.next_page().await {
             let page = page?;
             found |= page.rows_count() > 0;
-            push_groups(page.rows::<(StreamId, CqlTimestamp)>()?, &mut checkpoint.groups)?;
+            push_groups(page.rows::<(StreamId, Option<CqlTimestamp>, Option<i64>)>()?, &mut checkpoint.groups)?;
         }
         Ok(found.then_some(checkpoint))
+    }
+
+    fn ttl_secs(&self) -> i32 {
+        i32::try_from(self.ttl.as_secs()).unwrap_or(i32::MAX).min(MAX_TTL_SECS)
     }
 
     async fn save_checkpoint(&self, table: &str, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
@@ -249,34 +335,119 @@ impl TableCheckpointStore {
             self.name
         ));
         let table: Arc<str> = table.into();
-        let ttl = i32::try_from(self.ttl.as_secs()).unwrap_or(i32::MAX).min(MAX_TTL_SECS);
+        let ttl = self.ttl_secs();
         let generation = CqlTimestamp::from(checkpoint.generation);
         let marker = (table.clone(), generation, GENERATION_MARKER, generation, ttl);
-        let groups = checkpoint.groups.iter().map(|g| (table.clone(), generation, g.group, g.progress.into(), ttl));
+        let (fenced, plain): (Vec<&GroupProgress>, Vec<&GroupProgress>) =
+            checkpoint.groups.iter().partition(|g| g.epoch != 0);
+        let groups = plain.iter().map(|g| (table.clone(), generation, g.group, g.progress.into(), ttl));
         let rows: Vec<_> = std::iter::once(marker).chain(groups).collect();
         for chunk in rows.chunks(self.batch_rows.max(1)) {
             let batch = Batch::unlogged(vec![insert.clone(); chunk.len()]).with_idempotent(true);
             self.session.execute(&batch, chunk.to_vec()).await?;
         }
-        Ok(())
+        let mut refused = Vec::new();
+        for chunk in fenced.chunks(self.batch_rows.max(1)) {
+            refused.extend(self.save_fenced(&table, generation, chunk).await?);
+        }
+        if refused.is_empty() {
+            Ok(())
+        } else {
+            Err(CheckpointError::Fenced(refused))
+        }
+    }
+
+    /// Saves fenced groups, each only if its epoch is still the saved one:
+    /// one conditional batch (the rows share a partition), and group by
+    /// group when it is refused, to learn which. Returns the refused groups.
+    async fn save_fenced(
+        &self,
+        table: &Arc<str>,
+        generation: CqlTimestamp,
+        groups: &[&GroupProgress],
+    ) -> Result<Vec<StreamId>, CheckpointError> {
+        let update = Statement::new(format!(
+            "UPDATE {} USING TTL ? SET progress = ?, epoch = ? \
+             WHERE table_name = ? AND generation = ? AND group_id = ? IF epoch = ?",
+            self.name
+        ));
+        let ttl = self.ttl_secs();
+        let epoch = |g: &GroupProgress| i64::try_from(g.epoch).unwrap_or(i64::MAX);
+        let values: Vec<_> = groups
+            .iter()
+            .map(|g| (ttl, CqlTimestamp::from(g.progress), epoch(g), table.clone(), generation, g.group, epoch(g)))
+            .collect();
+        let batch = Batch::logged(vec![update.clone(); values.len()]);
+        let result = self.session.execute(&batch, values.clone()).await?;
+        if result.applied().ok_or(CheckpointError::NotConditional)? {
+            return Ok(Vec::new());
+        }
+        let mut refused = Vec::new();
+        for (g, v) in groups.iter().zip(values) {
+            if !self.session.execute(&update, v).await?.applied().ok_or(CheckpointError::NotConditional)? {
+                refused.push(g.group);
+            }
+        }
+        Ok(refused)
+    }
+
+    async fn fence_group(&self, table: &str, generation: Millis, group: StreamId) -> Result<Fence, CheckpointError> {
+        let table: Arc<str> = table.into();
+        let generation = CqlTimestamp::from(generation);
+        let key = (table.clone(), generation, group);
+        // Read through Paxos: the latest epoch and progress any holder
+        // committed.
+        let read = |column: &str| {
+            Statement::new(format!(
+                "SELECT {column} FROM {} WHERE table_name = ? AND generation = ? AND group_id = ?",
+                self.name
+            ))
+            .with_consistency(Consistency::Serial)
+            .with_idempotent(true)
+        };
+        let result = self.session.execute(&read("epoch"), key.clone()).await?;
+        let current = result.first_row::<(Option<i64>,)>()?.and_then(|r| r.0);
+        let next = current.unwrap_or(0).checked_add(1).ok_or(CheckpointError::FenceContended(group))?;
+        let condition = if current.is_some() { "= ?" } else { "= null" };
+        let update = Statement::new(format!(
+            "UPDATE {} USING TTL ? SET epoch = ? WHERE table_name = ? AND generation = ? AND group_id = ? \
+             IF epoch {condition}",
+            self.name
+        ));
+        let ttl = self.ttl_secs();
+        let applied = match current {
+            Some(current) => self.session.execute(&update, (ttl, next, table, generation, group, current)).await?,
+            None => self.session.execute(&update, (ttl, next, table, generation, group)).await?,
+        }
+        .applied()
+        .ok_or(CheckpointError::NotConditional)?;
+        if !applied {
+            return Err(CheckpointError::FenceContended(group));
+        }
+        // After the fence no earlier holder saves: this is the final word.
+        let result = self.session.execute(&read("progress"), key).await?;
+        let progress = result.first_row::<(Option<CqlTimestamp>,)>()?.and_then(|r| r.0).map(Millis::from);
+        Ok(Fence { epoch: next.unsigned_abs(), progress })
     }
 }
 
 /// The `group_id` of the row that records a generation even when it has
 /// no groups: all zeros, a version-0 id that Scylla never creates.
-/// Appends the progress of the groups of `SELECT group_id, progress` rows
-/// (the generation marker is not a group).
+/// Appends the progress of the groups of `SELECT group_id, progress, epoch`
+/// rows (the generation marker is not a group, and a group fenced before
+/// any progress was saved has none).
 pub(crate) fn push_groups<E>(
-    rows: impl IntoIterator<Item = Result<(StreamId, CqlTimestamp), E>>,
+    rows: impl IntoIterator<Item = Result<(StreamId, Option<CqlTimestamp>, Option<i64>), E>>,
     groups: &mut Vec<GroupProgress>,
 ) -> Result<(), RowsAccessError>
 where
     RowsAccessError: From<E>,
 {
     for row in rows {
-        let (group, progress) = row.map_err(RowsAccessError::from)?;
-        if group != GENERATION_MARKER {
-            groups.push(GroupProgress { group, progress: progress.into() });
+        let (group, progress, epoch) = row.map_err(RowsAccessError::from)?;
+        if let (false, Some(progress)) = (group == GENERATION_MARKER, progress) {
+            let epoch = epoch.unwrap_or(0).unsigned_abs();
+            groups.push(GroupProgress { group, progress: progress.into(), epoch });
         }
     }
     Ok(())
@@ -288,7 +459,7 @@ pub(crate) const GENERATION_MARKER: StreamId = StreamId::from_bytes([0; 16]);
 fn create_table_cql(name: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {name} (table_name text, generation timestamp, group_id blob, \
-         progress timestamp, PRIMARY KEY ((table_name), generation, group_id)) \
+         progress timestamp, epoch bigint, PRIMARY KEY ((table_name), generation, group_id)) \
          WITH CLUSTERING ORDER BY (generation DESC, group_id ASC)"
     )
 }
@@ -308,6 +479,15 @@ impl CheckpointStore for TableCheckpointStore {
         generation: Millis,
     ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
         Box::pin(self.load_groups(table.into(), generation.into()))
+    }
+
+    fn fence<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        group: StreamId,
+    ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
+        Box::pin(self.fence_group(table, generation, group))
     }
 }
 
@@ -332,7 +512,11 @@ mod tests {
     fn checkpoint(generation: i64) -> Checkpoint {
         Checkpoint {
             generation: Millis(generation),
-            groups: vec![GroupProgress { group: StreamId::from_bytes([7; 16]), progress: Millis(generation + 5) }],
+            groups: vec![GroupProgress {
+                group: StreamId::from_bytes([7; 16]),
+                progress: Millis(generation + 5),
+                epoch: 0,
+            }],
         }
     }
 
@@ -354,7 +538,8 @@ mod tests {
     #[test]
     fn memory_store_merges_the_groups_of_a_generation() {
         let store = MemoryCheckpointStore::new();
-        let progress = |n: u8, p: i64| GroupProgress { group: StreamId::from_bytes([n; 16]), progress: Millis(p) };
+        let progress =
+            |n: u8, p: i64| GroupProgress { group: StreamId::from_bytes([n; 16]), progress: Millis(p), epoch: 0 };
         let save = |groups| now_or_never(store.save("ks.t", &Checkpoint { generation: Millis(1), groups })).unwrap();
         save(vec![progress(1, 10), progress(2, 10)]);
         save(vec![progress(2, 20), progress(3, 30)]);

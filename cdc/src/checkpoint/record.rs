@@ -68,7 +68,7 @@ pub fn parse_record(key: &[u8], value: &[u8]) -> Result<Record, RecordError> {
     Ok(Record {
         log: log.to_owned(),
         generation: Millis(generation),
-        progress: GroupProgress { group, progress: Millis(progress) },
+        progress: GroupProgress { group, progress: Millis(progress), epoch: 0 },
     })
 }
 
@@ -100,7 +100,7 @@ impl RecordFold {
     pub fn checkpoint(&self, log: &str) -> Option<Checkpoint> {
         let (generation, groups) = self.logs.get(log)?.last_key_value()?;
         let mut groups: Vec<GroupProgress> =
-            groups.iter().map(|(&group, &progress)| GroupProgress { group, progress }).collect();
+            groups.iter().map(|(&group, &progress)| GroupProgress { group, progress, epoch: 0 }).collect();
         groups.sort_by_key(|g| g.group);
         Some(Checkpoint { generation: *generation, groups })
     }

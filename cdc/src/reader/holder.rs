@@ -10,17 +10,25 @@
 //! holder repeats nothing; a group it claims starts at the progress saved
 //! last. The leases of a generation the reader left are deleted only once
 //! that generation's final checkpoint is saved: readers still in it wait
-//! for that progress. A lease it could not renew in time is dropped before
-//! it can expire, so two live readers never read one group.
+//! for that progress.
+//!
+//! Two live readers never read one group: every lease query is bounded
+//! ([`LeaseConfig::query_bound`]), each lease has a deadline on the
+//! monotonic clock (its renewal sent, plus [`LeaseConfig::held_for`]) that
+//! the workers check themselves (`deadlines`), and a group taken is first
+//! fenced in the checkpoint store ([`CheckpointStore::fence`]): its
+//! progress is read after the fence, and a paused reader that comes back
+//! after losing the group can no longer save it.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, GroupProgress};
-use crate::lease::{moves, LeaseConfig};
-use crate::plan::{GroupState, PlanError};
+use crate::lease::{moves, LeaseConfig, LeaseError};
+use crate::plan::GroupState;
 use crate::stream::StreamId;
 use crate::time::Millis;
 
@@ -31,14 +39,11 @@ pub(super) struct Holder {
     store: Arc<dyn CheckpointStore>,
     config: LeaseConfig,
     ttl: i32,
-    /// The leases held, and until when each surely holds (the TTL less a
-    /// heartbeat, from when its last renewal was sent).
-    valid: HashMap<StreamId, Instant>,
 }
 
 impl Holder {
     pub(super) fn new(shared: Arc<Shared>, store: Arc<dyn CheckpointStore>, config: LeaseConfig, ttl: i32) -> Self {
-        Holder { shared, store, config, ttl, valid: HashMap::new() }
+        Holder { shared, store, config, ttl }
     }
 
     /// Heartbeats until the reader is joined or dropped, then gives every
@@ -62,17 +67,34 @@ impl Holder {
         Ok(())
     }
 
-    fn until(&self, sent: Instant) -> Instant {
-        sent + Duration::from_secs(self.ttl.unsigned_abs().into()).saturating_sub(self.config.heartbeat)
+    /// `query` within the bound of a lease query: an answer later than that
+    /// no longer counts.
+    async fn bounded<T, E>(&self, query: impl Future<Output = Result<T, E>>) -> Result<T, CdcError>
+    where
+        CdcError: From<E>,
+    {
+        let bound = self.config.query_bound();
+        match tokio::time::timeout(bound, query).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(LeaseError::Timeout(bound).into()),
+        }
+    }
+
+    /// The lease of `group`, renewed or taken with a query sent at `sent`,
+    /// is surely held until then.
+    fn held(&self, group: StreamId, sent: Instant) {
+        if let Some(deadlines) = &self.shared.deadlines {
+            deadlines.set(group, sent + self.config.held_for());
+        }
     }
 
     async fn heartbeat(&mut self) -> Result<(), CdcError> {
         let (table, name, ttl) = (self.config.table.clone(), self.config.name.clone(), self.ttl);
         let shared = self.shared.clone();
         let log = &shared.log;
-        table.heartbeat(log, &name, ttl).await?;
-        let members = table.members(log).await?;
-        let mut leases = table.leases(log).await?;
+        self.bounded(table.heartbeat(log, &name, ttl)).await?;
+        let members = self.bounded(table.members(log)).await?;
+        let mut leases = self.bounded(table.leases(log)).await?;
         let (generation, groups) = {
             let planner = self.shared.planner();
             (planner.generation(), planner.groups())
@@ -82,13 +104,19 @@ impl Holder {
 
         for g in groups.iter().filter(|g| g.owned) {
             let sent = Instant::now();
-            if table.renew(log, g.key, &name, ttl).await? {
-                self.valid.insert(g.key, self.until(sent));
-                leases.insert(g.key, name.clone());
-            } else {
-                tracing::warn!(group = %g.key, "a CDC lease was lost before it was renewed; its group is left");
-                self.drop_group(g);
-                leases.remove(&g.key);
+            match self.bounded(table.renew(log, g.key, &name, ttl)).await {
+                Ok(true) => {
+                    self.held(g.key, sent);
+                    leases.insert(g.key, name.clone());
+                }
+                Ok(false) => {
+                    tracing::warn!(group = %g.key, "a CDC lease was lost before it was renewed; its group is left");
+                    self.shared.drop_group(g.key);
+                    leases.remove(&g.key);
+                }
+                // Not renewed: its deadline stands, and the others are
+                // still renewed.
+                Err(e) => tracing::warn!(group = %g.key, error = %e, "renewing a CDC lease failed"),
             }
         }
         // Leases taken on this heartbeat, with when their LWT was sent.
@@ -101,14 +129,14 @@ impl Holder {
                 // that generation wait for it.
                 None => {
                     if !self.shared.planner().left_pending() && self.shared.saves.quiet() {
-                        table.release(log, key, &name).await?;
+                        self.bounded(table.release(log, key, &name)).await?;
                         leases.remove(&key);
                     }
                 }
                 // Held in the table, not read here: a claim whose answer was lost.
                 Some(g) if !g.owned => {
                     let sent = Instant::now();
-                    if table.renew(log, key, &name, ttl).await? {
+                    if self.bounded(table.renew(log, key, &name, ttl)).await? {
                         taken.push((*g, sent));
                     } else {
                         leases.remove(&key);
@@ -128,48 +156,52 @@ impl Holder {
         for key in &plan.claim {
             let Some(g) = by_key.get(key).filter(|_| taken.len() < plan.wanted) else { break };
             let sent = Instant::now();
-            if table.claim(log, g.key, &name, ttl).await? {
+            if self.bounded(table.claim(log, g.key, &name, ttl)).await? {
                 taken.push((*g, sent));
             }
         }
+        for (g, sent) in taken {
+            self.take(g, sent, generation).await?;
+        }
 
-        // Read after the claims: a group handed over was saved before its
-        // lease was deleted, so this holds its previous holder's progress.
-        let saved = self.store.load_generation(log, generation).await?;
-        self.take(&taken, generation, saved.as_ref())?;
-        if let Some(saved) = &saved {
-            self.shared.planner().observe(saved);
+        // The others' progress, so that the generation barrier sees every group.
+        if let Some(saved) = self.bounded(self.store.load_generation(log, generation)).await? {
+            self.shared.planner().observe(&saved);
         }
         self.shared.wake.notify_waiters();
         Ok(())
     }
 
-    /// The workers read the groups of `taken` from now on, each from its
-    /// progress in `saved`.
-    fn take(
-        &mut self,
-        taken: &[(GroupState, Instant)],
-        generation: Millis,
-        saved: Option<&Checkpoint>,
-    ) -> Result<(), PlanError> {
-        let mut planner = self.shared.planner();
-        // The generation changed meanwhile: the leases go next heartbeat.
-        if planner.generation() != Some(generation) {
-            return Ok(());
-        }
-        for (g, sent) in taken {
-            let progress = saved.and_then(|cp| cp.groups.iter().find(|s| s.group == g.key)).map(|s| s.progress);
-            self.valid.insert(g.key, self.until(*sent));
-            planner.acquire(g.group, progress)?;
+    /// The workers read `g`, whose lease was taken with a query sent at
+    /// `sent`, from now on: it is fenced first, and read from the progress
+    /// saved before the fence. A group never saved gets a record at once,
+    /// so that whoever takes it after this reader starts where this one did.
+    async fn take(&mut self, g: GroupState, sent: Instant, generation: Millis) -> Result<(), CdcError> {
+        let log = self.shared.log.clone();
+        let fence = match self.bounded(self.store.fence(&log, generation, g.key)).await {
+            Ok(fence) => fence,
+            Err(e) => {
+                // Given back, and claimed again on a later heartbeat.
+                tracing::warn!(group = %g.key, error = %e, "fencing a CDC group failed; its lease is given back");
+                self.bounded(self.config.table.release(&log, g.key, &self.config.name)).await?;
+                return Ok(());
+            }
+        };
+        let progress = {
+            let mut planner = self.shared.planner();
+            // The generation changed meanwhile: the lease goes next heartbeat.
+            if planner.generation() != Some(generation) {
+                return Ok(());
+            }
+            self.held(g.key, sent);
+            planner.acquire_fenced(g.group, fence.progress, fence.epoch)?;
+            planner.progress(g.group).unwrap_or(g.progress)
+        };
+        if fence.progress.is_none() {
+            let group = GroupProgress { group: g.key, progress, epoch: fence.epoch };
+            self.shared.save(Checkpoint { generation, groups: vec![group] }).await?;
         }
         Ok(())
-    }
-
-    /// The workers leave `g` at once (its lease is lost or about to be).
-    fn drop_group(&mut self, g: &GroupState) {
-        self.valid.remove(&g.key);
-        // A group of the planner's current generation (listed just before).
-        let _ = self.shared.planner().release(g.group);
     }
 
     /// Gives `g` up: the workers leave it, its progress is saved, then its
@@ -188,27 +220,33 @@ impl Holder {
                 break;
             }
             if Instant::now() >= deadline {
-                self.shared.planner().acquire(g.group, None)?;
+                let epoch = self.shared.planner().groups().get(g.group.0 as usize).map_or(g.epoch, |s| s.epoch);
+                self.shared.planner().acquire_fenced(g.group, None, epoch)?;
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let progress = self.shared.planner().progress(g.group).unwrap_or(g.progress);
-        let checkpoint = Checkpoint { generation, groups: vec![GroupProgress { group: g.key, progress }] };
-        self.store.save(&self.shared.log, &checkpoint).await?;
-        self.config.table.release(&self.shared.log, g.key, &self.config.name).await?;
-        self.valid.remove(&g.key);
+        let (progress, epoch) = {
+            let planner = self.shared.planner();
+            let state = planner.groups().get(g.group.0 as usize).copied();
+            (state.map_or(g.progress, |s| s.progress), state.map_or(g.epoch, |s| s.epoch))
+        };
+        let checkpoint = Checkpoint { generation, groups: vec![GroupProgress { group: g.key, progress, epoch }] };
+        self.shared.save(checkpoint).await?;
+        if let Some(deadlines) = &self.shared.deadlines {
+            deadlines.remove(g.key);
+        }
+        self.bounded(self.config.table.release(&self.shared.log, g.key, &self.config.name)).await?;
         Ok(())
     }
 
     /// Leaves the groups whose leases could not be renewed in time.
     fn expire(&mut self) {
-        let now = Instant::now();
         let groups = self.shared.planner().groups();
         for g in groups.iter().filter(|g| g.owned) {
-            if self.valid.get(&g.key).is_none_or(|until| *until <= now) {
+            if !self.shared.holds(g.key) {
                 tracing::warn!(group = %g.key, "a CDC lease could not be renewed in time; its group is left");
-                self.drop_group(g);
+                self.shared.drop_group(g.key);
             }
         }
     }
@@ -216,12 +254,17 @@ impl Holder {
     /// Gives every lease up (the final checkpoint is saved) and leaves.
     async fn leave(&mut self) -> Result<(), CdcError> {
         let (log, name) = (&self.shared.log, &self.config.name);
-        let held: Vec<StreamId> =
-            self.config.table.leases(log).await?.into_iter().filter(|(_, o)| o == name).map(|(k, _)| k).collect();
+        let held: Vec<StreamId> = self
+            .bounded(self.config.table.leases(log))
+            .await?
+            .into_iter()
+            .filter(|(_, o)| o == name)
+            .map(|(k, _)| k)
+            .collect();
         for key in held {
-            self.config.table.release(log, key, name).await?;
+            self.bounded(self.config.table.release(log, key, name)).await?;
         }
-        self.config.table.leave(log, name).await?;
+        self.bounded(self.config.table.leave(log, name)).await?;
         Ok(())
     }
 }

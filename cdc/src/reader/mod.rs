@@ -1,13 +1,14 @@
 //! The reader: worker threads around the [`Planner`].
 //!
 //! `workers` OS threads each run a current-thread tokio runtime. Streams are
-//! grouped by where they live — the (node, shard) holding them: the CDC
-//! partitioner gives a stream's token, the session's ring its replica, the
-//! node's sharding its shard — in groups of at most 64
-//! ([`CdcReaderBuilder::streams_per_query`]), and a group belongs
-//! to the worker of its shard (`shard % workers`). A worker opens its own
-//! connections — one per (node, shard) it reads, through Scylla's
-//! shard-aware port when the node offers it — so a window's query, its
+//! grouped by the shard holding them (the CDC partitioner gives a stream's
+//! token, the cluster's sharding its shard) in groups of at most 64
+//! ([`CdcReaderBuilder::streams_per_query`]), a pure function of the
+//! generation, so that every reader names the same groups whatever nodes
+//! it is connected to; a group belongs to the worker of its shard
+//! (`shard % workers`). Which replica serves a window is decided per
+//! window. A worker opens its own connections — one per (node, shard) it
+//! reads, through Scylla's shard-aware port when the node offers it — so a window's query, its
 //! response buffer, the row views and the consumer all live on one thread,
 //! next to the shard that holds the rows. Each window of a group is one
 //! prepared, paged query `"cdc$stream_id" IN ? AND "cdc$time" >=
@@ -31,8 +32,10 @@
 //!
 //! A reader that shares its table with other processes
 //! ([`CdcReaderBuilder::leases`]) runs one more thread, the lease holder
-//! (`holder`), which decides which groups the workers read; `saves` counts
-//! the checkpoint saves under way, which a handover waits for.
+//! (`holder`), which decides which groups the workers read; `deadlines`
+//! says until when each lease is surely held, which the workers check
+//! themselves; `saves` counts the checkpoint saves under way, which a
+//! handover waits for.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,6 +114,11 @@ pub enum CdcError {
     /// The planner refused a call (a bug).
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The lease of a group ran out (or the group was taken again) while
+    /// one of its windows was read: the window does not count as read.
+    /// Handled inside the reader, which leaves the group.
+    #[error("the lease of CDC group {0} ran out while one of its windows was read")]
+    LeaseLost(StreamId),
     /// A worker thread died.
     #[error("worker thread: {0}")]
     Worker(String),
@@ -456,6 +464,8 @@ impl CdcReaderBuilder {
             saves: Saves::default(),
             leaving: AtomicBool::new(false),
             leave: Notify::new(),
+            deadlines: self.leases.as_ref().map(|_| Deadlines::default()),
+            sharding,
         });
         let mut threads = Vec::with_capacity(workers);
         for index in 0..workers {
@@ -496,28 +506,72 @@ impl CdcReaderBuilder {
         Ok(CdcReader { shared, threads, holder })
     }
 
-    /// Starts the workers and returns owned [`Change`]s on a channel: the
-    /// simple API for code that does not need borrowed rows.
-    pub async fn build_stream(self) -> Result<(CdcReader, mpsc::UnboundedReceiver<Change>), CdcError> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
-            let tx = tx.clone();
-            Box::new(move |row: crate::row::CdcRow<'_>| -> Result<(), ConsumerError> {
-                let change = Change::from_row(&row)?;
-                tx.send(change).map_err(|_| ConsumerError::failed("the change receiver was dropped"))
-            })
-        };
+    /// Starts the workers and returns owned [`Change`]s on a channel of
+    /// `capacity` changes: the simple API for code that does not need
+    /// borrowed rows. A full channel holds the workers back, and a window's
+    /// progress counts as read (and is saved) only once the receiver took
+    /// every change of it, so a receiver that dies loses nothing that a
+    /// restart would not read again.
+    pub async fn build_stream(self, capacity: usize) -> Result<(CdcReader, mpsc::Receiver<Change>), CdcError> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let factory = move |_: &GroupInfo| -> Box<dyn Consumer> { Box::new(ChannelConsumer { tx: tx.clone() }) };
         Ok((self.build(Arc::new(factory)).await?, rx))
     }
 }
 
+mod deadlines;
 mod holder;
 mod saves;
 mod worker;
 
+use deadlines::Deadlines;
+
 use holder::Holder;
 use saves::Saves;
 use worker::Worker;
+
+/// The consumer of [`CdcReaderBuilder::build_stream`]: owned changes into
+/// a bounded channel. It runs on a worker's thread inside its runtime, so it
+/// waits for room by sleeping the thread (the worker has nothing else to do
+/// then: its rows cannot go anywhere).
+struct ChannelConsumer {
+    tx: mpsc::Sender<Change>,
+}
+
+impl ChannelConsumer {
+    const PAUSE: Duration = Duration::from_millis(1);
+
+    fn dropped() -> ConsumerError {
+        ConsumerError::failed("the change receiver was dropped")
+    }
+}
+
+impl Consumer for ChannelConsumer {
+    fn consume(&mut self, row: crate::row::CdcRow<'_>) -> Result<(), ConsumerError> {
+        let mut change = Change::from_row(&row)?;
+        loop {
+            match self.tx.try_send(change) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Full(back)) => {
+                    change = back;
+                    std::thread::sleep(Self::PAUSE);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return Err(Self::dropped()),
+            }
+        }
+    }
+
+    /// Returns once the receiver took every change sent so far.
+    fn window_end(&mut self, _window: &crate::plan::ReadWindow) -> Result<(), ConsumerError> {
+        while self.tx.capacity() < self.tx.max_capacity() {
+            if self.tx.is_closed() {
+                return Err(Self::dropped());
+            }
+            std::thread::sleep(Self::PAUSE);
+        }
+        Ok(())
+    }
+}
 
 /// Streams per log query: the streams of one (node, shard) are read with
 /// one `IN ?` query per window, in chunks of this size.
@@ -559,11 +613,25 @@ struct Shared {
     /// leases up and ends.
     leaving: AtomicBool,
     leave: Notify,
+    /// With leases: until when each is surely held.
+    deadlines: Option<Deadlines>,
+    /// The cluster's sharding (of the first node that reports one): what
+    /// groups a generation's streams by shard.
+    sharding: Option<ShardingInfo>,
 }
 
 impl Shared {
-    /// Where a stream lives: its first replica that the session is
-    /// connected to, that node's sharding, and the shard of the stream.
+    /// The shard of `stream` under the cluster's sharding (0 without):
+    /// with the generation, all that decides how streams are grouped, so
+    /// that every reader, whatever its open connections, groups a
+    /// generation alike.
+    fn shard_of(&self, stream: StreamId) -> u16 {
+        self.sharding.as_ref().map_or(0, |s| s.sharder().shard_of(Token::new(stream.token())))
+    }
+
+    /// Where a group's window is read now: the first replica of its
+    /// stream that the session is connected to, that node's sharding, and
+    /// the shard of the stream.
     fn place(&self, stream: StreamId) -> Result<(SocketAddr, Option<ShardingInfo>, u16), CdcError> {
         let token = Token::new(stream.token());
         let connections = self.session.connections();
@@ -577,6 +645,43 @@ impl Shared {
         let sharding = connections.iter().filter(|c| c.addr() == node).find_map(|c| c.sharding().copied());
         let shard = sharding.as_ref().map_or(0, |s| s.sharder().shard_of(token));
         Ok((node, sharding, shard))
+    }
+
+    /// Whether this reader may read `group` now: always without leases,
+    /// else only while its lease is surely held.
+    fn holds(&self, group: StreamId) -> bool {
+        self.deadlines.as_ref().is_none_or(|d| d.holds(group, std::time::Instant::now()))
+    }
+
+    /// Leaves `group` of the current generation (its lease is lost).
+    fn drop_group(&self, group: StreamId) {
+        if let Some(deadlines) = &self.deadlines {
+            deadlines.remove(group);
+        }
+        let mut planner = self.planner();
+        if let Some(g) = planner.groups().iter().find(|g| g.key == group) {
+            // A group of the current generation: the call cannot fail.
+            let _ = planner.release(g.group);
+        }
+    }
+
+    /// Saves `checkpoint`, less the groups whose lease is no longer surely
+    /// held; groups the store refuses (another reader took them over, see
+    /// [`CheckpointStore::fence`]) are left.
+    async fn save(&self, checkpoint: crate::checkpoint::Checkpoint) -> Result<(), CdcError> {
+        let Some(store) = &self.checkpoints else { return Ok(()) };
+        let mut checkpoint = checkpoint;
+        checkpoint.groups.retain(|g| g.epoch == 0 || self.holds(g.group));
+        match store.save(&self.log, &checkpoint).await {
+            Err(CheckpointError::Fenced(groups)) => {
+                for group in groups {
+                    tracing::warn!(group = %group, "another reader took a CDC group over; it is left");
+                    self.drop_group(group);
+                }
+                Ok(())
+            }
+            other => Ok(other?),
+        }
     }
 
     fn stop(&self) {
@@ -647,10 +752,8 @@ impl CdcReader {
             let mut planner = self.shared.planner();
             [planner.take_left(), planner.checkpoint()]
         };
-        if let Some(store) = &self.shared.checkpoints {
-            for cp in checkpoints.into_iter().flatten() {
-                store.save(&self.shared.log, &cp).await?;
-            }
+        for cp in checkpoints.into_iter().flatten() {
+            self.shared.save(cp).await?;
         }
         if let Some(holder) = self.holder.take() {
             self.shared.start_leaving();

@@ -53,8 +53,10 @@ pub(super) struct Worker {
     index: usize,
     shared: Arc<Shared>,
     /// A consumer per group of a generation (a group id is reused by the
-    /// next generation).
-    consumers: HashMap<(Millis, GroupId), Box<dyn Consumer>>,
+    /// next generation), with the epoch of the hold it was made for: a
+    /// group taken again gets a new one, so nothing a consumer buffered
+    /// under an earlier hold comes out later.
+    consumers: HashMap<(Millis, GroupId), (u64, Box<dyn Consumer>)>,
     routes: HashMap<Place, Route>,
     rows: RowIndex,
     failures: HashMap<GroupId, u32>,
@@ -65,10 +67,26 @@ pub(super) struct Worker {
     /// from its first page and skips that many rows of each stream (a
     /// stream's rows come in clustering order, `cdc$time` then batch
     /// sequence number), so a change is never delivered twice. O(streams),
-    /// whatever the window's size.
-    delivered: HashMap<GroupId, HashMap<StreamId, usize>>,
+    /// whatever the window's size. Only a retry of the very same window
+    /// (generation, start, hold) skips; any other read of the group drops
+    /// the counts and the consumer that saw those rows.
+    delivered: HashMap<GroupId, Attempt>,
     /// The windows whose first page is requested, with their group.
     in_flight: Vec<(GroupId, FirstPage)>,
+}
+
+/// What a failed attempt at a window delivered.
+struct Attempt {
+    generation: Millis,
+    from: Millis,
+    epoch: u64,
+    counts: HashMap<StreamId, usize>,
+}
+
+impl Attempt {
+    fn of(&self, window: &ReadWindow) -> bool {
+        (self.generation, self.from, self.epoch) == (window.generation, window.from, window.epoch)
+    }
 }
 
 fn now() -> Millis {
@@ -159,6 +177,7 @@ impl Worker {
                 Action::Idle
             };
             match action {
+                Action::Read(window) if !self.shared.holds(window.streams.key()) => self.lost(&window),
                 Action::Read(window) => self.request(window).await?,
                 Action::Sleep(until) if !self.in_flight.is_empty() => {
                     self.wait_in_flight(until.duration_since(now())).await?;
@@ -176,8 +195,8 @@ impl Worker {
                     // Counted before the progress is taken (see `saves`).
                     let _save = self.shared.saves.begin();
                     let cp = self.shared.planner().take_checkpoint();
-                    if let (Some(store), Some(cp)) = (&self.shared.checkpoints, cp) {
-                        store.save(&self.shared.log, &cp).await?;
+                    if let Some(cp) = cp {
+                        self.shared.save(cp).await?;
                     }
                 }
                 Action::Sleep(until) => {
@@ -248,11 +267,26 @@ impl Worker {
         Ok(())
     }
 
+    /// The lease of `window`'s group is no longer surely held: the window
+    /// is not read (or its end not handed to the consumer), the group is
+    /// left, and everything this worker kept for it is dropped.
+    fn lost(&mut self, window: &ReadWindow) {
+        tracing::warn!(group = %window.streams.key(), "a CDC lease ran out; its group is left");
+        let _ = self.shared.planner().window_failed(window.group, now());
+        self.shared.drop_group(window.streams.key());
+        self.delivered.remove(&window.group);
+        self.consumers.remove(&(window.generation, window.group));
+    }
+
     /// Tells the planner how reading `window` went: done, to be retried
     /// after a backoff, or an error that stops the reader.
     fn finished(&mut self, window: &ReadWindow, result: Result<(), CdcError>) -> Result<(), CdcError> {
         let group = window.group;
         match result {
+            Err(CdcError::LeaseLost(_)) => {
+                self.lost(window);
+                Ok(())
+            }
             Ok(()) => {
                 self.failures.remove(&group);
                 self.timeouts.remove(&group);
@@ -298,23 +332,7 @@ impl Worker {
         };
         match self.shared.source.streams(ts).await {
             Ok(groups) => {
-                // One stream per group: each is read through its own shard.
-                // Regrouped by the (node, shard) that holds them: one query
-                // per group and window, served by that shard alone.
-                let mut by_place: HashMap<Place, Vec<StreamId>> = HashMap::new();
-                for &s in groups.iter().flat_map(|g| g.streams()) {
-                    let (node, _, shard) = self.shared.place(s)?;
-                    by_place.entry((node, shard)).or_default().push(s);
-                }
-                let mut streams: Vec<StreamGroup> = by_place
-                    .into_values()
-                    .flat_map(|v| {
-                        v.chunks(self.shared.streams_per_query)
-                            .filter_map(|c| StreamGroup::new(c.iter().copied()))
-                            .collect::<Vec<_>>()
-                    })
-                    .collect();
-                streams.sort_by_key(StreamGroup::key);
+                let streams = regroup(&groups, self.shared.streams_per_query, |s| self.shared.shard_of(s));
                 if streams.is_empty() {
                     self.shared.planner().generation_fetch_failed(now());
                 } else {
@@ -361,19 +379,37 @@ impl Worker {
         first: Result<QueryResult, CdcError>,
     ) -> Result<(), CdcError> {
         let consumer_key = (window.generation, window.group);
-        if !self.consumers.contains_key(&consumer_key) {
+        let skip = match self.delivered.remove(&window.group) {
+            Some(attempt) if attempt.of(window) => attempt.counts,
+            Some(_) => {
+                // Another window than the one that failed: what the
+                // consumer saw of that one is not skipped, so it starts over.
+                self.consumers.remove(&consumer_key);
+                HashMap::new()
+            }
+            None => HashMap::new(),
+        };
+        if self.consumers.get(&consumer_key).is_none_or(|(epoch, _)| *epoch != window.epoch) {
             // The groups of earlier generations are done for good.
             self.consumers.retain(|(generation, _), _| *generation >= window.generation);
-            let info = self.shared.planner().group(window.group);
-            if let Some(info) = info {
-                self.consumers.insert(consumer_key, self.shared.factory.new_consumer(&info));
+            let info = self.shared.planner().group(window.group).filter(|info| info.epoch == window.epoch);
+            match info {
+                Some(info) => {
+                    self.consumers.insert(consumer_key, (window.epoch, self.shared.factory.new_consumer(&info)));
+                }
+                // Taken again meanwhile, under another epoch.
+                None => return Err(CdcError::LeaseLost(window.streams.key())),
             }
         }
-        let skip = self.delivered.remove(&window.group).unwrap_or_default();
         let mut delivered = HashMap::new();
         match self.read_pages(window, place, first, &skip, &mut delivered).await {
             Ok(()) => {
-                if let Some(consumer) = self.consumers.get_mut(&consumer_key) {
+                // The window's end makes it count as read: only under a
+                // lease still surely held.
+                if !self.shared.holds(window.streams.key()) {
+                    return Err(CdcError::LeaseLost(window.streams.key()));
+                }
+                if let Some((_, consumer)) = self.consumers.get_mut(&consumer_key) {
                     consumer.window_end(window)?;
                 }
                 Ok(())
@@ -386,7 +422,13 @@ impl Worker {
                     *seen = (*seen).max(n);
                 }
                 if !delivered.is_empty() {
-                    self.delivered.insert(window.group, delivered);
+                    let attempt = Attempt {
+                        generation: window.generation,
+                        from: window.from,
+                        epoch: window.epoch,
+                        counts: delivered,
+                    };
+                    self.delivered.insert(window.group, attempt);
                 }
                 Err(e)
             }
@@ -456,7 +498,7 @@ impl Worker {
                         .ok_or_else(|| CdcError::Config("the log query returned no column metadata".into()))?;
                     route.schema = Some(LogSchema::new(specs.to_vec())?);
                 }
-                let consumer = self.consumers.get_mut(&(window.generation, window.group));
+                let consumer = self.consumers.get_mut(&(window.generation, window.group)).map(|(_, c)| c);
                 if let (Some(schema), Some(consumer)) = (&route.schema, consumer) {
                     let page = LogPage::new(schema, rows, &mut self.rows)?;
                     if skip.is_empty() && !remember {
@@ -523,6 +565,28 @@ impl Drop for StreamCounts<'_> {
     }
 }
 
+/// A generation's streams regrouped by shard, in chunks of `per_query` in
+/// stream order: one query per group and window,
+/// served by that shard alone. A pure function of the generation and the
+/// cluster's sharding, never of which nodes this reader is connected to:
+/// every reader, restarted or not, names the same groups, so that lease
+/// rows and checkpoints keyed by a group's first stream stay meaningful.
+fn regroup(groups: &[StreamGroup], per_query: usize, shard_of: impl Fn(StreamId) -> u16) -> Vec<StreamGroup> {
+    let mut by_shard: std::collections::BTreeMap<u16, Vec<StreamId>> = std::collections::BTreeMap::new();
+    for &s in groups.iter().flat_map(|g| g.streams()) {
+        by_shard.entry(shard_of(s)).or_default().push(s);
+    }
+    let mut streams: Vec<StreamGroup> = Vec::new();
+    for mut shard in by_shard.into_values() {
+        // In stream order, whatever order the generation lists them in.
+        shard.sort();
+        shard.dedup();
+        streams.extend(shard.chunks(per_query.max(1)).filter_map(|c| StreamGroup::new(c.iter().copied())));
+    }
+    streams.sort_by_key(StreamGroup::key);
+    streams
+}
+
 /// Errors worth retrying: the server or the network, not the data.
 fn transient(e: &CdcError) -> bool {
     match e {
@@ -547,6 +611,25 @@ mod tests {
 
     fn stream(n: u8) -> StreamId {
         StreamId::from_bytes([n; 16])
+    }
+
+    /// Streams regrouped by shard, in chunks, sorted by key: the same groups
+    /// whatever order the generation lists its groups in, and nothing but
+    /// the streams and their shards decides them (no connection state).
+    #[test]
+    fn regrouping_is_a_pure_function_of_the_streams_and_their_shards() {
+        let vnodes: Vec<StreamGroup> =
+            (0..6u8).filter_map(|v| StreamGroup::new((0..4u8).map(|s| stream(v * 16 + s)))).collect();
+        let shard_of = |s: StreamId| u16::from(s.as_bytes()[0] % 16 % 4);
+        let groups = regroup(&vnodes, 4, shard_of);
+        assert_eq!(groups.len(), 8, "4 shards of 6 streams, in chunks of 4");
+        for g in &groups {
+            let shard = shard_of(g.key());
+            assert!(g.streams().iter().all(|s| shard_of(*s) == shard), "a group is served by one shard");
+        }
+        let mut reversed = vnodes.clone();
+        reversed.reverse();
+        assert_eq!(regroup(&reversed, 4, shard_of), groups, "the generation's order does not matter");
     }
 
     /// Runs of a stream, a stream seen again after another, rows skipped

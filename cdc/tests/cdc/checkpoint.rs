@@ -138,3 +138,44 @@ async fn tables_of_the_same_name_in_two_keyspaces_keep_separate_checkpoints() {
         assert!(store.load(&key).await.expect("load").is_some(), "a checkpoint under {key}");
     }
 }
+
+/// Fencing in the table store (a lightweight transaction per takeover):
+/// each takeover of a group gets a greater epoch and the progress saved
+/// before it; a save with an older epoch is refused, naming the group,
+/// while the other groups of the same save are saved; saves without an
+/// epoch (readers that do not share the table) are not fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_fences_the_earlier_holder() {
+    use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, GroupProgress};
+    use shardwise_cdc::{Millis, StreamId};
+
+    let (_front, session, ks) = setup("cdc_fence").await;
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    store.create_table().await.expect("checkpoint table");
+    store.create_table().await.expect("creating it again (the epoch column exists) is fine");
+    let (log, generation) = (format!("{ks}.t_scylla_cdc_log"), Millis(1_000));
+    let (a, b) = (StreamId::from_bytes([1; 16]), StreamId::from_bytes([2; 16]));
+    let progress = |group, at, epoch| GroupProgress { group, progress: Millis(at), epoch };
+    let save = |groups: Vec<GroupProgress>| {
+        let store = store.clone();
+        let log = log.clone();
+        async move { store.save(&log, &Checkpoint { generation, groups }).await }
+    };
+
+    let first = store.fence(&log, generation, a).await.expect("fence");
+    assert_eq!((first.epoch, first.progress), (1, None), "a group never saved");
+    save(vec![progress(a, 1_500, first.epoch)]).await.expect("the holder saves");
+
+    // Taken over (the first holder paused past its lease, say).
+    let second = store.fence(&log, generation, a).await.expect("fence");
+    assert_eq!((second.epoch, second.progress), (2, Some(Millis(1_500))), "the progress saved before the fence");
+    let refused = save(vec![progress(a, 1_900, first.epoch), progress(b, 1_200, 0)]).await;
+    assert!(matches!(&refused, Err(CheckpointError::Fenced(groups)) if groups == &[a]), "{refused:?}");
+    save(vec![progress(a, 1_700, second.epoch)]).await.expect("the new holder saves");
+
+    let saved = store.load_generation(&log, generation).await.expect("load").expect("saved");
+    let find = |g| saved.groups.iter().find(|p| p.group == g).map(|p| (p.progress, p.epoch));
+    assert_eq!(find(a), Some((Millis(1_700), 2)), "the old holder's later save did not set the group back");
+    assert_eq!(find(b), Some((Millis(1_200), 0)), "the unfenced group of the refused save was saved");
+    assert_eq!(store.fence(&log, generation, a).await.expect("fence").epoch, 3, "epochs only grow");
+}

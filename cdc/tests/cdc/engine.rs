@@ -126,3 +126,60 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
         "the second run re-read everything ({delivered_second} of {total}): the checkpoint was ignored"
     );
 }
+
+/// `build_stream` holds the readers back and saves only what its receiver
+/// took: a receiver that takes a few changes of a bounded channel and then
+/// dies leaves a checkpoint from which a second run delivers the rest, in
+/// order, skipping nothing. (With an unbounded channel the readers pushed
+/// every change into it and saved progress past what was taken.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_saves_only_what_its_receiver_took() {
+    use shardwise::protocol::types::CqlValue;
+    use shardwise_cdc::Change;
+
+    let (_front, session, ks) = setup("cdc_stream").await;
+    let start = SystemTime::now() - Duration::from_secs(1);
+    let expected = workload(&session, &ks, 20, 400, 5).await;
+    let end = SystemTime::now() + Duration::from_millis(500);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let store = Arc::new(MemoryCheckpointStore::new());
+    let builder = || {
+        CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_millis(100))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .workers(2)
+            .checkpoints(store.clone(), Duration::from_millis(1))
+    };
+    let record = |seen: &mut Ops, change: &Change| {
+        let pk = match change.value("pk") {
+            Some(CqlValue::Int(pk)) => *pk,
+            other => panic!("pk {other:?}"),
+        };
+        let v = match change.value("v") {
+            Some(CqlValue::BigInt(v)) => Some(*v),
+            _ => None,
+        };
+        seen.entry(pk).or_default().push((change.operation, v));
+    };
+
+    let (reader, mut changes) = builder().build_stream(4).await.expect("reader");
+    let mut first = Ops::new();
+    for _ in 0..50 {
+        let change = tokio::time::timeout(Duration::from_secs(60), changes.recv()).await.expect("a change");
+        record(&mut first, &change.expect("open"));
+    }
+    // A slow receiver that dies: the reader fails for want of a receiver.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(changes);
+    let failed = tokio::time::timeout(Duration::from_secs(60), reader.join()).await.expect("the reader stops");
+    assert!(failed.is_err(), "the reader noticed the receiver was gone");
+
+    let second: Seen = Arc::default();
+    let reader = builder().build(collector(second.clone())).await.expect("reader");
+    tokio::time::timeout(Duration::from_secs(120), reader.join()).await.expect("finishes").expect("ok");
+    let second = second.lock().expect("lock").clone();
+    check_resumed(&expected, &first, &second);
+}

@@ -169,3 +169,106 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
     let by_a = deliveries.iter().filter(|d| d.0 == 0).count();
     assert!(by_a > 0 && by_a < deliveries.len(), "both readers read: {by_a} of {}", deliveries.len());
 }
+
+/// A reader whose lease queries hang (its lease session blackholed by a
+/// fault proxy, its log reads and checkpoints unharmed) stops handing
+/// windows' ends to its consumers before its leases can expire: no window
+/// of it ends later than the time a lease is surely held (TTL less a
+/// second of rounding and the clock skew bound) after the blackhole began.
+/// A second reader takes the groups over once the leases expired, from the
+/// first one's saved progress: every change is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
+    use std::sync::Mutex;
+    use std::time::{Instant, SystemTime};
+
+    use shardwise::SessionBuilder;
+    use shardwise_cdc::checkpoint::TableCheckpointStore;
+    use shardwise_cdc::{CdcRow, Consumer, ConsumerError, GroupInfo, Operation, ReadWindow};
+    use testkit::fault::{FaultProxy, OnAccept};
+
+    use crate::common::workload::{plan, write};
+
+    /// Values consumed, and when each window ended, per reader.
+    #[derive(Default)]
+    struct Log {
+        values: Vec<i64>,
+        window_ends: Vec<Instant>,
+    }
+    struct Recorder(Arc<Mutex<Log>>);
+    impl Consumer for Recorder {
+        fn consume(&mut self, row: CdcRow<'_>) -> Result<(), ConsumerError> {
+            let v = row.value::<Option<i64>>("v")?.ok_or_else(|| ConsumerError::failed("no v"))?;
+            self.0.lock().expect("lock").values.push(v);
+            Ok(())
+        }
+        fn window_end(&mut self, _: &ReadWindow) -> Result<(), ConsumerError> {
+            self.0.lock().expect("lock").window_ends.push(Instant::now());
+            Ok(())
+        }
+    }
+
+    let (_front, session, ks) = setup("cdc_lease_hang").await;
+    let table = LeaseTable::new(session.clone(), &ks, "cdc_leases");
+    table.create_table().await.expect("lease table");
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    store.create_table().await.expect("checkpoint table");
+    let store = Arc::new(store);
+    // Reader a's lease queries go through the proxy, straight to the server.
+    let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
+    let lease_session = SessionBuilder::new().known_node_addr(proxy.addr()).build().await.expect("lease session");
+
+    let changes: Vec<_> = plan(40, 1200, 31).into_iter().filter(|c| c.2 != Operation::RowDelete).collect();
+    let start = SystemTime::now() - Duration::from_millis(500);
+    let end = SystemTime::now() + Duration::from_secs(25);
+    let writer = {
+        let (session, ks, changes) = (session.clone(), ks.clone(), changes.clone());
+        tokio::spawn(async move { write(&session, &ks, &changes, 10, Duration::from_millis(100)).await })
+    };
+    let (ttl, heartbeat, skew) = (Duration::from_secs(3), Duration::from_millis(500), Duration::from_millis(500));
+    let held_for = ttl - Duration::from_secs(1) - skew;
+    let reader = |name: &str, leases: LeaseTable, log: Arc<Mutex<Log>>| {
+        let factory = move |_: &GroupInfo| -> Box<dyn Consumer> { Box::new(Recorder(log.clone())) };
+        CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .start(start)
+            .end(end)
+            .window_size(Duration::from_millis(300))
+            .safety_interval(Duration::from_millis(300))
+            .sleep_interval(Duration::from_millis(50))
+            .workers(1)
+            .streams_per_query(8)
+            .checkpoints(store.clone(), Duration::from_millis(200))
+            .leases(LeaseConfig::new(leases).name(name).timing(ttl, heartbeat).clock_skew(skew))
+            .build(Arc::new(factory))
+    };
+    let (log_a, log_b) = (Arc::new(Mutex::new(Log::default())), Arc::new(Mutex::new(Log::default())));
+    let a = reader("a", LeaseTable::new(lease_session, &ks, "cdc_leases"), log_a.clone()).await.expect("reader a");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while log_a.lock().expect("lock").values.len() < 100 {
+        assert!(Instant::now() < deadline, "reader a delivers");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    proxy.on_accept(OnAccept::Blackhole);
+    let hung_at = Instant::now();
+    assert!(proxy.blackhole_open_connections() > 0, "the lease session's connections are blackholed");
+    tokio::time::sleep(ttl).await;
+    let b = reader("b", table.clone(), log_b.clone()).await.expect("reader b");
+    writer.await.expect("writer");
+    tokio::time::timeout(Duration::from_secs(120), b.join())
+        .await
+        .expect("reader b finishes")
+        .unwrap_or_else(|e| panic!("reader b failed: {e}"));
+    a.stop();
+    tokio::time::timeout(Duration::from_secs(60), a.join()).await.expect("reader a stops").expect("reader a");
+
+    let (log_a, log_b) = (log_a.lock().expect("lock"), log_b.lock().expect("lock"));
+    let late: Vec<Duration> =
+        log_a.window_ends.iter().filter(|t| **t > hung_at + held_for).map(|t| *t - hung_at).collect();
+    assert!(late.is_empty(), "reader a ended windows after its leases' deadline ({held_for:?}): {late:?}");
+    assert!(!log_b.window_ends.is_empty(), "reader b took the groups over");
+    let delivered: std::collections::BTreeSet<i64> = log_a.values.iter().chain(&log_b.values).copied().collect();
+    let written: std::collections::BTreeSet<i64> = changes.iter().map(|c| c.3.expect("v")).collect();
+    let missing: Vec<&i64> = written.difference(&delivered).collect();
+    assert!(missing.is_empty(), "every change delivered; missing {} of {}", missing.len(), written.len());
+}
