@@ -15,7 +15,7 @@
 //! again: the only duplicates). A reader that stops cleanly saves its
 //! groups' progress before it deletes their leases, so a handover repeats
 //! nothing. A reader that cannot renew a lease before its local deadline
-//! (the renewal's send time plus [`LeaseConfig::held_for`], on the monotonic
+//! (the renewal's send time plus the TTL less a second and the clock skew bound, on the monotonic
 //! clock) stops reading the group: its workers neither start a window nor
 //! end one past the deadline. A paused reader that comes back after
 //! another took its groups over cannot save their progress: takeovers

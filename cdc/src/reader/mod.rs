@@ -561,13 +561,15 @@ impl Consumer for ChannelConsumer {
         }
     }
 
-    /// Returns once the receiver took every change sent so far.
+    /// Returns once the receiver took every change sent so far. A receiver
+    /// dropped meanwhile frees the room its untaken changes held, so the
+    /// channel must still be open once it is empty.
     fn window_end(&mut self, _window: &crate::plan::ReadWindow) -> Result<(), ConsumerError> {
-        while self.tx.capacity() < self.tx.max_capacity() {
-            if self.tx.is_closed() {
-                return Err(Self::dropped());
-            }
+        while self.tx.capacity() < self.tx.max_capacity() && !self.tx.is_closed() {
             std::thread::sleep(Self::PAUSE);
+        }
+        if self.tx.is_closed() {
+            return Err(Self::dropped());
         }
         Ok(())
     }

@@ -265,7 +265,12 @@ async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
     let (log_a, log_b) = (log_a.lock().expect("lock"), log_b.lock().expect("lock"));
     let late: Vec<Duration> =
         log_a.window_ends.iter().filter(|t| **t > hung_at + held_for).map(|t| *t - hung_at).collect();
-    assert!(late.is_empty(), "reader a ended windows after its leases' deadline ({held_for:?}): {late:?}");
+    assert!(
+        late.is_empty(),
+        "reader a ended {} windows after its leases' deadline ({held_for:?}), the first {:?}",
+        late.len(),
+        &late[..late.len().min(5)]
+    );
     assert!(!log_b.window_ends.is_empty(), "reader b took the groups over");
     let delivered: std::collections::BTreeSet<i64> = log_a.values.iter().chain(&log_b.values).copied().collect();
     let written: std::collections::BTreeSet<i64> = changes.iter().map(|c| c.3.expect("v")).collect();
