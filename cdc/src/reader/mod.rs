@@ -655,11 +655,11 @@ impl Shared {
         self.deadlines.as_ref().is_none_or(|d| d.holds(group, std::time::Instant::now()))
     }
 
-    /// Leaves `group` of the current generation (its lease is lost).
+    /// Leaves `group` of the current generation (its lease is lost). A
+    /// reader without leases holds every group for good: nothing to leave.
     fn drop_group(&self, group: StreamId) {
-        if let Some(deadlines) = &self.deadlines {
-            deadlines.remove(group);
-        }
+        let Some(deadlines) = &self.deadlines else { return };
+        deadlines.remove(group);
         let mut planner = self.planner();
         if let Some(g) = planner.groups().iter().find(|g| g.key == group) {
             // A group of the current generation: the call cannot fail.
