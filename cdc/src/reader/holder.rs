@@ -220,18 +220,16 @@ impl Holder {
                 break;
             }
             if Instant::now() >= deadline {
-                let epoch = self.shared.planner().groups().get(g.group.0 as usize).map_or(g.epoch, |s| s.epoch);
-                self.shared.planner().acquire_fenced(g.group, None, epoch)?;
+                // Only the holder changes a group's epoch, and it has not
+                // taken `g` again since it was listed.
+                self.shared.planner().acquire_fenced(g.group, None, g.epoch)?;
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let (progress, epoch) = {
-            let planner = self.shared.planner();
-            let state = planner.groups().get(g.group.0 as usize).copied();
-            (state.map_or(g.progress, |s| s.progress), state.map_or(g.epoch, |s| s.epoch))
-        };
-        let checkpoint = Checkpoint { generation, groups: vec![GroupProgress { group: g.key, progress, epoch }] };
+        let progress = self.shared.planner().progress(g.group).unwrap_or(g.progress);
+        let checkpoint =
+            Checkpoint { generation, groups: vec![GroupProgress { group: g.key, progress, epoch: g.epoch }] };
         self.shared.save(checkpoint).await?;
         if let Some(deadlines) = &self.shared.deadlines {
             deadlines.remove(g.key);

@@ -583,10 +583,14 @@ fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// The shard of `stream` under `sharding` (0 without).
+fn shard_of(sharding: &Option<ShardingInfo>, stream: StreamId) -> u16 {
+    sharding.as_ref().map_or(0, |s| s.sharder().shard_of(Token::new(stream.token())))
+}
+
 /// The worker of a group: the shard of its first stream, modulo workers.
 fn worker_of(sharding: &Option<ShardingInfo>, group: &StreamGroup, workers: usize) -> usize {
-    let shard = sharding.as_ref().map_or(0, |s| s.sharder().shard_of(Token::new(group.key().token())));
-    usize::from(shard) % workers.max(1)
+    usize::from(shard_of(sharding, group.key())) % workers.max(1)
 }
 
 struct Shared {
@@ -628,25 +632,23 @@ impl Shared {
     /// that every reader, whatever its open connections, groups a
     /// generation alike.
     fn shard_of(&self, stream: StreamId) -> u16 {
-        self.sharding.as_ref().map_or(0, |s| s.sharder().shard_of(Token::new(stream.token())))
+        shard_of(&self.sharding, stream)
     }
 
     /// Where a group's window is read now: the first replica of its
     /// stream that the session is connected to, that node's sharding, and
     /// the shard of the stream.
     fn place(&self, stream: StreamId) -> Result<(SocketAddr, Option<ShardingInfo>, u16), CdcError> {
-        let token = Token::new(stream.token());
         let connections = self.session.connections();
         let node = self
             .session
-            .replicas(&self.keyspace, token)
+            .replicas(&self.keyspace, Token::new(stream.token()))
             .into_iter()
             .find(|n| connections.iter().any(|c| c.addr() == *n))
             .or_else(|| connections.first().map(Connection::addr))
             .ok_or(CdcError::NoNodes)?;
         let sharding = connections.iter().filter(|c| c.addr() == node).find_map(|c| c.sharding().copied());
-        let shard = sharding.as_ref().map_or(0, |s| s.sharder().shard_of(token));
-        Ok((node, sharding, shard))
+        Ok((node, sharding, shard_of(&sharding, stream)))
     }
 
     /// Whether this reader may read `group` now: always without leases,
@@ -673,7 +675,7 @@ impl Shared {
     async fn save(&self, checkpoint: crate::checkpoint::Checkpoint) -> Result<(), CdcError> {
         let Some(store) = &self.checkpoints else { return Ok(()) };
         let mut checkpoint = checkpoint;
-        checkpoint.groups.retain(|g| g.epoch == 0 || self.holds(g.group));
+        checkpoint.groups.retain(|g| self.holds(g.group));
         match store.save(&self.log, &checkpoint).await {
             Err(CheckpointError::Fenced(groups)) => {
                 for group in groups {

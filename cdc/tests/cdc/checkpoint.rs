@@ -14,7 +14,7 @@ use shardwise_cdc::{CdcReaderBuilder, CheckpointStore};
 
 use crate::common::run;
 use crate::common::workload::{
-    check_resumed, collector, count, expected_of, front_with_table as setup, plan, write, Seen,
+    check_resumed, collector, count, expected_of, front_with_table as setup, plan, resumable, write, Seen,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,15 +34,7 @@ async fn resumes_from_the_table_checkpoint_without_missing_a_row() {
     let end = SystemTime::now() + Duration::from_millis(500);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let builder = |seen: Seen| {
-        CdcReaderBuilder::new(session.clone(), &ks, "t")
-            .start(start)
-            .end(end)
-            .window_size(Duration::from_millis(100))
-            .safety_interval(Duration::from_millis(300))
-            .sleep_interval(Duration::from_millis(50))
-            .workers(2)
-            .checkpoints(store.clone(), Duration::from_millis(100))
-            .build(collector(seen))
+        resumable(&session, &ks, (start, end), store.clone(), Duration::from_millis(100)).build(collector(seen))
     };
 
     // First run: stopped once about a quarter of the changes came, then dropped.

@@ -13,7 +13,7 @@ use shardwise::Session;
 use shardwise_cdc::{CdcReaderBuilder, CheckpointStore, MemoryCheckpointStore, Millis};
 
 use crate::common::workload::{
-    check_resumed, collector, expected_of, front_with_table as setup, plan, write, Ops, Seen,
+    check_resumed, collector, expected_of, front_with_table as setup, plan, resumable, write, Ops, Seen,
 };
 
 /// Writes `n` seeded changes over `partitions` keys, one after the other; returns the
@@ -75,15 +75,7 @@ async fn resumes_from_a_checkpoint_without_missing_a_row() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let store = Arc::new(MemoryCheckpointStore::new());
     let builder = |seen: Seen| {
-        CdcReaderBuilder::new(session.clone(), &ks, "t")
-            .start(start)
-            .end(end)
-            .window_size(Duration::from_millis(100))
-            .safety_interval(Duration::from_millis(300))
-            .sleep_interval(Duration::from_millis(50))
-            .workers(2)
-            .checkpoints(store.clone(), Duration::from_millis(1))
-            .build(collector(seen))
+        resumable(&session, &ks, (start, end), store.clone(), Duration::from_millis(1)).build(collector(seen))
     };
     // First run: stopped as soon as it has delivered something and saved progress (a fixed
     // pause could end before the first row on a loaded machine, or after the last on a quiet
@@ -143,16 +135,7 @@ async fn a_stream_saves_only_what_its_receiver_took() {
     let end = SystemTime::now() + Duration::from_millis(500);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let store = Arc::new(MemoryCheckpointStore::new());
-    let builder = || {
-        CdcReaderBuilder::new(session.clone(), &ks, "t")
-            .start(start)
-            .end(end)
-            .window_size(Duration::from_millis(100))
-            .safety_interval(Duration::from_millis(300))
-            .sleep_interval(Duration::from_millis(50))
-            .workers(2)
-            .checkpoints(store.clone(), Duration::from_millis(1))
-    };
+    let builder = || resumable(&session, &ks, (start, end), store.clone(), Duration::from_millis(1));
     let record = |seen: &mut Ops, change: &Change| {
         let pk = match change.value("pk") {
             Some(CqlValue::Int(pk)) => *pk,

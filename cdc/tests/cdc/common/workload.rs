@@ -7,10 +7,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use shardwise::{Session, Statement};
-use shardwise_cdc::{CdcRow, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Operation};
+use shardwise_cdc::{
+    CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Operation,
+};
 use shardwise_emu::FrontHandle;
 
 use super::{front_and_keyspace, run};
@@ -110,6 +112,26 @@ pub async fn write(
         }
         .expect("write");
     }
+}
+
+/// The reader of the resume tests: `ks.t` over `[start, end)` in 100 ms
+/// windows, 300 ms behind the clock, on two workers, saving its progress to
+/// `store` every `interval`.
+pub fn resumable(
+    session: &Session,
+    ks: &str,
+    (start, end): (SystemTime, SystemTime),
+    store: Arc<dyn CheckpointStore>,
+    interval: Duration,
+) -> CdcReaderBuilder {
+    CdcReaderBuilder::new(session.clone(), ks, "t")
+        .start(start)
+        .end(end)
+        .window_size(Duration::from_millis(100))
+        .safety_interval(Duration::from_millis(300))
+        .sleep_interval(Duration::from_millis(50))
+        .workers(2)
+        .checkpoints(store, interval)
 }
 
 /// Checks that a first run (a prefix per key) and a resumed run (a suffix
