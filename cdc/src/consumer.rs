@@ -42,6 +42,12 @@ pub enum ConsumerError {
     /// The consumer's own failure.
     #[error("consumer failed: {0}")]
     Failed(Box<dyn StdError + Send + Sync>),
+    /// The sink refused the window because a later holder of the group
+    /// took it over (Kafka fenced the group's producer, say). A reader that
+    /// shares the table through leases leaves the group, as when its lease
+    /// runs out; any other reader stops with this error.
+    #[error("a later holder of the group took it over: {0}")]
+    Fenced(Box<dyn StdError + Send + Sync>),
 }
 
 impl ConsumerError {

@@ -3,7 +3,10 @@
 //! connector's topics consumes these too. JSON without the schema part
 //! (`schemas.enable=false`):
 //!
-//! - the **key**, the base table's primary key: `{"ck":1,"pk":1}`;
+//! - the **key**, the base table's primary key: `{"ck":1,"pk":1}` (a
+//!   partition delete has `null` clustering columns; [`message_key`] with
+//!   [`KeyColumns::Only`] makes keys of the partition key alone, so that
+//!   every change of a partition lands in one Kafka partition);
 //! - the **value**: `{"source":{…},"before":…,"after":…,"op":"c","ts_ms":…,"transaction":null}`,
 //!   where `source` has `version`, `connector`, `name`, `ts_ms` and `ts_us`
 //!   (the write's time, from `cdc$time`), `snapshot`, `db`,
@@ -73,15 +76,30 @@ pub fn op(operation: Operation) -> Option<&'static str> {
     }
 }
 
-/// The envelope of `change`, made at `now_ms` (milliseconds since the
-/// epoch); `None` for an operation that makes no row event.
-pub fn envelope(change: &ChangeWithImages, source: &Source<'_>, now_ms: i64) -> Option<Envelope> {
-    let delta = &change.delta;
-    let op = op(delta.operation)?;
+/// Which columns make a message's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyColumns<'a> {
+    /// The primary key, as the connector keys its messages: a partition
+    /// delete (no clustering key) gets another key, and so may land in
+    /// another Kafka partition, than the rows of its partition.
+    Primary,
+    /// Only these columns (the partition key): every change of a partition
+    /// gets one key, so Kafka keeps them in one partition, in order.
+    Only(&'a [String]),
+}
+
+/// The key of `change` (its delta) as a JSON object of `columns`, in the
+/// order of the change's columns; a column the change does not carry is
+/// `null`.
+pub fn message_key(change: &Change, columns: KeyColumns<'_>) -> String {
     let mut key = String::with_capacity(32);
     key.push('{');
     let mut first = true;
-    for c in delta.columns.iter().filter(|c| c.key) {
+    let wanted = |c: &&crate::consumer::ChangeColumn| match columns {
+        KeyColumns::Primary => c.key,
+        KeyColumns::Only(names) => c.key && names.iter().any(|n| **n == *c.name),
+    };
+    for c in change.columns.iter().filter(wanted) {
         if !std::mem::take(&mut first) {
             key.push(',');
         }
@@ -93,6 +111,15 @@ pub fn envelope(change: &ChangeWithImages, source: &Source<'_>, now_ms: i64) -> 
         }
     }
     key.push('}');
+    key
+}
+
+/// The envelope of `change`, made at `now_ms` (milliseconds since the
+/// epoch); `None` for an operation that makes no row event.
+pub fn envelope(change: &ChangeWithImages, source: &Source<'_>, now_ms: i64) -> Option<Envelope> {
+    let delta = &change.delta;
+    let op = op(delta.operation)?;
+    let key = message_key(delta, KeyColumns::Primary);
 
     let micros = delta.time_micros();
     let mut v = String::with_capacity(256);
@@ -265,6 +292,20 @@ mod tests {
         };
         let v = value(with_image);
         assert!(v.contains(r#""before":{"ck":1,"pk":7,"v":{"value":"last"},"w":null},"after":null"#), "{v}");
+    }
+
+    #[test]
+    fn a_partition_key_mode_keys_a_partition_delete_as_its_rows() {
+        let row = change(Operation::Update, Some("a"), false);
+        let mut delete = change(Operation::PartitionDelete, None, false);
+        delete.columns[0].value = None;
+        let pk = ["pk".to_owned()];
+        assert_eq!(message_key(&row, KeyColumns::Primary), r#"{"ck":1,"pk":7}"#);
+        assert_eq!(message_key(&delete, KeyColumns::Primary), r#"{"ck":null,"pk":7}"#);
+        assert_eq!(message_key(&row, KeyColumns::Only(&pk)), r#"{"pk":7}"#);
+        assert_eq!(message_key(&delete, KeyColumns::Only(&pk)), message_key(&row, KeyColumns::Only(&pk)));
+        // A value column named in the list is no key column: left out.
+        assert_eq!(message_key(&row, KeyColumns::Only(&["v".to_owned()])), "{}");
     }
 
     #[test]

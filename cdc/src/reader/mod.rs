@@ -36,6 +36,10 @@
 //! says until when each lease is surely held, which the workers check
 //! themselves; `saves` counts the checkpoint saves under way, which a
 //! handover waits for.
+//!
+//! The planner's clock (`clock`) is the earlier of the local one and the
+//! cluster's, so that a reader whose clock runs ahead of the nodes' does
+//! not read windows that writes can still land in.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -466,7 +470,12 @@ impl CdcReaderBuilder {
             leave: Notify::new(),
             deadlines: self.leases.as_ref().map(|_| Deadlines::default()),
             sharding,
+            clock: ClusterClock::default(),
         });
+        if let Err(e) = shared.clock.measure(&shared.session).await {
+            // Measured again when the workers look for generations.
+            tracing::warn!(error = %e, "reading the cluster's time failed; the local clock is used meanwhile");
+        }
         let mut threads = Vec::with_capacity(workers);
         for index in 0..workers {
             let shared = shared.clone();
@@ -519,11 +528,13 @@ impl CdcReaderBuilder {
     }
 }
 
+mod clock;
 mod deadlines;
 mod holder;
 mod saves;
 mod worker;
 
+use clock::ClusterClock;
 use deadlines::Deadlines;
 
 use holder::Holder;
@@ -624,6 +635,8 @@ struct Shared {
     /// The cluster's sharding (of the first node that reports one): what
     /// groups a generation's streams by shard.
     sharding: Option<ShardingInfo>,
+    /// The planner's time.
+    clock: ClusterClock,
 }
 
 impl Shared {

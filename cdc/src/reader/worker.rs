@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use shardwise::execute::Params;
 use shardwise::protocol::consistency::Consistency;
@@ -26,7 +26,7 @@ use shardwise::protocol::types::CqlTimestamp;
 use shardwise::{Connection, ExecutionError, PagingState, PreparedStatement, QueryResult};
 
 use super::{CdcError, Shared};
-use crate::consumer::Consumer;
+use crate::consumer::{Consumer, ConsumerError};
 use crate::generation::GenerationError;
 use crate::plan::{Action, GroupId, ReadWindow};
 use crate::row::{LogPage, LogSchema, RowIndex};
@@ -89,9 +89,6 @@ impl Attempt {
     }
 }
 
-fn now() -> Millis {
-    Millis::from_system_time(SystemTime::now())
-}
 
 /// Sleeps for `d`, or until the reader is woken or stopped.
 async fn sleep(shared: &Shared, d: Duration) {
@@ -150,6 +147,12 @@ impl Worker {
         }
     }
 
+    /// The planner's time: the earlier of the local clock and the
+    /// cluster's (see `clock`).
+    fn now(&self) -> Millis {
+        self.shared.clock.now()
+    }
+
     fn page_query(&self) -> PageQuery {
         PageQuery {
             page_size: self.shared.page_size,
@@ -163,7 +166,7 @@ impl Worker {
         // Stopped (or failed) with first pages in flight: those windows are
         // not read, and are read again by whoever reads their group next.
         for (group, _) in std::mem::take(&mut self.in_flight) {
-            let _ = self.shared.planner().window_failed(group, now());
+            let _ = self.shared.planner().window_failed(group, self.now());
         }
         result
     }
@@ -171,7 +174,7 @@ impl Worker {
     async fn serve(&mut self) -> Result<(), CdcError> {
         while !self.shared.stopped.load(Ordering::Acquire) {
             let action = if self.in_flight.len() < self.shared.windows_in_flight {
-                self.shared.planner().poll(self.index, now())
+                self.shared.planner().poll(self.index, self.now())
             } else {
                 // As many windows in flight as allowed: wait for one.
                 Action::Idle
@@ -180,14 +183,16 @@ impl Worker {
                 Action::Read(window) if !self.shared.holds(window.streams.key()) => self.lost(&window),
                 Action::Read(window) => self.request(window).await?,
                 Action::Sleep(until) if !self.in_flight.is_empty() => {
-                    self.wait_in_flight(until.duration_since(now())).await?;
+                    self.wait_in_flight(until.duration_since(self.now())).await?;
                 }
                 Action::Idle if !self.in_flight.is_empty() => self.wait_in_flight(Duration::from_millis(50)).await?,
                 Action::FetchFirstGeneration { at } => {
+                    self.shared.clock.refresh(&self.shared.session).await;
                     let found = self.shared.source.first_generation(at).await;
                     self.generation_found(found).await?;
                 }
                 Action::FetchNextGeneration { after } => {
+                    self.shared.clock.refresh(&self.shared.session).await;
                     let found = self.shared.source.next_generation_after(after).await;
                     self.generation_found(found).await?;
                 }
@@ -200,7 +205,7 @@ impl Worker {
                     }
                 }
                 Action::Sleep(until) => {
-                    let d = until.duration_since(now());
+                    let d = until.duration_since(self.now());
                     sleep(&self.shared, d.max(Duration::from_millis(1))).await;
                 }
                 Action::Idle => sleep(&self.shared, Duration::from_millis(50)).await,
@@ -272,7 +277,7 @@ impl Worker {
     /// left, and everything this worker kept for it is dropped.
     fn lost(&mut self, window: &ReadWindow) {
         tracing::warn!(group = %window.streams.key(), "a CDC lease ran out; its group is left");
-        let _ = self.shared.planner().window_failed(window.group, now());
+        let _ = self.shared.planner().window_failed(window.group, self.now());
         self.shared.drop_group(window.streams.key());
         self.delivered.remove(&window.group);
         self.consumers.remove(&(window.generation, window.group));
@@ -284,6 +289,11 @@ impl Worker {
         let group = window.group;
         match result {
             Err(CdcError::LeaseLost(_)) => {
+                self.lost(window);
+                Ok(())
+            }
+            Err(CdcError::Consumer(ConsumerError::Fenced(e))) if self.shared.deadlines.is_some() => {
+                tracing::warn!(group = %window.streams.key(), error = %e, "a CDC group was taken over; it is left");
                 self.lost(window);
                 Ok(())
             }
@@ -310,7 +320,7 @@ impl Worker {
                 tracing::debug!(error = %e, failures = *n, "reading a CDC window failed; retrying");
                 let backoff = Duration::from_millis(100).saturating_mul(1 << (*n).min(16)).min(self.shared.max_backoff);
                 self.routes.retain(|_, r| !r.conn.is_closed());
-                self.shared.planner().window_failed(group, now().saturating_add(backoff))?;
+                self.shared.planner().window_failed(group, self.now().saturating_add(backoff))?;
                 Ok(())
             }
             Err(e) => Err(e),
@@ -321,12 +331,12 @@ impl Worker {
         let ts = match found {
             Ok(Some(ts)) => ts,
             Ok(None) => {
-                self.shared.planner().next_generation_not_found(now());
+                self.shared.planner().next_generation_not_found(self.now());
                 return Ok(());
             }
             Err(e) => {
                 tracing::warn!(error = %e, "reading CDC generations failed; retrying");
-                self.shared.planner().generation_fetch_failed(now());
+                self.shared.planner().generation_fetch_failed(self.now());
                 return Ok(());
             }
         };
@@ -334,7 +344,7 @@ impl Worker {
             Ok(groups) => {
                 let streams = regroup(&groups, self.shared.streams_per_query, |s| self.shared.shard_of(s));
                 if streams.is_empty() {
-                    self.shared.planner().generation_fetch_failed(now());
+                    self.shared.planner().generation_fetch_failed(self.now());
                 } else {
                     self.shared.planner().next_generation_found(ts, streams)?;
                     self.shared.wake.notify_waiters();
@@ -342,7 +352,7 @@ impl Worker {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "reading the streams of generation {ts} failed; retrying");
-                self.shared.planner().generation_fetch_failed(now());
+                self.shared.planner().generation_fetch_failed(self.now());
             }
         }
         Ok(())
