@@ -1,5 +1,5 @@
 //! The checkpoint store of a reader feeding the sink: the sink's checkpoint
-//! topic, read with `read_committed`.
+//! topic, read with `read_committed` up to its high watermark.
 //!
 //! The sink writes a group's progress with each window it delivers, in the
 //! window's transaction ([`shardwise_cdc::checkpoint::record`]), so the
@@ -7,45 +7,51 @@
 //! periodic saves are therefore not needed: [`KafkaCheckpoints::save`] does
 //! nothing, and a restarted reader resumes from what the topic says.
 //!
+//! The topic is read up to where it ended when the read began, once every
+//! transaction written to it by then is over ([`crate::topic::read_settled`]):
+//! a `read_committed` read that stopped at the last stable offset would
+//! miss this sink's records written after another writer's transaction
+//! that is still open, and resume behind them.
+//!
+//! A takeover ([`CheckpointStore::fence`], readers with leases) first
+//! initialises the group's own producer, which fences the group's earlier
+//! holder in Kafka ([`crate::producers`]), and only then reads the group's
+//! progress: what the earlier holder committed is in it, and it can commit
+//! nothing more.
+//!
 //! A generation is recorded once a window of it is delivered, and the reader
 //! starts a generation only after every group of the one before has been
 //! read to its end; so the newest generation in the topic is the one to
-//! resume, and its groups without a record start at its beginning
-//! (`docs/kafka-sink.md` §2 and §3).
-
-use std::time::Duration;
+//! resume (`docs/kafka-sink.md` §2 and §3).
 
 use shardwise_cdc::checkpoint::record::{parse_record, RecordFold};
-use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
-use shardwise_cdc::BoxFuture;
+use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, Fence};
+use shardwise_cdc::{BoxFuture, Millis, StreamId};
 
-use crate::topic::{read_topic, Isolation};
-use crate::SinkError;
+use crate::topic::read_settled;
+use crate::{KafkaSink, SinkError};
 
-/// Loads checkpoints from the sink's checkpoint topic; saves nothing (the
-/// sink records progress in each window's transaction).
+/// Loads checkpoints from the sink's checkpoint topic and fences takeovers
+/// in Kafka; saves nothing (the sink records progress in each window's
+/// transaction).
 #[derive(Debug, Clone)]
 pub struct KafkaCheckpoints {
-    brokers: String,
-    topic: String,
-    timeout: Duration,
+    sink: KafkaSink,
 }
 
 impl KafkaCheckpoints {
-    /// The checkpoints in `topic` of the cluster at `brokers`; reading the
-    /// topic at start takes at most `timeout`.
-    pub fn new(brokers: &str, topic: &str, timeout: Duration) -> Self {
-        KafkaCheckpoints { brokers: brokers.to_owned(), topic: topic.to_owned(), timeout }
+    pub(crate) fn new(sink: KafkaSink) -> Self {
+        KafkaCheckpoints { sink }
     }
 
     /// Every checkpoint record of the topic, folded (blocking).
     pub fn read(&self) -> Result<RecordFold, SinkError> {
+        let c = &self.sink.shared.config;
         let mut fold = RecordFold::new();
-        let messages = read_topic(&self.brokers, &self.topic, Isolation::ReadCommitted, self.timeout)?;
-        for m in messages.unwrap_or_default() {
+        for m in read_settled(&c.brokers, &c.checkpoint_topic, c.timeout)?.unwrap_or_default() {
             let record = parse_record(m.key.as_deref().unwrap_or_default(), m.value.as_deref().unwrap_or_default())
                 .map_err(|source| SinkError::Record {
-                    topic: self.topic.clone(),
+                    topic: c.checkpoint_topic.clone(),
                     partition: m.partition,
                     offset: m.offset,
                     source,
@@ -55,22 +61,72 @@ impl KafkaCheckpoints {
         Ok(fold)
     }
 
-    async fn load_checkpoint(&self, log: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+    /// The records' name of the reader's `log` (see
+    /// [`crate::SinkConfig::record_log`]), or `log` itself where the topic
+    /// holds only records of an earlier version, which named the log alone.
+    fn named<'a>(&self, fold: &RecordFold, log: &'a str) -> std::borrow::Cow<'a, str> {
+        let scoped = format!("{}/{log}", self.sink.shared.config.topic);
+        if fold.checkpoint(&scoped).is_none() && fold.checkpoint(log).is_some() {
+            return log.into();
+        }
+        scoped.into()
+    }
+
+    /// Runs `f` on a blocking thread; its errors as the store's.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(KafkaCheckpoints) -> Result<T, SinkError> + Send + 'static,
+    ) -> Result<T, CheckpointError> {
         let this = self.clone();
-        let fold = tokio::task::spawn_blocking(move || this.read())
+        tokio::task::spawn_blocking(move || f(this))
             .await
             .map_err(|e| CheckpointError::Store(e.to_string()))?
-            .map_err(|e| CheckpointError::Store(e.to_string()))?;
-        Ok(fold.checkpoint(log))
+            .map_err(|e| CheckpointError::Store(e.to_string()))
     }
 }
 
 impl CheckpointStore for KafkaCheckpoints {
     fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
-        Box::pin(self.load_checkpoint(table))
+        Box::pin(async move {
+            let fold = self.blocking(|this| this.read()).await?;
+            Ok(fold.checkpoint(&self.named(&fold, table)))
+        })
     }
 
     fn save<'a>(&'a self, _table: &'a str, _checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn load_generation<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+    ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        Box::pin(async move {
+            let fold = self.blocking(|this| this.read()).await?;
+            Ok(fold.generation(&self.named(&fold, table), generation))
+        })
+    }
+
+    /// Fences the group's earlier holder in Kafka (the group's producer is
+    /// made and initialised), then reads its progress. The epoch stays 0:
+    /// Kafka's producer epochs do the fencing, and saves are not made here.
+    fn fence<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        group: StreamId,
+    ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
+        Box::pin(async move {
+            let fold = self
+                .blocking(move |this| {
+                    this.sink.shared.producers.fence(generation, group)?;
+                    this.read()
+                })
+                .await?;
+            let saved = fold.generation(&self.named(&fold, table), generation);
+            let progress = saved.and_then(|cp| cp.groups.iter().find(|g| g.group == group).map(|g| g.progress));
+            Ok(Fence { epoch: 0, progress })
+        })
     }
 }

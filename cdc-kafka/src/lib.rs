@@ -12,6 +12,9 @@
 //! Modules (one concept each):
 //! * [`sink`]: the sink ([`KafkaSink`]): buffers a window's envelopes and
 //!   writes them with the group's progress, in one transaction;
+//! * [`producers`]: its producers, and whom Kafka fences: a previous run,
+//!   or a group's earlier holder when sinks share a table through leases
+//!   ([`Fencing`]);
 //! * [`checkpoints`]: the checkpoint store the reader resumes from, read
 //!   from the sink's checkpoint topic ([`KafkaCheckpoints`]);
 //! * [`topic`]: creating topics and reading one to its end.
@@ -23,13 +26,16 @@
 //! with none of its optional libraries (compression, TLS, SASL).
 
 pub mod checkpoints;
+pub mod producers;
 pub mod sink;
 pub mod topic;
 
 pub use checkpoints::KafkaCheckpoints;
-pub use sink::{Delivery, KafkaSink, SinkConfig, SinkStats};
+pub use producers::Fencing;
+pub use sink::{Delivery, KafkaSink, KeyMode, SinkConfig, SinkStats};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use shardwise_cdc::StreamId;
 
 /// What can go wrong talking to Kafka.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +49,18 @@ pub enum SinkError {
         /// The client's error.
         source: KafkaError,
     },
+    /// A later producer of this transactional id fenced this one: another
+    /// run of the sink, or the group's next holder, took over.
+    #[error("kafka fenced the producer {transactional_id}: another took over ({source})")]
+    Fenced {
+        /// The fenced producer's id.
+        transactional_id: String,
+        /// The client's error.
+        source: KafkaError,
+    },
+    /// A window of a group this sink has no producer for.
+    #[error("no producer for CDC group {0}")]
+    NotHeld(StreamId),
     /// Creating or reading a topic failed.
     #[error("kafka topic {topic}: {code}")]
     Topic {

@@ -1,59 +1,70 @@
 //! The sink: a consumer per stream group that turns each change into its
 //! Debezium envelope, keeps a window's envelopes, and at the window's end
 //! writes them to the table's topic together with the group's checkpoint
-//! record (`<log>/<group>` → `"<generation> <progress>"`) in the checkpoint
-//! topic.
+//! record (`<topic>/<log>/<group>` → `"<generation> <progress>"`) in the
+//! checkpoint topic.
 //!
 //! **Exactly once** ([`Delivery::ExactlyOnce`]): the window's messages and
 //! its checkpoint record are one Kafka transaction. The reader moves a
 //! group's progress past a window only after its `window_end` returned, and
 //! a restarted sink resumes from the checkpoint topic read with
-//! `read_committed` ([`crate::KafkaCheckpoints`]). So a crash at any point
-//! either committed a window with its record (not read again) or aborted
-//! both (read again): a `read_committed` consumer of the topic sees every
-//! change once. The producer's `transactional.id` must be the same across
-//! restarts: initialising it fences a producer of the previous run that is
-//! still alive and aborts the transaction it left open (`docs/kafka-sink.md`
-//! §1 and §3).
+//! `read_committed` up to its high watermark ([`crate::KafkaCheckpoints`]).
+//! So a crash at any point either committed a window with its record (not
+//! read again) or aborted both (read again): a `read_committed` consumer of
+//! the topic sees every change once. Who is fenced, a previous run or a
+//! group's earlier holder, is [`crate::producers`]' concern
+//! (`docs/kafka-sink.md` §1 and §3).
 //!
 //! **At least once** ([`Delivery::AtLeastOnce`]): the same messages and
 //! records without a transaction; the window ends once Kafka acknowledged
 //! them all. A crash between the messages and the record repeats the window.
 //!
-//! The sink's producer is shared by the reader's workers: one window is
-//! written at a time (a transactional producer has one open transaction).
 //! Windows without an envelope write nothing: reading them again after a
-//! restart delivers nothing twice.
+//! restart delivers nothing twice. Messages are keyed by the primary key,
+//! as the connector keys them, or by the partition key alone
+//! ([`KeyMode::PartitionKey`]) so that a partition delete lands in the
+//! Kafka partition of its partition's rows.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rdkafka::config::ClientConfig;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
-use rdkafka::ClientContext;
 use shardwise_cdc::checkpoint::log_name;
 use shardwise_cdc::checkpoint::record::{record_key, record_value};
-use shardwise_cdc::debezium::{envelope, Source};
+use shardwise_cdc::debezium::{envelope, message_key, KeyColumns, Source};
 use shardwise_cdc::{
     ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, ReadWindow, WithImages,
 };
 
 use crate::checkpoints::KafkaCheckpoints;
+use crate::producers::{Fencing, Producers};
 use crate::SinkError;
 
 /// How messages reach Kafka.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     /// Each window and its checkpoint record in one transaction of a
-    /// producer with this `transactional.id` (keep it across restarts).
+    /// producer with this `transactional.id` (keep it across restarts;
+    /// with [`Fencing::PerGroup`], the prefix of the groups' ids).
     ExactlyOnce {
         /// The producer's `transactional.id`.
         transactional_id: String,
     },
     /// No transactions: a crash repeats the window being written.
     AtLeastOnce,
+}
+
+/// What a message's key is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum KeyMode {
+    /// The primary key, as the ScyllaDB connector keys its messages. A
+    /// partition delete (null clustering key) gets another key, and so may
+    /// land in another Kafka partition, than its partition's rows.
+    #[default]
+    PrimaryKey,
+    /// The partition key alone (these columns): every change of a partition
+    /// goes to one Kafka partition, in order.
+    PartitionKey(Vec<String>),
 }
 
 /// Where the sink writes, and how.
@@ -70,20 +81,33 @@ pub struct SinkConfig {
     /// The topic of the changes (by default `name.keyspace.table`, the
     /// connector's).
     pub topic: String,
-    /// The topic of the checkpoint records (compacted).
+    /// The topic of the checkpoint records (compacted; by default
+    /// `<topic>.checkpoints`, one per sink). Records are keyed by the
+    /// changes' topic as well, so sinks may share one.
     pub checkpoint_topic: String,
     /// Exactly once or at least once.
     pub delivery: Delivery,
-    /// The most a Kafka call (initialising the producer, committing a
+    /// Whom a transactional producer fences: a previous run, or a group's
+    /// earlier holder (readers that share the table through leases).
+    pub fencing: Fencing,
+    /// What the messages' keys are made of.
+    pub key: KeyMode,
+    /// The most a Kafka call (initialising a producer, committing a
     /// window, reading the checkpoints) may take.
     pub timeout: Duration,
+    /// How long Kafka keeps a transaction open before it aborts it (60 s
+    /// by default; below the lease TTL for readers with leases, so that a
+    /// holder that hangs mid-window holds `read_committed` consumers back
+    /// no longer than its lease).
+    pub transaction_timeout: Duration,
 }
 
 impl SinkConfig {
     /// Exactly-once delivery of `keyspace.table` to `brokers` under the
     /// logical name `name`: topic `name.keyspace.table`, checkpoints in
-    /// `shardwise-cdc-checkpoints`, transactional id
-    /// `shardwise-cdc-<topic>`, 30 s per Kafka call.
+    /// `name.keyspace.table.checkpoints`, transactional id
+    /// `shardwise-cdc-<topic>` for the process, keys of the primary key,
+    /// 30 s per Kafka call, transactions of at most 60 s.
     pub fn new(brokers: &str, name: &str, keyspace: &str, table: &str) -> Self {
         let topic = Source { name, keyspace, table }.topic();
         SinkConfig {
@@ -92,10 +116,20 @@ impl SinkConfig {
             keyspace: keyspace.to_owned(),
             table: table.to_owned(),
             delivery: Delivery::ExactlyOnce { transactional_id: format!("shardwise-cdc-{topic}") },
+            checkpoint_topic: format!("{topic}.checkpoints"),
             topic,
-            checkpoint_topic: "shardwise-cdc-checkpoints".to_owned(),
+            fencing: Fencing::Process,
+            key: KeyMode::PrimaryKey,
             timeout: Duration::from_secs(30),
+            transaction_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// The name the sink's checkpoint records give the log: the changes'
+    /// topic and the log (`<topic>/<keyspace>.<table>_scylla_cdc_log`), so
+    /// that sinks of one table into different topics keep apart.
+    pub fn record_log(&self) -> String {
+        format!("{}/{}", self.topic, log_name(&self.keyspace, &self.table))
     }
 }
 
@@ -111,33 +145,11 @@ pub struct SinkStats {
     pub no_event: u64,
 }
 
-/// Counts failed deliveries, for the at-least-once mode (a transaction's
-/// commit reports its own).
-#[derive(Debug, Default)]
-struct Deliveries {
-    failed: AtomicU64,
-    last: Mutex<Option<String>>,
-}
-
-impl ClientContext for Deliveries {}
-
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, _)) = result {
-            self.failed.fetch_add(1, Ordering::Relaxed);
-            *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
-        }
-    }
-}
-
-struct Shared {
-    config: SinkConfig,
+pub(crate) struct Shared {
+    pub(crate) config: SinkConfig,
+    /// The log as the records name it ([`SinkConfig::record_log`]).
     log: String,
-    producer: ThreadedProducer<Deliveries>,
-    /// One window written at a time.
-    writing: Mutex<()>,
+    pub(crate) producers: Producers,
     messages: AtomicU64,
     windows: AtomicU64,
     no_event: AtomicU64,
@@ -146,7 +158,7 @@ struct Shared {
 /// The Kafka sink; cheap to clone.
 #[derive(Clone)]
 pub struct KafkaSink {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -156,24 +168,18 @@ impl std::fmt::Debug for KafkaSink {
 }
 
 impl KafkaSink {
-    /// Creates the sink's producer; in exactly-once mode, initialises its
-    /// transactions, which aborts what a previous run left open. Blocking.
+    /// Creates the sink's producer; in exactly-once mode with
+    /// [`Fencing::Process`], initialises its transactions, which aborts
+    /// what a previous run left open (with [`Fencing::PerGroup`], each
+    /// group's producer is made when the reader takes the group). Blocking.
     pub fn new(config: SinkConfig) -> Result<Self, SinkError> {
-        let client = producer_config(&config);
-        let producer: ThreadedProducer<Deliveries> =
-            client.create_with_context(Deliveries::default()).map_err(SinkError::kafka("creating the producer"))?;
-        if let Delivery::ExactlyOnce { transactional_id } = &config.delivery {
-            producer
-                .init_transactions(config.timeout)
-                .map_err(SinkError::kafka(format!("initialising transactions of {transactional_id}")))?;
-        }
-        let log = log_name(&config.keyspace, &config.table);
+        let producers = Producers::new(&config)?;
+        let log = config.record_log();
         Ok(KafkaSink {
             shared: Arc::new(Shared {
                 config,
                 log,
-                producer,
-                writing: Mutex::new(()),
+                producers,
                 messages: AtomicU64::new(0),
                 windows: AtomicU64::new(0),
                 no_event: AtomicU64::new(0),
@@ -191,8 +197,7 @@ impl KafkaSink {
 
     /// The checkpoint store to build the reader with.
     pub fn checkpoints(&self) -> KafkaCheckpoints {
-        let c = &self.shared.config;
-        KafkaCheckpoints::new(&c.brokers, &c.checkpoint_topic, c.timeout)
+        KafkaCheckpoints::new(self.clone())
     }
 
     /// The consumer factory to build the reader with.
@@ -213,90 +218,30 @@ impl KafkaSink {
         }
     }
 
-    /// Writes a window's envelopes and the group's record: one transaction,
-    /// or acknowledged messages in at-least-once mode.
-    fn write_window(&self, messages: &[(String, String)], window: &ReadWindow) -> Result<(), SinkError> {
+    /// Writes a window's envelopes (key, value) and the group's record: one
+    /// transaction, or acknowledged messages in at-least-once mode.
+    /// Blocking. A producer that a later holder of the group fenced fails
+    /// with [`SinkError::Fenced`], and is forgotten.
+    pub fn write_window(&self, messages: &[(String, String)], window: &ReadWindow) -> Result<(), SinkError> {
         let s = &*self.shared;
-        let Some(&group) = window.streams.streams().first() else { return Ok(()) };
+        let group = window.streams.key();
         let key = record_key(&s.log, group);
         let value = record_value(window.generation, window.to);
-        let _writing = s.writing.lock().unwrap_or_else(|e| e.into_inner());
-        let transactional = matches!(s.config.delivery, Delivery::ExactlyOnce { .. });
-        if transactional {
-            s.producer.begin_transaction().map_err(SinkError::kafka("beginning a transaction"))?;
-        }
-        let written = (|| {
-            for (k, v) in messages {
-                self.send(&s.config.topic, k, v)?;
-            }
-            self.send(&s.config.checkpoint_topic, &key, &value)?;
-            if transactional {
-                s.producer.commit_transaction(s.config.timeout).map_err(SinkError::kafka("committing a window"))
-            } else {
-                self.flushed()
-            }
-        })();
-        match written {
+        let writer = s.producers.writer(window.generation, group)?;
+        match writer.write((&s.config.topic, messages), (&s.config.checkpoint_topic, &key, &value)) {
             Ok(()) => {
                 s.messages.fetch_add(messages.len() as u64, Ordering::Relaxed);
                 s.windows.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
-                if transactional {
-                    // Best effort: what is not aborted here is aborted when
-                    // the next run initialises the same transactional id.
-                    let _ = s.producer.abort_transaction(s.config.timeout);
+                if matches!(e, SinkError::Fenced { .. }) {
+                    s.producers.forget(group);
                 }
                 Err(e)
             }
         }
     }
-
-    /// Queues one message, waiting while the producer's queue is full.
-    fn send(&self, topic: &str, key: &str, value: &str) -> Result<(), SinkError> {
-        let mut record = BaseRecord::to(topic).key(key).payload(value);
-        loop {
-            match self.shared.producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err((e, _)) => return Err(SinkError::Kafka { what: format!("producing to {topic}"), source: e }),
-            }
-        }
-    }
-
-    /// At least once: waits until Kafka acknowledged every queued message.
-    fn flushed(&self) -> Result<(), SinkError> {
-        let s = &*self.shared;
-        s.producer.flush(s.config.timeout).map_err(SinkError::kafka("flushing a window"))?;
-        let failed = s.producer.context().failed.swap(0, Ordering::Relaxed);
-        if failed > 0 {
-            let last = s.producer.context().last.lock().unwrap_or_else(|e| e.into_inner()).take();
-            return Err(SinkError::Undelivered { failed, last: last.unwrap_or_default() });
-        }
-        Ok(())
-    }
-}
-
-/// The producer's settings for `config`.
-fn producer_config(config: &SinkConfig) -> ClientConfig {
-    let mut client = ClientConfig::new();
-    client
-        .set("bootstrap.servers", &config.brokers)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", config.timeout.as_millis().to_string());
-    if let Delivery::ExactlyOnce { transactional_id } = &config.delivery {
-        // A message may not outlive its transaction: librdkafka refuses a
-        // message timeout above the transaction timeout (60 s by default).
-        let transaction_ms = config.timeout.as_millis().max(60_000);
-        client.set("transactional.id", transactional_id).set("transaction.timeout.ms", transaction_ms.to_string());
-    }
-    client
 }
 
 /// One group's consumer: the envelopes of the window being read.
@@ -311,7 +256,13 @@ impl ImagesConsumer for WindowBuffer {
         let source = Source { name: &c.name, keyspace: &c.keyspace, table: &c.table };
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         match envelope(&change, &source, now_ms) {
-            Some(e) => self.messages.push((e.key, e.value)),
+            Some(e) => {
+                let key = match &c.key {
+                    KeyMode::PrimaryKey => e.key,
+                    KeyMode::PartitionKey(columns) => message_key(&change.delta, KeyColumns::Only(columns)),
+                };
+                self.messages.push((key, e.value));
+            }
             None => {
                 self.sink.shared.no_event.fetch_add(1, Ordering::Relaxed);
             }
@@ -327,7 +278,10 @@ impl ImagesConsumer for WindowBuffer {
         // Written, or to be read again from the last checkpoint: either way
         // this window's envelopes are not kept.
         self.messages.clear();
-        result.map_err(ConsumerError::failed)
+        result.map_err(|e| match e {
+            e @ SinkError::Fenced { .. } => ConsumerError::Fenced(Box::new(e)),
+            e => ConsumerError::failed(e),
+        })
     }
 }
 
@@ -335,25 +289,12 @@ impl ImagesConsumer for WindowBuffer {
 mod tests {
     use super::*;
 
-    /// librdkafka accepts the settings whatever the timeout (it refuses a
-    /// message timeout above the transaction timeout), in both modes;
-    /// creating a producer does not connect.
     #[test]
-    fn the_producer_settings_are_accepted() {
-        for timeout in [Duration::from_secs(1), Duration::from_secs(30), Duration::from_secs(600)] {
-            for delivery in [Delivery::AtLeastOnce, Delivery::ExactlyOnce { transactional_id: "t".into() }] {
-                let mut config = SinkConfig::new("127.0.0.1:1", "n", "ks", "t");
-                (config.timeout, config.delivery) = (timeout, delivery.clone());
-                let created: Result<ThreadedProducer<Deliveries>, _> =
-                    producer_config(&config).create_with_context(Deliveries::default());
-                assert!(created.is_ok(), "{timeout:?} {delivery:?}: {:?}", created.err());
-            }
-        }
+    fn defaults_are_the_connectors_names_and_a_checkpoint_topic_per_sink() {
         let config = SinkConfig::new("b:9092", "shop", "ks", "t");
-        assert_eq!(
-            (config.topic.as_str(), config.checkpoint_topic.as_str()),
-            ("shop.ks.t", "shardwise-cdc-checkpoints")
-        );
+        assert_eq!((config.topic.as_str(), config.checkpoint_topic.as_str()), ("shop.ks.t", "shop.ks.t.checkpoints"));
         assert_eq!(config.delivery, Delivery::ExactlyOnce { transactional_id: "shardwise-cdc-shop.ks.t".into() });
+        assert_eq!((config.fencing, &config.key), (Fencing::Process, &KeyMode::PrimaryKey));
+        assert_eq!(config.record_log(), "shop.ks.t/ks.t_scylla_cdc_log");
     }
 }

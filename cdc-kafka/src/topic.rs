@@ -1,8 +1,9 @@
 //! Topics: creating the sink's topics, and reading a topic to its end, as
-//! the checkpoint store does at start and as a `read_committed` consumer
-//! sees it.
+//! a consumer sees it now ([`read_topic`]) or once every transaction
+//! written to it so far is over ([`read_settled`], as the checkpoint store
+//! reads).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -59,8 +60,9 @@ pub async fn create_topic(brokers: &str, topic: &str, partitions: i32, compacted
     Ok(())
 }
 
-/// Every message of `topic` up to its end as `isolation` sees it (for
-/// `read_committed`, up to its last stable offset), partition by partition
+/// Every message of `topic` up to its end as `isolation` sees it now (for
+/// `read_committed`, up to its last stable offset: a transaction still
+/// open hides everything after its first message), partition by partition
 /// in offset order; `None` if the topic does not exist. Blocking.
 pub fn read_topic(
     brokers: &str,
@@ -68,8 +70,20 @@ pub fn read_topic(
     isolation: Isolation,
     timeout: Duration,
 ) -> Result<Option<Vec<TopicMessage>>, SinkError> {
+    read(brokers, topic, isolation, false, timeout)
+}
+
+/// Every committed message of `topic` up to its high watermark as it is
+/// now: waits (at most `timeout`) until each transaction written to the
+/// topic so far is committed or aborted, so that one still open hides
+/// nothing written after it. What the checkpoint store reads. Blocking.
+pub fn read_settled(brokers: &str, topic: &str, timeout: Duration) -> Result<Option<Vec<TopicMessage>>, SinkError> {
+    read(brokers, topic, Isolation::ReadCommitted, true, timeout)
+}
+
+fn consumer(brokers: &str, isolation: Isolation) -> Result<BaseConsumer, SinkError> {
     let group = format!("shardwise-read-{}-{:?}", std::process::id(), Instant::now());
-    let consumer: BaseConsumer = ClientConfig::new()
+    ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", &group)
         .set("enable.auto.commit", "false")
@@ -83,7 +97,17 @@ pub fn read_topic(
             },
         )
         .create()
-        .map_err(SinkError::kafka("creating a consumer"))?;
+        .map_err(SinkError::kafka("creating a consumer"))
+}
+
+fn read(
+    brokers: &str,
+    topic: &str,
+    isolation: Isolation,
+    settled: bool,
+    timeout: Duration,
+) -> Result<Option<Vec<TopicMessage>>, SinkError> {
+    let consumer = consumer(brokers, isolation)?;
     let metadata =
         consumer.fetch_metadata(Some(topic), timeout).map_err(SinkError::kafka(format!("metadata of {topic}")))?;
     let Some(meta) = metadata.topics().iter().find(|t| t.name() == topic) else { return Ok(None) };
@@ -98,6 +122,19 @@ pub fn read_topic(
     if partitions.is_empty() {
         return Ok(None);
     }
+    // Where each partition ends now, transactions still open included
+    // (asked of a read_uncommitted client: a read_committed one may answer
+    // with the last stable offset).
+    let mut ends = HashMap::new();
+    if settled {
+        let watermarks = self::consumer(brokers, Isolation::ReadUncommitted)?;
+        for &p in &partitions {
+            let (_, high) = watermarks
+                .fetch_watermarks(topic, p, timeout)
+                .map_err(SinkError::kafka(format!("watermarks of {topic}/{p}")))?;
+            ends.insert(p, high);
+        }
+    }
     let mut assignment = TopicPartitionList::new();
     for &p in &partitions {
         assignment
@@ -106,8 +143,10 @@ pub fn read_topic(
     }
     consumer.assign(&assignment).map_err(SinkError::kafka(format!("assigning {topic}")))?;
     let deadline = Instant::now() + timeout;
-    let (mut at_end, mut messages) = (HashSet::new(), Vec::new());
-    while at_end.len() < partitions.len() {
+    // Partitions read up to the last stable offset, and those settled too
+    // (that offset past the end seen at the start).
+    let (mut at_end, mut settled_ones, mut messages) = (HashSet::new(), HashSet::new(), Vec::new());
+    while settled_ones.len() < partitions.len() {
         if Instant::now() > deadline {
             return Err(SinkError::ReadTimeout { topic: topic.to_owned(), timeout });
         }
@@ -119,6 +158,7 @@ pub fn read_topic(
             Some(Err(e)) => return Err(SinkError::Kafka { what: format!("reading {topic}"), source: e }),
             Some(Ok(m)) => {
                 at_end.remove(&m.partition());
+                settled_ones.remove(&m.partition());
                 messages.push(TopicMessage {
                     partition: m.partition(),
                     offset: m.offset(),
@@ -127,7 +167,25 @@ pub fn read_topic(
                 });
             }
         }
+        // An aborted transaction moves the position without a message, so
+        // the position is looked at after every poll.
+        for &p in &at_end {
+            let end = ends.get(&p).copied().unwrap_or(0);
+            if !settled_ones.contains(&p) && (end <= 0 || position(&consumer, topic, p)? >= end) {
+                settled_ones.insert(p);
+            }
+        }
     }
     messages.sort_by_key(|m| (m.partition, m.offset));
     Ok(Some(messages))
+}
+
+/// The offset `consumer` reads next in `topic`/`partition` (control
+/// records and aborted messages it skipped included); 0 if none yet.
+fn position(consumer: &BaseConsumer, topic: &str, partition: i32) -> Result<i64, SinkError> {
+    let positions = consumer.position().map_err(SinkError::kafka(format!("position in {topic}")))?;
+    Ok(match positions.find_partition(topic, partition).map(|e| e.offset()) {
+        Some(Offset::Offset(o)) => o,
+        _ => 0,
+    })
 }

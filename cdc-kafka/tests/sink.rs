@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use shardwise_cdc::Operation;
+use shardwise_cdc::{CheckpointStore, GroupId, Millis, Operation, ReadWindow, StreamGroup, StreamId};
 use shardwise_cdc_kafka::topic::{read_topic, Isolation, TopicMessage};
+use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, SinkConfig, SinkError};
 use testkit::Kafka;
 
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
@@ -243,13 +244,13 @@ async fn a_killed_sink_leaves_every_change_exactly_once_in_the_topic() {
     kafka.stop();
 }
 
-/// A broker that does not answer ends the sink (before it connects to the
-/// database) with one line that says so, and a failure status.
+/// A database that does not answer ends the sink with one line that says
+/// so, and a failure status.
 #[test]
-fn an_unreachable_broker_is_one_clear_line() {
+fn an_unreachable_database_is_one_clear_line() {
     let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_kafka-sink"))
-        .args(["--keyspace", "ks", "--table", "t"])
+        .args(["--node", &unused, "--keyspace", "ks", "--table", "t"])
         .args(["--brokers", &unused, "--kafka-timeout", "2"])
         .stdin(Stdio::null())
         .output()
@@ -257,5 +258,107 @@ fn an_unreachable_broker_is_one_clear_line() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
-    assert!(stderr.starts_with("kafka-sink: "), "{stderr:?}");
+    assert!(stderr.starts_with("kafka-sink: ") && stderr.contains(&unused), "{stderr:?}");
+}
+
+/// A window of `group` over `[from, to)` of generation 1000.
+fn window(group: StreamId, from: i64, to: i64) -> ReadWindow {
+    let streams = StreamGroup::new([group]).expect("one stream");
+    ReadWindow { group: GroupId(0), generation: Millis(1000), streams, from: Millis(from), to: Millis(to), epoch: 0 }
+}
+
+/// A sink into `topic`, its records in `checkpoints`, fencing as told.
+fn sink(brokers: &str, topic: &str, checkpoints: &str, fencing: Fencing) -> KafkaSink {
+    let mut config = SinkConfig::new(brokers, "cluster", "ks", "t");
+    (config.topic, config.checkpoint_topic, config.fencing) = (topic.into(), checkpoints.into(), fencing);
+    config.delivery = Delivery::ExactlyOnce { transactional_id: format!("test-{topic}") };
+    config.timeout = Duration::from_secs(20);
+    KafkaSink::new(config).expect("a sink")
+}
+
+const LOG: &str = "ks.t_scylla_cdc_log";
+
+/// Kafka alone, no database: the checkpoint store's reads, and fencing.
+///
+/// 1. Another writer's transaction left open on a shared checkpoint topic
+///    hides nothing: a `read_committed` read stops at the last stable
+///    offset (the open transaction's start), before this sink's own later
+///    record; the store waits until that transaction is over and reads up
+///    to the high watermark. Sinks of one table into different topics
+///    keep their records apart.
+/// 2. Two sinks that share a table through leases: the second takes a
+///    group over, which fences the first in Kafka, so that the first can
+///    commit no window of that group any more (it is told it was fenced),
+///    while the second resumes exactly after the first's last commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_are_read_to_the_high_watermark_and_takeovers_are_fenced_in_kafka() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let brokers = kafka.addr().to_string();
+    let group = StreamId::from_bytes([7; 16]);
+    let message = |v: &str| vec![(r#"{"pk":1}"#.to_owned(), v.to_owned())];
+
+    // 1. An open transaction of another writer, then this sink's record.
+    let own = sink(&brokers, "own", "shared-checkpoints", Fencing::Process);
+    own.create_topics(1).await.expect("topics");
+    let (b, open_for) = (brokers.clone(), Duration::from_secs(5));
+    let other = std::thread::spawn(move || {
+        use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+        let producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext> = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &b)
+            .set("transactional.id", "another-sink")
+            .create()
+            .expect("producer");
+        producer.init_transactions(Duration::from_secs(20)).expect("init");
+        producer.begin_transaction().expect("begin");
+        let key = format!("elsewhere/{LOG}/{}", StreamId::from_bytes([9; 16]));
+        producer
+            .send(BaseRecord::to("shared-checkpoints").key(&key).payload("1000 5"))
+            .map_err(|(e, _)| e)
+            .expect("send");
+        producer.flush(Duration::from_secs(20)).expect("on the broker");
+        std::thread::sleep(open_for);
+        producer.commit_transaction(Duration::from_secs(20)).expect("commit");
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (s, w) = (own.clone(), window(group, 0, 100));
+    tokio::task::spawn_blocking(move || s.write_window(&message("a"), &w)).await.expect("join").expect("written");
+    let b = brokers.clone();
+    let hidden = tokio::task::spawn_blocking(move || committed(&b, "shared-checkpoints")).await.expect("join");
+    assert!(hidden.is_empty(), "read to the last stable offset, the open transaction hides the record: {hidden:?}");
+    let store = own.checkpoints();
+    let began = Instant::now();
+    let cp = store.load(LOG).await.expect("loaded").expect("this sink's record");
+    assert!(began.elapsed() >= Duration::from_millis(500), "the load waited for the open transaction");
+    assert_eq!((cp.generation, cp.groups.len(), cp.groups[0].progress), (Millis(1000), 1, Millis(100)));
+    other.join().expect("the other writer");
+    let elsewhere = sink(&brokers, "elsewhere", "shared-checkpoints", Fencing::Process).checkpoints();
+    let theirs = elsewhere.load(LOG).await.expect("loaded").expect("the other sink's record");
+    assert_eq!(theirs.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(5)], "kept apart");
+
+    // 2. A takeover fences the earlier holder.
+    let (a, b) = (
+        sink(&brokers, "leased", "leased-checkpoints", Fencing::PerGroup),
+        sink(&brokers, "leased", "leased-checkpoints", Fencing::PerGroup),
+    );
+    a.create_topics(1).await.expect("topics");
+    let fence = a.checkpoints().fence(LOG, Millis(1000), group).await.expect("a takes the group");
+    assert_eq!(fence.progress, None);
+    let (s, w) = (a.clone(), window(group, 0, 100));
+    tokio::task::spawn_blocking(move || s.write_window(&message("a1"), &w)).await.expect("join").expect("a writes");
+    let fence = b.checkpoints().fence(LOG, Millis(1000), group).await.expect("b takes the group over");
+    assert_eq!(fence.progress, Some(Millis(100)), "b resumes after a's last commit");
+    let (s, w) = (a.clone(), window(group, 100, 200));
+    let late = tokio::task::spawn_blocking(move || s.write_window(&message("a2"), &w)).await.expect("join");
+    assert!(matches!(late, Err(SinkError::Fenced { .. })), "a is fenced: {late:?}");
+    let (s, w) = (b.clone(), window(group, 100, 200));
+    tokio::task::spawn_blocking(move || s.write_window(&message("b2"), &w)).await.expect("join").expect("b writes");
+    let bk = brokers.clone();
+    let values: Vec<String> = tokio::task::spawn_blocking(move || committed(&bk, "leased"))
+        .await
+        .expect("join")
+        .into_iter()
+        .map(|m| String::from_utf8(m.value.expect("value")).expect("utf-8"))
+        .collect();
+    assert_eq!(values, ["a1", "b2"], "the fenced holder's window is not in the topic");
+    kafka.stop();
 }

@@ -2,9 +2,11 @@
 //!
 //! Modules:
 //! * [`connect`]: the connection flags (credentials, TLS) and the session they make;
-//! * [`reading`]: the reading flags (range, window, workers, consistency) and the reader builder they make.
+//! * [`reading`]: the reading flags (range, window, groups, workers, consistency) and the reader builder they make;
+//! * [`leasing`]: the lease flags of readers that share a table, and the lease configuration they make.
 
 pub mod connect;
+pub mod leasing;
 pub mod reading;
 
 /// How a tool ends: success, or one line on stderr that says what went

@@ -37,6 +37,10 @@ pub struct ReadingArgs {
     /// Read consistency (ONE, QUORUM, LOCAL_QUORUM, ALL...).
     #[arg(long, default_value = "LOCAL_QUORUM")]
     pub consistency: String,
+    /// The most streams one log query reads (1-64): the size of the groups
+    /// that readers sharing a table hold.
+    #[arg(long, default_value_t = 64)]
+    pub streams_per_query: usize,
 }
 
 impl ReadingArgs {
@@ -54,7 +58,8 @@ impl ReadingArgs {
             .window_size(seconds("window", self.window)?)
             .safety_interval(seconds("safety", self.safety)?)
             .sleep_interval(seconds("sleep", self.sleep)?)
-            .consistency(consistency(&self.consistency)?);
+            .consistency(consistency(&self.consistency)?)
+            .streams_per_query(self.streams_per_query);
         if let Some(ms) = self.end_unix_ms {
             builder = builder.end(UNIX_EPOCH + Duration::from_millis(ms));
         }

@@ -12,13 +12,18 @@
 //! The checkpoint lives in Kafka (`--checkpoint-topic`): a restart with the
 //! same `--transactional-id` resumes where the topic says, and the topic
 //! holds each change once (`tests/sink.rs` kills it with SIGKILL and
-//! restarts it).
+//! restarts it). With `--lease-keyspace ks2`, any number of sinks share the
+//! table: each writes the groups it holds a lease of, each group with its
+//! own transactional id, so that a takeover fences the group's earlier
+//! holder in Kafka (`tests/sink.rs` pauses one past its lease).
+//! `--key partition` keys messages by the partition key alone, so that a
+//! partition delete lands in the Kafka partition of its partition's rows.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use shardwise_cdc_kafka::{Delivery, KafkaSink, SinkConfig};
+use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, KeyMode, SinkConfig};
 
 /// Writes the changes of a CDC-enabled table to Kafka as Debezium envelopes.
 #[derive(Debug, Parser)]
@@ -53,13 +58,23 @@ struct Args {
     /// Partitions of the changes' topic when the sink creates it.
     #[arg(long, default_value_t = 3)]
     partitions: i32,
-    /// The compacted topic of the checkpoint records.
-    #[arg(long, default_value = "shardwise-cdc-checkpoints")]
-    checkpoint_topic: String,
+    /// The compacted topic of the checkpoint records (default:
+    /// TOPIC.checkpoints).
+    #[arg(long)]
+    checkpoint_topic: Option<String>,
     /// The producer's transactional id; keep it across restarts (default:
-    /// shardwise-cdc-TOPIC).
+    /// shardwise-cdc-TOPIC; with leases, the prefix of one id per group).
     #[arg(long)]
     transactional_id: Option<String>,
+    /// What the messages' keys are made of: `primary` (the primary key, as
+    /// the ScyllaDB connector keys them) or `partition` (the partition key
+    /// alone: every change of a partition in one Kafka partition, in order).
+    #[arg(long, default_value = "primary", value_parser = ["primary", "partition"])]
+    key: String,
+    /// Share the table with other sinks through leases (their progress is
+    /// shared in the checkpoint topic).
+    #[command(flatten)]
+    leases: shardwise_cdc_tools::leasing::LeaseArgs,
     /// No transactions: a crash may write the last window's changes twice.
     #[arg(long, conflicts_with = "transactional_id")]
     at_least_once: bool,
@@ -74,26 +89,45 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let session = args.connect.builder(&args.node)?.build().await?;
     let mut config = SinkConfig::new(&args.brokers, &args.name, &args.keyspace, &args.table);
     if let Some(topic) = &args.topic {
         config.topic = topic.clone();
+        config.checkpoint_topic = format!("{topic}.checkpoints");
     }
-    config.checkpoint_topic = args.checkpoint_topic.clone();
+    if let Some(topic) = &args.checkpoint_topic {
+        config.checkpoint_topic = topic.clone();
+    }
     config.timeout = Duration::from_secs_f64(args.kafka_timeout.max(0.001));
     config.delivery = match (&args.transactional_id, args.at_least_once) {
         (_, true) => Delivery::AtLeastOnce,
         (Some(id), false) => Delivery::ExactlyOnce { transactional_id: id.clone() },
         (None, false) => config.delivery,
     };
+    if args.key == "partition" {
+        let schema = session.schema().await?;
+        let table = schema.keyspaces.get(&args.keyspace).and_then(|k| k.tables.get(&args.table));
+        let table = table.ok_or_else(|| format!("table {}.{} not found", args.keyspace, args.table))?;
+        config.key = KeyMode::PartitionKey(table.partition_key.clone());
+    }
+    let leases = args.leases.config(&session).await?;
+    if let Some(ttl) = args.leases.ttl() {
+        // A producer per group, so that a takeover fences the group's
+        // earlier holder; its transactions last no longer than a lease.
+        config.fencing = Fencing::PerGroup;
+        config.transaction_timeout = ttl;
+    }
     let sink = tokio::task::spawn_blocking(move || KafkaSink::new(config)).await??;
     sink.create_topics(args.partitions).await?;
-    let session = args.connect.builder(&args.node)?.build().await?;
 
-    let builder = args
+    let mut builder = args
         .reading
         .builder(session, &args.keyspace, &args.table)?
         // Progress is recorded with each window; the reader's saves are no-ops.
         .checkpoints(Arc::new(sink.checkpoints()), Duration::from_secs(60));
+    if let Some(leases) = leases {
+        builder = builder.leases(leases);
+    }
     let reader = builder.build(sink.factory()).await?;
 
     let (handle, progress) = (reader.handle(), sink.clone());

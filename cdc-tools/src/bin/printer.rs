@@ -25,9 +25,7 @@ use clap::Parser;
 use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::printer::{human, json};
-use shardwise_cdc::{
-    CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, LeaseConfig, LeaseTable, WithImages,
-};
+use shardwise_cdc::{CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, WithImages};
 
 /// Prints the changes of a CDC-enabled table.
 #[derive(Debug, Parser)]
@@ -71,27 +69,9 @@ struct Args {
     /// Seconds between checkpoint saves.
     #[arg(long, default_value_t = 5.0)]
     checkpoint_interval: f64,
-    /// The most streams one log query reads (1-64): the size of the groups
-    /// that the readers sharing a table hold.
-    #[arg(long, default_value_t = 64)]
-    streams_per_query: usize,
-    /// Share the table with other printers through leases in a table of
-    /// this keyspace (created if missing); needs `--checkpoint-keyspace`.
-    #[arg(long, requires = "checkpoint_keyspace")]
-    lease_keyspace: Option<String>,
-    /// The lease table's name.
-    #[arg(long, default_value = "cdc_leases")]
-    lease_table: String,
-    /// This printer's name among those sharing the table (default: from its
-    /// process id and start time).
-    #[arg(long)]
-    reader_name: Option<String>,
-    /// Seconds a lease lasts without renewal (whole seconds).
-    #[arg(long, default_value_t = 10)]
-    lease_ttl: u64,
-    /// Seconds between lease renewals (less than the TTL).
-    #[arg(long, default_value_t = 2.0)]
-    lease_heartbeat: f64,
+    /// Share the table with other printers (needs `--checkpoint-keyspace`).
+    #[command(flatten)]
+    leases: shardwise_cdc_tools::leasing::LeaseArgs,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
@@ -100,9 +80,11 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.leases.lease_keyspace.is_some() && args.checkpoint_keyspace.is_none() {
+        return Err("--lease-keyspace needs --checkpoint-keyspace: the readers share their progress there".into());
+    }
     let session = args.connect.builder(&args.node)?.build().await?;
-    let mut builder =
-        args.reading.builder(session.clone(), &args.keyspace, &args.table)?.streams_per_query(args.streams_per_query);
+    let mut builder = args.reading.builder(session.clone(), &args.keyspace, &args.table)?;
     if let Some(d) = args.duration {
         builder = builder.duration(Duration::from_secs(d));
     }
@@ -112,14 +94,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let interval = Duration::from_secs_f64(args.checkpoint_interval.max(0.001));
         builder = builder.checkpoints(Arc::new(store), interval);
     }
-    if let Some(ks) = &args.lease_keyspace {
-        let table = LeaseTable::new(session.clone(), ks, &args.lease_table);
-        table.create_table().await?;
-        let mut config = LeaseConfig::new(table)
-            .timing(Duration::from_secs(args.lease_ttl), Duration::from_secs_f64(args.lease_heartbeat.max(0.001)));
-        if let Some(name) = &args.reader_name {
-            config = config.name(name.clone());
-        }
+    if let Some(config) = args.leases.config(&session).await? {
         builder = builder.leases(config);
     }
     let rows = Arc::new(AtomicU64::new(0));

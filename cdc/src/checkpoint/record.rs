@@ -99,10 +99,20 @@ impl RecordFold {
     /// beginning.
     pub fn checkpoint(&self, log: &str) -> Option<Checkpoint> {
         let (generation, groups) = self.logs.get(log)?.last_key_value()?;
+        Some(Self::of(*generation, groups))
+    }
+
+    /// The progress recorded for the groups of `generation` of `log`;
+    /// `None` if no record names them.
+    pub fn generation(&self, log: &str, generation: Millis) -> Option<Checkpoint> {
+        Some(Self::of(generation, self.logs.get(log)?.get(&generation)?))
+    }
+
+    fn of(generation: Millis, groups: &HashMap<StreamId, Millis>) -> Checkpoint {
         let mut groups: Vec<GroupProgress> =
             groups.iter().map(|(&group, &progress)| GroupProgress { group, progress, epoch: 0 }).collect();
         groups.sort_by_key(|g| g.group);
-        Some(Checkpoint { generation: *generation, groups })
+        Checkpoint { generation, groups }
     }
 }
 
@@ -161,5 +171,18 @@ mod tests {
             vec![(StreamId::from_bytes([3; 16]), Millis(70)), (StreamId::from_bytes([4; 16]), Millis(60))]
         );
         assert_eq!(fold.checkpoint("ks.u_scylla_cdc_log").unwrap().generation, Millis(9));
+        let older = fold.generation(LOG, Millis(1)).unwrap();
+        assert_eq!(older.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(50), Millis(40)]);
+        assert_eq!(fold.generation(LOG, Millis(3)), None);
+    }
+
+    /// A log named with a prefix (`<topic>/<log>`, as the Kafka sink names
+    /// it) round-trips: the group is what follows the last slash.
+    #[test]
+    fn a_prefixed_log_round_trips() {
+        let group = StreamId::from_bytes([5; 16]);
+        let key = record_key("shop.ks.t/ks.t_scylla_cdc_log", group);
+        let r = parse_record(key.as_bytes(), b"1 2").unwrap();
+        assert_eq!((r.log.as_str(), r.progress.group), ("shop.ks.t/ks.t_scylla_cdc_log", group));
     }
 }

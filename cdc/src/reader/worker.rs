@@ -89,7 +89,6 @@ impl Attempt {
     }
 }
 
-
 /// Sleeps for `d`, or until the reader is woken or stopped.
 async fn sleep(shared: &Shared, d: Duration) {
     if shared.stopped.load(Ordering::Acquire) {

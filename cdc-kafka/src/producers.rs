@@ -1,0 +1,290 @@
+//! The sink's producers, and how Kafka fences an earlier writer.
+//!
+//! Kafka fences by `transactional.id`: initialising an id bumps its
+//! producer epoch, aborts the transaction an earlier producer of that id
+//! left open, and makes the broker refuse that producer's commits
+//! (`docs/kafka-sink.md` §1). So the id decides who is fenced:
+//!
+//! * [`Fencing::Process`]: one producer per process, its id kept across
+//!   restarts. A restart fences the run before it. One window is written
+//!   at a time (a producer has one transaction open).
+//! * [`Fencing::PerGroup`], for sinks that share a table through leases: one
+//!   producer per held group, id `<id>.<group>`, initialised when the reader
+//!   takes the group and before it reads the group's checkpoint
+//!   ([`crate::KafkaCheckpoints`]). Whoever held the group before can then
+//!   neither commit a window nor leave one open, even if it was paused
+//!   past its lease and does not know it lost the group yet; its commit
+//!   fails with [`SinkError::Fenced`], and its reader leaves the group.
+//!
+//! Without transactions ([`Delivery::AtLeastOnce`]) there is one producer
+//! and nothing is fenced.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::ClientContext;
+use shardwise_cdc::stream::StreamId;
+use shardwise_cdc::time::Millis;
+
+use crate::sink::{Delivery, SinkConfig};
+use crate::SinkError;
+
+/// Which producer a window is written with, and so whom Kafka fences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fencing {
+    /// One transactional producer for the process: a restart with the same
+    /// id fences the run before it. For a sink that reads the whole table.
+    #[default]
+    Process,
+    /// One transactional producer per held group, initialised when the
+    /// group is taken: for sinks that share a table through leases, so that
+    /// a takeover fences the group's earlier holder in Kafka too.
+    PerGroup,
+}
+
+/// Counts failed deliveries, for the at-least-once mode (a transaction's
+/// commit reports its own).
+#[derive(Debug, Default)]
+pub(crate) struct Deliveries {
+    failed: AtomicU64,
+    last: Mutex<Option<String>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+        }
+    }
+}
+
+/// The settings of a producer for `config` with `transactional_id` (none:
+/// no transactions).
+pub(crate) fn producer_config(config: &SinkConfig, transactional_id: Option<&str>) -> ClientConfig {
+    // A message may not outlive its transaction: librdkafka refuses a
+    // message timeout above the transaction timeout.
+    let transaction = config.transaction_timeout.max(Duration::from_secs(1));
+    let message = match transactional_id {
+        Some(_) => config.timeout.min(transaction),
+        None => config.timeout,
+    };
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", &config.brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", message.as_millis().max(1).to_string());
+    if let Some(id) = transactional_id {
+        client.set("transactional.id", id).set("transaction.timeout.ms", transaction.as_millis().to_string());
+    }
+    client
+}
+
+/// One producer, and the window it is writing.
+pub(crate) struct Writer {
+    producer: ThreadedProducer<Deliveries>,
+    transactional_id: Option<String>,
+    timeout: Duration,
+    writing: Mutex<()>,
+}
+
+impl Writer {
+    /// A producer with `transactional_id`, its transactions initialised
+    /// (which fences every earlier producer of that id). Blocking.
+    fn new(config: &SinkConfig, transactional_id: Option<String>) -> Result<Self, SinkError> {
+        let producer: ThreadedProducer<Deliveries> = producer_config(config, transactional_id.as_deref())
+            .create_with_context(Deliveries::default())
+            .map_err(SinkError::kafka("creating the producer"))?;
+        if let Some(id) = &transactional_id {
+            producer
+                .init_transactions(config.timeout)
+                .map_err(SinkError::kafka(format!("initialising transactions of {id}")))?;
+        }
+        Ok(Writer { producer, transactional_id, timeout: config.timeout, writing: Mutex::new(()) })
+    }
+
+    /// Writes `messages` to `topic` and the checkpoint record to
+    /// `checkpoints`: one transaction, or acknowledged messages without
+    /// transactions. Blocking.
+    pub(crate) fn write(
+        &self,
+        (topic, messages): (&str, &[(String, String)]),
+        (checkpoints, key, value): (&str, &str, &str),
+    ) -> Result<(), SinkError> {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let transactional = self.transactional_id.is_some();
+        if transactional {
+            self.producer.begin_transaction().map_err(|e| self.failed("beginning a transaction", e))?;
+        }
+        let written = (|| {
+            for (k, v) in messages {
+                self.send(topic, k, v)?;
+            }
+            self.send(checkpoints, key, value)?;
+            if transactional {
+                self.producer.commit_transaction(self.timeout).map_err(|e| self.failed("committing a window", e))
+            } else {
+                self.flushed()
+            }
+        })();
+        if written.is_err() && transactional {
+            // Best effort: what is not aborted here is aborted when the id
+            // is initialised again, or by the transaction timeout.
+            let _ = self.producer.abort_transaction(self.timeout);
+        }
+        written
+    }
+
+    /// The error of a Kafka call: [`SinkError::Fenced`] when a later
+    /// producer of this id fenced this one.
+    fn failed(&self, what: &str, source: KafkaError) -> SinkError {
+        let fatal = self.producer.client().fatal_error().map(|(code, _)| code);
+        match (source.rdkafka_error_code(), &self.transactional_id) {
+            (code, Some(id)) if fenced(code) || fenced(fatal) => {
+                SinkError::Fenced { transactional_id: id.clone(), source }
+            }
+            _ => SinkError::Kafka { what: what.to_owned(), source },
+        }
+    }
+
+    /// Queues one message, waiting while the producer's queue is full.
+    fn send(&self, topic: &str, key: &str, value: &str) -> Result<(), SinkError> {
+        let mut record = BaseRecord::to(topic).key(key).payload(value);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((e, _)) => return Err(self.failed(&format!("producing to {topic}"), e)),
+            }
+        }
+    }
+
+    /// At least once: waits until Kafka acknowledged every queued message.
+    fn flushed(&self) -> Result<(), SinkError> {
+        self.producer.flush(self.timeout).map_err(SinkError::kafka("flushing a window"))?;
+        let context = self.producer.context();
+        let failed = context.failed.swap(0, Ordering::Relaxed);
+        if failed > 0 {
+            let last = context.last.lock().unwrap_or_else(PoisonError::into_inner).take();
+            return Err(SinkError::Undelivered { failed, last: last.unwrap_or_default() });
+        }
+        Ok(())
+    }
+}
+
+/// Whether `code` says a later producer of the same id fenced this one.
+fn fenced(code: Option<RDKafkaErrorCode>) -> bool {
+    matches!(
+        code,
+        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
+    )
+}
+
+/// The producers of a sink.
+pub(crate) struct Producers {
+    config: SinkConfig,
+    /// The process's producer ([`Fencing::Process`], or no transactions).
+    process: Option<Arc<Writer>>,
+    /// With [`Fencing::PerGroup`]: the producer of each group taken, and
+    /// the generation of the group.
+    groups: Mutex<HashMap<StreamId, (Millis, Arc<Writer>)>>,
+}
+
+impl Producers {
+    /// The producers of a sink with `config`; the process's producer is
+    /// created (and its id initialised) now. Blocking.
+    pub(crate) fn new(config: &SinkConfig) -> Result<Self, SinkError> {
+        let process = match (&config.delivery, config.fencing) {
+            (Delivery::ExactlyOnce { .. }, Fencing::PerGroup) => None,
+            (Delivery::ExactlyOnce { transactional_id }, Fencing::Process) => {
+                Some(Arc::new(Writer::new(config, Some(transactional_id.clone()))?))
+            }
+            (Delivery::AtLeastOnce, _) => Some(Arc::new(Writer::new(config, None)?)),
+        };
+        Ok(Producers { config: config.clone(), process, groups: Mutex::new(HashMap::new()) })
+    }
+
+    fn groups(&self) -> MutexGuard<'_, HashMap<StreamId, (Millis, Arc<Writer>)>> {
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes `group` of `generation` over in Kafka: a new producer with the
+    /// group's id, which fences whoever wrote the group before. Producers
+    /// of older generations are dropped. Nothing to do for a process's
+    /// producer. Blocking.
+    pub(crate) fn fence(&self, generation: Millis, group: StreamId) -> Result<(), SinkError> {
+        let Delivery::ExactlyOnce { transactional_id } = &self.config.delivery else { return Ok(()) };
+        if self.process.is_some() {
+            return Ok(());
+        }
+        let writer = Arc::new(Writer::new(&self.config, Some(format!("{transactional_id}.{group}")))?);
+        let mut groups = self.groups();
+        groups.retain(|_, (g, _)| *g >= generation);
+        groups.insert(group, (generation, writer));
+        Ok(())
+    }
+
+    /// The producer that writes `group` of `generation`: the process's, or
+    /// the group's (taken now if it was not: a reader without leases).
+    pub(crate) fn writer(&self, generation: Millis, group: StreamId) -> Result<Arc<Writer>, SinkError> {
+        if let Some(process) = &self.process {
+            return Ok(process.clone());
+        }
+        if let Some((_, writer)) = self.groups().get(&group) {
+            return Ok(writer.clone());
+        }
+        self.fence(generation, group)?;
+        self.groups().get(&group).map(|(_, w)| w.clone()).ok_or(SinkError::NotHeld(group))
+    }
+
+    /// Forgets the producer of `group` (fenced: a later take makes another).
+    pub(crate) fn forget(&self, group: StreamId) {
+        self.groups().remove(&group);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// librdkafka accepts the settings whatever the timeouts (it refuses a
+    /// message timeout above the transaction timeout), with or without
+    /// transactions; creating a producer does not connect.
+    #[test]
+    fn the_producer_settings_are_accepted() {
+        let timeouts = [Duration::from_secs(1), Duration::from_secs(30), Duration::from_secs(600)];
+        for timeout in timeouts {
+            for transaction_timeout in timeouts {
+                for id in [None, Some("t")] {
+                    let mut config = SinkConfig::new("127.0.0.1:1", "n", "ks", "t");
+                    (config.timeout, config.transaction_timeout) = (timeout, transaction_timeout);
+                    let created: Result<ThreadedProducer<Deliveries>, _> =
+                        producer_config(&config, id).create_with_context(Deliveries::default());
+                    assert!(created.is_ok(), "{timeout:?} {transaction_timeout:?} {id:?}: {:?}", created.err());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fencing_codes() {
+        assert!(fenced(Some(RDKafkaErrorCode::ProducerFenced)));
+        assert!(fenced(Some(RDKafkaErrorCode::Fenced)));
+        assert!(!fenced(Some(RDKafkaErrorCode::RequestTimedOut)));
+        assert!(!fenced(None));
+    }
+}
