@@ -4,14 +4,18 @@
 //! The sink writes a group's progress with each window it delivers, in the
 //! window's transaction ([`shardwise_cdc::checkpoint::record`]), so the
 //! topic never runs ahead of or behind the messages. The reader's own
-//! periodic saves are therefore not needed: [`KafkaCheckpoints::save`] does
-//! nothing, and a restarted reader resumes from what the topic says.
+//! periodic saves ([`KafkaCheckpoints::save`]) record only what windows
+//! without changes moved (they write nothing): a restart reads less again,
+//! and readers that share the table see each other's groups reach a
+//! generation's end. Such a record is written by the group's producer, so
+//! Kafka fences it as it fences windows.
 //!
-//! The topic is read up to where it ended when the read began, once every
-//! transaction written to it by then is over ([`crate::topic::read_settled`]):
-//! a `read_committed` read that stopped at the last stable offset would
-//! miss this sink's records written after another writer's transaction
-//! that is still open, and resume behind them.
+//! The topic is followed from its beginning by a [`Tail`], and read up to
+//! where it ended when the read began, once every transaction written to it
+//! by then is over: a `read_committed` read that stopped at the last stable
+//! offset would miss this sink's records written after another writer's
+//! transaction that is still open, and resume behind them. The tail makes
+//! a read (one per takeover) a watermark query rather than a new consumer.
 //!
 //! A takeover ([`CheckpointStore::fence`], readers with leases) first
 //! initialises the group's own producer, which fences the group's earlier
@@ -24,16 +28,18 @@
 //! read to its end; so the newest generation in the topic is the one to
 //! resume (`docs/kafka-sink.md` §2 and §3).
 
+use std::sync::Arc;
+
 use shardwise_cdc::checkpoint::record::{parse_record, RecordFold};
 use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, Fence};
 use shardwise_cdc::{BoxFuture, Millis, StreamId};
 
-use crate::topic::read_settled;
+use crate::topic::Tail;
 use crate::{KafkaSink, SinkError};
 
 /// Loads checkpoints from the sink's checkpoint topic and fences takeovers
-/// in Kafka; saves nothing (the sink records progress in each window's
-/// transaction).
+/// in Kafka; saves only what windows without changes moved (the sink
+/// records progress in each window's transaction).
 #[derive(Debug, Clone)]
 pub struct KafkaCheckpoints {
     sink: KafkaSink,
@@ -44,21 +50,29 @@ impl KafkaCheckpoints {
         KafkaCheckpoints { sink }
     }
 
-    /// Every checkpoint record of the topic, folded (blocking).
+    /// Every checkpoint record of the topic, folded, once every transaction
+    /// written to the topic by now is over (blocking). An empty fold if the
+    /// topic does not exist.
     pub fn read(&self) -> Result<RecordFold, SinkError> {
         let c = &self.sink.shared.config;
-        let mut fold = RecordFold::new();
-        for m in read_settled(&c.brokers, &c.checkpoint_topic, c.timeout)?.unwrap_or_default() {
-            let record = parse_record(m.key.as_deref().unwrap_or_default(), m.value.as_deref().unwrap_or_default())
-                .map_err(|source| SinkError::Record {
-                    topic: c.checkpoint_topic.clone(),
-                    partition: m.partition,
-                    offset: m.offset,
-                    source,
-                })?;
-            fold.add(record);
+        let mut tail = self.sink.shared.tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if tail.is_none() {
+            let topic = c.checkpoint_topic.clone();
+            let fold = move |fold: &mut RecordFold, m: crate::topic::TopicMessage| {
+                let record = parse_record(m.key.as_deref().unwrap_or_default(), m.value.as_deref().unwrap_or_default())
+                    .map_err(|source| SinkError::Record {
+                        topic: topic.clone(),
+                        partition: m.partition,
+                        offset: m.offset,
+                        source,
+                    })?;
+                fold.add(record);
+                Ok(())
+            };
+            *tail = Tail::start(&c.brokers, &c.checkpoint_topic, c.timeout, RecordFold::new(), fold)?.map(Arc::new);
         }
-        Ok(fold)
+        let Some(tail) = tail.clone() else { return Ok(RecordFold::new()) };
+        tail.settled(c.timeout)
     }
 
     /// The records' name of the reader's `log` (see
@@ -93,8 +107,31 @@ impl CheckpointStore for KafkaCheckpoints {
         })
     }
 
-    fn save<'a>(&'a self, _table: &'a str, _checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        Box::pin(std::future::ready(Ok(())))
+    /// Records the progress of each group that windows without changes
+    /// moved past its last record; groups whose producer was fenced are
+    /// named in [`CheckpointError::Fenced`].
+    fn save<'a>(&'a self, _table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let checkpoint = checkpoint.clone();
+        Box::pin(async move {
+            let refused = self
+                .blocking(move |this| {
+                    let mut refused = Vec::new();
+                    for g in &checkpoint.groups {
+                        match this.sink.write_progress(checkpoint.generation, g.group, g.progress) {
+                            Ok(()) => {}
+                            Err(SinkError::Fenced { .. } | SinkError::NotHeld(_)) => refused.push(g.group),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(refused)
+                })
+                .await?;
+            if refused.is_empty() {
+                Ok(())
+            } else {
+                Err(CheckpointError::Fenced(refused))
+            }
+        })
     }
 
     fn load_generation<'a>(

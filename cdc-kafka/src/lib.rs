@@ -17,7 +17,8 @@
 //!   ([`Fencing`]);
 //! * [`checkpoints`]: the checkpoint store the reader resumes from, read
 //!   from the sink's checkpoint topic ([`KafkaCheckpoints`]);
-//! * [`topic`]: creating topics and reading one to its end.
+//! * [`topic`]: creating topics, reading one to its end, and following one
+//!   as it grows ([`topic::Tail`]).
 //!
 //! The `kafka-sink` binary runs a reader with this sink.
 //!
@@ -58,8 +59,10 @@ pub enum SinkError {
         /// The client's error.
         source: KafkaError,
     },
-    /// A window of a group this sink has no producer for.
-    #[error("no producer for CDC group {0}")]
+    /// A window of a group this sink has no producer for: with
+    /// [`Fencing::PerGroup`], a group not taken through
+    /// [`KafkaCheckpoints`]' fence (which needs leases), or taken over since.
+    #[error("no producer for CDC group {0}: not taken through a lease, or taken over since")]
     NotHeld(StreamId),
     /// Creating or reading a topic failed.
     #[error("kafka topic {topic}: {code}")]
@@ -68,6 +71,14 @@ pub enum SinkError {
         topic: String,
         /// The broker's answer.
         code: RDKafkaErrorCode,
+    },
+    /// Following a topic stopped.
+    #[error("following kafka topic {topic}: {reason}")]
+    Tail {
+        /// The topic.
+        topic: String,
+        /// Why it stopped.
+        reason: String,
     },
     /// A topic was not read to its end in time.
     #[error("reading kafka topic {topic} to its end took longer than {timeout:?}")]

@@ -11,7 +11,7 @@
 //! * [`Fencing::PerGroup`], for sinks that share a table through leases: one
 //!   producer per held group, id `<id>.<group>`, initialised when the reader
 //!   takes the group and before it reads the group's checkpoint
-//!   ([`crate::KafkaCheckpoints`]). Whoever held the group before can then
+//!   ([`crate::KafkaCheckpoints`]), and dropped when Kafka fences it. Whoever held the group before can then
 //!   neither commit a window nor leave one open, even if it was paused
 //!   past its lease and does not know it lost the group yet; its commit
 //!   fails with [`SinkError::Fenced`], and its reader leaves the group.
@@ -238,16 +238,13 @@ impl Producers {
         Ok(())
     }
 
-    /// The producer that writes `group` of `generation`: the process's, or
-    /// the group's (taken now if it was not: a reader without leases).
-    pub(crate) fn writer(&self, generation: Millis, group: StreamId) -> Result<Arc<Writer>, SinkError> {
+    /// The producer that writes `group`: the process's, or the group's,
+    /// made when the group was taken. Never made here: a producer made
+    /// after the group was lost would fence its new holder.
+    pub(crate) fn writer(&self, group: StreamId) -> Result<Arc<Writer>, SinkError> {
         if let Some(process) = &self.process {
             return Ok(process.clone());
         }
-        if let Some((_, writer)) = self.groups().get(&group) {
-            return Ok(writer.clone());
-        }
-        self.fence(generation, group)?;
         self.groups().get(&group).map(|(_, w)| w.clone()).ok_or(SinkError::NotHeld(group))
     }
 

@@ -25,19 +25,22 @@
 //! ([`KeyMode::PartitionKey`]) so that a partition delete lands in the
 //! Kafka partition of its partition's rows.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardwise_cdc::checkpoint::log_name;
-use shardwise_cdc::checkpoint::record::{record_key, record_value};
+use shardwise_cdc::checkpoint::record::{record_key, record_value, RecordFold};
 use shardwise_cdc::debezium::{envelope, message_key, KeyColumns, Source};
 use shardwise_cdc::{
-    ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, ReadWindow, WithImages,
+    ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, Millis, ReadWindow,
+    StreamId, WithImages,
 };
 
 use crate::checkpoints::KafkaCheckpoints;
 use crate::producers::{Fencing, Producers};
+use crate::topic::Tail;
 use crate::SinkError;
 
 /// How messages reach Kafka.
@@ -147,12 +150,22 @@ pub struct SinkStats {
 
 pub(crate) struct Shared {
     pub(crate) config: SinkConfig,
+    /// The checkpoint topic, followed once a checkpoint is first read.
+    pub(crate) tail: Mutex<Option<Arc<Tail<RecordFold>>>>,
     /// The log as the records name it ([`SinkConfig::record_log`]).
     log: String,
     pub(crate) producers: Producers,
+    /// The furthest (generation, progress) recorded of each group.
+    recorded: Mutex<HashMap<StreamId, (Millis, Millis)>>,
     messages: AtomicU64,
     windows: AtomicU64,
     no_event: AtomicU64,
+}
+
+impl Shared {
+    fn recorded(&self) -> std::sync::MutexGuard<'_, HashMap<StreamId, (Millis, Millis)>> {
+        self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The Kafka sink; cheap to clone.
@@ -178,8 +191,10 @@ impl KafkaSink {
         Ok(KafkaSink {
             shared: Arc::new(Shared {
                 config,
+                tail: Mutex::new(None),
                 log,
                 producers,
+                recorded: Mutex::new(HashMap::new()),
                 messages: AtomicU64::new(0),
                 windows: AtomicU64::new(0),
                 no_event: AtomicU64::new(0),
@@ -223,15 +238,45 @@ impl KafkaSink {
     /// Blocking. A producer that a later holder of the group fenced fails
     /// with [`SinkError::Fenced`], and is forgotten.
     pub fn write_window(&self, messages: &[(String, String)], window: &ReadWindow) -> Result<(), SinkError> {
+        self.write(messages, window.generation, window.streams.key(), window.to)?;
         let s = &*self.shared;
-        let group = window.streams.key();
+        s.messages.fetch_add(messages.len() as u64, Ordering::Relaxed);
+        s.windows.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Records that `group` of `generation` was read up to `progress` by
+    /// windows without changes (which write nothing): one transaction with
+    /// the record alone, unless the group's last record is as far. Other
+    /// readers sharing the table wait for such records at a generation's
+    /// end. Blocking; errors as [`KafkaSink::write_window`]'s.
+    pub fn write_progress(&self, generation: Millis, group: StreamId, progress: Millis) -> Result<(), SinkError> {
+        let recorded = self.shared.recorded().get(&group).copied();
+        if recorded.is_some_and(|r| r >= (generation, progress)) {
+            return Ok(());
+        }
+        self.write(&[], generation, group, progress)
+    }
+
+    fn write(
+        &self,
+        messages: &[(String, String)],
+        generation: Millis,
+        group: StreamId,
+        progress: Millis,
+    ) -> Result<(), SinkError> {
+        let s = &*self.shared;
         let key = record_key(&s.log, group);
-        let value = record_value(window.generation, window.to);
-        let writer = s.producers.writer(window.generation, group)?;
-        match writer.write((&s.config.topic, messages), (&s.config.checkpoint_topic, &key, &value)) {
+        let value = record_value(generation, progress);
+        let written = s
+            .producers
+            .writer(group)
+            .and_then(|writer| writer.write((&s.config.topic, messages), (&s.config.checkpoint_topic, &key, &value)));
+        match written {
             Ok(()) => {
-                s.messages.fetch_add(messages.len() as u64, Ordering::Relaxed);
-                s.windows.fetch_add(1, Ordering::Relaxed);
+                let mut recorded = s.recorded();
+                let at = recorded.entry(group).or_insert((generation, progress));
+                *at = (*at).max((generation, progress));
                 Ok(())
             }
             Err(e) => {
@@ -279,7 +324,7 @@ impl ImagesConsumer for WindowBuffer {
         // this window's envelopes are not kept.
         self.messages.clear();
         result.map_err(|e| match e {
-            e @ SinkError::Fenced { .. } => ConsumerError::Fenced(Box::new(e)),
+            e @ (SinkError::Fenced { .. } | SinkError::NotHeld(_)) => ConsumerError::Fenced(Box::new(e)),
             e => ConsumerError::failed(e),
         })
     }

@@ -1,9 +1,10 @@
-//! Topics: creating the sink's topics, and reading a topic to its end, as
-//! a consumer sees it now ([`read_topic`]) or once every transaction
-//! written to it so far is over ([`read_settled`], as the checkpoint store
-//! reads).
+//! Topics: creating the sink's topics, reading a topic to its end as a
+//! consumer sees it now ([`read_topic`]), and following one as it grows
+//! ([`Tail`]), which the checkpoint store reads.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -70,15 +71,37 @@ pub fn read_topic(
     isolation: Isolation,
     timeout: Duration,
 ) -> Result<Option<Vec<TopicMessage>>, SinkError> {
-    read(brokers, topic, isolation, false, timeout)
+    let consumer = consumer(brokers, isolation)?;
+    let Some(partitions) = assign(&consumer, topic, timeout)? else { return Ok(None) };
+    let deadline = Instant::now() + timeout;
+    let (mut at_end, mut messages) = (HashSet::new(), Vec::new());
+    while at_end.len() < partitions.len() {
+        if Instant::now() > deadline {
+            return Err(SinkError::ReadTimeout { topic: topic.to_owned(), timeout });
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => return Err(SinkError::Kafka { what: format!("reading {topic}"), source: e }),
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                messages.push(message(&m));
+            }
+        }
+    }
+    messages.sort_by_key(|m| (m.partition, m.offset));
+    Ok(Some(messages))
 }
 
-/// Every committed message of `topic` up to its high watermark as it is
-/// now: waits (at most `timeout`) until each transaction written to the
-/// topic so far is committed or aborted, so that one still open hides
-/// nothing written after it. What the checkpoint store reads. Blocking.
-pub fn read_settled(brokers: &str, topic: &str, timeout: Duration) -> Result<Option<Vec<TopicMessage>>, SinkError> {
-    read(brokers, topic, Isolation::ReadCommitted, true, timeout)
+fn message(m: &rdkafka::message::BorrowedMessage<'_>) -> TopicMessage {
+    TopicMessage {
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        value: m.payload().map(<[u8]>::to_vec),
+    }
 }
 
 fn consumer(brokers: &str, isolation: Isolation) -> Result<BaseConsumer, SinkError> {
@@ -100,14 +123,9 @@ fn consumer(brokers: &str, isolation: Isolation) -> Result<BaseConsumer, SinkErr
         .map_err(SinkError::kafka("creating a consumer"))
 }
 
-fn read(
-    brokers: &str,
-    topic: &str,
-    isolation: Isolation,
-    settled: bool,
-    timeout: Duration,
-) -> Result<Option<Vec<TopicMessage>>, SinkError> {
-    let consumer = consumer(brokers, isolation)?;
+/// The partitions of `topic` (`None` if it does not exist), each assigned
+/// to `consumer` from its beginning.
+fn assign(consumer: &BaseConsumer, topic: &str, timeout: Duration) -> Result<Option<Vec<i32>>, SinkError> {
     let metadata =
         consumer.fetch_metadata(Some(topic), timeout).map_err(SinkError::kafka(format!("metadata of {topic}")))?;
     let Some(meta) = metadata.topics().iter().find(|t| t.name() == topic) else { return Ok(None) };
@@ -122,19 +140,6 @@ fn read(
     if partitions.is_empty() {
         return Ok(None);
     }
-    // Where each partition ends now, transactions still open included
-    // (asked of a read_uncommitted client: a read_committed one may answer
-    // with the last stable offset).
-    let mut ends = HashMap::new();
-    if settled {
-        let watermarks = self::consumer(brokers, Isolation::ReadUncommitted)?;
-        for &p in &partitions {
-            let (_, high) = watermarks
-                .fetch_watermarks(topic, p, timeout)
-                .map_err(SinkError::kafka(format!("watermarks of {topic}/{p}")))?;
-            ends.insert(p, high);
-        }
-    }
     let mut assignment = TopicPartitionList::new();
     for &p in &partitions {
         assignment
@@ -142,50 +147,139 @@ fn read(
             .map_err(SinkError::kafka(format!("assigning {topic}/{p}")))?;
     }
     consumer.assign(&assignment).map_err(SinkError::kafka(format!("assigning {topic}")))?;
-    let deadline = Instant::now() + timeout;
-    // Partitions read up to the last stable offset, and those settled too
-    // (that offset past the end seen at the start).
-    let (mut at_end, mut settled_ones, mut messages) = (HashSet::new(), HashSet::new(), Vec::new());
-    while settled_ones.len() < partitions.len() {
-        if Instant::now() > deadline {
-            return Err(SinkError::ReadTimeout { topic: topic.to_owned(), timeout });
-        }
-        match consumer.poll(Duration::from_millis(100)) {
-            None => {}
-            Some(Err(KafkaError::PartitionEOF(p))) => {
-                at_end.insert(p);
-            }
-            Some(Err(e)) => return Err(SinkError::Kafka { what: format!("reading {topic}"), source: e }),
-            Some(Ok(m)) => {
-                at_end.remove(&m.partition());
-                settled_ones.remove(&m.partition());
-                messages.push(TopicMessage {
-                    partition: m.partition(),
-                    offset: m.offset(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    value: m.payload().map(<[u8]>::to_vec),
-                });
-            }
-        }
-        // An aborted transaction moves the position without a message, so
-        // the position is looked at after every poll.
-        for &p in &at_end {
-            let end = ends.get(&p).copied().unwrap_or(0);
-            if !settled_ones.contains(&p) && (end <= 0 || position(&consumer, topic, p)? >= end) {
-                settled_ones.insert(p);
-            }
-        }
-    }
-    messages.sort_by_key(|m| (m.partition, m.offset));
-    Ok(Some(messages))
+    Ok(Some(partitions))
 }
 
-/// The offset `consumer` reads next in `topic`/`partition` (control
-/// records and aborted messages it skipped included); 0 if none yet.
-fn position(consumer: &BaseConsumer, topic: &str, partition: i32) -> Result<i64, SinkError> {
-    let positions = consumer.position().map_err(SinkError::kafka(format!("position in {topic}")))?;
-    Ok(match positions.find_partition(topic, partition).map(|e| e.offset()) {
-        Some(Offset::Offset(o)) => o,
-        _ => 0,
-    })
+/// What a [`Tail`] folded so far.
+struct Followed<T> {
+    value: T,
+    /// The offset read next in each partition (control records and aborted
+    /// messages passed included).
+    positions: HashMap<i32, i64>,
+    /// Why following stopped, if it did.
+    failed: Option<String>,
+}
+
+type Shared<T> = Arc<(Mutex<Followed<T>>, Condvar)>;
+
+/// A topic followed with `read_committed` from its beginning by a thread
+/// of its own, each message folded into a value as it arrives. A
+/// [`Tail::settled`] read waits until the tail has passed the topic's high
+/// watermark as it was when the read began, so every transaction written
+/// to the topic by then is over and none still open hides what was
+/// written after it; a read costs a watermark query, not a new consumer.
+/// The thread ends when the tail is dropped.
+pub struct Tail<T> {
+    topic: String,
+    partitions: Vec<i32>,
+    /// Asks the high watermarks: `read_uncommitted`, since a
+    /// `read_committed` client may answer with the last stable offset.
+    watermarks: BaseConsumer,
+    followed: Shared<T>,
+    stop: Arc<AtomicBool>,
+}
+
+impl<T> std::fmt::Debug for Tail<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tail").field("topic", &self.topic).field("partitions", &self.partitions).finish()
+    }
+}
+
+impl<T: Clone + Send + 'static> Tail<T> {
+    /// Follows `topic` from its beginning, folding each committed message
+    /// into `value` with `fold`; `None` if the topic does not exist. A fold
+    /// error stops the tail, and later reads return it. Blocking.
+    pub fn start<F>(brokers: &str, topic: &str, timeout: Duration, value: T, fold: F) -> Result<Option<Self>, SinkError>
+    where
+        F: FnMut(&mut T, TopicMessage) -> Result<(), SinkError> + Send + 'static,
+    {
+        let consumer = consumer(brokers, Isolation::ReadCommitted)?;
+        let Some(partitions) = assign(&consumer, topic, timeout)? else { return Ok(None) };
+        let watermarks = self::consumer(brokers, Isolation::ReadUncommitted)?;
+        let followed: Shared<T> =
+            Arc::new((Mutex::new(Followed { value, positions: HashMap::new(), failed: None }), Condvar::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (f, s, t, p) = (followed.clone(), stop.clone(), topic.to_owned(), partitions.clone());
+        std::thread::Builder::new()
+            .name(format!("tail-{topic}"))
+            .spawn(move || follow(&consumer, &t, &p, &f, &s, fold))
+            .map_err(|e| SinkError::Tail { topic: topic.to_owned(), reason: e.to_string() })?;
+        Ok(Some(Tail { topic: topic.to_owned(), partitions, watermarks, followed, stop }))
+    }
+
+    /// The value once the tail passed the topic's end as it is now (every
+    /// transaction written by now committed or aborted); at most `timeout`.
+    /// Blocking.
+    pub fn settled(&self, timeout: Duration) -> Result<T, SinkError> {
+        let deadline = Instant::now() + timeout;
+        let mut ends = HashMap::new();
+        for &p in &self.partitions {
+            let (_, high) = self
+                .watermarks
+                .fetch_watermarks(&self.topic, p, timeout)
+                .map_err(SinkError::kafka(format!("watermarks of {}/{p}", self.topic)))?;
+            ends.insert(p, high);
+        }
+        let (lock, changed) = &*self.followed;
+        let mut followed = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(reason) = &followed.failed {
+                return Err(SinkError::Tail { topic: self.topic.clone(), reason: reason.clone() });
+            }
+            if ends.iter().all(|(p, &end)| end <= 0 || followed.positions.get(p).is_some_and(|&at| at >= end)) {
+                return Ok(followed.value.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(SinkError::ReadTimeout { topic: self.topic.clone(), timeout });
+            }
+            followed = changed.wait_timeout(followed, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+}
+
+impl<T> Drop for Tail<T> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// The tail's thread: polls, folds, and publishes the positions.
+fn follow<T, F>(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partitions: &[i32],
+    followed: &Shared<T>,
+    stop: &AtomicBool,
+    mut fold: F,
+) where
+    F: FnMut(&mut T, TopicMessage) -> Result<(), SinkError>,
+{
+    let (lock, changed) = &**followed;
+    while !stop.load(Ordering::Acquire) {
+        let polled = consumer.poll(Duration::from_millis(20));
+        let positions = consumer.position();
+        let mut f = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        // Other errors of the client are passing (a broker away for a
+        // while): it retries by itself, and a read that waits on it times
+        // out.
+        f.failed = match polled {
+            Some(Ok(m)) => fold(&mut f.value, message(&m)).err().map(|e| e.to_string()),
+            Some(Err(e @ KafkaError::MessageConsumptionFatal(_))) => Some(e.to_string()),
+            _ => None,
+        };
+        if let Ok(list) = positions {
+            for &p in partitions {
+                if let Some(Offset::Offset(at)) = list.find_partition(topic, p).map(|e| e.offset()) {
+                    f.positions.insert(p, at);
+                }
+            }
+        }
+        let stopped = f.failed.is_some();
+        drop(f);
+        changed.notify_all();
+        if stopped {
+            return;
+        }
+    }
 }

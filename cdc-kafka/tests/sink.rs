@@ -362,3 +362,197 @@ async fn checkpoints_are_read_to_the_high_watermark_and_takeovers_are_fenced_in_
     assert_eq!(values, ["a1", "b2"], "the fenced holder's window is not in the topic");
     kafka.stop();
 }
+
+/// A sink sharing `ks.t` through leases in `ks` (TTL 3 s), keying messages
+/// by the partition key, from `start_ms` to `end_ms`; its stderr goes to a
+/// file of the temporary directory, named after it.
+fn spawn_sharing(
+    db: std::net::SocketAddr,
+    brokers: &str,
+    ks: &str,
+    name: &str,
+    (start_ms, end_ms): (u64, u64),
+) -> Child {
+    let log = std::env::temp_dir().join(format!("{ks}-{name}.log"));
+    let log = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    Command::new(env!("CARGO_BIN_EXE_kafka-sink"))
+        .args(["--node", &db.to_string(), "--keyspace", ks, "--table", "t", "--consistency", "ONE"])
+        .args(["--brokers", brokers, "--name", "cluster", "--partitions", "3", "--key", "partition"])
+        .args(["--start-unix-ms", &start_ms.to_string(), "--end-unix-ms", &end_ms.to_string()])
+        .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "1", "--kafka-timeout", "20"])
+        .args(["--lease-keyspace", ks, "--reader-name", name, "--lease-ttl", "3", "--lease-heartbeat", "0.5"])
+        .args(["--streams-per-query", "4", "--checkpoint-interval", "0.2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn kafka-sink")
+}
+
+/// Leases held per reader of `ks.t`.
+async fn held(session: &shardwise::Session, ks: &str) -> std::collections::BTreeMap<String, usize> {
+    let table = shardwise_cdc::LeaseTable::new(session.clone(), ks, "cdc_leases");
+    let mut held = std::collections::BTreeMap::new();
+    // The table may not exist yet: the sinks create it.
+    for owner in table.leases(&format!("{ks}.t_scylla_cdc_log")).await.unwrap_or_default().into_values() {
+        *held.entry(owner).or_insert(0) += 1;
+    }
+    held
+}
+
+/// Child processes, killed when the test ends, whichever way.
+struct Reap(Vec<Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to `child`.
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -{signal}");
+}
+
+/// Two sinks share a table through leases, keying messages by partition
+/// key. One is paused (SIGSTOP) mid-workload until its leases have run out
+/// and the other took its groups over, then resumed (SIGCONT): whatever it
+/// was writing when paused, Kafka fenced it when its groups were taken, so
+/// the topic read with `read_committed` still holds every change exactly
+/// once. Every change of a partition, its partition delete included, is in
+/// one Kafka partition, in write order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sinks_share_a_table_and_one_paused_past_its_lease_is_fenced() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let brokers = kafka.addr().to_string();
+    let (front, session, ks) = common::front_and_keyspace("cdc_kafka_leases").await;
+    create_table(&session, &ks).await;
+    let topic = format!("cluster.{ks}.t");
+    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
+
+    let plan = plan(30, 2000, 13);
+    let mut expected = Keyed::new();
+    for &(pk, ck, op, v) in &plan {
+        expected.entry((pk, ck)).or_default().push((op, v));
+    }
+    let deleted: Vec<i32> = (0..5).collect();
+    let start = SystemTime::now() - Duration::from_millis(500);
+    let end = SystemTime::now() + Duration::from_secs(45);
+    let mut sinks = Reap(vec![
+        spawn_sharing(front.addr(), &brokers, &ks, "a", (ms(start), ms(end))),
+        spawn_sharing(front.addr(), &brokers, &ks, "b", (ms(start), ms(end))),
+    ]);
+    let writer = {
+        let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
+        tokio::spawn(async move { write(&session, &ks, &plan, 20, Duration::from_millis(100)).await })
+    };
+
+    // Both hold groups and write; then a is paused past its leases.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let groups = loop {
+        let held = held(&session, &ks).await;
+        let (bk, t) = (brokers.clone(), topic.clone());
+        let written = tokio::task::spawn_blocking(move || committed(&bk, &t).len()).await.expect("join");
+        if held.len() == 2 && written > plan.len() / 5 {
+            break held.values().sum::<usize>();
+        }
+        assert!(Instant::now() < deadline, "both sinks hold groups and write: {held:?}, {written} messages");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    signal(&sinks.0[0], "STOP");
+    let paused = Instant::now();
+    let deadline = paused + Duration::from_secs(30);
+    loop {
+        let held = held(&session, &ks).await;
+        if held.get("b") == Some(&groups) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "b takes every group over: {held:?} of {groups}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // b writes on for a while, then a wakes up.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal(&sinks.0[0], "CONT");
+    let paused_for = paused.elapsed();
+
+    writer.await.expect("writer");
+    let delete = session.prepare(shardwise::Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ?"))).await;
+    let delete = delete.expect("prepare");
+    for &pk in &deleted {
+        session.execute(&delete, (pk,)).await.expect("partition delete");
+    }
+    assert!(SystemTime::now() + Duration::from_secs(2) < end, "the writes ended well before the sinks' end");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (name, child) in ["a", "b"].into_iter().zip(&mut sinks.0) {
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("sink {name} did not finish");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "sink {name} finished cleanly: {status:?}");
+    }
+
+    // Every change once, in write order per (pk, ck); a partition's
+    // changes in one Kafka partition, its partition delete last.
+    let (bk, t) = (brokers.clone(), topic.clone());
+    let messages = tokio::task::spawn_blocking(move || committed(&bk, &t)).await.expect("join");
+    let mut seen = Keyed::new();
+    let mut partition_of: HashMap<i32, i32> = HashMap::new();
+    let mut last_of: HashMap<i32, bool> = HashMap::new();
+    for m in &messages {
+        let key = std::str::from_utf8(m.key.as_deref().expect("a key")).expect("utf-8 key");
+        let value = std::str::from_utf8(m.value.as_deref().expect("a value")).expect("utf-8 value");
+        let pk = number_after(key, "\"pk\":").unwrap_or_else(|| panic!("pk in {key}")) as i32;
+        assert!(!key.contains("ck"), "keyed by the partition key alone: {key}");
+        let part = *partition_of.entry(pk).or_insert(m.partition);
+        assert_eq!(part, m.partition, "pk {pk}: one Kafka partition");
+        let row = value.split(r#""before":"#).nth(1).unwrap_or(value);
+        match number_after(row, "\"ck\":") {
+            Some(ck) => {
+                assert!(!last_of.get(&pk).copied().unwrap_or(false), "pk {pk}: nothing after its partition delete");
+                let op = if value.contains(r#""op":"c""#) {
+                    Operation::Insert
+                } else if value.contains(r#""op":"u""#) {
+                    Operation::Update
+                } else {
+                    Operation::RowDelete
+                };
+                let v = (op != Operation::RowDelete).then(|| number_after(value, r#""v":{"value":"#)).flatten();
+                seen.entry((pk, ck as i32)).or_default().push((op, v));
+            }
+            None => {
+                assert!(value.contains(r#""op":"d""#), "a partition delete: {value}");
+                assert!(last_of.insert(pk, true).is_none(), "pk {pk}: one partition delete");
+            }
+        }
+    }
+    for (key, ops) in &expected {
+        assert_eq!(seen.get(key), Some(ops), "key {key:?}: every change once, in write order");
+    }
+    assert_eq!(seen.len(), expected.len(), "no key that was not written");
+    let deletes: Vec<i32> = {
+        let mut d: Vec<i32> = last_of.keys().copied().collect();
+        d.sort_unstable();
+        d
+    };
+    assert_eq!(deletes, deleted, "every partition delete once");
+    assert_eq!(messages.len(), plan.len() + deleted.len(), "every change exactly once");
+    eprintln!(
+        "{groups} groups; a paused {:.1} s; {} committed messages, every change once",
+        paused_for.as_secs_f64(),
+        messages.len()
+    );
+    for name in ["a", "b"] {
+        let _ = std::fs::remove_file(std::env::temp_dir().join(format!("{ks}-{name}.log")));
+    }
+    kafka.stop();
+}

@@ -9,6 +9,23 @@ pub mod connect;
 pub mod leasing;
 pub mod reading;
 
+/// Writes the library's warnings (a lease lost, a group taken over, a
+/// query retried for good) to stderr, one line each; `verbose` adds its
+/// informational lines and debug lines.
+pub fn log_warnings(verbose: bool) {
+    let level = if verbose {
+        tracing_subscriber::filter::LevelFilter::DEBUG
+    } else {
+        tracing_subscriber::filter::LevelFilter::WARN
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .try_init();
+}
+
 /// How a tool ends: success, or one line on stderr that says what went
 /// wrong (which node, which table, why) and a failure status.
 pub fn exit(tool: &str, result: Result<(), Box<dyn std::error::Error>>) -> std::process::ExitCode {

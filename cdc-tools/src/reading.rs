@@ -41,6 +41,10 @@ pub struct ReadingArgs {
     /// that readers sharing a table hold.
     #[arg(long, default_value_t = 64)]
     pub streams_per_query: usize,
+    /// Print the reader's informational and debug lines on stderr as well
+    /// as its warnings.
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 impl ReadingArgs {

@@ -78,6 +78,12 @@ struct Args {
     /// No transactions: a crash may write the last window's changes twice.
     #[arg(long, conflicts_with = "transactional_id")]
     at_least_once: bool,
+    /// Seconds between records of the progress that windows without
+    /// changes made (they write nothing themselves): how long a restart
+    /// may read such windows again, and how late the sinks sharing the
+    /// table see each other's groups reach a generation's end.
+    #[arg(long, default_value_t = 5.0)]
+    checkpoint_interval: f64,
     /// Seconds any Kafka call may take.
     #[arg(long, default_value_t = 30.0)]
     kafka_timeout: f64,
@@ -85,7 +91,9 @@ struct Args {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> std::process::ExitCode {
-    shardwise_cdc_tools::exit("kafka-sink", run(Args::parse()).await)
+    let args = Args::parse();
+    shardwise_cdc_tools::log_warnings(args.reading.verbose);
+    shardwise_cdc_tools::exit("kafka-sink", run(args).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -123,8 +131,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = args
         .reading
         .builder(session, &args.keyspace, &args.table)?
-        // Progress is recorded with each window; the reader's saves are no-ops.
-        .checkpoints(Arc::new(sink.checkpoints()), Duration::from_secs(60));
+        // Progress is recorded with each window; the reader's saves record
+        // what windows without changes moved.
+        .checkpoints(Arc::new(sink.checkpoints()), Duration::from_secs_f64(args.checkpoint_interval.max(0.001)));
     if let Some(leases) = leases {
         builder = builder.leases(leases);
     }

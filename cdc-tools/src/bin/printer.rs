@@ -76,7 +76,9 @@ struct Args {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> std::process::ExitCode {
-    shardwise_cdc_tools::exit("printer", run(Args::parse()).await)
+    let args = Args::parse();
+    shardwise_cdc_tools::log_warnings(args.reading.verbose);
+    shardwise_cdc_tools::exit("printer", run(args).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

@@ -56,6 +56,7 @@ struct Args {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> std::process::ExitCode {
+    shardwise_cdc_tools::log_warnings(false);
     shardwise_cdc_tools::exit("replicator", run(Args::parse()).await)
 }
 

@@ -24,9 +24,10 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use crate::checkpoint::{Checkpoint, CheckpointStore, GroupProgress};
+use crate::checkpoint::{Checkpoint, CheckpointStore, Fence, GroupProgress};
 use crate::lease::{moves, LeaseConfig, LeaseError};
 use crate::plan::GroupState;
 use crate::stream::StreamId;
@@ -160,8 +161,11 @@ impl Holder {
                 taken.push((*g, sent));
             }
         }
-        for (g, sent) in taken {
-            self.take(g, sent, generation).await?;
+        // Fenced all at once: one after the other, the fences of many groups
+        // could outlast the leases just taken.
+        let fences = join_all(taken.iter().map(|(g, _)| self.bounded(self.store.fence(log, generation, g.key)))).await;
+        for ((g, sent), fence) in taken.into_iter().zip(fences) {
+            self.take(g, sent, generation, fence).await?;
         }
 
         // The others' progress, so that the generation barrier sees every group.
@@ -173,12 +177,18 @@ impl Holder {
     }
 
     /// The workers read `g`, whose lease was taken with a query sent at
-    /// `sent`, from now on: it is fenced first, and read from the progress
-    /// saved before the fence. A group never saved gets a record at once,
+    /// `sent`, from now on: it was fenced first (`fence`), and is read from
+    /// the progress saved before the fence; a failed fence gives it back. A group never saved gets a record at once,
     /// so that whoever takes it after this reader starts where this one did.
-    async fn take(&mut self, g: GroupState, sent: Instant, generation: Millis) -> Result<(), CdcError> {
+    async fn take(
+        &mut self,
+        g: GroupState,
+        sent: Instant,
+        generation: Millis,
+        fence: Result<Fence, CdcError>,
+    ) -> Result<(), CdcError> {
         let log = self.shared.log.clone();
-        let fence = match self.bounded(self.store.fence(&log, generation, g.key)).await {
+        let fence = match fence {
             Ok(fence) => fence,
             Err(e) => {
                 // Given back, and claimed again on a later heartbeat.
@@ -264,5 +274,49 @@ impl Holder {
         }
         self.bounded(self.config.table.leave(log, name)).await?;
         Ok(())
+    }
+}
+
+/// Runs `futures` at once; their outputs, in order.
+async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(out) => *output = Some(out),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The futures run at once: the first waits for what the second sends,
+    /// which one after the other would never finish.
+    #[tokio::test]
+    async fn join_all_runs_the_futures_at_once_and_keeps_their_order() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let first = async move { rx.await.unwrap_or(0) + 1 };
+        let second = async move {
+            let _ = tx.send(41);
+            7
+        };
+        let futures: Vec<std::pin::Pin<Box<dyn Future<Output = u32>>>> = vec![Box::pin(first), Box::pin(second)];
+        let outputs = tokio::time::timeout(Duration::from_secs(5), join_all(futures)).await;
+        assert_eq!(outputs.ok(), Some(vec![42, 7]));
     }
 }
