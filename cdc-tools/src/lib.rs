@@ -9,9 +9,10 @@ pub mod connect;
 pub mod leasing;
 pub mod reading;
 
-/// Writes the library's warnings (a lease lost, a group taken over, a
-/// query retried for good) to stderr, one line each; `verbose` adds its
-/// informational lines and debug lines.
+/// Writes the library's warnings (a lease lost, a group taken over, a node
+/// that cannot be reached) to stderr, one line each; `verbose` adds its
+/// informational and debug lines. A tool calls it once it runs: what stops
+/// it before then is its one error line.
 pub fn log_warnings(verbose: bool) {
     let level = if verbose {
         tracing_subscriber::filter::LevelFilter::DEBUG

@@ -42,7 +42,7 @@ pub struct ReadingArgs {
     #[arg(long, default_value_t = 64)]
     pub streams_per_query: usize,
     /// Print the reader's informational and debug lines on stderr as well
-    /// as its warnings.
+    /// as its warnings, once it runs.
     #[arg(long)]
     pub verbose: bool,
 }

@@ -289,6 +289,12 @@ fn spawn_sharing(
         .expect("spawn printer")
 }
 
+/// Sends `signal` (`STOP`, `CONT`) to `child`.
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -{signal}");
+}
+
 /// Leases held per reader, from the lease table.
 async fn held(session: &shardwise::Session, ks: &str) -> std::collections::BTreeMap<String, usize> {
     let table = shardwise_cdc::LeaseTable::new(session.clone(), ks, "cdc_leases");
@@ -301,10 +307,13 @@ async fn held(session: &shardwise::Session, ks: &str) -> std::collections::BTree
 }
 
 /// Three printers share a table through leases; one is killed (SIGKILL)
-/// mid-workload and a fourth joins. Every change is printed (count and
+/// mid-workload and a fourth joins; then another is paused (SIGSTOP) past
+/// its leases and resumed (SIGCONT). Every change is printed (count and
 /// checksum of the values), in write order per key within each printer;
-/// a change printed twice was always printed by the killed printer (its
-/// unsaved window, read again by the taker); the groups are spread.
+/// a change printed twice was always printed by the killed or the paused
+/// printer (a window it had not saved, read again by the taker); the groups
+/// are spread; and the paused printer set no progress back: a printer
+/// started over the same range once all are done prints nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn printers_share_a_table_through_leases_and_survive_a_kill() {
     let (front, session, ks) = common::front_and_keyspace("cdc_leases").await;
@@ -365,6 +374,21 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
         assert!(Instant::now() < deadline, "the groups are spread over the live printers: {held:?} of {groups}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // p3 is paused (SIGSTOP) until its leases ran out and the others took
+    // its groups over, then resumed: it comes back as a zombie whose
+    // workers check their leases and whose saves are fenced.
+    signal(&children[2], "STOP");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let held = held(&session, &ks).await;
+        if !held.contains_key("p3") && held.values().sum::<usize>() == groups {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the others take the paused printer's groups: {held:?} of {groups}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    signal(&children[2], "CONT");
     writer.await.expect("writer");
     assert!(SystemTime::now() + Duration::from_secs(2) < end, "the writes ended well before the printers' end");
 
@@ -396,15 +420,73 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
     for (v, printers) in &printers_of {
         if printers.len() > 1 {
             assert!(
-                printers.len() == 2 && printers.contains(&1),
-                "value {v} printed by {printers:?}: only the killed printer's window repeats"
+                printers.len() == 2 && (printers.contains(&1) || printers.contains(&2)),
+                "value {v} printed by {printers:?}: only the windows of the killed and the paused printer repeat"
             );
             repeated += 1;
         }
     }
+    // The paused printer set no progress back: one more printer over the
+    // same range resumes at its end, and prints nothing.
+    let again = dir.join("p5.jsonl");
+    let mut child = spawn_sharing(front.addr(), &ks, "p5", range, &again);
+    let status = exit_of(&mut child, Instant::now() + Duration::from_secs(60), "p5").await;
+    assert!(status.success(), "p5 finished cleanly: {status:?}");
+    assert_eq!(lines_in(&again), 0, "a printer over the same range after the others prints nothing");
     let counts: Vec<usize> = outputs.iter().map(|o| o.values().map(Vec::len).sum()).collect();
     eprintln!(
         "{groups} groups; printed per printer {counts:?} (p2 killed after {killed_at}); {repeated} repeated of {total}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A printer whose clock runs 2 s ahead of the cluster's (`faketime`)
+/// still prints every change of a live workload: it reads a window only
+/// once the cluster's clock, not its own, is past the window's end and the
+/// safety interval (0.3 s here). By its own clock it would read windows
+/// that writes still land in, and miss those writes. A clock 2 s behind
+/// loses nothing either (its windows are merely late).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_printer_whose_clock_is_skewed_loses_nothing() {
+    let installed = Command::new("faketime").args(["-f", "+0s", "true"]).status().is_ok_and(|s| s.success());
+    assert!(installed, "faketime is missing: `apt-get install faketime` (.ci/run installs it)");
+    let (front, session, ks) = common::front_and_keyspace("cdc_skew").await;
+    create_table(&session, &ks).await;
+    let dir = std::env::temp_dir().join(format!("shardwise-cdc-skew-{}-{ks}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
+
+    let plan = plan(20, 600, 5);
+    let expected = expected_of(&plan);
+    let start = SystemTime::now() - Duration::from_millis(500);
+    let end = SystemTime::now() + Duration::from_secs(10);
+    let mut children = Vec::new();
+    for (skew, name) in [("+2s", "ahead"), ("-2s", "behind")] {
+        let out = dir.join(format!("{name}.jsonl"));
+        let child = Command::new("faketime")
+            .args(["-f", skew, env!("CARGO_BIN_EXE_printer")])
+            .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--json"])
+            .args(["--start-unix-ms", &ms(start).to_string(), "--end-unix-ms", &ms(end).to_string()])
+            .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "1"])
+            .args(["--consistency", "ONE"])
+            .stdout(Stdio::from(std::fs::File::create(&out).expect("output file")))
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn printer under faketime");
+        children.push((name, child, out));
+    }
+    write(&session, &ks, &plan, 20, Duration::from_millis(100)).await;
+    assert!(SystemTime::now() + Duration::from_secs(1) < end, "the writes ended before the printers' end");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (name, child, out) in &mut children {
+        let status = exit_of(child, deadline, name).await;
+        assert!(status.success(), "the printer {name} finished cleanly: {status:?}");
+        let (seen, n) = read_output(out);
+        for (pk, ops) in &expected {
+            assert_eq!(seen.get(pk), Some(ops), "clock {name}: pk {pk}, every change once, in write order");
+        }
+        assert_eq!(n, plan.len(), "clock {name}: every change once");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

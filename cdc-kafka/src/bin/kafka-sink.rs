@@ -91,9 +91,7 @@ struct Args {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    shardwise_cdc_tools::log_warnings(args.reading.verbose);
-    shardwise_cdc_tools::exit("kafka-sink", run(args).await)
+    shardwise_cdc_tools::exit("kafka-sink", run(Args::parse()).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -138,6 +136,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.leases(leases);
     }
     let reader = builder.build(sink.factory()).await?;
+    shardwise_cdc_tools::log_warnings(args.reading.verbose);
 
     let (handle, progress) = (reader.handle(), sink.clone());
     tokio::spawn(async move {

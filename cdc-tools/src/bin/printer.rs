@@ -76,9 +76,7 @@ struct Args {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    shardwise_cdc_tools::log_warnings(args.reading.verbose);
-    shardwise_cdc_tools::exit("printer", run(args).await)
+    shardwise_cdc_tools::exit("printer", run(Args::parse()).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -139,6 +137,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             builder.build(Arc::new(factory)).await?
         }
     };
+    shardwise_cdc_tools::log_warnings(args.reading.verbose);
     let handle = reader.handle();
     let counter = rows.clone();
     tokio::spawn(async move {

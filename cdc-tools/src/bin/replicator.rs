@@ -56,7 +56,6 @@ struct Args {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> std::process::ExitCode {
-    shardwise_cdc_tools::log_warnings(false);
     shardwise_cdc_tools::exit("replicator", run(Args::parse()).await)
 }
 
@@ -83,6 +82,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.workers(w);
     }
     let reader = builder.build(replicator.clone()).await?;
+    shardwise_cdc_tools::log_warnings(false);
 
     let progress = {
         let replicator = replicator.clone();
