@@ -285,7 +285,7 @@ const LOG: &str = "ks.t_scylla_cdc_log";
 ///    offset (the open transaction's start), before this sink's own later
 ///    record; the store waits until that transaction is over and reads up
 ///    to the high watermark. Sinks of one table into different topics
-///    keep their records apart.
+///    keep their records apart; an earlier version's records are read.
 /// 2. Two sinks that share a table through leases: the second takes a
 ///    group over, which fences the first in Kafka, so that the first can
 ///    commit no window of that group any more (it is told it was fenced),
@@ -334,6 +334,27 @@ async fn checkpoints_are_read_to_the_high_watermark_and_takeovers_are_fenced_in_
     let elsewhere = sink(&brokers, "elsewhere", "shared-checkpoints", Fencing::Process).checkpoints();
     let theirs = elsewhere.load(LOG).await.expect("loaded").expect("the other sink's record");
     assert_eq!(theirs.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(5)], "kept apart");
+
+    // Records of an earlier version, keyed by the log alone, are still read
+    // where the topic holds nothing else for the table.
+    let legacy = sink(&brokers, "legacy", "legacy-checkpoints", Fencing::Process);
+    legacy.create_topics(1).await.expect("topics");
+    let b = brokers.clone();
+    tokio::task::spawn_blocking(move || {
+        use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+        let producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext> =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", &b).create().expect("producer");
+        let key = format!("{LOG}/{group}");
+        producer
+            .send(BaseRecord::to("legacy-checkpoints").key(&key).payload("1000 42"))
+            .map_err(|(e, _)| e)
+            .expect("send");
+        producer.flush(Duration::from_secs(20)).expect("on the broker");
+    })
+    .await
+    .expect("join");
+    let cp = legacy.checkpoints().load(LOG).await.expect("loaded").expect("the earlier version's record");
+    assert_eq!(cp.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(42)]);
 
     // 2. A takeover fences the earlier holder.
     let (a, b) = (
