@@ -13,16 +13,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use shardwise_cdc::{CheckpointStore, GroupId, Millis, Operation, ReadWindow, StreamGroup, StreamId};
-use shardwise_cdc_kafka::topic::{read_topic, Isolation, TopicMessage};
+use shardwise_cdc_kafka::topic::{read_topic, Isolation};
 use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, SinkConfig, SinkError};
 use testkit::Kafka;
 
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
+mod support;
 use common::workload::{create_table, plan, write};
-
-/// Changes per message key (pk, ck): (operation, v) in order.
-type Keyed = HashMap<(i32, i32), Vec<(Operation, Option<i64>)>>;
+use support::{changes_of, committed, held, number_after, signal, Keyed, Reap};
 
 const CHECKPOINTS: &str = "test-checkpoints";
 
@@ -50,36 +49,6 @@ fn spawn_sink(
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn kafka-sink")
-}
-
-/// The number after `"name":` in `text`.
-fn number_after(text: &str, name: &str) -> Option<i64> {
-    let rest = &text[text.find(name)? + name.len()..];
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    rest[..end].parse().ok()
-}
-
-/// The messages as changes per (pk, ck), in topic order (each key lives in
-/// one partition, and messages come partition by partition in offset order).
-fn changes_of(messages: &[TopicMessage]) -> (Keyed, usize) {
-    let mut keyed = Keyed::new();
-    for m in messages {
-        let key = std::str::from_utf8(m.key.as_deref().expect("a key")).expect("utf-8 key");
-        let value = std::str::from_utf8(m.value.as_deref().expect("a value")).expect("utf-8 value");
-        let pk = number_after(key, "\"pk\":").unwrap_or_else(|| panic!("pk in {key}")) as i32;
-        let ck = number_after(key, "\"ck\":").unwrap_or_else(|| panic!("ck in {key}")) as i32;
-        let (op, v) = if value.contains(r#""op":"c""#) {
-            (Operation::Insert, number_after(value, r#""v":{"value":"#))
-        } else if value.contains(r#""op":"u""#) {
-            (Operation::Update, number_after(value, r#""v":{"value":"#))
-        } else {
-            assert!(value.contains(r#""op":"d","#) && value.contains(r#""after":null"#), "{value}");
-            (Operation::RowDelete, None)
-        };
-        assert!(value.contains(r#""connector":"shardwise","name":"cluster""#), "{value}");
-        keyed.entry((pk, ck)).or_default().push((op, v));
-    }
-    (keyed, messages.len())
 }
 
 /// The value of the messages of the transaction left open.
@@ -114,12 +83,6 @@ fn leave_a_transaction_open(brokers: &str, topic: &str) -> usize {
     // Dead: neither committed nor aborted, as after a SIGKILL.
     std::mem::forget(producer);
     keys.len()
-}
-
-fn committed(brokers: &str, topic: &str) -> Vec<TopicMessage> {
-    read_topic(brokers, topic, Isolation::ReadCommitted, Duration::from_secs(30))
-        .expect("read the topic")
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -410,35 +373,6 @@ fn spawn_sharing(
         .expect("spawn kafka-sink")
 }
 
-/// Leases held per reader of `ks.t`.
-async fn held(session: &shardwise::Session, ks: &str) -> std::collections::BTreeMap<String, usize> {
-    let table = shardwise_cdc::LeaseTable::new(session.clone(), ks, "cdc_leases");
-    let mut held = std::collections::BTreeMap::new();
-    // The table may not exist yet: the sinks create it.
-    for owner in table.leases(&format!("{ks}.t_scylla_cdc_log")).await.unwrap_or_default().into_values() {
-        *held.entry(owner).or_insert(0) += 1;
-    }
-    held
-}
-
-/// Child processes, killed when the test ends, whichever way.
-struct Reap(Vec<Child>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Sends `signal` (`STOP`, `CONT`) to `child`.
-fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().expect("kill");
-    assert!(status.success(), "kill -{signal}");
-}
-
 /// Two sinks share a table through leases, keying messages by partition
 /// key. One is paused (SIGSTOP) mid-workload until its leases have run out
 /// and the other took its groups over, then resumed (SIGCONT): whatever it
@@ -475,7 +409,7 @@ async fn sinks_share_a_table_and_one_paused_past_its_lease_is_fenced() {
     // Both hold groups and write; then a is paused past its leases.
     let deadline = Instant::now() + Duration::from_secs(60);
     let groups = loop {
-        let held = held(&session, &ks).await;
+        let held = held(&session, &ks, "cdc_leases").await;
         let (bk, t) = (brokers.clone(), topic.clone());
         let written = tokio::task::spawn_blocking(move || committed(&bk, &t).len()).await.expect("join");
         if held.len() == 2 && written > plan.len() / 5 {
@@ -488,7 +422,7 @@ async fn sinks_share_a_table_and_one_paused_past_its_lease_is_fenced() {
     let paused = Instant::now();
     let deadline = paused + Duration::from_secs(30);
     loop {
-        let held = held(&session, &ks).await;
+        let held = held(&session, &ks, "cdc_leases").await;
         if held.get("b") == Some(&groups) {
             break;
         }

@@ -113,6 +113,12 @@ tasks:
                        it starts, or $SHARDWISE_CASSANDRA) and write FILE.result beside it, for
                        review: a .result must show Scylla's behaviour, not merely the front's
                        (the suite is emu/tests/transcripts, run by `cargo xtask test`)
+  nemesis [--minutes N] [--seed S]
+                       the CDC nemesis (cdc-kafka/tests/nemesis.rs) for N minutes of faults
+                       (default 30) against a Cassandra it starts: kafka-sinks and printers
+                       sharing a table through leases, killed, paused, cut off and slowed on a
+                       schedule of seed S (default from the clock), then a checker that reports
+                       per write delivered or not and how often; `test` runs it for 60 s
   house                only step 0 of `test`: the outside-path check, fmt, clippy and doc
   help                 this text
 ";
@@ -124,6 +130,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("house") => test::run_house(),
+        Some("nemesis") => nemesis(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("emu") => emu(&args[1..]),
         Some("transcript") => transcript(&args[1..]),
@@ -140,6 +147,34 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `cargo xtask nemesis [--minutes N] [--seed S]`: the nemesis test of
+/// `cdc-kafka` for N minutes of faults (`NEMESIS_SECONDS`), with seed S
+/// (`NEMESIS_SEED`), its output shown.
+fn nemesis(args: &[String]) -> ExitCode {
+    let (mut minutes, mut seed) = (30.0_f64, None);
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        let value = rest.next();
+        match (a.as_str(), value) {
+            ("--minutes", Some(v)) if v.parse::<f64>().is_ok_and(|m| m > 0.0) => minutes = v.parse().unwrap_or(30.0),
+            ("--seed", Some(v)) if v.parse::<u64>().is_ok() => seed = Some(v.clone()),
+            _ => {
+                eprintln!("xtask nemesis: usage: cargo xtask nemesis [--minutes N] [--seed S]");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    std::env::set_var("NEMESIS_SECONDS", ((minutes * 60.0).round() as u64).max(1).to_string());
+    if let Some(seed) = seed {
+        std::env::set_var("NEMESIS_SEED", seed);
+    }
+    let only: Vec<String> = ["--only", "-p", "shardwise-cdc-kafka", "--test", "nemesis", "--", "--nocapture"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    test::run(&only)
 }
 
 /// `cargo xtask demo`: builds the demo in release and runs it (`xtask/src/bin/demo.rs`).

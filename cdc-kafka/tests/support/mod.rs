@@ -1,0 +1,81 @@
+//! What the Kafka sink's process tests share: reading the topic back as
+//! changes per key, and handling the child processes.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use shardwise_cdc::Operation;
+use shardwise_cdc_kafka::topic::{read_topic, Isolation, TopicMessage};
+
+/// Changes per message key (pk, ck): (operation, v) in order.
+pub type Keyed = HashMap<(i32, i32), Vec<(Operation, Option<i64>)>>;
+
+/// The number after `"name":` in `text`.
+pub fn number_after(text: &str, name: &str) -> Option<i64> {
+    let rest = &text[text.find(name)? + name.len()..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The messages as changes per (pk, ck), in topic order (each key lives in
+/// one partition, and messages come partition by partition in offset order).
+pub fn changes_of(messages: &[TopicMessage]) -> (Keyed, usize) {
+    let mut keyed = Keyed::new();
+    for m in messages {
+        let key = std::str::from_utf8(m.key.as_deref().expect("a key")).expect("utf-8 key");
+        let value = std::str::from_utf8(m.value.as_deref().expect("a value")).expect("utf-8 value");
+        let pk = number_after(key, "\"pk\":").unwrap_or_else(|| panic!("pk in {key}")) as i32;
+        let ck = number_after(key, "\"ck\":").unwrap_or_else(|| panic!("ck in {key}")) as i32;
+        let (op, v) = if value.contains(r#""op":"c""#) {
+            (Operation::Insert, number_after(value, r#""v":{"value":"#))
+        } else if value.contains(r#""op":"u""#) {
+            (Operation::Update, number_after(value, r#""v":{"value":"#))
+        } else {
+            assert!(value.contains(r#""op":"d","#) && value.contains(r#""after":null"#), "{value}");
+            (Operation::RowDelete, None)
+        };
+        assert!(value.contains(r#""connector":"shardwise","name":"cluster""#), "{value}");
+        keyed.entry((pk, ck)).or_default().push((op, v));
+    }
+    (keyed, messages.len())
+}
+
+/// Every committed message of `topic`, as a `read_committed` consumer
+/// sees it now.
+pub fn committed(brokers: &str, topic: &str) -> Vec<TopicMessage> {
+    read_topic(brokers, topic, Isolation::ReadCommitted, Duration::from_secs(30))
+        .expect("read the topic")
+        .unwrap_or_default()
+}
+
+/// Leases held per reader of `ks.t`.
+pub async fn held(session: &shardwise::Session, ks: &str, table: &str) -> std::collections::BTreeMap<String, usize> {
+    let table = shardwise_cdc::LeaseTable::new(session.clone(), ks, table);
+    let mut held = std::collections::BTreeMap::new();
+    // The table may not exist yet: the sinks create it.
+    for owner in table.leases(&format!("{ks}.t_scylla_cdc_log")).await.unwrap_or_default().into_values() {
+        *held.entry(owner).or_insert(0) += 1;
+    }
+    held
+}
+
+/// Child processes, killed when the test ends, whichever way.
+pub struct Reap(pub Vec<Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to `child`.
+pub fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -{signal}");
+}
