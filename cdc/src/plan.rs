@@ -490,6 +490,23 @@ impl Planner {
         self.take_left().or_else(|| self.checkpoint())
     }
 
+    /// Saving `checkpoint` (from [`Planner::take_checkpoint`]) failed: it is
+    /// taken again. A generation's final checkpoint comes back at once (its
+    /// leases are kept until it is saved), the reader's final save is made
+    /// again before it finishes, and a periodic one is due again at the
+    /// next interval.
+    pub fn save_failed(&mut self, checkpoint: Checkpoint) {
+        let current = self.current.as_ref().map(|c| c.timestamp);
+        if current != Some(checkpoint.generation) {
+            self.left.get_or_insert(checkpoint);
+            return;
+        }
+        if self.state == RunState::Finished {
+            self.state = RunState::FinalSave;
+        }
+        self.dirty = true;
+    }
+
     /// The final checkpoint of a generation just left, if not taken yet
     /// (see the module docs).
     pub fn take_left(&mut self) -> Option<Checkpoint> {
@@ -1688,6 +1705,12 @@ mod tests {
             }
         );
         assert!(!p.left_pending());
+        // Its save failed (the store was cut off): it is handed out again,
+        // and the generation's leases wait for it.
+        p.save_failed(saved.clone());
+        assert!(p.left_pending());
+        assert_eq!(p.poll(0, now), Action::SaveCheckpoint);
+        assert_eq!(p.take_checkpoint(), Some(saved));
         assert_eq!(p.take_checkpoint().unwrap().generation, gen2, "then the current generation");
         assert_ne!(p.poll(0, now), Action::SaveCheckpoint);
 

@@ -73,7 +73,12 @@ pub(super) struct Worker {
     delivered: HashMap<GroupId, Attempt>,
     /// The windows whose first page is requested, with their group.
     in_flight: Vec<(GroupId, FirstPage)>,
+    /// Checkpoint saves failed in a row.
+    save_failures: u32,
 }
+
+/// Checkpoint saves that may fail in a row before the reader stops.
+const MAX_SAVE_FAILURES: u32 = 5;
 
 /// What a failed attempt at a window delivered.
 struct Attempt {
@@ -143,6 +148,7 @@ impl Worker {
             timeouts: HashMap::new(),
             delivered: HashMap::new(),
             in_flight: Vec::new(),
+            save_failures: 0,
         }
     }
 
@@ -197,10 +203,11 @@ impl Worker {
                 }
                 Action::SaveCheckpoint => {
                     // Counted before the progress is taken (see `saves`).
-                    let _save = self.shared.saves.begin();
+                    let shared = self.shared.clone();
+                    let _save = shared.saves.begin();
                     let cp = self.shared.planner().take_checkpoint();
                     if let Some(cp) = cp {
-                        self.shared.save(cp).await?;
+                        self.save(cp).await?;
                     }
                 }
                 Action::Sleep(until) => {
@@ -269,6 +276,25 @@ impl Worker {
             self.finished(&window, result)?;
         }
         Ok(())
+    }
+
+    /// Saves `checkpoint`. A failed save (the store cut off for a while) is
+    /// made again later ([`crate::Planner::save_failed`]) while the reader
+    /// reads on; only [`MAX_SAVE_FAILURES`] failures in a row stop it.
+    async fn save(&mut self, checkpoint: crate::checkpoint::Checkpoint) -> Result<(), CdcError> {
+        match self.shared.save(checkpoint.clone()).await {
+            Ok(()) => {
+                self.save_failures = 0;
+                Ok(())
+            }
+            Err(e) if self.save_failures + 1 < MAX_SAVE_FAILURES => {
+                self.save_failures += 1;
+                tracing::warn!(error = %e, failures = self.save_failures, "saving a CDC checkpoint failed; it is saved again later");
+                self.shared.planner().save_failed(checkpoint);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The lease of `window`'s group is no longer surely held: the window
