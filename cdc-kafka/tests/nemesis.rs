@@ -17,7 +17,7 @@
 //! that takes groups over repeats at most what the groups' old holder read
 //! after its last checkpoint: here a few windows).
 //!
-//! `NEMESIS_SECONDS` sets how long faults are made (60 by default, as
+//! `NEMESIS_SECONDS` sets how long faults are made (45 by default, as
 //! `cargo xtask test` runs it); `NEMESIS_SEED` replays a schedule (by
 //! default one from the clock). It prints its seed, its schedule and its
 //! figures; `cargo xtask nemesis --minutes N --seed S` runs it longer.
@@ -137,7 +137,9 @@ impl Reader {
         let mut command = match self.kind {
             Kind::Sink => {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_kafka-sink"));
-                c.args(["--brokers", &setup.brokers, "--name", "cluster", "--partitions", "3"])
+                // Each window with changes is a Kafka transaction: fewer,
+                // larger windows than the printers'.
+                c.args(["--brokers", &setup.brokers, "--name", "cluster", "--partitions", "3", "--sleep", "0.5"])
                     .args(["--lease-table", "sink_leases", "--kafka-timeout", "20"])
                     .stdout(Stdio::null());
                 c
@@ -148,6 +150,7 @@ impl Reader {
                 self.outputs.push(out);
                 let mut c = Command::new(&setup.printer);
                 c.args(["--json", "--checkpoint-keyspace", &setup.ks, "--lease-table", "printer_leases"])
+                    .args(["--sleep", "0.05"])
                     .stdout(Stdio::from(file));
                 c
             }
@@ -155,7 +158,7 @@ impl Reader {
         command
             .args(["--node", &node, "--keyspace", &setup.ks, "--table", "t", "--consistency", "ONE"])
             .args(["--start-unix-ms", &start, "--end-unix-ms", &end])
-            .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "1"])
+            .args(["--window", "1", "--safety", "0.3", "--workers", "2"])
             .args(["--checkpoint-interval", "0.2", "--streams-per-query", "4"])
             .args(["--lease-keyspace", &setup.ks, "--reader-name", &self.name])
             .args(["--lease-ttl", &(TTL_MS / 1000).to_string(), "--lease-heartbeat", "0.5"])
@@ -198,7 +201,7 @@ fn env_u64(name: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nemesis() {
-    let seconds = env_u64("NEMESIS_SECONDS").unwrap_or(60);
+    let seconds = env_u64("NEMESIS_SECONDS").unwrap_or(45);
     let seed = env_u64("NEMESIS_SEED")
         .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as u64);
     let faults = schedule(seed, seconds, 4);
@@ -220,7 +223,7 @@ async fn nemesis() {
     let plan: Vec<_> =
         plan(50, (seconds + 5) as i64 * per_second, seed).into_iter().filter(|c| c.2 != Operation::RowDelete).collect();
     let start = SystemTime::now() - Duration::from_millis(500);
-    let end = SystemTime::now() + Duration::from_secs(seconds + 20);
+    let end = SystemTime::now() + Duration::from_secs(seconds + 40);
     let setup = Setup {
         ks: ks.clone(),
         brokers: kafka.addr().to_string(),
@@ -291,6 +294,7 @@ async fn nemesis() {
     }
     writer.await.expect("writer");
     assert!(SystemTime::now() + Duration::from_secs(3) < end, "the writes ended before the readers' end");
+    eprintln!("nemesis: faults and writes done after {:.0} s", began.elapsed().as_secs_f64());
 
     // Every reader runs to the end.
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -305,6 +309,7 @@ async fn nemesis() {
         };
         r.child = None;
         assert!(status.success(), "{} finished cleanly: {status:?}; its log is in {}", r.name, dir.display());
+        eprintln!("nemesis: {} finished after {:.0} s", r.name, began.elapsed().as_secs_f64());
     }
 
     // The checker. Per acknowledged write (known by its value): delivered
@@ -356,6 +361,8 @@ async fn nemesis() {
     // the workload per such fault.
     let bound = (takeovers + 1) * 2 * per_second as usize;
     assert!(printer_repeated <= bound, "seed {seed}: printers repeated {printer_repeated} > {bound}");
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("NEMESIS_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     kafka.stop();
 }

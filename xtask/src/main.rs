@@ -118,7 +118,7 @@ tasks:
                        (default 30) against a Cassandra it starts: kafka-sinks and printers
                        sharing a table through leases, killed, paused, cut off and slowed on a
                        schedule of seed S (default from the clock), then a checker that reports
-                       per write delivered or not and how often; `test` runs it for 60 s
+                       per write delivered or not and how often; `test` runs it for 45 s
   house                only step 0 of `test`: the outside-path check, fmt, clippy and doc
   help                 this text
 ";
