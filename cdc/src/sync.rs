@@ -2,4 +2,4 @@
 //! place (as in the driver), so that a loom facade can replace them.
 
 pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::{Mutex, MutexGuard};

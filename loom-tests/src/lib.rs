@@ -3,7 +3,8 @@
 //! requests claim ids, send and drop ([`closing`]), the per-shard
 //! connection slots of a node's pool ([`slots`]), a node's latency
 //! average ([`latency`]), the CDC reader's count of checkpoint saves
-//! under way that a lease handover waits for ([`saves`]), the requests
+//! under way that a lease handover waits for ([`saves`]), the deadlines
+//! of its leases that its workers check ([`deadlines`]), the requests
 //! waiting for room in the write buffer ([`room`]), and whose turn it is to
 //! write a connection's socket ([`turn`]).
 //!
@@ -138,6 +139,13 @@ mod latency_average;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../cdc/src/reader/saves.rs"]
 pub mod saves;
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../cdc/src/reader/deadlines.rs"]
+pub mod deadlines;
+
+#[cfg(test)]
+mod lease_deadlines;
 
 #[cfg(test)]
 mod checkpoint_handover;

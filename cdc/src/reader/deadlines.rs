@@ -9,39 +9,47 @@
 //! passed is left, whatever the holder is doing.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::Instant;
 
-use crate::stream::StreamId;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, MutexGuard};
 
-/// The deadlines of the leases held, by group key.
-#[derive(Debug, Default)]
-pub(crate) struct Deadlines {
-    until: Mutex<HashMap<StreamId, Instant>>,
+/// The deadlines of the leases held, by group key (a group's first
+/// stream; generic so that the loom model can use plain numbers).
+#[derive(Debug)]
+pub(crate) struct Deadlines<K> {
+    until: Mutex<HashMap<K, Instant>>,
 }
 
-impl Deadlines {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<StreamId, Instant>> {
+impl<K> Default for Deadlines<K> {
+    fn default() -> Self {
+        Deadlines { until: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<K: Hash + Eq> Deadlines<K> {
+    fn map(&self) -> MutexGuard<'_, HashMap<K, Instant>> {
         self.until.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The lease of `group` is surely held until `until`.
-    pub(crate) fn set(&self, group: StreamId, until: Instant) {
+    pub(crate) fn set(&self, group: K, until: Instant) {
         self.map().insert(group, until);
     }
 
     /// The lease of `group` is no longer held.
-    pub(crate) fn remove(&self, group: StreamId) {
+    pub(crate) fn remove(&self, group: K) {
         self.map().remove(&group);
     }
 
     /// Whether the lease of `group` is surely held at `now`.
-    pub(crate) fn holds(&self, group: StreamId, now: Instant) -> bool {
+    pub(crate) fn holds(&self, group: K, now: Instant) -> bool {
         self.map().get(&group).is_some_and(|until| now < *until)
     }
 }
 
-#[cfg(test)]
+// Outside loom: the loom model (`loom-tests`) compiles this file too.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use std::time::Duration;
 
@@ -50,7 +58,7 @@ mod tests {
     #[test]
     fn a_lease_is_held_until_its_deadline_only() {
         let deadlines = Deadlines::default();
-        let (g, now) = (StreamId::from_bytes([1; 16]), Instant::now());
+        let (g, now) = (1u32, Instant::now());
         assert!(!deadlines.holds(g, now), "never taken");
         deadlines.set(g, now + Duration::from_secs(1));
         assert!(deadlines.holds(g, now));

@@ -631,7 +631,7 @@ struct Shared {
     leaving: AtomicBool,
     leave: Notify,
     /// With leases: until when each is surely held.
-    deadlines: Option<Deadlines>,
+    deadlines: Option<Deadlines<StreamId>>,
     /// The cluster's sharding (of the first node that reports one): what
     /// groups a generation's streams by shard.
     sharding: Option<ShardingInfo>,
