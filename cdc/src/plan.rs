@@ -291,6 +291,10 @@ struct Generation {
 struct Current {
     timestamp: Millis,
     groups: Vec<Group>,
+    /// When the saved records were made by another grouping of the
+    /// streams: the earliest of them, which no group taken over here
+    /// resumes past (see `switch_to`).
+    regrouped: Option<Millis>,
     /// Groups whose progress is below the upper bound.
     unfinished: usize,
     /// Per worker: idle, unfinished groups by the time they become readable.
@@ -605,12 +609,13 @@ impl Planner {
     /// ([`crate::CheckpointStore::fence`]): its checkpoints and windows
     /// carry it.
     pub fn acquire_fenced(&mut self, group: GroupId, progress: Option<Millis>, epoch: u64) -> Result<(), PlanError> {
+        let floor = self.current.as_ref().and_then(|c| c.regrouped);
         let g = self.group_mut(group)?;
         g.owned = true;
         g.epoch = epoch;
         g.not_before = Millis::MIN;
         if let Some(p) = progress {
-            self.raise(group, p);
+            self.raise(group, floor.map_or(p, |floor| p.min(floor)));
         }
         self.dirty = true;
         self.enqueue(group.0);
@@ -918,6 +923,15 @@ impl Planner {
         // generation that followed its checkpoint's).
         self.start = Millis::MIN;
         let resume = self.resume.take().unwrap_or_default();
+        // A record covers its group's streams, and names the group by its
+        // first stream. A saved key that is no group here means the streams
+        // were grouped otherwise when it was saved (another
+        // `streams_per_query` or shard count): a group here may then hold
+        // streams of several records, so every group resumes at the
+        // earliest record. Repeats, never a stream resumed past its own
+        // progress.
+        let regrouped = resume.keys().any(|k| !generation.groups.iter().any(|g| g.key() == *k));
+        let earliest = resume.values().min().copied();
         let groups = generation
             .groups
             .into_iter()
@@ -927,8 +941,12 @@ impl Planner {
                     Some(assign) => assign(&streams) % self.workers,
                     None => i % self.workers,
                 };
-                let progress = match resume.get(&streams.key()) {
-                    Some(saved) => (*saved).max(generation.timestamp),
+                let saved = match (regrouped, earliest) {
+                    (true, Some(earliest)) => Some(earliest),
+                    _ => resume.get(&streams.key()).copied(),
+                };
+                let progress = match saved {
+                    Some(saved) => saved.max(generation.timestamp),
                     None => base,
                 };
                 Group {
@@ -943,7 +961,13 @@ impl Planner {
                 }
             })
             .collect();
-        self.current = Some(Current { timestamp: generation.timestamp, groups, unfinished: 0, queues: Vec::new() });
+        self.current = Some(Current {
+            timestamp: generation.timestamp,
+            groups,
+            regrouped: earliest.filter(|_| regrouped),
+            unfinished: 0,
+            queues: Vec::new(),
+        });
         self.next = None;
         self.final_check = FinalCheck::NotNeeded;
         self.fetch.due = Some(Millis::MIN);
@@ -1450,6 +1474,41 @@ mod tests {
         assert!(sim.windows(&group(7)).is_empty());
         // Too late to restore now.
         assert_eq!(sim.p.restore(&cp), Err(PlanError::AlreadyStarted));
+    }
+
+    /// Saved by a reader that grouped the streams in twos, resumed by one
+    /// that groups them in fours: group {0..3} holds the streams of the
+    /// records of 0 and 2, so it resumes at the earlier one, and so does
+    /// every group; none resumes a stream past its own progress.
+    #[test]
+    fn a_regrouped_generation_resumes_every_group_at_the_earliest_record() {
+        let gen1 = T0 - 30 * MIN;
+        let stream = |n| group(n).key();
+        let cp = Checkpoint {
+            generation: Millis(gen1),
+            groups: vec![
+                GroupProgress { group: stream(0), progress: Millis(T0 - 10 * MIN), epoch: 0 },
+                GroupProgress { group: stream(2), progress: Millis(T0 - 20 * MIN), epoch: 0 },
+                GroupProgress { group: stream(4), progress: Millis(T0 - 5 * MIN), epoch: 0 },
+            ],
+        };
+        let mut p = Planner::new(config(T0 - 15 * MIN)).unwrap();
+        p.restore(&cp).unwrap();
+        let fours: Vec<StreamGroup> =
+            [0..4, 4..6].into_iter().map(|r| StreamGroup::new(r.map(stream)).unwrap()).collect();
+        let mut sim = Sim::new(p, T0, vec![Gen { ts: gen1, groups: fours.clone(), published: 0 }]);
+        sim.run(T0);
+        assert_eq!(sim.windows(&fours[0])[0].0, T0 - 20 * MIN, "the earlier of streams 0 and 2");
+        assert_eq!(sim.windows(&fours[1])[0].0, T0 - 20 * MIN, "every group, its own record too");
+
+        // Readers with leases: a group taken over resumes no later either,
+        // whatever its own old record says.
+        let mut p = Planner::new(config(T0 - 15 * MIN)).unwrap().with_leases();
+        p.restore(&cp).unwrap();
+        assert_eq!(p.poll(0, Millis(T0)), Action::FetchFirstGeneration { at: Millis(gen1) });
+        p.next_generation_found(Millis(gen1), fours).unwrap();
+        p.acquire_fenced(GroupId(0), Some(Millis(T0 - 10 * MIN)), 1).unwrap();
+        assert_eq!(p.progress(GroupId(0)), Some(Millis(T0 - 20 * MIN)));
     }
 
     #[test]

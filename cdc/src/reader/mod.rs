@@ -19,8 +19,10 @@
 //! one.
 //!
 //! Errors reading a window are retried with exponential backoff (100 ms up
-//! to the sleep interval); consumer errors and unrecoverable errors stop
-//! the reader, and [`CdcReader::join`] returns them. Every log query has a
+//! to the sleep interval); a failed checkpoint save is made again later
+//! (five failures in a row stop the reader); consumer errors and
+//! unrecoverable errors stop the reader, and [`CdcReader::join`] returns
+//! them. Every log query has a
 //! timeout ([`CdcReaderBuilder::query_timeout`]): a shard that stops
 //! answering would otherwise block its worker, and with it the barrier
 //! between generations, forever. A timed-out query is retried on a new
