@@ -396,7 +396,7 @@ async fn sinks_share_a_table_and_one_paused_past_its_lease_is_fenced() {
     }
     let deleted: Vec<i32> = (0..5).collect();
     let start = SystemTime::now() - Duration::from_millis(500);
-    let end = SystemTime::now() + Duration::from_secs(45);
+    let end = SystemTime::now() + Duration::from_secs(60);
     let mut sinks = Reap(vec![
         spawn_sharing(front.addr(), &brokers, &ks, "a", (ms(start), ms(end))),
         spawn_sharing(front.addr(), &brokers, &ks, "b", (ms(start), ms(end))),
