@@ -34,7 +34,7 @@ use testkit::Kafka;
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
 mod support;
-use common::workload::{create_table, plan, write};
+use common::workload::{create_table, plan, write_until};
 use support::{changes_of, committed, signal, Keyed};
 
 /// A small seeded generator (SplitMix64): the schedule is a function of
@@ -217,10 +217,11 @@ async fn nemesis() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
 
-    // The workload spans the faults: 10 changes every 100 ms. Inserts and
-    // updates only, so that a printed change is known by its value.
+    // The workload spans the faults: 10 changes every 100 ms at most (as
+    // many as the machine takes), until the faults end. Inserts and updates
+    // only, so that a printed change is known by its value.
     let per_second = 100;
-    let plan: Vec<_> =
+    let mut plan: Vec<_> =
         plan(50, (seconds + 5) as i64 * per_second, seed).into_iter().filter(|c| c.2 != Operation::RowDelete).collect();
     let start = SystemTime::now() - Duration::from_millis(500);
     let end = SystemTime::now() + Duration::from_secs(seconds + 40);
@@ -247,7 +248,9 @@ async fn nemesis() {
     }
     let writer = {
         let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
-        tokio::spawn(async move { write(&session, &ks, &plan, 10, Duration::from_millis(100)).await })
+        let until = Instant::now() + Duration::from_secs(seconds + 5);
+        let tick = Duration::from_millis(100);
+        tokio::spawn(async move { write_until(&session, &ks, &plan, 10, tick, Some(until)).await })
     };
 
     // The faults, one after the other.
@@ -292,7 +295,7 @@ async fn nemesis() {
             }
         }
     }
-    writer.await.expect("writer");
+    plan.truncate(writer.await.expect("writer"));
     assert!(SystemTime::now() + Duration::from_secs(3) < end, "the writes ended before the readers' end");
     eprintln!("nemesis: faults and writes done after {:.0} s", began.elapsed().as_secs_f64());
 

@@ -363,7 +363,9 @@ fn spawn_sharing(
         .args(["--node", &db.to_string(), "--keyspace", ks, "--table", "t", "--consistency", "ONE"])
         .args(["--brokers", brokers, "--name", "cluster", "--partitions", "3", "--key", "partition"])
         .args(["--start-unix-ms", &start_ms.to_string(), "--end-unix-ms", &end_ms.to_string()])
-        .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "1", "--kafka-timeout", "20"])
+        // Each window with changes is a Kafka transaction: windows of up to
+        // a second, read every half second.
+        .args(["--window", "1", "--safety", "0.3", "--sleep", "0.5", "--workers", "2", "--kafka-timeout", "20"])
         .args(["--lease-keyspace", ks, "--reader-name", name, "--lease-ttl", "3", "--lease-heartbeat", "0.5"])
         .args(["--streams-per-query", "4", "--checkpoint-interval", "0.2"])
         .stdout(Stdio::null())

@@ -91,6 +91,19 @@ pub async fn write(
     per_tick: usize,
     tick: Duration,
 ) {
+    write_until(session, ks, plan, per_tick, tick, None).await;
+}
+
+/// As [`write`], stopping at `until` if given: how many of the planned
+/// changes were written (and acknowledged).
+pub async fn write_until(
+    session: &Session,
+    ks: &str,
+    plan: &[(i32, i32, Operation, Option<i64>)],
+    per_tick: usize,
+    tick: Duration,
+    until: Option<std::time::Instant>,
+) -> usize {
     let insert = session
         .prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")))
         .await
@@ -102,6 +115,9 @@ pub async fn write(
     let delete =
         session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
     for (i, &(pk, ck, op, v)) in plan.iter().enumerate() {
+        if until.is_some_and(|until| std::time::Instant::now() >= until) {
+            return i;
+        }
         if i > 0 && i % per_tick.max(1) == 0 && !tick.is_zero() {
             tokio::time::sleep(tick).await;
         }
@@ -112,6 +128,7 @@ pub async fn write(
         }
         .expect("write");
     }
+    plan.len()
 }
 
 /// The reader of the resume tests: `ks.t` over `[start, end)` in 100 ms
