@@ -162,8 +162,7 @@ impl CheckpointStore for KafkaCheckpoints {
                 })
                 .await?;
             let saved = fold.generation(&self.named(&fold, table), generation);
-            let progress = saved.and_then(|cp| cp.groups.iter().find(|g| g.group == group).map(|g| g.progress));
-            Ok(Fence { epoch: 0, progress })
+            Ok(Fence { epoch: 0, progress: saved.and_then(|cp| cp.progress_of(group)) })
         })
     }
 }

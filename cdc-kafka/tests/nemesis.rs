@@ -34,8 +34,9 @@ use testkit::Kafka;
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
 mod support;
+use common::signal;
 use common::workload::{create_table, plan, write_until};
-use support::{changes_of, committed, signal, Keyed};
+use support::{changes_of, committed, Keyed};
 
 /// A small seeded generator (SplitMix64): the schedule is a function of
 /// the seed.

@@ -21,7 +21,8 @@ use testkit::Kafka;
 mod common;
 mod support;
 use common::workload::{create_table, plan, write};
-use support::{changes_of, committed, held, number_after, signal, Keyed, Reap};
+use common::{exit_of, signal};
+use support::{changes_of, committed, held, number_after, Keyed, Reap};
 
 const CHECKPOINTS: &str = "test-checkpoints";
 
@@ -139,17 +140,7 @@ async fn a_killed_sink_leaves_every_change_exactly_once_in_the_topic() {
     writer.await.expect("writer");
     let end = SystemTime::now() + Duration::from_millis(500);
     let mut child = spawn_sink(front.addr(), &brokers, &ks, ms(start), Some(ms(end)), Stdio::null());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the restarted sink did not finish");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = exit_of(&mut child, Instant::now() + Duration::from_secs(120), "the restarted sink").await;
     assert!(status.success(), "the restarted sink finished cleanly: {status:?}");
 
     let (b, t) = (brokers.clone(), topic.clone());
@@ -445,16 +436,7 @@ async fn sinks_share_a_table_and_one_paused_past_its_lease_is_fenced() {
     assert!(SystemTime::now() + Duration::from_secs(2) < end, "the writes ended well before the sinks' end");
     let deadline = Instant::now() + Duration::from_secs(120);
     for (name, child) in ["a", "b"].into_iter().zip(&mut sinks.0) {
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("sink {name} did not finish");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let status = exit_of(child, deadline, &format!("sink {name}")).await;
         assert!(status.success(), "sink {name} finished cleanly: {status:?}");
     }
 

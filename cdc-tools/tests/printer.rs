@@ -18,6 +18,7 @@ use shardwise_cdc::{CheckpointStore, Operation};
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
 use common::workload::{check_resumed, create_table, expected_of, plan, write, Ops};
+use common::{exit_of, signal};
 
 /// The `printer` of this package, as a child process following `ks.t`
 /// from an absolute time (to an absolute time, or forever), with a table
@@ -83,21 +84,6 @@ fn read_output(path: &std::path::Path) -> (Ops, usize) {
 
 fn lines_in(path: &std::path::Path) -> usize {
     std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
-}
-
-/// Waits for `child` to exit on its own by `deadline` (killing it and
-/// failing with `what` otherwise); its exit status.
-async fn exit_of(child: &mut Child, deadline: Instant, what: &str) -> std::process::ExitStatus {
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{what} did not finish");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,12 +273,6 @@ fn spawn_sharing(
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn printer")
-}
-
-/// Sends `signal` (`STOP`, `CONT`) to `child`.
-fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().expect("kill");
-    assert!(status.success(), "kill -{signal}");
 }
 
 /// Leases held per reader, from the lease table.

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 
 use shardwise_cdc::Operation;
@@ -72,10 +72,4 @@ impl Drop for Reap {
             let _ = child.wait();
         }
     }
-}
-
-/// Sends `signal` (`STOP`, `CONT`) to `child`.
-pub fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().expect("kill");
-    assert!(status.success(), "kill -{signal}");
 }

@@ -72,6 +72,13 @@ pub struct Checkpoint {
     pub groups: Vec<GroupProgress>,
 }
 
+impl Checkpoint {
+    /// The progress saved for `group`, if any.
+    pub fn progress_of(&self, group: StreamId) -> Option<Millis> {
+        self.groups.iter().find(|g| g.group == group).map(|g| g.progress)
+    }
+}
+
 /// The progress of one stream group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupProgress {
@@ -163,7 +170,7 @@ pub trait CheckpointStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
         Box::pin(async move {
             let saved = self.load_generation(table, generation).await?;
-            let progress = saved.and_then(|cp| cp.groups.iter().find(|g| g.group == group).map(|g| g.progress));
+            let progress = saved.and_then(|cp| cp.progress_of(group));
             Ok(Fence { epoch: 0, progress })
         })
     }

@@ -72,3 +72,28 @@ pub async fn tablets_keyspace(session: &Session, tag: &str, initial: usize) -> S
     .await;
     ks
 }
+
+/// Waits for `child` to exit on its own by `deadline` (killing it and
+/// failing with `what` otherwise); its exit status. For the tests that run
+/// the tools as processes.
+pub async fn exit_of(child: &mut std::process::Child, deadline: Instant, what: &str) -> std::process::ExitStatus {
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not finish");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to `child`.
+pub fn signal(child: &std::process::Child, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal}");
+}
