@@ -232,9 +232,16 @@ impl Producers {
             return Ok(());
         }
         let writer = Arc::new(Writer::new(&self.config, Some(format!("{transactional_id}.{group}")))?);
-        let mut groups = self.groups();
-        groups.retain(|_, (g, _)| *g >= generation);
-        groups.insert(group, (generation, writer));
+        // Producers replaced are dropped outside the lock: closing one
+        // waits for its queue, which must not hold up the other groups.
+        let dropped: Vec<_> = {
+            let mut groups = self.groups();
+            let old: Vec<StreamId> = groups.iter().filter(|(_, (g, _))| *g < generation).map(|(k, _)| *k).collect();
+            let mut dropped: Vec<_> = old.iter().filter_map(|k| groups.remove(k)).collect();
+            dropped.extend(groups.insert(group, (generation, writer)));
+            dropped
+        };
+        drop(dropped);
         Ok(())
     }
 
@@ -250,7 +257,8 @@ impl Producers {
 
     /// Forgets the producer of `group` (fenced: a later take makes another).
     pub(crate) fn forget(&self, group: StreamId) {
-        self.groups().remove(&group);
+        let dropped = self.groups().remove(&group);
+        drop(dropped);
     }
 }
 
