@@ -71,7 +71,10 @@ impl KafkaCheckpoints {
             };
             *tail = Tail::start(&c.brokers, &c.checkpoint_topic, c.timeout, RecordFold::new(), fold)?.map(Arc::new);
         }
-        let Some(tail) = tail.clone() else { return Ok(RecordFold::new()) };
+        let started = tail.clone();
+        // Reads wait for the tail side by side, not one after the other.
+        drop(tail);
+        let Some(tail) = started else { return Ok(RecordFold::new()) };
         tail.settled(c.timeout)
     }
 
