@@ -83,7 +83,7 @@ impl KafkaCheckpoints {
     /// holds only records of an earlier version, which named the log alone.
     fn named<'a>(&self, fold: &RecordFold, log: &'a str) -> std::borrow::Cow<'a, str> {
         let scoped = format!("{}/{log}", self.sink.shared.config.topic);
-        if fold.checkpoint(&scoped).is_none() && fold.checkpoint(log).is_some() {
+        if !fold.names(&scoped) && fold.names(log) {
             return log.into();
         }
         scoped.into()

@@ -34,8 +34,8 @@ use testkit::Kafka;
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
 mod support;
-use common::signal;
 use common::workload::{create_table, plan, write_until};
+use common::{exit_of, signal};
 use support::{changes_of, committed, Keyed};
 
 /// A small seeded generator (SplitMix64): the schedule is a function of
@@ -304,13 +304,7 @@ async fn nemesis() {
     let deadline = Instant::now() + Duration::from_secs(240);
     for r in &mut readers {
         let child = r.child.as_mut().expect("running");
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "{} did not finish; its log is in {}", r.name, dir.display());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let status = exit_of(child, deadline, &format!("{} (its log is in {})", r.name, dir.display())).await;
         r.child = None;
         assert!(status.success(), "{} finished cleanly: {status:?}; its log is in {}", r.name, dir.display());
         eprintln!("nemesis: {} finished after {:.0} s", r.name, began.elapsed().as_secs_f64());

@@ -21,8 +21,8 @@ use testkit::Kafka;
 mod common;
 mod support;
 use common::workload::{create_table, plan, write};
-use common::{exit_of, signal};
-use support::{changes_of, committed, held, number_after, Keyed, Reap};
+use common::{exit_of, held, signal};
+use support::{changes_of, committed, number_after, Keyed, Reap};
 
 const CHECKPOINTS: &str = "test-checkpoints";
 

@@ -18,7 +18,7 @@ use shardwise_cdc::{CheckpointStore, Operation};
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
 use common::workload::{check_resumed, create_table, expected_of, plan, write, Ops};
-use common::{exit_of, signal};
+use common::{exit_of, held, signal};
 
 /// The `printer` of this package, as a child process following `ks.t`
 /// from an absolute time (to an absolute time, or forever), with a table
@@ -275,17 +275,6 @@ fn spawn_sharing(
         .expect("spawn printer")
 }
 
-/// Leases held per reader, from the lease table.
-async fn held(session: &shardwise::Session, ks: &str) -> std::collections::BTreeMap<String, usize> {
-    let table = shardwise_cdc::LeaseTable::new(session.clone(), ks, "cdc_leases");
-    let mut held = std::collections::BTreeMap::new();
-    // The table may not exist yet: the printers create it.
-    for owner in table.leases(&format!("{ks}.t_scylla_cdc_log")).await.unwrap_or_default().into_values() {
-        *held.entry(owner).or_insert(0) += 1;
-    }
-    held
-}
-
 /// Three printers share a table through leases; one is killed (SIGKILL)
 /// mid-workload and a fourth joins; then another is paused (SIGSTOP) past
 /// its leases and resumed (SIGCONT). Every change is printed (count and
@@ -322,7 +311,7 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
     // The three spread the groups, and print.
     let deadline = Instant::now() + Duration::from_secs(60);
     let groups = loop {
-        let held = held(&session, &ks).await;
+        let held = held(&session, &ks, "cdc_leases").await;
         let printed: usize = outs.iter().map(|o| lines_in(o)).sum();
         let groups: usize = held.values().sum();
         if held.len() == 3 && groups >= 4 && held.values().all(|&n| n <= groups.div_ceil(3) + 1) && printed > total / 4
@@ -343,7 +332,7 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
     // and spread them again.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let held = held(&session, &ks).await;
+        let held = held(&session, &ks, "cdc_leases").await;
         let live = ["p1", "p3", "p4"];
         let spread = held.keys().all(|k| live.contains(&k.as_str()))
             && live.iter().all(|k| held.get(*k).is_some_and(|&n| n >= 1 && n <= groups.div_ceil(3) + 1))
@@ -360,7 +349,7 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
     signal(&children[2], "STOP");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let held = held(&session, &ks).await;
+        let held = held(&session, &ks, "cdc_leases").await;
         if !held.contains_key("p3") && held.values().sum::<usize>() == groups {
             break;
         }

@@ -51,17 +51,6 @@ pub fn committed(brokers: &str, topic: &str) -> Vec<TopicMessage> {
         .unwrap_or_default()
 }
 
-/// Leases held per reader of `ks.t`.
-pub async fn held(session: &shardwise::Session, ks: &str, table: &str) -> std::collections::BTreeMap<String, usize> {
-    let table = shardwise_cdc::LeaseTable::new(session.clone(), ks, table);
-    let mut held = std::collections::BTreeMap::new();
-    // The table may not exist yet: the sinks create it.
-    for owner in table.leases(&format!("{ks}.t_scylla_cdc_log")).await.unwrap_or_default().into_values() {
-        *held.entry(owner).or_insert(0) += 1;
-    }
-    held
-}
-
 /// Child processes, killed when the test ends, whichever way.
 pub struct Reap(pub Vec<Child>);
 

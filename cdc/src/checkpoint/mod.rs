@@ -236,9 +236,8 @@ impl CheckpointStore for MemoryCheckpointStore {
         let mut epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
         let epoch = epochs.entry((table.to_owned(), generation, group)).or_insert(0);
         *epoch += 1;
-        let progress =
-            self.find(table, Some(generation)).and_then(|cp| cp.groups.into_iter().find(|g| g.group == group));
-        Box::pin(std::future::ready(Ok(Fence { epoch: *epoch, progress: progress.map(|g| g.progress) })))
+        let progress = self.find(table, Some(generation)).and_then(|cp| cp.progress_of(group));
+        Box::pin(std::future::ready(Ok(Fence { epoch: *epoch, progress })))
     }
 
     fn load_generation<'a>(

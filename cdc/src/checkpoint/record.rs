@@ -102,6 +102,11 @@ impl RecordFold {
         Some(Self::of(*generation, groups))
     }
 
+    /// Whether any record names `log`.
+    pub fn names(&self, log: &str) -> bool {
+        self.logs.contains_key(log)
+    }
+
     /// The progress recorded for the groups of `generation` of `log`;
     /// `None` if no record names them.
     pub fn generation(&self, log: &str, generation: Millis) -> Option<Checkpoint> {

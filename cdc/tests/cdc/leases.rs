@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::{CdcError, CdcReaderBuilder, LeaseConfig, LeaseTable, StreamId};
 
 use crate::common::workload::{collector, front_with_table as setup};
@@ -80,17 +81,12 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
     use std::sync::Mutex;
     use std::time::SystemTime;
 
-    use shardwise_cdc::checkpoint::TableCheckpointStore;
     use shardwise_cdc::{CdcRow, Consumer, ConsumerError, GroupInfo, Operation};
 
     use crate::common::workload::{plan, write};
 
     let (front, session, ks) = setup("cdc_lease_gen").await;
-    let table = LeaseTable::new(session.clone(), &ks, "cdc_leases");
-    table.create_table().await.expect("lease table");
-    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
-    store.create_table().await.expect("checkpoint table");
-    let store = Arc::new(store);
+    let (table, store) = shared_tables(&session, &ks).await;
 
     // Inserts and updates only: a change is known by its value.
     let changes =
@@ -183,7 +179,6 @@ async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
     use std::time::{Instant, SystemTime};
 
     use shardwise::SessionBuilder;
-    use shardwise_cdc::checkpoint::TableCheckpointStore;
     use shardwise_cdc::{CdcRow, Consumer, ConsumerError, GroupInfo, Operation, ReadWindow};
     use testkit::fault::{FaultProxy, OnAccept};
 
@@ -209,11 +204,7 @@ async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
     }
 
     let (_front, session, ks) = setup("cdc_lease_hang").await;
-    let table = LeaseTable::new(session.clone(), &ks, "cdc_leases");
-    table.create_table().await.expect("lease table");
-    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
-    store.create_table().await.expect("checkpoint table");
-    let store = Arc::new(store);
+    let (table, store) = shared_tables(&session, &ks).await;
     // Reader a's lease queries go through the proxy, straight to the server.
     let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
     let lease_session = SessionBuilder::new().known_node_addr(proxy.addr()).build().await.expect("lease session");
@@ -276,4 +267,14 @@ async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
     let written: std::collections::BTreeSet<i64> = changes.iter().map(|c| c.3.expect("v")).collect();
     let missing: Vec<&i64> = written.difference(&delivered).collect();
     assert!(missing.is_empty(), "every change delivered; missing {} of {}", missing.len(), written.len());
+}
+
+/// The lease table and the checkpoint store that readers of `ks` share,
+/// created.
+async fn shared_tables(session: &shardwise::Session, ks: &str) -> (LeaseTable, Arc<TableCheckpointStore>) {
+    let table = LeaseTable::new(session.clone(), ks, "cdc_leases");
+    table.create_table().await.expect("lease table");
+    let store = TableCheckpointStore::new(session.clone(), ks, "cdc_checkpoints");
+    store.create_table().await.expect("checkpoint table");
+    (table, Arc::new(store))
 }

@@ -97,3 +97,14 @@ pub fn signal(child: &std::process::Child, signal: &str) {
         .expect("kill");
     assert!(status.success(), "kill -{signal}");
 }
+
+/// Leases held per reader of `ks.t`, from the lease table `table` of `ks`
+/// (none while the table does not exist: the readers create it).
+pub async fn held(session: &Session, ks: &str, table: &str) -> std::collections::BTreeMap<String, usize> {
+    let table = shardwise_cdc::LeaseTable::new(session.clone(), ks, table);
+    let mut held = std::collections::BTreeMap::new();
+    for owner in table.leases(&format!("{ks}.t_scylla_cdc_log")).await.unwrap_or_default().into_values() {
+        *held.entry(owner).or_insert(0) += 1;
+    }
+    held
+}
