@@ -122,7 +122,9 @@ impl CheckpointStore for KafkaCheckpoints {
                     for g in &checkpoint.groups {
                         match this.sink.write_progress(checkpoint.generation, g.group, g.progress) {
                             Ok(()) => {}
-                            Err(SinkError::Fenced { .. } | SinkError::NotHeld(_)) => refused.push(g.group),
+                            Err(SinkError::Fenced { .. } | SinkError::NotHeld(_) | SinkError::Unusable { .. }) => {
+                                refused.push(g.group)
+                            }
                             Err(e) => return Err(e),
                         }
                     }

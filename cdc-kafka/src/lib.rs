@@ -59,6 +59,19 @@ pub enum SinkError {
         /// The client's error.
         source: KafkaError,
     },
+    /// A transaction failed and could not be aborted: the producer can no
+    /// longer write (librdkafka calls the error fatal). The process's
+    /// producer is replaced; a group's producer is forgotten, and the
+    /// group left until it is taken again.
+    #[error("kafka producer {transactional_id} can no longer write ({source}); the transaction had failed: {failed}")]
+    Unusable {
+        /// The producer's id.
+        transactional_id: String,
+        /// Why the transaction failed.
+        failed: Box<str>,
+        /// Why aborting it failed.
+        source: KafkaError,
+    },
     /// A window of a group this sink has no producer for: with
     /// [`Fencing::PerGroup`], a group not taken through
     /// [`KafkaCheckpoints`]' fence (which needs leases), or taken over since.

@@ -91,6 +91,10 @@ pub(crate) fn producer_config(config: &SinkConfig, transactional_id: Option<&str
     client
 }
 
+/// How many times a window's transaction is tried before the error is the
+/// consumer's (each failed try aborted).
+pub(crate) const TRANSACTION_ATTEMPTS: u32 = 3;
+
 /// One producer, and the window it is writing.
 pub(crate) struct Writer {
     producer: ThreadedProducer<Deliveries>,
@@ -117,33 +121,70 @@ impl Writer {
     /// Writes `messages` to `topic` and the checkpoint record to
     /// `checkpoints`: one transaction, or acknowledged messages without
     /// transactions. Blocking.
+    ///
+    /// A transaction that fails without this producer being fenced (its
+    /// messages timed out while the process or the broker was paused, a
+    /// broker was briefly gone) is aborted and written again, up to
+    /// [`TRANSACTION_ATTEMPTS`] times: nothing of an aborted transaction is
+    /// read by `read_committed` consumers, so writing it again repeats
+    /// nothing. A producer that was fenced meanwhile finds out then.
     pub(crate) fn write(
         &self,
         (topic, messages): (&str, &[(String, String)]),
         (checkpoints, key, value): (&str, &str, &str),
     ) -> Result<(), SinkError> {
         let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        let transactional = self.transactional_id.is_some();
-        if transactional {
-            self.producer.begin_transaction().map_err(|e| self.failed("beginning a transaction", e))?;
-        }
-        let written = (|| {
+        if self.transactional_id.is_none() {
             for (k, v) in messages {
                 self.send(topic, k, v)?;
             }
             self.send(checkpoints, key, value)?;
-            if transactional {
-                self.producer.commit_transaction(self.timeout).map_err(|e| self.failed("committing a window", e))
-            } else {
-                self.flushed()
-            }
-        })();
-        if written.is_err() && transactional {
-            // Best effort: what is not aborted here is aborted when the id
-            // is initialised again, or by the transaction timeout.
-            let _ = self.producer.abort_transaction(self.timeout);
+            return self.flushed();
         }
-        written
+        let mut attempt = 1;
+        loop {
+            let written = (|| {
+                self.producer.begin_transaction().map_err(|e| self.failed("beginning a transaction", e))?;
+                for (k, v) in messages {
+                    self.send(topic, k, v)?;
+                }
+                self.send(checkpoints, key, value)?;
+                self.producer.commit_transaction(self.timeout).map_err(|e| self.failed("committing a window", e))
+            })();
+            let Err(e) = written else { return Ok(()) };
+            if let Err(aborting) = self.abort() {
+                // Fenced, or the producer can no longer write (librdkafka
+                // calls the error fatal): the transaction is aborted when
+                // the id is initialised again, or by the transaction
+                // timeout.
+                return Err(match self.failed("aborting a transaction", aborting) {
+                    fenced @ SinkError::Fenced { .. } => fenced,
+                    SinkError::Kafka { source, .. } => SinkError::Unusable {
+                        transactional_id: self.transactional_id.clone().unwrap_or_default(),
+                        failed: e.to_string().into(),
+                        source,
+                    },
+                    other => other,
+                });
+            }
+            if matches!(e, SinkError::Fenced { .. }) || attempt >= TRANSACTION_ATTEMPTS {
+                return Err(e);
+            }
+            tracing::warn!(error = %e, attempt, "a Kafka transaction failed and was aborted; writing it again");
+            attempt += 1;
+        }
+    }
+
+    /// Aborts the open transaction, trying again while the error says a
+    /// later try may succeed (a broker that did not answer in time).
+    fn abort(&self) -> Result<(), KafkaError> {
+        let mut attempt = 1;
+        loop {
+            match self.producer.abort_transaction(self.timeout) {
+                Err(KafkaError::Transaction(e)) if e.is_retriable() && attempt < TRANSACTION_ATTEMPTS => attempt += 1,
+                aborted => return aborted,
+            }
+        }
     }
 
     /// The error of a Kafka call: [`SinkError::Fenced`] when a later
@@ -197,8 +238,9 @@ fn fenced(code: Option<RDKafkaErrorCode>) -> bool {
 /// The producers of a sink.
 pub(crate) struct Producers {
     config: SinkConfig,
-    /// The process's producer ([`Fencing::Process`], or no transactions).
-    process: Option<Arc<Writer>>,
+    /// The process's producer ([`Fencing::Process`], or no transactions),
+    /// replaced when it can no longer write.
+    process: Option<Mutex<Arc<Writer>>>,
     /// With [`Fencing::PerGroup`]: the producer of each group taken, and
     /// the generation of the group.
     groups: Mutex<HashMap<StreamId, (Millis, Arc<Writer>)>>,
@@ -211,9 +253,9 @@ impl Producers {
         let process = match (&config.delivery, config.fencing) {
             (Delivery::ExactlyOnce { .. }, Fencing::PerGroup) => None,
             (Delivery::ExactlyOnce { transactional_id }, Fencing::Process) => {
-                Some(Arc::new(Writer::new(config, Some(transactional_id.clone()))?))
+                Some(Mutex::new(Arc::new(Writer::new(config, Some(transactional_id.clone()))?)))
             }
-            (Delivery::AtLeastOnce, _) => Some(Arc::new(Writer::new(config, None)?)),
+            (Delivery::AtLeastOnce, _) => Some(Mutex::new(Arc::new(Writer::new(config, None)?))),
         };
         Ok(Producers { config: config.clone(), process, groups: Mutex::new(HashMap::new()) })
     }
@@ -248,15 +290,53 @@ impl Producers {
     /// The producer that writes `group`: the process's, or the group's,
     /// made when the group was taken. Never made here: a producer made
     /// after the group was lost would fence its new holder.
-    pub(crate) fn writer(&self, group: StreamId) -> Result<Arc<Writer>, SinkError> {
+    fn writer(&self, group: StreamId) -> Result<Arc<Writer>, SinkError> {
         if let Some(process) = &self.process {
-            return Ok(process.clone());
+            return Ok(process.lock().unwrap_or_else(PoisonError::into_inner).clone());
         }
         self.groups().get(&group).map(|(_, w)| w.clone()).ok_or(SinkError::NotHeld(group))
     }
 
+    /// Writes `group`'s window (see [`Writer::write`]) with its producer.
+    ///
+    /// A group's producer that was fenced or can no longer write is
+    /// forgotten: its reader leaves the group, and takes it again (through
+    /// a new producer) only with a lease. The process's producer that can no
+    /// longer write is replaced by a new one of the same id, which aborts
+    /// what the old one left open, and the window is written with it.
+    /// Blocking.
+    pub(crate) fn write(
+        &self,
+        group: StreamId,
+        messages: (&str, &[(String, String)]),
+        record: (&str, &str, &str),
+    ) -> Result<(), SinkError> {
+        let writer = self.writer(group)?;
+        match (writer.write(messages, record), &self.process) {
+            (Err(SinkError::Unusable { .. }), Some(process)) => {
+                tracing::warn!("the Kafka producer can no longer write; it is replaced");
+                self.replace(process, &writer)?.write(messages, record)
+            }
+            (Err(e @ (SinkError::Fenced { .. } | SinkError::Unusable { .. })), _) => {
+                self.forget(group);
+                Err(e)
+            }
+            (written, _) => written,
+        }
+    }
+
+    /// The process's producer after `broken`: a new one of the same id,
+    /// unless another window replaced `broken` already. Blocking.
+    fn replace(&self, process: &Mutex<Arc<Writer>>, broken: &Arc<Writer>) -> Result<Arc<Writer>, SinkError> {
+        let mut current = process.lock().unwrap_or_else(PoisonError::into_inner);
+        if Arc::ptr_eq(&current, broken) {
+            *current = Arc::new(Writer::new(&self.config, broken.transactional_id.clone())?);
+        }
+        Ok(current.clone())
+    }
+
     /// Forgets the producer of `group` (fenced: a later take makes another).
-    pub(crate) fn forget(&self, group: StreamId) {
+    fn forget(&self, group: StreamId) {
         let dropped = self.groups().remove(&group);
         drop(dropped);
     }

@@ -268,24 +268,13 @@ impl KafkaSink {
         let s = &*self.shared;
         let key = record_key(&s.log, group);
         let value = record_value(generation, progress);
-        let written = s
-            .producers
-            .writer(group)
-            .and_then(|writer| writer.write((&s.config.topic, messages), (&s.config.checkpoint_topic, &key, &value)));
-        match written {
-            Ok(()) => {
-                let mut recorded = s.recorded();
-                let at = recorded.entry(group).or_insert((generation, progress));
-                *at = (*at).max((generation, progress));
-                Ok(())
-            }
-            Err(e) => {
-                if matches!(e, SinkError::Fenced { .. }) {
-                    s.producers.forget(group);
-                }
-                Err(e)
-            }
+        let written = s.producers.write(group, (&s.config.topic, messages), (&s.config.checkpoint_topic, &key, &value));
+        if written.is_ok() {
+            let mut recorded = s.recorded();
+            let at = recorded.entry(group).or_insert((generation, progress));
+            *at = (*at).max((generation, progress));
         }
+        written
     }
 }
 
@@ -324,7 +313,9 @@ impl ImagesConsumer for WindowBuffer {
         // this window's envelopes are not kept.
         self.messages.clear();
         result.map_err(|e| match e {
-            e @ (SinkError::Fenced { .. } | SinkError::NotHeld(_)) => ConsumerError::Fenced(Box::new(e)),
+            e @ (SinkError::Fenced { .. } | SinkError::NotHeld(_) | SinkError::Unusable { .. }) => {
+                ConsumerError::Fenced(Box::new(e))
+            }
             e => ConsumerError::failed(e),
         })
     }

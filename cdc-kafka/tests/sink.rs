@@ -338,6 +338,46 @@ async fn checkpoints_are_read_to_the_high_watermark_and_takeovers_are_fenced_in_
     kafka.stop();
 }
 
+/// A window written while Kafka is paused (a stalled broker, or a sink
+/// process paused mid-commit) fails its first transaction: its messages
+/// time out. That transaction is aborted and the window written again, so
+/// the sink goes on and the topic holds the window once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_that_fails_while_kafka_is_paused_is_aborted_and_written_again() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let brokers = kafka.addr().to_string();
+    let mut config = SinkConfig::new(&brokers, "cluster", "ks", "t");
+    (config.topic, config.checkpoint_topic) = ("stalled".into(), "stalled-checkpoints".into());
+    config.delivery = Delivery::ExactlyOnce { transactional_id: "test-stalled".into() };
+    // Messages time out after 2 s (the Kafka call timeout bounds them).
+    config.timeout = Duration::from_secs(2);
+    let sink = KafkaSink::new(config).expect("a sink");
+    sink.create_topics(1).await.expect("topics");
+    let group = StreamId::from_bytes([3; 16]);
+    let message = |v: &str| vec![(r#"{"pk":1}"#.to_owned(), v.to_owned())];
+    let (s, w) = (sink.clone(), window(group, 0, 100));
+    tokio::task::spawn_blocking(move || s.write_window(&message("first"), &w)).await.expect("join").expect("written");
+
+    kafka.pause();
+    let (s, w) = (sink.clone(), window(group, 100, 200));
+    let writing = tokio::task::spawn_blocking(move || s.write_window(&message("second"), &w));
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    kafka.resume();
+    writing.await.expect("join").expect("the window is written once Kafka is back");
+
+    let bk = brokers.clone();
+    let values: Vec<String> = tokio::task::spawn_blocking(move || committed(&bk, "stalled"))
+        .await
+        .expect("join")
+        .into_iter()
+        .map(|m| String::from_utf8(m.value.expect("value")).expect("utf-8"))
+        .collect();
+    assert_eq!(values, ["first", "second"], "each window once");
+    let cp = sink.checkpoints().load(LOG).await.expect("loaded").expect("a record");
+    assert_eq!(cp.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(200)]);
+    kafka.stop();
+}
+
 /// A sink sharing `ks.t` through leases in `ks` (TTL 3 s), keying messages
 /// by the partition key, from `start_ms` to `end_ms`; its stderr goes to a
 /// file of the temporary directory, named after it.

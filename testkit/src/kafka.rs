@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::dist::{cache_root, ensure_jars, find_java, Artifact};
 use crate::error::{HarnessError, Result};
-use crate::node::{tail_lines, wait_or_kill, LAUNCHER};
+use crate::node::{signal_group, tail_lines, wait_or_kill, LAUNCHER};
 
 /// The Kafka release the harness runs.
 pub const KAFKA_VERSION: &str = "3.9.1";
@@ -191,6 +191,17 @@ impl Kafka {
     /// The broker's directory (configuration, data, `kafka.log`).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Pauses the broker (SIGSTOP to its process group): its connections
+    /// stay open and nothing answers, as in a long garbage collection.
+    pub fn pause(&self) {
+        signal_group(self.pgid, "STOP");
+    }
+
+    /// Resumes a paused broker (SIGCONT).
+    pub fn resume(&self) {
+        signal_group(self.pgid, "CONT");
     }
 
     /// Stops the broker (SIGTERM, then SIGKILL to its process group after

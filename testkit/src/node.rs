@@ -134,7 +134,7 @@ fn env_flag(name: &str) -> bool {
 }
 
 /// Sends `signal` to every process of group `pgid` (via the shell's `kill`).
-fn signal_group(pgid: u32, signal: &str) {
+pub(crate) fn signal_group(pgid: u32, signal: &str) {
     let _ = Command::new("sh")
         .args(["-c", "kill -s \"$1\" -- \"-$2\" 2>/dev/null", "sh", signal, &pgid.to_string()])
         .stdin(Stdio::null())

@@ -35,7 +35,7 @@ pub struct Options {
 pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options, String> {
     let fuzz_seconds = match env_seconds.map(str::trim).filter(|s| !s.is_empty()) {
         Some(s) => s.parse().map_err(|_| format!("SHARDWISE_FUZZ_SECONDS={s:?} is not a number of seconds"))?,
-        None => 30,
+        None => 15,
     };
     let mut o = Options { fuzz: true, loom: true, fuzz_seconds, house: true, only: None, cargo_args: Vec::new() };
     let mut i = 0;
@@ -494,7 +494,7 @@ mod tests {
         let o = parse_args(&[], None).unwrap();
         assert_eq!(
             o,
-            Options { fuzz: true, loom: true, fuzz_seconds: 30, house: true, only: None, cargo_args: Vec::new() }
+            Options { fuzz: true, loom: true, fuzz_seconds: 15, house: true, only: None, cargo_args: Vec::new() }
         );
         assert_eq!(parse_args(&[], Some("5")).unwrap().fuzz_seconds, 5);
         assert!(parse_args(&[], Some("soon")).is_err());
