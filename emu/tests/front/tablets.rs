@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use shardwise_emu::tablets::TabletMap;
 use shardwise_emu::{FrontConfig, Resize};
 use shardwise_protocol::codec::RawValue;
@@ -392,7 +393,8 @@ async fn new_keyspaces_follow_the_tablets_mode() {
 
 /// Resizing through CQL, as on Scylla: `ALTER TABLE ... WITH tablets =
 /// {'min_tablet_count': n}` splits up to the minimum, and a lower minimum
-/// lets the (small) table merge down to it.
+/// lets the (small) table merge down to it; a value that is not a count is
+/// refused with a ConfigurationException naming it, as Scylla refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_tablet_count_resizes_a_table() {
     let front = front();
@@ -420,9 +422,17 @@ async fn min_tablet_count_resizes_a_table() {
         .expect("alter");
     assert_eq!(front.tablets(&ks, "kv").expect("tablets").tablets().len(), 4);
     session.query_unpaged(format!("INSERT INTO {ks}.kv (pk, v) VALUES (1, 'one')"), &[]).await.expect("insert");
+    // A bad value is refused by the server as Scylla refuses it: a
+    // ConfigurationException naming the option, not a timeout or a broken
+    // connection.
     let bad =
         session.query_unpaged(format!("ALTER TABLE {ks}.kv WITH tablets = {{'min_tablet_count': 'x'}}"), &[]).await;
-    assert!(bad.is_err(), "a bad option is refused");
+    match bad {
+        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::ConfigError, message))) => {
+            assert_eq!(message, "Invalid value for tablets option 'min_tablet_count': x");
+        }
+        other => panic!("a bad option is refused with a ConfigurationException, got {other:?}"),
+    }
 }
 
 /// Regression: `min_tablet_count` on a CDC log table (which has its base
