@@ -34,7 +34,7 @@ use testkit::Kafka;
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
 mod support;
-use common::workload::{create_table, plan, write_until};
+use common::workload::{create_table, plan, safety_arg, write_until};
 use common::{exit_of, signal};
 use support::{changes_of, committed, Keyed};
 
@@ -159,7 +159,7 @@ impl Reader {
         command
             .args(["--node", &node, "--keyspace", &setup.ks, "--table", "t", "--consistency", "ONE"])
             .args(["--start-unix-ms", &start, "--end-unix-ms", &end])
-            .args(["--window", "1", "--safety", "0.3", "--workers", "2"])
+            .args(["--window", "1", "--safety", safety_arg().as_str(), "--workers", "2"])
             .args(["--checkpoint-interval", "0.2", "--streams-per-query", "4"])
             .args(["--lease-keyspace", &setup.ks, "--reader-name", &self.name])
             .args(["--lease-ttl", &(TTL_MS / 1000).to_string(), "--lease-heartbeat", "0.5"])

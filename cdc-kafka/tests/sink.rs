@@ -20,7 +20,7 @@ use testkit::Kafka;
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
 mod support;
-use common::workload::{create_table, plan, write};
+use common::workload::{create_table, plan, safety_arg, write};
 use common::{exit_of, held, signal};
 use support::{changes_of, committed, number_after, Keyed, Reap};
 
@@ -44,7 +44,7 @@ fn spawn_sink(
         .args(["--node", &db.to_string(), "--keyspace", ks, "--table", "t", "--consistency", "ONE"])
         .args(["--brokers", brokers, "--name", "cluster", "--partitions", "3", "--checkpoint-topic", CHECKPOINTS])
         .args(["--start-unix-ms", &start_ms.to_string(), "--kafka-timeout", "20"])
-        .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "2"])
+        .args(["--window", "0.2", "--safety", safety_arg().as_str(), "--sleep", "0.05", "--workers", "2"])
         .stdout(Stdio::null())
         .stderr(stderr)
         .stdin(Stdio::null())
@@ -185,7 +185,7 @@ async fn a_killed_sink_leaves_every_change_exactly_once_in_the_topic() {
             "plain-checkpoints",
         ])
         .args(["--start-unix-ms", &ms(start).to_string(), "--end-unix-ms", &ms(end).to_string()])
-        .args(["--window", "1", "--safety", "0.3", "--sleep", "0.05", "--workers", "2"])
+        .args(["--window", "1", "--safety", safety_arg().as_str(), "--sleep", "0.05", "--workers", "2"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -396,7 +396,18 @@ fn spawn_sharing(
         .args(["--start-unix-ms", &start_ms.to_string(), "--end-unix-ms", &end_ms.to_string()])
         // Each window with changes is a Kafka transaction: windows of up to
         // a second, read every half second.
-        .args(["--window", "1", "--safety", "0.3", "--sleep", "0.5", "--workers", "2", "--kafka-timeout", "20"])
+        .args([
+            "--window",
+            "1",
+            "--safety",
+            safety_arg().as_str(),
+            "--sleep",
+            "0.5",
+            "--workers",
+            "2",
+            "--kafka-timeout",
+            "20",
+        ])
         .args(["--lease-keyspace", ks, "--reader-name", name, "--lease-ttl", "3", "--lease-heartbeat", "0.5"])
         .args(["--streams-per-query", "4", "--checkpoint-interval", "0.2"])
         .stdout(Stdio::null())

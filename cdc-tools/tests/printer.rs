@@ -17,7 +17,7 @@ use shardwise_cdc::{CheckpointStore, Operation};
 
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
-use common::workload::{check_resumed, create_table, expected_of, plan, write, Ops};
+use common::workload::{check_resumed, create_table, expected_of, plan, safety_arg, write, Ops};
 use common::{exit_of, held, signal};
 
 /// The `printer` of this package, as a child process following `ks.t`
@@ -38,7 +38,18 @@ fn spawn_printer(
     command
         .args(["--node", &addr.to_string(), "--keyspace", ks, "--table", "t", "--json"])
         .args(["--start-unix-ms", &start_ms.to_string()])
-        .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "2", "--consistency", "ONE"])
+        .args([
+            "--window",
+            "0.2",
+            "--safety",
+            safety_arg().as_str(),
+            "--sleep",
+            "0.05",
+            "--workers",
+            "2",
+            "--consistency",
+            "ONE",
+        ])
         .args(["--checkpoint-keyspace", ks, "--checkpoint-interval", "0.1"])
         .stdout(Stdio::from(file))
         .stderr(Stdio::null())
@@ -80,6 +91,18 @@ fn read_output(path: &std::path::Path) -> (Ops, usize) {
         n += 1;
     }
     (ops, n)
+}
+
+/// The complete lines of a printer's output as (pk, `time_us`, v): a
+/// change's identity, to tell which changes two runs both printed.
+fn times_in(path: &std::path::Path) -> std::collections::HashSet<(i32, i64, Option<i64>)> {
+    let text = std::fs::read_to_string(path).expect("read output");
+    let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+    let number = |line: &str, name: &str| -> i64 {
+        field(line, name).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    let v = |line: &str| field(line, "v").map(|_| number(line, "v"));
+    complete.lines().map(|line| (number(line, "pk") as i32, number(line, "time_us"), v(line))).collect()
 }
 
 fn lines_in(path: &std::path::Path) -> usize {
@@ -129,6 +152,10 @@ async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
     let status = child.wait().expect("wait");
     assert!(!status.success(), "killed: {status:?}");
     let killed_at = lines_in(&out1);
+    // What the killed printer saved last (a save still in flight can only
+    // move it later).
+    let saved = store.load(&format!("{ks}.t_scylla_cdc_log")).await.expect("load").expect("a checkpoint");
+    let oldest_progress_us = saved.groups.iter().map(|g| g.progress.0 * 1000).min().expect("groups");
 
     // Restarted once the writes are done, now with an end: it resumes from
     // the table and runs to the end.
@@ -144,6 +171,17 @@ async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
     let repeated = check_resumed(&expected, &first, &second);
     assert!(n2 < total, "the restart resumed from the checkpoint, not from the start ({n2} of {total})");
     assert_eq!(n1 + n2 - repeated, total, "every change printed");
+    // Only what was read after the last checkpoint is printed again: every
+    // change printed by both runs is later than the oldest group's saved
+    // progress.
+    let (times1, times2) = (times_in(&out1), times_in(&out2));
+    let again: Vec<_> = times2.iter().filter(|c| times1.contains(c)).collect();
+    assert_eq!(again.len(), repeated, "the changes printed twice");
+    let early: Vec<_> = again.iter().filter(|(_, t, _)| *t < oldest_progress_us).collect();
+    assert!(
+        early.is_empty(),
+        "printed again though saved before the kill (progress {oldest_progress_us} µs): {early:?}"
+    );
     eprintln!("killed after {n1} changes; the restart printed {n2} ({repeated} again) of {total}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -228,7 +266,7 @@ async fn debezium_envelopes_with_images() {
     let out = Command::new(env!("CARGO_BIN_EXE_printer"))
         .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--debezium", "cluster"])
         .args(["--start-unix-ms", &start.to_string(), "--end-unix-ms", &end.to_string()])
-        .args(["--window", "1", "--safety", "0.3", "--sleep", "0.05", "--consistency", "ONE"])
+        .args(["--window", "1", "--safety", safety_arg().as_str(), "--sleep", "0.05", "--consistency", "ONE"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
@@ -265,7 +303,18 @@ fn spawn_sharing(
     Command::new(env!("CARGO_BIN_EXE_printer"))
         .args(["--node", &addr.to_string(), "--keyspace", ks, "--table", "t", "--json"])
         .args(["--start-unix-ms", &start_ms.to_string(), "--end-unix-ms", &end_ms.to_string()])
-        .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "1", "--consistency", "ONE"])
+        .args([
+            "--window",
+            "0.2",
+            "--safety",
+            safety_arg().as_str(),
+            "--sleep",
+            "0.05",
+            "--workers",
+            "1",
+            "--consistency",
+            "ONE",
+        ])
         .args(["--checkpoint-keyspace", ks, "--checkpoint-interval", "0.1", "--streams-per-query", "4"])
         .args(["--lease-keyspace", ks, "--reader-name", name, "--lease-ttl", "3", "--lease-heartbeat", "0.5"])
         .stdout(Stdio::from(file))
@@ -439,7 +488,7 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
             .args(["-f", skew, env!("CARGO_BIN_EXE_printer")])
             .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--json"])
             .args(["--start-unix-ms", &ms(start).to_string()])
-            .args(["--window", "0.2", "--safety", "0.3", "--sleep", "0.05", "--workers", "1"])
+            .args(["--window", "0.2", "--safety", safety_arg().as_str(), "--sleep", "0.05", "--workers", "1"])
             .args(["--consistency", "ONE"])
             .stdout(Stdio::from(std::fs::File::create(&out).expect("output file")))
             .stderr(Stdio::null())

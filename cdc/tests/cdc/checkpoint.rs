@@ -14,7 +14,7 @@ use shardwise_cdc::{CdcReaderBuilder, CheckpointStore};
 
 use crate::common::run;
 use crate::common::workload::{
-    check_resumed, collector, count, expected_of, front_with_table as setup, plan, resumable, write, Seen,
+    check_resumed, collector, count, expected_of, front_with_table as setup, plan, resumable, write, Seen, SAFETY,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,7 +112,7 @@ async fn tables_of_the_same_name_in_two_keyspaces_keep_separate_checkpoints() {
             .start(start)
             .end(end)
             .window_size(Duration::from_secs(1))
-            .safety_interval(Duration::from_millis(300))
+            .safety_interval(SAFETY)
             .sleep_interval(Duration::from_millis(50))
             .workers(2)
             .checkpoints(store.clone(), Duration::from_millis(100))

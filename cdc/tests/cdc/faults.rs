@@ -83,7 +83,9 @@ async fn written(tag: &str, plan: Vec<(i32, i32, Operation, Option<i64>)>) -> Wr
     let start = SystemTime::now() - Duration::from_secs(1);
     workload::write(&session, &ks, &plan, plan.len(), Duration::ZERO).await;
     let end = SystemTime::now() + Duration::from_millis(500);
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    while SystemTime::now() <= end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     Written { proxy, front, session, ks, plan, start, end }
 }
 
@@ -227,8 +229,16 @@ async fn a_worker_keeps_several_windows_in_flight() {
                 .build(collector(seen.clone()))
                 .await
                 .expect("reader");
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            let sent = proxy.frames(Direction::ToServer, EXECUTE) - stalled_from;
+            // The worker sends what it may keep in flight, and no more
+            // while those are unanswered: wait for the reads, then a while
+            // longer for any read beyond them.
+            let sent_now = || proxy.frames(Direction::ToServer, EXECUTE) - stalled_from;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while sent_now() < in_flight && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let sent = sent_now();
             proxy.clear_rules();
             tokio::time::timeout(Duration::from_secs(60), reader.join())
                 .await
@@ -266,9 +276,15 @@ async fn the_next_page_is_requested_before_a_page_is_consumed() {
                 Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
                     let mut first = sent.lock().map_err(|_| ConsumerError::failed("poisoned"))?;
                     if first.is_none() {
-                        // A slow consumer: the shard has time to get the next request.
-                        std::thread::sleep(Duration::from_millis(500));
-                        *first = Some(proxy.frames(Direction::ToServer, EXECUTE) - before);
+                        // A slow consumer, holding its first row until the
+                        // next page was asked for (or long enough to tell it
+                        // never will be).
+                        let sent = || proxy.frames(Direction::ToServer, EXECUTE) - before;
+                        let deadline = Instant::now() + Duration::from_secs(5);
+                        while sent() < 2 && Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        *first = Some(sent());
                     }
                     let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
                     let v = row.value::<Option<i64>>("v")?;

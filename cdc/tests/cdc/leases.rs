@@ -11,7 +11,7 @@ use std::time::Duration;
 use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::{CdcError, CdcReaderBuilder, LeaseConfig, LeaseTable, StreamId};
 
-use crate::common::workload::{collector, front_with_table as setup};
+use crate::common::workload::{collector, front_with_table as setup, SAFETY};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_has_one_holder_at_a_time() {
@@ -127,7 +127,7 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
             .start(start)
             .end(end)
             .window_size(Duration::from_secs(2))
-            .safety_interval(Duration::from_millis(300))
+            .safety_interval(SAFETY)
             .sleep_interval(Duration::from_millis(50))
             .generation_poll_interval(Duration::from_millis(200))
             .workers(1)
@@ -224,7 +224,7 @@ async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
             .start(start)
             .end(end)
             .window_size(Duration::from_millis(300))
-            .safety_interval(Duration::from_millis(300))
+            .safety_interval(SAFETY)
             .sleep_interval(Duration::from_millis(50))
             .workers(1)
             .streams_per_query(8)

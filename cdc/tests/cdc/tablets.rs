@@ -34,7 +34,7 @@ async fn every_change_once_across_a_split_and_a_merge() {
         let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
             .start(SystemTime::now() - Duration::from_secs(1))
             .window_size(Duration::from_millis(500))
-            .safety_interval(Duration::from_millis(300))
+            .safety_interval(workload::SAFETY)
             .sleep_interval(Duration::from_millis(50))
             .generation_poll_interval(Duration::from_millis(200))
             .workers(2)

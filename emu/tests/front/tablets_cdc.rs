@@ -24,6 +24,11 @@ use crate::support::{session, start_front};
 const KEYS: i32 = 16;
 /// Writes per phase.
 const PER_PHASE: i32 = 80;
+/// A write's request timeout: every acknowledged write took less.
+const WRITE_TIMEOUT: Duration = Duration::from_millis(1000);
+/// The reader's safety interval: longer than any acknowledged write took,
+/// so that the window of a change is read after its write was applied.
+const SAFETY: Duration = Duration::from_millis(1500);
 
 /// Each delivered row: (pk, v, stream, cdc$time).
 type Seen = Arc<Mutex<Vec<(i32, i32, StreamID, uuid::Uuid)>>>;
@@ -115,8 +120,13 @@ async fn check_published(session: &Session, front: &FrontHandle, ks: &str) -> Ta
 
 /// Writes `PER_PHASE` inserts from `from` on: key `n % KEYS`, `v = n`.
 async fn write(session: &Session, insert: &scylla::statement::prepared::PreparedStatement, from: i32) -> i32 {
+    let mut insert = insert.clone();
+    insert.set_request_timeout(Some(WRITE_TIMEOUT));
     for n in from..from + PER_PHASE {
-        session.execute_unpaged(insert, (n % KEYS, n % 3, n)).await.expect("insert");
+        let began = Instant::now();
+        session.execute_unpaged(&insert, (n % KEYS, n % 3, n)).await.expect("insert");
+        let took = began.elapsed();
+        assert!(took < SAFETY, "insert {n} took {took:?}, past the reader's safety interval {SAFETY:?}");
     }
     from + PER_PHASE
 }
@@ -169,7 +179,7 @@ async fn scylla_cdc_reads_a_tablets_table_across_a_split_and_a_merge() {
         .table_name("t")
         .start_timestamp(start)
         .window_size(Duration::from_millis(500))
-        .safety_interval(Duration::from_millis(300))
+        .safety_interval(SAFETY)
         .sleep_interval(Duration::from_millis(200))
         .consumer_factory(Arc::new(Factory(seen.clone())))
         .build()

@@ -82,8 +82,25 @@ pub fn expected_of(plan: &[(i32, i32, Operation, Option<i64>)]) -> Ops {
     expected
 }
 
+/// A workload write's request timeout, retries included: every
+/// acknowledged write took less.
+pub const WRITE_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// The safety interval of readers that follow a live workload: longer than
+/// any acknowledged write took. A change's `cdc$time` is taken when its write
+/// starts, and its window is read a safety interval after that: a write
+/// acknowledged later than that may be missed, by ScyllaDB's CDC as by any
+/// reader of it (`cdc/tests/crash.rs`).
+pub const SAFETY: Duration = Duration::from_millis(1500);
+
+/// [`SAFETY`] as a command-line value in seconds, for the tools' `--safety`.
+pub fn safety_arg() -> String {
+    SAFETY.as_secs_f64().to_string()
+}
+
 /// Writes the planned changes, `per_tick` of them every `tick` (all at once
-/// with a zero tick).
+/// with a zero tick), each within [`WRITE_TIMEOUT`] (checked: a slower write
+/// fails the test, as a reader with [`SAFETY`] could miss it).
 pub async fn write(
     session: &Session,
     ks: &str,
@@ -104,16 +121,12 @@ pub async fn write_until(
     tick: Duration,
     until: Option<std::time::Instant>,
 ) -> usize {
-    let insert = session
-        .prepare(Statement::new(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")))
-        .await
-        .expect("prepare");
-    let update = session
-        .prepare(Statement::new(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?")))
-        .await
-        .expect("prepare");
-    let delete =
-        session.prepare(Statement::new(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?"))).await.expect("prepare");
+    let prepare = |cql: String| session.prepare(Statement::new(cql));
+    let insert = prepare(format!("INSERT INTO {ks}.t (pk, ck, v) VALUES (?, ?, ?)")).await.expect("prepare");
+    let update = prepare(format!("UPDATE {ks}.t SET v = ? WHERE pk = ? AND ck = ?")).await.expect("prepare");
+    let delete = prepare(format!("DELETE FROM {ks}.t WHERE pk = ? AND ck = ?")).await.expect("prepare");
+    let (insert, update, delete) =
+        (insert.with_timeout(WRITE_TIMEOUT), update.with_timeout(WRITE_TIMEOUT), delete.with_timeout(WRITE_TIMEOUT));
     for (i, &(pk, ck, op, v)) in plan.iter().enumerate() {
         if until.is_some_and(|until| std::time::Instant::now() >= until) {
             return i;
@@ -121,18 +134,21 @@ pub async fn write_until(
         if i > 0 && i % per_tick.max(1) == 0 && !tick.is_zero() {
             tokio::time::sleep(tick).await;
         }
+        let began = std::time::Instant::now();
         match op {
             Operation::Insert => session.execute(&insert, (pk, ck, v.expect("v"))).await.map(drop),
             Operation::Update => session.execute(&update, (v.expect("v"), pk, ck)).await.map(drop),
             _ => session.execute(&delete, (pk, ck)).await.map(drop),
         }
-        .expect("write");
+        .unwrap_or_else(|e| panic!("write {i} ({op:?} of pk {pk}), bounded by {WRITE_TIMEOUT:?}: {e}"));
+        let took = began.elapsed();
+        assert!(took < SAFETY, "write {i} took {took:?}, past a live reader's safety interval {SAFETY:?}");
     }
     plan.len()
 }
 
 /// The reader of the resume tests: `ks.t` over `[start, end)` in 100 ms
-/// windows, 300 ms behind the clock, on two workers, saving its progress to
+/// windows, [`SAFETY`] behind the clock, on two workers, saving its progress to
 /// `store` every `interval`.
 pub fn resumable(
     session: &Session,
@@ -145,7 +161,7 @@ pub fn resumable(
         .start(start)
         .end(end)
         .window_size(Duration::from_millis(100))
-        .safety_interval(Duration::from_millis(300))
+        .safety_interval(SAFETY)
         .sleep_interval(Duration::from_millis(50))
         .workers(2)
         .checkpoints(store, interval)
