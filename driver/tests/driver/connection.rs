@@ -85,24 +85,40 @@ async fn negotiates_v5_by_default() {
     assert_eq!(conn.version(), ProtocolVersion::V5);
 }
 
+/// Requests abandoned after they were sent become orphans (their ids stay
+/// reserved), and the late answers free them. The answers are held back by
+/// a proxy, so the orphans are there to be counted before they are freed:
+/// a 1 µs timeout against the server itself could give up before sending
+/// (no orphan at all) or count after the answers came.
 #[tokio::test]
 async fn abandoned_requests_become_orphans_then_free() {
-    let addr = testkit::shared_node().expect("server");
-    let conn = Connection::open(addr, &ConnectionConfig::default()).await.expect("connect");
-    for _ in 0..20 {
+    use testkit::fault::{Action, Direction, FaultProxy, Rule};
+    let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
+    // v4: the proxy acts on v4 frames (it passes v5 segments through untouched).
+    let conn = Connection::open(proxy.addr(), &config(ProtocolVersion::V4, Compression::None)).await.expect("connect");
+    proxy.set_rules(vec![
+        Rule::new(Action::Delay(std::time::Duration::from_millis(100))).direction(Direction::ToClient)
+    ]);
+    const ABANDONED: usize = 20;
+    for _ in 0..ABANDONED {
         let q =
             Query { query: "SELECT * FROM system_schema.columns", params: QueryParameters::new(Consistency::One, ()) };
-        // Give up on the request right after it is sent.
-        let _ = tokio::time::timeout(std::time::Duration::from_micros(1), conn.send(&q, 0)).await;
+        // Give up on the request once it is surely sent, long before its answer.
+        let r = tokio::time::timeout(std::time::Duration::from_millis(20), conn.send(&q, 0)).await;
+        assert!(r.is_err(), "an answer came within 20 ms through a proxy that holds answers back 100 ms");
     }
-    for _ in 0..100 {
+    let orphans = conn.orphans();
+    assert!(orphans > 0, "no abandoned request was left as an orphan: the cleanup below proves nothing");
+    assert_eq!(conn.in_flight(), orphans, "the ids in use are the orphans'");
+    for _ in 0..200 {
         if conn.in_flight() == 0 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(conn.in_flight(), 0, "answers to abandoned requests free their ids");
-    assert_eq!(conn.orphans(), 0);
+    assert_eq!(conn.orphans(), 0, "the {orphans} orphans were freed by their answers");
+    proxy.clear_rules();
     conn.ping().await.expect("still usable");
 }
 
