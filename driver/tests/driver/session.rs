@@ -301,33 +301,49 @@ async fn derived_structs_bind_values_and_read_rows() {
     assert_eq!(row, UserRow { bo: Some(true), pk: 5, t: "five" });
 }
 
+/// Speculative execution of unprepared statements (QUERY), counted at the
+/// wire: two "nodes" that are proxies in front of the same server, a
+/// speculative delay shorter than any answer. Idempotent statements get
+/// extra attempts and every one answers; a statement not marked idempotent
+/// is sent exactly once.
 #[tokio::test]
 async fn speculative_execution_for_idempotent_statements() {
-    // Two contact points that are the same server: speculative attempts go to "another node".
+    const QUERY: u8 = 0x07;
     let addr = testkit::shared_node().expect("server");
+    let proxies = [FaultProxy::start(addr).expect("proxy"), FaultProxy::start(addr).expect("proxy")];
     let s = SessionBuilder::new()
-        .known_node_addr(addr)
-        .known_node(format!("localhost:{}", addr.port()))
+        .known_node_addr(proxies[0].addr())
+        .known_node_addr(proxies[1].addr())
         .discover_topology(false)
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
         .speculative_execution(Some(shardwise::SpeculativePolicy { delay: Duration::from_micros(1), max_extra: 2 }))
         .default_consistency(Consistency::One)
         .build()
         .await
         .expect("session");
+    let queries = || proxies.iter().map(|p| p.frames(Direction::ToServer, QUERY)).sum::<usize>();
     let read = Statement::new("SELECT key FROM system.local").with_idempotent(true);
+    let before = queries();
     for _ in 0..20 {
         let r = s.execute(&read, ()).await.expect("speculative read");
         assert_eq!(r.rows_count(), 1);
     }
+    let sent = queries() - before;
+    assert!(sent > 20, "20 idempotent reads sent {sent} QUERY frames: speculative execution sent no extra attempt");
     // Non-idempotent statements are never sent twice.
     let write = Statement::new("SELECT key FROM system.local");
-    s.execute(&write, ()).await.expect("plain read");
+    let before = queries();
+    for _ in 0..20 {
+        s.execute(&write, ()).await.expect("plain read");
+    }
+    let sent = queries() - before;
+    assert_eq!(sent, 20, "20 statements not marked idempotent sent {sent} QUERY frames: one was sent more than once");
 }
 
-/// Counted at the wire: two "nodes" that are proxies in front of the same
-/// server, a speculative delay shorter than any answer. Idempotent
-/// statements are sent more than once; non-idempotent ones exactly once
-/// (the test above could not tell).
+/// The same for prepared statements (EXECUTE), counted at the wire: two
+/// "nodes" that are proxies in front of the same server, a speculative
+/// delay shorter than any answer. Idempotent statements are sent more than
+/// once; non-idempotent ones exactly once.
 #[tokio::test]
 async fn speculative_execution_never_sends_a_non_idempotent_statement_twice() {
     use testkit::fault::{Direction, FaultProxy};
