@@ -11,7 +11,12 @@
 //!   client's datacenter, and never a remote node while a local one is up;
 //! - connection affinity: through a proxy that counts each connection's
 //!   requests, a thread-affine session sends all of a thread's requests on
-//!   one connection.
+//!   one connection;
+//! - lightweight transactions: through the emulation front on a 3-node
+//!   cluster (replication factor 3), whose per-node counters show which
+//!   node each request reached, every conditional write goes to its
+//!   partition's primary replica, while plain writes spread over the
+//!   replicas.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -20,7 +25,9 @@ use std::time::Duration;
 use shardwise::cluster::DistancePolicy;
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::protocol::token::Token;
 use shardwise::{ConnectionAffinity, LatencyAwareness, PreparedStatement, Session, SessionBuilder, Statement};
+use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::fault::{Action, Direction, FaultProxy, Rule};
 use testkit::{Cluster, Location};
 
@@ -244,4 +251,117 @@ async fn a_thread_affine_session_keeps_each_thread_on_one_connection() {
         }
         assert_eq!(session.connections().len(), 2, "{affinity:?}: two connections, no more");
     }
+}
+
+/// Routed requests (shard hits and misses) each emulated node counted, by
+/// the address of the Cassandra node behind it.
+fn routed_per_node(front: &FrontHandle) -> BTreeMap<IpAddr, u64> {
+    front.stats().nodes.iter().map(|n| (n.upstream.ip(), n.shards.iter().map(|s| s.hits + s.misses).sum())).collect()
+}
+
+/// Each node's requests in `after` that were not in `before`, without the
+/// nodes that got none.
+fn delta(before: &BTreeMap<IpAddr, u64>, after: &BTreeMap<IpAddr, u64>) -> BTreeMap<IpAddr, u64> {
+    after.iter().map(|(ip, n)| (*ip, n - before.get(ip).copied().unwrap_or(0))).filter(|(_, n)| *n > 0).collect()
+}
+
+/// The token ring read from each Cassandra node's own `system.local` (not
+/// through the driver's topology or the front): (token, node), sorted.
+async fn ring_of(nodes: &[SocketAddr]) -> Vec<(i64, IpAddr)> {
+    let mut ring = Vec::new();
+    for &node in nodes {
+        let direct = SessionBuilder::new()
+            .known_node_addr(node)
+            .discover_topology(false)
+            .build()
+            .await
+            .expect("a session to one node");
+        let local = Statement::new("SELECT tokens FROM system.local WHERE key = 'local'");
+        let result = direct.execute(&local, ()).await.expect("system.local");
+        let (tokens,): (Vec<String>,) = result.first_row().expect("typed").expect("a row");
+        ring.extend(tokens.iter().map(|t| (t.parse::<i64>().expect("a Murmur3 token"), node.ip())));
+    }
+    ring.sort_unstable();
+    ring
+}
+
+/// The primary replica of `token` on `ring`: the node of the first token
+/// at or after it, wrapping around (SimpleStrategy's first replica).
+fn primary(ring: &[(i64, IpAddr)], token: i64) -> IpAddr {
+    ring.iter().find(|(t, _)| *t >= token).unwrap_or(&ring[0]).1
+}
+
+/// Lightweight transactions go to the primary replica: on a 3-node cluster
+/// behind the emulation front (which marks prepared conditional statements
+/// as Scylla does, `SCYLLA_LWT_ADD_METADATA_MARK`), with replication factor
+/// 3, every `IF NOT EXISTS` insert of each of 30 keys reaches, by the
+/// front's per-node counters, the node that owns the key's token on the
+/// ring read from the nodes themselves; the same keys' plain inserts
+/// spread over the three replicas (the driver shuffles them), so the LWT
+/// routing is not merely the token-aware default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lwt_requests_go_to_the_primary_replica_and_plain_ones_spread() {
+    let _turn = crate::common::own_servers().await;
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(3)).await.expect("join").expect("a 3-node cluster");
+    let upstreams = cluster.contact_points();
+    let front = {
+        let upstreams = upstreams.clone();
+        let emu = testkit::fresh_keyspace("emu_lwt_primary");
+        tokio::task::spawn_blocking(move || {
+            Front::start_cluster(&upstreams, FrontConfig { shards: 2, emu_keyspace: emu, ..FrontConfig::default() })
+        })
+        .await
+        .expect("join")
+        .expect("a front on each node")
+    };
+    let session = SessionBuilder::new()
+        .known_node_addr(front.addr())
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("a session through the fronts");
+    let ks = testkit::fresh_keyspace("lwt_primary");
+    let replication = "{'class': 'SimpleStrategy', 'replication_factor': 3}";
+    session
+        .execute(&Statement::new(format!("CREATE KEYSPACE {ks} WITH replication = {replication}")), ())
+        .await
+        .expect("ks");
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")), ())
+        .await
+        .expect("table");
+    session.refresh_topology().await.expect("refresh");
+    assert_eq!(session.nodes().len(), 3, "the three fronts: {:?}", session.nodes());
+    let lwt = session.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?) IF NOT EXISTS")).await.expect("prepare");
+    let plain = session.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)")).await.expect("prepare");
+    assert!(lwt.is_lwt() && !plain.is_lwt(), "the front marks the conditional insert, and only it");
+
+    let ring = ring_of(&upstreams).await;
+    let mut plain_elsewhere = 0;
+    let mut primaries = std::collections::BTreeSet::new();
+    for k in 0..30i32 {
+        let token = Token::murmur3(&k.to_be_bytes());
+        let want = primary(&ring, token.value());
+        primaries.insert(want);
+        assert_eq!(session.replicas(&ks, token).len(), 3, "key {k}: the driver knows its three replicas");
+        let before = routed_per_node(&front);
+        for v in 0..4 {
+            session.execute(&lwt, (k, v)).await.expect("conditional insert");
+        }
+        let seen = delta(&before, &routed_per_node(&front));
+        assert_eq!(seen, BTreeMap::from([(want, 4)]), "key {k} (token {token}): every LWT at the primary replica");
+        let before = routed_per_node(&front);
+        for v in 0..4 {
+            session.execute(&plain, (k, v)).await.expect("insert");
+        }
+        let seen = delta(&before, &routed_per_node(&front));
+        assert_eq!(seen.values().sum::<u64>(), 4, "key {k}: every plain insert counted: {seen:?}");
+        plain_elsewhere += seen.iter().filter(|(ip, _)| **ip != want).map(|(_, n)| n).sum::<u64>();
+    }
+    println!("LWT: 120 of 120 at the primary replica; plain inserts: {plain_elsewhere} of 120 at another replica");
+    assert_eq!(primaries.len(), 3, "the keys' primaries are all three nodes: {primaries:?}");
+    assert!(plain_elsewhere >= 20, "plain inserts spread over the replicas: {plain_elsewhere} of 120 elsewhere");
+    drop(session);
+    front.stop();
+    tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");
 }
