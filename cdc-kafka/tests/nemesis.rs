@@ -7,7 +7,10 @@
 //! * a reader paused with SIGSTOP past its leases, then resumed (SIGCONT);
 //! * a reader cut off from the cluster (its fault proxy blackholes what it
 //!   has open and what it opens) for up to six seconds, or slowed (every
-//!   frame delayed);
+//!   frame delayed): its lease queries alone, its log reads alone, or
+//!   both (each reader keeps its leases on a session of their own, through
+//!   a proxy of their own, and connects to the regular port only, so that
+//!   every connection it has passes one of its two proxies);
 //! * a new CDC generation.
 //!
 //! Then a checker reads everything delivered and reports, per acknowledged
@@ -28,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use shardwise_cdc::Operation;
-use testkit::fault::{FaultProxy, OnAccept, Rule};
+use testkit::fault::{Direction, FaultProxy, OnAccept, Rule};
 use testkit::Kafka;
 
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
@@ -64,12 +67,23 @@ enum Fault {
     Kill(usize, Duration),
     /// SIGSTOP the reader this long (past its TTL), then SIGCONT.
     Pause(usize, Duration),
-    /// Blackhole the reader's connections this long.
-    Partition(usize, Duration),
-    /// Delay every frame of the reader by the first, for the second.
-    Slow(usize, Duration, Duration),
+    /// Blackhole the reader's connections to `Target` this long.
+    Partition(usize, Target, Duration),
+    /// Delay every frame of the reader to `Target` by the first, for the second.
+    Slow(usize, Target, Duration, Duration),
     /// A new CDC generation, two seconds ahead.
     Generation,
+}
+
+/// Which of a reader's sessions a fault hits.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// The lease queries (renewals, claims, releases).
+    Leases,
+    /// The log reads, checkpoints and generations.
+    Reads,
+    /// Both.
+    Both,
 }
 
 /// The schedule of `seed` over `seconds`: a fault every 2 to 6 seconds.
@@ -83,11 +97,12 @@ fn schedule(seed: u64, seconds: u64, readers: usize) -> Vec<(Duration, Fault)> {
         }
         let reader = rng.range(0, readers as u64) as usize;
         let ms = |rng: &mut Rng, lo, hi| Duration::from_millis(rng.range(lo, hi));
+        let target = |rng: &mut Rng| [Target::Leases, Target::Reads, Target::Both][rng.range(0, 3) as usize];
         let fault = match rng.range(0, 10) {
             0..=2 => Fault::Kill(reader, ms(&mut rng, 200, 3000)),
             3..=5 => Fault::Pause(reader, ms(&mut rng, TTL_MS + 500, TTL_MS + 3000)),
-            6 | 7 => Fault::Partition(reader, ms(&mut rng, 500, 6000)),
-            8 => Fault::Slow(reader, ms(&mut rng, 50, 400), ms(&mut rng, 1000, 5000)),
+            6 | 7 => Fault::Partition(reader, target(&mut rng), ms(&mut rng, 500, 6000)),
+            8 => Fault::Slow(reader, target(&mut rng), ms(&mut rng, 50, 400), ms(&mut rng, 1000, 5000)),
             _ if generations < 2 => {
                 generations += 1;
                 Fault::Generation
@@ -107,11 +122,13 @@ enum Kind {
     Printer,
 }
 
-/// One reader: its process (none while killed), and its proxy to the cluster.
+/// One reader: its process (none while killed), and its proxies to the
+/// cluster: one for its log reads, one for its leases.
 struct Reader {
     name: String,
     kind: Kind,
-    proxy: FaultProxy,
+    reads: FaultProxy,
+    leases: FaultProxy,
     child: Option<Child>,
     /// One output file per run (printers).
     outputs: Vec<PathBuf>,
@@ -128,7 +145,7 @@ struct Setup {
 
 impl Reader {
     fn start(&mut self, setup: &Setup) {
-        let node = self.proxy.addr().to_string();
+        let (node, lease_node) = (self.reads.addr().to_string(), self.leases.addr().to_string());
         let (start, end) = (setup.range.0.to_string(), setup.range.1.to_string());
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -161,11 +178,23 @@ impl Reader {
             .args(["--start-unix-ms", &start, "--end-unix-ms", &end])
             .args(["--window", "1", "--safety", safety_arg().as_str(), "--workers", "2"])
             .args(["--checkpoint-interval", "0.2", "--streams-per-query", "4"])
-            .args(["--lease-keyspace", &setup.ks, "--reader-name", &self.name])
+            .args(["--lease-keyspace", &setup.ks, "--reader-name", &self.name, "--lease-node", &lease_node])
+            .arg("--disallow-shard-aware-port")
             .args(["--lease-ttl", &(TTL_MS / 1000).to_string(), "--lease-heartbeat", "0.5"])
             .stderr(Stdio::from(log))
             .stdin(Stdio::null());
         self.child = Some(command.spawn().expect("spawn a reader"));
+    }
+}
+
+impl Reader {
+    /// The proxies `target` names.
+    fn proxies(&self, target: Target) -> Vec<&FaultProxy> {
+        match target {
+            Target::Leases => vec![&self.leases],
+            Target::Reads => vec![&self.reads],
+            Target::Both => vec![&self.leases, &self.reads],
+        }
     }
 }
 
@@ -239,11 +268,15 @@ async fn nemesis() {
             .map(|(name, kind)| Reader {
                 name: name.into(),
                 kind,
-                proxy: FaultProxy::start(front.addr()).expect("proxy"),
+                reads: FaultProxy::start(front.addr()).expect("proxy"),
+                leases: FaultProxy::start(front.addr()).expect("proxy"),
                 child: None,
                 outputs: Vec::new(),
             })
             .collect();
+    let shard_aware =
+        |front: &shardwise_emu::FrontHandle| front.stats().nodes.iter().map(|n| n.shard_aware_accepted).sum::<u64>();
+    let shard_aware_before = shard_aware(&front);
     for r in &mut readers {
         r.start(&setup);
     }
@@ -277,19 +310,27 @@ async fn nemesis() {
                 signal(child, "CONT");
                 takeovers += 1;
             }
-            Fault::Partition(i, cut) => {
-                let proxy = &readers[i].proxy;
-                proxy.on_accept(OnAccept::Blackhole);
-                proxy.blackhole_open_connections();
+            Fault::Partition(i, target, cut) => {
+                let proxies = readers[i].proxies(target);
+                for proxy in &proxies {
+                    proxy.on_accept(OnAccept::Blackhole);
+                    proxy.blackhole_open_connections();
+                }
                 tokio::time::sleep(cut).await;
-                proxy.on_accept(OnAccept::Forward);
+                for proxy in &proxies {
+                    proxy.on_accept(OnAccept::Forward);
+                }
                 takeovers += 1;
             }
-            Fault::Slow(i, delay, lasting) => {
-                let proxy = &readers[i].proxy;
-                proxy.set_rules(vec![Rule::new(testkit::fault::Action::Delay(delay))]);
+            Fault::Slow(i, target, delay, lasting) => {
+                let proxies = readers[i].proxies(target);
+                for proxy in &proxies {
+                    proxy.set_rules(vec![Rule::new(testkit::fault::Action::Delay(delay))]);
+                }
                 tokio::time::sleep(lasting).await;
-                proxy.clear_rules();
+                for proxy in &proxies {
+                    proxy.clear_rules();
+                }
             }
             Fault::Generation => {
                 front.new_generation_at(SystemTime::now() + Duration::from_secs(2)).await.expect("a generation");
@@ -308,6 +349,16 @@ async fn nemesis() {
         r.child = None;
         assert!(status.success(), "{} finished cleanly: {status:?}; its log is in {}", r.name, dir.display());
         eprintln!("nemesis: {} finished after {:.0} s", r.name, began.elapsed().as_secs_f64());
+    }
+
+    // Every connection of the readers passed their proxies: none reached
+    // the shard-aware port, and each proxy carried requests.
+    assert_eq!(shard_aware(&front), shard_aware_before, "a reader connected to the shard-aware port");
+    for r in &readers {
+        for (what, proxy) in [("reads", &r.reads), ("leases", &r.leases)] {
+            let requests = proxy.frames(Direction::ToServer, 0x0a) + proxy.frames(Direction::ToServer, 0x07);
+            assert!(requests > 0, "{}: no request through its {what} proxy", r.name);
+        }
     }
 
     // The checker. Per acknowledged write (known by its value): delivered

@@ -2,7 +2,9 @@
 //! builder takes them: username and password, and TLS verified against a
 //! CA certificate file.
 
-use shardwise::{SessionBuilder, TlsConfig};
+use std::time::Duration;
+
+use shardwise::{ConnectionConfig, SessionBuilder, TlsConfig};
 
 /// Credentials and TLS for the tools' sessions.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -17,7 +19,21 @@ pub struct ConnectArgs {
     /// this PEM file.
     #[arg(long, value_name = "PEM_FILE")]
     pub tls_ca: Option<std::path::PathBuf>,
+    /// Connect to the nodes' regular port only, never to their shard-aware
+    /// port: for clients behind NAT or a proxy.
+    #[arg(long)]
+    pub disallow_shard_aware_port: bool,
+    /// Seconds between the heartbeats of each connection, and how long one
+    /// may go unanswered: a connection the network silenced is replaced
+    /// within about twice this [default: 5].
+    #[arg(long, value_name = "SECONDS")]
+    pub connection_heartbeat: Option<f64>,
 }
+
+/// The connection heartbeat of the tools when `--connection-heartbeat` is
+/// not given: well under a lease's TTL, so that a reader whose connections
+/// were silenced gets new ones before its leases are taken over.
+pub const CONNECTION_HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// The flags could not be turned into a session builder.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +46,9 @@ pub enum ConnectArgsError {
         /// Why.
         source: std::io::Error,
     },
+    /// `--connection-heartbeat` is not a positive number of seconds.
+    #[error("--connection-heartbeat {0}: not a positive number of seconds")]
+    Heartbeat(f64),
     /// The CA file holds no usable certificate.
     #[error("the TLS CA file {path}: {source}")]
     BadCa {
@@ -43,7 +62,21 @@ pub enum ConnectArgsError {
 impl ConnectArgs {
     /// A session builder for `node` with these credentials and TLS.
     pub fn builder(&self, node: &str) -> Result<SessionBuilder, ConnectArgsError> {
-        let mut builder = SessionBuilder::new().known_node(node);
+        let heartbeat = match self.connection_heartbeat {
+            None => CONNECTION_HEARTBEAT,
+            Some(s) => {
+                Duration::try_from_secs_f64(s).ok().filter(|d| !d.is_zero()).ok_or(ConnectArgsError::Heartbeat(s))?
+            }
+        };
+        let connection = ConnectionConfig {
+            heartbeat_interval: Some(heartbeat),
+            heartbeat_timeout: heartbeat,
+            ..Default::default()
+        };
+        let mut builder = SessionBuilder::new()
+            .known_node(node)
+            .connection_config(connection)
+            .disallow_shard_aware_port(self.disallow_shard_aware_port);
         if let (Some(user), Some(password)) = (&self.username, &self.password) {
             builder = builder.user(user.clone(), password.clone());
         }
@@ -65,7 +98,23 @@ mod tests {
     fn flags_make_the_builder() {
         let none = ConnectArgs::default().builder("127.0.0.1:9042").expect("builder");
         assert!(none.config().connection.authenticator.is_none() && none.config().connection.tls.is_none());
-        let user = ConnectArgs { username: Some("u".into()), password: Some("p".into()), tls_ca: None };
+        assert!(none.config().connection.shard_aware_port, "the shard-aware port by default");
+        assert_eq!(none.config().connection.heartbeat_interval, Some(CONNECTION_HEARTBEAT));
+        let beat = ConnectArgs { connection_heartbeat: Some(0.5), ..ConnectArgs::default() };
+        let beat = beat.builder("n").expect("builder").config().connection.clone();
+        assert_eq!(
+            (beat.heartbeat_interval, beat.heartbeat_timeout),
+            (Some(Duration::from_millis(500)), Duration::from_millis(500))
+        );
+        for bad in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+            let e = ConnectArgs { connection_heartbeat: Some(bad), ..ConnectArgs::default() }
+                .builder("n")
+                .expect_err("refused");
+            assert!(e.to_string().starts_with("--connection-heartbeat"), "{e}");
+        }
+        let direct = ConnectArgs { disallow_shard_aware_port: true, ..ConnectArgs::default() };
+        assert!(!direct.builder("n").expect("builder").config().connection.shard_aware_port);
+        let user = ConnectArgs { username: Some("u".into()), password: Some("p".into()), ..ConnectArgs::default() };
         assert!(user.builder("n").expect("builder").config().connection.authenticator.is_some());
         let missing = ConnectArgs { tls_ca: Some("/nonexistent/ca.pem".into()), ..ConnectArgs::default() };
         let e = missing.builder("n").expect_err("no file");

@@ -7,6 +7,8 @@ use std::time::Duration;
 use shardwise::Session;
 use shardwise_cdc::{LeaseConfig, LeaseTable};
 
+use crate::connect::ConnectArgs;
+
 /// How a tool shares its table with other processes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LeaseArgs {
@@ -27,6 +29,11 @@ pub struct LeaseArgs {
     /// Seconds between lease renewals (less than the TTL less 1.5 s).
     #[arg(long, default_value_t = 2.0)]
     pub lease_heartbeat: f64,
+    /// Keep the lease queries on a session of their own, to this node
+    /// (host:port; default: the reading session): their timing never waits
+    /// behind the log reads.
+    #[arg(long, value_name = "NODE")]
+    pub lease_node: Option<String>,
 }
 
 impl LeaseArgs {
@@ -36,12 +43,22 @@ impl LeaseArgs {
     }
 
     /// The lease configuration, its table created if missing; `None` if the
-    /// table is not shared.
-    pub async fn config(&self, session: &Session) -> Result<Option<LeaseConfig>, Box<dyn std::error::Error>> {
+    /// table is not shared. The leases are kept through `session`, or
+    /// through a session of their own to `--lease-node` (connected as
+    /// `connect` says).
+    pub async fn config(
+        &self,
+        session: &Session,
+        connect: &ConnectArgs,
+    ) -> Result<Option<LeaseConfig>, Box<dyn std::error::Error>> {
         let Some(ks) = &self.lease_keyspace else { return Ok(None) };
         let heartbeat = Duration::try_from_secs_f64(self.lease_heartbeat)
             .map_err(|_| format!("--lease-heartbeat {}: not a number of seconds", self.lease_heartbeat))?;
-        let table = LeaseTable::new(session.clone(), ks, &self.lease_table);
+        let session = match &self.lease_node {
+            Some(node) => connect.builder(node)?.build().await?,
+            None => session.clone(),
+        };
+        let table = LeaseTable::new(session, ks, &self.lease_table);
         table.create_table().await?;
         let mut config = LeaseConfig::new(table).timing(Duration::from_secs(self.lease_ttl), heartbeat);
         if let Some(name) = &self.reader_name {

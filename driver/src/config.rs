@@ -127,6 +127,13 @@ pub struct ConnectionConfig {
     pub tcp_nodelay: bool,
     /// TLS, when the server requires it.
     pub tls: Option<TlsConfig>,
+    /// Open per-shard connections through the node's shard-aware port when
+    /// it advertises one (the default). Off, every connection goes to the
+    /// regular port and the node picks its shard: for clients whose source
+    /// ports are rewritten on the way (NAT) or that must pass a proxy in
+    /// front of the regular port. The official driver's
+    /// `disallow_shard_aware_port(true)` is this set to `false`.
+    pub shard_aware_port: bool,
 }
 
 impl Default for ConnectionConfig {
@@ -145,6 +152,7 @@ impl Default for ConnectionConfig {
             max_response_body: 256 * 1024 * 1024,
             tcp_nodelay: true,
             tls: None,
+            shard_aware_port: true,
         }
     }
 }

@@ -116,7 +116,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let table = table.ok_or_else(|| format!("table {}.{} not found", args.keyspace, args.table))?;
         config.key = KeyMode::PartitionKey(table.partition_key.clone());
     }
-    let leases = args.leases.config(&session).await?;
+    let leases = args.leases.config(&session, &args.connect).await?;
     if let Some(ttl) = args.leases.ttl() {
         // A producer per group, so that a takeover fences the group's
         // earlier holder; its transactions last no longer than a lease.

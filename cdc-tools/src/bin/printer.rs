@@ -94,7 +94,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let interval = Duration::from_secs_f64(args.checkpoint_interval.max(0.001));
         builder = builder.checkpoints(Arc::new(store), interval);
     }
-    if let Some(config) = args.leases.config(&session).await? {
+    if let Some(config) = args.leases.config(&session, &args.connect).await? {
         builder = builder.leases(config);
     }
     let rows = Arc::new(AtomicU64::new(0));

@@ -644,8 +644,8 @@ impl Connection {
     /// Opens a connection to `shard` of the node at `addr`: through the
     /// node's shard-aware port with a source port that selects the shard
     /// when the node advertises one (`sharding` is what another connection
-    /// to the node reported), else the regular port (whose shard the node
-    /// picks). What per-shard workers use to read data where it lives.
+    /// to the node reported) and [`ConnectionConfig::shard_aware_port`]
+    /// allows it, else the regular port (whose shard the node picks). What per-shard workers use to read data where it lives.
     pub async fn open_to_shard(
         addr: SocketAddr,
         shard: u16,
@@ -653,7 +653,7 @@ impl Connection {
         config: &ConnectionConfig,
     ) -> Result<Connection, ConnectionError> {
         let mut version = config.max_version;
-        if let Some(port) = sharding.shard_aware_port_for(config.tls.is_some()) {
+        if let Some(port) = sharding.shard_aware_port_for(config.tls.is_some()).filter(|_| config.shard_aware_port) {
             let target = SocketAddr::new(addr.ip(), port);
             let start = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -247,6 +247,7 @@ struct ConnectionSettings {
     authenticator: Option<Arc<dyn AuthenticatorProvider>>,
     versions: Option<(ProtocolVersion, ProtocolVersion)>,
     tls: Option<TlsConfig>,
+    shard_aware_port: Option<bool>,
 }
 
 impl ConnectionSettings {
@@ -263,6 +264,9 @@ impl ConnectionSettings {
         }
         if let Some(tls) = &self.tls {
             c.tls = Some(tls.clone());
+        }
+        if let Some(on) = self.shard_aware_port {
+            c.shard_aware_port = on;
         }
     }
 }
@@ -294,6 +298,14 @@ impl SessionBuilder {
     /// TLS on every connection (see [`TlsConfig`]).
     pub fn tls(mut self, tls: TlsConfig) -> Self {
         self.set.tls = Some(tls);
+        self.set.apply(&mut self.config.connection);
+        self
+    }
+    /// Whether to keep away from the nodes' shard-aware port (as the
+    /// official driver's method of this name): with `true`, connections go
+    /// to the regular port only (see [`ConnectionConfig::shard_aware_port`]).
+    pub fn disallow_shard_aware_port(mut self, disallow: bool) -> Self {
+        self.set.shard_aware_port = Some(!disallow);
         self.set.apply(&mut self.config.connection);
         self
     }

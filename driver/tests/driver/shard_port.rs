@@ -103,3 +103,30 @@ async fn a_rejected_version_is_tried_again_from_another_port_of_the_shard() {
         assert_ne!(seen[0].0, seen[1].0, "v4 from another port than the rejected v5");
     }
 }
+
+/// With the shard-aware port disallowed (`disallow_shard_aware_port`, as
+/// for clients behind NAT or a proxy), a connection to a shard goes to the
+/// node's regular port and never to the shard-aware one it advertises;
+/// allowed, the shard-aware port is used.
+#[tokio::test]
+async fn a_disallowed_shard_aware_port_is_never_connected_to() {
+    let (regular, on_regular) = fake().await;
+    let (aware, on_aware) = fake().await;
+    let sharding = ShardingInfo::from_entries(entries(0, aware.port())).expect("valid").expect("sharded");
+    let config = |shard_aware_port| ConnectionConfig {
+        max_version: ProtocolVersion::V4,
+        min_version: ProtocolVersion::V4,
+        heartbeat_interval: None,
+        shard_aware_port,
+        ..ConnectionConfig::default()
+    };
+
+    let conn = Connection::open_to_shard(regular, 1, &sharding, &config(false)).await.expect("opens");
+    drop(conn);
+    assert_eq!(on_aware.lock().expect("lock").len(), 0, "the shard-aware port was connected to");
+    assert_eq!(on_regular.lock().expect("lock").len(), 1, "one connection to the regular port");
+
+    let conn = Connection::open_to_shard(regular, 1, &sharding, &config(true)).await.expect("opens");
+    assert_eq!(conn.shard(), 1, "the shard-aware port picks the shard");
+    assert_eq!(on_aware.lock().expect("lock").len(), 1, "allowed, the shard-aware port is used");
+}
