@@ -394,10 +394,17 @@ async fn stopped_node_is_skipped_and_comes_back(cluster: &mut TestCluster, sessi
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(session.up_nodes().contains(&victim));
-    // Requests reach it again: it coordinates some of the keys it replicates.
+    // Requests reach it again: it coordinates some of the keys it replicates
+    // (RF 3: every key), counted by the session's per-node attempts.
+    let attempts_at =
+        |session: &Session| session.metrics().nodes.iter().find(|n| n.addr == victim).map_or(0, |n| n.attempts());
+    let attempts_before = attempts_at(session);
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let coordinated = attempts_at(session) - attempts_before;
     stop.store(true, Ordering::Relaxed);
     let load = load.await.expect("load");
+    println!("restart {victim}: it coordinated {coordinated} requests of the load in the 2 s after its pool came back");
+    assert!(coordinated > 0, "no request of the load reached {victim} in the 2 s after it came back");
     println!(
         "restart {victim}: serving CQL after {:?}; NodeUp {:?} and STATUS_CHANGE UP {:?} after it served",
         ready - restarting,
