@@ -1,9 +1,13 @@
 //! Authentication against a second Cassandra started with
 //! `PasswordAuthenticator`: the right credentials work, wrong ones and
-//! missing ones are clear errors.
+//! missing ones are clear errors; a custom authenticator given to
+//! `SessionBuilder::authenticator` is the one the handshake uses.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use shardwise::auth::{AuthError, AuthenticatorProvider, AuthenticatorSession, PlainTextAuthenticator};
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::{ConnectionError, NewSessionError, Session, SessionBuilder, Statement};
 use testkit::{Auth, Node, NodeConfig};
@@ -25,6 +29,9 @@ async fn connect(
     b.build().await
 }
 
+/// Username and password through `SessionBuilder::user` on v4 and v5;
+/// wrong and missing credentials are typed authentication errors; a
+/// custom authenticator (see [`custom_authenticator`]).
 #[tokio::test]
 async fn password_authentication() {
     let _turn = crate::common::own_servers().await;
@@ -58,4 +65,84 @@ async fn password_authentication() {
             "{err:?}"
         );
     }
+    custom_authenticator(&node).await;
+}
+
+/// A custom authenticator: it records what the handshake asked of it and
+/// answers with username and password, or refuses.
+#[derive(Debug, Default)]
+struct Recording {
+    /// Refuse instead of answering.
+    refuse: bool,
+    /// The server's authenticator class, as `start` was given it.
+    classes: Mutex<Vec<String>>,
+    /// Exchanges the server accepted (`success` calls).
+    successes: Arc<AtomicUsize>,
+}
+
+/// One exchange of [`Recording`]: username/password's, counting the success.
+struct Counted(Box<dyn AuthenticatorSession>, Arc<AtomicUsize>);
+
+impl AuthenticatorSession for Counted {
+    fn evaluate_challenge(&mut self, token: Option<&[u8]>) -> Result<Vec<u8>, AuthError> {
+        self.0.evaluate_challenge(token)
+    }
+    fn success(&mut self, token: Option<&[u8]>) -> Result<(), AuthError> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.0.success(token)
+    }
+}
+
+impl AuthenticatorProvider for Recording {
+    fn start(&self, class: &str) -> Result<(Vec<u8>, Box<dyn AuthenticatorSession>), AuthError> {
+        self.classes.lock().expect("classes").push(class.to_owned());
+        if self.refuse {
+            return Err(AuthError("refused by the test's authenticator".into()));
+        }
+        let (token, session) = PlainTextAuthenticator::new("cassandra", "cassandra").start(class)?;
+        Ok((token, Box::new(Counted(session, self.successes.clone()))))
+    }
+}
+
+/// `SessionBuilder::authenticator`: the session's connections authenticate
+/// through the given provider (it is asked with the server's authenticator
+/// class, once per connection, and told of each success), and its error
+/// fails the session as a typed authentication error carrying its message.
+async fn custom_authenticator(node: &Node) {
+    let auth = Arc::new(Recording::default());
+    let session = SessionBuilder::new()
+        .known_node_addr(node.addr())
+        .authenticator(auth.clone())
+        .build()
+        .await
+        .expect("a session through the custom authenticator");
+    session.execute(&Statement::new("SELECT key FROM system.local"), ()).await.expect("query");
+    // Read in this order: each open connection's exchange started before it opened (more may
+    // be starting in the background).
+    let open = session.connections().len();
+    let succeeded = auth.successes.load(Ordering::SeqCst);
+    let classes = auth.classes.lock().expect("classes").clone();
+    println!(
+        "custom authenticator: {} exchanges started, {succeeded} accepted, {open} connections open",
+        classes.len()
+    );
+    assert!(open > 0 && succeeded >= open, "{succeeded} exchanges accepted for {open} open connections");
+    assert!(succeeded <= classes.len(), "more successes than exchanges started: {succeeded}, {classes:?}");
+    assert!(
+        classes.iter().all(|c| c.ends_with("PasswordAuthenticator")),
+        "started with the server's authenticator class: {classes:?}"
+    );
+
+    let refusing = Arc::new(Recording { refuse: true, ..Recording::default() });
+    let err = SessionBuilder::new()
+        .known_node_addr(node.addr())
+        .authenticator(refusing.clone())
+        .build()
+        .await
+        .expect_err("the authenticator refused");
+    assert!(
+        matches!(&err, NewSessionError::Connect { source: ConnectionError::Auth(msg), .. } if msg == "refused by the test's authenticator"),
+        "{err:?}"
+    );
+    assert!(!refusing.classes.lock().expect("classes").is_empty(), "the refusing authenticator was asked");
 }

@@ -155,6 +155,131 @@ async fn paging_over_thousands_of_rows() {
     assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "clustering order");
 }
 
+/// A query resumed from a saved paging state: the first page's state is
+/// kept as bytes (as an application would store it), and later, from
+/// another session, turned back into a `PagingState` that fetches the rest:
+/// the rows continue exactly where the first page ended (none repeated,
+/// none skipped), for a prepared statement and an unprepared one, in v4 and
+/// v5.
+#[tokio::test]
+async fn a_query_resumes_from_a_saved_paging_state() {
+    const ROWS: i32 = 250;
+    const PAGE: i32 = 100;
+    for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
+        let s = session(version, Compression::None).await;
+        let ks = crate::common::simple_keyspace(&s, "resume").await;
+        let ddl = format!("CREATE TABLE {ks}.wide (pk int, ck int, v text, PRIMARY KEY (pk, ck))");
+        s.execute(&Statement::new(ddl), ()).await.expect("table");
+        let insert = s.prepare(format!("INSERT INTO {ks}.wide (pk, ck, v) VALUES (?, ?, ?)")).await.expect("prepare");
+        for ck in 0..ROWS {
+            s.execute(&insert, (1i32, ck, format!("row {ck}"))).await.expect("insert");
+        }
+        let text = format!("SELECT ck, v FROM {ks}.wide WHERE pk = 1");
+        let rows_of = |r: &shardwise::QueryResult| -> Vec<(i32, String)> {
+            r.rows::<(i32, &str)>()
+                .expect("types")
+                .map(|row| row.map(|(ck, v)| (ck, v.to_owned())).expect("row"))
+                .collect()
+        };
+        let expected = |from: i32| -> Vec<(i32, String)> { (from..ROWS).map(|ck| (ck, format!("row {ck}"))).collect() };
+
+        // Unprepared, then prepared: the first page, and its state saved as bytes.
+        let unprepared = Statement::new(text.clone()).with_page_size(PAGE);
+        let first = s.execute_page(&unprepared, &(), None).await.expect("first page");
+        assert_eq!(rows_of(&first), expected(0)[..PAGE as usize], "{version:?}: the first page");
+        assert!(first.has_more_pages(), "{version:?}: more pages follow the first");
+        let saved_unprepared = first.paging_state().expect("a paging state").as_bytes().to_vec();
+        let prepared = s.prepare(text.clone()).await.expect("prepare").with_page_size(PAGE);
+        let first = s.execute_page(&prepared, &(), None).await.expect("first page");
+        assert_eq!(rows_of(&first), expected(0)[..PAGE as usize], "{version:?}: the first prepared page");
+        let saved_prepared = first.paging_state().expect("a paging state").as_bytes().to_vec();
+        drop((first, s));
+
+        // Later, another session: the rest, from the saved bytes.
+        let later = session(version, Compression::None).await;
+        let prepared_again = later.prepare(text.clone()).await.expect("prepare").with_page_size(PAGE);
+        let resumed = [
+            ("unprepared", rest_from(&later, &unprepared, &saved_unprepared).await),
+            ("prepared", rest_from(&later, &prepared_again, &saved_prepared).await),
+        ];
+        for (what, (rows, pages)) in resumed {
+            assert_eq!(rows, expected(PAGE), "{version:?}, {what}: the rows after the first page, exactly");
+            assert_eq!(pages, 2, "{version:?}, {what}: {} rows left in pages of {PAGE}", ROWS - PAGE);
+        }
+    }
+}
+
+/// The rows `(ck, v)` of `statement` from the paging state saved as
+/// `saved` to the last page, and the number of pages.
+async fn rest_from<E: shardwise::execute::Executable<()>>(
+    s: &Session,
+    statement: &E,
+    saved: &[u8],
+) -> (Vec<(i32, String)>, usize) {
+    let (mut rows, mut pages) = (Vec::new(), 0);
+    let mut state = Some(shardwise::PagingState::from_bytes(saved));
+    while let Some(from) = state.take() {
+        let page = s.execute_page(statement, &(), Some(&from)).await.expect("a page resumed from the saved state");
+        for row in page.rows::<(i32, &str)>().expect("types") {
+            let (ck, v) = row.expect("row");
+            rows.push((ck, v.to_owned()));
+        }
+        pages += 1;
+        state = page.paging_state().filter(|_| page.has_more_pages());
+    }
+    (rows, pages)
+}
+
+/// `SessionBuilder::use_keyspace`: the session starts in the keyspace, on
+/// every pool connection (each checked on its own), so unqualified
+/// statements, unprepared and prepared, run in it; a keyspace that does not
+/// exist fails `build` with a typed error carrying the server's `Invalid`.
+#[tokio::test]
+async fn a_session_built_with_use_keyspace_runs_unqualified_statements_in_it() {
+    let setup = session(ProtocolVersion::V5, Compression::None).await;
+    let ks = keyspace(&setup, "builder_use").await;
+    setup
+        .execute(&Statement::new(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (1, 'here')")), ())
+        .await
+        .expect("insert");
+    let s = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .connections_per_node(3)
+        .use_keyspace(&ks)
+        .build()
+        .await
+        .expect("a session in the keyspace");
+    assert_eq!(s.keyspace().as_deref(), Some(ks.as_str()), "the session's keyspace");
+    let select = Statement::new("SELECT t FROM every_type WHERE pk = 1");
+    let r = s.execute(&select, ()).await.expect("an unqualified select");
+    assert_eq!(r.first_row::<(&str,)>().expect("type"), Some(("here",)));
+    let prepared = s.prepare("SELECT t FROM every_type WHERE pk = ?").await.expect("an unqualified prepare");
+    let r = s.execute(&prepared, (1i32,)).await.expect("an unqualified prepared select");
+    assert_eq!(r.first_row::<(&str,)>().expect("type"), Some(("here",)));
+    // Every connection, including those the pool opened after `build`.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while s.connections().len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "only {} connections", s.connections().len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for conn in s.connections() {
+        let params = shardwise::execute::Params::new(Consistency::One);
+        let r = conn.execute(&select, &(), params).await.expect("an unqualified select on one connection");
+        assert_eq!(r.first_row::<(&str,)>().expect("type"), Some(("here",)), "connection {}", conn.addr());
+    }
+
+    let err = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .use_keyspace("no_such_keyspace_anywhere")
+        .build()
+        .await
+        .expect_err("a keyspace that does not exist");
+    assert!(
+        matches!(&err, shardwise::NewSessionError::UseKeyspace(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid),
+        "{err:?}"
+    );
+}
+
 #[tokio::test]
 async fn lwt_use_keyspace_and_typed_errors() {
     let s = session(ProtocolVersion::V5, Compression::None).await;
