@@ -11,7 +11,8 @@
 //!   both (each reader keeps its leases on a session of their own, through
 //!   a proxy of their own, and connects to the regular port only, so that
 //!   every connection it has passes one of its two proxies);
-//! * a new CDC generation.
+//! * a new CDC generation (`nemesis`), or a split or merge of the table's
+//!   tablets, which starts a new stream set (`nemesis_over_tablets`).
 //!
 //! Then a checker reads everything delivered and reports, per acknowledged
 //! write, whether it was delivered, how many times, and in which order per
@@ -31,6 +32,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use shardwise_cdc::Operation;
+use shardwise_emu::Resize;
 use testkit::fault::{Direction, FaultProxy, OnAccept, Rule};
 use testkit::Kafka;
 
@@ -73,6 +75,17 @@ enum Fault {
     Slow(usize, Target, Duration, Duration),
     /// A new CDC generation, two seconds ahead.
     Generation,
+    /// The table's tablets split or merged (a new stream set).
+    Resize(Resize),
+}
+
+/// How the table is distributed, and so which faults change its streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Vnodes: new CDC generations.
+    Vnodes,
+    /// Tablets, four to begin with: splits and merges.
+    Tablets,
 }
 
 /// Which of a reader's sessions a fault hits.
@@ -87,9 +100,10 @@ enum Target {
 }
 
 /// The schedule of `seed` over `seconds`: a fault every 2 to 6 seconds.
-fn schedule(seed: u64, seconds: u64, readers: usize) -> Vec<(Duration, Fault)> {
+fn schedule(seed: u64, seconds: u64, readers: usize, layout: Layout) -> Vec<(Duration, Fault)> {
     let mut rng = Rng(seed);
     let (mut at, mut faults, mut generations) = (Duration::ZERO, Vec::new(), 0);
+    let mut tablets = 4;
     loop {
         at += Duration::from_millis(rng.range(2000, 6000));
         if at.as_secs() >= seconds {
@@ -103,9 +117,19 @@ fn schedule(seed: u64, seconds: u64, readers: usize) -> Vec<(Duration, Fault)> {
             3..=5 => Fault::Pause(reader, ms(&mut rng, TTL_MS + 500, TTL_MS + 3000)),
             6 | 7 => Fault::Partition(reader, target(&mut rng), ms(&mut rng, 500, 6000)),
             8 => Fault::Slow(reader, target(&mut rng), ms(&mut rng, 50, 400), ms(&mut rng, 1000, 5000)),
-            _ if generations < 2 => {
+            _ if generations < 2 && layout == Layout::Vnodes => {
                 generations += 1;
                 Fault::Generation
+            }
+            _ if generations < 3 && layout == Layout::Tablets => {
+                generations += 1;
+                if tablets <= 4 && rng.range(0, 4) != 0 || tablets == 2 {
+                    tablets *= 2;
+                    Fault::Resize(Resize::Split)
+                } else {
+                    tablets /= 2;
+                    Fault::Resize(Resize::Merge)
+                }
             }
             _ => Fault::Kill(reader, ms(&mut rng, 200, 3000)),
         };
@@ -136,7 +160,10 @@ struct Reader {
 
 /// Where the readers read, and until when.
 struct Setup {
+    /// The keyspace of the leases and checkpoints.
     ks: String,
+    /// The keyspace of the table read.
+    table_ks: String,
     brokers: String,
     dir: PathBuf,
     range: (u64, u64),
@@ -174,7 +201,7 @@ impl Reader {
             }
         };
         command
-            .args(["--node", &node, "--keyspace", &setup.ks, "--table", "t", "--consistency", "ONE"])
+            .args(["--node", &node, "--keyspace", &setup.table_ks, "--table", "t", "--consistency", "ONE"])
             .args(["--start-unix-ms", &start, "--end-unix-ms", &end])
             .args(["--window", "1", "--safety", safety_arg().as_str(), "--workers", "2"])
             .args(["--checkpoint-interval", "0.2", "--streams-per-query", "4"])
@@ -229,20 +256,42 @@ fn env_u64(name: &str) -> Option<u64> {
     Some(value.trim().parse().unwrap_or_else(|_| panic!("{name}={value}: not a number")))
 }
 
+/// The nemesis on a table of a vnodes keyspace: faults and new generations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nemesis() {
-    let seconds = env_u64("NEMESIS_SECONDS").unwrap_or(45);
+    run(Layout::Vnodes, 45).await;
+}
+
+/// The nemesis on a table of a tablets keyspace: faults, and splits and
+/// merges of its tablets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nemesis_over_tablets() {
+    run(Layout::Tablets, 30).await;
+}
+
+/// One nemesis at a time: each loads the machine as much as it takes.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Faults for `NEMESIS_SECONDS` (else `default_seconds`), then the checker.
+async fn run(layout: Layout, default_seconds: u64) {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let seconds = env_u64("NEMESIS_SECONDS").unwrap_or(default_seconds);
     let seed = env_u64("NEMESIS_SEED")
         .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as u64);
-    let faults = schedule(seed, seconds, 4);
-    eprintln!("nemesis: seed {seed} (NEMESIS_SEED={seed} replays this schedule), {seconds} s of faults:");
+    let faults = schedule(seed, seconds, 4, layout);
+    eprintln!("nemesis ({layout:?}): seed {seed} (NEMESIS_SEED={seed} replays this schedule), {seconds} s of faults:");
     for (at, fault) in &faults {
         eprintln!("  {:>6.1} s  {fault:?}", at.as_secs_f64());
     }
     let printer = printer();
     let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
     let (front, session, ks) = common::front_and_keyspace("nemesis").await;
-    create_table(&session, &ks).await;
+    // The leases and checkpoints live in `ks`, the table read in `table_ks`.
+    let table_ks = match layout {
+        Layout::Vnodes => ks.clone(),
+        Layout::Tablets => common::tablets_keyspace(&session, "nemesis_tablets", 4).await,
+    };
+    create_table(&session, &table_ks).await;
     let dir = std::env::temp_dir().join(format!("shardwise-nemesis-{}-{ks}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
@@ -257,6 +306,7 @@ async fn nemesis() {
     let end = SystemTime::now() + Duration::from_secs(seconds + 40);
     let setup = Setup {
         ks: ks.clone(),
+        table_ks: table_ks.clone(),
         brokers: kafka.addr().to_string(),
         dir: dir.clone(),
         range: (ms(start), ms(end)),
@@ -281,7 +331,7 @@ async fn nemesis() {
         r.start(&setup);
     }
     let writer = {
-        let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
+        let (session, ks, plan) = (session.clone(), table_ks.clone(), plan.clone());
         let until = Instant::now() + Duration::from_secs(seconds + 5);
         let tick = Duration::from_millis(100);
         tokio::spawn(async move { write_until(&session, &ks, &plan, 10, tick, Some(until)).await })
@@ -335,6 +385,10 @@ async fn nemesis() {
             Fault::Generation => {
                 front.new_generation_at(SystemTime::now() + Duration::from_secs(2)).await.expect("a generation");
             }
+            Fault::Resize(resize) => {
+                let resized = front.resize_tablets(&table_ks, "t", resize).await.expect("a resize");
+                assert!(resized.is_some(), "{resize:?} of {table_ks}.t");
+            }
         }
     }
     plan.truncate(writer.await.expect("writer"));
@@ -369,7 +423,7 @@ async fn nemesis() {
     for &(pk, ck, op, v) in &plan {
         expected.entry((pk, ck)).or_default().push((op, v));
     }
-    let (brokers, topic) = (setup.brokers.clone(), format!("cluster.{ks}.t"));
+    let (brokers, topic) = (setup.brokers.clone(), format!("cluster.{table_ks}.t"));
     let messages = tokio::task::spawn_blocking(move || committed(&brokers, &topic)).await.expect("join");
     let (through_kafka, n) = changes_of(&messages);
     let mut kafka_times: HashMap<i64, usize> = HashMap::new();
