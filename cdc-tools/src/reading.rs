@@ -51,27 +51,64 @@ impl ReadingArgs {
     /// A reader builder of `keyspace.table` with these settings.
     pub fn builder(&self, session: Session, keyspace: &str, table: &str) -> Result<CdcReaderBuilder, String> {
         let start = match self.start_unix_ms {
-            Some(ms) => UNIX_EPOCH + Duration::from_millis(ms),
-            None => SystemTime::now() - Duration::from_secs(self.start_ago),
-        };
-        let seconds = |what: &str, s: f64| {
-            Duration::try_from_secs_f64(s).map_err(|_| format!("--{what} {s}: not a number of seconds"))
+            Some(ms) => unix_ms("start-unix-ms", ms)?,
+            None => SystemTime::now()
+                .checked_sub(Duration::from_secs(self.start_ago))
+                .filter(|t| *t >= UNIX_EPOCH)
+                .ok_or_else(|| format!("--start-ago {}: before the Unix epoch", self.start_ago))?,
         };
         let mut builder = CdcReaderBuilder::new(session, keyspace, table)
             .start(start)
-            .window_size(seconds("window", self.window)?)
+            .window_size(positive_seconds("window", self.window)?)
             .safety_interval(seconds("safety", self.safety)?)
             .sleep_interval(seconds("sleep", self.sleep)?)
             .consistency(consistency(&self.consistency)?)
             .streams_per_query(self.streams_per_query);
         if let Some(ms) = self.end_unix_ms {
-            builder = builder.end(UNIX_EPOCH + Duration::from_millis(ms));
+            builder = builder.end(unix_ms("end-unix-ms", ms)?);
         }
         if let Some(w) = self.workers {
             builder = builder.workers(w);
         }
         Ok(builder)
     }
+}
+
+/// The value of `--<flag>` as a duration: a finite number of seconds, not
+/// negative, at most a year (what a tool's interval or timeout can mean).
+pub fn seconds(flag: &str, value: f64) -> Result<Duration, String> {
+    const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| *d <= YEAR)
+        .ok_or_else(|| format!("--{flag} {}: not a number of seconds from 0 to a year", shown(value)))
+}
+
+/// `value` as the user may have typed it (huge ones in exponent form).
+fn shown(value: f64) -> String {
+    if value.is_finite() && value.abs() >= 1e15 {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
+}
+
+/// [`seconds`], and more than zero.
+pub fn positive_seconds(flag: &str, value: f64) -> Result<Duration, String> {
+    let d = seconds(flag, value)?;
+    if d.is_zero() {
+        return Err(format!("--{flag} {}: must be more than 0", shown(value)));
+    }
+    Ok(d)
+}
+
+/// The time `ms` milliseconds after the Unix epoch, as the log's
+/// timestamps can hold it (`--<flag>`).
+fn unix_ms(flag: &str, ms: u64) -> Result<SystemTime, String> {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|_| UNIX_EPOCH.checked_add(Duration::from_millis(ms)))
+        .ok_or_else(|| format!("--{flag} {ms}: past the times a CDC log holds"))
 }
 
 /// A consistency level by its CQL name (`ONE`, `QUORUM`, `LOCAL_QUORUM`…, any case).
@@ -98,5 +135,18 @@ mod tests {
         assert_eq!(consistency("local_quorum"), Ok(Consistency::LocalQuorum));
         assert_eq!(consistency("ONE"), Ok(Consistency::One));
         assert_eq!(consistency("most"), Err("unknown consistency MOST".to_string()));
+    }
+
+    #[test]
+    fn out_of_range_values_are_errors_not_panics() {
+        assert_eq!(seconds("sleep", 0.0), Ok(Duration::ZERO));
+        assert_eq!(positive_seconds("kafka-timeout", 2.5), Ok(Duration::from_millis(2500)));
+        for bad in [f64::INFINITY, f64::NAN, -1.0, 1e300] {
+            let e = seconds("checkpoint-interval", bad).expect_err("refused");
+            assert!(e.starts_with("--checkpoint-interval "), "{e}");
+        }
+        assert!(positive_seconds("kafka-timeout", 0.0).is_err());
+        assert!(unix_ms("end-unix-ms", u64::MAX).is_err());
+        assert!(unix_ms("end-unix-ms", 1_700_000_000_000).is_ok());
     }
 }

@@ -237,6 +237,21 @@ async fn bad_input_gets_one_clear_line_and_a_failure_status() {
     let (status, stderr) = printer_fails_with(&["--node", &node, "--keyspace", &ks, "--table", "t", "--window=-1"]);
     assert!(!status.success() && stderr.lines().count() == 1, "{status} {stderr:?}");
     assert!(stderr.starts_with("printer: --window -1: not a number of seconds"), "{stderr:?}");
+    // Values out of range are errors, not panics.
+    let checkpoints = ["--checkpoint-keyspace", ks.as_str()];
+    let out_of_range: [(&[&str], &str); 4] = [
+        (&["--start-ago", "18446744073709551615"], "--start-ago 18446744073709551615: before the Unix epoch"),
+        (&["--end-unix-ms", "18446744073709551615"], "--end-unix-ms 18446744073709551615: past the times"),
+        (&["--checkpoint-interval", "inf", checkpoints[0], checkpoints[1]], "--checkpoint-interval inf: not a number"),
+        (&["--sleep", "1e300"], "--sleep 1e300: not a number of seconds"),
+    ];
+    for (flags, expected) in out_of_range {
+        let mut args = vec!["--node", &node, "--keyspace", &ks, "--table", "t"];
+        args.extend_from_slice(flags);
+        let (status, stderr) = printer_fails_with(&args);
+        assert!(!status.success() && stderr.lines().count() == 1, "{flags:?}: {status} {stderr:?}");
+        assert!(stderr.starts_with(&format!("printer: {expected}")), "{flags:?}: {stderr:?}");
+    }
 }
 
 /// `--debezium NAME`: each change as a Debezium envelope line, `before`

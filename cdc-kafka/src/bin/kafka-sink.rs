@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, KeyMode, SinkConfig};
+use shardwise_cdc_tools::reading::positive_seconds;
 
 /// Writes the changes of a CDC-enabled table to Kafka as Debezium envelopes.
 #[derive(Debug, Parser)]
@@ -104,7 +105,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(topic) = &args.checkpoint_topic {
         config.checkpoint_topic = topic.clone();
     }
-    config.timeout = Duration::from_secs_f64(args.kafka_timeout.max(0.001));
+    config.timeout = positive_seconds("kafka-timeout", args.kafka_timeout)?;
     config.delivery = match (&args.transactional_id, args.at_least_once) {
         (_, true) => Delivery::AtLeastOnce,
         (Some(id), false) => Delivery::ExactlyOnce { transactional_id: id.clone() },
@@ -131,7 +132,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .builder(session, &args.keyspace, &args.table)?
         // Progress is recorded with each window; the reader's saves record
         // what windows without changes moved.
-        .checkpoints(Arc::new(sink.checkpoints()), Duration::from_secs_f64(args.checkpoint_interval.max(0.001)));
+        .checkpoints(Arc::new(sink.checkpoints()), positive_seconds("checkpoint-interval", args.checkpoint_interval)?);
     if let Some(leases) = leases {
         builder = builder.leases(leases);
     }

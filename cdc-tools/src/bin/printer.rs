@@ -26,6 +26,7 @@ use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::{CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, WithImages};
+use shardwise_cdc_tools::reading::positive_seconds;
 
 /// Prints the changes of a CDC-enabled table.
 #[derive(Debug, Parser)]
@@ -91,7 +92,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(ks) = &args.checkpoint_keyspace {
         let store = TableCheckpointStore::new(session.clone(), ks, &args.checkpoint_table);
         store.create_table().await?;
-        let interval = Duration::from_secs_f64(args.checkpoint_interval.max(0.001));
+        let interval = positive_seconds("checkpoint-interval", args.checkpoint_interval)?;
         builder = builder.checkpoints(Arc::new(store), interval);
     }
     if let Some(config) = args.leases.config(&session, &args.connect).await? {
