@@ -131,14 +131,20 @@ fn make_client_cert(dir: &Path, name: &str) -> (std::path::PathBuf, Vec<u8>, Vec
 /// handshake) is `None` inside `Ok`; with TLS 1.3 the client's side of the
 /// handshake is over before the server has checked its certificate, and
 /// the refusal is the server's fatal alert, read where the first answer was
-/// expected. Anything else (a session, a timeout, a closed connection, an
-/// error of the server's) is an `Err` naming it: no refusal by TLS.
+/// expected (or the reset that may overtake it). Anything else (a session,
+/// a timeout, a closed connection, an error of the server's) is an `Err`
+/// naming it: no refusal by TLS.
 fn refused_by_tls(r: Result<shardwise::Session, NewSessionError>) -> Result<Option<rustls::AlertDescription>, String> {
     match r {
         Err(NewSessionError::Connect { source: ConnectionError::Tls(_), .. }) => Ok(None),
         Err(NewSessionError::Connect { source: ConnectionError::Io(e), .. }) => {
             match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
                 Some(rustls::Error::AlertReceived(alert)) => Ok(Some(*alert)),
+                // The server sent its alert and closed while the client's
+                // first request, sent after its side of the handshake, lay
+                // unread: the kernel answers unread data with a reset, which
+                // may overtake the alert.
+                None if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(None),
                 _ => Err(format!("an I/O error that is no TLS alert: {e:?}")),
             }
         }
