@@ -74,6 +74,13 @@ pub(crate) struct SessionInner {
     /// The worker threads of the runtime the session connected on, which
     /// size its pools ([`SessionConfig::connections_per_node`]).
     workers: usize,
+    /// The runtime the session connected on: its background tasks (pool
+    /// refills and the connections they open, connection watchers) run
+    /// there, whichever runtime a request that started them runs on. A
+    /// refill started by a request on a short-lived runtime (a CDC
+    /// worker's thread) would otherwise leave connections in the pool whose
+    /// tasks died with that runtime: nothing read their answers.
+    runtime: tokio::runtime::Handle,
     /// Read by every request on whichever worker it runs: an `ArcSwap`
     /// reads it without writing a word other workers read (a lock's or a
     /// reference count's), so requests on two workers do not contend here.

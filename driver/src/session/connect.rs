@@ -134,6 +134,7 @@ impl Session {
         let session = Session {
             inner: Arc::new(SessionInner {
                 workers,
+                runtime: tokio::runtime::Handle::current(),
                 keyspace: RwLock::new(None),
                 state: arc_swap::ArcSwap::from_pointee(state),
                 strategies: RwLock::new(strategies),

@@ -41,7 +41,7 @@ impl Session {
         let weak = Arc::downgrade(&self.inner);
         let pool = Arc::downgrade(node);
         let mut shutdown = self.inner.shutdown.subscribe();
-        tokio::spawn(async move {
+        self.inner.runtime.spawn(async move {
             tokio::select! {
                 _ = conn.closed() => {}
                 _ = shutdown.changed() => return,
@@ -68,7 +68,7 @@ impl Session {
         if node.is_retired() || !node.slots.claim_refill() {
             return;
         }
-        tokio::spawn(refill(Arc::downgrade(&self.inner), node.clone()));
+        self.inner.runtime.spawn(refill(Arc::downgrade(&self.inner), node.clone()));
     }
 
     /// A node the plan found without a connection: down, and refilled.
