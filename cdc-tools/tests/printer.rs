@@ -38,18 +38,7 @@ fn spawn_printer(
     command
         .args(["--node", &addr.to_string(), "--keyspace", ks, "--table", "t", "--json"])
         .args(["--start-unix-ms", &start_ms.to_string()])
-        .args([
-            "--window",
-            "0.2",
-            "--safety",
-            safety_arg().as_str(),
-            "--sleep",
-            "0.05",
-            "--workers",
-            "2",
-            "--consistency",
-            "ONE",
-        ])
+        .args(live_reading("2"))
         .args(["--checkpoint-keyspace", ks, "--checkpoint-interval", "0.1"])
         .stdout(Stdio::from(file))
         .stderr(Stdio::null())
@@ -103,6 +92,15 @@ fn times_in(path: &std::path::Path) -> std::collections::HashSet<(i32, i64, Opti
     };
     let v = |line: &str| field(line, "v").map(|_| number(line, "v"));
     complete.lines().map(|line| (number(line, "pk") as i32, number(line, "time_us"), v(line))).collect()
+}
+
+/// The reading flags of the printers that follow a live workload: 200 ms
+/// windows, the safety interval of live readers, `workers` workers, ONE.
+fn live_reading(workers: &str) -> Vec<String> {
+    let safety = safety_arg();
+    ["--window", "0.2", "--safety", &safety, "--sleep", "0.05", "--workers", workers, "--consistency", "ONE"]
+        .map(String::from)
+        .to_vec()
 }
 
 fn lines_in(path: &std::path::Path) -> usize {
@@ -318,18 +316,7 @@ fn spawn_sharing(
     Command::new(env!("CARGO_BIN_EXE_printer"))
         .args(["--node", &addr.to_string(), "--keyspace", ks, "--table", "t", "--json"])
         .args(["--start-unix-ms", &start_ms.to_string(), "--end-unix-ms", &end_ms.to_string()])
-        .args([
-            "--window",
-            "0.2",
-            "--safety",
-            safety_arg().as_str(),
-            "--sleep",
-            "0.05",
-            "--workers",
-            "1",
-            "--consistency",
-            "ONE",
-        ])
+        .args(live_reading("1"))
         .args(["--checkpoint-keyspace", ks, "--checkpoint-interval", "0.1", "--streams-per-query", "4"])
         .args(["--lease-keyspace", ks, "--reader-name", name, "--lease-ttl", "3", "--lease-heartbeat", "0.5"])
         .stdout(Stdio::from(file))
@@ -503,8 +490,7 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
             .args(["-f", skew, env!("CARGO_BIN_EXE_printer")])
             .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--json"])
             .args(["--start-unix-ms", &ms(start).to_string()])
-            .args(["--window", "0.2", "--safety", safety_arg().as_str(), "--sleep", "0.05", "--workers", "1"])
-            .args(["--consistency", "ONE"])
+            .args(live_reading("1"))
             .stdout(Stdio::from(std::fs::File::create(&out).expect("output file")))
             .stderr(Stdio::null())
             .stdin(Stdio::null())
