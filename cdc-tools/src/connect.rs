@@ -1,7 +1,11 @@
 //! The connection flags of `printer` and `replicator`, as the driver's
-//! builder takes them: username and password, and TLS verified against a
-//! CA certificate file.
+//! builder takes them: username and password, TLS verified against a CA
+//! certificate file, the shard-aware port, the connection heartbeat, and
+//! the translation of the nodes' addresses.
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise::{ConnectionConfig, SessionBuilder, TlsConfig};
@@ -28,6 +32,18 @@ pub struct ConnectArgs {
     /// within about twice this [default: 5].
     #[arg(long, value_name = "SECONDS")]
     pub connection_heartbeat: Option<f64>,
+    /// Reach the node the cluster lists at FROM at TO instead (NAT, a proxy
+    /// per node); repeat for each node. Peers with no translation are left
+    /// out; the contact point is used as given.
+    #[arg(long, value_name = "FROM=TO", value_parser = translation)]
+    pub translate_address: Vec<(SocketAddr, SocketAddr)>,
+}
+
+/// One `--translate-address` value: `FROM=TO`, two `ip:port` addresses.
+fn translation(value: &str) -> Result<(SocketAddr, SocketAddr), String> {
+    let (from, to) = value.split_once('=').ok_or("expected FROM=TO, two ip:port addresses")?;
+    let addr = |s: &str| s.trim().parse::<SocketAddr>().map_err(|e| format!("{s}: {e} (expected ip:port)"));
+    Ok((addr(from)?, addr(to)?))
 }
 
 /// The connection heartbeat of the tools when `--connection-heartbeat` is
@@ -77,6 +93,10 @@ impl ConnectArgs {
             .known_node(node)
             .connection_config(connection)
             .disallow_shard_aware_port(self.disallow_shard_aware_port);
+        if !self.translate_address.is_empty() {
+            let map: HashMap<SocketAddr, SocketAddr> = self.translate_address.iter().copied().collect();
+            builder = builder.address_translator(Arc::new(map));
+        }
         if let (Some(user), Some(password)) = (&self.username, &self.password) {
             builder = builder.user(user.clone(), password.clone());
         }
@@ -112,6 +132,14 @@ mod tests {
                 .expect_err("refused");
             assert!(e.to_string().starts_with("--connection-heartbeat"), "{e}");
         }
+        assert!(none.config().address_translator.is_none());
+        let from: SocketAddr = "10.0.0.2:9042".parse().expect("addr");
+        assert_eq!(translation("10.0.0.2:9042=127.0.0.1:19042"), Ok((from, "127.0.0.1:19042".parse().expect("addr"))));
+        for bad in ["10.0.0.2:9042", "10.0.0.2=127.0.0.1:1", "10.0.0.2:9042=x"] {
+            assert!(translation(bad).is_err(), "{bad}");
+        }
+        let nat = ConnectArgs { translate_address: vec![(from, from)], ..ConnectArgs::default() };
+        assert!(nat.builder("n").expect("builder").config().address_translator.is_some());
         let direct = ConnectArgs { disallow_shard_aware_port: true, ..ConnectArgs::default() };
         assert!(!direct.builder("n").expect("builder").config().connection.shard_aware_port);
         let user = ConnectArgs { username: Some("u".into()), password: Some("p".into()), ..ConnectArgs::default() };

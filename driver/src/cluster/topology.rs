@@ -11,6 +11,7 @@ use shardwise_protocol::token::{Partitioner, Token};
 use uuid::Uuid;
 
 use super::ring::{ReplicationStrategy, RingNode};
+use super::translation::{AddressTranslator, UntranslatedPeer};
 use crate::connection::Connection;
 use crate::error::ExecutionError;
 use crate::execute::Params;
@@ -80,14 +81,41 @@ pub(crate) fn peer_node(row: PeerRow, port: u16) -> Option<NodeInfo> {
 
 /// Reads the nodes of the cluster through `conn` (whose address stands for
 /// the node it is connected to).
-pub async fn fetch_nodes(conn: &Connection) -> Result<Vec<NodeInfo>, ExecutionError> {
-    fetch_nodes_at(conn, conn.addr()).await
+pub async fn fetch_nodes(
+    conn: &Connection,
+    translator: Option<&dyn AddressTranslator>,
+) -> Result<Vec<NodeInfo>, ExecutionError> {
+    fetch_nodes_at(conn, conn.addr(), translator).await
+}
+
+/// `node` with its address translated by `translator` (if any); `None`,
+/// with a warning, when the translator has no address for it.
+fn translated(node: NodeInfo, translator: Option<&dyn AddressTranslator>) -> Option<NodeInfo> {
+    let Some(translator) = translator else { return Some(node) };
+    let peer = UntranslatedPeer {
+        host_id: Some(node.host_id),
+        address: node.address,
+        datacenter: node.datacenter.as_deref(),
+        rack: node.rack.as_deref(),
+    };
+    match translator.translate(&peer) {
+        Ok(address) => Some(NodeInfo { address, ..node }),
+        Err(error) => {
+            tracing::warn!(host_id = %node.host_id, %error, "a peer left out: its address has no translation");
+            None
+        }
+    }
 }
 
 /// Reads the nodes of the cluster through `conn`, a connection to the node
 /// whose client address is `addr` (a connection through the shard-aware
-/// port has another port than the node's address).
-pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<NodeInfo>, ExecutionError> {
+/// port has another port than the node's address). The peers' addresses
+/// go through `translator`; the connected node keeps `addr`.
+pub async fn fetch_nodes_at(
+    conn: &Connection,
+    addr: SocketAddr,
+    translator: Option<&dyn AddressTranslator>,
+) -> Result<Vec<NodeInfo>, ExecutionError> {
     let params = Params::new(Consistency::One);
     let local = conn
         .execute(
@@ -113,7 +141,9 @@ pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<N
     match v2 {
         Ok(result) => {
             for row in result.rows::<PeerV2Row>().map_err(rows_error)? {
-                nodes.extend(peer_v2_node(row.map_err(|e| rows_error(e.into()))?, port));
+                nodes.extend(
+                    peer_v2_node(row.map_err(|e| rows_error(e.into()))?, port).and_then(|n| translated(n, translator)),
+                );
             }
         }
         Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => {
@@ -125,7 +155,9 @@ pub async fn fetch_nodes_at(conn: &Connection, addr: SocketAddr) -> Result<Vec<N
                 )
                 .await?;
             for row in result.rows::<PeerRow>().map_err(rows_error)? {
-                nodes.extend(peer_node(row.map_err(|e| rows_error(e.into()))?, port));
+                nodes.extend(
+                    peer_node(row.map_err(|e| rows_error(e.into()))?, port).and_then(|n| translated(n, translator)),
+                );
             }
         }
         Err(e) => return Err(e),

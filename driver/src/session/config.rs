@@ -11,7 +11,7 @@ use shardwise_protocol::frame::ProtocolVersion;
 
 use super::Session;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
-use crate::cluster::{DistancePolicy, NodeDistance};
+use crate::cluster::{AddressTranslator, DistancePolicy, NodeDistance};
 use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
 use crate::latency::LatencyAwareness;
@@ -146,6 +146,10 @@ pub struct SessionConfig {
     /// node fills in over a moment); events within the delay share one
     /// refresh.
     pub topology_event_delay: Duration,
+    /// Turns the addresses of the peers tables (and of status events) into
+    /// ones this client can reach; `None`: used as given. See
+    /// [`AddressTranslator`].
+    pub address_translator: Option<Arc<dyn AddressTranslator>>,
 }
 
 impl SessionConfig {
@@ -202,6 +206,7 @@ impl Default for SessionConfig {
             latency_awareness: None,
             topology_refresh_interval: Some(Duration::from_secs(60)),
             topology_event_delay: Duration::from_secs(1),
+            address_translator: None,
         }
     }
 }
@@ -438,6 +443,25 @@ impl SessionBuilder {
     /// Latency awareness (`None`: off); an execution profile can override it.
     pub fn latency_awareness(mut self, l: Option<LatencyAwareness>) -> Self {
         self.config.latency_awareness = l;
+        self
+    }
+
+    /// Translates the addresses the cluster gives for its nodes into ones
+    /// this client reaches (NAT, a proxy per node); the contact points are
+    /// used as given. See [`AddressTranslator`].
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::net::SocketAddr;
+    /// use std::sync::Arc;
+    ///
+    /// let proxies: HashMap<SocketAddr, SocketAddr> =
+    ///     [("10.0.0.2:9042".parse().unwrap(), "127.0.0.1:19042".parse().unwrap())].into();
+    /// let builder = shardwise::SessionBuilder::new().known_node("127.0.0.1:9042").address_translator(Arc::new(proxies));
+    /// # let _ = builder;
+    /// ```
+    pub fn address_translator(mut self, translator: Arc<dyn AddressTranslator>) -> Self {
+        self.config.address_translator = Some(translator);
         self
     }
 

@@ -65,9 +65,12 @@ struct Discovered {
     partitioners: Option<TablePartitioners>,
 }
 
-async fn discover(conn: &Connection) -> Result<Discovered, ExecutionError> {
+async fn discover(
+    conn: &Connection,
+    translator: Option<&dyn crate::cluster::AddressTranslator>,
+) -> Result<Discovered, ExecutionError> {
     Ok(Discovered {
-        nodes: fetch_nodes(conn).await?,
+        nodes: fetch_nodes(conn, translator).await?,
         keyspaces: fetch_keyspaces(conn).await?,
         partitioners: fetch_partitioners(conn).await?,
     })
@@ -100,7 +103,7 @@ impl Session {
         if config.discover_topology {
             for addr in &addrs {
                 match Connection::open(*addr, &config.connection).await {
-                    Ok(contact) => match discover(&contact).await {
+                    Ok(contact) => match discover(&contact, config.address_translator.as_deref()).await {
                         Ok(d) if !d.nodes.is_empty() => {
                             // Every other connection starts at the version the cluster
                             // agreed on: a v4-only node (Scylla) would reject v5 on

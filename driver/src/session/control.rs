@@ -200,7 +200,7 @@ impl Session {
 
     /// The cluster reported a node down: plans skip it until it is up.
     fn node_reported_down(&self, node: SocketAddr) {
-        for pool in self.state().nodes.iter().filter(|p| p.addr.ip() == node.ip()) {
+        for pool in self.state().nodes.iter().filter(|p| self.reported(node, p.addr)) {
             if pool.set_up(false) {
                 self.inner.emit(SessionEvent::NodeDown(pool.addr));
             }
@@ -210,12 +210,28 @@ impl Session {
     /// The cluster reported a node up: up at once if a connection is open;
     /// either way its refill tries now instead of after its backoff.
     fn node_reported_up(&self, node: SocketAddr) {
-        for pool in self.state().nodes.iter().filter(|p| p.addr.ip() == node.ip()) {
+        for pool in self.state().nodes.iter().filter(|p| self.reported(node, p.addr)) {
             if pool.slots.has_open() && pool.set_up(true) {
                 self.inner.emit(SessionEvent::NodeUp(pool.addr));
             }
             pool.wake.notify_one();
             self.refill(pool);
+        }
+    }
+
+    /// Whether a status event's `node` is the node the session reaches at
+    /// `addr`: the same IP (an event gives the node's native address, whose
+    /// port may not be the one connected to), or with an address
+    /// translator, exactly the translated address (every translated node
+    /// may share one IP, a proxy's).
+    fn reported(&self, node: SocketAddr, addr: SocketAddr) -> bool {
+        match &self.inner.config.address_translator {
+            None => addr.ip() == node.ip(),
+            Some(translator) => {
+                let peer =
+                    crate::cluster::UntranslatedPeer { host_id: None, address: node, datacenter: None, rack: None };
+                translator.translate(&peer).is_ok_and(|t| t == addr)
+            }
         }
     }
 }

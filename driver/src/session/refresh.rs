@@ -157,7 +157,8 @@ impl Session {
         let _guard = self.inner.refresh_lock.lock().await;
         let (addr, conn) = self.system_connection().ok_or(ExecutionError::NoConnection)?;
         let timeout = self.inner.config.system_query_timeout;
-        let fetch = crate::cluster::topology::fetch_nodes_at(&conn, addr);
+        let translator = self.inner.config.address_translator.as_deref();
+        let fetch = crate::cluster::topology::fetch_nodes_at(&conn, addr, translator);
         let infos = tokio::time::timeout(timeout, fetch).await.map_err(|_| ExecutionError::Timeout(timeout))??;
         if infos.is_empty() {
             return Err(ExecutionError::UnexpectedResponse("the topology lists no node"));

@@ -507,6 +507,50 @@ async fn down_event_takes_a_node_out_of_plans_until_up() {
     assert!(fake.queries(ip(2)) > before, "back in the plans");
 }
 
+/// Nodes reached through a proxy each (as behind NAT): the peers' addresses
+/// are translated, requests pass the proxies, a status event for a node's
+/// own address takes exactly that node down (every proxy shares one IP),
+/// and a peer with no translation is left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn translated_peers_are_reached_at_their_translated_addresses() {
+    use testkit::fault::{Direction, FaultProxy};
+    let addresses: Vec<IpAddr> = (1..=3).map(ip).collect();
+    let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0]), node(2, 2, &[100]), node(3, 3, &[200])]).await;
+    let (a, b) = (fake.addr(ip(1)), fake.addr(ip(2)));
+    let (pa, pb) = (FaultProxy::start(a).expect("proxy"), FaultProxy::start(b).expect("proxy"));
+    // Node 3 has no translation: it is left out.
+    let map: HashMap<SocketAddr, SocketAddr> = [(a, pa.addr()), (b, pb.addr())].into();
+    let session = SessionBuilder::new()
+        .known_node_addr(pa.addr())
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .default_consistency(Consistency::One)
+        .await_schema_agreement(false)
+        .topology_event_delay(Duration::from_millis(50))
+        .topology_refresh_interval(None)
+        .address_translator(Arc::new(map))
+        .build()
+        .await
+        .expect("session");
+    let mut events = Events(session.events());
+    until("the control connection", || session.control_node().is_some()).await;
+    assert_eq!(sorted(session.up_nodes()), sorted(vec![pa.addr(), pb.addr()]));
+    let insert = Statement::new("INSERT INTO ks.t (pk) VALUES (1)");
+    for _ in 0..10 {
+        session.execute(&insert, ()).await.expect("request");
+    }
+    let through = |p: &FaultProxy| p.frames(Direction::ToServer, 0x07);
+    assert!(through(&pa) > 0 && through(&pb) > 0, "requests pass both proxies");
+    assert!(fake.queries(ip(2)) > 0, "node 2 reached through its proxy");
+    assert_eq!(fake.open_connections(ip(3)), 0, "no connection to the untranslated peer");
+
+    fake.push(Event::StatusChange { change: "DOWN".into(), node: b });
+    events.wait("NodeDown", |e| *e == SessionEvent::NodeDown(pb.addr())).await;
+    assert_eq!(session.up_nodes(), vec![pa.addr()], "only node 2 is down");
+    fake.push(Event::StatusChange { change: "UP".into(), node: b });
+    events.wait("NodeUp", |e| *e == SessionEvent::NodeUp(pb.addr())).await;
+    assert_eq!(sorted(session.up_nodes()), sorted(vec![pa.addr(), pb.addr()]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_connection_moves_and_registers_again() {
     let addresses: Vec<IpAddr> = (1..=3).map(ip).collect();
