@@ -4,7 +4,7 @@
 //! the translation of the nodes' addresses.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,18 +32,20 @@ pub struct ConnectArgs {
     /// within about twice this [default: 5].
     #[arg(long, value_name = "SECONDS")]
     pub connection_heartbeat: Option<f64>,
-    /// Reach the node the cluster lists at FROM at TO instead (NAT, a proxy
-    /// per node); repeat for each node. Peers with no translation are left
-    /// out; the contact point is used as given.
-    #[arg(long, value_name = "FROM=TO", value_parser = translation)]
-    pub translate_address: Vec<(SocketAddr, SocketAddr)>,
+    /// Reach the node the cluster lists at IP (its `system.peers` address)
+    /// at ADDR (`ip:port`) instead: NAT, a proxy per node; repeat for each
+    /// node. Peers with no translation are left out; the contact point is
+    /// used as given.
+    #[arg(long, value_name = "IP=ADDR", value_parser = translation)]
+    pub translate_address: Vec<(IpAddr, SocketAddr)>,
 }
 
-/// One `--translate-address` value: `FROM=TO`, two `ip:port` addresses.
-fn translation(value: &str) -> Result<(SocketAddr, SocketAddr), String> {
-    let (from, to) = value.split_once('=').ok_or("expected FROM=TO, two ip:port addresses")?;
-    let addr = |s: &str| s.trim().parse::<SocketAddr>().map_err(|e| format!("{s}: {e} (expected ip:port)"));
-    Ok((addr(from)?, addr(to)?))
+/// One `--translate-address` value: `IP=ip:port`.
+fn translation(value: &str) -> Result<(IpAddr, SocketAddr), String> {
+    let (from, to) = value.split_once('=').ok_or("expected IP=ADDR, e.g. 10.0.0.2=127.0.0.1:19042")?;
+    let ip = from.trim().parse::<IpAddr>().map_err(|e| format!("{from}: {e} (expected an IP)"))?;
+    let addr = to.trim().parse::<SocketAddr>().map_err(|e| format!("{to}: {e} (expected ip:port)"))?;
+    Ok((ip, addr))
 }
 
 /// The connection heartbeat of the tools when `--connection-heartbeat` is
@@ -94,7 +96,7 @@ impl ConnectArgs {
             .connection_config(connection)
             .disallow_shard_aware_port(self.disallow_shard_aware_port);
         if !self.translate_address.is_empty() {
-            let map: HashMap<SocketAddr, SocketAddr> = self.translate_address.iter().copied().collect();
+            let map: HashMap<IpAddr, SocketAddr> = self.translate_address.iter().copied().collect();
             builder = builder.address_translator(Arc::new(map));
         }
         if let (Some(user), Some(password)) = (&self.username, &self.password) {
@@ -133,12 +135,13 @@ mod tests {
             assert!(e.to_string().starts_with("--connection-heartbeat"), "{e}");
         }
         assert!(none.config().address_translator.is_none());
-        let from: SocketAddr = "10.0.0.2:9042".parse().expect("addr");
-        assert_eq!(translation("10.0.0.2:9042=127.0.0.1:19042"), Ok((from, "127.0.0.1:19042".parse().expect("addr"))));
-        for bad in ["10.0.0.2:9042", "10.0.0.2=127.0.0.1:1", "10.0.0.2:9042=x"] {
+        let (from, to): (IpAddr, SocketAddr) =
+            ("10.0.0.2".parse().expect("ip"), "127.0.0.1:19042".parse().expect("addr"));
+        assert_eq!(translation("10.0.0.2=127.0.0.1:19042"), Ok((from, to)));
+        for bad in ["10.0.0.2", "10.0.0.2:9042=127.0.0.1:1", "10.0.0.2=127.0.0.1", "x=127.0.0.1:1"] {
             assert!(translation(bad).is_err(), "{bad}");
         }
-        let nat = ConnectArgs { translate_address: vec![(from, from)], ..ConnectArgs::default() };
+        let nat = ConnectArgs { translate_address: vec![(from, to)], ..ConnectArgs::default() };
         assert!(nat.builder("n").expect("builder").config().address_translator.is_some());
         let direct = ConnectArgs { disallow_shard_aware_port: true, ..ConnectArgs::default() };
         assert!(!direct.builder("n").expect("builder").config().connection.shard_aware_port);

@@ -10,7 +10,7 @@
 //! the session's nodes (and a warning logged), as the official driver does.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use uuid::Uuid;
 
@@ -63,6 +63,15 @@ impl AddressTranslator for HashMap<SocketAddr, SocketAddr> {
     }
 }
 
+/// By IP alone, whatever the port: ScyllaDB's `system.peers` gives a
+/// node's IP only (its port is taken to be the connected node's), so a map
+/// by IP is the one that holds there.
+impl AddressTranslator for HashMap<IpAddr, SocketAddr> {
+    fn translate(&self, peer: &UntranslatedPeer<'_>) -> Result<SocketAddr, TranslationError> {
+        self.get(&peer.address.ip()).copied().ok_or(TranslationError::NoRuleForAddress(peer.address))
+    }
+}
+
 impl AddressTranslator for BTreeMap<SocketAddr, SocketAddr> {
     fn translate(&self, peer: &UntranslatedPeer<'_>) -> Result<SocketAddr, TranslationError> {
         self.get(&peer.address).copied().ok_or(TranslationError::NoRuleForAddress(peer.address))
@@ -86,5 +95,9 @@ mod tests {
         assert_eq!(map.translate(&peer("10.0.0.3:9042")), Err(TranslationError::NoRuleForAddress(missing)));
         let tree: BTreeMap<SocketAddr, SocketAddr> = map.into_iter().collect();
         assert_eq!(tree.translate(&peer("10.0.0.2:9042")), Ok("127.0.0.1:40002".parse().unwrap()));
+        let by_ip: HashMap<IpAddr, SocketAddr> =
+            [("10.0.0.2".parse().unwrap(), "127.0.0.1:40002".parse().unwrap())].into();
+        assert_eq!(by_ip.translate(&peer("10.0.0.2:19042")), Ok("127.0.0.1:40002".parse().unwrap()));
+        assert!(by_ip.translate(&peer("10.0.0.3:9042")).is_err());
     }
 }

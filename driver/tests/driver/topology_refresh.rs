@@ -551,6 +551,45 @@ async fn translated_peers_are_reached_at_their_translated_addresses() {
     assert_eq!(sorted(session.up_nodes()), sorted(vec![pa.addr(), pb.addr()]));
 }
 
+/// A refill started from another runtime than the session's (a CDC
+/// worker's thread has its own) runs on the session's: the connections it
+/// opens outlive that runtime. Their tasks once ran where the refill was
+/// started, died with that runtime, and left connections in the pool that
+/// nobody read: requests to the node timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_opened_from_a_short_lived_runtime_outlive_it() {
+    let addresses: Vec<IpAddr> = (1..=2).map(ip).collect();
+    let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0])]).await;
+    let session = builder(&fake, ip(1))
+        .topology_refresh_interval(None)
+        .request_timeout(Some(Duration::from_secs(2)))
+        .build()
+        .await
+        .expect("session");
+    until("the control connection", || session.control_node().is_some()).await;
+    fake.edit(|nodes| nodes.push(node(2, 2, &[100])));
+    // Node 2 is found, and its pool filled, from a runtime of its own that
+    // ends right after.
+    let (worker, observed) = (session.clone(), fake.clone());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            worker.refresh_topology().await.expect("refresh");
+            until("node 2's connections", || observed.open_connections(ip(2)) > 0).await;
+        });
+    })
+    .join()
+    .expect("the short-lived runtime's thread");
+    let insert = Statement::new("INSERT INTO ks.t (pk) VALUES (1)");
+    // A request to a connection nobody reads never ends: its deadline is
+    // kept by the connection's tasks.
+    for i in 0..20 {
+        let request = tokio::time::timeout(Duration::from_secs(10), session.execute(&insert, ()));
+        request.await.unwrap_or_else(|_| panic!("request {i} hung")).unwrap_or_else(|e| panic!("request {i}: {e}"));
+    }
+    assert!(fake.queries(ip(2)) > 0, "node 2 answered requests");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_connection_moves_and_registers_again() {
     let addresses: Vec<IpAddr> = (1..=3).map(ip).collect();
