@@ -11,8 +11,18 @@
 //!   both (each reader keeps its leases on a session of their own, through
 //!   a proxy of their own, and connects to the regular port only, so that
 //!   every connection it has passes one of its two proxies);
-//! * a new CDC generation (`nemesis`), or a split or merge of the table's
-//!   tablets, which starts a new stream set (`nemesis_over_tablets`).
+//! * a new CDC generation, or a Cassandra node killed and started again
+//!   on its data a few seconds later, while every reader's proxy to it
+//!   blackholes (`nemesis`, on three nodes with RF 3, QUORUM reads and
+//!   writes): at least once a reader is also started again while that node
+//!   is unreachable;
+//! * a split or merge of the table's tablets, which starts a new stream set
+//!   (`nemesis_over_tablets`, on one node).
+//!
+//! On three nodes a reader reaches each node through a proxy of its own
+//! (its sessions translate the nodes' addresses, `--translate-address`),
+//! and its partitions and slow links hit all of them; on one node the
+//! lease queries and the log reads have a proxy each and are hit apart.
 //!
 //! Then a checker reads everything delivered and reports, per acknowledged
 //! write, whether it was delivered, how many times, and in which order per
@@ -29,12 +39,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use shardwise::cluster::DistancePolicy;
+use shardwise::protocol::consistency::Consistency;
 use shardwise_cdc::Operation;
-use shardwise_emu::Resize;
+use shardwise_emu::{Front, FrontConfig, FrontHandle, Resize};
 use testkit::fault::{Direction, FaultProxy, OnAccept, Rule};
-use testkit::Kafka;
+use testkit::{Cluster, Kafka};
 
 #[path = "../../cdc/tests/cdc/common/mod.rs"]
 mod common;
@@ -75,6 +88,11 @@ enum Fault {
     Slow(usize, Target, Duration, Duration),
     /// A new CDC generation, two seconds ahead.
     Generation,
+    /// Cassandra node `.0` (1 or 2: node 0 coordinates the writes) killed
+    /// and every reader's proxy to it blackholed for `.1`, then the node
+    /// started again on its data; with `.2`, that reader is also killed
+    /// and started again while the node is down.
+    NodeDown(usize, Duration, Option<usize>),
     /// The table's tablets split or merged (a new stream set).
     Resize(Resize),
 }
@@ -82,7 +100,7 @@ enum Fault {
 /// How the table is distributed, and so which faults change its streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layout {
-    /// Vnodes: new CDC generations.
+    /// Vnodes on three nodes: new CDC generations, nodes down.
     Vnodes,
     /// Tablets, four to begin with: splits and merges.
     Tablets,
@@ -103,7 +121,7 @@ enum Target {
 fn schedule(seed: u64, seconds: u64, readers: usize, layout: Layout) -> Vec<(Duration, Fault)> {
     let mut rng = Rng(seed);
     let (mut at, mut faults, mut generations) = (Duration::ZERO, Vec::new(), 0);
-    let mut tablets = 4;
+    let (mut tablets, mut nodes_down) = (4, 0);
     loop {
         at += Duration::from_millis(rng.range(2000, 6000));
         if at.as_secs() >= seconds {
@@ -112,16 +130,29 @@ fn schedule(seed: u64, seconds: u64, readers: usize, layout: Layout) -> Vec<(Dur
         let reader = rng.range(0, readers as u64) as usize;
         let ms = |rng: &mut Rng, lo, hi| Duration::from_millis(rng.range(lo, hi));
         let target = |rng: &mut Rng| [Target::Leases, Target::Reads, Target::Both][rng.range(0, 3) as usize];
-        let fault = match rng.range(0, 10) {
+        let node_down = |rng: &mut Rng, reader| Fault::NodeDown(rng.range(1, 3) as usize, ms(rng, 2000, 8000), reader);
+        if layout == Layout::Vnodes && nodes_down == 0 && at.as_secs() >= seconds / 3 {
+            // Once in every run: a node down, and a reader started again
+            // while it is.
+            nodes_down += 1;
+            faults.push((at, node_down(&mut rng, Some(reader))));
+            continue;
+        }
+        let fault = match rng.range(0, 11) {
             0..=2 => Fault::Kill(reader, ms(&mut rng, 200, 3000)),
             3..=5 => Fault::Pause(reader, ms(&mut rng, TTL_MS + 500, TTL_MS + 3000)),
             6 | 7 => Fault::Partition(reader, target(&mut rng), ms(&mut rng, 500, 6000)),
             8 => Fault::Slow(reader, target(&mut rng), ms(&mut rng, 50, 400), ms(&mut rng, 1000, 5000)),
-            _ if generations < 2 && layout == Layout::Vnodes => {
+            9 if generations < 2 && layout == Layout::Vnodes => {
                 generations += 1;
                 Fault::Generation
             }
-            _ if generations < 3 && layout == Layout::Tablets => {
+            10 if nodes_down <= seconds / 150 && layout == Layout::Vnodes => {
+                nodes_down += 1;
+                let restarted = (rng.range(0, 2) == 0).then_some(reader);
+                node_down(&mut rng, restarted)
+            }
+            9 | 10 if generations < 3 && layout == Layout::Tablets => {
                 generations += 1;
                 if tablets <= 4 && rng.range(0, 4) != 0 || tablets == 2 {
                     tablets *= 2;
@@ -147,12 +178,15 @@ enum Kind {
 }
 
 /// One reader: its process (none while killed), and its proxies to the
-/// cluster: one for its log reads, one for its leases.
+/// cluster: on one node, one for its log reads and one for its leases; on
+/// three, one per node for both.
 struct Reader {
     name: String,
     kind: Kind,
-    reads: FaultProxy,
-    leases: FaultProxy,
+    /// Per node of the cluster, the proxy the reader reaches it through.
+    reads: Vec<FaultProxy>,
+    /// The proxy of its lease queries, on one node.
+    leases: Option<FaultProxy>,
     child: Option<Child>,
     /// One output file per run (printers).
     outputs: Vec<PathBuf>,
@@ -168,11 +202,16 @@ struct Setup {
     dir: PathBuf,
     range: (u64, u64),
     printer: PathBuf,
+    /// The front's node addresses (one, or three).
+    nodes: Vec<std::net::SocketAddr>,
+    /// The consistency of the reads.
+    consistency: &'static str,
 }
 
 impl Reader {
     fn start(&mut self, setup: &Setup) {
-        let (node, lease_node) = (self.reads.addr().to_string(), self.leases.addr().to_string());
+        let node = self.reads[0].addr().to_string();
+        let lease_node = self.leases.as_ref().unwrap_or(&self.reads[0]).addr().to_string();
         let (start, end) = (setup.range.0.to_string(), setup.range.1.to_string());
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -201,12 +240,13 @@ impl Reader {
             }
         };
         command
-            .args(["--node", &node, "--keyspace", &setup.table_ks, "--table", "t", "--consistency", "ONE"])
+            .args(["--node", &node, "--keyspace", &setup.table_ks, "--table", "t", "--consistency", setup.consistency])
             .args(["--start-unix-ms", &start, "--end-unix-ms", &end])
             .args(["--window", "1", "--safety", safety_arg().as_str(), "--workers", "2"])
             .args(["--checkpoint-interval", "0.2", "--streams-per-query", "4"])
             .args(["--lease-keyspace", &setup.ks, "--reader-name", &self.name, "--lease-node", &lease_node])
             .arg("--disallow-shard-aware-port")
+            .args(self.translations(setup))
             .args(["--lease-ttl", &(TTL_MS / 1000).to_string(), "--lease-heartbeat", "0.5"])
             .stderr(Stdio::from(log))
             .stdin(Stdio::null());
@@ -215,13 +255,26 @@ impl Reader {
 }
 
 impl Reader {
-    /// The proxies `target` names.
+    /// The proxies `target` names: on three nodes, every proxy.
     fn proxies(&self, target: Target) -> Vec<&FaultProxy> {
+        let Some(leases) = &self.leases else { return self.reads.iter().collect() };
         match target {
-            Target::Leases => vec![&self.leases],
-            Target::Reads => vec![&self.reads],
-            Target::Both => vec![&self.leases, &self.reads],
+            Target::Leases => vec![leases],
+            Target::Reads => self.reads.iter().collect(),
+            Target::Both => std::iter::once(leases).chain(&self.reads).collect(),
         }
+    }
+
+    /// On three nodes, `--translate-address` for each: the reader reaches
+    /// every node through its own proxy.
+    fn translations(&self, setup: &Setup) -> Vec<String> {
+        if setup.nodes.len() < 2 {
+            return Vec::new();
+        }
+        let pairs = setup.nodes.iter().zip(&self.reads);
+        pairs
+            .flat_map(|(node, proxy)| ["--translate-address".to_owned(), format!("{}={}", node.ip(), proxy.addr())])
+            .collect()
     }
 }
 
@@ -256,10 +309,46 @@ fn env_u64(name: &str) -> Option<u64> {
     Some(value.trim().parse().unwrap_or_else(|_| panic!("{name}={value}: not a number")))
 }
 
-/// The nemesis on a table of a vnodes keyspace: faults and new generations.
+/// The nemesis on a table of a vnodes keyspace on three nodes: faults, new
+/// generations, nodes down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nemesis() {
     run(Layout::Vnodes, 45).await;
+}
+
+/// Three Cassandra nodes whose data outlives a kill, a front over them
+/// (two shards a node), a writer session that coordinates through node 0
+/// only (never killed: with RF 3 at QUORUM its writes need one more node
+/// alive), and a keyspace with RF 3.
+async fn three_nodes() -> (Cluster, FrontHandle, shardwise::Session, String) {
+    let started = Instant::now();
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start_restartable(3)).await.expect("join").expect("3 nodes");
+    eprintln!("nemesis: three nodes up in {:.0} s", started.elapsed().as_secs_f64());
+    let upstreams = cluster.contact_points();
+    let emu = testkit::fresh_keyspace("emu_nemesis");
+    let front = tokio::task::spawn_blocking(move || {
+        Front::start_cluster(&upstreams, FrontConfig { shards: 2, emu_keyspace: emu, ..FrontConfig::default() })
+    })
+    .await
+    .expect("join")
+    .expect("front");
+    let coordinator = front.nodes()[0].addr;
+    let distance = DistancePolicy { allow: Some(vec![coordinator.ip()]), ..DistancePolicy::default() };
+    let session = shardwise::SessionBuilder::new()
+        .known_node_addr(coordinator)
+        .disallow_shard_aware_port(true)
+        .distance_policy(distance)
+        .default_consistency(Consistency::Quorum)
+        .build()
+        .await
+        .expect("session");
+    let ks = testkit::fresh_keyspace("nemesis");
+    common::run(
+        &session,
+        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}"),
+    )
+    .await;
+    (cluster, front, session, ks)
 }
 
 /// The nemesis on a table of a tablets keyspace: faults, and splits and
@@ -287,9 +376,19 @@ async fn run(layout: Layout, default_seconds: u64) {
     let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
     // The writers keep to the regular port too: the front's shard-aware
     // port is then for no one, and any connection to it is a reader's.
-    let cassandra = testkit::shared_node().expect("server");
-    let writers = shardwise::SessionBuilder::new().disallow_shard_aware_port(true);
-    let (front, session, ks) = common::front_and_keyspace_with("nemesis", cassandra, writers).await;
+    let (cluster, front, session, ks) = match layout {
+        Layout::Vnodes => {
+            let (cluster, front, session, ks) = three_nodes().await;
+            (Some(Arc::new(Mutex::new(cluster))), front, session, ks)
+        }
+        Layout::Tablets => {
+            let cassandra = testkit::shared_node().expect("server");
+            let writers = shardwise::SessionBuilder::new().disallow_shard_aware_port(true);
+            let (front, session, ks) = common::front_and_keyspace_with("nemesis", cassandra, writers).await;
+            (None, front, session, ks)
+        }
+    };
+    let nodes: Vec<_> = front.nodes().iter().map(|n| n.addr).collect();
     // The leases and checkpoints live in `ks`, the table read in `table_ks`.
     let table_ks = match layout {
         Layout::Vnodes => ks.clone(),
@@ -315,6 +414,8 @@ async fn run(layout: Layout, default_seconds: u64) {
         dir: dir.clone(),
         range: (ms(start), ms(end)),
         printer,
+        nodes: nodes.clone(),
+        consistency: if nodes.len() > 1 { "QUORUM" } else { "ONE" },
     };
     let mut readers: Vec<Reader> =
         [("k0", Kind::Sink), ("k1", Kind::Sink), ("p0", Kind::Printer), ("p1", Kind::Printer)]
@@ -322,8 +423,8 @@ async fn run(layout: Layout, default_seconds: u64) {
             .map(|(name, kind)| Reader {
                 name: name.into(),
                 kind,
-                reads: FaultProxy::start(front.addr()).expect("proxy"),
-                leases: FaultProxy::start(front.addr()).expect("proxy"),
+                reads: nodes.iter().map(|&n| FaultProxy::start(n).expect("proxy")).collect(),
+                leases: (nodes.len() == 1).then(|| FaultProxy::start(nodes[0]).expect("proxy")),
                 child: None,
                 outputs: Vec::new(),
             })
@@ -343,6 +444,9 @@ async fn run(layout: Layout, default_seconds: u64) {
     // The faults, one after the other.
     let began = Instant::now();
     let mut takeovers = 0;
+    // A node started again while the faults go on (it takes half a minute
+    // on a loaded machine); the next node down waits for it.
+    let mut restarting: Option<tokio::task::JoinHandle<()>> = None;
     for (at, fault) in &faults {
         tokio::time::sleep((began + *at).saturating_duration_since(Instant::now())).await;
         match *fault {
@@ -385,6 +489,35 @@ async fn run(layout: Layout, default_seconds: u64) {
                     proxy.clear_rules();
                 }
             }
+            Fault::NodeDown(node, down, restarted) => {
+                if let Some(previous) = restarting.take() {
+                    previous.await.expect("a node started again");
+                }
+                let cluster = cluster.clone().expect("three nodes");
+                tokio::task::block_in_place(|| cluster.lock().expect("cluster").nodes_mut()[node].kill());
+                for r in &readers {
+                    r.reads[node].on_accept(OnAccept::Blackhole);
+                    r.reads[node].blackhole_open_connections();
+                }
+                if let Some(i) = restarted {
+                    let r = &mut readers[i];
+                    if let Some(mut child) = r.child.take() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
+                    r.start(&setup);
+                    takeovers += 1;
+                }
+                tokio::time::sleep(down).await;
+                for r in &readers {
+                    r.reads[node].on_accept(OnAccept::Forward);
+                }
+                restarting = Some(tokio::task::spawn_blocking(move || {
+                    let began = Instant::now();
+                    cluster.lock().expect("cluster").restart(node).expect("a node started again on its data");
+                    eprintln!("nemesis: node {node} back after {:.0} s", began.elapsed().as_secs_f64());
+                }));
+            }
             Fault::Generation => {
                 front.new_generation_at(SystemTime::now() + Duration::from_secs(2)).await.expect("a generation");
             }
@@ -396,6 +529,9 @@ async fn run(layout: Layout, default_seconds: u64) {
     }
     plan.truncate(writer.await.expect("writer"));
     assert!(SystemTime::now() + Duration::from_secs(3) < end, "the writes ended before the readers' end");
+    if let Some(last) = restarting.take() {
+        last.await.expect("a node started again");
+    }
     eprintln!("nemesis: faults and writes done after {:.0} s", began.elapsed().as_secs_f64());
 
     // Every reader runs to the end.
@@ -412,9 +548,14 @@ async fn run(layout: Layout, default_seconds: u64) {
     // the shard-aware port, and each proxy carried requests.
     assert_eq!(shard_aware(&front), 0, "a reader connected to the shard-aware port");
     for r in &readers {
-        for (what, proxy) in [("reads", &r.reads), ("leases", &r.leases)] {
+        for (what, proxy) in [("reads", Some(&r.reads[0])), ("leases", r.leases.as_ref())] {
+            let Some(proxy) = proxy else { continue };
             let requests = proxy.frames(Direction::ToServer, 0x0a) + proxy.frames(Direction::ToServer, 0x07);
             assert!(requests > 0, "{}: no request through its {what} proxy", r.name);
+        }
+        if r.reads.len() > 1 {
+            let others = r.reads[1..].iter().map(|p| p.frames(Direction::ToServer, 0x0a)).sum::<usize>();
+            assert!(others > 0, "{}: no request through its proxies to the other nodes", r.name);
         }
     }
 
@@ -471,4 +612,7 @@ async fn run(layout: Layout, default_seconds: u64) {
         let _ = std::fs::remove_dir_all(&dir);
     }
     kafka.stop();
+    if let Some(cluster) = cluster {
+        tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");
+    }
 }
