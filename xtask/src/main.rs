@@ -81,7 +81,8 @@ tasks:
   test [options]       the whole suite against a Cassandra it starts itself:
                        0. the house: no reference to a path outside the repository,
                           cargo fmt --check, cargo clippy --workspace --all-targets -D warnings,
-                          RUSTDOCFLAGS=-D warnings cargo doc --no-deps --workspace
+                          RUSTDOCFLAGS=-D warnings cargo doc --no-deps --workspace,
+                          cargo package --no-verify of the publishable crates
                        1. start a node (or use $SHARDWISE_CASSANDRA), export
                           SHARDWISE_CASSANDRA=<addr> to the test steps
                        2. cargo test --workspace --all-targets --no-fail-fast, then --doc
@@ -120,7 +121,7 @@ tasks:
                        sharing a table through leases, killed, paused, cut off and slowed on a
                        schedule of seed S (default from the clock), then a checker that reports
                        per write delivered or not and how often; `test` runs it for 45 s
-  house                only step 0 of `test`: the outside-path check, fmt, clippy and doc
+  house                only step 0 of `test`: the outside-path check, fmt, clippy, doc and cargo package
   help                 this text
 ";
 
