@@ -102,6 +102,15 @@ pub enum ExecutionError {
     /// Schema agreement was not reached in time after a schema change.
     #[error("schema agreement not reached within {0:?}")]
     SchemaAgreementTimeout(std::time::Duration),
+    /// [`Session::use_keyspace`](crate::Session::use_keyspace) was given a
+    /// name that cannot be a keyspace's.
+    #[error("bad keyspace name {name:?}: {reason}")]
+    BadKeyspaceName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl From<DbError> for ExecutionError {

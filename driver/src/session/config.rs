@@ -89,6 +89,9 @@ pub struct SessionConfig {
     pub connection_affinity: ConnectionAffinity,
     /// Keyspace to `USE` on every connection.
     pub keyspace: Option<String>,
+    /// Whether [`keyspace`](Self::keyspace) is taken as written (quoted)
+    /// or, as CQL takes an unquoted name, in lower case.
+    pub keyspace_case_sensitive: bool,
     /// Default consistency.
     pub consistency: Consistency,
     /// Default serial consistency.
@@ -191,6 +194,7 @@ impl Default for SessionConfig {
             remote_connections_per_node: 1,
             connection_affinity: ConnectionAffinity::Auto,
             keyspace: None,
+            keyspace_case_sensitive: false,
             consistency: Consistency::LocalQuorum,
             serial_consistency: Some(Consistency::LocalSerial),
             page_size: 5000,
@@ -336,6 +340,9 @@ impl SessionBuilder {
         if let Some(v) = p.speculative {
             c.speculative = v;
         }
+        if let Some(v) = p.latency_awareness {
+            c.latency_awareness = v;
+        }
         self
     }
     /// Custom authentication.
@@ -350,9 +357,15 @@ impl SessionBuilder {
         self.set.apply(&mut self.config.connection);
         self
     }
-    /// Keyspace to use.
-    pub fn use_keyspace(mut self, keyspace: impl Into<String>) -> Self {
+    /// The keyspace every connection uses (`USE`), as the official driver's
+    /// method of this name: with `case_sensitive` the name is taken as
+    /// written (quoted), else in lower case, as CQL takes an unquoted name
+    /// (which must then be letters, digits and underscores). A keyspace
+    /// that cannot be used fails [`build`](Self::build) with
+    /// [`NewSessionError::UseKeyspace`].
+    pub fn use_keyspace(mut self, keyspace: impl Into<String>, case_sensitive: bool) -> Self {
         self.config.keyspace = Some(keyspace.into());
+        self.config.keyspace_case_sensitive = case_sensitive;
         self
     }
     /// Default consistency.
@@ -513,6 +526,22 @@ impl SessionBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: the default profile's latency awareness was dropped.
+    #[test]
+    fn the_default_profile_gives_every_setting_it_has() {
+        let aware = LatencyAwareness::default();
+        let profile = super::super::ExecutionProfile::new("p")
+            .consistency(Consistency::Two)
+            .request_timeout(None)
+            .latency_awareness(Some(aware));
+        let c = SessionBuilder::new().default_profile(&profile).config;
+        assert_eq!((c.consistency, c.request_timeout), (Consistency::Two, None));
+        assert_eq!(c.latency_awareness, Some(aware));
+        let off = super::super::ExecutionProfile::new("off").latency_awareness(None);
+        let c = SessionBuilder::new().latency_awareness(Some(aware)).default_profile(&off).config;
+        assert_eq!(c.latency_awareness, None);
+    }
 
     /// Regression: a whole `ConnectionConfig` given after `protocol_versions`
     /// (or compression, or credentials) silently dropped them.

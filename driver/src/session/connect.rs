@@ -181,7 +181,10 @@ impl Session {
             return Err(NewSessionError::Connect { node, source });
         }
         if let Some(ks) = session.inner.config.keyspace.clone() {
-            session.use_keyspace(&ks).await.map_err(NewSessionError::UseKeyspace)?;
+            session
+                .use_keyspace(ks, session.inner.config.keyspace_case_sensitive)
+                .await
+                .map_err(NewSessionError::UseKeyspace)?;
         }
         for node in &state.nodes {
             if !node.slots.has_open() && node.set_up(false) {

@@ -79,7 +79,8 @@ impl Session {
             paging_state: paging_state.map(PagingState::as_bytes),
             timestamp: options.timestamp,
         };
-        let deadline = settings.request_timeout.map(|t| RequestDeadline { at: started + t, t });
+        // A timeout past what the clock can count (`Duration::MAX`) is none.
+        let deadline = settings.request_timeout.and_then(|t| Some(RequestDeadline { at: started.checked_add(t)?, t }));
         // Rare paths (speculative executions, a schema change; a USE and a
         // re-prepare further down) are boxed: kept inline, their states
         // would make every request's future larger, and each layer of
@@ -216,9 +217,10 @@ impl Session {
             );
             // The earlier of the attempt's deadline and the request's, with
             // the error that names it.
-            let until = match (attempt_timeout, deadline) {
-                (Some(after), request) if request.is_none_or(|r| sent + after < r.at) => Some(Deadline {
-                    at: sent + after,
+            let attempt_end = attempt_timeout.and_then(|after| Some((after, sent.checked_add(after)?)));
+            let until = match (attempt_end, deadline) {
+                (Some((after, at)), request) if request.is_none_or(|r| at < r.at) => Some(Deadline {
+                    at,
                     expiry: Expiry::Attempt { after, node: conn.addr(), shard: conn.sharding().map(|_| conn.shard()) },
                 }),
                 (_, Some(r)) => Some(Deadline { at: r.at, expiry: Expiry::Request(r.t) }),

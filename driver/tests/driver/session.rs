@@ -245,7 +245,7 @@ async fn a_session_built_with_use_keyspace_runs_unqualified_statements_in_it() {
     let s = SessionBuilder::new()
         .known_node_addr(testkit::shared_node().expect("server"))
         .connections_per_node(3)
-        .use_keyspace(&ks)
+        .use_keyspace(&ks, false)
         .build()
         .await
         .expect("a session in the keyspace");
@@ -270,7 +270,7 @@ async fn a_session_built_with_use_keyspace_runs_unqualified_statements_in_it() {
 
     let err = SessionBuilder::new()
         .known_node_addr(testkit::shared_node().expect("server"))
-        .use_keyspace("no_such_keyspace_anywhere")
+        .use_keyspace("no_such_keyspace_anywhere", false)
         .build()
         .await
         .expect_err("a keyspace that does not exist");
@@ -284,7 +284,16 @@ async fn a_session_built_with_use_keyspace_runs_unqualified_statements_in_it() {
 async fn lwt_use_keyspace_and_typed_errors() {
     let s = session(ProtocolVersion::V5, Compression::None).await;
     let ks = keyspace(&s, "lwt").await;
-    s.use_keyspace(&ks).await.expect("use");
+    // Unquoted (not case-sensitive), a name in upper case is the keyspace
+    // in lower case; quoted, it is another keyspace (none here); a name CQL
+    // cannot take unquoted is refused before anything is sent.
+    s.use_keyspace(ks.to_uppercase(), false).await.expect("use, case-insensitive");
+    assert_eq!(s.keyspace().as_deref(), Some(ks.as_str()));
+    let quoted = s.use_keyspace(ks.to_uppercase(), true).await.expect_err("no keyspace of that case");
+    assert!(matches!(&quoted, ExecutionError::Db(e) if e.kind == ErrorKind::Invalid), "{quoted:?}");
+    let bad = s.use_keyspace("no such keyspace", false).await.expect_err("not an identifier");
+    assert!(matches!(bad, ExecutionError::BadKeyspaceName { .. }), "{bad:?}");
+    s.use_keyspace(&ks, true).await.expect("use, as written");
     assert_eq!(s.keyspace().as_deref(), Some(ks.as_str()));
     let lwt = s.prepare("INSERT INTO every_type (pk, t) VALUES (?, ?) IF NOT EXISTS").await.expect("prepare");
     let first = s.execute(&lwt, (7i32, "first")).await.expect("lwt");
@@ -335,7 +344,7 @@ async fn prepared_cache_follows_use() {
     }
     let text = "SELECT t FROM every_type WHERE pk = ?";
     for (ks, value) in keyspaces.iter().zip(["first", "second"]) {
-        s.use_keyspace(ks).await.expect("use");
+        s.use_keyspace(ks, false).await.expect("use");
         let select = s.prepare(text).await.expect("prepare");
         let r = s.execute(&select, (1i32,)).await.expect("select");
         assert_eq!(r.first_row::<(&str,)>().expect("type"), Some((value,)), "after USE {ks}");
@@ -744,4 +753,25 @@ async fn each_attempt_has_a_span() {
     assert_eq!(field("table"), Some("\"kv\"".to_owned()));
     assert_eq!(field("node"), Some(node.to_string()));
     assert_eq!((field("shard"), field("attempt")), (Some("0".to_owned()), Some("0".to_owned())));
+}
+
+/// `Duration::MAX` as a timeout (the session's, a statement's, an
+/// attempt's) means no timeout: the request runs, nothing panics on a
+/// deadline past what the clock can count.
+#[tokio::test]
+async fn a_timeout_of_duration_max_is_no_timeout() {
+    let s = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .default_consistency(Consistency::One)
+        .request_timeout(Some(Duration::MAX))
+        .attempt_timeout(Some(Duration::MAX))
+        .build()
+        .await
+        .expect("session");
+    let select = Statement::new("SELECT release_version FROM system.local");
+    s.execute(&select, ()).await.expect("the session's timeouts at Duration::MAX");
+    let own = select.clone().with_timeout(Duration::MAX).with_attempt_timeout(Duration::MAX);
+    s.execute(&own, ()).await.expect("the statement's timeouts at Duration::MAX");
+    let prepared = s.prepare(select).await.expect("prepare").with_timeout(Duration::MAX);
+    s.execute(&prepared, ()).await.expect("a prepared statement's timeout at Duration::MAX");
 }
