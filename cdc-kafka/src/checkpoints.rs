@@ -69,7 +69,7 @@ impl KafkaCheckpoints {
                 fold.add(record);
                 Ok(())
             };
-            *tail = Tail::start(&c.brokers, &c.checkpoint_topic, c.timeout, RecordFold::new(), fold)?.map(Arc::new);
+            *tail = Tail::start(&c.brokers(), &c.checkpoint_topic, c.timeout, RecordFold::new(), fold)?.map(Arc::new);
         }
         let started = tail.clone();
         // Reads wait for the tail side by side, not one after the other.

@@ -10,6 +10,8 @@
 //! delivered. An at-least-once mode (no transactions) stays available.
 //!
 //! Modules (one concept each):
+//! * [`brokers`]: the Kafka cluster and the librdkafka settings every
+//!   client of the sink takes (a secured cluster's SASL and TLS settings);
 //! * [`sink`]: the sink ([`KafkaSink`]): buffers a window's envelopes and
 //!   writes them with the group's progress, in one transaction;
 //! * [`producers`]: its producers, and whom Kafka fences: a previous run,
@@ -24,13 +26,16 @@
 //!
 //! The client is `rdkafka` (librdkafka), the one Rust Kafka client with
 //! transactions; librdkafka is built from the sources the crate vendors,
-//! with none of its optional libraries (compression, TLS, SASL).
+//! with none of its optional libraries (compression, TLS, GSSAPI): SASL
+//! PLAIN and SCRAM need none of them; TLS does (not built in).
 
+pub mod brokers;
 pub mod checkpoints;
 pub mod producers;
 pub mod sink;
 pub mod topic;
 
+pub use brokers::Brokers;
 pub use checkpoints::KafkaCheckpoints;
 pub use producers::Fencing;
 pub use sink::{Delivery, KafkaSink, KeyMode, SinkConfig, SinkStats};
@@ -101,6 +106,10 @@ pub enum SinkError {
         /// The limit.
         timeout: std::time::Duration,
     },
+    /// A librdkafka setting the sink sets itself was given
+    /// ([`brokers::SINK_OWNED`]).
+    #[error("the kafka setting {0} is the sink's own: exactly once rests on it, or it has a flag of its own")]
+    OwnedSetting(String),
     /// Messages of an at-least-once window were not acknowledged.
     #[error("{failed} messages were not delivered to kafka; the last error: {last}")]
     Undelivered {

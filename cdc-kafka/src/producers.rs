@@ -78,12 +78,10 @@ pub(crate) fn producer_config(config: &SinkConfig, transactional_id: Option<&str
         Some(_) => config.timeout.min(transaction),
         None => config.timeout,
     };
-    let mut client = ClientConfig::new();
+    let mut client = config.brokers().client(&[("linger.ms", "5")]);
     client
-        .set("bootstrap.servers", &config.brokers)
         .set("enable.idempotence", "true")
         .set("acks", "all")
-        .set("linger.ms", "5")
         .set("message.timeout.ms", message.as_millis().max(1).to_string());
     if let Some(id) = transactional_id {
         client.set("transactional.id", id).set("transaction.timeout.ms", transaction.as_millis().to_string());

@@ -41,6 +41,7 @@ use shardwise_cdc::{
 use crate::checkpoints::KafkaCheckpoints;
 use crate::producers::{Fencing, Producers};
 use crate::topic::Tail;
+use crate::Brokers;
 use crate::SinkError;
 
 /// How messages reach Kafka.
@@ -75,6 +76,10 @@ pub enum KeyMode {
 pub struct SinkConfig {
     /// The Kafka cluster (`host:port[,host:port…]`).
     pub brokers: String,
+    /// librdkafka settings for every client of the sink: a secured
+    /// cluster's (`security.protocol`, `sasl.*`, `ssl.*`) or others; not
+    /// those the sink sets itself ([`crate::brokers::SINK_OWNED`]).
+    pub kafka_settings: Vec<(String, String)>,
     /// The connector's logical name (the envelopes' `source.name`).
     pub name: String,
     /// The base table's keyspace.
@@ -115,6 +120,7 @@ impl SinkConfig {
         let topic = Source { name, keyspace, table }.topic();
         SinkConfig {
             brokers: brokers.to_owned(),
+            kafka_settings: Vec::new(),
             name: name.to_owned(),
             keyspace: keyspace.to_owned(),
             table: table.to_owned(),
@@ -126,6 +132,12 @@ impl SinkConfig {
             timeout: Duration::from_secs(30),
             transaction_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// The cluster: [`brokers`](Self::brokers) with
+    /// [`kafka_settings`](Self::kafka_settings).
+    pub fn brokers(&self) -> Brokers {
+        Brokers { servers: self.brokers.clone(), settings: self.kafka_settings.clone() }
     }
 
     /// The name the sink's checkpoint records give the log: the changes'
@@ -186,6 +198,7 @@ impl KafkaSink {
     /// what a previous run left open (with [`Fencing::PerGroup`], each
     /// group's producer is made when the reader takes the group). Blocking.
     pub fn new(config: SinkConfig) -> Result<Self, SinkError> {
+        config.brokers().check()?;
         let producers = Producers::new(&config)?;
         let log = config.record_log();
         Ok(KafkaSink {
@@ -206,8 +219,9 @@ impl KafkaSink {
     /// compacted checkpoint topic (one partition) if they do not exist.
     pub async fn create_topics(&self, partitions: i32) -> Result<(), SinkError> {
         let c = &self.shared.config;
-        crate::topic::create_topic(&c.brokers, &c.topic, partitions, false).await?;
-        crate::topic::create_topic(&c.brokers, &c.checkpoint_topic, 1, true).await
+        let brokers = c.brokers();
+        crate::topic::create_topic(&brokers, &c.topic, partitions, false).await?;
+        crate::topic::create_topic(&brokers, &c.checkpoint_topic, 1, true).await
     }
 
     /// The checkpoint store to build the reader with.

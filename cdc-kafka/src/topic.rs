@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use crate::SinkError;
+use crate::{Brokers, SinkError};
 
 /// What a consumer of the topic is allowed to see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,11 +39,9 @@ pub struct TopicMessage {
 
 /// Creates `topic` with `partitions` partitions (compacted if `compacted`)
 /// unless it exists; the replication factor is the broker's default.
-pub async fn create_topic(brokers: &str, topic: &str, partitions: i32, compacted: bool) -> Result<(), SinkError> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(SinkError::kafka("creating the admin client"))?;
+pub async fn create_topic(brokers: &Brokers, topic: &str, partitions: i32, compacted: bool) -> Result<(), SinkError> {
+    let admin: AdminClient<DefaultClientContext> =
+        brokers.client(&[]).create().map_err(SinkError::kafka("creating the admin client"))?;
     let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
     if compacted {
         new = new.set("cleanup.policy", "compact");
@@ -66,7 +63,7 @@ pub async fn create_topic(brokers: &str, topic: &str, partitions: i32, compacted
 /// open hides everything after its first message), partition by partition
 /// in offset order; `None` if the topic does not exist. Blocking.
 pub fn read_topic(
-    brokers: &str,
+    brokers: &Brokers,
     topic: &str,
     isolation: Isolation,
     timeout: Duration,
@@ -104,10 +101,10 @@ fn message(m: &rdkafka::message::BorrowedMessage<'_>) -> TopicMessage {
     }
 }
 
-fn consumer(brokers: &str, isolation: Isolation) -> Result<BaseConsumer, SinkError> {
+fn consumer(brokers: &Brokers, isolation: Isolation) -> Result<BaseConsumer, SinkError> {
     let group = format!("shardwise-read-{}-{:?}", std::process::id(), Instant::now());
-    ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    brokers
+        .client(&[])
         .set("group.id", &group)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
@@ -189,7 +186,13 @@ impl<T: Clone + Send + 'static> Tail<T> {
     /// Follows `topic` from its beginning, folding each committed message
     /// into `value` with `fold`; `None` if the topic does not exist. A fold
     /// error stops the tail, and later reads return it. Blocking.
-    pub fn start<F>(brokers: &str, topic: &str, timeout: Duration, value: T, fold: F) -> Result<Option<Self>, SinkError>
+    pub fn start<F>(
+        brokers: &Brokers,
+        topic: &str,
+        timeout: Duration,
+        value: T,
+        fold: F,
+    ) -> Result<Option<Self>, SinkError>
     where
         F: FnMut(&mut T, TopicMessage) -> Result<(), SinkError> + Send + 'static,
     {

@@ -40,23 +40,33 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Kafka {
     dir: PathBuf,
     addr: SocketAddr,
+    sasl_addr: SocketAddr,
     child: Option<Child>,
     lifeline: Option<ChildStdin>,
     pgid: u32,
 }
 
+/// The user and password of the broker's SASL listener ([`Kafka::sasl_addr`]):
+/// SASL PLAIN over plain TCP.
+pub const SASL_USER: (&str, &str) = ("sink", "sink-secret");
+
 /// The `server.properties` of a combined broker and controller with node id
-/// 1, serving clients on `port` and its controller on `controller`.
-pub fn server_properties(data: &Path, port: u16, controller: u16) -> String {
+/// 1, serving clients on `port` (and with SASL PLAIN, as [`SASL_USER`], on
+/// `sasl`) and its controller on `controller`.
+pub fn server_properties(data: &Path, port: u16, controller: u16, sasl: u16) -> String {
+    let (user, password) = SASL_USER;
     format!(
         "process.roles=broker,controller\n\
          node.id=1\n\
          controller.quorum.voters=1@127.0.0.1:{controller}\n\
-         listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-         advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+         listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
+         advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
          controller.listener.names=CONTROLLER\n\
          inter.broker.listener.name=PLAINTEXT\n\
-         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT\n\
+         sasl.enabled.mechanisms=PLAIN\n\
+         listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule \
+         required user_{user}=\"{password}\";\n\
          log.dirs={}\n\
          num.partitions=1\n\
          offsets.topic.replication.factor=1\n\
@@ -103,11 +113,15 @@ impl Kafka {
         let data = dir.join("data");
         fs::create_dir_all(&data).map_err(|e| HarnessError::io(format!("creating {}", data.display()), e))?;
         let (port, controller) = crate::ports::free_port_pair(&[IpAddr::V4(Ipv4Addr::LOCALHOST)])?;
+        let sasl = (0..100)
+            .map(|_| crate::ports::free_port(&[IpAddr::V4(Ipv4Addr::LOCALHOST)]))
+            .find(|p| !matches!(p, Ok(p) if *p == port || *p == controller))
+            .unwrap_or_else(|| crate::ports::free_port(&[IpAddr::V4(Ipv4Addr::LOCALHOST)]))?;
         let properties = dir.join("server.properties");
         let write = |path: &Path, text: &str| {
             fs::write(path, text).map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))
         };
-        write(&properties, &server_properties(&data, port, controller))?;
+        write(&properties, &server_properties(&data, port, controller, sasl))?;
         write(&dir.join("log4j.properties"), LOG4J)?;
         let log4j = format!("-Dlog4j.configuration=file:{}", dir.join("log4j.properties").display());
         let log_path = dir.join("kafka.log");
@@ -151,7 +165,8 @@ impl Kafka {
         let lifeline = child.stdin.take();
         let pgid = child.id();
         let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
-        let mut kafka = Kafka { dir, addr, child: Some(child), lifeline, pgid };
+        let sasl_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), sasl);
+        let mut kafka = Kafka { dir, addr, sasl_addr, child: Some(child), lifeline, pgid };
         kafka.wait_ready(&log_path)?;
         Ok(kafka)
     }
@@ -186,6 +201,13 @@ impl Kafka {
     /// The broker's client address (`bootstrap.servers`).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The broker's SASL listener: SASL PLAIN over plain TCP, for the user
+    /// and password of [`SASL_USER`] (`security.protocol=SASL_PLAINTEXT`,
+    /// `sasl.mechanism=PLAIN`).
+    pub fn sasl_addr(&self) -> SocketAddr {
+        self.sasl_addr
     }
 
     /// The broker's directory (configuration, data, `kafka.log`).
@@ -276,10 +298,13 @@ mod tests {
 
     #[test]
     fn properties_make_one_combined_node_with_transactions() {
-        let p = server_properties(Path::new("/d"), 9092, 9093);
+        let p = server_properties(Path::new("/d"), 9092, 9093, 9094);
         assert!(p.contains("process.roles=broker,controller\n"));
         assert!(p.contains("controller.quorum.voters=1@127.0.0.1:9093\n"));
-        assert!(p.contains("listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"));
+        assert!(p.contains(
+            "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,SASL_PLAINTEXT://127.0.0.1:9094\n"
+        ));
+        assert!(p.contains("user_sink=\"sink-secret\";\n"));
         assert!(p.contains("transaction.state.log.replication.factor=1\n"));
         assert!(p.contains("log.dirs=/d\n"));
     }

@@ -49,6 +49,13 @@ struct Args {
     /// The Kafka cluster (host:port[,host:port...]).
     #[arg(long, default_value = "127.0.0.1:9092")]
     brokers: String,
+    /// A librdkafka setting for every Kafka client of the sink, as KEY=VALUE
+    /// (repeat it): a secured cluster's, e.g. -X security.protocol=SASL_SSL
+    /// -X sasl.mechanism=SCRAM-SHA-512 -X sasl.username=U -X sasl.password=P.
+    /// Not the settings exactly once rests on (acks, idempotence,
+    /// transactions, isolation) nor those with a flag of their own.
+    #[arg(short = 'X', long = "kafka-setting", value_name = "KEY=VALUE", value_parser = setting)]
+    kafka_settings: Vec<(String, String)>,
     /// The connector's logical name: the envelopes' `source.name` and the
     /// topic's prefix.
     #[arg(long, default_value = "shardwise")]
@@ -90,6 +97,14 @@ struct Args {
     kafka_timeout: f64,
 }
 
+/// One `-X` value: `KEY=VALUE`, the key not empty.
+fn setting(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.to_owned())),
+        _ => Err("expected KEY=VALUE, e.g. security.protocol=SASL_SSL".into()),
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> std::process::ExitCode {
     shardwise_cdc_tools::exit("kafka-sink", run(Args::parse()).await)
@@ -106,6 +121,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         config.checkpoint_topic = topic.clone();
     }
     config.timeout = positive_seconds("kafka-timeout", args.kafka_timeout)?;
+    config.kafka_settings = args.kafka_settings.clone();
+    config.brokers().check()?;
     config.delivery = match (&args.transactional_id, args.at_least_once) {
         (_, true) => Delivery::AtLeastOnce,
         (Some(id), false) => Delivery::ExactlyOnce { transactional_id: id.clone() },

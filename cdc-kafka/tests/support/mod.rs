@@ -46,7 +46,7 @@ pub fn changes_of(messages: &[TopicMessage]) -> (Keyed, usize) {
 /// Every committed message of `topic`, as a `read_committed` consumer
 /// sees it now.
 pub fn committed(brokers: &str, topic: &str) -> Vec<TopicMessage> {
-    read_topic(brokers, topic, Isolation::ReadCommitted, Duration::from_secs(30))
+    read_topic(&brokers.into(), topic, Isolation::ReadCommitted, Duration::from_secs(30))
         .expect("read the topic")
         .unwrap_or_default()
 }
