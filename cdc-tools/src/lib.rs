@@ -3,10 +3,12 @@
 //! Modules:
 //! * [`connect`]: the connection flags (credentials, TLS) and the session they make;
 //! * [`reading`]: the reading flags (range, window, groups, workers, consistency) and the reader builder they make;
-//! * [`leasing`]: the lease flags of readers that share a table, and the lease configuration they make.
+//! * [`leasing`]: the lease flags of readers that share a table, and the lease configuration they make;
+//! * [`metrics`]: the reader's progress and lag served as Prometheus text (`--metrics-addr`).
 
 pub mod connect;
 pub mod leasing;
+pub mod metrics;
 pub mod reading;
 
 /// Writes the library's warnings (a lease lost, a group taken over, a node

@@ -45,9 +45,31 @@ pub struct ReadingArgs {
     /// as its warnings, once it runs.
     #[arg(long)]
     pub verbose: bool,
+    /// Serve the reader's progress and lag (per group) as Prometheus text
+    /// at http://ADDR/metrics, e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl ReadingArgs {
+    /// With `--metrics-addr`, serves `reader`'s progress there and says
+    /// where on stderr (as `[tool] metrics at http://…/metrics`).
+    pub async fn serve_metrics(
+        &self,
+        tool: &str,
+        reader: &shardwise_cdc::CdcReader,
+        keyspace: &str,
+        table: &str,
+    ) -> Result<(), String> {
+        let Some(addr) = self.metrics_addr else { return Ok(()) };
+        let table = format!("{keyspace}.{table}");
+        let at = crate::metrics::serve(addr, reader.handle(), table)
+            .await
+            .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
+        eprintln!("[{tool}] metrics at http://{at}/metrics");
+        Ok(())
+    }
+
     /// A reader builder of `keyspace.table` with these settings.
     pub fn builder(&self, session: Session, keyspace: &str, table: &str) -> Result<CdcReaderBuilder, String> {
         let start = match self.start_unix_ms {

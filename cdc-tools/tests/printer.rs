@@ -516,3 +516,83 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A scrape of `http://ADDR/path`: the status line and the body.
+fn scrape(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    socket.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(socket, "GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").expect("request");
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).expect("answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+}
+
+/// The value of the sample `name{labels}` in Prometheus text.
+fn sample(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// `--metrics-addr`: while the printer follows a table, a scrape shows the
+/// rows it printed, its groups and their lag; the lag stays small once it
+/// caught up; another path is a 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printer_serves_its_progress_and_lag_as_prometheus_text() {
+    use std::io::BufRead;
+    let (front, session, ks) = common::front_and_keyspace("cdc_metrics").await;
+    create_table(&session, &ks).await;
+    let plan = plan(10, 300, 3);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_printer"))
+        .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--json"])
+        .args(["--start-ago", "5", "--metrics-addr", "127.0.0.1:0"])
+        .args(live_reading("2"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn printer");
+    // "[printer] metrics at http://ADDR/metrics" comes first on stderr.
+    let stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let addr = tokio::task::spawn_blocking(move || {
+        let mut lines = stderr.lines().map_while(Result::ok);
+        let at = lines
+            .find_map(|l| l.strip_prefix("[printer] metrics at http://")?.strip_suffix("/metrics").map(String::from));
+        std::thread::spawn(move || lines.for_each(drop));
+        at
+    })
+    .await
+    .expect("join")
+    .expect("the printer says where its metrics are");
+    write(&session, &ks, &plan, 50, Duration::from_millis(50)).await;
+
+    let table = format!("{{table=\"{ks}.t\"}}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        let (a, path) = (addr.clone(), "/metrics");
+        let (status, body) = tokio::task::spawn_blocking(move || scrape(&a, path)).await.expect("join");
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        if sample(&body, &format!("shardwise_cdc_rows_total{table}")) == Some(plan.len() as f64) {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the scrapes never showed {} rows:\n{body}", plan.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let groups = sample(&body, &format!("shardwise_cdc_groups{table}")).expect("groups");
+    assert!(groups >= 1.0, "{body}");
+    let lags = body
+        .lines()
+        .filter(|l| l.starts_with(&format!("shardwise_cdc_lag_seconds{{table=\"{ks}.t\",group=\"")))
+        .count();
+    assert_eq!(lags as f64, groups, "a lag per group:\n{body}");
+    assert!(sample(&body, &format!("shardwise_cdc_windows_total{table}")).is_some_and(|w| w > 0.0), "{body}");
+    // Caught up: every group within a second or so of the horizon (it
+    // reads 200 ms windows and sleeps 50 ms between them).
+    let max_lag = sample(&body, &format!("shardwise_cdc_max_lag_seconds{table}")).expect("max lag");
+    assert!(max_lag < 5.0, "caught up, yet a lag of {max_lag} s:\n{body}");
+    let a = addr.clone();
+    let (status, _) = tokio::task::spawn_blocking(move || scrape(&a, "/elsewhere")).await.expect("join");
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    let _ = child.kill();
+    let _ = child.wait();
+}

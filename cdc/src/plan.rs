@@ -848,7 +848,8 @@ impl Planner {
         g.raised = g.reading.is_some();
     }
 
-    fn safety_interval(&self) -> Duration {
+    /// The safety interval: how far behind the clock reading stays.
+    pub fn safety_interval(&self) -> Duration {
         Duration::from_millis(self.safety.unsigned_abs())
     }
 

@@ -32,6 +32,15 @@ impl Millis {
         }
     }
 
+    /// As a [`SystemTime`] (the epoch for times before it; the latest the
+    /// platform can hold for times past it).
+    pub fn to_system_time(self) -> SystemTime {
+        let after = Duration::from_millis(self.0.max(0).unsigned_abs());
+        UNIX_EPOCH
+            .checked_add(after)
+            .unwrap_or_else(|| UNIX_EPOCH + Duration::from_secs(i64::MAX.unsigned_abs() / 1000))
+    }
+
     /// `self + d`, saturating.
     pub fn saturating_add(self, d: Duration) -> Self {
         Millis(self.0.saturating_add(duration_ms(d)))

@@ -154,6 +154,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.leases(leases);
     }
     let reader = builder.build(sink.factory()).await?;
+    args.reading.serve_metrics("kafka-sink", &reader, &args.keyspace, &args.table).await?;
     shardwise_cdc_tools::log_warnings(args.reading.verbose);
 
     let (handle, progress) = (reader.handle(), sink.clone());

@@ -138,6 +138,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             builder.build(Arc::new(factory)).await?
         }
     };
+    args.reading.serve_metrics("printer", &reader, &args.keyspace, &args.table).await?;
     shardwise_cdc_tools::log_warnings(args.reading.verbose);
     let handle = reader.handle();
     let counter = rows.clone();

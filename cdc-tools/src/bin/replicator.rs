@@ -52,6 +52,10 @@ struct Args {
     /// Worker threads (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
+    /// Serve the reader's progress and lag (per group) as Prometheus text
+    /// at http://ADDR/metrics, e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -82,6 +86,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.workers(w);
     }
     let reader = builder.build(replicator.clone()).await?;
+    if let Some(addr) = args.metrics_addr {
+        let table = format!("{}.{}", args.keyspace, args.table);
+        let at = shardwise_cdc_tools::metrics::serve(addr, reader.handle(), table)
+            .await
+            .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
+        eprintln!("metrics at http://{at}/metrics");
+    }
     shardwise_cdc_tools::log_warnings(false);
 
     let progress = {

@@ -37,7 +37,8 @@
 //! (`holder`), which decides which groups the workers read; `deadlines`
 //! says until when each lease is surely held, which the workers check
 //! themselves; `saves` counts the checkpoint saves under way, which a
-//! handover waits for.
+//! handover waits for. `progress` counts what the workers delivered and
+//! says how far behind each group is ([`CdcReader::progress`]).
 //!
 //! The planner's clock (`clock`) is the earlier of the local one and the
 //! cluster's, so that a reader whose clock runs ahead of the nodes' does
@@ -64,6 +65,8 @@ use crate::stream::{StreamGroup, StreamId};
 use crate::sync::Mutex;
 use crate::tablets::TabletGenerations;
 use crate::time::Millis;
+use progress::Counters;
+pub use progress::{GroupLag, ReaderProgress};
 
 /// What stops a reader.
 #[derive(Debug, thiserror::Error)]
@@ -473,6 +476,7 @@ impl CdcReaderBuilder {
             deadlines: self.leases.as_ref().map(|_| Deadlines::default()),
             sharding,
             clock: ClusterClock::default(),
+            counters: Counters::default(),
         });
         if let Err(e) = shared.clock.measure(&shared.session).await {
             // Measured again when the workers look for generations.
@@ -533,6 +537,7 @@ impl CdcReaderBuilder {
 mod clock;
 mod deadlines;
 mod holder;
+mod progress;
 mod saves;
 mod worker;
 
@@ -639,6 +644,8 @@ struct Shared {
     sharding: Option<ShardingInfo>,
     /// The planner's time.
     clock: ClusterClock,
+    /// Rows and windows delivered, windows retried.
+    counters: Counters,
 }
 
 impl Shared {
@@ -733,11 +740,28 @@ impl std::fmt::Debug for CdcReader {
     }
 }
 
+impl Shared {
+    /// See [`CdcReader::progress`].
+    fn progress(&self) -> ReaderProgress {
+        let now = self.clock.now();
+        let planner = self.planner();
+        let horizon = now.saturating_sub(planner.safety_interval());
+        progress::progress(planner.generation(), horizon, &planner.groups(), &self.counters)
+    }
+}
+
 impl CdcReader {
     /// Asks the workers to stop after their current window (a checkpoint
     /// is saved first when checkpoints are on).
     pub fn stop(&self) {
         self.shared.stop();
+    }
+
+    /// How far the reader has read and how far behind it is: per group it
+    /// reads, the end of the last window delivered and its lag behind the
+    /// horizon; rows and windows delivered, windows retried.
+    pub fn progress(&self) -> ReaderProgress {
+        self.shared.progress()
     }
 
     /// Whether every group has been read up to the end.
@@ -822,5 +846,10 @@ impl CdcReaderHandle {
     /// See [`CdcReader::is_finished`].
     pub fn is_finished(&self) -> bool {
         self.shared.planner().is_finished()
+    }
+
+    /// See [`CdcReader::progress`].
+    pub fn progress(&self) -> ReaderProgress {
+        self.shared.progress()
     }
 }

@@ -326,6 +326,7 @@ impl Worker {
                 self.failures.remove(&group);
                 self.timeouts.remove(&group);
                 self.shared.planner().window_done(group, window.to)?;
+                self.shared.counters.window();
                 self.shared.wake.notify_waiters();
                 Ok(())
             }
@@ -346,6 +347,7 @@ impl Worker {
                 let backoff = Duration::from_millis(100).saturating_mul(1 << (*n).min(16)).min(self.shared.max_backoff);
                 self.routes.retain(|_, r| !r.conn.is_closed());
                 self.shared.planner().window_failed(group, self.now().saturating_add(backoff))?;
+                self.shared.counters.retried();
                 Ok(())
             }
             Err(e) => Err(e),
@@ -536,18 +538,22 @@ impl Worker {
                 let consumer = self.consumers.get_mut(&(window.generation, window.group)).map(|(_, c)| c);
                 if let (Some(schema), Some(consumer)) = (&route.schema, consumer) {
                     let page = LogPage::new(schema, rows, &mut self.rows)?;
+                    let mut consumed = 0;
                     if skip.is_empty() && !remember {
                         for row in page.iter() {
                             consumer.consume(row)?;
+                            consumed += 1;
                         }
                     } else {
                         let mut counts = StreamCounts { skip, delivered, run: None };
                         for row in page.iter() {
                             if counts.admit(row.stream_id()) {
                                 consumer.consume(row)?;
+                                consumed += 1;
                             }
                         }
                     }
+                    self.shared.counters.rows(consumed);
                 }
             }
             if !result.has_more_pages() {
