@@ -11,10 +11,11 @@
 //! - [`session`]: the session (pools, routing, execution, refresh) and its builder;
 //! - [`connection`]: one CQL connection (handshake, writer and reader tasks);
 //! - `pool`: the connections to one node, in per-shard slots;
-//! - [`cluster`]: topology discovery, token ring and replica placement, node distance;
+//! - [`cluster`]: topology discovery, token ring and replica placement, node distance, host filters, address translation;
 //! - [`routing`]: the token of a request's partition key;
 //! - [`execute`]: how each kind of statement becomes a request;
 //! - [`statement`]: statements, prepared statements, batches and their options;
+//! - [`timestamp`]: client-side write timestamps (a generator for requests without one);
 //! - [`result`]: query results and paging state;
 //! - [`retry`]: retry policies;
 //! - [`auth`]: SASL-style authentication;
@@ -47,6 +48,7 @@ pub mod routing;
 pub mod session;
 pub mod statement;
 mod sync;
+pub mod timestamp;
 
 /// Derives for bind values (`SerializeValues`) and rows (`DeserializeRow`).
 pub use shardwise_macros::{DeserializeRow, SerializeValues};

@@ -5,8 +5,9 @@
 //! average ([`latency`]), the CDC reader's count of checkpoint saves
 //! under way that a lease handover waits for ([`saves`]), the deadlines
 //! of its leases that its workers check ([`deadlines`]), the requests
-//! waiting for room in the write buffer ([`room`]), and whose turn it is to
-//! write a connection's socket ([`turn`]).
+//! waiting for room in the write buffer ([`room`]), whose turn it is to
+//! write a connection's socket ([`turn`]), and the monotonic timestamp
+//! generator ([`timestamp`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
@@ -18,7 +19,7 @@ pub mod sync {
     //! loom versions of the driver's synchronization primitives.
 
     use loom::cell::UnsafeCell;
-    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    pub use loom::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
     pub use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
     /// `std::sync::OnceLock` for models, with its real synchronization: a
@@ -163,6 +164,13 @@ pub mod turn;
 
 #[cfg(test)]
 mod turn_models;
+
+#[allow(dead_code, unreachable_pub, rustdoc::broken_intra_doc_links)]
+#[path = "../../driver/src/timestamp.rs"]
+pub mod timestamp;
+
+#[cfg(test)]
+mod timestamp_models;
 
 #[cfg(test)]
 mod support;

@@ -11,12 +11,13 @@ use shardwise_protocol::frame::ProtocolVersion;
 
 use super::Session;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
-use crate::cluster::{AddressTranslator, DistancePolicy, NodeDistance};
+use crate::cluster::{AddressTranslator, DistancePolicy, HostFilter, NodeDistance};
 use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
 use crate::latency::LatencyAwareness;
 use crate::pool::slots::Sizes;
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
+use crate::timestamp::TimestampGenerator;
 
 /// Speculative execution: for idempotent statements, start another attempt
 /// on the next node when the first has not answered within `delay`.
@@ -153,6 +154,13 @@ pub struct SessionConfig {
     /// ones this client can reach; `None`: used as given. See
     /// [`AddressTranslator`].
     pub address_translator: Option<Arc<dyn AddressTranslator>>,
+    /// Nodes the session may use at all, decided by code; refused ones
+    /// are ignored. `None`: every node (the distance policy still
+    /// applies). See [`HostFilter`].
+    pub host_filter: Option<Arc<dyn HostFilter>>,
+    /// Timestamps for requests without their own; `None` (the default):
+    /// the coordinator stamps each write. See [`TimestampGenerator`].
+    pub timestamp_generator: Option<Arc<dyn TimestampGenerator>>,
 }
 
 impl SessionConfig {
@@ -211,6 +219,8 @@ impl Default for SessionConfig {
             topology_refresh_interval: Some(Duration::from_secs(60)),
             topology_event_delay: Duration::from_secs(1),
             address_translator: None,
+            host_filter: None,
+            timestamp_generator: None,
         }
     }
 }
@@ -475,6 +485,22 @@ impl SessionBuilder {
     /// ```
     pub fn address_translator(mut self, translator: Arc<dyn AddressTranslator>) -> Self {
         self.config.address_translator = Some(translator);
+        self
+    }
+
+    /// Only the nodes `filter` accepts are used (the official driver's
+    /// `host_filter`); see [`HostFilter`].
+    pub fn host_filter(mut self, filter: Arc<dyn HostFilter>) -> Self {
+        self.config.host_filter = Some(filter);
+        self
+    }
+
+    /// Requests without a timestamp of their own carry one from
+    /// `generator` (the official driver's `timestamp_generator`), e.g.
+    /// [`MonotonicTimestampGenerator`](crate::timestamp::MonotonicTimestampGenerator);
+    /// see [`TimestampGenerator`].
+    pub fn timestamp_generator(mut self, generator: Arc<dyn TimestampGenerator>) -> Self {
+        self.config.timestamp_generator = Some(generator);
         self
     }
 

@@ -77,7 +77,10 @@ impl Session {
             serial_consistency: settings.serial_consistency,
             page_size: Some(options.page_size.unwrap_or(self.inner.config.page_size)),
             paging_state: paging_state.map(PagingState::as_bytes),
-            timestamp: options.timestamp,
+            timestamp: match (options.timestamp, &self.inner.config.timestamp_generator) {
+                (None, Some(generator)) => Some(generator.next_timestamp()),
+                (own, _) => own,
+            },
         };
         // A timeout past what the clock can count (`Duration::MAX`) is none.
         let deadline = settings.request_timeout.and_then(|t| Some(RequestDeadline { at: started.checked_add(t)?, t }));

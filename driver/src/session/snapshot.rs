@@ -80,7 +80,8 @@ impl ClusterState {
         // (distance, not in the local rack, address)
         let mut usable: Vec<(NodeDistance, bool, SocketAddr)> = Vec::new();
         for n in &infos {
-            let d = config.distance.distance(n);
+            let refused = config.host_filter.as_ref().is_some_and(|f| !f.accept(n));
+            let d = if refused { NodeDistance::Ignored } else { config.distance.distance(n) };
             if d != NodeDistance::Ignored && !usable.iter().any(|(_, _, a)| *a == n.address) {
                 usable.push((d, !config.distance.in_local_rack(n), n.address));
             }

@@ -20,9 +20,10 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
-use shardwise::cluster::DistancePolicy;
+use shardwise::cluster::{DatacenterFilter, DistancePolicy, HostFilter, NodeInfo};
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::protocol::token::Token;
@@ -189,6 +190,40 @@ async fn rack_then_datacenter_then_remote() {
     let insert = insert.with_tracing(true);
     let seen = coordinators(&s, 20, async |k| s.execute(&insert, (k, k)).await.expect("insert")).await;
     assert_eq!(seen, BTreeMap::from([(ip(2), 20)]), "the local datacenter's replica, not a remote one");
+    // A host filter of the user's: nodes it refuses (rack r2 of dc1, and
+    // dc2 through the built-in datacenter filter) get no pool and no
+    // request, whatever the replicas.
+    #[derive(Debug)]
+    struct NotRack(&'static str);
+    impl HostFilter for NotRack {
+        fn accept(&self, node: &NodeInfo) -> bool {
+            node.rack.as_deref() != Some(self.0)
+        }
+    }
+    let s = SessionBuilder::new()
+        .known_node_addr(nodes[0])
+        .host_filter(Arc::new(NotRack("r2")))
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    let sorted = |mut v: Vec<SocketAddr>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(s.nodes()), sorted(vec![nodes[0], nodes[2]]), "rack r2's node is filtered out");
+    let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)")).await.expect("prepare");
+    let insert = insert.with_tracing(true);
+    let seen = coordinators(&s, 20, async |k| s.execute(&insert, (k, k)).await.expect("insert")).await;
+    assert!(!seen.contains_key(&ip(1)) && seen.values().sum::<usize>() == 20, "none to the filtered node: {seen:?}");
+    let dc1 = SessionBuilder::new()
+        .known_node_addr(nodes[0])
+        .host_filter(Arc::new(DatacenterFilter("dc1".into())))
+        .build()
+        .await
+        .expect("session");
+    assert_eq!(sorted(dc1.nodes()), sorted(vec![nodes[0], nodes[1]]), "dc2's node is filtered out");
+    drop(dc1);
     println!("racks and datacenters: every request coordinated in the client's rack, else its datacenter");
     drop((s, admin));
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");

@@ -775,3 +775,61 @@ async fn a_timeout_of_duration_max_is_no_timeout() {
     let prepared = s.prepare(select).await.expect("prepare").with_timeout(Duration::MAX);
     s.execute(&prepared, ()).await.expect("a prepared statement's timeout at Duration::MAX");
 }
+
+/// A timestamp generator of the user's stamps every write that has no
+/// timestamp of its own (`WRITETIME` shows it), a statement's own wins, a
+/// batch takes one; the built-in monotonic one stamps increasing times
+/// close to the clock.
+#[tokio::test]
+async fn writes_carry_the_timestamp_generators_timestamps() {
+    use shardwise::timestamp::{MonotonicTimestampGenerator, TimestampGenerator};
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct Counting(AtomicI64);
+    impl TimestampGenerator for Counting {
+        fn next_timestamp(&self) -> i64 {
+            self.0.fetch_add(1, Ordering::Relaxed)
+        }
+    }
+    let build = |generator: Arc<dyn TimestampGenerator>| {
+        SessionBuilder::new()
+            .known_node_addr(testkit::shared_node().expect("server"))
+            .default_consistency(Consistency::One)
+            .timestamp_generator(generator)
+            .build()
+    };
+    let counting = Arc::new(Counting(AtomicI64::new(1_000_000)));
+    let s = build(counting.clone()).await.expect("session");
+    let ks = keyspace(&s, "stamps").await;
+    let writetime = |pk: i32| {
+        let (s, ks) = (s.clone(), ks.clone());
+        async move {
+            let r = s
+                .execute(&Statement::new(format!("SELECT WRITETIME(t) FROM {ks}.every_type WHERE pk = {pk}")), ())
+                .await
+                .expect("select");
+            r.first_row::<(Option<i64>,)>().expect("type").and_then(|(t,)| t).expect("a write time")
+        }
+    };
+    let insert = s.prepare(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (?, ?)")).await.expect("prepare");
+    // Every request without a timestamp takes one (the DDL and reads too).
+    let next = counting.0.load(Ordering::Relaxed);
+    s.execute(&insert, (1i32, "a")).await.expect("insert");
+    s.execute(&insert, (2i32, "b")).await.expect("insert");
+    assert_eq!((writetime(1).await, writetime(2).await), (next, next + 1), "the generator's, in order");
+    s.execute(&insert.clone().with_timestamp(42), (3i32, "c")).await.expect("insert");
+    assert_eq!(writetime(3).await, 42, "a statement's own timestamp wins");
+    let next = counting.0.load(Ordering::Relaxed);
+    s.execute(&Batch::unlogged((&insert, &insert)), ((4i32, "d"), (5i32, "e"))).await.expect("batch");
+    assert_eq!((writetime(4).await, writetime(5).await), (next, next), "a batch takes one");
+
+    let m = build(Arc::new(MonotonicTimestampGenerator::new())).await.expect("session");
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_micros() as i64;
+    let insert = m.prepare(format!("INSERT INTO {ks}.every_type (pk, t) VALUES (?, ?)")).await.expect("prepare");
+    m.execute(&insert, (6i32, "f")).await.expect("insert");
+    m.execute(&insert, (7i32, "g")).await.expect("insert");
+    let (a, b) = (writetime(6).await, writetime(7).await);
+    assert!(before <= a && a < b && b < before + 60_000_000, "increasing and near the clock: {before} {a} {b}");
+}
