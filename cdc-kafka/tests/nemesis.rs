@@ -399,10 +399,13 @@ async fn run(layout: Layout, default_seconds: u64) {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
 
-    // The workload spans the faults: 10 changes every 100 ms at most (as
-    // many as the machine takes), until the faults end. Inserts and updates
-    // only, so that a printed change is known by its value.
-    let per_second = 100;
+    // The workload spans the faults: a tenth of `per_second` changes every
+    // 100 ms at most (as many as the machine takes), until the faults end;
+    // on three nodes (QUORUM reads and writes, three JVMs on the machine)
+    // half as many as on one, so that the readers keep up over a long run.
+    // Inserts and updates only, so that a printed change is known by its
+    // value.
+    let per_second = if layout == Layout::Vnodes { 50 } else { 100 };
     let mut plan: Vec<_> =
         plan(50, (seconds + 5) as i64 * per_second, seed).into_iter().filter(|c| c.2 != Operation::RowDelete).collect();
     let start = SystemTime::now() - Duration::from_millis(500);
@@ -438,7 +441,9 @@ async fn run(layout: Layout, default_seconds: u64) {
         let (session, ks, plan) = (session.clone(), table_ks.clone(), plan.clone());
         let until = Instant::now() + Duration::from_secs(seconds + 5);
         let tick = Duration::from_millis(100);
-        tokio::spawn(async move { write_until(&session, &ks, &plan, 10, tick, Some(until)).await })
+        tokio::spawn(
+            async move { write_until(&session, &ks, &plan, per_second as usize / 10, tick, Some(until)).await },
+        )
     };
 
     // The faults, one after the other.
@@ -535,7 +540,8 @@ async fn run(layout: Layout, default_seconds: u64) {
     eprintln!("nemesis: faults and writes done after {:.0} s", began.elapsed().as_secs_f64());
 
     // Every reader runs to the end.
-    let deadline = Instant::now() + Duration::from_secs(240);
+    // Readers behind after a long run catch up at their own pace.
+    let deadline = Instant::now() + Duration::from_secs(240 + seconds);
     for r in &mut readers {
         let child = r.child.as_mut().expect("running");
         let status = exit_of(child, deadline, &format!("{} (its log is in {})", r.name, dir.display())).await;

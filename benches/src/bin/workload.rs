@@ -25,7 +25,8 @@
 //!
 //! Measured per run (after the warm-up): elapsed, throughput, latency
 //! percentiles (HDR histogram, from just before `execute` to the decoded
-//! answer), client CPU (user + system of the whole process from
+//! answer; with `--rate`, from the time the request was due on the rate's
+//! timeline, so that queueing behind a slow answer counts: open loop), client CPU (user + system of the whole process from
 //! `getrusage(RUSAGE_SELF)`, so the drivers' background tasks count), CPU
 //! utilisation, CPU per request, heap allocations per request (a counting
 //! global allocator), errors.
@@ -137,7 +138,8 @@ struct Common {
     /// so on every node; `least-loaded` shares every connection.
     #[arg(long, value_enum, default_value = "auto")]
     affinity: Affinity,
-    /// Maximum rate in ops/s for the whole process (default: unlimited).
+    /// Fixed rate in ops/s for the whole process (default: unlimited, closed loop); latency
+    /// then counts from when each request was due (open loop).
     #[arg(short = 'r', long)]
     rate: Option<f64>,
     /// Consistency level (ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM, ALL, …).
@@ -585,13 +587,19 @@ async fn one_loop<D: Driver>(l: Arc<Loops<D>>) {
         if local >= l.limit {
             return;
         }
-        if let Some(rate) = phase.rate_per_thread {
-            tokio::time::sleep_until((l.start + Duration::from_secs_f64(local as f64 / rate)).into()).await;
+        // At a fixed rate the request is due at its place on the timeline,
+        // and its latency counts from then (open loop, as wrk2 and latte's
+        // `--rate`): a request that waits for a free loop because an
+        // earlier answer was slow shows that wait, instead of hiding it.
+        let due = phase.rate_per_thread.map(|rate| l.start + Duration::from_secs_f64(local as f64 / rate));
+        if let Some(due) = due {
+            tokio::time::sleep_until(due.into()).await;
         }
-        let t0 = Instant::now();
-        if l.deadline.is_some_and(|d| t0 >= d) {
+        let now = Instant::now();
+        if l.deadline.is_some_and(|d| now >= d) {
             return;
         }
+        let t0 = due.unwrap_or(now);
         let cycle = local * phase.threads + l.index;
         let write = match phase.workload {
             WorkloadKind::Write => true,
