@@ -116,8 +116,8 @@ tasks:
                        (the suite is emu/tests/transcripts, run by `cargo xtask test`)
   nemesis [--minutes N] [--seed S]
                        the CDC nemesis (cdc-kafka/tests/nemesis.rs) for N minutes of faults
-                       (default 30), on a vnodes table then on a tablets one (each N minutes),
-                       against a Cassandra it starts: kafka-sinks and printers
+                       (default 30), on a vnodes table of three nodes (nodes killed and started
+                       again) then on a tablets one (each N minutes): kafka-sinks and printers
                        sharing a table through leases, killed, paused, cut off and slowed on a
                        schedule of seed S (default from the clock), then a checker that reports
                        per write delivered or not and how often; `test` runs it for 45 s
