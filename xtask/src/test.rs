@@ -23,7 +23,7 @@ pub struct Options {
     pub fuzz: bool,
     pub loom: bool,
     pub fuzz_seconds: u64,
-    /// Run the house checks (outside paths, fmt, clippy, doc); `--no-house` skips them.
+    /// Run the house checks (outside paths, fmt, clippy, doc, package); `--no-house` skips them.
     pub house: bool,
     /// `--only`: run just the workspace tests with these extra arguments.
     pub only: Option<Vec<String>>,
