@@ -33,6 +33,20 @@ pub async fn serve(addr: SocketAddr, reader: CdcReaderHandle, table: String) -> 
     Ok(local)
 }
 
+/// `--metrics-addr ADDR`: serves the progress of `reader`, which reads
+/// `keyspace.table`, at `addr`; the address it listens on, or the flag's
+/// one-line error.
+pub async fn serve_flag(
+    addr: SocketAddr,
+    reader: &shardwise_cdc::CdcReader,
+    keyspace: &str,
+    table: &str,
+) -> Result<SocketAddr, String> {
+    serve(addr, reader.handle(), format!("{keyspace}.{table}"))
+        .await
+        .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))
+}
+
 /// Reads one request and answers it: the metrics for `GET /metrics` (or
 /// `/`), 404 for another path, 405 for another method.
 async fn answer(mut socket: TcpStream, reader: &CdcReaderHandle, table: &str) -> std::io::Result<()> {

@@ -62,10 +62,7 @@ impl ReadingArgs {
         table: &str,
     ) -> Result<(), String> {
         let Some(addr) = self.metrics_addr else { return Ok(()) };
-        let table = format!("{keyspace}.{table}");
-        let at = crate::metrics::serve(addr, reader.handle(), table)
-            .await
-            .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
+        let at = crate::metrics::serve_flag(addr, reader, keyspace, table).await?;
         eprintln!("[{tool}] metrics at http://{at}/metrics");
         Ok(())
     }

@@ -122,7 +122,6 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     config.timeout = positive_seconds("kafka-timeout", args.kafka_timeout)?;
     config.kafka_settings = args.kafka_settings.clone();
-    config.brokers().check()?;
     config.delivery = match (&args.transactional_id, args.at_least_once) {
         (_, true) => Delivery::AtLeastOnce,
         (Some(id), false) => Delivery::ExactlyOnce { transactional_id: id.clone() },

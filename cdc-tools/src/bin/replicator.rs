@@ -87,10 +87,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let reader = builder.build(replicator.clone()).await?;
     if let Some(addr) = args.metrics_addr {
-        let table = format!("{}.{}", args.keyspace, args.table);
-        let at = shardwise_cdc_tools::metrics::serve(addr, reader.handle(), table)
-            .await
-            .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
+        let at = shardwise_cdc_tools::metrics::serve_flag(addr, &reader, &args.keyspace, &args.table).await?;
         eprintln!("metrics at http://{at}/metrics");
     }
     shardwise_cdc_tools::log_warnings(false);
