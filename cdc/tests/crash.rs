@@ -38,7 +38,6 @@ use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::token::Token;
 use shardwise::{Session, SessionBuilder, Statement};
 use shardwise_cdc::{CdcReaderBuilder, Operation};
-use shardwise_emu::{Front, FrontConfig};
 use testkit::Cluster;
 
 use common::{run, workload};
@@ -129,14 +128,7 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
     let mut cluster =
         tokio::task::spawn_blocking(|| Cluster::start_restartable(3)).await.expect("join").expect("3-node cluster");
     println!("cluster up in {:?}", started.elapsed());
-    let upstreams = cluster.contact_points();
-    let emu = testkit::fresh_keyspace("emu_cdc_crash");
-    let front = tokio::task::spawn_blocking(move || {
-        Front::start_cluster(&upstreams, FrontConfig { shards: 2, emu_keyspace: emu, ..FrontConfig::default() })
-    })
-    .await
-    .expect("join")
-    .expect("front");
+    let front = common::front_over(cluster.contact_points(), "cdc_crash", 2).await;
     let front_nodes = front.nodes();
     let session = SessionBuilder::new()
         .known_node_addr(front.addr())

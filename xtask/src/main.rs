@@ -120,7 +120,8 @@ tasks:
                        again) then on a tablets one (each N minutes): kafka-sinks and printers
                        sharing a table through leases, killed, paused, cut off and slowed on a
                        schedule of seed S (default from the clock), then a checker that reports
-                       per write delivered or not and how often; `test` runs it for 45 s
+                       per write delivered or not and how often; `test` runs the tablets one
+                       for 30 s (three nodes do not run reliably on a 2-core machine)
   house                only step 0 of `test`: the outside-path check, fmt, clippy, doc and cargo package
   help                 this text
 ";
@@ -172,10 +173,11 @@ fn nemesis(args: &[String]) -> ExitCode {
     if let Some(seed) = seed {
         std::env::set_var("NEMESIS_SEED", seed);
     }
-    let only: Vec<String> = ["--only", "-p", "shardwise-cdc-kafka", "--test", "nemesis", "--", "--nocapture"]
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let only: Vec<String> =
+        ["--only", "-p", "shardwise-cdc-kafka", "--test", "nemesis", "--", "--nocapture", "--include-ignored"]
+            .into_iter()
+            .map(String::from)
+            .collect();
     test::run(&only)
 }
 

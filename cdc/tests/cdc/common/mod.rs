@@ -30,13 +30,7 @@ pub async fn front_and_keyspace_with(
     upstream: std::net::SocketAddr,
     builder: SessionBuilder,
 ) -> (FrontHandle, Session, String) {
-    let emu = testkit::fresh_keyspace(&format!("emu_{tag}"));
-    let front = tokio::task::spawn_blocking(move || {
-        Front::start(upstream, FrontConfig { shards: SHARDS, emu_keyspace: emu, ..FrontConfig::default() })
-    })
-    .await
-    .expect("join")
-    .expect("front");
+    let front = front_over(vec![upstream], tag, SHARDS).await;
     let session =
         builder.known_node_addr(front.addr()).default_consistency(Consistency::One).build().await.expect("session");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -51,6 +45,18 @@ pub async fn front_and_keyspace_with(
     )
     .await;
     (front, session, ks)
+}
+
+/// A front of `shards` shards per node over the Cassandra nodes at
+/// `upstreams`, with a stand-in keyspace of its own named after `tag`.
+pub async fn front_over(upstreams: Vec<std::net::SocketAddr>, tag: &str, shards: u16) -> FrontHandle {
+    let emu = testkit::fresh_keyspace(&format!("emu_{tag}"));
+    tokio::task::spawn_blocking(move || {
+        Front::start_cluster(&upstreams, FrontConfig { shards, emu_keyspace: emu, ..FrontConfig::default() })
+    })
+    .await
+    .expect("join")
+    .expect("front")
 }
 
 /// Runs a statement, panicking with its text on error.
