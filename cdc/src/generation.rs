@@ -144,7 +144,7 @@ impl VnodeGenerations {
             .with_consistency(self.consistency().await?)
             .with_page_size(self.page_size)
             .with_idempotent(true);
-        let mut pages = self.session.execute_iter(statement, (CqlTimestamp::from(generation),));
+        let mut pages = self.session.execute_pages(statement, (CqlTimestamp::from(generation),));
         let mut groups = Vec::new();
         while let Some(page) = pages.next_page().await {
             let page = page?;

@@ -222,7 +222,7 @@ impl LeaseTable {
     /// The members reading `log`, in name order.
     pub async fn members(&self, log: &str) -> Result<Vec<String>, LeaseError> {
         let select = self.statement(format!("SELECT item FROM {} WHERE log = ? AND kind = ?", self.name));
-        let mut pages = self.session.execute_iter(select.with_idempotent(true), (log.to_owned(), MEMBER));
+        let mut pages = self.session.execute_pages(select.with_idempotent(true), (log.to_owned(), MEMBER));
         let mut members = Vec::new();
         while let Some(page) = pages.next_page().await {
             let page = page?;
@@ -238,7 +238,7 @@ impl LeaseTable {
     /// stream id are ignored.
     pub async fn leases(&self, log: &str) -> Result<HashMap<StreamId, String>, LeaseError> {
         let select = self.statement(format!("SELECT item, owner FROM {} WHERE log = ? AND kind = ?", self.name));
-        let mut pages = self.session.execute_iter(select.with_idempotent(true), (log.to_owned(), LEASE));
+        let mut pages = self.session.execute_pages(select.with_idempotent(true), (log.to_owned(), LEASE));
         let mut leases = HashMap::new();
         while let Some(page) = pages.next_page().await {
             let page = page?;

@@ -80,7 +80,7 @@ impl TabletGenerations {
             .with_page_size(5000)
             .with_idempotent(true);
         let values = (self.keyspace.as_str(), self.table.as_str(), CqlTimestamp::from(set), CURRENT);
-        let mut pages = self.session.execute_iter(statement, values);
+        let mut pages = self.session.execute_pages(statement, values);
         let mut groups = Vec::new();
         while let Some(page) = pages.next_page().await {
             let page = page?;

@@ -193,8 +193,10 @@ pub enum NewSessionError {
     /// No known node was given.
     #[error("no known nodes configured")]
     NoKnownNodes,
-    /// A known node address could not be resolved.
-    #[error("cannot resolve {0}")]
+    /// No known node's address could be resolved; each name is given with
+    /// why it failed (names that fail beside one that resolves are only
+    /// logged).
+    #[error("cannot resolve any known node: {0}")]
     Resolve(String),
     /// No known node could be connected to; the last failure is given.
     #[error("could not connect to any known node (the last tried, {node}: {source})")]

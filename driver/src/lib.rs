@@ -17,7 +17,8 @@
 //! - [`statement`]: statements, prepared statements, batches and their options;
 //! - [`timestamp`]: client-side write timestamps (a generator for requests without one);
 //! - [`result`]: query results and paging state;
-//! - [`retry`]: retry policies;
+//! - [`retry`]: retry policies (a session per request, made at its first failure);
+//! - [`observer`]: a hook per request and attempt, for an application's own metrics;
 //! - [`auth`]: SASL-style authentication;
 //! - [`config`]: connection settings (compression, TLS, authentication);
 //! - [`events`]: session and database events;
@@ -41,6 +42,7 @@ pub mod execute;
 pub mod fuzzing;
 pub mod latency;
 mod metrics;
+pub mod observer;
 mod pool;
 pub mod result;
 pub mod retry;

@@ -61,6 +61,12 @@ impl Extras {
 }
 
 impl QueryResult {
+    /// An empty result, as a write answers (a failure the retry policy
+    /// chose to ignore).
+    pub(crate) fn void() -> Self {
+        QueryResult { result: ResultMessage::Void, specs: None, extras: None }
+    }
+
     /// The result message itself.
     pub fn message(&self) -> &ResultMessage {
         &self.result

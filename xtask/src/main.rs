@@ -95,7 +95,7 @@ tasks:
     --no-fuzz            skip step 5
     --no-loom            skip step 4
     --no-house           skip step 0
-    --fuzz-seconds N     seconds per fuzz target (default $SHARDWISE_FUZZ_SECONDS or 15)
+    --fuzz-seconds N     seconds per fuzz target (default $SHARDWISE_FUZZ_SECONDS or 6)
     --only ARGS...       run only step 2, with ARGS instead of --all-targets
                          (e.g. --only -p testkit --test harness)
     -- ARGS...           extra arguments for step 2

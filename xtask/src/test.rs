@@ -31,11 +31,16 @@ pub struct Options {
     pub cargo_args: Vec<String>,
 }
 
+/// Seconds per fuzz target in the suite's smoke step: enough for each
+/// target to reach its seeds and a few hundred thousand inputs; the long
+/// runs are `cargo xtask fuzz`'s (13 targets at 15 s took 195 s of the suite).
+pub const DEFAULT_FUZZ_SECONDS: u64 = 6;
+
 /// Parses the arguments after `test`; `env_seconds` is `$SHARDWISE_FUZZ_SECONDS`.
 pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options, String> {
     let fuzz_seconds = match env_seconds.map(str::trim).filter(|s| !s.is_empty()) {
         Some(s) => s.parse().map_err(|_| format!("SHARDWISE_FUZZ_SECONDS={s:?} is not a number of seconds"))?,
-        None => 15,
+        None => DEFAULT_FUZZ_SECONDS,
     };
     let mut o = Options { fuzz: true, loom: true, fuzz_seconds, house: true, only: None, cargo_args: Vec::new() };
     let mut i = 0;
@@ -520,7 +525,14 @@ mod tests {
         let o = parse_args(&[], None).unwrap();
         assert_eq!(
             o,
-            Options { fuzz: true, loom: true, fuzz_seconds: 15, house: true, only: None, cargo_args: Vec::new() }
+            Options {
+                fuzz: true,
+                loom: true,
+                fuzz_seconds: DEFAULT_FUZZ_SECONDS,
+                house: true,
+                only: None,
+                cargo_args: Vec::new()
+            }
         );
         assert_eq!(parse_args(&[], Some("5")).unwrap().fuzz_seconds, 5);
         assert!(parse_args(&[], Some("soon")).is_err());

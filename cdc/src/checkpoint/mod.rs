@@ -320,7 +320,7 @@ impl TableCheckpointStore {
             self.name
         ))
         .with_idempotent(true);
-        let mut pages = self.session.execute_iter(groups, (table, generation));
+        let mut pages = self.session.execute_pages(groups, (table, generation));
         let mut checkpoint = Checkpoint { generation: generation.into(), groups: Vec::new() };
         let mut found = false;
         while let Some(page) = pages.next_page().await {

@@ -15,6 +15,7 @@ use crate::cluster::{AddressTranslator, DistancePolicy, HostFilter, NodeDistance
 use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
 use crate::latency::LatencyAwareness;
+use crate::observer::RequestObserver;
 use crate::pool::slots::Sizes;
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
 use crate::timestamp::TimestampGenerator;
@@ -161,6 +162,9 @@ pub struct SessionConfig {
     /// Timestamps for requests without their own; `None` (the default):
     /// the coordinator stamps each write. See [`TimestampGenerator`].
     pub timestamp_generator: Option<Arc<dyn TimestampGenerator>>,
+    /// An observer of every request's attempts (a profile's wins); `None`
+    /// (the default): none. See [`crate::observer`].
+    pub observer: Option<Arc<dyn RequestObserver>>,
 }
 
 impl SessionConfig {
@@ -221,6 +225,7 @@ impl Default for SessionConfig {
             address_translator: None,
             host_filter: None,
             timestamp_generator: None,
+            observer: None,
         }
     }
 }
@@ -352,6 +357,9 @@ impl SessionBuilder {
         }
         if let Some(v) = p.latency_awareness {
             c.latency_awareness = v;
+        }
+        if let Some(v) = &p.observer {
+            c.observer = Some(v.clone());
         }
         self
     }
@@ -501,6 +509,14 @@ impl SessionBuilder {
     /// see [`TimestampGenerator`].
     pub fn timestamp_generator(mut self, generator: Arc<dyn TimestampGenerator>) -> Self {
         self.config.timestamp_generator = Some(generator);
+        self
+    }
+
+    /// An observer of every request's attempts and outcome, for an
+    /// application's own metrics (the official driver's history listener);
+    /// see [`crate::observer`].
+    pub fn request_observer(mut self, observer: Arc<dyn RequestObserver>) -> Self {
+        self.config.observer = Some(observer);
         self
     }
 

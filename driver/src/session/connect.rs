@@ -21,15 +21,54 @@ use crate::events::SessionEvent;
 use crate::metrics::Metrics;
 use crate::pool::{runtime_workers, NodePool};
 
-fn resolve(node: &str) -> Result<Vec<SocketAddr>, NewSessionError> {
-    use std::net::ToSocketAddrs;
-    let with_port =
-        if node.parse::<SocketAddr>().is_ok() || node.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
-            node.to_owned()
-        } else {
-            format!("{node}:9042")
-        };
-    with_port.to_socket_addrs().map(Iterator::collect).map_err(|_| NewSessionError::Resolve(node.to_owned()))
+/// How long one contact point's name may take to resolve (the official
+/// driver's `hostname_resolution_timeout` default).
+const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A contact point's addresses: resolved on the runtime's blocking pool
+/// (`tokio::net::lookup_host`), so a slow resolver never stalls a worker;
+/// a host without a port means 9042.
+async fn resolve(node: &str) -> Result<Vec<SocketAddr>, String> {
+    if let Ok(addr) = node.parse::<SocketAddr>() {
+        return Ok(vec![addr]);
+    }
+    let with_port = if node.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        node.to_owned()
+    } else {
+        format!("{node}:9042")
+    };
+    match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(with_port)).await {
+        Ok(Ok(addrs)) => Ok(addrs.collect()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
+    }
+}
+
+/// Every contact point's addresses, without repeats. A contact point that
+/// does not resolve is skipped with a warning, as long as another does:
+/// one stale name among several must not keep a service from starting.
+async fn resolve_all(nodes: &[String]) -> Result<Vec<SocketAddr>, NewSessionError> {
+    let mut addrs = Vec::new();
+    let mut failed = Vec::new();
+    for node in nodes {
+        match resolve(node).await {
+            Ok(resolved) => {
+                for a in resolved {
+                    if !addrs.contains(&a) {
+                        addrs.push(a);
+                    }
+                }
+            }
+            Err(why) => {
+                tracing::warn!(node, %why, "contact point does not resolve; trying the others");
+                failed.push(format!("{node} ({why})"));
+            }
+        }
+    }
+    if addrs.is_empty() {
+        return Err(NewSessionError::Resolve(failed.join(", ")));
+    }
+    Ok(addrs)
 }
 
 /// The first connections of a node: one, and on an unsharded node up to
@@ -90,14 +129,7 @@ impl Session {
                 "remote_connections_per_node must be at least 1 (to keep remote nodes out, do not use them in the distance policy)",
             ));
         }
-        let mut addrs = Vec::new();
-        for node in &config.known_nodes {
-            for a in resolve(node)? {
-                if !addrs.contains(&a) {
-                    addrs.push(a);
-                }
-            }
-        }
+        let addrs = resolve_all(&config.known_nodes).await?;
         let mut last_error = None;
         let mut discovered = None;
         if config.discover_topology {
@@ -194,5 +226,24 @@ impl Session {
         }
         tokio::spawn(control::run(Arc::downgrade(&session.inner), shutdown_rx));
         Ok(session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One name that does not resolve among several is skipped; only when
+    /// none resolves does `build` fail, naming each.
+    #[tokio::test]
+    async fn an_unresolvable_contact_point_among_others_is_skipped() {
+        let nodes = ["no-such-host.invalid".to_owned(), "127.0.0.1:9043".to_owned(), "localhost".to_owned()];
+        let addrs = resolve_all(&nodes).await.expect("the others resolve");
+        assert!(addrs.contains(&"127.0.0.1:9043".parse().expect("addr")), "{addrs:?}");
+        assert!(addrs.iter().any(|a| a.port() == 9042), "a host without a port means 9042: {addrs:?}");
+        match resolve_all(&nodes[..1]).await {
+            Err(NewSessionError::Resolve(why)) => assert!(why.starts_with("no-such-host.invalid ("), "{why}"),
+            other => panic!("expected Resolve, got {other:?}"),
+        }
     }
 }

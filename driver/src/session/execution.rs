@@ -20,6 +20,7 @@
 use std::borrow::Borrow;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 use shardwise_protocol::response::ResultMessage;
@@ -30,9 +31,10 @@ use super::{Session, SpeculativePolicy};
 use crate::connection::{Connection, Deadline, Expiry};
 use crate::error::ExecutionError;
 use crate::events::SessionEvent;
-use crate::execute::{Executable, Params};
+use crate::execute::{Executable, Params, Route};
+use crate::observer::{AttemptInfo, RequestObserver};
 use crate::result::{PagingState, QueryResult};
-use crate::retry::RetryDecision;
+use crate::retry::{RequestInfo, RetryDecision};
 use crate::statement::PreparedStatement;
 
 impl Session {
@@ -48,7 +50,20 @@ impl Session {
     ) -> impl Future<Output = Result<QueryResult, ExecutionError>> + use<'a, E, V> {
         // The request's future itself, not one wrapping it: every layer of
         // futures is one more copy of the whole state per request.
-        self.request(statement, values, None)
+        self.request(statement, values, Page::First)
+    }
+
+    /// Runs a statement unpaged: the server returns every row in one
+    /// response, as the official driver's `execute_unpaged` and
+    /// `query_unpaged` do. For results that fit in memory; anything large is
+    /// better read with [`Session::execute_stream`] or
+    /// [`Session::execute_pages`].
+    pub fn execute_unpaged<'a, E: Executable<V>, V: 'a>(
+        &'a self,
+        statement: &'a E,
+        values: V,
+    ) -> impl Future<Output = Result<QueryResult, ExecutionError>> + use<'a, E, V> {
+        self.request(statement, values, Page::All)
     }
 
     /// Runs a statement and returns the page after `paging_state`.
@@ -58,7 +73,7 @@ impl Session {
         values: &'a V,
         paging_state: Option<&'a PagingState>,
     ) -> impl Future<Output = Result<QueryResult, ExecutionError>> + use<'a, E, V> {
-        self.request(statement, values, paging_state)
+        self.request(statement, values, paging_state.map_or(Page::First, Page::After))
     }
 
     /// One request: `values` owned or borrowed.
@@ -66,7 +81,7 @@ impl Session {
         &self,
         statement: &E,
         values: B,
-        paging_state: Option<&PagingState>,
+        page: Page<'_>,
     ) -> Result<QueryResult, ExecutionError> {
         let values = values.borrow();
         let started = Instant::now();
@@ -75,8 +90,14 @@ impl Session {
         let params = Params {
             consistency: settings.consistency,
             serial_consistency: settings.serial_consistency,
-            page_size: Some(options.page_size.unwrap_or(self.inner.config.page_size)),
-            paging_state: paging_state.map(PagingState::as_bytes),
+            page_size: match page {
+                Page::All => None,
+                _ => Some(options.page_size.unwrap_or(self.inner.config.page_size)),
+            },
+            paging_state: match page {
+                Page::After(state) => Some(state.as_bytes()),
+                _ => None,
+            },
             timestamp: match (options.timestamp, &self.inner.config.timestamp_generator) {
                 (None, Some(generator)) => Some(generator.next_timestamp()),
                 (own, _) => own,
@@ -88,6 +109,9 @@ impl Session {
         // re-prepare further down) are boxed: kept inline, their states
         // would make every request's future larger, and each layer of
         // futures copies it once per request.
+        // Only the fields used after an await are kept: the whole of
+        // `settings` would be carried in the request's future.
+        let observer = settings.observer;
         let speculative =
             settings.speculative.filter(|_| options.idempotent && self.with_state(|state| state.nodes.len() > 1));
         // The instant the last attempt ended, read for its node's latency,
@@ -103,20 +127,26 @@ impl Session {
         let took = ended.map_or_else(|| started.elapsed(), |at: Instant| at.saturating_duration_since(started));
         // The result is handed on by value and never borrowed here: a local
         // borrowed in an async fn keeps its space in the future's state.
-        match self.finished(took, result) {
+        match self.finished(took, result, observer) {
             Ok(done) => done,
             Err(rare) => rare.await,
         }
     }
 
-    /// Counts the request, and returns its result, or the rare path's boxed
-    /// future after a schema change.
+    /// Counts the request (and tells the observer), and returns its result,
+    /// or the rare path's boxed future after a schema change. Here, not in
+    /// `request`: a result borrowed there would keep its space in every
+    /// request's future.
     fn finished(
         &self,
         took: std::time::Duration,
         result: Result<QueryResult, ExecutionError>,
+        observer: Option<&Arc<dyn RequestObserver>>,
     ) -> Result<Result<QueryResult, ExecutionError>, RarePath<'_>> {
         self.inner.metrics.request(took, result.is_ok());
+        if let Some(observer) = observer {
+            observer.request_finished(result.as_ref().map(drop), took);
+        }
         match result {
             Ok(r) if r.schema_change().is_some() => Err(self.schema_changed(r)),
             other => Ok(other),
@@ -189,7 +219,7 @@ impl Session {
         &self,
         statement: &E,
         values: &V,
-        params: Params<'_>,
+        mut params: Params<'_>,
         node_offset: usize,
         timing: Timing<'_>,
         deadline: Option<RequestDeadline>,
@@ -197,9 +227,10 @@ impl Session {
         let Timing { started, mut ended } = timing;
         let options = statement.options();
         let idempotent = options.idempotent;
-        let Settings { attempt_timeout, retry_policy, latency_awareness, .. } =
+        let Settings { attempt_timeout, retry_policy, latency_awareness, observer, .. } =
             Settings::of(options, &self.inner.config);
         let mut retries = 0;
+        let mut retry_session = None;
         let seed = super::plan::next_seed();
         let route = statement.route(values);
         let (mut position, mut node, mut conn) = self.with_state(|state| {
@@ -229,6 +260,9 @@ impl Session {
                 (_, Some(r)) => Some(Deadline { at: r.at, expiry: Expiry::Request(r.t) }),
                 (_, None) => None,
             };
+            if let Some(o) = observer {
+                o.attempt_started(&attempt_info(&conn, retries, node_offset, params.consistency, route));
+            }
             let reprepared = |p: &PreparedStatement| self.reprepared(&conn, p);
             let attempt =
                 crate::execute::execute_observed(&conn, statement, values, params, until.as_ref(), reprepared);
@@ -236,8 +270,16 @@ impl Session {
             // more copy of the attempt's future per request.
             let result = if span.is_disabled() { attempt.await } else { attempt.instrument(span).await };
             match &result {
-                Err(ExecutionError::Timeout(_)) => {
+                Err(error @ ExecutionError::Timeout(_)) => {
                     self.inner.metrics.timeout();
+                    if let Some(o) = observer {
+                        o.attempt_failed(
+                            &attempt_info(&conn, retries, node_offset, params.consistency, route),
+                            error,
+                            sent.elapsed(),
+                            None,
+                        );
+                    }
                     return result;
                 }
                 Err(ExecutionError::AttemptTimeout { .. }) => self.inner.metrics.attempt_timeout(),
@@ -259,6 +301,12 @@ impl Session {
             }
             let error = match result {
                 Ok(mut r) => {
+                    if let Some(o) = observer {
+                        o.attempt_succeeded(
+                            &attempt_info(&conn, retries, node_offset, params.consistency, route),
+                            took,
+                        );
+                    }
                     if let (Some(tablet), Some(route)) = (r.extras.as_mut().and_then(|e| e.tablet.take()), route) {
                         self.inner.tablets.learn(route.keyspace, route.table, tablet.into());
                     }
@@ -267,14 +315,30 @@ impl Session {
                 Err(e) => e.answered_by(conn.addr(), conn.sharding().map(|_| conn.shard())),
             };
             self.note_failure(&node, &conn);
-            match retry_policy.decide(&error, retries, idempotent) {
+            // The request's retry session, made at its first failure.
+            let session = retry_session.get_or_insert_with(|| retry_policy.new_session());
+            let request = RequestInfo { error: &error, idempotent, consistency: params.consistency, attempt: retries };
+            let decision = session.decide(request);
+            if let Some(o) = observer {
+                o.attempt_failed(
+                    &attempt_info(&conn, retries, node_offset, params.consistency, route),
+                    &error,
+                    took,
+                    Some(decision),
+                );
+            }
+            if let RetryDecision::RetrySameNode(Some(c)) | RetryDecision::RetryNextNode(Some(c)) = decision {
+                params.consistency = c;
+            }
+            match decision {
                 RetryDecision::DontRetry => return Err(error),
-                RetryDecision::RetrySameNode => {
+                RetryDecision::IgnoreWriteError => return Ok(QueryResult::void()),
+                RetryDecision::RetrySameNode(_) => {
                     if let Some(c) = node.connection(seed) {
                         conn = c;
                     }
                 }
-                RetryDecision::RetryNextNode => {
+                RetryDecision::RetryNextNode(_) => {
                     // The view as it is now: a retry may follow a topology change.
                     let state = self.state();
                     let penalty = Session::penalty(&state, latency_awareness);
@@ -319,6 +383,37 @@ impl Session {
             result
         })
     }
+}
+
+/// What an observer is told of an attempt: made for each call from what the
+/// retry loop keeps anyway, so that no request's future carries it across
+/// the attempt.
+fn attempt_info<'r>(
+    conn: &Connection,
+    retry: u32,
+    speculative: usize,
+    consistency: shardwise_protocol::consistency::Consistency,
+    route: Option<Route<'r>>,
+) -> AttemptInfo<'r> {
+    AttemptInfo {
+        node: conn.addr(),
+        shard: conn.sharding().map(|_| conn.shard()),
+        retry,
+        speculative,
+        consistency,
+        table: route.map(|r| (r.keyspace, r.table)),
+    }
+}
+
+/// Which part of a result a request asks for.
+#[derive(Debug, Clone, Copy)]
+enum Page<'a> {
+    /// The first page.
+    First,
+    /// The page after this paging state.
+    After(&'a PagingState),
+    /// Every row, unpaged.
+    All,
 }
 
 /// A rare path's boxed future (see `request`).
@@ -390,8 +485,11 @@ mod tests {
 
     /// A tripwire: each layer of futures under `execute` copies the whole
     /// state once per request, and each layer returns the result, so
-    /// neither must grow unnoticed. The future is 1,112 bytes in a debug
-    /// build here: 1,232 before the sweeper also kept the deadline of a
+    /// neither must grow unnoticed. The future is 1,152 bytes in a debug
+    /// build here: 1,112 before a retry session per request, the observer
+    /// and unpaged requests (their values kept across the attempt; an
+    /// observer call that borrowed the result in `request` cost 200 more,
+    /// hence `finished`); 1,232 before the sweeper also kept the deadline of a
     /// request waiting for room (its timer was inline); 2,592 before the
     /// rare paths were boxed, the request timers moved to the connection
     /// and the wrapper layers went; 1,768
@@ -405,7 +503,7 @@ mod tests {
         let write = future_size(|s, p| s.execute(p, (1_i64, 2_i64, "text")));
         let result = std::mem::size_of::<crate::QueryResult>();
         eprintln!("execute: {write} bytes, result: {result} bytes");
-        assert!(write <= 1_150, "the request future grew to {write} bytes");
+        assert!(write <= 1_160, "the request future grew to {write} bytes");
         assert!(result <= 180, "the result grew to {result} bytes");
     }
 }

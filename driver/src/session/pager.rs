@@ -9,8 +9,10 @@ use crate::execute::Executable;
 use crate::result::{PagingState, QueryResult};
 
 impl Session {
-    /// Iterates over every page of a statement's result.
-    pub fn execute_iter<E: Executable<V>, V>(&self, statement: E, values: V) -> Pager<E, V> {
+    /// Iterates over every page of a statement's result. (The official
+    /// driver's `execute_iter` yields rows; here that is
+    /// [`Session::execute_stream`], and this one is named for its pages.)
+    pub fn execute_pages<E: Executable<V>, V>(&self, statement: E, values: V) -> Pager<E, V> {
         Pager { session: self.clone(), statement, values, state: None, done: false }
     }
 }

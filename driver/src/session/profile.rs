@@ -13,6 +13,7 @@ use shardwise_protocol::consistency::Consistency;
 
 use super::config::{SessionConfig, SpeculativePolicy};
 use crate::latency::LatencyAwareness;
+use crate::observer::RequestObserver;
 use crate::retry::RetryPolicy;
 use crate::statement::StatementOptions;
 
@@ -47,6 +48,7 @@ pub struct ExecutionProfile {
     pub(crate) retry_policy: Option<Arc<dyn RetryPolicy>>,
     pub(crate) speculative: Option<Option<SpeculativePolicy>>,
     pub(crate) latency_awareness: Option<Option<LatencyAwareness>>,
+    pub(crate) observer: Option<Arc<dyn RequestObserver>>,
 }
 
 impl ExecutionProfile {
@@ -93,6 +95,12 @@ impl ExecutionProfile {
         self.latency_awareness = Some(l);
         self
     }
+    /// An observer of each request's attempts (see [`crate::observer`]),
+    /// instead of the session's.
+    pub fn request_observer(mut self, o: Arc<dyn RequestObserver>) -> Self {
+        self.observer = Some(o);
+        self
+    }
 }
 
 /// Profiles are equal when they set the same things (the same retry policy
@@ -104,7 +112,13 @@ impl PartialEq for ExecutionProfile {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,
         };
+        let same_observer = match (&self.observer, &other.observer) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
         same_retry
+            && same_observer
             && self.name == other.name
             && self.consistency == other.consistency
             && self.serial_consistency == other.serial_consistency
@@ -128,6 +142,7 @@ pub(crate) struct Settings<'a> {
     pub(crate) retry_policy: &'a Arc<dyn RetryPolicy>,
     pub(crate) speculative: Option<SpeculativePolicy>,
     pub(crate) latency_awareness: Option<LatencyAwareness>,
+    pub(crate) observer: Option<&'a Arc<dyn RequestObserver>>,
 }
 
 impl<'a> Settings<'a> {
@@ -148,6 +163,7 @@ impl<'a> Settings<'a> {
             retry_policy: profile.and_then(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
             speculative: profile.and_then(|p| p.speculative).unwrap_or(config.speculative),
             latency_awareness: profile.and_then(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
+            observer: profile.and_then(|p| p.observer.as_ref()).or(config.observer.as_ref()),
         }
     }
 }

@@ -159,7 +159,7 @@ where
         .with_consistency(Consistency::One)
         .with_idempotent(true)
         .with_page_size(5000);
-    let mut pages = session.execute_iter(statement, ());
+    let mut pages = session.execute_pages(statement, ());
     let mut out = Vec::new();
     while let Some(page) = pages.next_page().await {
         let page = page.map_err(|source| SchemaError::Query { table, source })?;

@@ -154,7 +154,7 @@ impl Session {
                 started_at,
                 events: Vec::new(),
             };
-            let mut pages = self.execute_iter(&events, (id,));
+            let mut pages = self.execute_pages(&events, (id,));
             while let Some(page) = pages.next_page().await {
                 let page = page.map_err(query)?;
                 for row in

@@ -157,7 +157,7 @@ async fn every_borrowed_value_shape_and_entry_point() {
     let key = (name,);
     let page = assert_send(async { s.execute_page(select, &key, None).await }).await.expect("page");
     assert_eq!(page.first_row::<(&str,)>().expect("types"), Some(("slice",)));
-    let mut pager = s.execute_iter(select, (name,));
+    let mut pager = s.execute_pages(select, (name,));
     let all: Vec<(String,)> = assert_send(async { pager.collect_rows().await }).await.expect("rows");
     assert_eq!(all, [("slice".to_owned(),)]);
     let vec_row = assert_send(async { s.execute(select, ("vec",)).await }).await.expect("select");

@@ -137,7 +137,7 @@ async fn paging_over_thousands_of_rows() {
     }
     let select =
         s.prepare(format!("SELECT ck, v FROM {ks}.wide WHERE pk = ?")).await.expect("prepare").with_page_size(700);
-    let mut pager = s.execute_iter(select.clone(), (1i32,));
+    let mut pager = s.execute_pages(select.clone(), (1i32,));
     let mut pages = 0;
     let mut seen = 0;
     while let Some(page) = pager.next_page().await {
@@ -150,9 +150,15 @@ async fn paging_over_thousands_of_rows() {
         }
     }
     assert_eq!((pages, seen), (5, 3000));
-    let all: Vec<(i32, String)> = s.execute_iter(select, (1i32,)).collect_rows().await.expect("rows");
+    let all: Vec<(i32, String)> = s.execute_pages(select.clone(), (1i32,)).collect_rows().await.expect("rows");
     assert_eq!(all.len(), 3000);
     assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "clustering order");
+    // Unpaged, as the official `execute_unpaged`: every row in one answer,
+    // whatever the statement's page size; `execute` stops at the first page.
+    let unpaged = s.execute_unpaged(&select, (1i32,)).await.expect("unpaged");
+    assert_eq!((unpaged.rows_count(), unpaged.has_more_pages()), (3000, false));
+    let first = s.execute(&select, (1i32,)).await.expect("first page");
+    assert_eq!((first.rows_count(), first.has_more_pages()), (700, true));
 }
 
 /// A query resumed from a saved paging state: the first page's state is
@@ -632,12 +638,18 @@ async fn row_stream_over_100k_rows() {
     assert!(stream.next_row().await.is_none(), "nothing after the error");
 }
 
-/// Counts the decisions it is asked for; never retries.
+/// Counts the decisions its sessions are asked for; never retries.
 #[derive(Debug, Default)]
-struct CountingPolicy(std::sync::atomic::AtomicUsize);
+struct CountingPolicy(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
 impl shardwise::retry::RetryPolicy for CountingPolicy {
-    fn decide(&self, _: &ExecutionError, _: u32, _: bool) -> shardwise::retry::RetryDecision {
+    fn new_session(&self) -> Box<dyn shardwise::retry::RetrySession> {
+        Box::new(CountingPolicy(self.0.clone()))
+    }
+}
+
+impl shardwise::retry::RetrySession for CountingPolicy {
+    fn decide(&mut self, _: shardwise::retry::RequestInfo<'_>) -> shardwise::retry::RetryDecision {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         shardwise::retry::RetryDecision::DontRetry
     }
@@ -676,6 +688,146 @@ async fn execution_profiles_layer_over_the_session() {
     assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 1, "the profile's retry policy decided");
 
     assert_eq!(relaxed.name(), "relaxed");
+}
+
+/// A retry policy's session can change the consistency of the next
+/// attempt, and keeps its state for the request: the downgrading policy
+/// retries a write that THREE cannot meet on one node at ONE, once, and a
+/// user's policy that asks for a consistency no better sees its request
+/// fail after the one retry it allowed.
+#[tokio::test]
+async fn a_retry_session_changes_the_consistency_of_the_next_attempt() {
+    use shardwise::retry::{DowngradingConsistencyRetryPolicy, RequestInfo, RetryDecision, RetryPolicy, RetrySession};
+    use shardwise::ExecutionProfile;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let s = session(ProtocolVersion::V4, Compression::None).await;
+    let ks = crate::common::simple_keyspace(&s, "downgrade").await;
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY, v int)")), ()).await.expect("table");
+    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
+    let three = insert.clone().with_consistency(Consistency::Three);
+    let failed = s.execute(&three, (1, 1)).await;
+    assert!(
+        matches!(&failed, Err(ExecutionError::Db(e)) if matches!(e.kind, ErrorKind::Unavailable { .. })),
+        "{failed:?}"
+    );
+    let downgrading = ExecutionProfile::new("downgrading").retry_policy(Arc::new(DowngradingConsistencyRetryPolicy));
+    let retried = three.clone().with_profile(Arc::new(downgrading));
+    s.execute(&retried, (1, 1)).await.expect("retried at ONE");
+    let read = s.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?")).await.expect("prepare");
+    let row = s.execute(&read, (1,)).await.expect("read").first_row::<(i32,)>().expect("typed");
+    assert_eq!(row, Some((1,)), "the downgraded write was applied");
+
+    /// Asks for QUORUM (no better than THREE on one node) and counts its
+    /// attempts; its state lives in the session, one per request.
+    #[derive(Debug, Default)]
+    struct Stubborn(Arc<AtomicUsize>);
+    struct StubbornSession(u32);
+    impl RetryPolicy for Stubborn {
+        fn new_session(&self) -> Box<dyn RetrySession> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Box::new(StubbornSession(0))
+        }
+    }
+    impl RetrySession for StubbornSession {
+        fn decide(&mut self, info: RequestInfo<'_>) -> RetryDecision {
+            self.0 += 1;
+            assert_eq!(info.attempt + 1, self.0, "one session per request");
+            match self.0 {
+                1 => {
+                    assert_eq!(info.consistency, Consistency::Three);
+                    RetryDecision::RetrySameNode(Some(Consistency::Quorum))
+                }
+                _ => {
+                    assert_eq!(info.consistency, Consistency::Quorum, "the retry went at the new consistency");
+                    RetryDecision::DontRetry
+                }
+            }
+        }
+    }
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let stubborn = ExecutionProfile::new("stubborn").retry_policy(Arc::new(Stubborn(sessions.clone())));
+    let stubborn = three.with_profile(Arc::new(stubborn));
+    for pk in 2..4 {
+        let failed = s.execute(&stubborn, (pk, pk)).await;
+        // QUORUM of RF 1 is one replica: the second attempt succeeds.
+        failed.expect("the retry at QUORUM succeeds on one node");
+    }
+    assert_eq!(sessions.load(Ordering::Relaxed), 2, "a session per failed request");
+    s.execute(&insert, (9, 9)).await.expect("a write that succeeds at once");
+    assert_eq!(sessions.load(Ordering::Relaxed), 2, "no session for a request that did not fail");
+}
+
+/// A request observer hears of each attempt (node, consistency, the retry
+/// decision after a failure) and of each request's end, set on the
+/// session or on a profile (which wins).
+#[tokio::test]
+async fn a_request_observer_hears_every_attempt_and_request() {
+    use shardwise::observer::{AttemptInfo, RequestObserver};
+    use shardwise::retry::{DowngradingConsistencyRetryPolicy, RetryDecision};
+    use shardwise::ExecutionProfile;
+    use std::sync::{Arc, Mutex};
+
+    /// Writes down what it hears.
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<String>>);
+    impl Recorder {
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().expect("lock"))
+        }
+        fn push(&self, line: String) {
+            self.0.lock().expect("lock").push(line);
+        }
+    }
+    impl RequestObserver for Recorder {
+        fn attempt_started(&self, a: &AttemptInfo<'_>) {
+            self.push(format!("start {} retry {} {:?} {:?}", a.node, a.retry, a.consistency, a.table.map(|t| t.1)));
+        }
+        fn attempt_succeeded(&self, _: &AttemptInfo<'_>, _: Duration) {
+            self.push("ok".into());
+        }
+        fn attempt_failed(&self, _: &AttemptInfo<'_>, e: &ExecutionError, _: Duration, d: Option<RetryDecision>) {
+            let unavailable = matches!(e, ExecutionError::Db(e) if matches!(e.kind, ErrorKind::Unavailable { .. }));
+            self.push(format!("failed unavailable={unavailable} {d:?}"));
+        }
+        fn request_finished(&self, outcome: Result<(), &ExecutionError>, took: Duration) {
+            assert!(took > Duration::ZERO);
+            self.push(format!("finished ok={}", outcome.is_ok()));
+        }
+    }
+
+    let node = testkit::shared_node().expect("server");
+    let heard = Arc::new(Recorder::default());
+    let s = SessionBuilder::new().known_node_addr(node).request_observer(heard.clone()).build().await.expect("session");
+    let ks = crate::common::simple_keyspace(&s, "observed").await;
+    s.execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int PRIMARY KEY)")), ()).await.expect("table");
+    let insert = s.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)")).await.expect("prepare");
+    heard.take();
+    s.execute(&insert, (1,)).await.expect("insert");
+    assert_eq!(
+        heard.take(),
+        [format!("start {node} retry 0 LocalQuorum Some(\"kv\")"), "ok".into(), "finished ok=true".into()]
+    );
+
+    // A profile's observer wins over the session's; here it sees a retry
+    // at the consistency the policy chose.
+    let own = Arc::new(Recorder::default());
+    let profile = ExecutionProfile::new("observed")
+        .retry_policy(Arc::new(DowngradingConsistencyRetryPolicy))
+        .request_observer(own.clone());
+    let three = insert.clone().with_consistency(Consistency::Three).with_profile(Arc::new(profile));
+    s.execute(&three, (2,)).await.expect("downgraded");
+    assert_eq!(
+        own.take(),
+        [
+            format!("start {node} retry 0 Three Some(\"kv\")"),
+            "failed unavailable=true Some(RetrySameNode(Some(One)))".into(),
+            format!("start {node} retry 1 One Some(\"kv\")"),
+            "ok".into(),
+            "finished ok=true".into()
+        ]
+    );
+    assert!(heard.take().is_empty(), "the session's observer was not asked");
 }
 
 /// `Session::metrics` counts each node's attempts in a latency histogram
