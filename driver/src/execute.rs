@@ -24,7 +24,7 @@ use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryPar
 use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY};
 use shardwise_protocol::token::Token;
-use shardwise_protocol::types::ser::SerializeValues;
+use shardwise_protocol::types::ser::{InMarkerOrder, SerializeValues};
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
@@ -128,7 +128,8 @@ pub struct Route<'a> {
 /// Table and token of a prepared statement bound with `values`.
 fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, values: &V) -> Option<Route<'a>> {
     let spec = p.bind_specs().first()?;
-    let token = crate::routing::partition_token(p.pk_indexes(), values, p.partitioner()?)?;
+    let token =
+        crate::routing::partition_token(p.pk_indexes(), &InMarkerOrder::new(values, p.bind_specs()), p.partitioner()?)?;
     Some(Route { keyspace: spec.keyspace.as_str(), table: spec.table.as_str(), token, lwt: p.is_lwt() })
 }
 
@@ -160,7 +161,8 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
         // One snapshot of the result shape for the whole request: the size
         // and the bytes written must agree even if it changes meanwhile.
         self.with_shape(|shape| {
-            let mut query = params.query(values);
+            // Values matched to the markers by name go in the markers' order.
+            let mut query = params.query(InMarkerOrder::new(values, self.bind_specs()));
             // The result columns are cached: ask the server not to resend them.
             query.skip_metadata = shape.specs.is_some();
             Ok(visitor.visit(&Execute {
@@ -218,6 +220,10 @@ pub trait BatchEntry {
     fn check<V: SerializeValues>(&self, values: &V) -> Result<(), EncodeError>;
     /// The prepared statement, if this is one.
     fn prepared(&self) -> Option<&PreparedStatement>;
+    /// `values` in the order of the bind markers, when known.
+    fn in_marker_order<'v, V: SerializeValues>(&'v self, values: &'v V) -> InMarkerOrder<'v, V> {
+        InMarkerOrder::new(values, self.prepared().map_or(&[], |p| p.bind_specs()))
+    }
 }
 
 impl BatchEntry for Statement {
@@ -281,7 +287,10 @@ macro_rules! tuple_batch {
                 visitor: R,
             ) -> Result<R::Output, EncodeError> {
                 $(self.statements.$i.check(&values.$i)?;)+
-                let statements = ($(BatchStatement { kind: self.statements.$i.kind(), values: &values.$i },)+);
+                let statements = ($(BatchStatement {
+                    kind: self.statements.$i.kind(),
+                    values: self.statements.$i.in_marker_order(&values.$i),
+                },)+);
                 Ok(visitor.visit(&batch_request(self.kind, statements, params)))
             }
             fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
@@ -321,7 +330,7 @@ impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
         let mut statements = Vec::with_capacity(values.len());
         for (s, v) in self.statements.iter().zip(values) {
             s.check(v)?;
-            statements.push(BatchStatement { kind: s.kind(), values: v });
+            statements.push(BatchStatement { kind: s.kind(), values: s.in_marker_order(v) });
         }
         Ok(visitor.visit(&batch_request(self.kind, statements, params)))
     }

@@ -21,8 +21,11 @@ pub(crate) enum Flavor {
 pub(crate) struct StructAttrs {
     /// Path of the protocol crate in generated code.
     pub krate: Path,
-    /// Column matching of `DeserializeRow`.
+    /// Column and bind-marker matching of `DeserializeRow` and
+    /// `SerializeValues`.
     pub flavor: Flavor,
+    /// Where `flavor` was given, if it was.
+    pub flavor_span: Option<Span>,
 }
 
 /// One named field of the struct.
@@ -196,6 +199,7 @@ pub(crate) fn replace_lifetimes(tokens: TokenStream, from: &HashSet<String>, to:
 fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
     let mut krate: Option<Path> = None;
     let mut flavor = Flavor::ByName;
+    let mut flavor_span = None;
     for attr in ast.attrs.iter().filter(|a| a.path().is_ident("shardwise")) {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("crate") {
@@ -205,6 +209,7 @@ fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
                 Ok(())
             } else if meta.path.is_ident("flavor") {
                 let lit: LitStr = meta.value()?.parse()?;
+                flavor_span = Some(lit.span());
                 flavor = match lit.value().as_str() {
                     "by_name" => Flavor::ByName,
                     "in_order" => Flavor::InOrder,
@@ -220,28 +225,33 @@ fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
             }
         })?;
     }
-    let krate = krate.unwrap_or_else(default_crate_path);
-    Ok(StructAttrs { krate, flavor })
+    let krate = match krate {
+        Some(k) => k,
+        None => default_crate_path()?,
+    };
+    Ok(StructAttrs { krate, flavor, flavor_span })
 }
 
-/// The protocol crate as the deriving crate reaches it: `::shardwise_protocol`
-/// when it depends on it directly, `::shardwise::protocol` when it only
-/// depends on the driver (read from the deriving crate's `Cargo.toml`).
-fn default_crate_path() -> syn::Path {
-    let manifest = std::env::var("CARGO_MANIFEST_DIR")
-        .ok()
-        .and_then(|dir| std::fs::read_to_string(std::path::Path::new(&dir).join("Cargo.toml")).ok())
-        .unwrap_or_default();
-    let depends_on = |name: &str| {
-        manifest.lines().any(|line| {
-            line.trim_start().strip_prefix(name).is_some_and(|rest| rest.trim_start().starts_with(['=', '.']))
-        })
+/// The protocol crate as the deriving crate reaches it, read from its
+/// `Cargo.toml` (see [`crate::manifest`]); a compile error asking for
+/// `#[shardwise(crate = "...")]` when it cannot be found.
+fn default_crate_path() -> syn::Result<Path> {
+    let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") else {
+        return Err(crate_path_error("CARGO_MANIFEST_DIR is not set (not built by cargo)"));
     };
-    if !depends_on("shardwise-protocol") && depends_on("shardwise") {
-        syn::parse_quote!(::shardwise::protocol)
-    } else {
-        syn::parse_quote!(::shardwise_protocol)
-    }
+    let path = crate::manifest::find_protocol_path(std::path::Path::new(&dir)).map_err(|why| crate_path_error(&why))?;
+    syn::parse_str::<Path>(&format!("::{path}")).map_err(|e| crate_path_error(&format!("`::{path}` is no path: {e}")))
+}
+
+fn crate_path_error(why: &str) -> syn::Error {
+    syn::Error::new(
+        Span::call_site(),
+        format!(
+            "cannot find the shardwise crates: {why}; name the protocol crate with \
+             #[shardwise(crate = \"...\")], e.g. #[shardwise(crate = \"::shardwise::protocol\")] \
+             or #[shardwise(crate = \"::shardwise_protocol\")]"
+        ),
+    )
 }
 
 /// A string literal token for `s`, spanned at the call site.

@@ -15,38 +15,10 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     let de = quote!(#krate::types::de);
     let name = &ast.ident;
 
-    // The lifetime of the frame the row borrows from: the struct's own
-    // lifetime when it has exactly one (`struct R<'a> { s: &'a str }`),
-    // else a new one. With several, the fields are read with all of them
-    // replaced by the frame's (`&'f str`), which outlives each of them.
-    let struct_lifetimes: Vec<&Lifetime> = ast.generics.lifetimes().map(|l| &l.lifetime).collect();
-    let (lt, impl_generics, rebind): (Lifetime, Generics, HashSet<String>) = if let [only] = struct_lifetimes[..] {
-        (only.clone(), ast.generics.clone(), HashSet::new())
-    } else {
-        let lt = Lifetime::new("'__shardwise_frame", Span::call_site());
-        let param: LifetimeParam = if struct_lifetimes.is_empty() {
-            LifetimeParam::new(lt.clone())
-        } else {
-            parse_quote!(#lt: #(#struct_lifetimes)+*)
-        };
-        let mut g = ast.generics.clone();
-        g.params.insert(0, GenericParam::Lifetime(param));
-        let rebind = struct_lifetimes.iter().map(|l| l.ident.to_string()).collect();
-        (lt, g, rebind)
-    };
+    let (cg, impl_generics, where_clause) = Gen::new(&input);
     let (impl_generics, _, _) = impl_generics.split_for_impl();
-    let (_, ty_generics, where_clause) = ast.generics.split_for_impl();
-    let cg = Gen { krate: quote!(#krate), de: de.clone(), lt: &lt, input: &input, rebind };
-    let mut where_clause: WhereClause = where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
-    for f in input.fields.iter().filter(|f| input.is_generic(&f.ty)) {
-        let ty = &f.ty;
-        where_clause.predicates.push(if f.skip {
-            parse_quote!(#ty: ::core::default::Default)
-        } else {
-            let ty = cg.frame_ty(f);
-            parse_quote!(#ty: #de::DeserializeValue<#lt>)
-        });
-    }
+    let (_, ty_generics, _) = ast.generics.split_for_impl();
+    let lt = cg.lt.clone();
 
     let (type_check, deserialize) = match input.attrs.flavor {
         Flavor::ByName => (cg.type_check_by_name(), cg.deserialize_by_name()),
@@ -75,43 +47,86 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     })
 }
 
-/// Code generation for one struct.
-struct Gen<'g> {
-    krate: TokenStream,
-    de: TokenStream,
-    lt: &'g Lifetime,
-    input: &'g Input<'g>,
+/// Code generation for one struct read from a frame (a row here, a UDT
+/// value in `udt_de`).
+pub(crate) struct Gen<'g> {
+    pub krate: TokenStream,
+    pub de: TokenStream,
+    /// The lifetime of the frame.
+    pub lt: Lifetime,
+    pub input: &'g Input<'g>,
     /// Lifetimes of the struct to replace by `lt` in the types fields are
     /// read as.
     rebind: HashSet<String>,
 }
 
-impl Gen<'_> {
-    fn active(&self) -> Vec<&Field> {
+impl<'g> Gen<'g> {
+    /// The generator for `input`, the generics of its impl (the struct's,
+    /// with the frame's lifetime added when it is not the struct's) and
+    /// the impl's where clause (bounds for the fields of generic types).
+    pub fn new(input: &'g Input<'g>) -> (Self, Generics, WhereClause) {
+        let ast = input.ast;
+        let krate = &input.attrs.krate;
+        // The lifetime of the frame the value borrows from: the struct's
+        // own lifetime when it has exactly one (`struct R<'a> { s: &'a str }`),
+        // else a new one. With several, the fields are read with all of them
+        // replaced by the frame's (`&'f str`), which outlives each of them.
+        let struct_lifetimes: Vec<&Lifetime> = ast.generics.lifetimes().map(|l| &l.lifetime).collect();
+        let (lt, impl_generics, rebind): (Lifetime, Generics, HashSet<String>) = if let [only] = struct_lifetimes[..] {
+            (only.clone(), ast.generics.clone(), HashSet::new())
+        } else {
+            let lt = Lifetime::new("'__shardwise_frame", Span::call_site());
+            let param: LifetimeParam = if struct_lifetimes.is_empty() {
+                LifetimeParam::new(lt.clone())
+            } else {
+                parse_quote!(#lt: #(#struct_lifetimes)+*)
+            };
+            let mut g = ast.generics.clone();
+            g.params.insert(0, GenericParam::Lifetime(param));
+            let rebind = struct_lifetimes.iter().map(|l| l.ident.to_string()).collect();
+            (lt, g, rebind)
+        };
+        let de = quote!(#krate::types::de);
+        let cg = Gen { krate: quote!(#krate), de: de.clone(), lt: lt.clone(), input, rebind };
+        let (_, _, where_clause) = ast.generics.split_for_impl();
+        let mut where_clause: WhereClause = where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
+        for f in input.fields.iter().filter(|f| input.is_generic(&f.ty)) {
+            let ty = &f.ty;
+            where_clause.predicates.push(if f.skip {
+                parse_quote!(#ty: ::core::default::Default)
+            } else {
+                let ty = cg.frame_ty(f);
+                parse_quote!(#ty: #de::DeserializeValue<#lt>)
+            });
+        }
+        (cg, impl_generics, where_clause)
+    }
+
+    pub fn active(&self) -> Vec<&Field> {
         self.input.active().collect()
     }
 
     /// The type field `f` is read as: its own, with the lifetimes of
     /// `rebind` replaced by the frame's.
-    fn frame_ty(&self, f: &Field) -> TokenStream {
+    pub fn frame_ty(&self, f: &Field) -> TokenStream {
         let ty = &f.ty;
         if self.rebind.is_empty() {
             quote!(#ty)
         } else {
-            replace_lifetimes(quote!(#ty), &self.rebind, self.lt)
+            replace_lifetimes(quote!(#ty), &self.rebind, &self.lt)
         }
     }
 
     /// `<T as DeserializeValue<'lt>>`, spanned at the field's type so that
     /// a missing impl is reported there.
-    fn value_trait(&self, f: &Field) -> TokenStream {
-        let (de, lt) = (&self.de, self.lt);
+    pub fn value_trait(&self, f: &Field) -> TokenStream {
+        let (de, lt) = (&self.de, &self.lt);
         let ty = self.frame_ty(f);
         quote_spanned!(f.ty.span()=> <#ty as #de::DeserializeValue<#lt>>)
     }
 
     /// `Ok(Self { .. })` from one local per active field, in field order.
-    fn construct(&self) -> TokenStream {
+    pub fn construct(&self) -> TokenStream {
         let mut active = 0usize;
         let inits = self.input.fields.iter().map(|f| {
             let (ident, ty) = (&f.ident, &f.ty);

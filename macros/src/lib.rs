@@ -3,20 +3,34 @@
 //! Derive macros for the traits of `shardwise-protocol`:
 //!
 //! - [`macro@SerializeValues`]: a struct with named fields is a list of bind
-//!   values, sent in field order.
+//!   values, matched to the bind markers of a prepared statement **by name**
+//!   (as the official driver's `SerializeRow`), or by position with
+//!   `#[shardwise(flavor = "in_order")]`.
 //! - [`macro@DeserializeRow`]: a struct with named fields is built from a row,
 //!   its fields matched to the columns by name (or by position with
 //!   `#[shardwise(flavor = "in_order")]`), borrowing from the frame where
 //!   the field types do (`&'a str`, `&'a [u8]`).
+//! - [`macro@SerializeValue`] and [`macro@DeserializeValue`]: a struct with
+//!   named fields is a value of a user-defined type (UDT), anywhere a value
+//!   goes: a column, a bind value, inside collections, tuples and `Option`.
 //!
 //! ```
-//! use shardwise_macros::{DeserializeRow, SerializeValues};
+//! use shardwise_macros::{DeserializeRow, DeserializeValue, SerializeValue, SerializeValues};
 //!
-//! /// Bind values of `INSERT INTO users (id, name) VALUES (?, ?)`.
+//! /// A value of `CREATE TYPE address (street text, zip int)`.
+//! #[derive(SerializeValue, DeserializeValue)]
+//! struct Address<'a> {
+//!     street: &'a str,
+//!     zip: Option<i32>,
+//! }
+//!
+//! /// Bind values of `INSERT INTO users (name, id, home) VALUES (?, ?, ?)`:
+//! /// matched by name, in any order.
 //! #[derive(SerializeValues)]
 //! struct NewUser<'a> {
 //!     id: i64,
 //!     name: &'a str,
+//!     home: Address<'a>,
 //! }
 //!
 //! /// A row of `SELECT name, id, tags FROM users`: columns in any order.
@@ -31,16 +45,31 @@
 //! ## Modules
 //!
 //! - `attrs`: parsing of the derive input and its `#[shardwise(...)]` attributes;
+//! - `manifest`: where the deriving crate reaches the protocol crate, read
+//!   from its `Cargo.toml`;
 //! - `ser`: `#[derive(SerializeValues)]`;
-//! - `de`: `#[derive(DeserializeRow)]`;
+//! - `de`: `#[derive(DeserializeRow)]`, and the code generation for reading
+//!   from a frame that `udt_de` shares;
+//! - `udt_ser`: `#[derive(SerializeValue)]`;
+//! - `udt_de`: `#[derive(DeserializeValue)]`;
 //! - `tests`: compile errors of the derives, checked on the macro functions.
 //!
 //! ## The protocol crate's path
 //!
-//! Generated code names the protocol crate `::shardwise_protocol` when the
-//! deriving crate depends on it, and `::shardwise::protocol` when it depends
-//! only on the driver (which re-exports these derives). Any other path is
-//! given with `#[shardwise(crate = "path")]`:
+//! Generated code names the protocol crate by the path the deriving crate
+//! reaches it at, read from the `[dependencies]` and `[dev-dependencies]`
+//! tables of its `Cargo.toml` (also `[target.'...'.dependencies]`,
+//! `[dependencies.name]` tables, and `workspace = true` entries, whose
+//! renames are read from the workspace root):
+//!
+//! | the crate depends on | generated code names |
+//! |---|---|
+//! | `shardwise-protocol` (as `name`) | `::name` |
+//! | else `shardwise` (as `name`, e.g. `sw = { package = "shardwise" }`) | `::name::protocol` |
+//! | else `shardwise-cdc` (as `name`) | `::name::shardwise::protocol` |
+//! | none of them, or no readable manifest | a compile error asking for `crate = "..."` |
+//!
+//! Any other path is given with `#[shardwise(crate = "path")]`:
 //!
 //! ```
 //! extern crate shardwise_protocol as proto;
@@ -60,9 +89,9 @@
 //! | attribute | on | effect |
 //! |---|---|---|
 //! | `#[shardwise(crate = "path")]` | struct | path of the protocol crate |
-//! | `#[shardwise(flavor = "in_order")]` | struct | `DeserializeRow`: match columns by position, not by name (`"by_name"` is the default) |
-//! | `#[shardwise(rename = "column")]` | field | the column or bind marker name, instead of the field's name |
-//! | `#[shardwise(skip)]` | field | `SerializeValues`: not sent; `DeserializeRow`: not read, set to `Default::default()` |
+//! | `#[shardwise(flavor = "in_order")]` | struct | `SerializeValues`, `DeserializeRow`: match bind markers or columns by position, not by name (`"by_name"` is the default); refused on the UDT derives |
+//! | `#[shardwise(rename = "name")]` | field | the column, bind marker or UDT field name, instead of the field's name |
+//! | `#[shardwise(skip)]` | field | `SerializeValues`, `SerializeValue`: not sent; `DeserializeRow`, `DeserializeValue`: not read, set to `Default::default()` |
 //!
 //! Enums, unions, tuple structs and unit structs are rejected at compile
 //! time (values without names are better written as tuples):
@@ -77,25 +106,40 @@
 
 mod attrs;
 mod de;
+mod manifest;
 mod ser;
+mod udt_de;
+mod udt_ser;
 
 use proc_macro::TokenStream;
 use syn::{parse_macro_input, DeriveInput};
 
 /// Derives `SerializeValues` for a struct with named fields: its fields
-/// (except those with `#[shardwise(skip)]`) are the bind values, in field
-/// order.
+/// (except those with `#[shardwise(skip)]`) are the bind values.
 ///
+/// By default fields are matched to the bind markers of a prepared
+/// statement **by name** (the field's name, or `#[shardwise(rename = "...")]`),
+/// as the official driver's `SerializeRow` does:
+///
+/// - `check_types(specs)` fails with `EncodeError::Fields` naming the marker
+///   or field when a marker has no field of its name, a field has no marker
+///   of its name, or a marker name appears twice (`c > ? AND c < ?`: bind a
+///   tuple, or name the markers `:lo` and `:hi`); a field whose type does not
+///   fit its marker's is an `EncodeError::TypeMismatch` naming the marker.
+/// - `encode_for(specs, buf)` writes the fields in the markers' order, with a
+///   `match` on each marker's name (no allocation). The driver uses it for
+///   prepared statements, batches of them, and the partition key's token.
+/// - `encode(buf)` writes them in field order: what a statement without
+///   bind-marker metadata (an unprepared `Statement`) gets, since the names
+///   of its markers are unknown. Such a statement needs the fields in the
+///   order of its `?` markers (or use a tuple).
 /// - `count()` is the number of fields, `with_names()` is `false`, and
-///   `encoded_len()` / `encode()` sum and write each field's
-///   `SerializeValue` encoding in order: the same bytes as the tuple of the
-///   fields.
-/// - `check_types(specs)` fails with `EncodeError::InvalidValue` when the
-///   number of bind markers differs, and when the markers carry the fields'
-///   names (`#[shardwise(rename = "...")]` renames) in a different order:
-///   values are never reordered, so the struct must declare its fields in
-///   bind-marker order. Then each field's `check_type` is checked against
-///   its marker's type, and a mismatch names the marker.
+///   `encoded_len()` does not depend on the order.
+///
+/// With `#[shardwise(flavor = "in_order")]`, field `i` is marker `i`: the
+/// count and the types are checked, names are not, except that fields
+/// carrying the markers' names in another order are refused (an
+/// `EncodeError::InvalidValue`), as surely a mistake.
 ///
 /// Generic structs and structs with lifetimes (`struct W<'a> { name: &'a str }`)
 /// are supported; fields whose type mentions a type parameter get a
@@ -104,6 +148,7 @@ use syn::{parse_macro_input, DeriveInput};
 /// ```
 /// use shardwise_macros::SerializeValues;
 /// use shardwise_protocol::types::ser::SerializeValues as _;
+/// use shardwise_protocol::types::{ColumnSpec, ColumnType};
 ///
 /// #[derive(SerializeValues)]
 /// struct Insert<'a> {
@@ -113,11 +158,18 @@ use syn::{parse_macro_input, DeriveInput};
 ///     _note: &'static str,
 /// }
 ///
+/// let spec = |name: &str, typ| ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ };
+/// // `INSERT INTO t (name, id) VALUES (?, ?)`: markers in another order than the fields.
+/// let markers = [spec("name", ColumnType::Text), spec("id", ColumnType::Int)];
 /// let v = Insert { id: 7, name: "seven", _note: "not sent" };
+/// v.check_types(&markers).unwrap();
 /// let (mut a, mut b) = (Vec::new(), Vec::new());
-/// v.encode(&mut a);
-/// (7i32, "seven").encode(&mut b);
+/// v.encode_for(&markers, &mut a);
+/// ("seven", 7i32).encode(&mut b);
 /// assert_eq!((v.count(), a), (2, b));
+/// // A marker without a field is an error naming it.
+/// let wrong = [spec("name", ColumnType::Text), spec("user_id", ColumnType::Int)];
+/// assert!(v.check_types(&wrong).unwrap_err().to_string().contains("\"user_id\""));
 /// ```
 #[proc_macro_derive(SerializeValues, attributes(shardwise))]
 pub fn derive_serialize_values(input: TokenStream) -> TokenStream {
@@ -173,6 +225,110 @@ pub fn derive_serialize_values(input: TokenStream) -> TokenStream {
 pub fn derive_deserialize_row(input: TokenStream) -> TokenStream {
     let ast = parse_macro_input!(input as DeriveInput);
     de::derive(&ast).unwrap_or_else(syn::Error::into_compile_error).into()
+}
+
+/// Derives `SerializeValue` for a struct with named fields, written as a
+/// value of a CQL user-defined type (UDT).
+///
+/// A value's encoding never depends on the column type, so the fields
+/// (except those with `#[shardwise(skip)]`) are written in declaration
+/// order, and `check_type(typ)` accepts a UDT only when the struct's fields
+/// are, in order, the type's fields by name (`#[shardwise(rename = "...")]`
+/// renames): the type may have more fields after them, which the value
+/// leaves out (they read as null). Anything else fails with
+/// `EncodeError::Fields` naming the field: a field the type does not have,
+/// a field at another position than the type's (reorder the struct's fields),
+/// or a field whose value does not fit the type's field (its error inside).
+/// A column that is no UDT is an `EncodeError::TypeMismatch`.
+///
+/// The derived type is a value like any other: a column, a bind value,
+/// inside `Option`, lists, sets, maps and tuples, and in a
+/// `#[derive(SerializeValues)]` struct.
+///
+/// ```
+/// use shardwise_macros::SerializeValue;
+/// use shardwise_protocol::types::ser::SerializeValue as _;
+/// use shardwise_protocol::types::ColumnType;
+///
+/// #[derive(SerializeValue)]
+/// struct Address<'a> {
+///     street: &'a str,
+///     zip: i32,
+/// }
+///
+/// let udt = |fields: &[(&str, ColumnType)]| ColumnType::Udt {
+///     keyspace: "ks".into(),
+///     name: "address".into(),
+///     fields: fields.iter().map(|(n, t)| (n.to_string(), t.clone())).collect(),
+/// };
+/// let home = Address { street: "Main", zip: 1234 };
+/// // The type may have more fields than the struct, after its own.
+/// home.check_type(&udt(&[("street", ColumnType::Text), ("zip", ColumnType::Int), ("note", ColumnType::Text)]))
+///     .unwrap();
+/// // The same fields in another order are refused, naming the field.
+/// let swapped = udt(&[("zip", ColumnType::Int), ("street", ColumnType::Text)]);
+/// assert!(home.check_type(&swapped).unwrap_err().to_string().contains("field \"street\""));
+/// // Written like the tuple of its fields.
+/// let (mut a, mut b) = (Vec::new(), Vec::new());
+/// home.encode(&mut a);
+/// ("Main", 1234i32).encode(&mut b);
+/// assert_eq!(a, b);
+/// ```
+#[proc_macro_derive(SerializeValue, attributes(shardwise))]
+pub fn derive_serialize_value(input: TokenStream) -> TokenStream {
+    let ast = parse_macro_input!(input as DeriveInput);
+    udt_ser::derive(&ast).unwrap_or_else(syn::Error::into_compile_error).into()
+}
+
+/// Derives `DeserializeValue<'a>` for a struct with named fields, read
+/// from a value of a CQL user-defined type (UDT).
+///
+/// - `type_check(typ)` fails with a `TypeCheckError` when `typ` is no UDT,
+///   when a field (except those with `#[shardwise(skip)]`) has no UDT field
+///   of its name (`#[shardwise(rename = "...")]` renames), and when a field's
+///   type cannot hold its UDT field's type (the error names the UDT field).
+/// - `deserialize` reads the value's fields in the type's order and assigns
+///   each to the struct field of its name, in any order; the type's fields
+///   that the struct lacks are skipped. A value may have fewer fields than
+///   its type: the missing ones are null, so an `Option` field is `None`
+///   and another fails with `UnexpectedNull`. A field's error is wrapped
+///   in `DeserializeError::Field` naming it; a null UDT value is
+///   `UnexpectedNull` (read an `Option` of the struct).
+///
+/// The struct borrows from the frame where its fields do (`&'a str`), as
+/// `DeserializeRow` does, and is a value like any other: a column, inside
+/// `Option`, lists, sets, maps and tuples, and in a `#[derive(DeserializeRow)]`
+/// struct.
+///
+/// ```
+/// use shardwise_macros::{DeserializeValue, SerializeValue};
+/// use shardwise_protocol::types::de::{DeserializeValue as _, FrameSlice};
+/// use shardwise_protocol::types::ser::SerializeValue as _;
+/// use shardwise_protocol::types::ColumnType;
+///
+/// #[derive(DeserializeValue)]
+/// struct Address<'a> {
+///     zip: Option<i32>,
+///     street: &'a str,
+/// }
+///
+/// let typ = ColumnType::Udt {
+///     keyspace: "ks".into(),
+///     name: "address".into(),
+///     fields: vec![("street".into(), ColumnType::Text), ("note".into(), ColumnType::Text), ("zip".into(), ColumnType::Int)],
+/// };
+/// Address::type_check(&typ).unwrap();
+/// // A value with the first two fields only: `zip` is missing, so null.
+/// let mut bytes = Vec::new();
+/// ("Main", "a note").encode(&mut bytes);
+/// let frame = bytes::Bytes::from(bytes.split_off(4));
+/// let home = Address::deserialize(&typ, Some(FrameSlice::whole(&frame))).unwrap();
+/// assert_eq!((home.street, home.zip), ("Main", None));
+/// ```
+#[proc_macro_derive(DeserializeValue, attributes(shardwise))]
+pub fn derive_deserialize_value(input: TokenStream) -> TokenStream {
+    let ast = parse_macro_input!(input as DeriveInput);
+    udt_de::derive(&ast).unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 #[cfg(test)]

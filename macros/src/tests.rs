@@ -3,15 +3,28 @@
 
 use syn::{parse_quote, DeriveInput};
 
-use crate::{de, ser};
+use crate::{de, ser, udt_de, udt_ser};
 
-/// The message of the compile error of both derives on `input`.
-fn errors(input: DeriveInput) -> [String; 2] {
+/// The message of the compile error of each derive on `input`.
+fn errors(input: DeriveInput) -> [String; 4] {
     let message = |r: syn::Result<proc_macro2::TokenStream>| match r {
         Ok(tokens) => panic!("expected an error, got {tokens}"),
         Err(e) => e.to_string(),
     };
-    [message(ser::derive(&input)), message(de::derive(&input))]
+    [
+        message(ser::derive(&input)),
+        message(de::derive(&input)),
+        message(udt_ser::derive(&input)),
+        message(udt_de::derive(&input)),
+    ]
+}
+
+/// Whether each derive accepts `input`.
+fn all_ok(input: &DeriveInput) -> bool {
+    ser::derive(input).is_ok()
+        && de::derive(input).is_ok()
+        && udt_ser::derive(input).is_ok()
+        && udt_de::derive(input).is_ok()
 }
 
 fn assert_both(input: DeriveInput, needle: &str) {
@@ -44,11 +57,27 @@ fn unsupported_shapes() {
         ),
         "not a unit struct",
     );
-    let [ser, de] = errors(parse_quote!(
+    let [ser, de, udt_ser, udt_de] = errors(parse_quote!(
         struct T(i32);
     ));
     assert!(ser.starts_with("#[derive(SerializeValues)]"), "{ser}");
     assert!(de.starts_with("#[derive(DeserializeRow)]"), "{de}");
+    assert!(udt_ser.starts_with("#[derive(SerializeValue)]"), "{udt_ser}");
+    assert!(udt_de.starts_with("#[derive(DeserializeValue)]"), "{udt_de}");
+}
+
+#[test]
+fn flavor_is_for_rows_and_value_lists() {
+    let input: DeriveInput = parse_quote! {
+        #[shardwise(flavor = "in_order")]
+        struct S { a: i32 }
+    };
+    assert!(ser::derive(&input).is_ok());
+    assert!(de::derive(&input).is_ok());
+    for r in [udt_ser::derive(&input), udt_de::derive(&input)] {
+        let msg = r.map(|t| t.to_string()).unwrap_err().to_string();
+        assert!(msg.contains("`flavor` applies to SerializeValues and DeserializeRow"), "{msg}");
+    }
 }
 
 #[test]
@@ -107,8 +136,7 @@ fn duplicate_column_names() {
     let ok: DeriveInput = parse_quote! {
         struct S { #[shardwise(rename = "b", skip)] a: i32, b: i32 }
     };
-    assert!(ser::derive(&ok).is_ok());
-    assert!(de::derive(&ok).is_ok());
+    assert!(all_ok(&ok));
     // Raw identifiers are named without `r#`.
     assert_both(
         parse_quote! {
@@ -124,9 +152,19 @@ fn crate_path_is_used() {
         #[shardwise(crate = "shardwise::protocol")]
         struct S<'a> { a: &'a str }
     };
-    for tokens in [ser::derive(&input), de::derive(&input)] {
+    for tokens in [ser::derive(&input), de::derive(&input), udt_ser::derive(&input), udt_de::derive(&input)] {
         let code = tokens.map(|t| t.to_string()).unwrap_or_default();
         assert!(code.contains("shardwise :: protocol :: types"), "{code}");
         assert!(!code.contains("shardwise_protocol"), "{code}");
     }
+}
+
+#[test]
+fn default_crate_path_comes_from_the_manifest() {
+    // This crate reaches the protocol crate as a dev-dependency.
+    let input: DeriveInput = parse_quote! {
+        struct S { a: i32 }
+    };
+    let code = udt_ser::derive(&input).map(|t| t.to_string()).unwrap_or_default();
+    assert!(code.contains(":: shardwise_protocol :: types :: derived"), "{code}");
 }

@@ -120,4 +120,73 @@ pub enum EncodeError {
         /// Why it is invalid.
         reason: &'static str,
     },
+    /// The fields of a struct do not match the fields of the user-defined
+    /// type, or the bind markers, it is written as (the derived
+    /// `SerializeValue` and `SerializeValues` impls).
+    #[error("cannot serialize {rust_type} as {cql_type}: {mismatch}")]
+    Fields {
+        /// The Rust struct.
+        rust_type: &'static str,
+        /// The UDT (`keyspace.name`) or the bind markers (`bind markers (name type, ...)`).
+        cql_type: String,
+        /// Which field or bind marker differs, and how.
+        mismatch: FieldMismatch,
+    },
+}
+
+/// How the fields of a struct differ from the fields of a user-defined type
+/// or from the bind markers of a statement ([`EncodeError::Fields`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FieldMismatch {
+    /// The type has no field of the struct field's name.
+    #[error("the type has no field named {field:?}")]
+    NoSuchField {
+        /// The struct field's (or its `rename`d) name.
+        field: String,
+    },
+    /// The type has the field, at another position: a UDT value's fields
+    /// are written in the struct's order, which must be the type's.
+    #[error(
+        "field {field:?} is field {position} of the struct, where the type has field {expected:?}: \
+         declare the struct's fields in the type's order (only the type's last fields may be left out)"
+    )]
+    OutOfOrder {
+        /// The struct field's name.
+        field: String,
+        /// Its position among the struct's (not skipped) fields.
+        position: usize,
+        /// The name of the type's field at that position.
+        expected: String,
+    },
+    /// A struct field's value cannot be written as its UDT field's type.
+    #[error("field {field:?}: {source}")]
+    FieldType {
+        /// The field's name.
+        field: String,
+        /// Why its value does not fit.
+        source: Box<EncodeError>,
+    },
+    /// The statement has a bind marker that no field is named after.
+    #[error("no field is named after bind marker {marker:?} (rename one with #[shardwise(rename = \"...\")])")]
+    NoFieldForMarker {
+        /// The bind marker's name.
+        marker: String,
+    },
+    /// A field has no bind marker of its name.
+    #[error("the statement has no bind marker named {field:?}")]
+    NoMarkerForField {
+        /// The field's name.
+        field: String,
+    },
+    /// Two bind markers have the same name (`c > ? AND c < ?`): a struct
+    /// matched by name has one value for both.
+    #[error(
+        "bind marker {marker:?} appears twice: name the markers (`:lo`, `:hi`), \
+         bind a tuple, or use #[shardwise(flavor = \"in_order\")]"
+    )]
+    DuplicateMarker {
+        /// The bind marker's name.
+        marker: String,
+    },
 }

@@ -45,7 +45,7 @@ pub mod tablets;
 pub mod token;
 pub mod types;
 
-pub use error::{DecodeError, EncodeError};
+pub use error::{DecodeError, EncodeError, FieldMismatch};
 
 // Used by the code `shardwise-macros` generates.
 #[doc(hidden)]

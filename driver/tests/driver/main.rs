@@ -8,6 +8,7 @@ mod auth;
 mod cluster;
 mod common;
 mod connection;
+mod derives;
 mod faults;
 mod hostile_server;
 mod load_balancing;

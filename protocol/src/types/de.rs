@@ -125,6 +125,14 @@ pub enum DeserializeError {
         /// Columns in the result.
         actual: usize,
     },
+    /// Deserializing one field of a user-defined type value failed.
+    #[error("field {field}: {source}")]
+    Field {
+        /// The field's name in the type.
+        field: String,
+        /// What failed.
+        source: Box<DeserializeError>,
+    },
     /// Deserializing one column failed.
     #[error("column {index} ({name}): {source}")]
     Column {
@@ -505,18 +513,18 @@ fn cql_value<'a>(typ: &'a ColumnType, v: FrameSlice<'a>) -> Result<CqlValue, Des
 
 /// Reads the `[bytes]` elements of a tuple or UDT value. A value may have
 /// fewer elements than its type; the missing trailing ones read as null.
-struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     typ: &'a ColumnType,
     value: FrameSlice<'a>,
     reader: Reader<'a>,
 }
 
 impl<'a> Fields<'a> {
-    fn new(typ: &'a ColumnType, value: FrameSlice<'a>) -> Self {
+    pub(crate) fn new(typ: &'a ColumnType, value: FrameSlice<'a>) -> Self {
         Fields { typ, value, reader: Reader::new(value.as_slice()) }
     }
 
-    fn next(&mut self) -> Result<Option<FrameSlice<'a>>, DeserializeError> {
+    pub(crate) fn next(&mut self) -> Result<Option<FrameSlice<'a>>, DeserializeError> {
         if self.reader.is_empty() {
             return Ok(None);
         }
@@ -524,7 +532,7 @@ impl<'a> Fields<'a> {
         Ok(b.map(|b| self.value.sub(b)))
     }
 
-    fn finish(&self) -> Result<(), DeserializeError> {
+    pub(crate) fn finish(&self) -> Result<(), DeserializeError> {
         self.reader.finish("last field").map_err(|e| DeserializeError::malformed(self.typ, e))
     }
 }

@@ -1,11 +1,14 @@
 //! CQL types and values: the type descriptions of result metadata
 //! ([`ColumnType`]), serialization of Rust values into bind values
 //! ([`ser`]), zero-copy deserialization of values and rows ([`de`]), and an
-//! owned dynamic value ([`CqlValue`]) for convenience.
+//! owned dynamic value ([`CqlValue`]) for convenience; [`derived`] holds
+//! what the derives of `shardwise-macros` call (structs as user-defined
+//! types, bind markers by name).
 
 mod collections;
 mod column_type;
 pub mod de;
+pub mod derived;
 pub mod ser;
 mod value;
 

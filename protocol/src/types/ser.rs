@@ -65,6 +65,79 @@ pub trait SerializeValues {
     fn encoded_len(&self) -> Result<usize, EncodeError>;
     /// Writes all values (and names), without the `[short]` count.
     fn encode(&self, buf: &mut impl BufMut);
+    /// Writes all values in the order of the bind markers `specs` of a
+    /// prepared statement: exactly [`Self::encoded_len`] bytes, like
+    /// [`Self::encode`]. Positional lists (tuples, slices) are in marker
+    /// order already, so the default is [`Self::encode`]; structs that
+    /// `#[derive(SerializeValues)]` matches to the markers by name write
+    /// each marker's field. `specs` are those [`Self::check_types`]
+    /// accepted; for statements without them (unprepared), names are
+    /// unknown and [`Self::encode`] is used instead.
+    fn encode_for(&self, specs: &[ColumnSpec], buf: &mut impl BufMut) {
+        let _ = specs;
+        self.encode(buf)
+    }
+}
+
+/// Bind values together with the bind markers of the prepared statement
+/// they are sent to: its [`SerializeValues::encode`] is the values'
+/// [`SerializeValues::encode_for`] the markers, which puts values matched by
+/// name in the markers' order. This is what a driver sends as the values of
+/// an EXECUTE (or of a prepared statement in a BATCH), and what it hashes
+/// the partition key from. No markers (`&[]`) stand for a statement whose
+/// markers are unknown (unprepared): the values' own
+/// [`SerializeValues::encode`] then. Two references: making one allocates
+/// nothing.
+pub struct InMarkerOrder<'a, V: ?Sized> {
+    values: &'a V,
+    specs: &'a [ColumnSpec],
+}
+
+impl<'a, V: SerializeValues + ?Sized> InMarkerOrder<'a, V> {
+    /// `values` for the bind markers `specs`.
+    pub fn new(values: &'a V, specs: &'a [ColumnSpec]) -> Self {
+        InMarkerOrder { values, specs }
+    }
+}
+
+impl<V: ?Sized> Clone for InMarkerOrder<'_, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<V: ?Sized> Copy for InMarkerOrder<'_, V> {}
+
+impl<V: ?Sized> std::fmt::Debug for InMarkerOrder<'_, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+        f.debug_struct("InMarkerOrder").field("values", &std::any::type_name::<V>()).field("markers", &names).finish()
+    }
+}
+
+impl<V: SerializeValues + ?Sized> SerializeValues for InMarkerOrder<'_, V> {
+    fn count(&self) -> usize {
+        self.values.count()
+    }
+    fn with_names(&self) -> bool {
+        self.values.with_names()
+    }
+    fn check_types(&self, specs: &[ColumnSpec]) -> Result<(), EncodeError> {
+        self.values.check_types(specs)
+    }
+    fn encoded_len(&self) -> Result<usize, EncodeError> {
+        self.values.encoded_len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        if self.specs.is_empty() {
+            self.values.encode(buf)
+        } else {
+            self.values.encode_for(self.specs, buf)
+        }
+    }
+    fn encode_for(&self, _specs: &[ColumnSpec], buf: &mut impl BufMut) {
+        self.encode(buf)
+    }
 }
 
 /// Bind values already in wire form, as read from a request (optionally
@@ -844,6 +917,9 @@ macro_rules! impl_values_deref {
             }
             fn encode(&self, buf: &mut impl BufMut) {
                 <$target as SerializeValues>::encode(self, buf)
+            }
+            fn encode_for(&self, specs: &[ColumnSpec], buf: &mut impl BufMut) {
+                <$target as SerializeValues>::encode_for(self, specs, buf)
             }
         }
     )*};

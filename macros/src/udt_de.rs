@@ -1,0 +1,111 @@
+//! `#[derive(DeserializeValue)]`: a value of a user-defined type read into
+//! a struct with named fields.
+//!
+//! The value's fields are read in the type's order and given to the
+//! struct's fields by name; fields of the type that the struct lacks are
+//! skipped, and fields missing at the end of a shorter value are null (an
+//! `Option` field is `None`, another type fails with `UnexpectedNull`).
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::DeriveInput;
+
+use crate::attrs::{lit, Input};
+use crate::de::Gen;
+
+pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
+    let input = Input::parse(ast, "DeserializeValue")?;
+    if let Some(span) = input.attrs.flavor_span {
+        return Err(syn::Error::new(
+            span,
+            "#[derive(DeserializeValue)] matches a UDT's fields by name: `flavor` applies to \
+             SerializeValues and DeserializeRow",
+        ));
+    }
+    let name = &ast.ident;
+    let (cg, impl_generics, where_clause) = Gen::new(&input);
+    let (impl_generics, _, _) = impl_generics.split_for_impl();
+    let (_, ty_generics, _) = ast.generics.split_for_impl();
+    let (krate, de, lt) = (&cg.krate, &cg.de, &cg.lt);
+    let derived = quote!(#krate::types::derived);
+
+    let active = cg.active();
+    let vars: Vec<_> = (0..active.len()).map(|i| format_ident!("__f{}", i)).collect();
+    let checks = active.iter().map(|f| {
+        let (field, value) = (lit(&f.name), cg.value_trait(f));
+        quote! {
+            #value::type_check(#derived::udt_field_type::<Self>(typ, #field)?)
+                .map_err(|e| #derived::in_udt_field_check(typ, #field, e))?;
+        }
+    });
+    let decls = active.iter().zip(&vars).map(|(f, var)| {
+        let ty = cg.frame_ty(f);
+        quote!(let mut #var: ::core::option::Option<#ty> = ::core::option::Option::None;)
+    });
+    let arms = active.iter().zip(&vars).map(|(f, var)| {
+        let (field, value) = (lit(&f.name), cg.value_trait(f));
+        quote! {
+            #field => {
+                #var = ::core::option::Option::Some(
+                    #value::deserialize(__t, __raw).map_err(|e| #derived::in_udt_field_value(__name, e))?,
+                );
+            }
+        }
+    });
+    let read = if active.is_empty() {
+        quote!(__reader.next_field()?;)
+    } else {
+        quote! {
+            let __raw = __reader.next_field()?;
+            match __name.as_str() {
+                #(#arms)*
+                _ => {}
+            }
+        }
+    };
+    let takes = active.iter().zip(&vars).map(|(f, var)| {
+        let field = lit(&f.name);
+        quote! {
+            let ::core::option::Option::Some(#var) = #var else {
+                return ::core::result::Result::Err(#derived::missing_udt_field::<Self>(typ, #field));
+            };
+        }
+    });
+    let construct = cg.construct();
+
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_generics #de::DeserializeValue<#lt> for #name #ty_generics #where_clause {
+            fn type_check(
+                typ: &#krate::types::ColumnType,
+            ) -> ::core::result::Result<(), #de::TypeCheckError> {
+                if #derived::udt_fields(typ).is_none() {
+                    return ::core::result::Result::Err(#de::TypeCheckError::new::<Self>(typ));
+                }
+                #(#checks)*
+                ::core::result::Result::Ok(())
+            }
+            fn deserialize(
+                typ: &#lt #krate::types::ColumnType,
+                v: ::core::option::Option<#de::FrameSlice<#lt>>,
+            ) -> ::core::result::Result<Self, #de::DeserializeError> {
+                let ::core::option::Option::Some(__types) = #derived::udt_fields(typ) else {
+                    return ::core::result::Result::Err(#de::TypeCheckError::new::<Self>(typ).into());
+                };
+                let ::core::option::Option::Some(__v) = v else {
+                    return ::core::result::Result::Err(#de::DeserializeError::UnexpectedNull {
+                        rust_type: ::core::any::type_name::<Self>(),
+                    });
+                };
+                let mut __reader = #derived::UdtReader::new(typ, __v);
+                #(#decls)*
+                for (__name, __t) in __types {
+                    #read
+                }
+                __reader.finish()?;
+                #(#takes)*
+                #construct
+            }
+        }
+    })
+}
