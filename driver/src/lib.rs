@@ -23,6 +23,7 @@
 //! - [`config`]: connection settings (compression, TLS, authentication);
 //! - [`events`]: session and database events;
 //! - [`error`]: the error types;
+//! - [`load_balancing`]: an application's own plan per request (the built-in one is the default);
 //! - [`latency`]: latency awareness (each node's average, which nodes plans put last);
 //! - `metrics`: request counters and the latency histograms (the session's, each node's);
 //! - `sync`: the synchronization primitives (loom-checkable);
@@ -41,6 +42,14 @@ pub mod execute;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod latency;
+pub mod load_balancing {
+    //! Load-balancing policies: the application's plan for each request
+    //! (see [`LoadBalancingPolicy`]); without one, the session's built-in
+    //! plan, which [`DefaultPolicy`] returns.
+    pub use crate::session::balancing::{
+        ClusterView, DefaultPolicy, LoadBalancingPolicy, NodeView, RoutingInfo, Target,
+    };
+}
 mod metrics;
 pub mod observer;
 mod pool;

@@ -29,6 +29,7 @@
 //! - [`trace`]: reading the trace of a request sent with tracing on;
 //! - [`schema`]: the schema metadata snapshot.
 
+pub(crate) mod balancing;
 mod config;
 mod connect;
 mod control;

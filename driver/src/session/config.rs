@@ -9,6 +9,7 @@ use std::time::Duration;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::ProtocolVersion;
 
+use super::balancing::LoadBalancingPolicy;
 use super::Session;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
 use crate::cluster::{AddressTranslator, DistancePolicy, HostFilter, NodeDistance};
@@ -165,6 +166,9 @@ pub struct SessionConfig {
     /// An observer of every request's attempts (a profile's wins); `None`
     /// (the default): none. See [`crate::observer`].
     pub observer: Option<Arc<dyn RequestObserver>>,
+    /// The application's load-balancing policy; `None` (the default): the
+    /// built-in plan. See [`crate::load_balancing`].
+    pub load_balancing: Option<Arc<dyn LoadBalancingPolicy>>,
 }
 
 impl SessionConfig {
@@ -226,6 +230,7 @@ impl Default for SessionConfig {
             host_filter: None,
             timestamp_generator: None,
             observer: None,
+            load_balancing: None,
         }
     }
 }
@@ -517,6 +522,14 @@ impl SessionBuilder {
     /// see [`crate::observer`].
     pub fn request_observer(mut self, observer: Arc<dyn RequestObserver>) -> Self {
         self.config.observer = Some(observer);
+        self
+    }
+
+    /// The application's own plan for each request, instead of the
+    /// built-in one (token, tablet and shard aware; local rack, then
+    /// datacenter, then remote). See [`crate::load_balancing`].
+    pub fn load_balancing(mut self, policy: Arc<dyn LoadBalancingPolicy>) -> Self {
+        self.config.load_balancing = Some(policy);
         self
     }
 

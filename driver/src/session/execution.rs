@@ -26,6 +26,7 @@ use std::time::Instant;
 use shardwise_protocol::response::ResultMessage;
 use tracing::Instrument;
 
+use super::plan::Ask;
 use super::profile::Settings;
 use super::{Session, SpeculativePolicy};
 use crate::connection::{Connection, Deadline, Expiry};
@@ -234,7 +235,8 @@ impl Session {
         let seed = super::plan::next_seed();
         let route = statement.route(values);
         let (mut position, mut node, mut conn) = self.with_state(|state| {
-            self.pick(state, seed, node_offset, route, Session::penalty(state, latency_awareness))
+            let ask = Ask { consistency: params.consistency, idempotent };
+            self.pick(state, seed, node_offset, route, Session::penalty(state, latency_awareness), ask)
         })?;
         let (result, conn) = loop {
             // The first attempt leaves as the request starts: one clock read fewer.
@@ -342,8 +344,9 @@ impl Session {
                     // The view as it is now: a retry may follow a topology change.
                     let state = self.state();
                     let penalty = Session::penalty(&state, latency_awareness);
+                    let ask = Ask { consistency: params.consistency, idempotent };
                     (position, node, conn) =
-                        self.pick(&state, seed, position + 1, route, penalty).map_err(|_| error.clone())?;
+                        self.pick(&state, seed, position + 1, route, penalty, ask).map_err(|_| error.clone())?;
                 }
             }
             retries += 1;

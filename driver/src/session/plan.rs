@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use shardwise_protocol::token::Token;
 
+use super::balancing::{ClusterView, LoadBalancingPolicy, RoutingInfo};
 use super::snapshot::ClusterState;
 use super::Session;
 use crate::cluster::ring::NodeIndex;
@@ -33,6 +34,14 @@ use crate::execute::Route;
 use crate::latency::{Average, LatencyAwareness, Penalty};
 use crate::pool::NodePool;
 use uuid::Uuid;
+
+/// What a request's plan needs to know of it besides its route (for a
+/// load-balancing policy).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ask {
+    pub(super) consistency: shardwise_protocol::consistency::Consistency,
+    pub(super) idempotent: bool,
+}
 
 /// What a plan asks of a node.
 pub(super) trait Candidate {
@@ -200,6 +209,16 @@ impl<'a, N: Candidate> Plan<'a, N> {
         None
     }
 
+    /// Each replica with a pool, in replica order (primary first; a
+    /// tablet's in its order): its index in `nodes` and its shard.
+    pub(super) fn replicas(&self, mut f: impl FnMut(usize, Option<u16>)) {
+        for i in 0..self.replica_count() {
+            if let Some((p, shard)) = self.replica(i) {
+                f(p, shard);
+            }
+        }
+    }
+
     fn replica_count(&self) -> usize {
         if self.tablet.is_empty() {
             self.replicas.len()
@@ -291,6 +310,7 @@ impl Session {
         from: usize,
         route: Option<Route<'_>>,
         penalty: Option<Penalty>,
+        ask: Ask,
     ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
         let token = route.map(|r| r.token);
         // A table with tablets: the tablet's replicas when it is known, else
@@ -325,10 +345,47 @@ impl Session {
             lwt,
             penalty,
         };
+        if let Some(policy) = &self.inner.config.load_balancing {
+            let request = RoutingInfo {
+                table: route.map(|r| (r.keyspace, r.table)),
+                token,
+                lwt,
+                consistency: ask.consistency,
+                idempotent: ask.idempotent,
+                seed,
+            };
+            return self.pick_by_policy(policy.as_ref(), &request, state, &plan, from);
+        }
         match plan.pick(from, |node| self.node_unavailable(node)) {
             Some((position, node, conn)) => Ok((position, node.clone(), conn)),
             None => Err(ExecutionError::NoConnection),
         }
+    }
+
+    /// [`Session::pick`] under the application's policy: the target at
+    /// position `from` of the plan it writes, or after it, that connects.
+    fn pick_by_policy(
+        &self,
+        policy: &dyn LoadBalancingPolicy,
+        request: &RoutingInfo<'_>,
+        state: &ClusterState,
+        plan: &Plan<'_, Arc<NodePool>>,
+        from: usize,
+    ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
+        let mut targets = Vec::new();
+        policy.plan(request, &ClusterView { state, plan }, &mut targets);
+        for (position, target) in targets.iter().enumerate().skip(from) {
+            let Some(node) = state.nodes.get(target.node) else { continue };
+            let conn = match target.shard {
+                Some(shard) => node.connection_on_shard(shard, request.seed),
+                None => node.connection_for(request.token, request.seed),
+            };
+            match conn {
+                Some(conn) => return Ok((position, node.clone(), conn)),
+                None => self.node_unavailable(node),
+            }
+        }
+        Err(ExecutionError::NoConnection)
     }
 
     /// The latency penalty of a request's plan under `config`: the best

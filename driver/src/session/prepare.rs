@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::plan::Ask;
 use super::Session;
 use crate::connection::Connection;
 use crate::error::ExecutionError;
@@ -23,7 +24,14 @@ impl Session {
         }
         let seed = super::plan::next_seed();
         let state = self.state();
-        let (_, node, conn) = self.pick(&state, seed, 0, None, None)?;
+        let (_, node, conn) = self.pick(
+            &state,
+            seed,
+            0,
+            None,
+            None,
+            Ask { consistency: self.inner.config.consistency, idempotent: true },
+        )?;
         let p = conn.prepare(statement.text()).await?;
         // Prepare on the other nodes too, so EXECUTE works wherever it goes.
         let others: Vec<Connection> = state

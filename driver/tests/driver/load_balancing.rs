@@ -9,6 +9,8 @@
 //!   and r2 of dc1 and in dc2. Request tracing shows which node
 //!   coordinated each request: the replica in the client's rack, or the
 //!   client's datacenter, and never a remote node while a local one is up;
+//!   a user's load-balancing policy that puts the remote node first sends
+//!   every request there;
 //! - connection affinity: through a proxy that counts each connection's
 //!   requests, a thread-affine session sends all of a thread's requests on
 //!   one connection;
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise::cluster::{DatacenterFilter, DistancePolicy, HostFilter, NodeInfo};
+use shardwise::load_balancing::{ClusterView, LoadBalancingPolicy, RoutingInfo, Target};
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::protocol::token::Token;
@@ -224,6 +227,43 @@ async fn rack_then_datacenter_then_remote() {
         .expect("session");
     assert_eq!(sorted(dc1.nodes()), sorted(vec![nodes[0], nodes[1]]), "dc2's node is filtered out");
     drop(dc1);
+
+    // A load-balancing policy of the user's, over the built-in plan: the
+    // remote datacenter's node first. Every request goes there, and the
+    // policy was told each request's table and token.
+    /// A request's table, and whether it had a token.
+    type Asked = (Option<(String, String)>, bool);
+    #[derive(Debug, Default)]
+    struct RemoteFirst(std::sync::Mutex<Vec<Asked>>);
+    impl LoadBalancingPolicy for RemoteFirst {
+        fn plan(&self, request: &RoutingInfo<'_>, cluster: &ClusterView<'_>, plan: &mut Vec<Target>) {
+            let table = request.table.map(|(k, t)| (k.to_owned(), t.to_owned()));
+            self.0.lock().expect("lock").push((table, request.token.is_some()));
+            cluster.default_plan(plan);
+            let remote = |t: &Target| cluster.node(t.node).is_some_and(|n| n.datacenter() == Some("dc2"));
+            plan.sort_by_key(|t| !remote(t));
+        }
+    }
+    let policy = Arc::new(RemoteFirst::default());
+    let everywhere =
+        DistancePolicy { local_datacenter: Some("dc1".into()), use_remote: true, ..DistancePolicy::default() };
+    let own = SessionBuilder::new()
+        .known_node_addr(nodes[0])
+        .distance_policy(everywhere)
+        .load_balancing(policy.clone())
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    let insert = own.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)")).await.expect("prepare");
+    let insert = insert.with_tracing(true);
+    policy.0.lock().expect("lock").clear();
+    let seen = coordinators(&own, 20, async |k| own.execute(&insert, (k, k)).await.expect("insert")).await;
+    assert_eq!(seen, BTreeMap::from([(ip(2), 20)]), "the policy's plan, not the built-in one");
+    let asked = policy.0.lock().expect("lock").clone();
+    let routed = (Some((ks.to_owned(), "t".to_owned())), true);
+    assert!(asked.iter().filter(|a| **a == routed).count() >= 20, "each insert's table and token: {asked:?}");
+    drop(own);
     println!("racks and datacenters: every request coordinated in the client's rack, else its datacenter");
     drop((s, admin));
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");

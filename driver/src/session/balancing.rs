@@ -1,0 +1,156 @@
+//! Load balancing as a policy of the application's: the plan of a request
+//! (which nodes, in which order, on which shard) from its routing
+//! information and a view of the cluster, as the official driver's
+//! `LoadBalancingPolicy` gives it.
+//!
+//! Without a policy (the default), a request walks the built-in plan in
+//! place (see the `plan` module): token, tablet and shard aware, local rack
+//! then datacenter then remote, latency awareness, nodes that are down last.
+//! A policy set with [`SessionBuilder::load_balancing`] writes the plan
+//! into a buffer instead, once per attempt that needs a node (the first,
+//! and each retry on the next node), so a policy that is a pure function of
+//! what it is given walks one plan per request. The built-in plan is
+//! [`ClusterView::default_plan`], and [`DefaultPolicy`] is the policy that
+//! returns it, for policies that reorder or filter it.
+//!
+//! A policy costs an allocation per attempt (the plan's buffer) and the
+//! policy's own work; the session without one pays nothing for this module.
+//!
+//! [`SessionBuilder::load_balancing`]: crate::SessionBuilder::load_balancing
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::token::Token;
+use uuid::Uuid;
+
+use super::plan::Plan;
+use super::snapshot::ClusterState;
+use crate::cluster::NodeInfo;
+use crate::pool::NodePool;
+
+/// What a request tells a policy about itself.
+#[derive(Debug, Clone, Copy)]
+pub struct RoutingInfo<'a> {
+    /// The keyspace and table of a routed (prepared, with its partition
+    /// key bound) statement.
+    pub table: Option<(&'a str, &'a str)>,
+    /// The partition key's token, for a routed statement.
+    pub token: Option<Token>,
+    /// A lightweight transaction (its replicas are best tried in ring
+    /// order, primary first).
+    pub lwt: bool,
+    /// The consistency of the attempt.
+    pub consistency: Consistency,
+    /// Whether the statement may be applied twice.
+    pub idempotent: bool,
+    /// The request's seed: the same for each of its attempts, different
+    /// between requests (for spreading load deterministically).
+    pub seed: usize,
+}
+
+/// One step of a plan: a node of the [`ClusterView`] (by index), and the
+/// shard to ask it on (`None`: the token's shard, or any).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// Index of the node in [`ClusterView::nodes`].
+    pub node: usize,
+    /// The shard, on a sharded node.
+    pub shard: Option<u16>,
+}
+
+/// Decides each request's plan.
+pub trait LoadBalancingPolicy: Send + Sync + std::fmt::Debug {
+    /// Pushes the targets a request tries, in order, onto `plan` (empty
+    /// when called). Targets without a connection are skipped; a plan with
+    /// none that connects fails the request with `NoConnection`.
+    fn plan(&self, request: &RoutingInfo<'_>, cluster: &ClusterView<'_>, plan: &mut Vec<Target>);
+}
+
+/// The built-in plan as a policy: [`ClusterView::default_plan`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultPolicy;
+
+impl LoadBalancingPolicy for DefaultPolicy {
+    fn plan(&self, _: &RoutingInfo<'_>, cluster: &ClusterView<'_>, plan: &mut Vec<Target>) {
+        cluster.default_plan(plan);
+    }
+}
+
+/// A node as a policy sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeView<'a> {
+    /// The address the driver connects to (after address translation).
+    pub addr: SocketAddr,
+    /// Its host id, datacenter and rack, when the topology is discovered.
+    pub info: Option<&'a NodeInfo>,
+    /// Whether the driver counts it as up.
+    pub up: bool,
+    /// Whether it is in the local datacenter (per the distance policy).
+    pub local: bool,
+}
+
+impl NodeView<'_> {
+    /// Its datacenter, when known.
+    pub fn datacenter(&self) -> Option<&str> {
+        self.info.and_then(|i| i.datacenter.as_deref())
+    }
+    /// Its rack, when known.
+    pub fn rack(&self) -> Option<&str> {
+        self.info.and_then(|i| i.rack.as_deref())
+    }
+    /// Its host id, when known.
+    pub fn host_id(&self) -> Option<Uuid> {
+        self.info.map(|i| i.host_id)
+    }
+}
+
+/// The cluster as one request's policy sees it: the nodes that get
+/// connections (local ones first), and the request's replicas.
+pub struct ClusterView<'a> {
+    pub(super) state: &'a ClusterState,
+    pub(super) plan: &'a Plan<'a, Arc<NodePool>>,
+}
+
+impl std::fmt::Debug for ClusterView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.nodes()).finish()
+    }
+}
+
+impl<'a> ClusterView<'a> {
+    /// The nodes, indexed as [`Target::node`] names them.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeView<'a>> + '_ {
+        (0..self.state.nodes.len()).filter_map(|i| self.node(i))
+    }
+
+    /// The node at `index`.
+    pub fn node(&self, index: usize) -> Option<NodeView<'a>> {
+        let state: &'a ClusterState = self.state;
+        let pool = state.nodes.get(index)?;
+        Some(NodeView {
+            addr: pool.addr,
+            info: state.infos.iter().find(|i| i.address == pool.addr),
+            up: pool.is_up(),
+            local: index < state.local,
+        })
+    }
+
+    /// The request's replicas (its tablet's, with their shards, for a table
+    /// with tablets; else the token ring's, primary first), as far as they
+    /// get connections; empty for a request that is not routed.
+    pub fn replicas(&self, out: &mut Vec<Target>) {
+        self.plan.replicas(|node, shard| out.push(Target { node, shard }));
+    }
+
+    /// The built-in plan: what a session without a policy tries, in order.
+    pub fn default_plan(&self, out: &mut Vec<Target>) {
+        let mut from = 0;
+        while let Some((position, node, conn)) = self.plan.pick(from, |_| {}) {
+            let Some(index) = self.state.nodes.iter().position(|n| Arc::ptr_eq(n, node)) else { break };
+            out.push(Target { node: index, shard: conn.sharding().map(|_| conn.shard()) });
+            from = position + 1;
+        }
+    }
+}
