@@ -21,6 +21,7 @@
 //! - [`observer`]: a hook per request and attempt, for an application's own metrics;
 //! - [`auth`]: SASL-style authentication;
 //! - [`config`]: connection settings (compression, TLS, authentication);
+//! - [`tls`]: TLS settings and handshake (the `tls` feature, on by default);
 //! - [`events`]: session and database events;
 //! - [`error`]: the error types;
 //! - [`load_balancing`]: an application's own plan per request (the built-in one is the default);
@@ -60,6 +61,7 @@ pub mod session;
 pub mod statement;
 mod sync;
 pub mod timestamp;
+pub mod tls;
 
 /// Derives for bind values (`SerializeValues`) and rows (`DeserializeRow`).
 pub use shardwise_macros::{DeserializeRow, SerializeValues};

@@ -404,10 +404,15 @@ fn house(root: &Path, run: &mut Run) {
         Err(e) => run.record("outside paths", t, Status::Failed, e),
     }
     let fuzz_manifest = root.join("fuzz").join("Cargo.toml");
-    let steps: [(&str, Vec<&str>); 5] = [
+    let steps: [(&str, Vec<&str>); 6] = [
         ("cargo fmt --check", vec!["fmt", "--all", "--check"]),
         ("cargo fmt --check (fuzz)", vec!["fmt", "--check", "--manifest-path", path_str(&fuzz_manifest)]),
         ("cargo clippy", vec!["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        // The driver builds without its default features (no TLS, no rustls).
+        (
+            "cargo clippy (driver, no default features)",
+            vec!["clippy", "-p", "shardwise", "--no-default-features", "--", "-D", "warnings"],
+        ),
         ("cargo doc", vec!["doc", "--no-deps", "--workspace"]),
         // The publishable crates package, with their metadata, licence files
         // and versioned dependencies on each other.

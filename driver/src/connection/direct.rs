@@ -20,6 +20,7 @@ use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::{Framer, ProtocolVersion};
 use shardwise_protocol::request::{write_request, Request};
 use shardwise_protocol::EncodeError;
+#[cfg(feature = "tls")]
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
@@ -42,8 +43,10 @@ pub(super) trait Sink: Send + 'static {
 }
 
 /// A stream only the writer task writes (TLS).
+#[cfg(feature = "tls")]
 pub(super) struct Owned<W>(pub(super) W);
 
+#[cfg(feature = "tls")]
 impl<W: AsyncWrite + Unpin + Send + 'static> Sink for Owned<W> {
     fn write_all<'a>(&'a mut self, buf: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a {
         self.0.write_all(buf)

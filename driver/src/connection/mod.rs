@@ -53,8 +53,6 @@ use swap_buffer_queue::Queue;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{broadcast, mpsc, Notify};
-use tokio_rustls::rustls::pki_types::ServerName;
-use tokio_rustls::TlsConnector;
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
@@ -442,22 +440,17 @@ impl Connection {
                     };
                     Self::negotiate(addr, socket, config, version, split).await
                 }
+                #[cfg(feature = "tls")]
                 Some(tls) => {
-                    let name = match &tls.server_name {
-                        Some(n) => ServerName::try_from(n.clone())
-                            .map_err(|_| ConnectionError::Tls(format!("invalid server name {n}").into()))?,
-                        None => ServerName::IpAddress(addr.ip().into()),
-                    };
-                    let socket = TlsConnector::from(tls.client.clone())
-                        .connect(name, socket)
-                        .await
-                        .map_err(|e| ConnectionError::Tls(e.to_string().into()))?;
+                    let socket = tls.connect(addr, socket).await?;
                     let split = |s| {
                         let (read, write) = tokio::io::split(s);
                         (read, direct::Owned(write))
                     };
                     Self::negotiate(addr, socket, config, version, split).await
                 }
+                #[cfg(not(feature = "tls"))]
+                Some(tls) => tls.unreachable(),
             }
         })
         .await
