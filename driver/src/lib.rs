@@ -63,8 +63,9 @@ mod sync;
 pub mod timestamp;
 pub mod tls;
 
-/// Derives for bind values (`SerializeValues`) and rows (`DeserializeRow`).
-pub use shardwise_macros::{DeserializeRow, SerializeValues};
+/// Derives for bind values (`SerializeValues`), rows (`DeserializeRow`) and
+/// user-defined types (`SerializeValue`, `DeserializeValue`).
+pub use shardwise_macros::{DeserializeRow, DeserializeValue, SerializeValue, SerializeValues};
 pub use shardwise_protocol as protocol;
 
 pub use config::{Compression, ConnectionConfig, TlsConfig};

@@ -129,8 +129,9 @@ pub enum EncodeError {
         rust_type: &'static str,
         /// The UDT (`keyspace.name`) or the bind markers (`bind markers (name type, ...)`).
         cql_type: String,
-        /// Which field or bind marker differs, and how.
-        mismatch: FieldMismatch,
+        /// Which field or bind marker differs, and how (boxed: a rare
+        /// error, which would otherwise enlarge every result of a request).
+        mismatch: Box<FieldMismatch>,
     },
 }
 

@@ -180,14 +180,14 @@ async fn wrong_field_names_are_clear_errors() {
     let misnamed = Misnamed { id: 1, nam: "Ada", home: Address { street: "x", zip: None }, homes: vec![] };
     let err = s.execute(&insert, misnamed).await.expect_err("no field for marker `name`");
     let ExecutionError::Encode(EncodeError::Fields { mismatch, cql_type, .. }) = &err else { panic!("{err:?}") };
-    assert_eq!(*mismatch, FieldMismatch::NoFieldForMarker { marker: "name".into() });
+    assert_eq!(**mismatch, FieldMismatch::NoFieldForMarker { marker: "name".into() });
     assert!(cql_type.contains("name text"), "{cql_type}");
     assert!(err.to_string().contains("bind marker \"name\""), "{err}");
 
     let wrong = WrongHome { id: 1, name: "Ada", home: Road { road: "x" }, homes: vec![] };
     let err = s.execute(&insert, wrong).await.expect_err("no UDT field `road`");
     let ExecutionError::Encode(EncodeError::Fields { mismatch, cql_type, .. }) = &err else { panic!("{err:?}") };
-    assert_eq!(*mismatch, FieldMismatch::NoSuchField { field: "road".into() });
+    assert_eq!(**mismatch, FieldMismatch::NoSuchField { field: "road".into() });
     assert_eq!(*cql_type, format!("{ks}.address"));
 
     // Nothing was written.

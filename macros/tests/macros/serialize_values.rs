@@ -72,7 +72,7 @@ fn mismatch(r: Result<(), EncodeError>) -> FieldMismatch {
         Err(EncodeError::Fields { mismatch, rust_type, cql_type }) => {
             assert!(rust_type.contains("Insert"), "{rust_type}");
             assert!(cql_type.starts_with("bind markers ("), "{cql_type}");
-            mismatch
+            *mismatch
         }
         other => panic!("expected a field mismatch, got {other:?}"),
     }

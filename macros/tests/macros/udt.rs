@@ -62,7 +62,7 @@ fn mismatch(r: Result<(), EncodeError>) -> FieldMismatch {
         Err(EncodeError::Fields { mismatch, cql_type, rust_type }) => {
             assert_eq!(cql_type, "ks.address");
             assert!(rust_type.contains("Address"), "{rust_type}");
-            mismatch
+            *mismatch
         }
         other => panic!("expected a field mismatch, got {other:?}"),
     }

@@ -80,7 +80,11 @@ pub fn udt_len(body: usize) -> Result<usize, EncodeError> {
 }
 
 fn fields_error<T: ?Sized>(typ: &ColumnType, mismatch: FieldMismatch) -> EncodeError {
-    EncodeError::Fields { rust_type: std::any::type_name::<T>(), cql_type: typ.to_string(), mismatch }
+    EncodeError::Fields {
+        rust_type: std::any::type_name::<T>(),
+        cql_type: typ.to_string(),
+        mismatch: Box::new(mismatch),
+    }
 }
 
 // ---------------------------------------------------------------- UDT values, reading
@@ -169,7 +173,7 @@ pub fn markers_error<T: ?Sized>(specs: &[ColumnSpec], mismatch: FieldMismatch) -
         cql_type.push_str(&spec.typ.to_string());
     }
     cql_type.push(')');
-    EncodeError::Fields { rust_type: std::any::type_name::<T>(), cql_type, mismatch }
+    EncodeError::Fields { rust_type: std::any::type_name::<T>(), cql_type, mismatch: Box::new(mismatch) }
 }
 
 /// A bind marker that no field of `T` is named after.
@@ -219,21 +223,18 @@ mod tests {
         assert_eq!(udt_field::<str>(&t, 0, "street"), Ok(&ColumnType::Text));
         assert_eq!(udt_field::<str>(&t, 1, "zip"), Ok(&ColumnType::Int));
         match udt_field::<str>(&t, 0, "zip") {
-            Err(EncodeError::Fields {
-                cql_type,
-                mismatch: FieldMismatch::OutOfOrder { field, position, expected },
-                ..
-            }) => {
-                assert_eq!(
+            Err(EncodeError::Fields { cql_type, mismatch, .. }) => match *mismatch {
+                FieldMismatch::OutOfOrder { field, position, expected } => assert_eq!(
                     (cql_type.as_str(), field.as_str(), position, expected.as_str()),
                     ("ks.address", "zip", 0, "street")
-                )
-            }
+                ),
+                other => panic!("{other:?}"),
+            },
             other => panic!("{other:?}"),
         }
         let e = udt_field::<str>(&t, 3, "city").unwrap_err();
         assert!(
-            matches!(&e, EncodeError::Fields { mismatch: FieldMismatch::NoSuchField { field }, .. } if field == "city")
+            matches!(&e, EncodeError::Fields { mismatch, .. } if matches!(&**mismatch, FieldMismatch::NoSuchField { field } if field == "city"))
         );
         assert!(e.to_string().contains("no field named \"city\""), "{e}");
         assert!(matches!(udt_field::<str>(&ColumnType::Int, 0, "street"), Err(EncodeError::TypeMismatch { .. })));
