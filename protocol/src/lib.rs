@@ -25,6 +25,31 @@
 //!
 //! Every decoder returns a typed [`DecodeError`] on malformed input; nothing
 //! here panics on bytes from the network.
+//!
+//! ## Optional features
+//!
+//! Conversions for other crates' types, all off by default (the `shardwise`
+//! driver has features of the same names):
+//!
+//! | Feature | Rust | CQL |
+//! |---|---|---|
+//! | `chrono` | `chrono::NaiveDate`, `NaiveTime`, `DateTime<Utc>` | `date`, `time` (ns), `timestamp` (ms) |
+//! | `time` | `time::Date`, `Time`, `OffsetDateTime` (read in UTC), `PrimitiveDateTime` (as UTC) | `date`, `time`, `timestamp`, `timestamp` |
+//! | `num-bigint` | `num_bigint::BigInt` | `varint` |
+//! | `bigdecimal` | `bigdecimal::BigDecimal` (enables `num-bigint`) | `decimal` |
+//! | `serde` | serde's `Serialize`/`Deserialize` for [`types::CqlDate`], `CqlTime`, `CqlTimestamp`, `CqlDuration`, `CqlVarint`, `CqlDecimal` and [`types::CqlValue`] | |
+//!
+//! Each Rust type implements [`types::ser::SerializeValue`] and
+//! [`types::de::DeserializeValue`] for exactly the CQL types listed (and can
+//! be a `vector` element), and converts to and from this crate's value type
+//! ([`types::CqlDate`], [`types::CqlTime`], [`types::CqlTimestamp`],
+//! [`types::CqlVarint`], [`types::CqlDecimal`]) with `From`/`TryFrom`. A
+//! value out of the other type's range is an error, never a wrapped or
+//! clamped value: `EncodeError::InvalidValue` when writing (a chrono leap
+//! second, a decimal scale beyond 32 bits), `DeserializeError::Overflow`
+//! when reading (a `date` beyond chrono's ±262 000 years), and
+//! `types::OutOfRange` from `TryFrom`. Timestamps are milliseconds: finer
+//! precision is truncated toward the past when written.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -4,15 +4,34 @@
 //! owned dynamic value ([`CqlValue`]) for convenience; [`derived`] holds
 //! what the derives of `shardwise-macros` call (structs as user-defined
 //! types, bind markers by name).
+//!
+//! With the features `chrono`, `time`, `num-bigint`, `bigdecimal` and
+//! `serde` (off by default), chrono's and time's dates, times and
+//! timestamps, `BigInt` and `BigDecimal` are values too, and the value types
+//! are serde-serializable: see the [crate documentation](crate#optional-features).
 
+#[cfg(feature = "bigdecimal")]
+mod bigdecimal_types;
+#[cfg(feature = "num-bigint")]
+mod bignum;
+#[cfg(feature = "chrono")]
+mod chrono_types;
 mod collections;
 mod column_type;
 pub mod de;
 pub mod derived;
+#[cfg(any(feature = "chrono", feature = "time", feature = "num-bigint"))]
+mod ext;
 pub mod ser;
+#[cfg(feature = "serde")]
+mod serde_impls;
+#[cfg(feature = "time")]
+mod time_types;
 mod value;
 
 pub use column_type::{ColumnType, DURATION_CLASS};
+#[cfg(any(feature = "chrono", feature = "time", feature = "bigdecimal"))]
+pub use ext::OutOfRange;
 pub use value::{
     CqlDate, CqlDecimal, CqlDuration, CqlTime, CqlTimestamp, CqlValue, CqlVarint, CqlVector, VarintOutOfRange,
 };
