@@ -29,9 +29,11 @@ fn spawn_printer(
     start_ms: u64,
     end_ms: Option<u64>,
     out: &std::path::Path,
+    extra: &[&str],
 ) -> Child {
     let file = std::fs::File::create(out).expect("output file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_printer"));
+    command.args(extra);
     if let Some(end) = end_ms {
         command.args(["--end-unix-ms", &end.to_string()]);
     }
@@ -109,7 +111,21 @@ fn lines_in(path: &std::path::Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
-    let (front, session, ks) = common::front_and_keyspace("cdc_kill").await;
+    killed_and_resumed("cdc_kill", &[]).await;
+}
+
+/// The same with `--pace 40`: the printer is an async consumer that awaits
+/// a timer after each change (each stream group prints at most 40 changes
+/// a second, slower than the writes come), so it holds the reader back;
+/// what a checkpoint saved was printed, and nothing is lost or reordered
+/// across the kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_slow_async_printer_loses_nothing() {
+    killed_and_resumed("cdc_kill_paced", &["--pace", "40"]).await;
+}
+
+async fn killed_and_resumed(name: &str, extra: &[&str]) {
+    let (front, session, ks) = common::front_and_keyspace(name).await;
     create_table(&session, &ks).await;
     let dir = std::env::temp_dir().join(format!("shardwise-cdc-kill-{}-{ks}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -123,7 +139,7 @@ async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
 
     // The printer follows the table live (no end) while the changes are
     // written, 20 every 100 ms.
-    let mut child = spawn_printer(front.addr(), &ks, ms(start), None, &out1);
+    let mut child = spawn_printer(front.addr(), &ks, ms(start), None, &out1, extra);
     let writer = {
         let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
         tokio::spawn(async move { write(&session, &ks, &plan, 20, Duration::from_millis(100)).await })
@@ -159,7 +175,7 @@ async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
     // the table and runs to the end.
     writer.await.expect("writer");
     let end = SystemTime::now() + Duration::from_millis(500);
-    let mut child = spawn_printer(front.addr(), &ks, ms(start), Some(ms(end)), &out2);
+    let mut child = spawn_printer(front.addr(), &ks, ms(start), Some(ms(end)), &out2, extra);
     let status = exit_of(&mut child, Instant::now() + Duration::from_secs(120), "the restarted printer").await;
     assert!(status.success(), "the restarted printer finished cleanly: {status:?}");
 
@@ -237,7 +253,9 @@ async fn bad_input_gets_one_clear_line_and_a_failure_status() {
     assert!(stderr.starts_with("printer: --window -1: not a number of seconds"), "{stderr:?}");
     // Values out of range are errors, not panics.
     let checkpoints = ["--checkpoint-keyspace", ks.as_str()];
-    let out_of_range: [(&[&str], &str); 4] = [
+    let out_of_range: [(&[&str], &str); 6] = [
+        (&["--pace", "0"], "--pace 0: expected a positive number of changes per second"),
+        (&["--pace=-5"], "--pace -5: expected a positive number of changes per second"),
         (&["--start-ago", "18446744073709551615"], "--start-ago 18446744073709551615: before the Unix epoch"),
         (&["--end-unix-ms", "18446744073709551615"], "--end-unix-ms 18446744073709551615: past the times"),
         (&["--checkpoint-interval", "inf", checkpoints[0], checkpoints[1]], "--checkpoint-interval inf: not a number"),

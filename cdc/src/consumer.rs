@@ -13,9 +13,9 @@
 //! the window: a reader started again from the last checkpoint reads it
 //! again (delivery is at-least-once). Rows are borrowed views: nothing is copied
 //! unless the consumer copies it. Anything that needs to await (a network
-//! sink) hands the rows (as [`Change`]s) to its own task through a channel;
-//! an async consumer trait would box a future per row and tie the worker's
-//! loop to the consumer's latency.
+//! sink) is an [`AsyncConsumer`](crate::AsyncConsumer) (see the
+//! `async_consumer` module), or hands the rows (as [`Change`]s) to its own
+//! task ([`CdcReaderBuilder::build_stream`](crate::CdcReaderBuilder::build_stream)).
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -68,7 +68,19 @@ pub trait Consumer: Send {
         let _ = window;
         Ok(())
     }
+
+    /// Work this consumer still has to await for what it was handed: asked
+    /// after each page and after [`Consumer::window_end`], and awaited (on
+    /// the worker's runtime) before the reader reads on or counts the
+    /// window as read. `None` (the default): nothing. What the reader's
+    /// [`AsyncConsumer`](crate::AsyncConsumer)s run on.
+    fn pending(&mut self) -> Option<PendingWork<'_>> {
+        None
+    }
 }
+
+/// A consumer's pending work ([`Consumer::pending`]).
+pub type PendingWork<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ConsumerError>> + 'a>>;
 
 /// A closure is a consumer.
 impl<F> Consumer for F

@@ -11,6 +11,7 @@
 //! * [`plan`]: the sans-IO planner and the stream groups it hands out ([`GroupInfo`]);
 //! * [`row`]: borrowed views of log rows ([`LogSchema`], [`LogPage`], [`CdcRow`]);
 //! * [`consumer`]: what the application plugs in ([`Consumer`], [`ConsumerFactory`]) and the owned [`Change`];
+//! * [`async_consumer`]: consumers that await ([`AsyncConsumer`], [`AsyncConsumerFactory`]), with back-pressure;
 //! * [`images`]: each change with its pre- and post-image ([`WithImages`], [`ChangeWithImages`]);
 //! * [`debezium`]: a change as the ScyllaDB CDC Source Connector's Debezium envelope (key and value, JSON);
 //! * [`checkpoint`]: checkpoints and their stores;
@@ -65,6 +66,7 @@
 //! [`Planner::next_generation_found`]: plan::Planner::next_generation_found
 //! [`Planner::poll`]: plan::Planner::poll
 
+pub mod async_consumer;
 pub mod checkpoint;
 pub mod consumer;
 pub mod debezium;
@@ -91,7 +93,8 @@ pub use shardwise;
 pub use checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, Fence, GroupProgress, MemoryCheckpointStore, TableCheckpointStore,
 };
-pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory};
+pub use async_consumer::{AsyncConsumer, AsyncConsumerFactory};
+pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory, PendingWork};
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
 pub use images::{ChangeWithImages, ImagesConsumer, WithImages};
 pub use lease::{LeaseConfig, LeaseError, LeaseTable};

@@ -73,6 +73,30 @@ struct Args {
     /// Share the table with other printers (needs `--checkpoint-keyspace`).
     #[command(flatten)]
     leases: shardwise_cdc_tools::leasing::LeaseArgs,
+    /// Print at most this many changes per second (per stream group): the
+    /// printer then runs as an async consumer that awaits a timer between
+    /// changes, and holds the reader back (a window counts as read, and is
+    /// checkpointed, only once printed).
+    #[arg(long, value_name = "CHANGES_PER_SECOND", conflicts_with = "debezium")]
+    pace: Option<f64>,
+}
+
+/// The printer with `--pace`: an async consumer that prints a change, then
+/// waits its turn.
+struct Paced {
+    as_json: bool,
+    gap: Duration,
+    counter: Arc<AtomicU64>,
+}
+
+impl shardwise_cdc::AsyncConsumer for Paced {
+    async fn consume(&mut self, change: Change) -> Result<(), ConsumerError> {
+        let line = if self.as_json { json(&change) } else { human(&change) };
+        writeln!(std::io::stdout().lock(), "{line}").map_err(ConsumerError::failed)?;
+        self.counter.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(self.gap).await;
+        Ok(())
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
@@ -121,6 +145,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 }))
             };
             builder.build(Arc::new(factory)).await?
+        }
+        None if args.pace.is_some() => {
+            let rate = args.pace.unwrap_or(1.0);
+            let gap = positive_seconds("pace", 1.0 / rate)
+                .map_err(|_| format!("--pace {rate}: expected a positive number of changes per second"))?;
+            let (as_json, counter) = (args.json, rows.clone());
+            let factory = move |_: &GroupInfo| Paced { as_json, gap, counter: counter.clone() };
+            builder.build_async(factory).await?
         }
         None => {
             let (as_json, counter) = (args.json, rows.clone());

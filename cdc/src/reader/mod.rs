@@ -521,6 +521,18 @@ impl CdcReaderBuilder {
         Ok(CdcReader { shared, threads, holder })
     }
 
+    /// Starts the workers with an asynchronous consumer per stream group
+    /// (see [`AsyncConsumer`](crate::AsyncConsumer)): each change is handed
+    /// over owned and awaited, in order; a window counts as read (and its
+    /// progress is saved) only once the consumer's futures for it have
+    /// finished.
+    pub async fn build_async<F: crate::AsyncConsumerFactory>(self, factory: F) -> Result<CdcReader, CdcError> {
+        let factory = move |group: &GroupInfo| -> Box<dyn Consumer> {
+            Box::new(crate::async_consumer::Adapter::new(factory.new_consumer(group)))
+        };
+        self.build(Arc::new(factory)).await
+    }
+
     /// Starts the workers and returns owned [`Change`]s on a channel of
     /// `capacity` changes: the simple API for code that does not need
     /// borrowed rows. A full channel holds the workers back, and a window's

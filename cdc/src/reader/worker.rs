@@ -448,6 +448,9 @@ impl Worker {
                 }
                 if let Some((_, consumer)) = self.consumers.get_mut(&consumer_key) {
                     consumer.window_end(window)?;
+                    if let Some(work) = consumer.pending() {
+                        work.await?;
+                    }
                 }
                 Ok(())
             }
@@ -554,6 +557,11 @@ impl Worker {
                         }
                     }
                     self.shared.counters.rows(consumed);
+                    // An async consumer's work for the page, before the
+                    // next: what it holds stays one page.
+                    if let Some(work) = consumer.pending() {
+                        work.await?;
+                    }
                 }
             }
             if !result.has_more_pages() {
