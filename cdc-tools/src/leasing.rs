@@ -1,4 +1,4 @@
-//! The lease flags that `printer` and `kafka-sink` share: readers that
+//! The lease flags that `printer`, `replicator` and `kafka-sink` share: readers that
 //! share one table through leases in a table of the cluster (see
 //! `shardwise_cdc::lease`), and the lease configuration they make.
 
@@ -52,8 +52,7 @@ impl LeaseArgs {
         connect: &ConnectArgs,
     ) -> Result<Option<LeaseConfig>, Box<dyn std::error::Error>> {
         let Some(ks) = &self.lease_keyspace else { return Ok(None) };
-        let heartbeat = Duration::try_from_secs_f64(self.lease_heartbeat)
-            .map_err(|_| format!("--lease-heartbeat {}: not a number of seconds", self.lease_heartbeat))?;
+        let heartbeat = crate::reading::positive_seconds("lease-heartbeat", self.lease_heartbeat)?;
         let session = match &self.lease_node {
             Some(node) => connect.builder(node)?.build().await?,
             None => session.clone(),

@@ -3,9 +3,11 @@
 //! Modules:
 //! * [`connect`]: the connection flags (credentials, TLS) and the session they make;
 //! * [`reading`]: the reading flags (range, window, groups, workers, consistency) and the reader builder they make;
+//! * [`checkpointing`]: the checkpoint flags (a table of the cluster) and the builder they set up;
 //! * [`leasing`]: the lease flags of readers that share a table, and the lease configuration they make;
 //! * [`metrics`]: the reader's progress and lag served as Prometheus text (`--metrics-addr`).
 
+pub mod checkpointing;
 pub mod connect;
 pub mod leasing;
 pub mod metrics;

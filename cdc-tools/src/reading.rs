@@ -1,4 +1,4 @@
-//! The reading flags that `printer` and `kafka-sink` share: where reading
+//! The reading flags that `printer`, `replicator` and `kafka-sink` share: where reading
 //! starts and ends, the window, safety interval and sleep, the workers and
 //! the consistency, and the reader builder they make.
 
@@ -67,8 +67,15 @@ impl ReadingArgs {
         Ok(())
     }
 
-    /// A reader builder of `keyspace.table` with these settings.
-    pub fn builder(&self, session: Session, keyspace: &str, table: &str) -> Result<CdcReaderBuilder, String> {
+    /// Whether the flags hold usable values: checked before anything
+    /// connects, so that a bad value is its one error line whatever the
+    /// cluster.
+    pub fn check(&self) -> Result<(), String> {
+        self.settings().map(drop)
+    }
+
+    /// The flags' values, checked.
+    fn settings(&self) -> Result<Settings, String> {
         let start = match self.start_unix_ms {
             Some(ms) => unix_ms("start-unix-ms", ms)?,
             None => SystemTime::now()
@@ -76,21 +83,46 @@ impl ReadingArgs {
                 .filter(|t| *t >= UNIX_EPOCH)
                 .ok_or_else(|| format!("--start-ago {}: before the Unix epoch", self.start_ago))?,
         };
+        Ok(Settings {
+            start,
+            end: self.end_unix_ms.map(|ms| unix_ms("end-unix-ms", ms)).transpose()?,
+            window: positive_seconds("window", self.window)?,
+            safety: seconds("safety", self.safety)?,
+            sleep: seconds("sleep", self.sleep)?,
+            consistency: consistency(&self.consistency).map_err(|e| {
+                format!("--consistency {}: {e} (ONE, QUORUM, LOCAL_QUORUM, ALL, ...)", self.consistency)
+            })?,
+        })
+    }
+
+    /// A reader builder of `keyspace.table` with these settings.
+    pub fn builder(&self, session: Session, keyspace: &str, table: &str) -> Result<CdcReaderBuilder, String> {
+        let s = self.settings()?;
         let mut builder = CdcReaderBuilder::new(session, keyspace, table)
-            .start(start)
-            .window_size(positive_seconds("window", self.window)?)
-            .safety_interval(seconds("safety", self.safety)?)
-            .sleep_interval(seconds("sleep", self.sleep)?)
-            .consistency(consistency(&self.consistency)?)
+            .start(s.start)
+            .window_size(s.window)
+            .safety_interval(s.safety)
+            .sleep_interval(s.sleep)
+            .consistency(s.consistency)
             .streams_per_query(self.streams_per_query);
-        if let Some(ms) = self.end_unix_ms {
-            builder = builder.end(unix_ms("end-unix-ms", ms)?);
+        if let Some(end) = s.end {
+            builder = builder.end(end);
         }
         if let Some(w) = self.workers {
             builder = builder.workers(w);
         }
         Ok(builder)
     }
+}
+
+/// [`ReadingArgs`]' values, checked.
+struct Settings {
+    start: SystemTime,
+    end: Option<SystemTime>,
+    window: Duration,
+    safety: Duration,
+    sleep: Duration,
+    consistency: Consistency,
 }
 
 /// The value of `--<flag>` as a duration: a finite number of seconds, not

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use shardwise::protocol::types::CqlValue;
 use shardwise::{Session, SessionBuilder, Statement};
+use shardwise_cdc::checkpoint::TableCheckpointStore;
+use shardwise_cdc::CheckpointStore;
 use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::{Auth, ClientEncryption, Node, NodeConfig};
 use tokio_rustls::rustls;
@@ -209,14 +211,17 @@ async fn replicates_with_credentials_and_tls_and_refuses_a_wrong_password_or_ca(
 
     let path = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
     let args = |password: &str, ca: &Path| -> Vec<String> {
-        let fixed = "--table src --destination-table dst --start 60 --window 1 --safety 1 --workers 1 --username";
+        let fixed = "--table src --destination-table dst --start-ago 60 --window 1 --safety 1 --workers 1 --username";
         let mut args: Vec<String> = fixed.split(' ').chain([USER.0]).map(str::to_owned).collect();
         let given = [
-            ("--source", source.to_string()),
+            ("--node", source.to_string()),
             ("--destination", node.addr().to_string()),
             ("--password", password.to_owned()),
             ("--tls-ca", path(ca)),
             ("--keyspace", ks.clone()),
+            // Its progress, in a table of the source cluster.
+            ("--checkpoint-keyspace", ks.clone()),
+            ("--checkpoint-interval", "0.2".to_owned()),
         ];
         args.extend(given.into_iter().flat_map(|(flag, value)| [flag.to_owned(), value]));
         args
@@ -256,6 +261,10 @@ async fn replicates_with_credentials_and_tls_and_refuses_a_wrong_password_or_ca(
     signal(&child, "INT");
     let status = exit_of(&mut child, Instant::now() + Duration::from_secs(30), "the replicator after SIGINT").await;
     assert!(status.success(), "the replicator stopped cleanly: {status:?}");
+    // It saved how far it replicated: a restart resumes there.
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    let saved = store.load(&format!("{ks}.src_scylla_cdc_log")).await.expect("load").expect("a checkpoint");
+    assert!(!saved.groups.is_empty(), "progress per group: {saved:?}");
 
     for (password, ca, failure) in
         [("wrong", &ca, "authentication failed: "), (USER.1, &other_ca, "TLS handshake failed: ")]
@@ -287,5 +296,40 @@ async fn login(addr: SocketAddr) -> Session {
             Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(500)).await,
             Err(e) => panic!("cannot log in as {}: {e}", USER.0),
         }
+    }
+}
+
+/// Every flag the replicator shares with the printer, given a bad value:
+/// one line naming the flag and the value, and a failure status, before
+/// anything connects (the node here does not exist).
+#[test]
+fn bad_flag_values_get_one_clear_line_before_connecting() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
+    let cases: [(&[&str], &str); 10] = [
+        (&["--window=-1"], "--window -1: not a number of seconds"),
+        (&["--window", "0"], "--window 0: must be more than 0"),
+        (&["--safety", "inf"], "--safety inf: not a number of seconds"),
+        (&["--sleep", "1e300"], "--sleep 1e300: not a number of seconds"),
+        (&["--consistency", "most"], "--consistency most: unknown consistency MOST"),
+        (&["--start-ago", "18446744073709551615"], "--start-ago 18446744073709551615: before the Unix epoch"),
+        (&["--end-unix-ms", "18446744073709551615"], "--end-unix-ms 18446744073709551615: past the times"),
+        (&["--checkpoint-keyspace", "ks", "--checkpoint-interval", "0"], "--checkpoint-interval 0: must be more"),
+        (&["--lease-keyspace", "ks"], "--lease-keyspace needs --checkpoint-keyspace"),
+        (
+            &["--checkpoint-keyspace", "ks", "--lease-keyspace", "ks", "--lease-heartbeat", "nan"],
+            "--lease-heartbeat NaN: not a number of seconds",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_replicator"))
+            .args(["--node", &unused, "--keyspace", "ks", "--table", "t", "--destination-table", "t2"])
+            .args(flags)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the replicator");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{flags:?}: {}", output.status);
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: one line, got {stderr:?}");
+        assert!(stderr.starts_with(&format!("replicator: {expected}")), "{flags:?}: {stderr:?}");
     }
 }

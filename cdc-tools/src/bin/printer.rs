@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::debezium::{envelope, Source};
 use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::{CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, WithImages};
@@ -60,16 +59,9 @@ struct Args {
     /// follow forever; instead of `--end-unix-ms`).
     #[arg(long, conflicts_with = "end_unix_ms")]
     duration: Option<u64>,
-    /// Save progress in a checkpoint table of this keyspace (created if
-    /// missing) and resume from it.
-    #[arg(long)]
-    checkpoint_keyspace: Option<String>,
-    /// The checkpoint table's name.
-    #[arg(long, default_value = "cdc_checkpoints")]
-    checkpoint_table: String,
-    /// Seconds between checkpoint saves.
-    #[arg(long, default_value_t = 5.0)]
-    checkpoint_interval: f64,
+    /// Checkpoints in a table of the cluster.
+    #[command(flatten)]
+    checkpoints: shardwise_cdc_tools::checkpointing::CheckpointArgs,
     /// Share the table with other printers (needs `--checkpoint-keyspace`).
     #[command(flatten)]
     leases: shardwise_cdc_tools::leasing::LeaseArgs,
@@ -105,20 +97,14 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    if args.leases.lease_keyspace.is_some() && args.checkpoint_keyspace.is_none() {
-        return Err("--lease-keyspace needs --checkpoint-keyspace: the readers share their progress there".into());
-    }
+    args.reading.check()?;
+    args.checkpoints.check(&args.leases)?;
     let session = args.connect.builder(&args.node)?.build().await?;
     let mut builder = args.reading.builder(session.clone(), &args.keyspace, &args.table)?;
     if let Some(d) = args.duration {
         builder = builder.duration(Duration::from_secs(d));
     }
-    if let Some(ks) = &args.checkpoint_keyspace {
-        let store = TableCheckpointStore::new(session.clone(), ks, &args.checkpoint_table);
-        store.create_table().await?;
-        let interval = positive_seconds("checkpoint-interval", args.checkpoint_interval)?;
-        builder = builder.checkpoints(Arc::new(store), interval);
-    }
+    builder = args.checkpoints.apply(builder, &session, &args.leases).await?;
     if let Some(config) = args.leases.config(&session, &args.connect).await? {
         builder = builder.leases(config);
     }

@@ -5,15 +5,18 @@
 //! current window.
 //!
 //! ```text
-//! replicator --source 127.0.0.1:9042 --destination 10.0.0.1:9042 \
-//!     --keyspace ks --table t --destination-table t_copy --start 60
+//! replicator --node 127.0.0.1:9042 --destination 10.0.0.1:9042 \
+//!     --keyspace ks --table t --destination-table t_copy --start-ago 60
 //! ```
+//!
+//! Its flags are the printer's for the same things (`--node`, the reading,
+//! checkpoint and lease flags, `--metrics-addr`), and a restart with
+//! `--checkpoint-keyspace` resumes where the last run saved.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use shardwise_cdc::replicator::Replicator;
-use shardwise_cdc::CdcReaderBuilder;
 
 /// Replicates a CDC-enabled table into another table.
 #[derive(Debug, Parser)]
@@ -24,7 +27,7 @@ struct Args {
     connect: shardwise_cdc_tools::connect::ConnectArgs,
     /// A node of the source cluster (host:port).
     #[arg(long, default_value = "127.0.0.1:9042")]
-    source: String,
+    node: String,
     /// A node of the destination cluster (default: the source).
     #[arg(long)]
     destination: Option<String>,
@@ -40,22 +43,17 @@ struct Args {
     /// Destination table (default: the source's).
     #[arg(long)]
     destination_table: Option<String>,
-    /// Start this many seconds ago (0: now).
-    #[arg(long, default_value_t = 0)]
-    start: u64,
-    /// Window size in seconds.
-    #[arg(long, default_value_t = 60)]
-    window: u64,
-    /// Safety interval in seconds.
-    #[arg(long, default_value_t = 30)]
-    safety: u64,
-    /// Worker threads (default: one per core).
-    #[arg(long)]
-    workers: Option<usize>,
-    /// Serve the reader's progress and lag (per group) as Prometheus text
-    /// at http://ADDR/metrics, e.g. 127.0.0.1:9464.
-    #[arg(long, value_name = "ADDR")]
-    metrics_addr: Option<std::net::SocketAddr>,
+    /// Range, window, workers and consistency, as the printer's.
+    #[command(flatten)]
+    reading: shardwise_cdc_tools::reading::ReadingArgs,
+    /// Checkpoints in a table of the source cluster: a restart resumes
+    /// there (replays are idempotent: a window replayed twice writes the
+    /// same cells with the same timestamps).
+    #[command(flatten)]
+    checkpoints: shardwise_cdc_tools::checkpointing::CheckpointArgs,
+    /// Share the table with other replicators (needs `--checkpoint-keyspace`).
+    #[command(flatten)]
+    leases: shardwise_cdc_tools::leasing::LeaseArgs,
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -64,33 +62,28 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let source = args.connect.builder(&args.source)?.build().await?;
+    args.reading.check()?;
+    args.checkpoints.check(&args.leases)?;
+    let source = args.connect.builder(&args.node)?.build().await?;
     let destination = match &args.destination {
-        Some(d) if *d != args.source => args.connect.builder(d)?.build().await?,
+        Some(d) if *d != args.node => args.connect.builder(d)?.build().await?,
         _ => source.clone(),
     };
     let dest_ks = args.destination_keyspace.clone().unwrap_or_else(|| args.keyspace.clone());
     let dest_table = args.destination_table.clone().unwrap_or_else(|| args.table.clone());
-    if args.destination.as_ref().is_none_or(|d| *d == args.source)
-        && dest_ks == args.keyspace
-        && dest_table == args.table
+    if args.destination.as_ref().is_none_or(|d| *d == args.node) && dest_ks == args.keyspace && dest_table == args.table
     {
         return Err("the destination is the source table itself".into());
     }
     let replicator = Replicator::new(&source, &args.keyspace, &args.table, destination, &dest_ks, &dest_table).await?;
-    let mut builder = CdcReaderBuilder::new(source, &args.keyspace, &args.table)
-        .start(SystemTime::now() - Duration::from_secs(args.start))
-        .window_size(Duration::from_secs(args.window.max(1)))
-        .safety_interval(Duration::from_secs(args.safety));
-    if let Some(w) = args.workers {
-        builder = builder.workers(w);
+    let mut builder = args.reading.builder(source.clone(), &args.keyspace, &args.table)?;
+    builder = args.checkpoints.apply(builder, &source, &args.leases).await?;
+    if let Some(config) = args.leases.config(&source, &args.connect).await? {
+        builder = builder.leases(config);
     }
     let reader = builder.build(replicator.clone()).await?;
-    if let Some(addr) = args.metrics_addr {
-        let at = shardwise_cdc_tools::metrics::serve_flag(addr, &reader, &args.keyspace, &args.table).await?;
-        eprintln!("metrics at http://{at}/metrics");
-    }
-    shardwise_cdc_tools::log_warnings(false);
+    args.reading.serve_metrics("replicator", &reader, &args.keyspace, &args.table).await?;
+    shardwise_cdc_tools::log_warnings(args.reading.verbose);
 
     let progress = {
         let replicator = replicator.clone();
