@@ -5,12 +5,14 @@
 //! * [`reading`]: the reading flags (range, window, groups, workers, consistency) and the reader builder they make;
 //! * [`checkpointing`]: the checkpoint flags (a table of the cluster) and the builder they set up;
 //! * [`leasing`]: the lease flags of readers that share a table, and the lease configuration they make;
+//! * [`progress`]: the progress line on stderr (delivered, rate, lag);
 //! * [`metrics`]: the reader's progress and lag served as Prometheus text (`--metrics-addr`).
 
 pub mod checkpointing;
 pub mod connect;
 pub mod leasing;
 pub mod metrics;
+pub mod progress;
 pub mod reading;
 
 /// Writes the library's warnings (a lease lost, a group taken over, a node

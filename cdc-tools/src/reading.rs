@@ -49,6 +49,10 @@ pub struct ReadingArgs {
     /// at http://ADDR/metrics, e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Seconds between progress lines on stderr (0: none; default: 2 on a
+    /// terminal, 10 otherwise).
+    #[arg(long, value_name = "SECONDS")]
+    pub progress: Option<f64>,
 }
 
 impl ReadingArgs {
@@ -71,7 +75,23 @@ impl ReadingArgs {
     /// connects, so that a bad value is its one error line whatever the
     /// cluster.
     pub fn check(&self) -> Result<(), String> {
+        crate::progress::interval(self.progress)?;
         self.settings().map(drop)
+    }
+
+    /// Prints the progress line of `tool` every `--progress` seconds (see
+    /// [`crate::progress`]) until the reader finishes.
+    pub fn report_progress(
+        &self,
+        tool: &'static str,
+        what: &'static str,
+        reader: &shardwise_cdc::CdcReader,
+        delivered: impl Fn() -> u64 + Send + 'static,
+    ) -> Result<(), String> {
+        if let Some(every) = crate::progress::interval(self.progress)? {
+            crate::progress::spawn(tool, what, every, reader.handle(), delivered);
+        }
+        Ok(())
     }
 
     /// The flags' values, checked.

@@ -563,7 +563,7 @@ async fn the_printer_serves_its_progress_and_lag_as_prometheus_text() {
     let plan = plan(10, 300, 3);
     let mut child = Command::new(env!("CARGO_BIN_EXE_printer"))
         .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--json"])
-        .args(["--start-ago", "5", "--metrics-addr", "127.0.0.1:0"])
+        .args(["--start-ago", "5", "--metrics-addr", "127.0.0.1:0", "--progress", "0.2"])
         .args(live_reading("2"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -576,12 +576,21 @@ async fn the_printer_serves_its_progress_and_lag_as_prometheus_text() {
         let mut lines = stderr.lines().map_while(Result::ok);
         let at = lines
             .find_map(|l| l.strip_prefix("[printer] metrics at http://")?.strip_suffix("/metrics").map(String::from));
-        std::thread::spawn(move || lines.for_each(drop));
-        at
+        // Then its progress lines, every 0.2 s: delivered, rate, lag.
+        let progress = std::thread::spawn(move || {
+            let mut progress = Vec::new();
+            for line in lines {
+                if line.starts_with("[printer] ") && line.contains(" rows (") && line.contains("/s), lag ") {
+                    progress.push(line);
+                }
+            }
+            progress
+        });
+        (at, progress)
     })
     .await
-    .expect("join")
-    .expect("the printer says where its metrics are");
+    .expect("join");
+    let (addr, progress) = (addr.0.expect("the printer says where its metrics are"), addr.1);
     write(&session, &ks, &plan, 50, Duration::from_millis(50)).await;
 
     let table = format!("{{table=\"{ks}.t\"}}");
@@ -613,4 +622,13 @@ async fn the_printer_serves_its_progress_and_lag_as_prometheus_text() {
     assert_eq!(status, "HTTP/1.1 404 Not Found");
     let _ = child.kill();
     let _ = child.wait();
+    let progress = progress.join().expect("stderr reader");
+    // Rows counted up as they were printed (the kill may come before a
+    // line shows them all), each line with the lag over every group.
+    let counts: Vec<usize> =
+        progress.iter().filter_map(|l| l.strip_prefix("[printer] ")?.split(' ').next()?.parse().ok()).collect();
+    assert_eq!(counts.len(), progress.len(), "{progress:?}");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]) && counts.last() > Some(&0), "{progress:?}");
+    assert!(counts.iter().all(|&n| n <= plan.len()), "{progress:?}");
+    assert!(progress.iter().all(|l| l.contains(&format!(" over {groups} groups"))), "{progress:?}");
 }

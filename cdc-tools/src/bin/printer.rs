@@ -19,10 +19,10 @@
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use shardwise_cdc::debezium::{envelope, Source};
+use shardwise_cdc::debezium::{Envelopes, JsonSchemas, Source, TableTypes};
 use shardwise_cdc::printer::{human, json};
 use shardwise_cdc::{CdcRow, Change, ChangeWithImages, Consumer, ConsumerError, GroupInfo, WithImages};
 use shardwise_cdc_tools::reading::positive_seconds;
@@ -55,6 +55,10 @@ struct Args {
     /// table's pre- and post-images when it has them).
     #[arg(long, value_name = "NAME", conflicts_with = "json")]
     debezium: Option<String>,
+    /// With `--debezium`: key and value as Kafka Connect's JSON converter
+    /// writes them with `schemas.enable=true`, `{"schema":…,"payload":…}`.
+    #[arg(long, requires = "debezium")]
+    debezium_schemas: bool,
     /// Stop after this many seconds of changes from the start (default:
     /// follow forever; instead of `--end-unix-ms`).
     #[arg(long, conflicts_with = "end_unix_ms")]
@@ -113,20 +117,22 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let reader = match args.debezium.clone() {
         Some(name) => {
             let (counter, no_event) = (rows.clone(), no_event.clone());
-            let (keyspace, table) = (args.keyspace.clone(), args.table.clone());
+            let source = Source { name: &name, keyspace: &args.keyspace, table: &args.table };
+            let (topic, types) = (source.topic(), TableTypes::load(&session, &args.keyspace, &args.table).await?);
+            let schemas = if args.debezium_schemas { JsonSchemas::With } else { JsonSchemas::Without };
+            let envelopes = Envelopes::new(&source).types(Arc::new(types)).schemas(schemas);
             let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
                 let (counter, no_event) = (counter.clone(), no_event.clone());
-                let (name, keyspace, table) = (name.clone(), keyspace.clone(), table.clone());
+                let (envelopes, topic) = (envelopes.clone(), topic.clone());
                 Box::new(WithImages::new(move |change: ChangeWithImages| -> Result<(), ConsumerError> {
-                    let source = Source { name: &name, keyspace: &keyspace, table: &table };
                     counter.fetch_add(1, Ordering::Relaxed);
                     let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-                    let Some(e) = envelope(&change, &source, now_ms) else {
+                    let Some(e) = envelopes.envelope(&change, now_ms) else {
                         no_event.fetch_add(1, Ordering::Relaxed);
                         return Ok(());
                     };
                     let mut out = std::io::stdout().lock();
-                    writeln!(out, "{{\"topic\":\"{}\",\"key\":{},\"value\":{}}}", source.topic(), e.key, e.value)
+                    writeln!(out, "{{\"topic\":\"{topic}\",\"key\":{},\"value\":{}}}", e.key, e.value)
                         .map_err(ConsumerError::failed)
                 }))
             };
@@ -158,21 +164,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     args.reading.serve_metrics("printer", &reader, &args.keyspace, &args.table).await?;
     shardwise_cdc_tools::log_warnings(args.reading.verbose);
-    let handle = reader.handle();
-    let counter = rows.clone();
-    tokio::spawn(async move {
-        let (begin, mut last, mut at) = (Instant::now(), 0, Instant::now());
-        loop {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let n = counter.load(Ordering::Relaxed);
-            let rate = (n - last) as f64 / at.elapsed().as_secs_f64();
-            eprintln!("[printer] {n} rows, {rate:.0} rows/s, {:.0} s", begin.elapsed().as_secs_f64());
-            (last, at) = (n, Instant::now());
-            if handle.is_finished() {
-                return;
-            }
-        }
-    });
+    let printed = rows.clone();
+    args.reading.report_progress("printer", "rows", &reader, move || printed.load(Ordering::Relaxed))?;
     let handle = reader.handle();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

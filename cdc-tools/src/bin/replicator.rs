@@ -13,8 +13,6 @@
 //! checkpoint and lease flags, `--metrics-addr`), and a restart with
 //! `--checkpoint-keyspace` resumes where the last run saved.
 
-use std::time::{Duration, Instant};
-
 use clap::Parser;
 use shardwise_cdc::replicator::Replicator;
 
@@ -85,21 +83,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     args.reading.serve_metrics("replicator", &reader, &args.keyspace, &args.table).await?;
     shardwise_cdc_tools::log_warnings(args.reading.verbose);
 
-    let progress = {
-        let replicator = replicator.clone();
-        tokio::spawn(async move {
-            let mut last = (Instant::now(), 0u64);
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let (now, rows) = (Instant::now(), replicator.rows());
-                let rate = (rows - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
-                eprintln!("{rows} rows, {} writes, {rate:.0} rows/s", replicator.writes());
-                last = (now, rows);
-            }
-        })
-    };
+    let replicated = replicator.clone();
+    args.reading.report_progress("replicator", "rows", &reader, move || replicated.rows())?;
     let handle = reader.handle();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -108,7 +93,6 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let result = reader.join().await;
-    progress.abort();
     eprintln!("{} rows, {} writes", replicator.rows(), replicator.writes());
     result?;
     Ok(())
