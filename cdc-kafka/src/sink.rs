@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardwise_cdc::checkpoint::log_name;
 use shardwise_cdc::checkpoint::record::{record_key, record_value, RecordFold};
-use shardwise_cdc::debezium::{envelope, message_key, KeyColumns, Source};
+use shardwise_cdc::debezium::{Envelopes, JsonSchemas, KeyColumns, Source, TableTypes};
 use shardwise_cdc::{
     ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, Millis, ReadWindow,
     StreamId, WithImages,
@@ -100,6 +100,13 @@ pub struct SinkConfig {
     pub fencing: Fencing,
     /// What the messages' keys are made of.
     pub key: KeyMode,
+    /// With or without Kafka Connect schemas (`JsonConverter`'s
+    /// `schemas.enable`); without by default.
+    pub schemas: JsonSchemas,
+    /// The base table's column types ([`TableTypes::load`]), for non-frozen
+    /// collections and the schemas of null columns; without them, columns
+    /// are written from their values.
+    pub types: Option<Arc<TableTypes>>,
     /// The most a Kafka call (initialising a producer, committing a
     /// window, reading the checkpoints) may take.
     pub timeout: Duration,
@@ -129,6 +136,8 @@ impl SinkConfig {
             topic,
             fencing: Fencing::Process,
             key: KeyMode::PrimaryKey,
+            schemas: JsonSchemas::Without,
+            types: None,
             timeout: Duration::from_secs(30),
             transaction_timeout: Duration::from_secs(60),
         }
@@ -162,6 +171,7 @@ pub struct SinkStats {
 
 pub(crate) struct Shared {
     pub(crate) config: SinkConfig,
+    envelopes: Envelopes,
     /// The checkpoint topic, followed once a checkpoint is first read.
     pub(crate) tail: Mutex<Option<Arc<Tail<RecordFold>>>>,
     /// The log as the records name it ([`SinkConfig::record_log`]).
@@ -201,9 +211,16 @@ impl KafkaSink {
         config.brokers().check()?;
         let producers = Producers::new(&config)?;
         let log = config.record_log();
+        let mut envelopes =
+            Envelopes::new(&Source { name: &config.name, keyspace: &config.keyspace, table: &config.table })
+                .schemas(config.schemas);
+        if let Some(types) = &config.types {
+            envelopes = envelopes.types(types.clone());
+        }
         Ok(KafkaSink {
             shared: Arc::new(Shared {
                 config,
+                envelopes,
                 tail: Mutex::new(None),
                 log,
                 producers,
@@ -300,14 +317,13 @@ struct WindowBuffer {
 
 impl ImagesConsumer for WindowBuffer {
     fn consume(&mut self, change: ChangeWithImages) -> Result<(), ConsumerError> {
-        let c = &self.sink.shared.config;
-        let source = Source { name: &c.name, keyspace: &c.keyspace, table: &c.table };
+        let (c, envelopes) = (&self.sink.shared.config, &self.sink.shared.envelopes);
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        match envelope(&change, &source, now_ms) {
+        match envelopes.envelope(&change, now_ms) {
             Some(e) => {
                 let key = match &c.key {
                     KeyMode::PrimaryKey => e.key,
-                    KeyMode::PartitionKey(columns) => message_key(&change.delta, KeyColumns::Only(columns)),
+                    KeyMode::PartitionKey(columns) => envelopes.key(&change.delta, KeyColumns::Only(columns)),
                 };
                 self.messages.push((key, e.value));
             }

@@ -1,42 +1,59 @@
 //! Debezium envelopes: a change as the ScyllaDB CDC Source Connector (a
-//! Debezium connector) writes it to Kafka, so that what consumes that
-//! connector's topics consumes these too. JSON without the schema part
-//! (`schemas.enable=false`):
+//! Debezium connector for Kafka Connect) writes it to Kafka in its default
+//! (`legacy`) output format, so that what consumes that connector's topics
+//! consumes these too. `docs/debezium-envelope.md` compares the two field by
+//! field, with links to the connector's code and documentation.
 //!
-//! - the **key**, the base table's primary key: `{"ck":1,"pk":1}` (a
-//!   partition delete has `null` clustering columns; [`message_key`] with
-//!   [`KeyColumns::Only`] makes keys of the partition key alone, so that
-//!   every change of a partition lands in one Kafka partition);
-//! - the **value**: `{"source":{…},"before":…,"after":…,"op":"c","ts_ms":…,"transaction":null}`,
-//!   where `source` has `version`, `connector`, `name`, `ts_ms` and `ts_us`
-//!   (the write's time, from `cdc$time`), `snapshot`, `db`,
-//!   `keyspace_name`, `table_name`, and the `stream_id` this change came
-//!   from; `op` is `c` for an insert, `u` for an update and `d` for a row
-//!   or partition delete; `ts_ms` outside `source` is when the envelope
-//!   was made.
+//! - The **key** is the base table's primary key: `{"ck":1,"pk":1}` (a
+//!   partition delete has `null` clustering columns; [`KeyColumns::Only`]
+//!   makes keys of the partition key alone, so that every change of a
+//!   partition lands in one Kafka partition).
+//! - The **value** is `{"source":{…},"before":…,"after":…,"op":"c","ts_ms":…,"transaction":null,"ts_us":…,"ts_ns":…}`:
+//!   `source` has `version`, `connector` (`"scylla"`), `name`, `ts_ms` and
+//!   `ts_us` (the write's time, from `cdc$time`), `snapshot`, `db`,
+//!   `keyspace_name` and `table_name`; `op` is `c` for an insert, `u` for an
+//!   update and `d` for a row or partition delete; `ts_ms`, `ts_us` and
+//!   `ts_ns` outside `source` say when the envelope was made.
+//! - With [`JsonSchemas::With`], key and value are each wrapped as Kafka
+//!   Connect's `JsonConverter` writes them with `schemas.enable=true`:
+//!   `{"schema":{…},"payload":{…}}`, the schema as the connector builds it.
 //!
 //! In `before` and `after`, key columns are plain values and every other
 //! column is a cell, `{"value":…}`, so that "set to null" (`{"value":null}`)
 //! differs from "not written" (`null`), as the connector does. `after` of an
-//! insert or update and `before` of a delete come from the row's
-//! post-image and pre-image when the table writes them
-//! ([`ChangeWithImages`]); without images, from what the delta itself says,
-//! as the connector does (the delta's columns; for a delete, its key).
-//! Values are written as the printer's JSON does ([`JSON_VALUES`]):
-//! collections as strings holding their CQL literal, where the connector
-//! writes arrays.
+//! insert or update and `before` of a delete come from the row's post-image
+//! and pre-image when the table writes them ([`ChangeWithImages`]); without
+//! images, from what the delta itself says, as the connector does.
+//!
+//! Values are written as the connector's converter writes them
+//! ([`write_value`]): numbers as JSON numbers (all 64 bits), timestamps as
+//! milliseconds, dates as days and times as nanoseconds since midnight,
+//! blobs in base64, uuids, inets, varints, decimals and durations as
+//! strings; frozen lists and sets as arrays, frozen maps as arrays of
+//! `{"key":…,"value":…}`, tuples as objects of `tuple_member_<i>` and UDTs
+//! as objects. A non-frozen collection's cell holds what the change did to
+//! it (added elements and, for the removed ones, `null` values): see
+//! [`ColumnInfo::non_frozen`].
 //!
 //! Range deletes, TTL expirations and lone images make no envelope
-//! ([`envelope`] returns `None`): the connector emits no row event for them.
-//!
-//! [`JSON_VALUES`]: crate::printer::JSON_VALUES
+//! ([`Envelopes::envelope`] returns `None`): the connector emits no row
+//! event for them.
 
 use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::sync::Arc;
 
-use crate::consumer::Change;
+use shardwise::protocol::types::{CqlDecimal, CqlValue};
+use shardwise::session::schema::KeyspaceMetadata;
+
+use crate::consumer::{Change, ChangeColumn};
 use crate::images::ChangeWithImages;
-use crate::printer::{json_string, json_value};
+use crate::printer::json_string;
 use crate::row::Operation;
+
+mod types;
+
+pub use types::{ColumnInfo, TableTypes, TypeError};
 
 /// Where the changes come from, for the envelope's `source` block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +83,18 @@ pub struct Envelope {
     pub value: String,
 }
 
+/// Which of Kafka Connect's two JSON shapes the messages take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonSchemas {
+    /// The bare payload, as `JsonConverter` writes it with
+    /// `schemas.enable=false`.
+    #[default]
+    Without,
+    /// `{"schema":…,"payload":…}`, as `JsonConverter` writes it with
+    /// `schemas.enable=true`.
+    With,
+}
+
 /// The Debezium `op` of an operation; `None` for what makes no row event.
 pub fn op(operation: Operation) -> Option<&'static str> {
     match operation {
@@ -88,231 +117,602 @@ pub enum KeyColumns<'a> {
     Only(&'a [String]),
 }
 
-/// The key of `change` (its delta) as a JSON object of `columns`, in the
-/// order of the change's columns; a column the change does not carry is
-/// `null`.
-pub fn message_key(change: &Change, columns: KeyColumns<'_>) -> String {
-    let mut key = String::with_capacity(32);
-    key.push('{');
-    let mut first = true;
-    let wanted = |c: &&crate::consumer::ChangeColumn| match columns {
-        KeyColumns::Primary => c.key,
-        KeyColumns::Only(names) => c.key && names.iter().any(|n| **n == *c.name),
-    };
-    for c in change.columns.iter().filter(wanted) {
-        if !std::mem::take(&mut first) {
-            key.push(',');
-        }
-        json_string(&mut key, &c.name);
-        key.push(':');
-        match &c.value {
-            Some(v) => json_value(&mut key, v),
-            None => key.push_str("null"),
+impl KeyColumns<'_> {
+    fn wants(&self, c: &ChangeColumn) -> bool {
+        match self {
+            KeyColumns::Primary => c.key,
+            KeyColumns::Only(names) => c.key && names.iter().any(|n| **n == *c.name),
         }
     }
-    key.push('}');
-    key
 }
 
-/// The envelope of `change`, made at `now_ms` (milliseconds since the
-/// epoch); `None` for an operation that makes no row event.
-pub fn envelope(change: &ChangeWithImages, source: &Source<'_>, now_ms: i64) -> Option<Envelope> {
-    let delta = &change.delta;
-    let op = op(delta.operation)?;
-    let key = message_key(delta, KeyColumns::Primary);
-
-    let micros = delta.time_micros();
-    let mut v = String::with_capacity(256);
-    v.push_str("{\"source\":{\"version\":");
-    json_string(&mut v, env!("CARGO_PKG_VERSION"));
-    v.push_str(",\"connector\":\"shardwise\",\"name\":");
-    json_string(&mut v, source.name);
-    let _ = write!(v, ",\"ts_ms\":{},\"ts_us\":{micros},\"snapshot\":\"false\",\"db\":", micros.div_euclid(1000));
-    json_string(&mut v, source.keyspace);
-    v.push_str(",\"keyspace_name\":");
-    json_string(&mut v, source.keyspace);
-    v.push_str(",\"table_name\":");
-    json_string(&mut v, source.table);
-    let _ = write!(v, ",\"stream_id\":\"{}\"}},\"before\":", delta.stream_id);
-    let deleting = op == "d";
-    match (&change.preimage, deleting) {
-        (Some(pre), _) => row(&mut v, pre, Cells::Known),
-        (None, true) => row(&mut v, delta, Cells::KeyOnly),
-        (None, false) => v.push_str("null"),
-    }
-    v.push_str(",\"after\":");
-    match (&change.postimage, deleting) {
-        (_, true) => v.push_str("null"),
-        (Some(post), false) => row(&mut v, post, Cells::Known),
-        (None, false) => row(&mut v, delta, Cells::Written),
-    }
-    v.push_str(",\"op\":");
-    json_string(&mut v, op);
-    let _ = write!(v, ",\"ts_ms\":{now_ms},\"transaction\":null}}");
-    Some(Envelope { key, value: v })
+/// Makes the envelopes of one table's changes.
+#[derive(Debug, Clone)]
+pub struct Envelopes {
+    name: String,
+    keyspace: String,
+    table: String,
+    types: Option<Arc<TableTypes>>,
+    schemas: JsonSchemas,
 }
+
+impl Envelopes {
+    /// Envelopes of `source`'s changes, without schemas, the columns' types
+    /// read from the values (see [`Envelopes::types`]).
+    pub fn new(source: &Source<'_>) -> Self {
+        Envelopes {
+            name: source.name.to_owned(),
+            keyspace: source.keyspace.to_owned(),
+            table: source.table.to_owned(),
+            types: None,
+            schemas: JsonSchemas::Without,
+        }
+    }
+
+    /// The base table's column types ([`TableTypes::load`]): needed to tell
+    /// a non-frozen list from a map in the log, to write a non-frozen
+    /// collection as the change it made, and for the Connect schema of a
+    /// column that is null. Without them, collections are written as
+    /// frozen ones and a null column's schema is an optional string.
+    pub fn types(mut self, types: Arc<TableTypes>) -> Self {
+        self.types = Some(types);
+        self
+    }
+
+    /// With or without Connect schemas.
+    pub fn schemas(mut self, schemas: JsonSchemas) -> Self {
+        self.schemas = schemas;
+        self
+    }
+
+    /// The source these envelopes name.
+    pub fn source(&self) -> Source<'_> {
+        Source { name: &self.name, keyspace: &self.keyspace, table: &self.table }
+    }
+
+    fn info(&self, name: &str) -> Option<&ColumnInfo> {
+        self.types.as_deref().and_then(|t| t.column(name))
+    }
+
+    /// The key of `change` (its delta) as a JSON object of `columns`, in
+    /// the order of the change's columns; a column the change does not
+    /// carry is `null`.
+    pub fn key(&self, change: &Change, columns: KeyColumns<'_>) -> String {
+        let mut key = String::with_capacity(32);
+        if self.schemas == JsonSchemas::With {
+            key.push_str("{\"schema\":");
+            self.struct_schema(&mut key, change.columns.iter().filter(|c| columns.wants(c)), "Key", false, false);
+            key.push_str(",\"payload\":");
+        }
+        key.push('{');
+        let mut first = true;
+        for c in change.columns.iter().filter(|c| columns.wants(c)) {
+            if !std::mem::take(&mut first) {
+                key.push(',');
+            }
+            json_string(&mut key, &c.name);
+            key.push(':');
+            match &c.value {
+                Some(v) => write_value(&mut key, v),
+                None => key.push_str("null"),
+            }
+        }
+        key.push('}');
+        if self.schemas == JsonSchemas::With {
+            key.push('}');
+        }
+        key
+    }
+
+    /// The envelope of `change`, made at `now_ms` (milliseconds since the
+    /// epoch); `None` for an operation that makes no row event.
+    pub fn envelope(&self, change: &ChangeWithImages, now_ms: i64) -> Option<Envelope> {
+        let delta = &change.delta;
+        let op = op(delta.operation)?;
+        let key = self.key(delta, KeyColumns::Primary);
+        let mut v = String::with_capacity(512);
+        if self.schemas == JsonSchemas::With {
+            v.push_str("{\"schema\":");
+            self.envelope_schema(&mut v, delta);
+            v.push_str(",\"payload\":");
+        }
+        let micros = delta.time_micros();
+        v.push_str("{\"source\":{\"version\":");
+        json_string(&mut v, env!("CARGO_PKG_VERSION"));
+        v.push_str(",\"connector\":\"scylla\",\"name\":");
+        json_string(&mut v, &self.name);
+        let _ = write!(v, ",\"ts_ms\":{},\"ts_us\":{micros},\"snapshot\":\"false\",\"db\":", micros.div_euclid(1000));
+        json_string(&mut v, &self.keyspace);
+        v.push_str(",\"keyspace_name\":");
+        json_string(&mut v, &self.keyspace);
+        v.push_str(",\"table_name\":");
+        json_string(&mut v, &self.table);
+        v.push_str("},\"before\":");
+        let deleting = op == "d";
+        match (&change.preimage, deleting) {
+            (Some(pre), _) => self.row(&mut v, pre, Cells::Known),
+            (None, true) => self.row(&mut v, delta, Cells::KeyOnly),
+            (None, false) => v.push_str("null"),
+        }
+        v.push_str(",\"after\":");
+        match (&change.postimage, deleting) {
+            (_, true) => v.push_str("null"),
+            (Some(post), false) => self.row(&mut v, post, Cells::Known),
+            (None, false) => self.row(&mut v, delta, Cells::Written),
+        }
+        v.push_str(",\"op\":");
+        json_string(&mut v, op);
+        let _ = write!(
+            v,
+            ",\"ts_ms\":{now_ms},\"transaction\":null,\"ts_us\":{},\"ts_ns\":{}}}",
+            now_ms.saturating_mul(1000),
+            now_ms.saturating_mul(1_000_000)
+        );
+        if self.schemas == JsonSchemas::With {
+            v.push('}');
+        }
+        Some(Envelope { key, value: v })
+    }
+
+    fn row(&self, out: &mut String, change: &Change, cells: Cells) {
+        out.push('{');
+        let mut first = true;
+        for c in &change.columns {
+            if !std::mem::take(&mut first) {
+                out.push(',');
+            }
+            json_string(out, &c.name);
+            out.push(':');
+            if c.key {
+                match &c.value {
+                    Some(v) => write_value(out, v),
+                    None => out.push_str("null"),
+                }
+                continue;
+            }
+            let non_frozen = self.info(&c.name).and_then(ColumnInfo::non_frozen_kind);
+            let cell = match cells {
+                Cells::Known => c.value.is_some(),
+                Cells::Written => c.value.is_some() || c.deleted || !c.deleted_elements.is_empty(),
+                Cells::KeyOnly => false,
+            };
+            if !cell {
+                out.push_str("null");
+                continue;
+            }
+            out.push_str("{\"value\":");
+            match non_frozen {
+                Some(kind) if c.value.is_some() || !c.deleted_elements.is_empty() => {
+                    write_delta(out, kind, c.value.as_ref(), &c.deleted_elements);
+                }
+                _ => match &c.value {
+                    Some(v) => write_value(out, v),
+                    None => out.push_str("null"),
+                },
+            }
+            out.push('}');
+        }
+        out.push('}');
+    }
+
+    /// The Connect schema of a struct of `columns` (the key, `Before` or
+    /// `After`), named `<name>.<keyspace>.<table>.<suffix>`.
+    fn struct_schema<'c>(
+        &self,
+        out: &mut String,
+        columns: impl Iterator<Item = &'c ChangeColumn>,
+        suffix: &str,
+        cells: bool,
+        optional: bool,
+    ) {
+        out.push_str("{\"type\":\"struct\",\"fields\":[");
+        let mut first = true;
+        for c in columns {
+            if !std::mem::take(&mut first) {
+                out.push(',');
+            }
+            let info = self.info(&c.name);
+            let field = |out: &mut String| match info {
+                Some(i) => types::connect_schema(out, &i.typ, i.non_frozen),
+                None => types::value_schema(out, c.value.as_ref()),
+            };
+            if cells && !c.key {
+                out.push_str("{\"type\":\"struct\",\"fields\":[");
+                let mut inner = String::new();
+                field(&mut inner);
+                push_field(out, &inner, "value");
+                out.push_str("],\"optional\":true,\"name\":");
+                json_string(out, &format!("{}.{}.{}.{}.Cell", self.name, self.keyspace, self.table, c.name));
+                out.push_str(",\"field\":");
+                json_string(out, &c.name);
+                out.push('}');
+            } else {
+                let mut inner = String::new();
+                field(&mut inner);
+                push_field(out, &inner, &c.name);
+            }
+        }
+        let _ = write!(out, "],\"optional\":{optional},\"name\":");
+        json_string(out, &format!("{}.{}.{}.{suffix}", self.name, self.keyspace, self.table));
+        out.push('}');
+    }
+
+    fn envelope_schema(&self, out: &mut String, delta: &Change) {
+        out.push_str("{\"type\":\"struct\",\"fields\":[");
+        out.push_str(SOURCE_SCHEMA);
+        out.push(',');
+        let mut before = String::new();
+        self.struct_schema(&mut before, delta.columns.iter(), "Before", true, true);
+        push_field(out, &before, "before");
+        out.push(',');
+        let mut after = String::new();
+        self.struct_schema(&mut after, delta.columns.iter(), "After", true, true);
+        push_field(out, &after, "after");
+        out.push_str(ENVELOPE_SCHEMA_TAIL);
+        json_string(out, &format!("{}.{}.{}.Envelope", self.name, self.keyspace, self.table));
+        out.push('}');
+    }
+}
+
+/// `schema` (an object) as a field named `name` of a struct schema.
+fn push_field(out: &mut String, schema: &str, name: &str) {
+    // Every schema this module writes is an object: `{…}`.
+    out.push_str(schema.strip_suffix('}').unwrap_or(schema));
+    out.push_str(",\"field\":");
+    json_string(out, name);
+    out.push('}');
+}
+
+/// The `source` field's schema, as the connector's README shows it.
+const SOURCE_SCHEMA: &str = "{\"type\":\"struct\",\"fields\":[\
+{\"type\":\"string\",\"optional\":false,\"field\":\"version\"},\
+{\"type\":\"string\",\"optional\":false,\"field\":\"connector\"},\
+{\"type\":\"string\",\"optional\":false,\"field\":\"name\"},\
+{\"type\":\"int64\",\"optional\":false,\"field\":\"ts_ms\"},\
+{\"type\":\"int64\",\"optional\":false,\"field\":\"ts_us\"},\
+{\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Enum\",\"version\":1,\
+\"parameters\":{\"allowed\":\"true,last,false\"},\"default\":\"false\",\"field\":\"snapshot\"},\
+{\"type\":\"string\",\"optional\":false,\"field\":\"db\"},\
+{\"type\":\"string\",\"optional\":false,\"field\":\"keyspace_name\"},\
+{\"type\":\"string\",\"optional\":false,\"field\":\"table_name\"}],\
+\"optional\":false,\"name\":\"com.scylladb.cdc.debezium.connector\",\"field\":\"source\"}";
+
+/// The envelope schema's fields after `after`, up to its name.
+const ENVELOPE_SCHEMA_TAIL: &str = ",{\"type\":\"string\",\"optional\":true,\"field\":\"op\"},\
+{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ms\"},\
+{\"type\":\"struct\",\"fields\":[\
+{\"type\":\"string\",\"optional\":false,\"field\":\"id\"},\
+{\"type\":\"int64\",\"optional\":false,\"field\":\"total_order\"},\
+{\"type\":\"int64\",\"optional\":false,\"field\":\"data_collection_order\"}],\
+\"optional\":true,\"field\":\"transaction\"},\
+{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},\
+{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"}],\
+\"optional\":false,\"name\":";
 
 /// Which cells of a row a `before` or `after` shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cells {
     /// An image: a column with a value is a cell, one without is `null`.
     Known,
-    /// A delta: a column written (a value, or its deleted flag: set to
-    /// null) is a cell, one not written is `null`.
+    /// A delta: a column written (a value, its deleted flag: set to null,
+    /// or removed elements) is a cell, one not written is `null`.
     Written,
     /// The key alone (a delete without pre-image).
     KeyOnly,
 }
 
-fn row(out: &mut String, change: &Change, cells: Cells) {
-    out.push('{');
+/// The key of `change` without schemas, the types read from the values
+/// (see [`Envelopes::key`]).
+pub fn message_key(change: &Change, columns: KeyColumns<'_>) -> String {
+    Envelopes::new(&Source { name: "", keyspace: "", table: "" }).key(change, columns)
+}
+
+/// The envelope of `change` without schemas, the types read from the
+/// values (see [`Envelopes::envelope`]).
+pub fn envelope(change: &ChangeWithImages, source: &Source<'_>, now_ms: i64) -> Option<Envelope> {
+    Envelopes::new(source).envelope(change, now_ms)
+}
+
+/// What a non-frozen collection or UDT is in the base table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NonFrozen {
+    /// `list<T>`: the log holds `map<timeuuid, T>`, removals by timeuuid.
+    List,
+    /// `set<T>`.
+    Set,
+    /// `map<K, V>`.
+    Map,
+    /// A UDT: removals by field index.
+    Udt,
+}
+
+/// A non-frozen column's change: a list as `[{"value":e},…]` (removed
+/// elements `{"value":null}`), a set as the elements added and removed, a
+/// map as `[{"key":k,"value":v},…]` (removed keys with a `null` value), a
+/// UDT as an object of its fields (those not written, or removed, `null`).
+fn write_delta(out: &mut String, kind: NonFrozen, value: Option<&CqlValue>, removed: &[CqlValue]) {
     let mut first = true;
-    for c in &change.columns {
+    let mut sep = |out: &mut String| {
         if !std::mem::take(&mut first) {
             out.push(',');
         }
-        json_string(out, &c.name);
-        out.push(':');
-        let cell = match cells {
-            _ if c.key => {
-                match &c.value {
-                    Some(v) => json_value(out, v),
-                    None => out.push_str("null"),
-                }
-                continue;
-            }
-            Cells::Known => c.value.is_some(),
-            Cells::Written => c.value.is_some() || c.deleted,
-            Cells::KeyOnly => false,
-        };
-        if !cell {
-            out.push_str("null");
-            continue;
-        }
-        out.push_str("{\"value\":");
-        match &c.value {
-            Some(v) => json_value(out, v),
+    };
+    match kind {
+        NonFrozen::Udt => match value {
+            Some(v) => write_value(out, v),
             None => out.push_str("null"),
+        },
+        NonFrozen::Set => {
+            out.push('[');
+            let added = match value {
+                Some(CqlValue::Set(v) | CqlValue::List(v)) => v.as_slice(),
+                _ => &[],
+            };
+            for e in added.iter().chain(removed) {
+                sep(out);
+                write_value(out, e);
+            }
+            out.push(']');
         }
-        out.push('}');
+        NonFrozen::List | NonFrozen::Map => {
+            out.push('[');
+            let entries = match value {
+                Some(CqlValue::Map(m)) => m.as_slice(),
+                _ => &[],
+            };
+            for (k, v) in entries {
+                sep(out);
+                if kind == NonFrozen::Map {
+                    out.push_str("{\"key\":");
+                    write_value(out, k);
+                    out.push_str(",\"value\":");
+                } else {
+                    out.push_str("{\"value\":");
+                }
+                write_value(out, v);
+                out.push('}');
+            }
+            for k in removed {
+                sep(out);
+                if kind == NonFrozen::Map {
+                    out.push_str("{\"key\":");
+                    write_value(out, k);
+                    out.push_str(",\"value\":null}");
+                } else {
+                    out.push_str("{\"value\":null}");
+                }
+            }
+            out.push(']');
+        }
     }
-    out.push('}');
+}
+
+/// Writes one value as the connector's converter writes it (see the
+/// module's documentation).
+pub fn write_value(out: &mut String, v: &CqlValue) {
+    match v {
+        CqlValue::TinyInt(n) => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::SmallInt(n) => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::Int(n) => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::BigInt(n) | CqlValue::Counter(n) => {
+            let _ = write!(out, "{n}");
+        }
+        CqlValue::Float(f) => float(out, f64::from(*f), f.is_finite(), || format!("{f:?}")),
+        CqlValue::Double(f) => float(out, *f, f.is_finite(), || format!("{f:?}")),
+        CqlValue::Boolean(b) => {
+            let _ = write!(out, "{b}");
+        }
+        CqlValue::Text(t) | CqlValue::Ascii(t) => json_string(out, t),
+        CqlValue::Blob(b) | CqlValue::Custom(b) => {
+            out.push('"');
+            base64(out, b);
+            out.push('"');
+        }
+        CqlValue::Uuid(u) | CqlValue::Timeuuid(u) => {
+            let _ = write!(out, "\"{u}\"");
+        }
+        CqlValue::Varint(n) => {
+            let _ = write!(out, "\"{n}\"");
+        }
+        CqlValue::Decimal(d) => {
+            out.push('"');
+            java_decimal(out, d);
+            out.push('"');
+        }
+        CqlValue::Inet(ip) => {
+            out.push('"');
+            java_inet(out, ip);
+            out.push('"');
+        }
+        CqlValue::Timestamp(t) => {
+            let _ = write!(out, "{}", t.0);
+        }
+        CqlValue::Date(d) => {
+            let _ = write!(out, "{}", d.days_since_epoch());
+        }
+        CqlValue::Time(t) => {
+            let _ = write!(out, "{}", t.0);
+        }
+        CqlValue::Duration(d) => {
+            let _ = write!(out, "\"Duration({}, {}, {})\"", d.months, d.days, d.nanoseconds);
+        }
+        CqlValue::Empty => out.push_str("null"),
+        CqlValue::List(items) | CqlValue::Set(items) | CqlValue::Vector(items) => {
+            out.push('[');
+            for (i, e) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, e);
+            }
+            out.push(']');
+        }
+        CqlValue::Map(entries) => {
+            out.push('[');
+            for (i, (k, v)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str("{\"key\":");
+                write_value(out, k);
+                out.push_str(",\"value\":");
+                write_value(out, v);
+                out.push('}');
+            }
+            out.push(']');
+        }
+        CqlValue::Tuple(items) => {
+            out.push('{');
+            for (i, e) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "\"tuple_member_{i}\":");
+                optional(out, e.as_ref());
+            }
+            out.push('}');
+        }
+        CqlValue::Udt { fields, .. } => {
+            out.push('{');
+            for (i, (name, e)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                json_string(out, name);
+                out.push(':');
+                optional(out, e.as_ref());
+            }
+            out.push('}');
+        }
+        // A value this library does not know: its CQL literal.
+        other => json_string(out, &other.to_string()),
+    }
+}
+
+fn optional(out: &mut String, v: Option<&CqlValue>) {
+    match v {
+        Some(v) => write_value(out, v),
+        None => out.push_str("null"),
+    }
+}
+
+/// A finite float as a JSON number; the others as the strings Jackson
+/// writes for them (`"NaN"`, `"Infinity"`, `"-Infinity"`).
+fn float(out: &mut String, f: f64, finite: bool, shown: impl FnOnce() -> String) {
+    if finite {
+        out.push_str(&shown());
+    } else if f.is_nan() {
+        out.push_str("\"NaN\"");
+    } else if f > 0.0 {
+        out.push_str("\"Infinity\"");
+    } else {
+        out.push_str("\"-Infinity\"");
+    }
+}
+
+/// Standard base64 with padding, as `JsonConverter` writes bytes.
+fn base64(out: &mut String, bytes: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+}
+
+/// A decimal as Java's `BigDecimal.toString()` writes it: plain unless the
+/// scale is negative or the adjusted exponent is below -6, then one digit,
+/// the others after a point, and `E` with the exponent.
+fn java_decimal(out: &mut String, d: &CqlDecimal) {
+    let text = d.unscaled.to_string();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.as_str()),
+    };
+    if negative {
+        out.push('-');
+    }
+    let scale = i64::from(d.scale);
+    let len = digits.len() as i64;
+    let adjusted = len - 1 - scale;
+    if scale >= 0 && adjusted >= -6 {
+        if scale == 0 {
+            out.push_str(digits);
+        } else if len > scale {
+            let (int, frac) = digits.split_at((len - scale) as usize);
+            let _ = write!(out, "{int}.{frac}");
+        } else {
+            out.push_str("0.");
+            for _ in 0..scale - len {
+                out.push('0');
+            }
+            out.push_str(digits);
+        }
+    } else {
+        let (first, rest) = digits.split_at(1.min(digits.len()));
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        if adjusted != 0 {
+            let sign = if adjusted > 0 { "+" } else { "" };
+            let _ = write!(out, "E{sign}{adjusted}");
+        }
+    }
+}
+
+/// An address as Java's `InetAddress.getHostAddress()` writes it: IPv4
+/// dotted (an IPv4-mapped IPv6 address too), IPv6 as eight groups of hex
+/// without leading zeros or `::`.
+fn java_inet(out: &mut String, ip: &IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            let _ = write!(out, "{v4}");
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => {
+                let _ = write!(out, "{v4}");
+            }
+            None => {
+                for (i, g) in v6.segments().iter().enumerate() {
+                    if i > 0 {
+                        out.push(':');
+                    }
+                    let _ = write!(out, "{g:x}");
+                }
+            }
+        },
+    }
+}
+
+impl TableTypes {
+    /// The types of `table`'s columns in a keyspace's metadata (from
+    /// [`Session::schema`](shardwise::Session::schema)).
+    pub fn from_metadata(keyspace: &str, metadata: &KeyspaceMetadata, table: &str) -> Result<Self, TypeError> {
+        types::from_metadata(keyspace, metadata, table)
+    }
+
+    /// Reads the types of `keyspace.table`'s columns from the session's
+    /// schema metadata.
+    pub async fn load(session: &shardwise::Session, keyspace: &str, table: &str) -> Result<Self, TypeError> {
+        let schema = session.schema().await.map_err(|e| TypeError::Schema(e.to_string()))?;
+        let ks = schema.keyspaces.get(keyspace).ok_or_else(|| TypeError::NoTable(format!("{keyspace}.{table}")))?;
+        Self::from_metadata(keyspace, ks, table)
+    }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use std::sync::Arc;
-
-    use shardwise::protocol::types::CqlValue;
-
-    use super::*;
-    use crate::consumer::ChangeColumn;
-    use crate::stream::StreamId;
-
-    /// A change of `(pk int, ck int, v text, w int)`: `v` written, `w` set to null when asked.
-    fn change(operation: Operation, v: Option<&str>, w_deleted: bool) -> Change {
-        let col = |name: &str, key, value, deleted| ChangeColumn {
-            name: Arc::from(name),
-            key,
-            value,
-            deleted,
-            deleted_elements: Vec::new(),
-        };
-        Change {
-            stream_id: StreamId::from_bytes([0x7f; 16]),
-            // 2020-03-23T13:10:40.910883Z.
-            time: uuid::Uuid::parse_str("b223c55e-6d07-11ea-7654-24e4fb3f20b9").unwrap(),
-            batch_seq_no: 0,
-            operation,
-            ttl: None,
-            end_of_batch: true,
-            columns: vec![
-                col("ck", true, Some(CqlValue::Int(1)), false),
-                col("pk", true, Some(CqlValue::Int(7)), false),
-                col("v", false, v.map(|v| CqlValue::Text(v.into())), false),
-                col("w", false, None, w_deleted),
-            ],
-        }
-    }
-
-    const SOURCE: Source<'static> = Source { name: "cluster", keyspace: "ks", table: "t" };
-
-    fn value(c: ChangeWithImages) -> String {
-        let e = envelope(&c, &SOURCE, 1_700_000_000_000).unwrap();
-        assert_eq!(e.key, r#"{"ck":1,"pk":7}"#);
-        e.value
-    }
-
-    fn alone(delta: Change) -> ChangeWithImages {
-        ChangeWithImages { delta, preimage: None, postimage: None }
-    }
-
-    #[test]
-    fn an_insert_without_images_says_what_the_delta_wrote() {
-        let v = value(alone(change(Operation::Insert, Some("a \"b\""), true)));
-        let version = env!("CARGO_PKG_VERSION");
-        assert_eq!(
-            v,
-            format!(
-                "{{\"source\":{{\"version\":\"{version}\",\"connector\":\"shardwise\",\"name\":\"cluster\",\
-                 \"ts_ms\":1584969040910,\"ts_us\":1584969040910883,\"snapshot\":\"false\",\"db\":\"ks\",\
-                 \"keyspace_name\":\"ks\",\"table_name\":\"t\",\"stream_id\":\"{}\"}},\"before\":null,\
-                 \"after\":{{\"ck\":1,\"pk\":7,\"v\":{{\"value\":\"a \\\"b\\\"\"}},\"w\":{{\"value\":null}}}},\
-                 \"op\":\"c\",\"ts_ms\":1700000000000,\"transaction\":null}}",
-                StreamId::from_bytes([0x7f; 16])
-            )
-        );
-    }
-
-    #[test]
-    fn images_fill_before_and_after() {
-        let update = ChangeWithImages {
-            delta: change(Operation::Update, Some("new"), false),
-            preimage: Some(change(Operation::PreImage, Some("old"), false)),
-            postimage: Some(change(Operation::PostImage, Some("new"), false)),
-        };
-        let v = value(update);
-        assert!(v.contains(r#""before":{"ck":1,"pk":7,"v":{"value":"old"},"w":null}"#), "{v}");
-        assert!(v.contains(r#""after":{"ck":1,"pk":7,"v":{"value":"new"},"w":null}"#), "{v}");
-        assert!(v.contains(r#""op":"u""#));
-        // An update without images: `w` not written is null, not a cell.
-        let v = value(alone(change(Operation::Update, Some("new"), false)));
-        assert!(v.contains(r#""before":null,"after":{"ck":1,"pk":7,"v":{"value":"new"},"w":null}"#), "{v}");
-    }
-
-    #[test]
-    fn a_delete_has_a_before_and_no_after() {
-        let v = value(alone(change(Operation::RowDelete, None, false)));
-        assert!(v.contains(r#""before":{"ck":1,"pk":7,"v":null,"w":null},"after":null,"op":"d""#), "{v}");
-        let with_image = ChangeWithImages {
-            delta: change(Operation::RowDelete, None, false),
-            preimage: Some(change(Operation::PreImage, Some("last"), false)),
-            postimage: None,
-        };
-        let v = value(with_image);
-        assert!(v.contains(r#""before":{"ck":1,"pk":7,"v":{"value":"last"},"w":null},"after":null"#), "{v}");
-    }
-
-    #[test]
-    fn a_partition_key_mode_keys_a_partition_delete_as_its_rows() {
-        let row = change(Operation::Update, Some("a"), false);
-        let mut delete = change(Operation::PartitionDelete, None, false);
-        delete.columns[0].value = None;
-        let pk = ["pk".to_owned()];
-        assert_eq!(message_key(&row, KeyColumns::Primary), r#"{"ck":1,"pk":7}"#);
-        assert_eq!(message_key(&delete, KeyColumns::Primary), r#"{"ck":null,"pk":7}"#);
-        assert_eq!(message_key(&row, KeyColumns::Only(&pk)), r#"{"pk":7}"#);
-        assert_eq!(message_key(&delete, KeyColumns::Only(&pk)), message_key(&row, KeyColumns::Only(&pk)));
-        // A value column named in the list is no key column: left out.
-        assert_eq!(message_key(&row, KeyColumns::Only(&["v".to_owned()])), "{}");
-    }
-
-    #[test]
-    fn what_makes_no_row_event_makes_no_envelope() {
-        for op in [Operation::RangeDeleteStartInclusive, Operation::ServiceRowDelete, Operation::PostImage] {
-            assert!(envelope(&alone(change(op, None, false)), &SOURCE, 0).is_none(), "{op:?}");
-        }
-        assert_eq!(SOURCE.topic(), "cluster.ks.t");
-    }
-}
+mod tests;

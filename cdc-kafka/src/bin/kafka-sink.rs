@@ -86,6 +86,10 @@ struct Args {
     /// No transactions: a crash may write the last window's changes twice.
     #[arg(long, conflicts_with = "transactional_id")]
     at_least_once: bool,
+    /// Write keys and values as Kafka Connect's JSON converter does with
+    /// `schemas.enable=true`: `{"schema":…,"payload":…}`.
+    #[arg(long)]
+    debezium_schemas: bool,
     /// Seconds between records of the progress that windows without
     /// changes made (they write nothing themselves): how long a restart
     /// may read such windows again, and how late the sinks sharing the
@@ -132,6 +136,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let table = schema.keyspaces.get(&args.keyspace).and_then(|k| k.tables.get(&args.table));
         let table = table.ok_or_else(|| format!("table {}.{} not found", args.keyspace, args.table))?;
         config.key = KeyMode::PartitionKey(table.partition_key.clone());
+    }
+    let types = shardwise_cdc::debezium::TableTypes::load(&session, &args.keyspace, &args.table).await?;
+    config.types = Some(std::sync::Arc::new(types));
+    if args.debezium_schemas {
+        config.schemas = shardwise_cdc::debezium::JsonSchemas::With;
     }
     let leases = args.leases.config(&session, &args.connect).await?;
     if let Some(ttl) = args.leases.ttl() {
