@@ -182,6 +182,7 @@ async fn run_async(a: &LatencyRunArgs) -> Result<Delays> {
     let stop: Box<dyn FnOnce()> = match a.library {
         Library::Shardwise => shardwise_reader(a, start, record.clone()).await?,
         Library::ScyllaCdc => scylla_cdc_reader(a, start, record.clone()).await?,
+        Library::ShardwiseAsync => anyhow::bail!("the latency mode measures shardwise and scylla-cdc"),
     };
     // Reading the present: the writer may start.
     tokio::time::sleep(Duration::from_secs(1)).await;

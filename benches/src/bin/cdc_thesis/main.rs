@@ -109,6 +109,9 @@ struct LoadArgs {
 enum Library {
     /// shardwise-cdc (this workspace).
     Shardwise,
+    /// shardwise-cdc with an async consumer (`build_async`): each change
+    /// copied into an owned `Change` and awaited.
+    ShardwiseAsync,
     /// scylla-cdc 0.7 on the official `scylla` driver.
     #[value(name = "scylla-cdc")]
     ScyllaCdc,
@@ -118,6 +121,7 @@ impl Library {
     fn name(self) -> &'static str {
         match self {
             Library::Shardwise => "shardwise",
+            Library::ShardwiseAsync => "shardwise-async",
             Library::ScyllaCdc => "scylla-cdc",
         }
     }
@@ -567,7 +571,8 @@ fn read(a: ReadArgs) -> Result<()> {
     let t0 = Instant::now();
     let outcome = rt.block_on(async {
         match a.library {
-            Library::Shardwise => read_shardwise(&a, plan, tally.clone(), t0, cpu0).await,
+            Library::Shardwise => read_shardwise(&a, plan, tally.clone(), t0, cpu0, false).await,
+            Library::ShardwiseAsync => read_shardwise(&a, plan, tally.clone(), t0, cpu0, true).await,
             Library::ScyllaCdc => read_scylla_cdc(&a, plan, tally.clone(), t0, cpu0).await,
         }
     })?;
@@ -625,7 +630,34 @@ async fn wait_done(tally: &Tally, timeout: Duration, t0: Instant, cpu0: Cpu) -> 
     Ok((t0.elapsed().as_secs_f64(), cpu(libc::RUSAGE_SELF) - cpu0))
 }
 
-async fn read_shardwise(a: &ReadArgs, plan: Plan, tally: Arc<Tally>, t0: Instant, cpu0: Cpu) -> Result<(f64, Cpu)> {
+/// The async consumer of `--library shardwise-async`: what the synchronous
+/// one counts, from owned changes, awaited.
+struct AsyncTally(Arc<Tally>);
+
+impl shardwise_cdc::AsyncConsumer for AsyncTally {
+    async fn consume(&mut self, change: shardwise_cdc::Change) -> Result<(), shardwise_cdc::ConsumerError> {
+        use shardwise::protocol::types::CqlValue;
+        match (change.operation, change.value("ck")) {
+            (shardwise_cdc::Operation::Insert, Some(CqlValue::BigInt(ck))) => self.0.add(*ck),
+            (shardwise_cdc::Operation::Insert, other) => {
+                return Err(shardwise_cdc::ConsumerError::failed(format!("ck is {other:?}")))
+            }
+            _ => {
+                self.0.other.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn read_shardwise(
+    a: &ReadArgs,
+    plan: Plan,
+    tally: Arc<Tally>,
+    t0: Instant,
+    cpu0: Cpu,
+    asynchronous: bool,
+) -> Result<(f64, Cpu)> {
     use shardwise_cdc::{CdcReaderBuilder, CdcRow, Consumer, ConsumerError, GroupInfo, Operation};
     let session = shardwise_session(&a.target.node).await?;
     let start = UNIX_EPOCH + Duration::from_millis(plan.start_ms.max(0) as u64);
@@ -656,7 +688,13 @@ async fn read_shardwise(a: &ReadArgs, plan: Plan, tally: Arc<Tally>, t0: Instant
             })
         }
     };
-    let reader = builder.build(Arc::new(factory)).await.context("starting shardwise-cdc")?;
+    let reader = if asynchronous {
+        let tally = tally.clone();
+        builder.build_async(move |_: &GroupInfo| AsyncTally(tally.clone())).await
+    } else {
+        builder.build(Arc::new(factory)).await
+    };
+    let reader = reader.context("starting shardwise-cdc")?;
     let handle = reader.handle();
     // `CdcReader::join`'s future is not `Send` (it holds the planner's
     // guard across an await), so it is polled here rather than spawned.
@@ -917,7 +955,7 @@ fn render(runs: &[Run], a: &CompareArgs) -> String {
     let find = |cores: Option<usize>, window: u64, lib: &str| {
         runs.iter().find(|r| r.cores == cores && r.m.window == window && r.m.library == lib)
     };
-    let mut ratios = String::new();
+    let (mut ratios, mut async_ratios) = (String::new(), String::new());
     for r in runs.iter().filter(|r| r.m.library == Library::Shardwise.name()) {
         if let Some(peer) = find(r.cores, r.m.window, Library::ScyllaCdc.name()) {
             let _ = writeln!(
@@ -929,6 +967,24 @@ fn render(runs: &[Run], a: &CompareArgs) -> String {
                 r.m.elapsed / peer.m.elapsed.max(1e-12)
             );
         }
+    }
+    for r in runs.iter().filter(|r| r.m.library == Library::ShardwiseAsync.name()) {
+        if let Some(sync) = find(r.cores, r.m.window, Library::Shardwise.name()) {
+            let _ = writeln!(
+                async_ratios,
+                "| {} | {} | {:.2} | {:.2} |",
+                r.cores.map_or("-".to_string(), |n| n.to_string()),
+                r.m.window,
+                r.m.cpu_us_per_row() / sync.m.cpu_us_per_row().max(1e-12),
+                r.m.elapsed / sync.m.elapsed.max(1e-12)
+            );
+        }
+    }
+    if !async_ratios.is_empty() {
+        let _ = writeln!(s, "\nasync consumer / synchronous consumer (shardwise):\n");
+        let _ = writeln!(s, "| cores | window (s) | CPU per row | elapsed |");
+        let _ = writeln!(s, "|---|---|---|---|");
+        s.push_str(&async_ratios);
     }
     if !ratios.is_empty() {
         let _ = writeln!(s, "\nshardwise / scylla-cdc (target: CPU per row ≤ 0.12, elapsed ≤ 0.60):\n");
