@@ -37,7 +37,8 @@ pub fn changes_of(messages: &[TopicMessage]) -> (Keyed, usize) {
             assert!(value.contains(r#""op":"d","#) && value.contains(r#""after":null"#), "{value}");
             (Operation::RowDelete, None)
         };
-        assert!(value.contains(r#""connector":"shardwise","name":"cluster""#), "{value}");
+        // The ScyllaDB connector's `source.connector` (docs/debezium-envelope.md).
+        assert!(value.contains(r#""connector":"scylla","name":"cluster""#), "{value}");
         keyed.entry((pk, ck)).or_default().push((op, v));
     }
     (keyed, messages.len())
