@@ -94,10 +94,8 @@ mod tests {
         .await
         .expect("join")
         .expect("the front");
-        let kafka = tokio::task::spawn_blocking(testkit::Kafka::start)
-            .await
-            .expect("join")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let kafka =
+            tokio::task::spawn_blocking(testkit::Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
         super::run(&front.addr().to_string(), &kafka.addr().to_string()).await.expect("the example");
         tokio::task::spawn_blocking(move || drop(kafka)).await.expect("join");
     }

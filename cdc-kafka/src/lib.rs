@@ -26,8 +26,16 @@
 //!
 //! The client is `rdkafka` (librdkafka), the one Rust Kafka client with
 //! transactions; librdkafka is built from the sources the crate vendors,
-//! with none of its optional libraries (compression, TLS, GSSAPI): SASL
-//! PLAIN and SCRAM need none of them; TLS does (not built in).
+//! linked with the system's OpenSSL (`rdkafka`'s `ssl` feature: building
+//! needs OpenSSL's headers and `pkg-config`, e.g. `apt-get install
+//! libssl-dev pkg-config`) and with none of its other optional libraries
+//! (compression, GSSAPI). So the sink reaches a secured cluster: TLS
+//! (`security.protocol=SSL`, the broker verified with `ssl.ca.location`)
+//! and SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM needs OpenSSL
+//! too), over plain TCP or TLS (`SASL_PLAINTEXT`, `SASL_SSL`); Kerberos
+//! (GSSAPI) is not built in. The settings are given as [`Brokers`]'
+//! settings, or read from a properties file
+//! ([`brokers::read_properties`]).
 
 pub mod brokers;
 pub mod checkpoints;
@@ -110,6 +118,10 @@ pub enum SinkError {
     /// ([`brokers::SINK_OWNED`]).
     #[error("the kafka setting {0} is the sink's own: exactly once rests on it, or it has a flag of its own")]
     OwnedSetting(String),
+    /// A properties file of librdkafka settings could not be read, or a
+    /// line of it is not a setting ([`brokers::read_properties`]).
+    #[error(transparent)]
+    Properties(#[from] brokers::PropertiesError),
     /// Messages of an at-least-once window were not acknowledged.
     #[error("{failed} messages were not delivered to kafka; the last error: {last}")]
     Undelivered {

@@ -48,14 +48,34 @@ pub enum Fencing {
 }
 
 /// Counts failed deliveries, for the at-least-once mode (a transaction's
-/// commit reports its own).
+/// commit reports its own), and keeps the client's last error with the
+/// brokers.
 #[derive(Debug, Default)]
 pub(crate) struct Deliveries {
     failed: AtomicU64,
     last: Mutex<Option<String>>,
+    broker_error: Mutex<Option<String>>,
 }
 
-impl ClientContext for Deliveries {}
+impl Deliveries {
+    /// The client's last error with the brokers (a refused password, a
+    /// certificate not trusted, a connection refused), if any.
+    fn broker_error(&self) -> Option<String> {
+        self.broker_error.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+impl ClientContext for Deliveries {
+    /// Kept for the error of a call that then times out (which by itself
+    /// says only that it timed out). "All brokers are down" follows the
+    /// error that says why, and is not kept over it.
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!("librdkafka: {error}: {reason}");
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::AllBrokersDown) {
+            *self.broker_error.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.to_owned());
+        }
+    }
+}
 
 impl ProducerContext for Deliveries {
     type DeliveryOpaque = ();
@@ -109,9 +129,13 @@ impl Writer {
             .create_with_context(Deliveries::default())
             .map_err(SinkError::kafka("creating the producer"))?;
         if let Some(id) = &transactional_id {
-            producer
-                .init_transactions(config.timeout)
-                .map_err(SinkError::kafka(format!("initialising transactions of {id}")))?;
+            producer.init_transactions(config.timeout).map_err(|source| {
+                let what = match producer.context().broker_error() {
+                    Some(last) => format!("initialising transactions of {id} (the brokers' last error: {last})"),
+                    None => format!("initialising transactions of {id}"),
+                };
+                SinkError::Kafka { what, source }
+            })?;
         }
         Ok(Writer { producer, transactional_id, timeout: config.timeout, writing: Mutex::new(()) })
     }

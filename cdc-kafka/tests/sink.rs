@@ -601,3 +601,177 @@ async fn the_sink_writes_through_a_sasl_listener_with_its_kafka_settings() {
     assert!(stderr.contains("kafka setting acks is the sink's own"), "{stderr}");
     kafka.stop();
 }
+
+/// A secured Kafka's sink run: `kafka-sink` over the changes of `ks.t`
+/// from `start_ms` to `end_ms`, into the topic `topic` through `brokers`,
+/// with the secured cluster's arguments `extra`; its exit status and stderr.
+async fn secured_run(
+    db: std::net::SocketAddr,
+    ks: &str,
+    (start_ms, end_ms): (u64, u64),
+    (brokers, topic): (std::net::SocketAddr, &str),
+    extra: &[&str],
+) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-sink"))
+        .args(["--node", &db.to_string(), "--keyspace", ks, "--table", "t", "--consistency", "ONE"])
+        .args(["--brokers", &brokers.to_string(), "--name", "cluster", "--partitions", "1"])
+        .args(["--topic", topic, "--checkpoint-topic", &format!("{topic}.checkpoints")])
+        .args(["--start-unix-ms", &start_ms.to_string(), "--end-unix-ms", &end_ms.to_string()])
+        .args(["--window", "1", "--safety", safety_arg().as_str(), "--kafka-timeout", "5"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn kafka-sink");
+    let status = exit_of(&mut child, Instant::now() + Duration::from_secs(90), topic).await;
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).expect("stderr");
+    (status, stderr)
+}
+
+/// A run that failed: a failure status, and its stderr one line that says
+/// so and names Kafka.
+fn one_line_failure(status: std::process::ExitStatus, stderr: &str, what: &str) {
+    eprintln!("{what}: {}", stderr.trim_end());
+    assert!(!status.success(), "{what} fails the sink: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{what}: one line: {stderr:?}");
+    assert!(
+        stderr.starts_with("kafka-sink: ") && stderr.contains("kafka"),
+        "{what}: a line that names Kafka: {stderr}"
+    );
+}
+
+/// How many of `messages` are change events: each has a key and an
+/// envelope with an `op` (what the envelope holds, other tests check).
+fn change_events(messages: &[shardwise_cdc_kafka::topic::TopicMessage]) -> usize {
+    for m in messages {
+        let value = std::str::from_utf8(m.value.as_deref().expect("a value")).expect("utf-8 value");
+        assert!(m.key.is_some() && value.contains(r#""op":""#), "a change event: {value}");
+    }
+    messages.len()
+}
+
+/// The changes of `ks.t` written for the secured sink tests, the times
+/// around them (unix ms) and how many there are.
+async fn secured_workload(tag: &str) -> (shardwise_emu::FrontHandle, String, (u64, u64), usize) {
+    let (front, session, ks) = common::front_and_keyspace(tag).await;
+    create_table(&session, &ks).await;
+    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
+    let start = SystemTime::now() - Duration::from_millis(500);
+    let plan = plan(10, 200, 5);
+    write(&session, &ks, &plan, 50, Duration::ZERO).await;
+    let end = SystemTime::now() + Duration::from_millis(500);
+    (front, ks, (ms(start), ms(end)), plan.len())
+}
+
+/// TLS: the sink reaches the broker's TLS listener with
+/// `security.protocol=SSL`, verifying the broker's certificate (made at the
+/// broker's start) with `ssl.ca.location`, and writes every change once.
+/// Without that certificate the broker is not trusted: one line, and a
+/// failure status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sink_writes_over_tls_verifying_the_broker_with_the_generated_ca() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let (front, ks, range, total) = secured_workload("cdc_kafka_tls").await;
+    let ca = format!("ssl.ca.location={}", kafka.ca_pem_path().display());
+
+    let tls = ["-X", "security.protocol=SSL", "-X", ca.as_str()];
+    let (status, stderr) = secured_run(front.addr(), &ks, range, (kafka.tls_addr(), "over-tls"), &tls).await;
+    assert!(status.success(), "the sink over TLS: {status:?}\n{stderr}");
+    let brokers = kafka.addr().to_string();
+    let messages = tokio::task::spawn_blocking(move || committed(&brokers, "over-tls")).await.expect("join");
+    assert_eq!(change_events(&messages), total, "every change once, written over TLS");
+
+    // The system's certificate authorities do not know the broker's.
+    let untrusted = ["-X", "security.protocol=SSL"];
+    let (status, stderr) = secured_run(front.addr(), &ks, range, (kafka.tls_addr(), "untrusted"), &untrusted).await;
+    one_line_failure(status, &stderr, "a broker certificate nobody vouches for");
+    assert!(stderr.contains("certificate verify failed"), "it says why: {stderr}");
+    kafka.stop();
+}
+
+/// SASL/SCRAM: the sink reaches the broker's SASL_SSL listener with
+/// SCRAM-SHA-512, its settings read from a properties file (`-X` changing
+/// one of them), and its SASL_PLAINTEXT listener with SCRAM-SHA-256 given
+/// with `-X`; each run writes every change once. A wrong SCRAM password
+/// (the file's, left alone) is one line and a failure status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sink_writes_through_sasl_scram_with_a_kafka_properties_file() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let (front, ks, range, total) = secured_workload("cdc_kafka_scram").await;
+    let (user, password) = testkit::kafka::SCRAM_USER;
+    let properties = kafka.dir().join("client.properties");
+    let text = format!(
+        "# the sink's client settings, as Kafka's tools take them\n\
+         security.protocol = SASL_SSL\n\
+         sasl.mechanism=SCRAM-SHA-512\n\
+         sasl.username={user}\n\
+         ! overridden by -X below, when it is given\n\
+         sasl.password=not-the-password\n\
+         ssl.ca.location={}\n",
+        kafka.ca_pem_path().display()
+    );
+    std::fs::write(&properties, text).expect("the properties file");
+    let file = properties.to_str().expect("a UTF-8 path");
+    let read = |topic: &'static str| {
+        let brokers = kafka.addr().to_string();
+        tokio::task::spawn_blocking(move || change_events(&committed(&brokers, topic)))
+    };
+
+    let with_password = format!("sasl.password={password}");
+    let args = ["--kafka-properties", file, "-X", with_password.as_str()];
+    let (status, stderr) = secured_run(front.addr(), &ks, range, (kafka.sasl_tls_addr(), "scram-tls"), &args).await;
+    assert!(status.success(), "the sink through SASL_SSL with SCRAM-SHA-512: {status:?}\n{stderr}");
+    assert_eq!(read("scram-tls").await.expect("join"), total, "every change once, through SCRAM over TLS");
+
+    let username = format!("sasl.username={user}");
+    let args = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-256"];
+    let args = [&args[..], &["-X", username.as_str(), "-X", with_password.as_str()]].concat();
+    let (status, stderr) = secured_run(front.addr(), &ks, range, (kafka.sasl_addr(), "scram-plain"), &args).await;
+    assert!(status.success(), "the sink through SASL_PLAINTEXT with SCRAM-SHA-256: {status:?}\n{stderr}");
+    assert_eq!(read("scram-plain").await.expect("join"), total, "every change once, through SCRAM");
+
+    let args = ["--kafka-properties", file];
+    let (status, stderr) = secured_run(front.addr(), &ks, range, (kafka.sasl_tls_addr(), "wrong"), &args).await;
+    one_line_failure(status, &stderr, "a wrong SCRAM password");
+    assert!(stderr.contains("SASL authentication error"), "it says why: {stderr}");
+    kafka.stop();
+}
+
+/// A properties file that cannot be used ends the sink before it connects
+/// to anything: one line naming the file (and the line), a failure status.
+#[test]
+fn a_kafka_properties_file_that_cannot_be_used_is_one_clear_line() {
+    let dir = std::env::temp_dir().join(format!("shardwise-sink-properties-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
+    let run = |file: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kafka-sink"))
+            .args(["--node", &unused, "--keyspace", "ks", "--table", "t", "--brokers", &unused])
+            .args(["--kafka-timeout", "2", "--kafka-properties"])
+            .arg(file)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kafka-sink runs");
+        assert!(!out.status.success(), "{}: {out:?}", file.display());
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+        assert!(stderr.starts_with("kafka-sink: ") && !stderr.contains(&unused), "before connecting: {stderr:?}");
+        stderr
+    };
+    let missing = dir.join("missing.properties");
+    let stderr = run(&missing);
+    assert!(stderr.starts_with(&format!("kafka-sink: kafka properties file {}: ", missing.display())), "{stderr}");
+
+    let bad = dir.join("bad.properties");
+    std::fs::write(&bad, "# a comment\nsecurity.protocol=SSL\nsasl.password hunter2\n").expect("write");
+    let stderr = run(&bad);
+    assert!(stderr.starts_with(&format!("kafka-sink: kafka properties file {}, line 3: ", bad.display())), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "the line's text is not repeated: {stderr}");
+
+    let owned = dir.join("owned.properties");
+    std::fs::write(&owned, "security.protocol=SSL\nenable.idempotence=false\n").expect("write");
+    assert!(run(&owned).contains("kafka setting enable.idempotence is the sink's own"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,6 +13,16 @@
 //! broker is ready when an `ApiVersions` round trip on its port succeeds.
 //! (Its log holds only what the JVM prints: the Maven artifact brings no
 //! SLF4J binding, so the broker's own logging is off.)
+//!
+//! Besides plain TCP ([`Kafka::addr`]), the broker serves secured clients:
+//! SASL over plain TCP ([`Kafka::sasl_addr`]), TLS ([`Kafka::tls_addr`]) and
+//! SASL over TLS ([`Kafka::sasl_tls_addr`]). Its SASL listeners take PLAIN
+//! (as [`SASL_USER`]) and SCRAM-SHA-256 and SCRAM-SHA-512 (as
+//! [`SCRAM_USER`], whose credentials the format writes into the metadata
+//! log). Its TLS certificate is made at each start by the JDK's `keytool`
+//! (run while the log directory is formatted): self-signed, for
+//! `IP:127.0.0.1`, and exported as PEM ([`Kafka::ca_pem_path`]) for clients
+//! to verify the broker with.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -25,6 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::dist::{cache_root, ensure_jars, find_java, Artifact};
 use crate::error::{HarnessError, Result};
 use crate::node::{signal_group, tail_lines, wait_or_kill, LAUNCHER};
+use crate::ports::free_ports;
 
 /// The Kafka release the harness runs.
 pub const KAFKA_VERSION: &str = "3.9.1";
@@ -41,32 +52,76 @@ pub struct Kafka {
     dir: PathBuf,
     addr: SocketAddr,
     sasl_addr: SocketAddr,
+    tls_addr: SocketAddr,
+    sasl_tls_addr: SocketAddr,
+    ca_pem: PathBuf,
     child: Option<Child>,
     lifeline: Option<ChildStdin>,
     pgid: u32,
 }
 
-/// The user and password of the broker's SASL listener ([`Kafka::sasl_addr`]):
-/// SASL PLAIN over plain TCP.
+/// The user and password of SASL PLAIN on the broker's SASL listeners
+/// ([`Kafka::sasl_addr`], [`Kafka::sasl_tls_addr`]).
 pub const SASL_USER: (&str, &str) = ("sink", "sink-secret");
 
+/// The user and password of SASL/SCRAM (SCRAM-SHA-256 and SCRAM-SHA-512) on
+/// the broker's SASL listeners: credentials in the cluster's metadata,
+/// written when the log directory is formatted.
+pub const SCRAM_USER: (&str, &str) = ("scram-sink", "scram-secret");
+
+/// The password of the broker's PKCS12 keystore (and of its key).
+const KEYSTORE_PASSWORD: &str = "changeit";
+
+/// The ports of a broker's listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// Plain TCP (`PLAINTEXT`), also between the broker and itself.
+    pub plain: u16,
+    /// The KRaft controller's.
+    pub controller: u16,
+    /// SASL over plain TCP (`SASL_PLAINTEXT`).
+    pub sasl: u16,
+    /// TLS (`SSL`).
+    pub tls: u16,
+    /// SASL over TLS (`SASL_SSL`).
+    pub sasl_tls: u16,
+}
+
 /// The `server.properties` of a combined broker and controller with node id
-/// 1, serving clients on `port` (and with SASL PLAIN, as [`SASL_USER`], on
-/// `sasl`) and its controller on `controller`.
-pub fn server_properties(data: &Path, port: u16, controller: u16, sasl: u16) -> String {
+/// 1, serving clients on the ports of `ports` (SASL PLAIN as [`SASL_USER`],
+/// SCRAM as [`SCRAM_USER`]; TLS with the PKCS12 `keystore`).
+pub fn server_properties(data: &Path, ports: Ports, keystore: &Path) -> String {
+    let Ports { plain, controller, sasl, tls, sasl_tls } = ports;
     let (user, password) = SASL_USER;
+    let plain_login =
+        format!("org.apache.kafka.common.security.plain.PlainLoginModule required user_{user}=\"{password}\";");
+    let scram_login = "org.apache.kafka.common.security.scram.ScramLoginModule required;";
+    let mut logins = String::new();
+    for listener in ["sasl_plaintext", "sasl_ssl"] {
+        logins.push_str(&format!("listener.name.{listener}.plain.sasl.jaas.config={plain_login}\n"));
+        for mechanism in ["scram-sha-256", "scram-sha-512"] {
+            logins.push_str(&format!("listener.name.{listener}.{mechanism}.sasl.jaas.config={scram_login}\n"));
+        }
+    }
     format!(
         "process.roles=broker,controller\n\
          node.id=1\n\
          controller.quorum.voters=1@127.0.0.1:{controller}\n\
-         listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
-         advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
+         listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},\
+         SASL_PLAINTEXT://127.0.0.1:{sasl},SSL://127.0.0.1:{tls},SASL_SSL://127.0.0.1:{sasl_tls}\n\
+         advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},\
+         SSL://127.0.0.1:{tls},SASL_SSL://127.0.0.1:{sasl_tls}\n\
          controller.listener.names=CONTROLLER\n\
          inter.broker.listener.name=PLAINTEXT\n\
-         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT\n\
-         sasl.enabled.mechanisms=PLAIN\n\
-         listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule \
-         required user_{user}=\"{password}\";\n\
+         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,\
+         SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL\n\
+         sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\n\
+         {logins}\
+         ssl.keystore.type=PKCS12\n\
+         ssl.keystore.location={}\n\
+         ssl.keystore.password={KEYSTORE_PASSWORD}\n\
+         ssl.key.password={KEYSTORE_PASSWORD}\n\
+         ssl.client.auth=none\n\
          log.dirs={}\n\
          num.partitions=1\n\
          offsets.topic.replication.factor=1\n\
@@ -76,8 +131,85 @@ pub fn server_properties(data: &Path, port: u16, controller: u16, sasl: u16) -> 
          transaction.state.log.num.partitions=1\n\
          group.initial.rebalance.delay.ms=0\n\
          auto.create.topics.enable=true\n",
+        keystore.display(),
         data.display()
     )
+}
+
+/// The `StorageTool format` arguments that write [`SCRAM_USER`]'s
+/// SCRAM-SHA-256 and SCRAM-SHA-512 credentials into the metadata log.
+pub fn scram_format_args() -> Vec<String> {
+    let (user, password) = SCRAM_USER;
+    ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+        .into_iter()
+        .flat_map(|mechanism| ["--add-scram".to_owned(), format!("{mechanism}=[name={user},password={password}]")])
+        .collect()
+}
+
+/// `keytool` beside `java` (the JDK's), else `keytool` on the `PATH`.
+fn find_keytool(java: &Path) -> PathBuf {
+    match java.parent() {
+        Some(bin) if !bin.as_os_str().is_empty() && bin.join("keytool").is_file() => bin.join("keytool"),
+        _ => PathBuf::from("keytool"),
+    }
+}
+
+/// Makes the broker's TLS identity in `dir` with `keytool`: an EC key and
+/// its self-signed certificate for `IP:127.0.0.1` (valid 2 days) in the
+/// PKCS12 keystore `broker.p12`, and that certificate as PEM in
+/// `ca.pem` (the one certificate a client has to trust). Their paths.
+pub fn make_keystore(keytool: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let (keystore, pem) = (dir.join("broker.p12"), dir.join("ca.pem"));
+    let run = |args: &[&str]| {
+        let out = match Command::new(keytool).args(args).stdin(Stdio::null()).output() {
+            Ok(out) => out,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(HarnessError::MissingTool {
+                    tool: "keytool",
+                    looked_for: format!("{} (beside java, or on PATH)", keytool.display()),
+                    package: "openjdk-17-jdk-headless",
+                })
+            }
+            Err(e) => return Err(HarnessError::io(format!("running {}", keytool.display()), e)),
+        };
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(HarnessError::Config(format!(
+                "keytool {} failed ({}): {}{}",
+                args.first().copied().unwrap_or_default(),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )))
+        }
+    };
+    let path = |p: &Path| p.display().to_string();
+    let ks = path(&keystore);
+    let common = ["-alias", "broker", "-keystore", ks.as_str(), "-storepass", KEYSTORE_PASSWORD];
+    run(&[
+        &[
+            "-genkeypair",
+            "-keyalg",
+            "EC",
+            "-groupname",
+            "secp256r1",
+            "-validity",
+            "2",
+            "-dname",
+            "CN=127.0.0.1",
+            "-ext",
+            "SAN=ip:127.0.0.1",
+            "-storetype",
+            "PKCS12",
+            "-keypass",
+            KEYSTORE_PASSWORD,
+        ][..],
+        &common[..],
+    ]
+    .concat())?;
+    run(&[&["-exportcert", "-rfc", "-file", path(&pem).as_str()][..], &common[..]].concat())?;
+    Ok((keystore, pem))
 }
 
 /// Console logging to the broker's log file, at INFO.
@@ -112,27 +244,38 @@ impl Kafka {
         let dir = std::env::temp_dir().join(format!("shardwise-kafka-{}-{nanos}", std::process::id()));
         let data = dir.join("data");
         fs::create_dir_all(&data).map_err(|e| HarnessError::io(format!("creating {}", data.display()), e))?;
-        let (port, controller) = crate::ports::free_port_pair(&[IpAddr::V4(Ipv4Addr::LOCALHOST)])?;
-        let sasl = (0..100)
-            .map(|_| crate::ports::free_port(&[IpAddr::V4(Ipv4Addr::LOCALHOST)]))
-            .find(|p| !matches!(p, Ok(p) if *p == port || *p == controller))
-            .unwrap_or_else(|| crate::ports::free_port(&[IpAddr::V4(Ipv4Addr::LOCALHOST)]))?;
+        let ports = match free_ports(&[IpAddr::V4(Ipv4Addr::LOCALHOST)], 5)?[..] {
+            [plain, controller, sasl, tls, sasl_tls] => Ports { plain, controller, sasl, tls, sasl_tls },
+            _ => return Err(HarnessError::Config("fewer free ports than asked for".into())),
+        };
         let properties = dir.join("server.properties");
         let write = |path: &Path, text: &str| {
             fs::write(path, text).map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))
         };
-        write(&properties, &server_properties(&data, port, controller, sasl))?;
+        let keystore = dir.join("broker.p12");
+        write(&properties, &server_properties(&data, ports, &keystore))?;
         write(&dir.join("log4j.properties"), LOG4J)?;
         let log4j = format!("-Dlog4j.configuration=file:{}", dir.join("log4j.properties").display());
         let log_path = dir.join("kafka.log");
 
-        let format = Command::new(&java)
-            .args([log4j.as_str(), "-cp", &classpath, "kafka.tools.StorageTool", "format"])
-            .args(["-t", &cluster_id(nanos ^ u128::from(std::process::id())), "-c"])
-            .arg(&properties)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| HarnessError::io("running kafka.tools.StorageTool format", e))?;
+        // The keystore is made while the log directory is formatted: two
+        // JVMs at once, not one after the other.
+        let keytool = find_keytool(&java);
+        let (made, format) = std::thread::scope(|scope| {
+            let made = scope.spawn(|| make_keystore(&keytool, &dir));
+            let format = Command::new(&java)
+                .args([log4j.as_str(), "-cp", &classpath, "kafka.tools.StorageTool", "format"])
+                .args(["-t", &cluster_id(nanos ^ u128::from(std::process::id())), "-c"])
+                .arg(&properties)
+                .args(scram_format_args())
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| HarnessError::io("running kafka.tools.StorageTool format", e));
+            let made = made.join().unwrap_or_else(|_| Err(HarnessError::Config("making the keystore panicked".into())));
+            (made, format)
+        });
+        let (_, ca_pem) = made?;
+        let format = format?;
         if !format.status.success() {
             return Err(HarnessError::Config(format!(
                 "formatting Kafka's log directory in {} failed ({}): {}{}",
@@ -164,9 +307,18 @@ impl Kafka {
             .map_err(|e| HarnessError::io("starting the Kafka launcher (sh)", e))?;
         let lifeline = child.stdin.take();
         let pgid = child.id();
-        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
-        let sasl_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), sasl);
-        let mut kafka = Kafka { dir, addr, sasl_addr, child: Some(child), lifeline, pgid };
+        let at = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        let mut kafka = Kafka {
+            dir,
+            addr: at(ports.plain),
+            sasl_addr: at(ports.sasl),
+            tls_addr: at(ports.tls),
+            sasl_tls_addr: at(ports.sasl_tls),
+            ca_pem,
+            child: Some(child),
+            lifeline,
+            pgid,
+        };
         kafka.wait_ready(&log_path)?;
         Ok(kafka)
     }
@@ -203,11 +355,33 @@ impl Kafka {
         self.addr
     }
 
-    /// The broker's SASL listener: SASL PLAIN over plain TCP, for the user
-    /// and password of [`SASL_USER`] (`security.protocol=SASL_PLAINTEXT`,
-    /// `sasl.mechanism=PLAIN`).
+    /// The broker's SASL listener over plain TCP
+    /// (`security.protocol=SASL_PLAINTEXT`): `sasl.mechanism=PLAIN` for the
+    /// user and password of [`SASL_USER`], `SCRAM-SHA-256` or
+    /// `SCRAM-SHA-512` for those of [`SCRAM_USER`].
     pub fn sasl_addr(&self) -> SocketAddr {
         self.sasl_addr
+    }
+
+    /// The broker's TLS listener (`security.protocol=SSL`), its
+    /// certificate verified with [`ca_pem_path`](Self::ca_pem_path); no
+    /// client certificate is asked for.
+    pub fn tls_addr(&self) -> SocketAddr {
+        self.tls_addr
+    }
+
+    /// The broker's SASL listener over TLS (`security.protocol=SASL_SSL`):
+    /// the mechanisms and users of [`sasl_addr`](Self::sasl_addr), the
+    /// certificate of [`tls_addr`](Self::tls_addr).
+    pub fn sasl_tls_addr(&self) -> SocketAddr {
+        self.sasl_tls_addr
+    }
+
+    /// The PEM file of the certificate that verifies the broker's TLS
+    /// listeners (`ssl.ca.location`): its own, self-signed, for
+    /// `IP:127.0.0.1`, made at this start.
+    pub fn ca_pem_path(&self) -> &Path {
+        &self.ca_pem
     }
 
     /// The broker's directory (configuration, data, `kafka.log`).
@@ -298,14 +472,28 @@ mod tests {
 
     #[test]
     fn properties_make_one_combined_node_with_transactions() {
-        let p = server_properties(Path::new("/d"), 9092, 9093, 9094);
+        let ports = Ports { plain: 9092, controller: 9093, sasl: 9094, tls: 9095, sasl_tls: 9096 };
+        let p = server_properties(Path::new("/d"), ports, Path::new("/k.p12"));
         assert!(p.contains("process.roles=broker,controller\n"));
         assert!(p.contains("controller.quorum.voters=1@127.0.0.1:9093\n"));
         assert!(p.contains(
-            "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,SASL_PLAINTEXT://127.0.0.1:9094\n"
+            "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,SASL_PLAINTEXT://127.0.0.1:9094,\
+             SSL://127.0.0.1:9095,SASL_SSL://127.0.0.1:9096\n"
         ));
         assert!(p.contains("user_sink=\"sink-secret\";\n"));
+        assert!(p.contains("sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\n"));
+        assert!(p.contains("listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="));
+        assert!(p.contains("ssl.keystore.location=/k.p12\n"));
         assert!(p.contains("transaction.state.log.replication.factor=1\n"));
         assert!(p.contains("log.dirs=/d\n"));
+        assert_eq!(
+            scram_format_args(),
+            [
+                "--add-scram",
+                "SCRAM-SHA-256=[name=scram-sink,password=scram-secret]",
+                "--add-scram",
+                "SCRAM-SHA-512=[name=scram-sink,password=scram-secret]"
+            ]
+        );
     }
 }

@@ -25,7 +25,8 @@ pub fn free_port_pair(addrs: &[IpAddr]) -> Result<(u16, u16)> {
     Ok((v[0], v[1]))
 }
 
-fn free_ports(addrs: &[IpAddr], count: usize) -> Result<Vec<u16>> {
+/// `count` different ports, each free on every address of `addrs`.
+pub fn free_ports(addrs: &[IpAddr], count: usize) -> Result<Vec<u16>> {
     let first = *addrs.first().ok_or_else(|| HarnessError::Config("no address to find a port on".into()))?;
     let mut found: Vec<u16> = Vec::with_capacity(count);
     // Keep the probe listeners open until all ports are found so the kernel

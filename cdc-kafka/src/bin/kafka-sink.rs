@@ -56,6 +56,12 @@ struct Args {
     /// transactions, isolation) nor those with a flag of their own.
     #[arg(short = 'X', long = "kafka-setting", value_name = "KEY=VALUE", value_parser = setting)]
     kafka_settings: Vec<(String, String)>,
+    /// A file of librdkafka settings, as Kafka's tools take them: KEY=VALUE
+    /// lines, # and ! comments (e.g. a secured cluster's
+    /// security.protocol, sasl.* and ssl.ca.location). -X settings win
+    /// over the file's.
+    #[arg(long, value_name = "FILE")]
+    kafka_properties: Option<std::path::PathBuf>,
     /// The connector's logical name: the envelopes' `source.name` and the
     /// topic's prefix.
     #[arg(long, default_value = "shardwise")]
@@ -115,6 +121,12 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    // The file's settings first, so that -X changes them.
+    let mut kafka_settings = match &args.kafka_properties {
+        Some(file) => shardwise_cdc_kafka::brokers::read_properties(file)?,
+        None => Vec::new(),
+    };
+    kafka_settings.extend(args.kafka_settings.iter().cloned());
     let session = args.connect.builder(&args.node)?.build().await?;
     let mut config = SinkConfig::new(&args.brokers, &args.name, &args.keyspace, &args.table);
     if let Some(topic) = &args.topic {
@@ -125,7 +137,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         config.checkpoint_topic = topic.clone();
     }
     config.timeout = positive_seconds("kafka-timeout", args.kafka_timeout)?;
-    config.kafka_settings = args.kafka_settings.clone();
+    config.kafka_settings = kafka_settings;
     config.delivery = match (&args.transactional_id, args.at_least_once) {
         (_, true) => Delivery::AtLeastOnce,
         (Some(id), false) => Delivery::ExactlyOnce { transactional_id: id.clone() },
