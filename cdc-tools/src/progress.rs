@@ -34,7 +34,7 @@ pub fn line(tool: &str, what: &str, delivered: u64, rate: f64, handle: &CdcReade
     )
 }
 
-/// Prints [`line`] every `every` until the reader finishes; `delivered`
+/// Prints [`line()`] every `every` until the reader finishes; `delivered`
 /// counts what the tool handed on (rows printed, messages written).
 pub fn spawn(
     tool: &'static str,

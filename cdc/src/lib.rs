@@ -90,10 +90,10 @@ use std::pin::Pin;
 
 pub use shardwise;
 
+pub use async_consumer::{AsyncConsumer, AsyncConsumerFactory};
 pub use checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, Fence, GroupProgress, MemoryCheckpointStore, TableCheckpointStore,
 };
-pub use async_consumer::{AsyncConsumer, AsyncConsumerFactory};
 pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory, PendingWork};
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
 pub use images::{ChangeWithImages, ImagesConsumer, WithImages};

@@ -60,7 +60,8 @@ impl Scores {
             )
             .await?;
         // Idempotent writes may be retried on another node, or speculated.
-        let put = session.prepare("INSERT INTO examples.scores (player, score) VALUES (?, ?)").await?.with_idempotent(true);
+        let put =
+            session.prepare("INSERT INTO examples.scores (player, score) VALUES (?, ?)").await?.with_idempotent(true);
         let get = session.prepare("SELECT score FROM examples.scores WHERE player = ?").await?.with_idempotent(true);
         Ok(Scores { session, put, get })
     }

@@ -46,7 +46,12 @@ struct Statements {
 }
 
 async fn connect(uri: &str, placement: Arc<Placement>) -> Result<Session, shardwise::NewSessionError> {
-    SessionBuilder::new().known_node(uri).default_consistency(Consistency::One).request_observer(placement).build().await
+    SessionBuilder::new()
+        .known_node(uri)
+        .default_consistency(Consistency::One)
+        .request_observer(placement)
+        .build()
+        .await
 }
 
 /// A keyspace with tablets (eight to start with) and a table in it.
