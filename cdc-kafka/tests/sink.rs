@@ -43,7 +43,7 @@ fn spawn_sink(
     command
         .args(["--node", &db.to_string(), "--keyspace", ks, "--table", "t", "--consistency", "ONE"])
         .args(["--brokers", brokers, "--name", "cluster", "--partitions", "3", "--checkpoint-topic", CHECKPOINTS])
-        .args(["--start-unix-ms", &start_ms.to_string(), "--kafka-timeout", "20"])
+        .args(["--start-unix-ms", &start_ms.to_string(), "--kafka-timeout", "20", "--progress", "1"])
         .args(["--window", "0.2", "--safety", safety_arg().as_str(), "--sleep", "0.05", "--workers", "2"])
         .stdout(Stdio::null())
         .stderr(stderr)
@@ -213,6 +213,37 @@ fn an_unreachable_database_is_one_clear_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
     assert!(stderr.starts_with("kafka-sink: ") && stderr.contains(&unused), "{stderr:?}");
+}
+
+/// The sink's own flags and those it shares with the printer, given a bad
+/// value: one line naming the flag, and a failure status, before anything
+/// connects (neither the node nor the brokers exist here).
+#[test]
+fn bad_flag_values_are_one_clear_line_before_connecting() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
+    let cases: [(&[&str], &str); 9] = [
+        (&["--kafka-timeout", "inf"], "--kafka-timeout inf: not a number of seconds"),
+        (&["--kafka-timeout", "0"], "--kafka-timeout 0: must be more than 0"),
+        (&["--checkpoint-interval=-2"], "--checkpoint-interval -2: not a number of seconds"),
+        (&["--partitions", "0"], "--partitions 0: a topic has at least one partition"),
+        (&["-X", "acks=1"], "the kafka setting acks is the sink's own"),
+        (&["--window", "nan"], "--window NaN: not a number of seconds"),
+        (&["--progress", "1e300"], "--progress 1e300: not a number of seconds"),
+        (&["--start-ago", "18446744073709551615"], "--start-ago 18446744073709551615: before the Unix epoch"),
+        (&["--lease-keyspace", "ks", "--lease-heartbeat", "0"], "--lease-heartbeat 0: must be more than 0"),
+    ];
+    for (flags, expected) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_kafka-sink"))
+            .args(["--node", &unused, "--keyspace", "ks", "--table", "t", "--brokers", &unused])
+            .args(flags)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kafka-sink runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?}: {}", out.status);
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: one line: {stderr:?}");
+        assert!(stderr.starts_with("kafka-sink: ") && stderr.contains(expected), "{flags:?}: {stderr:?}");
+    }
 }
 
 /// A window of `group` over `[from, to)` of generation 1000.

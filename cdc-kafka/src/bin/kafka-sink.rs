@@ -20,7 +20,6 @@
 //! partition delete lands in the Kafka partition of its partition's rows.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use clap::Parser;
 use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, KeyMode, SinkConfig};
@@ -121,12 +120,28 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    // Every flag checked before anything connects: a bad value is its one
+    // error line, whatever the cluster and the brokers.
+    args.reading.check()?;
+    let kafka_timeout = positive_seconds("kafka-timeout", args.kafka_timeout)?;
+    let checkpoint_interval = positive_seconds("checkpoint-interval", args.checkpoint_interval)?;
+    if args.partitions < 1 {
+        return Err(format!("--partitions {}: a topic has at least one partition", args.partitions).into());
+    }
+    if args.leases.lease_keyspace.is_some() {
+        positive_seconds("lease-heartbeat", args.leases.lease_heartbeat)?;
+    }
     // The file's settings first, so that -X changes them.
     let mut kafka_settings = match &args.kafka_properties {
         Some(file) => shardwise_cdc_kafka::brokers::read_properties(file)?,
         None => Vec::new(),
     };
     kafka_settings.extend(args.kafka_settings.iter().cloned());
+    let mut brokers = shardwise_cdc_kafka::Brokers::new(args.brokers.clone());
+    for (key, value) in &kafka_settings {
+        brokers = brokers.with(key.clone(), value.clone());
+    }
+    brokers.check()?;
     let session = args.connect.builder(&args.node)?.build().await?;
     let mut config = SinkConfig::new(&args.brokers, &args.name, &args.keyspace, &args.table);
     if let Some(topic) = &args.topic {
@@ -136,7 +151,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(topic) = &args.checkpoint_topic {
         config.checkpoint_topic = topic.clone();
     }
-    config.timeout = positive_seconds("kafka-timeout", args.kafka_timeout)?;
+    config.timeout = kafka_timeout;
     config.kafka_settings = kafka_settings;
     config.delivery = match (&args.transactional_id, args.at_least_once) {
         (_, true) => Delivery::AtLeastOnce,
@@ -169,7 +184,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .builder(session, &args.keyspace, &args.table)?
         // Progress is recorded with each window; the reader's saves record
         // what windows without changes moved.
-        .checkpoints(Arc::new(sink.checkpoints()), positive_seconds("checkpoint-interval", args.checkpoint_interval)?);
+        .checkpoints(Arc::new(sink.checkpoints()), checkpoint_interval);
     if let Some(leases) = leases {
         builder = builder.leases(leases);
     }
@@ -177,20 +192,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     args.reading.serve_metrics("kafka-sink", &reader, &args.keyspace, &args.table).await?;
     shardwise_cdc_tools::log_warnings(args.reading.verbose);
 
-    let (handle, progress) = (reader.handle(), sink.clone());
-    tokio::spawn(async move {
-        let begin = Instant::now();
-        while !handle.is_finished() {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let s = progress.stats();
-            eprintln!(
-                "[kafka-sink] {} messages in {} windows, {:.0} s",
-                s.messages,
-                s.windows,
-                begin.elapsed().as_secs_f64()
-            );
-        }
-    });
+    let written = sink.clone();
+    args.reading.report_progress("kafka-sink", "messages", &reader, move || written.stats().messages)?;
     let handle = reader.handle();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
