@@ -96,6 +96,19 @@ pub fn render(progress: &ReaderProgress, table: &str) -> String {
         "Window reads that failed and were tried again.",
         &one(progress.windows_retried as f64),
     );
+    metric("bytes_total", "counter", "Bytes of the log rows handed to the consumer.", &one(progress.bytes as f64));
+    metric(
+        "groups_taken_total",
+        "counter",
+        "Stream groups this reader took a lease of.",
+        &one(progress.groups_taken as f64),
+    );
+    metric(
+        "groups_left_total",
+        "counter",
+        "Stream groups this reader left (handed over, or a lease lost).",
+        &one(progress.groups_left as f64),
+    );
     metric("groups", "gauge", "Stream groups this reader reads.", &one(progress.groups.len() as f64));
     metric(
         "horizon_seconds",

@@ -613,6 +613,15 @@ async fn the_printer_serves_its_progress_and_lag_as_prometheus_text() {
         .count();
     assert_eq!(lags as f64, groups, "a lag per group:\n{body}");
     assert!(sample(&body, &format!("shardwise_cdc_windows_total{table}")).is_some_and(|w| w > 0.0), "{body}");
+    // Each row is more than its 16-byte stream id and timeuuid.
+    let bytes = sample(&body, &format!("shardwise_cdc_bytes_total{table}")).expect("bytes");
+    assert!(
+        bytes > 32.0 * plan.len() as f64,
+        "{bytes} bytes for {} rows:
+{body}",
+        plan.len()
+    );
+    assert_eq!(sample(&body, &format!("shardwise_cdc_groups_taken_total{table}")), Some(0.0), "no leases: {body}");
     // Caught up: every group within a second or so of the horizon (it
     // reads 200 ms windows and sleeps 50 ms between them).
     let max_lag = sample(&body, &format!("shardwise_cdc_max_lag_seconds{table}")).expect("max lag");

@@ -205,6 +205,7 @@ impl Holder {
             }
             self.held(g.key, sent);
             planner.acquire_fenced(g.group, fence.progress, fence.epoch)?;
+            self.shared.counters.taken();
             planner.progress(g.group).unwrap_or(g.progress)
         };
         if fence.progress.is_none() {
@@ -245,6 +246,7 @@ impl Holder {
             deadlines.remove(g.key);
         }
         self.bounded(self.config.table.release(&self.shared.log, g.key, &self.config.name)).await?;
+        self.shared.counters.left();
         Ok(())
     }
 

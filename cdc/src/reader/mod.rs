@@ -699,7 +699,9 @@ impl Shared {
         let mut planner = self.planner();
         if let Some(g) = planner.groups().iter().find(|g| g.key == group) {
             // A group of the current generation: the call cannot fail.
-            let _ = planner.release(g.group);
+            if planner.release(g.group).is_ok() {
+                self.counters.left();
+            }
         }
     }
 

@@ -28,6 +28,13 @@ pub struct ReaderProgress {
     pub windows: u64,
     /// Window reads that failed and were tried again.
     pub windows_retried: u64,
+    /// Bytes of the rows handed to consumers (the log rows as the server
+    /// sent them).
+    pub bytes: u64,
+    /// Groups this reader took a lease of (0 without leases).
+    pub groups_taken: u64,
+    /// Groups this reader left: handed over, or a lease lost or run out.
+    pub groups_left: u64,
 }
 
 impl ReaderProgress {
@@ -62,6 +69,9 @@ pub(super) struct Counters {
     rows: AtomicU64,
     windows: AtomicU64,
     retried: AtomicU64,
+    bytes: AtomicU64,
+    taken: AtomicU64,
+    left: AtomicU64,
 }
 
 impl Counters {
@@ -75,6 +85,18 @@ impl Counters {
 
     pub(super) fn retried(&self) {
         self.retried.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn bytes(&self, n: usize) {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(super) fn taken(&self) {
+        self.taken.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn left(&self) {
+        self.left.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -103,6 +125,9 @@ pub(super) fn progress(
         rows: counters.rows.load(Ordering::Relaxed),
         windows: counters.windows.load(Ordering::Relaxed),
         windows_retried: counters.retried.load(Ordering::Relaxed),
+        bytes: counters.bytes.load(Ordering::Relaxed),
+        groups_taken: counters.taken.load(Ordering::Relaxed),
+        groups_left: counters.left.load(Ordering::Relaxed),
     }
 }
 
@@ -124,6 +149,10 @@ mod tests {
         counters.rows(7);
         counters.window();
         counters.retried();
+        counters.bytes(100);
+        counters.taken();
+        counters.taken();
+        counters.left();
         let p = progress(
             Some(Millis(1_000)),
             Millis(10_000),
@@ -135,6 +164,7 @@ mod tests {
         assert_eq!(p.groups[1].lag, Duration::ZERO, "ahead of the horizon is no lag");
         assert_eq!(p.max_lag(), Duration::from_millis(500));
         assert_eq!((p.rows, p.windows, p.windows_retried), (7, 1, 1));
+        assert_eq!((p.bytes, p.groups_taken, p.groups_left), (100, 2, 1));
         assert_eq!(p.generation, Some(Millis(1_000).to_system_time()));
     }
 }

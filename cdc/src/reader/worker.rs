@@ -557,6 +557,7 @@ impl Worker {
                         }
                     }
                     self.shared.counters.rows(consumed);
+                    self.shared.counters.bytes(rows.raw_rows().len());
                     // An async consumer's work for the page, before the
                     // next: what it holds stays one page.
                     if let Some(work) = consumer.pending() {

@@ -141,11 +141,19 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
             .expect("reader");
         readers.push(reader);
     }
+    let handles: Vec<_> = readers.iter().map(|r| r.handle()).collect();
     for reader in readers {
         tokio::time::timeout(Duration::from_secs(180), reader.join())
             .await
             .expect("reader finishes")
             .unwrap_or_else(|e| panic!("a reader failed: {e}"));
+    }
+    // Each reader counted the groups it took (in both generations) and the
+    // bytes of what it delivered.
+    for (name, handle) in ["a", "b"].iter().zip(&handles) {
+        let p = handle.progress();
+        assert!(p.groups_taken >= 2, "reader {name}: {p:?}");
+        assert!(p.bytes > 32 * p.rows && p.rows > 0, "reader {name}: {p:?}");
     }
     assert!(table.leases(&format!("{ks}.t_scylla_cdc_log")).await.expect("leases").is_empty(), "leases given up");
 
@@ -250,6 +258,9 @@ async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
         .await
         .expect("reader b finishes")
         .unwrap_or_else(|e| panic!("reader b failed: {e}"));
+    // Reader a left the groups whose leases it could not renew, and says so.
+    let progress = a.progress();
+    assert!(progress.groups_left > 0 && progress.groups_taken > 0, "{progress:?}");
     a.stop();
     tokio::time::timeout(Duration::from_secs(60), a.join()).await.expect("reader a stops").expect("reader a");
 
