@@ -96,6 +96,12 @@ impl ReadingArgs {
 
     /// The flags' values, checked.
     fn settings(&self) -> Result<Settings, String> {
+        if self.workers == Some(0) {
+            return Err("--workers 0: a reader needs at least one worker".into());
+        }
+        if !(1..=64).contains(&self.streams_per_query) {
+            return Err(format!("--streams-per-query {}: from 1 to 64", self.streams_per_query));
+        }
         let start = match self.start_unix_ms {
             Some(ms) => unix_ms("start-unix-ms", ms)?,
             None => SystemTime::now()

@@ -301,11 +301,18 @@ async fn login(addr: SocketAddr) -> Session {
 
 /// Every flag the replicator shares with the printer, given a bad value:
 /// one line naming the flag and the value, and a failure status, before
-/// anything connects (the node here does not exist).
+/// anything connects (the node here does not exist). Values of the wrong
+/// kind for a typed flag (`--metrics-addr nope`, `--translate-address x`)
+/// are the argument parser's error, with its usage hint.
 #[test]
 fn bad_flag_values_get_one_clear_line_before_connecting() {
     let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 15] = [
+        (&["--workers", "0"], "--workers 0: a reader needs at least one worker"),
+        (&["--streams-per-query", "65"], "--streams-per-query 65: from 1 to 64"),
+        (&["--progress=-1"], "--progress -1: not a number of seconds"),
+        (&["--tls-ca", "/nonexistent/ca.pem"], "cannot read the TLS CA file /nonexistent/ca.pem"),
+        (&["--connection-heartbeat", "inf"], "--connection-heartbeat inf: not a positive number of seconds"),
         (&["--window=-1"], "--window -1: not a number of seconds"),
         (&["--window", "0"], "--window 0: must be more than 0"),
         (&["--safety", "inf"], "--safety inf: not a number of seconds"),
