@@ -22,7 +22,7 @@
 //! * [`replicator`]: a consumer factory that replays a table's changes into another table;
 //! * [`printer`]: one-line renderings of a change, human-readable or JSON;
 //! * `sync` (private): the synchronization primitives of the shared state, in one place;
-//! * `fuzzing` (hidden): the entry point of the fuzz target.
+//! * `fuzzing` (hidden, the `fuzzing` feature): the entry point of the fuzz target.
 //!
 //! The command-line applications on this library, `printer` and
 //! `replicator`, are in the `shardwise-cdc-tools` package; the Kafka sink
@@ -70,6 +70,7 @@ pub mod async_consumer;
 pub mod checkpoint;
 pub mod consumer;
 pub mod debezium;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generation;

@@ -28,7 +28,7 @@
 //! - [`latency`]: latency awareness (each node's average, which nodes plans put last);
 //! - `metrics`: request counters and the latency histograms (the session's, each node's);
 //! - `sync`: the synchronization primitives (loom-checkable);
-//! - `fuzzing` (hidden): the harnesses of the fuzz targets that read what the driver reads.
+//! - `fuzzing` (hidden, the `fuzzing` feature): the harnesses of the fuzz targets that read what the driver reads.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -40,6 +40,7 @@ pub mod connection;
 pub mod error;
 pub mod events;
 pub mod execute;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod latency;

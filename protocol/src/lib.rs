@@ -21,7 +21,7 @@
 //! - [`name_hash`]: a fast hasher for maps keyed by keyspace, table and column names.
 //! - [`tablets`]: Scylla's tablets routing payload (a tablet's token range and replicas).
 //! - [`error`]: the typed decode and encode errors.
-//! - `fuzzing` (hidden): the harnesses the fuzz targets and the unit tests share.
+//! - `fuzzing` (hidden, the `fuzzing` feature): the harnesses the fuzz targets and the unit tests share.
 //!
 //! Every decoder returns a typed [`DecodeError`] on malformed input; nothing
 //! here panics on bytes from the network.
@@ -58,6 +58,7 @@ pub mod codec;
 pub mod consistency;
 pub mod error;
 pub mod frame;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handshake;

@@ -6,6 +6,7 @@
 //! image reads (`synth`) and the log writes (`writer`).
 
 pub mod dml;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod mutation;
