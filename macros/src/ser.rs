@@ -8,17 +8,25 @@ use syn::{parse_quote, DeriveInput, WhereClause};
 
 use crate::attrs::{lit, Field, Flavor, Input};
 
-pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
-    let input = Input::parse(ast, "SerializeValues")?;
-    let krate = &input.attrs.krate;
-    let ser = quote!(#krate::types::ser);
-    let name = &ast.ident;
-    let (impl_generics, ty_generics, where_clause) = ast.generics.split_for_impl();
+/// `ast`'s where clause, with each sent field of a generic type bound by
+/// `SerializeValue` (the `ser` module's path).
+pub(crate) fn serializable(ast: &DeriveInput, input: &Input, ser: &TokenStream) -> WhereClause {
+    let (_, _, where_clause) = ast.generics.split_for_impl();
     let mut where_clause: WhereClause = where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
     for f in input.active().filter(|f| input.is_generic(&f.ty)) {
         let ty = &f.ty;
         where_clause.predicates.push(parse_quote!(#ty: #ser::SerializeValue));
     }
+    where_clause
+}
+
+pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
+    let input = Input::parse(ast, "SerializeValues")?;
+    let krate = &input.attrs.krate;
+    let ser = quote!(#krate::types::ser);
+    let name = &ast.ident;
+    let (impl_generics, ty_generics, _) = ast.generics.split_for_impl();
+    let where_clause = serializable(ast, &input, &ser);
 
     let fields: Vec<_> = input.active().collect();
     let n = fields.len();

@@ -9,7 +9,7 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{parse_quote, DeriveInput, WhereClause};
+use syn::DeriveInput;
 
 use crate::attrs::{lit, Input};
 
@@ -26,12 +26,8 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     let ser = quote!(#krate::types::ser);
     let derived = quote!(#krate::types::derived);
     let name = &ast.ident;
-    let (impl_generics, ty_generics, where_clause) = ast.generics.split_for_impl();
-    let mut where_clause: WhereClause = where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
-    for f in input.active().filter(|f| input.is_generic(&f.ty)) {
-        let ty = &f.ty;
-        where_clause.predicates.push(parse_quote!(#ty: #ser::SerializeValue));
-    }
+    let (impl_generics, ty_generics, _) = ast.generics.split_for_impl();
+    let where_clause = crate::ser::serializable(ast, &input, &ser);
 
     let fields: Vec<_> = input.active().collect();
     let checks = fields.iter().enumerate().map(|(i, f)| {
