@@ -585,49 +585,28 @@ async fn sinks_share_a_table_and_one_paused_past_its_lease_is_fenced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sink_writes_through_a_sasl_listener_with_its_kafka_settings() {
     let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
-    let (front, session, ks) = common::front_and_keyspace("cdc_kafka_sasl").await;
-    create_table(&session, &ks).await;
-    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as u64;
-    let start = SystemTime::now() - Duration::from_millis(500);
-    let plan = plan(10, 200, 5);
-    write(&session, &ks, &plan, 50, Duration::ZERO).await;
-    let end = SystemTime::now() + Duration::from_millis(500);
+    let (front, ks, range, total) = secured_workload("cdc_kafka_sasl").await;
     let (user, password) = testkit::kafka::SASL_USER;
-    let sink = |password: &str, extra: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kafka-sink"));
-        command
-            .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--consistency", "ONE"])
-            .args(["--brokers", &kafka.sasl_addr().to_string(), "--name", "cluster", "--partitions", "1"])
-            .args(["--start-unix-ms", &ms(start).to_string(), "--end-unix-ms", &ms(end).to_string()])
-            .args(["--window", "1", "--safety", safety_arg().as_str(), "--kafka-timeout", "5"])
-            .args(["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN"])
-            .args(["-X", &format!("sasl.username={user}"), "-X", &format!("sasl.password={password}")])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .stdin(Stdio::null());
-        command.spawn().expect("spawn kafka-sink")
-    };
-    let outcome = |mut child: Child, what: &'static str| async move {
-        let status = exit_of(&mut child, Instant::now() + Duration::from_secs(90), what).await;
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).expect("stderr");
-        (status, stderr)
-    };
-
-    let (status, stderr) = outcome(sink(password, &[]), "the sink through SASL").await;
-    assert!(status.success(), "the sink through SASL: {status:?}\n{stderr}");
     let topic = format!("cluster.{ks}.t");
-    let brokers = kafka.addr().to_string();
-    let messages = tokio::task::spawn_blocking(move || committed(&brokers, &topic)).await.expect("join");
-    assert_eq!(changes_of(&messages).1, plan.len(), "every change once, written through the SASL listener");
+    let (name, secret) = (format!("sasl.username={user}"), format!("sasl.password={password}"));
+    let sasl = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN", "-X", &name];
+    let (db, brokers) = (front.addr(), kafka.sasl_addr());
 
-    let (status, stderr) = outcome(sink("not-the-password", &[]), "the sink with a wrong password").await;
+    let (status, stderr) =
+        secured_run(db, &ks, range, (brokers, &topic), &[&sasl[..], &["-X", &secret]].concat()).await;
+    assert!(status.success(), "the sink through SASL: {status:?}\n{stderr}");
+    let (all, written) = (kafka.addr().to_string(), topic.clone());
+    let messages = tokio::task::spawn_blocking(move || committed(&all, &written)).await.expect("join");
+    assert_eq!(changes_of(&messages).1, total, "every change once, written through the SASL listener");
+
+    let wrong = ["-X", "sasl.password=not-the-password"];
+    let (status, stderr) = secured_run(db, &ks, range, (brokers, &topic), &[&sasl[..], &wrong].concat()).await;
     assert!(!status.success(), "a wrong password fails the sink");
     let last = stderr.lines().last().unwrap_or_default();
     assert!(last.starts_with("kafka-sink: ") && last.contains("kafka"), "one line that names Kafka: {stderr}");
 
-    let (status, stderr) = outcome(sink(password, &["-X", "acks=1"]), "the sink with acks=1").await;
+    let acks = ["-X", &secret, "-X", "acks=1"];
+    let (status, stderr) = secured_run(db, &ks, range, (brokers, &topic), &[&sasl[..], &acks].concat()).await;
     assert!(!status.success(), "acks=1 is refused");
     assert!(stderr.contains("kafka setting acks is the sink's own"), "{stderr}");
     kafka.stop();

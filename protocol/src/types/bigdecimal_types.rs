@@ -9,11 +9,11 @@ use bigdecimal::BigDecimal;
 use bytes::BufMut;
 use num_bigint::BigInt;
 
-use crate::codec::{self, Reader};
-use crate::error::{DecodeError, EncodeError};
+use crate::codec;
+use crate::error::EncodeError;
 use crate::types::bignum::{put_varint, varint_len};
 use crate::types::de::{DeserializeError, DeserializeValue, FrameSlice, TypeCheckError};
-use crate::types::ext::{accept, check, non_null, OutOfRange};
+use crate::types::ext::{accept, check, OutOfRange};
 use crate::types::ser::{SerializeValue, SerializeVectorElement};
 use crate::types::{ColumnType, CqlDecimal, CqlValue, CqlVarint};
 
@@ -99,13 +99,8 @@ impl<'a> DeserializeValue<'a> for BigDecimal {
         check::<Self>(typ, *typ == ColumnType::Decimal)
     }
     fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
-        let mut r = Reader::new(non_null::<Self>(v)?.as_slice());
-        let scale = r.i32("decimal scale").map_err(|e| DeserializeError::malformed(typ, e))?;
-        if r.is_empty() {
-            let e = DecodeError::UnexpectedEnd { what: "decimal unscaled value", needed: 1, remaining: 0 };
-            return Err(DeserializeError::malformed(typ, e));
-        }
-        Ok(BigDecimal::new(BigInt::from_signed_bytes_be(r.rest()), scale.into()))
+        let (scale, unscaled) = crate::types::de::decimal_parts::<Self>(typ, v)?;
+        Ok(BigDecimal::new(BigInt::from_signed_bytes_be(unscaled), scale.into()))
     }
 }
 

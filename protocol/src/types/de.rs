@@ -390,19 +390,29 @@ impl<'a> DeserializeValue<'a> for CqlVarint {
     }
 }
 
+/// A `decimal` value read as `T`: its scale and its unscaled varint's bytes
+/// (at least one).
+pub(crate) fn decimal_parts<'a, T: ?Sized>(
+    typ: &ColumnType,
+    v: Option<FrameSlice<'a>>,
+) -> Result<(i32, &'a [u8]), DeserializeError> {
+    let mut r = Reader::new(non_null::<T>(v)?.as_slice());
+    let scale = r.i32("decimal scale").map_err(|e| DeserializeError::malformed(typ, e))?;
+    if r.is_empty() {
+        let e = DecodeError::UnexpectedEnd { what: "decimal unscaled value", needed: 1, remaining: 0 };
+        return Err(DeserializeError::malformed(typ, e));
+    }
+    Ok((scale, r.rest()))
+}
+
 /// `decimal`: an `[int]` scale and a varint of at least one byte.
 impl<'a> DeserializeValue<'a> for CqlDecimal {
     fn type_check(typ: &ColumnType) -> Result<(), TypeCheckError> {
         check::<Self>(typ, *typ == ColumnType::Decimal)
     }
     fn deserialize(typ: &'a ColumnType, v: Option<FrameSlice<'a>>) -> Result<Self, DeserializeError> {
-        let mut r = Reader::new(non_null::<Self>(v)?.as_slice());
-        let scale = r.i32("decimal scale").map_err(|e| DeserializeError::malformed(typ, e))?;
-        if r.is_empty() {
-            let e = DecodeError::UnexpectedEnd { what: "decimal unscaled value", needed: 1, remaining: 0 };
-            return Err(DeserializeError::malformed(typ, e));
-        }
-        Ok(CqlDecimal { unscaled: CqlVarint::from_signed_bytes_be_slice(r.rest()), scale })
+        let (scale, unscaled) = decimal_parts::<Self>(typ, v)?;
+        Ok(CqlDecimal { unscaled: CqlVarint::from_signed_bytes_be_slice(unscaled), scale })
     }
 }
 
