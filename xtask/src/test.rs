@@ -199,6 +199,7 @@ pub fn run(args: &[String]) -> ExitCode {
     let root = workspace_root();
     let mut run = Run { steps: Vec::new() };
     let all = Instant::now();
+    let free_at_start = free_disk(&root);
 
     // 0. The house: nothing reaches outside the repository, and fmt, clippy and
     //    rustdoc are clean. First, because they need no server and fail fast.
@@ -340,7 +341,25 @@ pub fn run(args: &[String]) -> ExitCode {
         }
     }
 
+    // The build outputs of a clean run fill tens of gigabytes: say how much
+    // room the run took, so a CI machine short of disk shows up as such.
+    if let (Some(start), Some(end)) = (free_at_start, free_disk(&root)) {
+        eprintln!("\nxtask test: disk free {} at the start, {} at the end", gigabytes(start), gigabytes(end));
+    }
     summary(&run, all)
+}
+
+/// Free bytes on the file system that holds `dir` (`df -Pk`), if `df` answers.
+fn free_disk(dir: &Path) -> Option<u64> {
+    let out = Command::new("df").arg("-Pk").arg(dir).stderr(Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // POSIX format: a header, then "fs blocks used available capacity mount".
+    let kib: u64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn gigabytes(bytes: u64) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
 }
 
 /// Prints every step and turns the run into an exit code.
