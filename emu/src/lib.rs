@@ -61,6 +61,7 @@
 //!
 //! - [`cdc`]: CDC options of `WITH cdc = {...}` and the log table's schema (DDL side).
 //! - [`cdclog`]: synthesis of the CDC log rows for base writes (DML side).
+//! - [`describe`]: ScyllaDB's DESCRIBE (CDC logs hidden or commented, tablets), answered by the front.
 //! - [`generation`]: CDC generations and stream ids built from the ring.
 //! - [`proxy`]: one client connection: the frame-level forwarding, SUPPORTED, shard accounting.
 //! - [`rewrite`]: statement rewrites (Scylla system tables, Scylla-only syntax).
@@ -82,6 +83,7 @@
 mod admin;
 pub mod cdc;
 pub mod cdclog;
+pub mod describe;
 mod front;
 pub mod generation;
 mod guard;

@@ -519,6 +519,16 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
             }
         }
         Ok(AnyRequest::Query(q)) => {
+            if let Some(d) = crate::describe::parse(q.query) {
+                let (conn, stream, current) = (conn.clone(), h.stream, conn.current_keyspace());
+                tokio::spawn(async move {
+                    match crate::describe::answer(&conn.shared, d, current).await {
+                        Ok(rows) => conn.reply(response_frame(stream, ResponseMessage::Result(rows))),
+                        Err((code, message)) => conn.reply_error(stream, code, &message),
+                    }
+                });
+                return;
+            }
             let rw = rewrite::rewrite(q.query, emu, false);
             if let Some(answer) = rw.local {
                 conn.local_answer(h.stream, answer);
