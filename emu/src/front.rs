@@ -196,6 +196,8 @@ pub(crate) struct Shared {
     pub(crate) tablet_streams: Mutex<HashMap<(String, String), TabletStreams>>,
     /// Held through a resize.
     resize_lock: tokio::sync::Mutex<()>,
+    /// Per-table `tablets = {...}` hints ([`crate::tablets_ddl`]).
+    pub(crate) tablet_options: Mutex<HashMap<(String, String), crate::tablet_options::TabletOptions>>,
 }
 
 /// The most tablets a table gets from `min_tablet_count` (the front writes
@@ -589,6 +591,12 @@ impl Shared {
         Ok(())
     }
 
+    /// The `initial` tablets option of a keyspace with tablets (0: not
+    /// given); `None` for a keyspace on vnodes.
+    pub(crate) fn initial_tablets(&self, keyspace: &str) -> Option<i32> {
+        self.tablet_keyspaces.lock().ok()?.get(keyspace).map(|k| k.initial)
+    }
+
     /// Whether `keyspace` was created with tablets.
     pub(crate) fn uses_tablets(&self, keyspace: &str) -> bool {
         self.tablet_keyspaces.lock().is_ok_and(|k| k.contains_key(keyspace))
@@ -612,6 +620,7 @@ impl Shared {
             Ok(n) if n > 0 => n,
             _ => self.nodes.len() * usize::from(shards),
         };
+        let count = self.hinted_tablet_count(keyspace, table, count);
         let map = Arc::new(TabletMap::new(count, self.nodes.len(), shards, ks.rf));
         maps.insert((keyspace.to_owned(), table.to_owned()), map.clone());
         Some(map)
@@ -707,29 +716,12 @@ impl Shared {
         Ok(Some(new))
     }
 
-    /// `tablets = {'min_tablet_count': min}` on `keyspace.table`: split
-    /// until the table has at least `min` tablets (rounded up to a power of
-    /// two, at most [`MAX_EMULATED_TABLETS`]), or merge down to it. Scylla's
-    /// load balancer also splits and merges by data size; the front's
-    /// tables count as small, so they sit at their minimum.
-    pub(crate) async fn min_tablet_count(&self, keyspace: &str, table: &str, min: u32) -> Result<(), (i32, String)> {
-        let Some(map) = self.tablets_of(keyspace, table) else { return Ok(()) };
-        let target = (min.clamp(1, MAX_EMULATED_TABLETS) as usize).next_power_of_two();
-        let mut count = map.tablets().len();
-        while count != target {
-            let resize = if count < target { Resize::Split } else { Resize::Merge };
-            match self.resize_tablets(keyspace, table, resize).await.map_err(EmuError::code_and_message)? {
-                // Each step halves or doubles; one that does not stops here.
-                Some(map) if map.tablets().len() != count => count = map.tablets().len(),
-                _ => break,
-            }
-        }
-        Ok(())
-    }
-
     async fn forget_tablets(&self, keyspace: &str, table: Option<&str>) -> Result<(), EmuError> {
         if let Ok(mut maps) = self.tablet_maps.lock() {
             maps.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));
+        }
+        if let Ok(mut o) = self.tablet_options.lock() {
+            o.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));
         }
         let gone: Vec<uuid::Uuid> = match self.tablet_tables.lock() {
             Ok(mut tables) => {
@@ -944,6 +936,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         tablet_tables: Mutex::new(HashMap::new()),
         tablet_streams: Mutex::new(HashMap::new()),
         resize_lock: tokio::sync::Mutex::new(()),
+        tablet_options: Mutex::new(HashMap::new()),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {
@@ -1082,6 +1075,21 @@ impl FrontHandle {
     /// with tablets.
     pub fn tablets(&self, keyspace: &str, table: &str) -> Option<Arc<TabletMap>> {
         self.shared.tablets_of(keyspace, table)
+    }
+
+    /// The `tablets = {...}` hints of `keyspace.table` as DESCRIBE shows
+    /// them, when it was given some ([`crate::tablet_options`]).
+    pub fn table_tablet_options(
+        &self,
+        keyspace: &str,
+        table: &str,
+    ) -> Option<std::collections::BTreeMap<String, String>> {
+        self.shared.table_tablet_options(keyspace, table)
+    }
+
+    /// `Some(initial)` when `keyspace` uses tablets (0: no `initial` given).
+    pub fn keyspace_tablets(&self, keyspace: &str) -> Option<i32> {
+        self.shared.keyspace_tablets(keyspace)
     }
 
     /// The CDC stream sets of `keyspace.table`, when it is a CDC table in a

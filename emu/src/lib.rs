@@ -70,11 +70,14 @@
 //! - [`stats`]: the counters ([`FrontStats`]).
 //! - [`system_tables`]: the Scylla system tables as real tables in the front's keyspace.
 //! - [`tablets`]: tablet maps of tables in tablets keyspaces, their splits and merges.
+//! - [`tablet_options`]: Scylla's per-table `tablets = {...}` hints, parsed and checked.
 //! - [`tablet_streams`]: the CDC stream sets of tables in tablets keyspaces.
 //! - [`transcript`]: CQL transcripts in ScyllaDB's `test/cql` format, run through a front.
 //! - [`vector_index`]: Scylla's vector index, sent to Cassandra as SAI, and the CDC it turns on.
 //! - `admin` (private): the front's own minimal CQL connection to Cassandra.
+//! - `identity` (private): Scylla's `system` tables in `system_schema.tables` reads, and `system.config`.
 //! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
+//! - `tablets_ddl` (private): tablets DDL refused or recorded around Cassandra (flavour, hints).
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontConfig`], [`FrontHandle`] and the shared state.
 
@@ -87,6 +90,7 @@ pub mod describe;
 mod front;
 pub mod generation;
 mod guard;
+mod identity;
 mod lwt;
 pub mod proxy;
 mod refusals;
@@ -95,8 +99,10 @@ pub mod rng;
 pub mod serve;
 pub mod stats;
 pub mod system_tables;
+pub mod tablet_options;
 pub mod tablet_streams;
 pub mod tablets;
+mod tablets_ddl;
 pub mod transcript;
 pub mod vector_index;
 

@@ -118,10 +118,13 @@ enum Pending {
         tablets: Option<Option<i32>>,
         /// A vector index created or an index dropped, keyspace resolved.
         vector: Option<super::vector_index::IndexDdl>,
-        /// The table's `tablets = {...}` map, with its `min_tablet_count`.
-        table_tablets: Option<Option<u32>>,
+        /// The table's `tablets = {...}` hints (checked).
+        table_tablets: Option<crate::tablet_options::TabletOptions>,
     },
     Use,
+    /// A read of `system_schema.tables`: its answer gets Scylla's rows
+    /// ([`crate::identity`]).
+    SchemaTables(crate::identity::TablesRead),
     /// A request that reached a node or shard holding no replica of its
     /// tablet: its answer gets the tablet's routing payload.
     Tablet(TabletRoute),
@@ -566,6 +569,14 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                     return;
                 }
                 let current = conn.current_keyspace();
+                if let Some((code, message)) = crate::tablets_ddl::refusal(&conn.shared, &rw, current.as_deref()) {
+                    conn.reply_error(h.stream, code, &message);
+                    return;
+                }
+                if let (true, Some(keyspace), Some(choice)) = (rw.tablets_only, rw.keyspace.clone(), rw.tablets) {
+                    alter_keyspace_tablets_only(conn, h.stream, keyspace, choice);
+                    return;
+                }
                 let vector = rw.vector_index.map(|v| v.resolved(current.clone()));
                 if let Some(message) =
                     vector_index_refusal(&conn.shared, vector.as_ref(), rw.cdc.as_ref(), &rw.table, current)
@@ -580,11 +591,26 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                         table: rw.table,
                         tablets: rw.tablets,
                         vector,
-                        table_tablets: rw.table_tablets,
+                        table_tablets: rw.table_tablets.and_then(Result::ok),
                     },
                 );
             } else if rw.use_keyspace {
                 conn.use_sent(h.stream);
+            } else if let Some(identity) = crate::identity::plan(text) {
+                match identity {
+                    crate::identity::Identity::Tables(read) => {
+                        conn.pend(h.stream, Pending::SchemaTables(read.continuing(q.params.paging_state)))
+                    }
+                    crate::identity::Identity::Config(columns) => {
+                        let answer = crate::identity::config_result(&columns).map(ResponseMessage::Result);
+                        conn.reply(answer.and_then(|m| response_frame(h.stream, m)));
+                        return;
+                    }
+                    crate::identity::Identity::ConfigUndefined(column) => {
+                        conn.reply_error(h.stream, 0x2200, &format!("Undefined column name {column}"));
+                        return;
+                    }
+                }
             }
             match rw.text {
                 Some(text) => {
@@ -986,6 +1012,10 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
                 let _ = conn.to_client.send(prepared.unwrap_or_else(|| frame(&h, h.flags.0, &body)));
             });
         }
+        Some(Pending::SchemaTables(read)) => {
+            let amended = message_offset(&h, &env.body).and_then(|at| crate::identity::amend(&read, &env.body, at));
+            let _ = conn.to_client.send(frame(&h, h.flags.0, amended.as_ref().unwrap_or(&env.body)));
+        }
         Some(Pending::Tablet(route)) => {
             let _ = conn.to_client.send(with_tablet_route(&h, &env.body, &route));
         }
@@ -1038,9 +1068,17 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             };
             let conn = conn.clone();
             tokio::spawn(async move {
+                if let (Some(o), SchemaChangeType::Created, SchemaChangeTarget::Table { keyspace, name }) =
+                    (&table_tablets, change.change, &change.target)
+                {
+                    conn.shared.set_tablet_options(keyspace, name, o.clone());
+                }
                 let mut result = conn.shared.on_schema_change(&change, cdc).await;
                 if let (Ok(()), SchemaChangeTarget::Keyspace { keyspace }) = (&result, &change.target) {
                     result = match tablets {
+                        Some(choice) if change.change == SchemaChangeType::Updated => {
+                            conn.shared.alter_keyspace_tablets(keyspace, choice).await
+                        }
                         Some(Some(initial)) => conn.shared.record_tablets(keyspace, initial).await,
                         None if change.change == SchemaChangeType::Created => {
                             conn.shared.default_tablets(keyspace).await
@@ -1051,10 +1089,10 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
                 if let (Ok(()), Some(v)) = (&result, vector) {
                     result = conn.shared.on_vector_index(&change, v).await;
                 }
-                if let (Ok(()), Some(Some(min)), SchemaChangeTarget::Table { keyspace, name }) =
-                    (&result, table_tablets, &change.target)
+                if let (Ok(()), Some(o), SchemaChangeType::Updated, SchemaChangeTarget::Table { keyspace, name }) =
+                    (&result, table_tablets, change.change, &change.target)
                 {
-                    result = conn.shared.min_tablet_count(keyspace, name, min).await;
+                    result = conn.shared.alter_tablet_options(keyspace, name, o).await;
                 }
                 match result {
                     Ok(()) if fabricated => {
@@ -1073,6 +1111,24 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             });
         }
     }
+}
+
+/// `ALTER KEYSPACE k WITH tablets = {...}` and nothing else (flavour
+/// checked): Cassandra has nothing to apply, so the front records the map
+/// and answers Scylla's Schema_change itself.
+fn alter_keyspace_tablets_only(conn: &Arc<Conn>, stream: i16, keyspace: String, choice: Option<i32>) {
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        let reply = match conn.shared.alter_keyspace_tablets(&keyspace, choice).await {
+            Ok(()) => {
+                let target = SchemaChangeTarget::Keyspace { keyspace };
+                let change = SchemaChange { change: SchemaChangeType::Updated, target };
+                response_frame(stream, ResponseMessage::Result(ResultMessage::SchemaChange(change)))
+            }
+            Err((code, message)) => Some(error_frame(4, stream, code, &message)),
+        };
+        conn.reply(reply);
+    });
 }
 
 /// What the front knows of a prepared `text` before routing: its DML, whether it is a `USE`,

@@ -28,6 +28,7 @@
 //! word that could need a change, so ordinary statements cost one scan.
 
 use super::cdc::CdcOptions;
+use super::tablet_options::{TabletOptions, TabletOptionsError};
 use super::vector_index::{self, IndexDdl};
 
 /// Token kinds.
@@ -182,16 +183,24 @@ pub struct Rewrite {
     pub table: Option<(Option<String>, String)>,
     /// A `USE` statement.
     pub use_keyspace: bool,
-    /// `CREATE KEYSPACE ... AND tablets = {...}` (stripped): `Some(n)` for
-    /// tablets with `n` initial tablets (0 when not given), `None` for
-    /// `'enabled': false`.
+    /// `CREATE KEYSPACE`/`ALTER KEYSPACE ... AND tablets = {...}`
+    /// (stripped): `Some(n)` for tablets with `n` initial tablets (0 when
+    /// not given), `None` for `'enabled': false`.
     pub tablets: Option<Option<i32>>,
     /// `CREATE INDEX ... USING 'vector_index'` (rewritten to SAI) or `DROP
     /// INDEX` (see [`crate::vector_index`]).
     pub vector_index: Option<IndexDdl>,
     /// `CREATE TABLE`/`ALTER TABLE ... WITH tablets = {...}` (stripped):
-    /// `Some(min)`, with the table's `min_tablet_count` when it is given.
-    pub table_tablets: Option<Option<u32>>,
+    /// the hints, or Scylla's refusal of them (given only once the
+    /// keyspace is known to use tablets: [`crate::tablet_options`]).
+    pub table_tablets: Option<Result<TabletOptions, TabletOptionsError>>,
+    /// `CREATE KEYSPACE`/`ALTER KEYSPACE`: the keyspace named.
+    pub keyspace: Option<String>,
+    /// An `ALTER KEYSPACE` statement.
+    pub alter_keyspace: bool,
+    /// `ALTER KEYSPACE ... WITH tablets = {...}` with no other property:
+    /// nothing is left for Cassandra (the front answers it itself).
+    pub tablets_only: bool,
 }
 
 /// An answer the front gives itself.
@@ -271,6 +280,14 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
             out.table = a.map(|a| (None, a));
         }
     }
+    if matches!(first.as_str(), "create" | "alter") && toks.get(1).is_some_and(|t| t.is_kw("KEYSPACE")) {
+        let mut j = 2;
+        while toks.get(j).is_some_and(|t| t.is_kw("IF") || t.is_kw("NOT") || t.is_kw("EXISTS")) {
+            j += 1;
+        }
+        out.keyspace = toks.get(j).and_then(|t| t.ident());
+        out.alter_keyspace = first == "alter";
+    }
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     match vector_index::scan(&toks) {
         Some(Ok((ddl, index_edits))) => {
@@ -339,7 +356,7 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         }
         // Scylla's `tablets` keyspace option: stripped, the choice kept.
         if depth == 0
-            && first == "create"
+            && matches!(first.as_str(), "create" | "alter")
             && toks.get(1).is_some_and(|t| t.is_kw("KEYSPACE"))
             && name.as_deref() == Some("tablets")
             && next(1).is_some_and(|e| e.is_punct('='))
@@ -347,9 +364,10 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         {
             match tablets_map(&toks, i + 2) {
                 Ok((end, choice)) => {
-                    let (start, stop, _) = property_span(&toks, i, end);
+                    let (start, stop, only) = property_span(&toks, i, end);
                     edits.push((start, stop, String::new()));
                     out.tablets = Some(choice);
+                    out.tablets_only = only && first == "alter";
                     i = end + 1;
                     continue;
                 }
@@ -386,12 +404,12 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
             && next(1).is_some_and(|e| e.is_punct('='))
             && next(2).is_some_and(|b| b.is_punct('{'))
         {
-            match table_tablets_map(&toks, i + 2) {
-                Ok((end, min)) => {
+            match options_map(&toks, i + 2) {
+                Ok((end, entries)) => {
                     let (start, stop, only) = property_span(&toks, i, end);
                     // The only property: Cassandra's own default keeps the statement whole.
                     edits.push((start, stop, if only { "cdc = false".to_string() } else { String::new() }));
-                    out.table_tablets = Some(min);
+                    out.table_tablets = Some(TabletOptions::parse(&entries));
                     i = end + 1;
                     continue;
                 }
@@ -497,76 +515,68 @@ fn property_span(toks: &[Tok<'_>], at: usize, end: usize) -> (usize, usize, bool
     }
 }
 
-/// Parses a table's `{'min_tablet_count': <n>, ...}` at `toks[open]`: the
-/// index of the closing `}` and the minimum, when given. Scylla's
-/// other per-table options (`min_per_shard_tablet_count`,
-/// `expected_data_size_in_gb`) are accepted and have no effect here.
-fn table_tablets_map(toks: &[Tok<'_>], open: usize) -> Result<(usize, Option<u32>), String> {
-    let mut min = None;
+/// Reads the map literal `{key: value, ...}` at `toks[open]`: the index of
+/// the closing `}` and the entries as texts (strings unquoted, other
+/// literals as written, a leading `-` kept).
+fn options_map(toks: &[Tok<'_>], open: usize) -> Result<(usize, Vec<(String, String)>), String> {
+    let mut entries = Vec::new();
     let mut j = open + 1;
     let value_of = |t: &Tok<'_>| t.string_value().unwrap_or_else(|| t.text.to_string());
     loop {
-        let t = toks.get(j).ok_or("unterminated tablets options map")?;
+        let t = toks.get(j).ok_or("unterminated options map")?;
         if t.is_punct('}') {
-            return Ok((j, min));
+            return Ok((j, entries));
         }
         if t.is_punct(',') {
             j += 1;
             continue;
         }
-        let v = toks.get(j + 2).filter(|_| toks.get(j + 1).is_some_and(|c| c.is_punct(':')));
-        let v = v.ok_or_else(|| format!("Invalid tablets options map near {}", t.text))?;
-        let value = value_of(v);
-        match value_of(t).to_ascii_lowercase().as_str() {
-            "min_tablet_count" => {
-                let n: u32 = value
-                    .parse()
-                    .map_err(|_| format!("Invalid value for tablets option 'min_tablet_count': {value}"))?;
-                min = Some(n);
-            }
-            "min_per_shard_tablet_count" | "expected_data_size_in_gb" => {
-                value.parse::<f64>().map_err(|_| format!("Invalid value for tablets option '{}': {value}", t.text))?;
-            }
-            other => return Err(format!("Unknown tablets option '{other}'")),
+        if !toks.get(j + 1).is_some_and(|c| c.is_punct(':')) {
+            return Err(format!("Invalid options map near {}", t.text));
         }
-        j += 3;
+        let mut v = j + 2;
+        let mut value = String::new();
+        if toks.get(v).is_some_and(|x| x.is_punct('-')) {
+            value.push('-');
+            v += 1;
+        }
+        let vt = toks.get(v).ok_or("unterminated options map")?;
+        value.push_str(&value_of(vt));
+        entries.push((value_of(t), value));
+        j = v + 1;
     }
 }
 
-/// Parses `{'enabled': <bool>[, 'initial': <n>]}` at `toks[open]`: the
-/// index of the closing `}` and the choice (see [`Rewrite::tablets`]).
+/// Parses a keyspace's `{'enabled': <bool>, 'initial': <n>}` at
+/// `toks[open]` as Scylla's `ks_prop_defs::get_initial_tablets` does
+/// (<https://github.com/scylladb/scylladb/blob/master/cql3/statements/ks_prop_defs.cc>):
+/// the index of the closing `}` and the choice (see [`Rewrite::tablets`]);
+/// the refusals are Scylla's ConfigurationException texts.
 fn tablets_map(toks: &[Tok<'_>], open: usize) -> Result<(usize, Option<i32>), String> {
-    let (mut enabled, mut initial) = (true, 0i32);
-    let mut j = open + 1;
-    let value_of = |t: &Tok<'_>| t.string_value().unwrap_or_else(|| t.text.to_string());
-    loop {
-        let t = toks.get(j).ok_or("unterminated tablets options map")?;
-        if t.is_punct('}') {
-            break;
+    let (end, mut entries) = options_map(toks, open)?;
+    if let Some(at) = entries.iter().position(|(k, _)| k == "enabled") {
+        let (_, enabled) = entries.remove(at);
+        match enabled.as_str() {
+            "true" => {}
+            "false" => return Ok((end, None)),
+            other => return Err(format!("Tablets enabled value must be true or false; found: {other}")),
         }
-        if t.is_punct(',') {
-            j += 1;
-            continue;
-        }
-        let v = toks.get(j + 2).filter(|_| toks.get(j + 1).is_some_and(|c| c.is_punct(':')));
-        let v = v.ok_or_else(|| format!("Invalid tablets options map near {}", t.text))?;
-        let value = value_of(v).to_ascii_lowercase();
-        match value_of(t).to_ascii_lowercase().as_str() {
-            "enabled" => {
-                enabled = match value.as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err(format!("Invalid value for tablets option 'enabled': {value}")),
-                }
-            }
-            "initial" => {
-                initial = value.parse().map_err(|_| format!("Invalid value for tablets option 'initial': {value}"))?
-            }
-            other => return Err(format!("Unknown tablets option '{other}'")),
-        }
-        j += 3;
     }
-    Ok((j, enabled.then_some(initial)))
+    let mut initial = 0i32;
+    if let Some(at) = entries.iter().position(|(k, _)| k == "initial") {
+        let (_, value) = entries.remove(at);
+        // `std::stol`: leading digits are enough; none is an error.
+        let digits = value.trim_start().trim_start_matches(['-', '+']);
+        if !digits.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(format!("Initial tablets value should be numeric; found {value}"));
+        }
+        let n = super::tablet_options::atol(&value);
+        initial = i32::try_from(n.max(0)).unwrap_or(i32::MAX);
+    }
+    if let Some((key, _)) = entries.first() {
+        return Err(format!("Unrecognized tablets option {key}"));
+    }
+    Ok((end, Some(initial)))
 }
 
 /// Parses the map literal starting at `toks[open]` (`{`): returns the index
@@ -681,24 +691,61 @@ mod tests {
     }
 
     #[test]
-    fn table_tablets_options_are_stripped_and_the_minimum_kept() {
+    fn table_tablets_options_are_stripped_and_kept() {
+        let min = |r: &Rewrite| r.table_tablets.clone().map(|o| o.map(|o| o.min_tablet_count));
         let r = rw("ALTER TABLE ks.t WITH tablets = {'min_tablet_count': 16}");
-        assert_eq!((r.text.as_deref(), r.table_tablets), (Some("ALTER TABLE ks.t WITH cdc = false"), Some(Some(16))));
+        assert_eq!((r.text.as_deref(), min(&r)), (Some("ALTER TABLE ks.t WITH cdc = false"), Some(Ok(Some(16)))));
         let r = rw(
             "ALTER TABLE t WITH comment = 'x' AND tablets = {'min_tablet_count': '4', 'expected_data_size_in_gb': 1}",
         );
-        assert_eq!((r.text.as_deref(), r.table_tablets), (Some("ALTER TABLE t WITH comment = 'x' "), Some(Some(4))));
+        assert_eq!((r.text.as_deref(), min(&r)), (Some("ALTER TABLE t WITH comment = 'x' "), Some(Ok(Some(4)))));
         let r = rw(
             "CREATE TABLE t (pk int PRIMARY KEY) WITH tablets = {'min_per_shard_tablet_count': 0.5} AND comment = 'x'",
         );
         assert_eq!(
-            (r.text.as_deref(), r.table_tablets),
-            (Some("CREATE TABLE t (pk int PRIMARY KEY) WITH  comment = 'x'"), Some(None))
+            (r.text.as_deref(), min(&r)),
+            (Some("CREATE TABLE t (pk int PRIMARY KEY) WITH  comment = 'x'"), Some(Ok(None)))
         );
-        for bad in ["ALTER TABLE t WITH tablets = {'min_tablet_count': -1}", "ALTER TABLE t WITH tablets = {'x': 1}"] {
-            assert!(matches!(rw(bad).local, Some(LocalAnswer::Error { .. })), "{bad}");
-        }
+        // Refusals wait for the keyspace's flavour: they ride along.
+        let r = rw("ALTER TABLE t WITH tablets = {'min_tablet_count': -1}");
+        assert_eq!(r.local, None);
+        assert_eq!(r.table_tablets.unwrap().unwrap_err().to_string(), "Invalid value '-1' for min_tablet_count");
+        let r = rw("CREATE TABLE t (p int PRIMARY KEY) WITH tablets = {'x': 1}");
+        assert_eq!(r.table_tablets.unwrap().unwrap_err().to_string(), "Unknown tablet hint 'x'");
         assert_eq!(rw("SELECT tablets FROM t").table_tablets, None);
+    }
+
+    #[test]
+    fn keyspace_tablets_map_in_scylla_words() {
+        let err = |s: &str| match rw(s).local {
+            Some(LocalAnswer::Error { code, message }) => (code, message),
+            other => panic!("{s}: {other:?}"),
+        };
+        assert_eq!(
+            err("CREATE KEYSPACE k WITH replication = {'class': 'NetworkTopologyStrategy'} AND tablets = {'enabled': 'yes'}"),
+            (0x2300, "Tablets enabled value must be true or false; found: yes".to_string())
+        );
+        assert_eq!(
+            err("ALTER KEYSPACE k WITH replication = {'class': 'NetworkTopologyStrategy'} AND tablets = {'initial': 'x'}"),
+            (0x2300, "Initial tablets value should be numeric; found x".to_string())
+        );
+        assert_eq!(
+            err("CREATE KEYSPACE k WITH replication = {'class': 'NetworkTopologyStrategy'} AND tablets = {'foo': 1}"),
+            (0x2300, "Unrecognized tablets option foo".to_string())
+        );
+        let r = rw("ALTER KEYSPACE \"Ks\" WITH replication = {'class': 'NetworkTopologyStrategy', 'replication_factor': 1} AND tablets = {'initial': 1}");
+        assert_eq!(
+            (r.text.as_deref(), r.tablets, r.keyspace.as_deref(), r.tablets_only),
+            (
+                Some("ALTER KEYSPACE \"Ks\" WITH replication = {'class': 'NetworkTopologyStrategy', 'replication_factor': 1} "),
+                Some(Some(1)),
+                Some("Ks"),
+                false
+            )
+        );
+        let r = rw("ALTER KEYSPACE k WITH tablets = {'enabled': false}");
+        assert_eq!((r.tablets, r.tablets_only), (Some(None), true));
+        assert_eq!(rw("ALTER KEYSPACE k WITH durable_writes = true").tablets, None);
     }
 
     #[test]

@@ -425,11 +425,12 @@ async fn min_tablet_count_resizes_a_table() {
     // A bad value is refused by the server as Scylla refuses it: a
     // ConfigurationException naming the option, not a timeout or a broken
     // connection.
+    // (Scylla reads values as C's `atol`, so `'x'` is 0 and accepted.)
     let bad =
-        session.query_unpaged(format!("ALTER TABLE {ks}.kv WITH tablets = {{'min_tablet_count': 'x'}}"), &[]).await;
+        session.query_unpaged(format!("ALTER TABLE {ks}.kv WITH tablets = {{'min_tablet_count': -1}}"), &[]).await;
     match bad {
         Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::ConfigError, message))) => {
-            assert_eq!(message, "Invalid value for tablets option 'min_tablet_count': x");
+            assert_eq!(message, "Invalid value '-1' for min_tablet_count");
         }
         other => panic!("a bad option is refused with a ConfigurationException, got {other:?}"),
     }
