@@ -16,7 +16,8 @@
 //! the shard it is sent to (unlike an `IN` over a vnode's streams, which
 //! spans every shard and is served by whichever one receives it). A worker
 //! (`worker`) asks for a window's next page before it consumes the current
-//! one.
+//! one, and keeps several windows requested at once, as many as pay
+//! (`limit`: more while its rate of answers rises and their latency holds).
 //!
 //! Errors reading a window are retried with exponential backoff (100 ms up
 //! to the sleep interval); a failed checkpoint save is made again later
@@ -186,8 +187,28 @@ pub struct CdcReaderBuilder {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
-    windows_in_flight: usize,
+    windows_in_flight: InFlight,
     leases: Option<LeaseConfig>,
+}
+
+/// Windows in flight per worker, as configured.
+#[derive(Debug, Clone, Copy)]
+enum InFlight {
+    Fixed(usize),
+    Adaptive { max: usize },
+}
+
+/// Where an adaptive worker starts, and its default ceiling.
+const START_IN_FLIGHT: usize = 4;
+const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+
+impl InFlight {
+    fn limit(self) -> limit::InFlightLimit {
+        match self {
+            InFlight::Fixed(n) => limit::InFlightLimit::fixed(n),
+            InFlight::Adaptive { max } => limit::InFlightLimit::adaptive(START_IN_FLIGHT, max),
+        }
+    }
 }
 
 impl std::fmt::Debug for CdcReaderBuilder {
@@ -224,7 +245,7 @@ impl CdcReaderBuilder {
             query_timeout: Duration::from_secs(10),
             query_attempts: 10,
             streams_per_query: MAX_STREAMS_PER_QUERY,
-            windows_in_flight: 4,
+            windows_in_flight: InFlight::Adaptive { max: DEFAULT_MAX_IN_FLIGHT },
             leases: None,
         }
     }
@@ -332,12 +353,23 @@ impl CdcReaderBuilder {
         self
     }
 
-    /// The most windows a worker has requested at once (default 4; at
-    /// least 1), each of another group: the shards serve the next windows
-    /// while the worker's consumers take the rows of one. Rows are consumed
-    /// one window at a time either way, on the worker's thread.
+    /// Exactly `n` windows (at least 1) requested at once per worker, each
+    /// of another group, instead of the count each worker finds itself (see
+    /// [`max_windows_in_flight`](Self::max_windows_in_flight)). Rows are
+    /// consumed one window at a time either way, on the worker's thread.
     pub fn windows_in_flight(mut self, n: usize) -> Self {
-        self.windows_in_flight = n.max(1);
+        self.windows_in_flight = InFlight::Fixed(n.max(1));
+        self
+    }
+
+    /// The most windows a worker may have requested at once (default 64;
+    /// at least 1). The shards serve the next windows while the worker's
+    /// consumers take the rows of one; each worker finds how many pay by
+    /// itself, starting from 4: more while its rate of answers rises and
+    /// their latency holds, fewer when answers queue, half as many on a
+    /// timeout or an overload error.
+    pub fn max_windows_in_flight(mut self, n: usize) -> Self {
+        self.windows_in_flight = InFlight::Adaptive { max: n.max(1) };
         self
     }
 
@@ -549,6 +581,7 @@ impl CdcReaderBuilder {
 mod clock;
 mod deadlines;
 mod holder;
+mod limit;
 mod progress;
 mod saves;
 mod worker;
@@ -639,7 +672,7 @@ struct Shared {
     query_timeout: Duration,
     query_attempts: u32,
     streams_per_query: usize,
-    windows_in_flight: usize,
+    windows_in_flight: InFlight,
     stopped: AtomicBool,
     wake: Notify,
     /// Checkpoint saves under way: a group is handed over only once none

@@ -1,9 +1,9 @@
 //! A worker: one OS thread with a current-thread runtime, reading the
 //! windows of the groups the planner gives it.
 //!
-//! Up to [`windows_in_flight`](super::CdcReaderBuilder::windows_in_flight)
-//! windows, each of another group, have their first page requested at
-//! once: the shards keep serving while the worker hands the rows of an
+//! Several windows, each of another group, have their first page
+//! requested at once (as many as the worker's `limit` finds useful, or
+//! [`windows_in_flight`](super::CdcReaderBuilder::windows_in_flight)): the shards keep serving while the worker hands the rows of an
 //! arrived page to its consumer. Rows are still consumed one window at a
 //! time, on this thread, in the order the first pages arrive. A window
 //! bigger than a page has its next page requested before the rows of the
@@ -18,13 +18,14 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shardwise::execute::Params;
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::types::CqlTimestamp;
 use shardwise::{Connection, ExecutionError, PagingState, PreparedStatement, QueryResult};
 
+use super::limit::InFlightLimit;
 use super::{CdcError, Shared};
 use crate::consumer::{Consumer, ConsumerError};
 use crate::generation::GenerationError;
@@ -71,8 +72,11 @@ pub(super) struct Worker {
     /// (generation, start, hold) skips; any other read of the group drops
     /// the counts and the consumer that saw those rows.
     delivered: HashMap<GroupId, Attempt>,
-    /// The windows whose first page is requested, with their group.
-    in_flight: Vec<(GroupId, FirstPage)>,
+    /// The windows whose first page is requested, with their group and
+    /// when they were.
+    in_flight: Vec<(GroupId, Instant, FirstPage)>,
+    /// How many may be.
+    limit: InFlightLimit,
     /// Checkpoint saves failed in a row.
     save_failures: u32,
 }
@@ -140,7 +144,6 @@ impl Worker {
     pub(super) fn new(index: usize, shared: Arc<Shared>) -> Worker {
         Worker {
             index,
-            shared,
             consumers: HashMap::new(),
             routes: HashMap::new(),
             rows: RowIndex::default(),
@@ -148,7 +151,9 @@ impl Worker {
             timeouts: HashMap::new(),
             delivered: HashMap::new(),
             in_flight: Vec::new(),
+            limit: shared.windows_in_flight.limit(),
             save_failures: 0,
+            shared,
         }
     }
 
@@ -170,7 +175,7 @@ impl Worker {
         let result = self.serve().await;
         // Stopped (or failed) with first pages in flight: those windows are
         // not read, and are read again by whoever reads their group next.
-        for (group, _) in std::mem::take(&mut self.in_flight) {
+        for (group, ..) in std::mem::take(&mut self.in_flight) {
             let _ = self.shared.planner().window_failed(group, self.now());
         }
         result
@@ -178,7 +183,7 @@ impl Worker {
 
     async fn serve(&mut self) -> Result<(), CdcError> {
         while !self.shared.stopped.load(Ordering::Acquire) {
-            let action = if self.in_flight.len() < self.shared.windows_in_flight {
+            let action = if self.in_flight.len() < self.limit.get() {
                 self.shared.planner().poll(self.index, self.now())
             } else {
                 // As many windows in flight as allowed: wait for one.
@@ -233,7 +238,7 @@ impl Worker {
         };
         let Some(route) = self.routes.get(&place) else { return self.finished(&window, Err(CdcError::NoNodes)) };
         let (conn, prepared, query) = (route.conn.clone(), route.prepared.clone(), self.page_query());
-        let group = window.group;
+        let (group, asked) = (window.group, Instant::now());
         let mut first: FirstPage = Box::pin(async move {
             let result = query.fetch(&conn, &prepared, &window, None).await;
             (window, place, result)
@@ -246,7 +251,10 @@ impl Worker {
                 self.finished(&window, result)
             }
             Poll::Pending => {
-                self.in_flight.push((group, first));
+                self.in_flight.push((group, asked, first));
+                if self.in_flight.len() >= self.limit.get() {
+                    self.limit.reached();
+                }
                 Ok(())
             }
         }
@@ -259,9 +267,9 @@ impl Worker {
             let in_flight = &mut self.in_flight;
             let next = std::future::poll_fn(|cx| {
                 for i in 0..in_flight.len() {
-                    if let Poll::Ready(out) = in_flight[i].1.as_mut().poll(cx) {
-                        drop(in_flight.swap_remove(i));
-                        return Poll::Ready(out);
+                    if let Poll::Ready(out) = in_flight[i].2.as_mut().poll(cx) {
+                        let (_, asked, _) = in_flight.swap_remove(i);
+                        return Poll::Ready((asked, out));
                     }
                 }
                 Poll::Pending
@@ -271,7 +279,9 @@ impl Worker {
                 _ = sleep(&self.shared, d.max(Duration::from_millis(1))) => None,
             }
         };
-        if let Some((window, place, first)) = arrived {
+        if let Some((asked, (window, place, first))) = arrived {
+            let now = Instant::now();
+            self.limit.answered(now, now.saturating_duration_since(asked));
             let result = self.read(&window, place, first).await;
             self.finished(&window, result)?;
         }
@@ -333,6 +343,9 @@ impl Worker {
             Err(e) if transient(&e) => {
                 let n = self.failures.entry(group).or_insert(0);
                 *n += 1;
+                if overload(&e) {
+                    self.limit.overloaded();
+                }
                 if matches!(e, CdcError::Execution(ExecutionError::Timeout(_))) {
                     let timeouts = self.timeouts.entry(group).or_insert(0);
                     *timeouts += 1;
@@ -635,6 +648,17 @@ fn regroup(groups: &[StreamGroup], per_query: usize, shard_of: impl Fn(StreamId)
     }
     streams.sort_by_key(StreamGroup::key);
     streams
+}
+
+/// Errors that say the server has more than it can take: fewer windows in
+/// flight then.
+fn overload(e: &CdcError) -> bool {
+    match e {
+        // Overloaded, read and write timeouts.
+        CdcError::Execution(ExecutionError::Db(db)) => matches!(db.code, 0x1001 | 0x1100 | 0x1200),
+        CdcError::Execution(ExecutionError::Timeout(_) | ExecutionError::AttemptTimeout { .. }) => true,
+        _ => false,
+    }
 }
 
 /// Errors worth retrying: the server or the network, not the data.
