@@ -40,6 +40,8 @@ use crate::cdclog::schema::TableSchema;
 use crate::cdclog::synth::{raw_rows, Item, OwnedValue};
 use crate::front::Shared;
 
+mod emulate;
+
 /// The columns of a conditional write's answer.
 #[derive(Debug, Clone)]
 pub(crate) struct Shape {
@@ -81,6 +83,7 @@ fn tested_columns(schema: &TableSchema, statement: &Statement) -> Option<BTreeSe
                     crate::cdclog::dml::ColumnCondition::Compare { target, .. }
                     | crate::cdclog::dml::ColumnCondition::NotEqual { target, .. }
                     | crate::cdclog::dml::ColumnCondition::In { target, .. }
+                    | crate::cdclog::dml::ColumnCondition::NotIn { target, .. }
                     | crate::cdclog::dml::ColumnCondition::Contains { target, .. } => target,
                 };
                 set.insert(schema.index(target.column())?);

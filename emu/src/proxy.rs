@@ -822,6 +822,22 @@ fn cdc_write(
     tokio::spawn(async move {
         let shared = &conn.shared;
         let log_cl = synth::log_consistency(cl);
+        // Scylla's LWT dialect that Cassandra refuses ([`crate::lwt`]).
+        if let Some(l) = lwt {
+            match shared.lwt_emulate(&items, l.serial, cl, l.skip_metadata).await {
+                Some(Ok(result)) => {
+                    if let Some(f) = response_frame(h.stream, ResponseMessage::Result(result)) {
+                        let _ = conn.to_client.send(f);
+                    }
+                    return;
+                }
+                Some(Err((code, message))) => {
+                    conn.reply_error(h.stream, code, &message);
+                    return;
+                }
+                None => {}
+            }
+        }
         // Scylla's answer to a conditional write shows the rows as they were.
         let before = match lwt {
             Some(l) if l.reshape => shared.lwt_before(&items, l.serial).await.map(|b| (b, l.skip_metadata)),

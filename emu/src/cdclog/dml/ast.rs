@@ -244,6 +244,14 @@ pub enum ColumnCondition {
         /// Values.
         values: InValues,
     },
+    /// `c NOT IN (...)` / `c NOT IN ?` (Scylla only: Cassandra's grammar
+    /// has no `NOT IN` in conditions)
+    NotIn {
+        /// What is tested.
+        target: DeleteTarget,
+        /// Values.
+        values: InValues,
+    },
     /// `c CONTAINS v` / `c CONTAINS KEY v`
     Contains {
         /// What is tested.
@@ -496,7 +504,7 @@ fn condition_markers<'s>(c: Option<&'s Condition>, out: &mut Vec<&'s BindMarker>
                 target_markers(target, out);
                 term_markers(value, out);
             }
-            ColumnCondition::In { target, values } => {
+            ColumnCondition::In { target, values } | ColumnCondition::NotIn { target, values } => {
                 target_markers(target, out);
                 in_markers(values, out);
             }

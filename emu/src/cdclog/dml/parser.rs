@@ -435,6 +435,7 @@ impl Parser<'_> {
         let t1 = self.peek(1)?.clone();
         let tests_column = ["=", "!=", "<", "<=", ">", ">=", "[", "."].iter().any(|p| t1.is_punct(p))
             || t1.is_kw("in")
+            || t1.is_kw("not")
             || t1.is_kw("contains");
         if self.at_kw("exists")? && !tests_column {
             self.bump()?;
@@ -451,6 +452,10 @@ impl Parser<'_> {
         let target = self.target()?;
         if self.eat_kw("in")? {
             Ok(ColumnCondition::In { target, values: self.in_values()? })
+        } else if self.at_kw("not")? && self.peek(1)?.is_kw("in") {
+            self.bump()?;
+            self.bump()?;
+            Ok(ColumnCondition::NotIn { target, values: self.in_values()? })
         } else if self.eat_kw("contains")? {
             let key = self.eat_kw("key")?;
             Ok(ColumnCondition::Contains { target, key, value: self.term()? })
@@ -846,6 +851,19 @@ mod tests {
         assert!(matches!(u.condition, Some(Condition::Columns(_))));
         assert!(!p("UPDATE t SET v = 1 WHERE pk = 0").is_conditional());
         assert!(parse("UPDATE t SET v = 1 WHERE pk = 0 IF NOT EXISTS").is_err());
+        // Scylla's `NOT IN` condition.
+        let u = update("UPDATE t SET v = 1 WHERE pk = 0 IF v NOT IN (1, ?) AND w not in ?");
+        let Some(Condition::Columns(c)) = u.condition else { panic!() };
+        assert_eq!(
+            c,
+            [
+                ColumnCondition::NotIn {
+                    target: DeleteTarget::Column("v".into()),
+                    values: InValues::List(vec![int("1"), bind(0)])
+                },
+                ColumnCondition::NotIn { target: DeleteTarget::Column("w".into()), values: InValues::Marker(bind(1)) },
+            ]
+        );
     }
 
     #[test]
