@@ -120,6 +120,8 @@ enum Pending {
         vector: Option<super::vector_index::IndexDdl>,
         /// The table's `tablets = {...}` hints (checked).
         table_tablets: Option<crate::tablet_options::TabletOptions>,
+        /// The keyspace of an ALTER KEYSPACE.
+        keyspace: Option<String>,
     },
     Use,
     /// A read of `system_schema.tables`: its answer gets Scylla's rows
@@ -350,68 +352,82 @@ impl Conn {
         }
     }
 
-    /// Hit, miss or unrouted for a prepared statement's values; `Some(true)`
-    /// is a miss. Only the counting; see [`Conn::route_tablet`].
-    fn route(&self, id: &[u8], values: &RawValues<'_>) -> Option<bool> {
-        self.route_tablet(id, values).0
+    /// Hit, miss or unrouted for a prepared BATCH entry, counted apart from
+    /// single statements (see [`super::stats`]); `Some(true)` is a miss.
+    /// Never a routing payload: ScyllaDB attaches none to BATCH answers
+    /// (`cql3/statements/batch_statement.cc`).
+    fn route_batch_entry(&self, id: &[u8], values: &RawValues<'_>) -> Option<bool> {
+        let c = self.shard_counters();
+        let (judged, _) = self.judge(id, values, false);
+        match judged {
+            Some(true) => inc(&c.batch_hits),
+            Some(false) => inc(&c.batch_misses),
+            None => inc(&c.unrouted),
+        }
+        judged.map(|hit| !hit)
     }
 
     /// Hit, miss or unrouted for a prepared statement's values, counted; for
     /// a miss on a table with tablets, the tablet's routing payload when
-    /// the client negotiated it. A table with tablets is judged by its
-    /// tablet's replicas (node and shard), others by the token's shard.
+    /// the client negotiated it. `Some(true)` is a miss.
     fn route_tablet(&self, id: &[u8], values: &RawValues<'_>) -> (Option<bool>, Option<TabletRoute>) {
-        let info: Option<Arc<StatementInfo>> = self.shared.prepared.lock().ok().and_then(|m| m.get(id).cloned());
         let c = self.shard_counters();
-        let mut tablet_route = None;
-        let judged = info.as_ref().and_then(|info| {
-            if info.pk_indexes.is_empty() || values.names.is_some() {
-                return None;
-            }
-            if info.in_list {
-                // `pk IN ?`: served where it arrives; a hit only when every
-                // key lives on this shard (else the shard must ask others).
-                let list = values.values.get(usize::from(*info.pk_indexes.first()?))?.as_bytes()?;
-                let keys = super::cdclog::values::collection_elements(list).ok()?;
-                let mut shard = None;
-                for key in keys {
-                    let s = self.shared.sharder.shard_of(info.partitioner.token_of_key([key?]).ok()??);
-                    if s != self.shard || shard.is_none() {
-                        shard = Some(s);
-                    }
-                }
-                return shard.map(|s| s == self.shard);
-            }
-            let mut key = Vec::with_capacity(info.pk_indexes.len());
-            for &i in &info.pk_indexes {
-                key.push(values.values.get(usize::from(i))?.as_bytes()?);
-            }
-            let token = info.partitioner.token_of_key(key).ok()??;
-            let tablets = info.table.as_ref().and_then(|(ks, table)| self.shared.tablets_of(ks, table));
-            let Some(tablets) = tablets else {
-                return Some(self.shared.sharder.shard_of(token) == self.shard);
-            };
-            let tablet = tablets.tablet_of(token.value());
-            let hit = tablet.is_replica(self.node, self.shard);
-            if !hit && self.tablets_routing.load(Ordering::Relaxed) {
-                tablet_route = tablet.route(|n| self.shared.nodes.get(n).and_then(|n| n.host_id));
-            }
-            Some(hit)
-        });
+        let (judged, route) = self.judge(id, values, self.tablets_routing.load(Ordering::Relaxed));
         match judged {
-            Some(true) => {
-                inc(&c.hits);
-                (Some(false), None)
-            }
-            Some(false) => {
-                inc(&c.misses);
-                (Some(true), tablet_route)
-            }
-            None => {
-                inc(&c.unrouted);
-                (None, None)
-            }
+            Some(true) => inc(&c.hits),
+            Some(false) => inc(&c.misses),
+            None => inc(&c.unrouted),
         }
+        (judged.map(|hit| !hit), route)
+    }
+
+    /// Whether a prepared statement's values reach their owner here
+    /// (`Some(true)`), elsewhere (`Some(false)`) or cannot be told (`None`),
+    /// and, with `want_route`, the payload ScyllaDB would attach to the
+    /// answer. A table with tablets is judged by its tablet's replicas (node
+    /// and shard), others by the token's shard. As in ScyllaDB's
+    /// `check_locality` (`locator/tablets.cc`), a payload goes with every
+    /// miss, wrong node or wrong shard, of a request on exactly one partition
+    /// of a tablets table.
+    fn judge(&self, id: &[u8], values: &RawValues<'_>, want_route: bool) -> (Option<bool>, Option<TabletRoute>) {
+        let Some(info) = self.prepared_info(id) else { return (None, None) };
+        if info.pk_indexes.is_empty() || values.names.is_some() {
+            return (None, None);
+        }
+        let tablets = info.table.as_ref().and_then(|(ks, table)| self.shared.tablets_of(ks, table));
+        let here = |token: shardwise_protocol::token::Token| match &tablets {
+            Some(map) => map.tablet_of(token.value()).is_replica(self.node, self.shard),
+            None => self.shared.sharder.shard_of(token) == self.shard,
+        };
+        let route = |token: shardwise_protocol::token::Token| {
+            let map = tablets.as_ref().filter(|_| want_route)?;
+            map.tablet_of(token.value()).route(|n| self.shared.nodes.get(n).and_then(|n| n.host_id))
+        };
+        let tokens = if info.in_list {
+            // `pk IN ?`: served where it arrives; a hit only when every key
+            // lives here (else the shard must ask others).
+            let Some(list) = info.pk_indexes.first().and_then(|&i| values.values.get(usize::from(i))?.as_bytes())
+            else {
+                return (None, None);
+            };
+            let Ok(keys) = super::cdclog::values::collection_elements(list) else { return (None, None) };
+            let tokens: Option<Vec<_>> =
+                keys.into_iter().map(|key| info.partitioner.token_of_key([key?]).ok().flatten()).collect();
+            tokens
+        } else {
+            let key: Option<Vec<&[u8]>> =
+                info.pk_indexes.iter().map(|&i| values.values.get(usize::from(i))?.as_bytes()).collect();
+            key.and_then(|key| info.partitioner.token_of_key(key).ok().flatten()).map(|t| vec![t])
+        };
+        let Some(tokens) = tokens.filter(|t| !t.is_empty()) else { return (None, None) };
+        let hit = tokens.iter().all(|&t| here(t));
+        // A payload only for one partition: ScyllaDB checks locality only
+        // when the request has exactly one partition key.
+        let payload = match tokens.as_slice() {
+            [token] if !hit => route(*token),
+            _ => None,
+        };
+        (Some(hit), payload)
     }
 
     fn current_keyspace(&self) -> Option<String> {
@@ -592,6 +608,7 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                         tablets: rw.tablets,
                         vector,
                         table_tablets: rw.table_tablets.and_then(Result::ok),
+                        keyspace: rw.keyspace.filter(|_| rw.alter_keyspace),
                     },
                 );
             } else if rw.use_keyspace {
@@ -702,7 +719,7 @@ fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<
                     conn.reply(Some(unprepared_frame(h.stream, id)));
                     return;
                 }
-                miss |= conn.route(id, &s.values) == Some(true);
+                miss |= conn.route_batch_entry(id, &s.values) == Some(true);
                 texts.push(None);
             }
             StatementKind::Query(q) => {
@@ -888,10 +905,17 @@ fn cdc_write(
             shared.counters.cdc_inexact.fetch_add(u64::from(inexact), Ordering::Relaxed);
         }
         if let (Some(((shape, rows), skip)), Some(applied)) = (&before, lwt_applied(&answer)) {
-            let message = shape.answer(applied, rows, *skip).map(ResponseMessage::Result);
-            if let Some(f) = message.and_then(|m| response_frame(h.stream, m)) {
-                let _ = conn.to_client.send(f);
-                return;
+            if let Some(message) = shape.answer(applied, rows, *skip).map(ResponseMessage::Result) {
+                // ScyllaDB's answer to a misrouted conditional write carries
+                // its tablet like any other (`execute_with_condition` in
+                // `cql3/statements/modification_statement.cc`).
+                let mut response = Response::new(message);
+                response.custom_payload.extend(tablet.as_ref().map(route_payload));
+                let mut buf = Vec::new();
+                if response.encode(ProtocolVersion::V4, h.stream, &mut buf).is_ok() {
+                    let _ = conn.to_client.send(Bytes::from(buf));
+                    return;
+                }
             }
         }
         // A misrouted write to a tablets table carries its tablet, as on
@@ -1048,7 +1072,7 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
             }
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Schema { cdc, table, tablets, vector, table_tablets }) => {
+        Some(Pending::Schema { cdc, table, tablets, vector, table_tablets, keyspace }) => {
             let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
                 // Cassandra answers Void to an ALTER that changes nothing it
@@ -1064,6 +1088,13 @@ fn on_response(conn: &Arc<Conn>, env: Envelope) {
                         return;
                     };
                     let target = SchemaChangeTarget::Table { keyspace, name };
+                    (SchemaChange { change: SchemaChangeType::Updated, target }, true)
+                }
+                // Likewise an ALTER KEYSPACE whose only change is Scylla's `tablets` map.
+                Ok(Response { message: ResponseMessage::Result(ResultMessage::Void), .. })
+                    if tablets.is_some() && keyspace.is_some() =>
+                {
+                    let target = SchemaChangeTarget::Keyspace { keyspace: keyspace.unwrap_or_default() };
                     (SchemaChange { change: SchemaChangeType::Updated, target }, true)
                 }
                 Ok(Response { message: ResponseMessage::Error(e), .. }) => {
@@ -1270,6 +1301,13 @@ fn learn_prepared(conn: &Conn, env: &Envelope, lwt: bool, text: &str, at: Resolu
         }
     }
     env.body.clone()
+}
+
+/// The `tablets-routing-v1` custom payload entry for `route`.
+fn route_payload(route: &TabletRoute) -> (String, Option<Bytes>) {
+    let mut value = Vec::new();
+    route.encode(&mut value);
+    (PAYLOAD_KEY.to_string(), Some(Bytes::from(value)))
 }
 
 /// A successful RESULT with the `tablets-routing-v1` payload added (any

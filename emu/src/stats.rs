@@ -3,13 +3,22 @@
 //! instrument read after the fact).
 //!
 //! Per node and shard: connections (open and ever accepted), and for every
-//! request whose partition key the front can compute — prepared EXECUTEs and
-//! prepared BATCH entries — a *hit* (the connection's shard owns the token)
-//! or a *miss*; requests whose key is unknown (unprepared statements, unknown
-//! prepared ids, statements without bound partition key) count as
-//! *unrouted*. Globally: requests, rewritten statements, local answers,
-//! protocol-version rejections, prepared statements learned, CDC logs
-//! created.
+//! prepared EXECUTE whose partition key the front can compute a *hit* (the
+//! connection's shard owns the token, or for a table with tablets, holds a
+//! replica of its tablet) or a *miss*; requests whose key is unknown
+//! (unprepared statements, unknown prepared ids, statements without bound
+//! partition key) count as *unrouted*. Globally: requests, rewritten
+//! statements, local answers, protocol-version rejections, prepared
+//! statements learned, CDC logs created.
+//!
+//! Entries of prepared BATCHes are judged the same way but counted apart
+//! (*batch hits* and *batch misses*, not in [`FrontStats::hit_rate`]):
+//! ScyllaDB never answers a BATCH with a tablet's routing payload (nothing
+//! in <https://github.com/scylladb/scylladb/blob/master/cql3/statements/batch_statement.cc>
+//! adds one), so on a tablets table a driver routes a batch only by what
+//! single statements taught it, and the Python driver not at all (its
+//! `BatchStatement` names no table). Mixing them in would measure the
+//! driver, not the front.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -22,6 +31,8 @@ pub(crate) struct ShardCounters {
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
     pub(crate) unrouted: AtomicU64,
+    pub(crate) batch_hits: AtomicU64,
+    pub(crate) batch_misses: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -70,6 +81,10 @@ pub struct ShardStats {
     pub misses: u64,
     /// Requests whose partition key the front could not compute.
     pub unrouted: u64,
+    /// Prepared BATCH entries that arrived on the owning shard.
+    pub batch_hits: u64,
+    /// Prepared BATCH entries that arrived on another shard.
+    pub batch_misses: u64,
 }
 
 /// One emulated node's counters.
@@ -139,7 +154,16 @@ impl FrontStats {
     pub fn unrouted(&self) -> u64 {
         self.sum(|s| s.unrouted)
     }
-    /// `hits / (hits + misses)`, 1.0 when nothing was routed.
+    /// Prepared BATCH entries on their owning shard, over all nodes and shards.
+    pub fn batch_hits(&self) -> u64 {
+        self.sum(|s| s.batch_hits)
+    }
+    /// Prepared BATCH entries on another shard, over all nodes and shards.
+    pub fn batch_misses(&self) -> u64 {
+        self.sum(|s| s.batch_misses)
+    }
+    /// `hits / (hits + misses)` of single-statement requests (BATCH entries
+    /// are not in it, see the module docs), 1.0 when nothing was routed.
     pub fn hit_rate(&self) -> f64 {
         let routed = self.hits() + self.misses();
         if routed == 0 {
@@ -158,7 +182,7 @@ impl fmt::Display for FrontStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "requests {}  rewritten {}  local {}  v5-rejections {}  prepared {}  cdc-logs {}  hit-rate {:.4}\n\
+            "requests {}  rewritten {}  local {}  v5-rejections {}  prepared {}  cdc-logs {}  hit-rate {:.4}  batch entries {} hits {} misses\n\
              cdc: writes logged {}  log rows {}  inexact list ops {}  refused {}  log-write failures {}  \
              LWT answers in Cassandra's shape {}",
             self.requests,
@@ -168,6 +192,8 @@ impl fmt::Display for FrontStats {
             self.prepared_learned,
             self.cdc_logs_created,
             self.hit_rate(),
+            self.batch_hits(),
+            self.batch_misses(),
             self.cdc_writes_logged,
             self.cdc_log_rows,
             self.cdc_inexact,
@@ -211,6 +237,8 @@ impl Counters {
                             hits: get(&s.hits),
                             misses: get(&s.misses),
                             unrouted: get(&s.unrouted),
+                            batch_hits: get(&s.batch_hits),
+                            batch_misses: get(&s.batch_misses),
                         })
                         .collect(),
                     regular_accepted: get(&n.regular_accepted),
@@ -237,6 +265,8 @@ impl Counters {
             s.hits.store(0, Ordering::Relaxed);
             s.misses.store(0, Ordering::Relaxed);
             s.unrouted.store(0, Ordering::Relaxed);
+            s.batch_hits.store(0, Ordering::Relaxed);
+            s.batch_misses.store(0, Ordering::Relaxed);
         }
     }
 }

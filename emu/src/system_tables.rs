@@ -432,6 +432,8 @@ pub(crate) fn front_stats_result(emu: &str, stats: &FrontStats) -> Result<Result
         spec("hits", ColumnType::BigInt),
         spec("misses", ColumnType::BigInt),
         spec("unrouted", ColumnType::BigInt),
+        spec("batch_hits", ColumnType::BigInt),
+        spec("batch_misses", ColumnType::BigInt),
     ];
     let mut owned: Vec<Vec<Bytes>> = Vec::new();
     for n in &stats.nodes {
@@ -444,6 +446,8 @@ pub(crate) fn front_stats_result(emu: &str, stats: &FrontStats) -> Result<Result
                 Bytes::copy_from_slice(&(s.hits as i64).to_be_bytes()),
                 Bytes::copy_from_slice(&(s.misses as i64).to_be_bytes()),
                 Bytes::copy_from_slice(&(s.unrouted as i64).to_be_bytes()),
+                Bytes::copy_from_slice(&(s.batch_hits as i64).to_be_bytes()),
+                Bytes::copy_from_slice(&(s.batch_misses as i64).to_be_bytes()),
             ]);
         }
     }
