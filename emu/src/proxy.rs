@@ -548,6 +548,17 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 });
                 return;
             }
+            if let Some(text) = crate::describe::cassandra_properties(q.query) {
+                // DESCRIBE's property words, replayed: sent on in Cassandra's.
+                let mut body = Vec::with_capacity(env.body.len() + 16);
+                body.put_i32(text.len() as i32);
+                body.put_slice(text.as_bytes());
+                body.put_slice(&env.body[4 + q.query.len()..]);
+                let header = EnvelopeHeader { length: body.len() as u32, ..h };
+                conn.shared.counters.requests.fetch_sub(1, Ordering::Relaxed);
+                inc(&conn.shared.counters.rewritten);
+                return on_request(conn, dec, Envelope { header, body: Bytes::from(body) });
+            }
             let rw = rewrite::rewrite(q.query, emu, false);
             if let Some(answer) = rw.local {
                 conn.local_answer(h.stream, answer);

@@ -23,6 +23,9 @@
 //! `FUNCTION`, `INDEX`, ...) go to Cassandra unchanged.
 
 pub(crate) mod print;
+mod replay;
+
+pub use replay::cassandra_properties;
 
 use std::collections::BTreeMap;
 
@@ -548,7 +551,8 @@ impl Ctx<'_> {
             && properties.caching.get("keys").is_some_and(|v| v == "NONE")
             && properties.caching.get("rows_per_partition").is_some_and(|v| v == "NONE");
         let cdc = if is_log { None } else { self.shared.registry.lock().ok().and_then(|r| r.options(ks, name)) };
-        let extras = ScyllaExtras { caching_disabled, tablets: BTreeMap::new(), cdc };
+        let tombstone_gc = !is_log && self.keyspace(ks).await.is_ok_and(|k| k.tablets.is_none());
+        let extras = ScyllaExtras { caching_disabled, tablets: BTreeMap::new(), cdc, tombstone_gc };
         Ok(Some(Table { keyspace: ks.to_string(), name: name.to_string(), id, columns, dropped, properties, extras }))
     }
 

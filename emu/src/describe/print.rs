@@ -78,7 +78,13 @@ pub(crate) struct ScyllaExtras {
     pub(crate) tablets: BTreeMap<String, String>,
     /// The table's `cdc` extension.
     pub(crate) cdc: Option<CdcOptions>,
+    /// The `tombstone_gc` extension ScyllaDB gives a new table.
+    pub(crate) tombstone_gc: bool,
 }
+
+/// The `tombstone_gc` ScyllaDB prints for a table created without one in a
+/// vnodes keyspace (ScyllaDB's DESCRIBE output of such tables).
+pub(crate) const DEFAULT_TOMBSTONE_GC: &str = "{'mode': 'timeout', 'propagation_delay_in_seconds': '3600'}";
 
 /// A table, everything DESCRIBE prints of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -413,6 +419,9 @@ impl Table {
         if let Some(cdc) = &self.extras.cdc {
             let map = cdc.to_map();
             lines.push(format!("cdc = {{{}}}", map_as_cql_param(map.iter().map(|(k, v)| (*k, v.as_str())))));
+        }
+        if self.extras.tombstone_gc {
+            lines.push(format!("tombstone_gc = {DEFAULT_TOMBSTONE_GC}"));
         }
         lines.join("\n    AND ")
     }

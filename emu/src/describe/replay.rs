@@ -1,0 +1,194 @@
+//! Replaying DESCRIBE's statements: the table properties ScyllaDB prints in
+//! its own words, turned into the words Cassandra takes.
+//!
+//! Replaying the rows of `DESC KEYSPACE` recreates a keyspace on ScyllaDB
+//! (test_describe.py `test_hide_cdc_table`, `test_desc_restore`). Two of
+//! the properties the front prints as ScyllaDB does are refused by
+//! Cassandra as written: `compression = {'sstable_compression': ...}`
+//! (Cassandra wants `class`) and the `'enabled'` key of `caching`, which a
+//! CDC log has (Cassandra knows only `keys` and `rows_per_partition`). In a
+//! `CREATE TABLE`/`ALTER TABLE` the front renames the first and takes out
+//! the second (`'enabled': 'false'` meaning no caching: keys and rows
+//! `NONE`). The `tombstone_gc` ScyllaDB gives every new table (which the
+//! front prints) is taken out when it has the default value, which is what
+//! Cassandra's tables behave as; any other value stays and Cassandra refuses
+//! it. Everything else in the statement stays as written.
+
+use super::print::DEFAULT_TOMBSTONE_GC;
+
+/// The statement with ScyllaDB's property words replaced, or `None` when
+/// there is nothing to replace (or it is not a table DDL).
+pub fn cassandra_properties(text: &str) -> Option<String> {
+    let mut words = text.split_whitespace().map(str::to_ascii_lowercase);
+    let (first, second) = (words.next()?, words.next()?);
+    if !(matches!(first.as_str(), "create" | "alter") && matches!(second.as_str(), "table" | "columnfamily")) {
+        return None;
+    }
+    let mut out = text.to_string();
+    let mut changed = false;
+    if let Some((start, end)) = map_after(&out, "compression") {
+        let entries = entries(&out[start + 1..end - 1])?;
+        if entries.iter().any(|(k, _)| k == "sstable_compression") {
+            let fixed: Vec<(String, String)> = entries
+                .into_iter()
+                .map(|(k, v)| if k == "sstable_compression" { ("class".into(), v) } else { (k, v) })
+                .collect();
+            out.replace_range(start..end, &render(&fixed));
+            changed = true;
+        }
+    }
+    if let Some((start, end)) = map_after(&out, "caching") {
+        let entries = entries(&out[start + 1..end - 1])?;
+        if let Some((_, enabled)) = entries.iter().find(|(k, _)| k == "enabled") {
+            let off = enabled.eq_ignore_ascii_case("false");
+            let fixed: Vec<(String, String)> = entries
+                .iter()
+                .filter(|(k, _)| k != "enabled")
+                .map(|(k, v)| (k.clone(), if off { "NONE".to_string() } else { v.clone() }))
+                .collect();
+            out.replace_range(start..end, &render(&fixed));
+            changed = true;
+        }
+    }
+    if let Some((start, end)) = map_after(&out, "tombstone_gc") {
+        let default = entries(&DEFAULT_TOMBSTONE_GC[1..DEFAULT_TOMBSTONE_GC.len() - 1])?;
+        let name = out[..start].to_ascii_lowercase().rfind("tombstone_gc")?;
+        let before = out[..name].trim_end();
+        if entries(&out[start + 1..end - 1])? == default && before.to_ascii_lowercase().ends_with("and") {
+            let cut = before.len() - 3;
+            let cut = out[..cut].trim_end().len();
+            out.replace_range(cut..end, "");
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// The byte range of the `{...}` map given to property `name` (`name = {`),
+/// outside string literals.
+fn map_after(text: &str, name: &str) -> Option<(usize, usize)> {
+    let lower = text.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    let mut i = 0;
+    let mut in_string = false;
+    while i < b.len() {
+        if b[i] == b'\'' {
+            in_string = !in_string;
+            i += 1;
+            continue;
+        }
+        let boundary = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if !in_string && boundary && lower[i..].starts_with(name) {
+            let mut j = i + name.len();
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if j < b.len() && b[j] == b'=' {
+                j += 1;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if j < b.len() && b[j] == b'{' {
+                    let mut k = j + 1;
+                    let mut quoted = false;
+                    while k < b.len() {
+                        match b[k] {
+                            b'\'' => quoted = !quoted,
+                            b'}' if !quoted => return Some((j, k + 1)),
+                            _ => {}
+                        }
+                        k += 1;
+                    }
+                    return None;
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The entries of a map literal's inside: `'k': 'v'` or `'k': v`.
+fn entries(inner: &str) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut items = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in inner.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                cur.push(c);
+            }
+            ',' if !quoted => items.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    if !cur.trim().is_empty() {
+        items.push(cur);
+    }
+    let unquote = |s: &str| {
+        let s = s.trim();
+        match s.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
+            Some(inner) => inner.replace("''", "'"),
+            None => s.to_string(),
+        }
+    };
+    for item in items {
+        let (k, v) = split_colon(&item)?;
+        out.push((unquote(k), unquote(v)));
+    }
+    Some(out)
+}
+
+fn split_colon(item: &str) -> Option<(&str, &str)> {
+    let mut quoted = false;
+    for (i, c) in item.char_indices() {
+        match c {
+            '\'' => quoted = !quoted,
+            ':' if !quoted => return Some((&item[..i], &item[i + 1..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn render(entries: &[(String, String)]) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let inner: Vec<String> = entries.iter().map(|(k, v)| format!("{}: {}", quote(k), quote(v))).collect();
+    format!("{{{}}}", inner.join(", "))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scylla_words_become_cassandra_words() {
+        let alter = "ALTER TABLE ks.t_scylla_cdc_log WITH bloom_filter_fp_chance = 0.01\n    AND caching = {'enabled': 'false', 'keys': 'NONE', 'rows_per_partition': 'NONE'}\n    AND comment = 'caching = {''enabled'': 1}'\n    AND compression = {'sstable_compression': 'org.apache.cassandra.io.compress.LZ4Compressor'};\n";
+        let fixed = cassandra_properties(alter).unwrap();
+        assert!(fixed.contains("caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}"), "{fixed}");
+        assert!(fixed.contains("compression = {'class': 'org.apache.cassandra.io.compress.LZ4Compressor'}"), "{fixed}");
+        assert!(fixed.contains("comment = 'caching = {''enabled'': 1}'"), "{fixed}");
+        let off = cassandra_properties("CREATE TABLE t (p int PRIMARY KEY) WITH caching = {'enabled': 'false', 'keys': 'ALL', 'rows_per_partition': 'ALL'}").unwrap();
+        assert!(off.ends_with("caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}"), "{off}");
+        let gc = cassandra_properties(
+            "CREATE TABLE t (p int PRIMARY KEY) WITH comment = ''\n    AND tombstone_gc = {'mode': 'timeout', 'propagation_delay_in_seconds': '3600'};\n",
+        )
+        .unwrap();
+        assert_eq!(gc, "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '';\n");
+        let kept = "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '' AND tombstone_gc = {'mode': 'immediate'}";
+        assert_eq!(cassandra_properties(kept), None);
+    }
+
+    #[test]
+    fn other_statements_stay() {
+        assert_eq!(
+            cassandra_properties("CREATE TABLE t (p int PRIMARY KEY) WITH compression = {'class': 'LZ4Compressor'}"),
+            None
+        );
+        assert_eq!(cassandra_properties("SELECT caching FROM system_schema.tables"), None);
+        assert_eq!(cassandra_properties("INSERT INTO t (p, v) VALUES (1, 'caching = {''enabled'': 1}')"), None);
+    }
+}
