@@ -11,6 +11,7 @@ mod cdc_guard;
 mod cdc_log;
 mod cdc_replay;
 mod cdc_scylla_workload;
+mod describe;
 mod lwt;
 mod python;
 mod scylla_cdc;
