@@ -454,3 +454,94 @@ async fn min_tablet_count_on_a_log_table_changes_nothing() {
     assert_eq!(front.tablets(&ks, "logged").expect("tablets").tablets().len(), before);
     assert_eq!(front.tablet_streams(&ks, "logged").expect("stream sets").sets().len(), 1, "no new stream set");
 }
+
+/// Issue 40: through the front, the official driver reaches the owning shard
+/// of a tablets table (8 tablets, 4 shards) for at least 99.9% of its routed
+/// requests once warmed up, for prepared writes, single-partition reads and
+/// conditional writes alike. What is measured: the front's hits and misses
+/// over [`ROUTED`] requests of each kind on fresh keys, after a warm-up of 200
+/// keys per statement in which the driver misses each tablet once and learns
+/// it from the answer's `tablets-routing-v1` payload. The conditional writes
+/// go to a table of their own, so they can only learn from the answers to
+/// conditional writes (ScyllaDB attaches the payload to those too). BATCH
+/// entries are counted apart, never as hits or misses: ScyllaDB sends no
+/// payload for a BATCH, so how a driver routes one says nothing of the front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_driver_routes_writes_reads_and_lwt_to_the_tablet_shard() {
+    let front = support::start_front(FrontConfig {
+        shards: 4,
+        emu_keyspace: testkit::fresh_keyspace("emu_tablets_hits"),
+        ..FrontConfig::default()
+    });
+    let session = Arc::new(session(&front).await);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while front.stats().nodes[0].shards.iter().any(|s| s.connections_open == 0) {
+        assert!(Instant::now() < deadline, "one connection per shard");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ks = tablets_keyspace(&session, "emu_tablets_hits").await;
+    session.query_unpaged(format!("CREATE TABLE {ks}.cas (pk bigint PRIMARY KEY, v text)"), &[]).await.expect("table");
+    assert_eq!(front.tablets(&ks, "kv").expect("tablets").tablets().len(), 8);
+    assert_eq!(front.tablets(&ks, "cas").expect("tablets").tablets().len(), 8);
+    let statements = Arc::new([
+        session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare"),
+        session.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?")).await.expect("prepare"),
+        session.prepare(format!("INSERT INTO {ks}.cas (pk, v) VALUES (?, ?) IF NOT EXISTS")).await.expect("prepare"),
+    ]);
+    async fn run(
+        session: &scylla::client::session::Session,
+        s: &[scylla::statement::prepared::PreparedStatement; 3],
+        pk: i64,
+    ) {
+        session.execute_unpaged(&s[0], (pk, "v")).await.expect("insert");
+        session.execute_unpaged(&s[1], (pk,)).await.expect("select");
+        session.execute_unpaged(&s[2], (pk, "v")).await.expect("conditional insert");
+    }
+
+    front.reset_routing_stats();
+    for pk in 0..200 {
+        run(&session, &statements, pk).await;
+    }
+    let learning = front.stats();
+    front.reset_routing_stats();
+    let mut tasks = tokio::task::JoinSet::new();
+    for chunk in 0..8i64 {
+        let (session, statements) = (session.clone(), statements.clone());
+        tasks.spawn(async move {
+            for pk in (1000 + chunk..1000 + ROUTED).step_by(8) {
+                run(&session, &statements, pk).await;
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("task");
+    }
+    let stats = front.stats();
+
+    front.reset_routing_stats();
+    for pk in 0..400i64 {
+        let mut batch = scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
+        batch.append_statement(statements[0].clone());
+        session.batch(&batch, ((pk, "batched"),)).await.expect("batch");
+    }
+    let batches = front.stats();
+    println!(
+        "official driver, 8 tablets on 4 shards: {} misses in {} requests while learning; then {} hits, {} misses \
+         ({:.4}) over writes, reads and conditional writes; batch entries {} hits, {} misses",
+        learning.misses(),
+        learning.hits() + learning.misses(),
+        stats.hits(),
+        stats.misses(),
+        stats.hit_rate(),
+        batches.batch_hits(),
+        batches.batch_misses()
+    );
+    assert!(learning.misses() > 0, "the driver had to learn the tablets");
+    assert!(stats.hits() + stats.misses() >= 3 * ROUTED as u64, "every request routed:\n{stats}");
+    assert!(stats.hit_rate() >= 0.999, "hit rate {:.4} after warm-up:\n{stats}", stats.hit_rate());
+    assert_eq!(batches.hits() + batches.misses(), 0, "batch entries are not counted as single statements");
+    assert_eq!(batches.batch_hits() + batches.batch_misses(), 400, "every batch entry judged:\n{batches}");
+}
+
+/// Requests of each kind measured after warm-up.
+const ROUTED: i64 = 2000;
