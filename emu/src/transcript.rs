@@ -30,7 +30,10 @@
 //! as `127.0.0.1`, as ScyllaDB's runner does. Values that change from run
 //! to run (`cdc$time`, `cdc$stream_id`, write times) must not be selected:
 //! transcripts select the deterministic columns (operation, batch sequence
-//! number, TTL, values), as ScyllaDB's own CDC transcripts do.
+//! number, TTL, values), as ScyllaDB's own CDC transcripts do. A text
+//! cell holding several lines (a DESCRIBE statement) prints on one line
+//! with its whitespace collapsed, the form ScyllaDB's test_describe.py
+//! compares statements in (the exact layout is checked by the Rust tests).
 
 use std::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -107,7 +110,7 @@ pub async fn run(front: SocketAddr, script: &str) -> Result<String, EmuError> {
                     out.push('\n');
                 }
                 let answer = execute(&mut conn, &lines.concat()).await?;
-                out.push_str(&render_answer(answer.message));
+                out.push_str(&render_answer(answer.message, &keyspace));
                 out.push('\n');
             }
         }
@@ -177,7 +180,7 @@ pub fn render_error(code: i32, message: &str) -> String {
     }
 }
 
-fn render_answer(message: ResponseMessage) -> String {
+fn render_answer(message: ResponseMessage, keyspace: &str) -> String {
     match message {
         ResponseMessage::Error(e) => match e.code {
             // The driver's AlreadyExists wording.
@@ -194,7 +197,9 @@ fn render_answer(message: ResponseMessage) -> String {
                 Ok(typed) => {
                     for row in typed {
                         match row {
-                            Ok(r) => cells.push(r.into_columns().iter().map(|v| Cell::of(v.as_ref())).collect()),
+                            Ok(r) => {
+                                cells.push(r.into_columns().iter().map(|v| Cell::of(v.as_ref(), keyspace)).collect())
+                            }
                             Err(e) => return format!("<cannot decode a row: {e}>"),
                         }
                     }
@@ -230,11 +235,17 @@ struct Cell {
 }
 
 impl Cell {
-    fn of(v: Option<&CqlValue>) -> Cell {
+    /// The cell of `v`, the script's keyspace named `ks` before the
+    /// column widths are taken.
+    fn of(v: Option<&CqlValue>, keyspace: &str) -> Cell {
         let text = match v {
             None => "null".to_string(),
             Some(v) => python_str(v),
         };
+        // A multi-line text (a DESCRIBE statement) on one line, whitespace
+        // collapsed, as test_describe.py compares statements.
+        let text = if text.contains('\n') { text.split_whitespace().collect::<Vec<_>>().join(" ") } else { text };
+        let text = if keyspace.is_empty() { text } else { text.replace(keyspace, "ks") };
         let int = v.is_some() && looks_int(&text);
         Cell { empty: text.is_empty(), text, int }
     }

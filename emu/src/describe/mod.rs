@@ -21,6 +21,20 @@
 //! functions, aggregates, indexes and views keep Cassandra's texts (taken
 //! from its own DESCRIBE of the keyspace). Other forms (`CLUSTER`, `TYPE`,
 //! `FUNCTION`, `INDEX`, ...) go to Cassandra unchanged.
+//!
+//! Deviations, all because Cassandra keeps no record of them: a property
+//! left at Cassandra's default prints Cassandra's value (caching `keys ALL,
+//! rows_per_partition NONE` where ScyllaDB's default is `ALL`/`ALL`); a log
+//! shows `'enabled': 'false'` in its caching while its caching is keys and
+//! rows `NONE`, even when set so explicitly; compaction options equal to
+//! Cassandra's own additions (`max_threshold` 32, `min_threshold` 4) and
+//! `chunk_length_in_kb` 16 are left out even when given; `tombstone_gc`
+//! prints ScyllaDB's vnodes default for every base table of a vnodes
+//! keyspace and nothing in tablets keyspaces; dropped columns (`WITH
+//! INTERNALS`) are listed by drop time, then name (ScyllaDB iterates an
+//! unordered map and no upstream test pins an order); per-table tablet
+//! options are not printed yet; listings show Cassandra's system keyspaces
+//! and tables, not ScyllaDB's.
 
 pub(crate) mod print;
 mod replay;
