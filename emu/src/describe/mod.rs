@@ -32,8 +32,7 @@
 //! prints ScyllaDB's vnodes default for every base table of a vnodes
 //! keyspace and nothing in tablets keyspaces; dropped columns (`WITH
 //! INTERNALS`) are listed by drop time, then name (ScyllaDB iterates an
-//! unordered map and no upstream test pins an order); per-table tablet
-//! options are not printed yet; listings show Cassandra's system keyspaces
+//! unordered map and no upstream test pins an order); listings show Cassandra's system keyspaces
 //! and tables, not ScyllaDB's.
 
 pub(crate) mod print;
@@ -566,7 +565,18 @@ impl Ctx<'_> {
             && properties.caching.get("rows_per_partition").is_some_and(|v| v == "NONE");
         let cdc = if is_log { None } else { self.shared.registry.lock().ok().and_then(|r| r.options(ks, name)) };
         let tombstone_gc = !is_log && self.keyspace(ks).await.is_ok_and(|k| k.tablets.is_none());
-        let extras = ScyllaExtras { caching_disabled, tablets: BTreeMap::new(), cdc, tombstone_gc };
+        let extras = ScyllaExtras {
+            caching_disabled,
+            tablets: self
+                .shared
+                .tablet_options
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&(ks.to_string(), name.to_string())).map(|o| o.to_map()))
+                .unwrap_or_default(),
+            cdc,
+            tombstone_gc,
+        };
         Ok(Some(Table { keyspace: ks.to_string(), name: name.to_string(), id, columns, dropped, properties, extras }))
     }
 
