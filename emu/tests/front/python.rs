@@ -1,7 +1,8 @@
 //! The Python `scylla-driver` (installed by `.ci/run`, or here with pip when
 //! missing) through the front: it negotiates the protocol version down to
 //! v4, sees a sharded Scylla node, and runs queries, including Scylla-only
-//! syntax and a CDC table. Without pip the test fails and says how to get
+//! syntax and a CDC table; ScyllaDB's own `is_scylla` check (its test
+//! suite's) answers true. Without pip the test fails and says how to get
 //! it: it is never skipped.
 
 use std::process::Command;
@@ -23,6 +24,18 @@ host = cluster.metadata.all_hosts()[0]
 info = getattr(host, 'sharding_info', None)
 print('sharding', info and (info.shards_count, info.sharding_ignore_msb, info.shard_aware_port))
 assert info is not None and info.shards_count == 8, 'no sharding info'
+# ScyllaDB's own test suite's check (is_scylla in test/cqlpy/util.py): a
+# table of keyspace 'system' whose name contains 'scylla'.
+def is_scylla(session):
+    names = [r.table_name for r in session.execute("SELECT * FROM system_schema.tables WHERE keyspace_name = 'system'")]
+    return any('scylla' in name for name in names)
+assert is_scylla(session), 'is_scylla is false'
+from cassandra.query import SimpleStatement
+paged = [r.table_name for r in session.execute(SimpleStatement(
+    "SELECT * FROM system_schema.tables WHERE keyspace_name = 'system'", fetch_size=3))]
+assert paged == sorted(paged) and paged.count('scylla_local') == 1, paged
+assert list(session.execute("SELECT value FROM system.config WHERE name = 'consistent_cluster_management'")) == []
+print('is_scylla True')
 row = session.execute("SELECT release_version FROM system.local BYPASS CACHE").one()
 print('release', row.release_version)
 session.execute("CREATE KEYSPACE %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}" % ks)
@@ -78,6 +91,7 @@ fn python_scylla_driver_through_the_front() {
     println!("{stdout}\n{stderr}\n{}", front.stats());
     assert!(out.status.success(), "python exited with {}:\n{stdout}\n{stderr}", out.status);
     assert!(stdout.contains("ok 200 rows"));
+    assert!(stdout.contains("is_scylla True"), "ScyllaDB's is_scylla through the Python driver");
     let stats = front.stats();
     assert!(stats.hit_rate() >= 0.95, "python driver's prepared inserts hit rate {:.3}\n{stats}", stats.hit_rate());
 }

@@ -204,3 +204,55 @@ async fn miss_delay_slows_only_misses() {
     assert!(miss >= Duration::from_millis(20), "a miss waits the configured delay");
     assert!(miss > hit);
 }
+
+/// The official driver sees ScyllaDB by the test of ScyllaDB's own suite
+/// (`is_scylla` in `test/cqlpy/util.py`: a `system` table whose name
+/// contains `scylla`), read in pages of three rows as drivers page: every
+/// one of Scylla's tables the front lists comes exactly once, in clustering
+/// order, and `system.config` answers (no rows) instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_driver_sees_scylla_system_tables() {
+    use futures::TryStreamExt;
+    use scylla::statement::unprepared::Statement;
+
+    let front = start_front();
+    let session = session(&front).await;
+    let mut statement =
+        Statement::new("SELECT keyspace_name, table_name FROM system_schema.tables WHERE keyspace_name = 'system'");
+    statement.set_page_size(3);
+    let names: Vec<String> = session
+        .query_iter(statement, &[])
+        .await
+        .expect("query")
+        .rows_stream::<(String, String)>()
+        .expect("typed rows")
+        .map_ok(|(_, name)| name)
+        .try_collect()
+        .await
+        .expect("pages");
+    // The query itself, every column decoded by the driver.
+    let all = session
+        .query_unpaged("SELECT * FROM system_schema.tables WHERE keyspace_name = 'system'", &[])
+        .await
+        .expect("select *")
+        .into_rows_result()
+        .expect("rows");
+    let rows: Vec<scylla::value::Row> =
+        all.rows::<scylla::value::Row>().expect("rows").map(|r| r.expect("row")).collect();
+    assert_eq!(rows.len(), names.len(), "paged and unpaged reads agree");
+    println!("system tables: {names:?}");
+    assert!(names.iter().any(|n| n.contains("scylla")), "is_scylla: {names:?}");
+    for scylla in ["scylla_local", "scylla_table_schema_history", "scylla_views_builds_in_progress"] {
+        assert_eq!(names.iter().filter(|n| *n == scylla).count(), 1, "{scylla} once in {names:?}");
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "clustering order");
+    let config = session
+        .query_unpaged("SELECT value FROM system.config WHERE name = 'consistent_cluster_management'", &[])
+        .await
+        .expect("system.config")
+        .into_rows_result()
+        .expect("rows");
+    assert_eq!(config.rows_num(), 0);
+}
