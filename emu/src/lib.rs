@@ -37,6 +37,13 @@
 //!   the log rows Scylla would write for it.
 //! - **Syntax** ([`rewrite`]): `BYPASS CACHE` and `USING TIMEOUT` are accepted
 //!   and stripped.
+//! - **Identity** (`identity`): reads of `system_schema.tables` list some of
+//!   Scylla's own `system` tables (`scylla_local`, ...), so ScyllaDB's
+//!   `is_scylla` check answers true; `system.config` answers with no rows.
+//! - **Tablets DDL** (`tablets_ddl`, [`tablet_options`]): `ALTER KEYSPACE`
+//!   keeps the vnodes/tablets flavour (Scylla's refusal otherwise) and
+//!   records a new `initial`; per-table `tablets = {...}` hints are checked
+//!   in Scylla's words and size the table's tablets.
 //!
 //! With several Cassandra nodes there is one front per node
 //! ([`Front::start_cluster`]), each on its node's address and all on the same
@@ -51,7 +58,11 @@
 //! is reported and used for shard accounting only); node-level routing is
 //! not counted, only shards; `scylla_tables` has rows only for tables created
 //! through a front; result metadata of rewritten statements names the
-//! front's keyspace instead of `system_distributed`.
+//! front's keyspace instead of `system_distributed`; Scylla's `system`
+//! tables appear in unprepared reads of `system_schema.tables` only (not in
+//! prepared ones, nor with columns in `system_schema.columns`); per-table
+//! tablet hints live in the front's memory (a restarted front forgets
+//! them) and `min_per_shard_tablet_count` does not change tablet counts.
 //!
 //! The `shardwise-emu` binary runs a front in front of an already-running
 //! Cassandra; `cargo xtask emu` starts a Cassandra (through `testkit`) and a

@@ -545,3 +545,54 @@ async fn the_official_driver_routes_writes_reads_and_lwt_to_the_tablet_shard() {
 
 /// Requests of each kind measured after warm-up.
 const ROUTED: i64 = 2000;
+
+/// A table created with tablet hints is born with the count they call for
+/// (at least `min_tablet_count` rounded up to a power of two, at most
+/// `max_tablet_count` rounded down; resize sequence number 0, no resize),
+/// the hints are kept as DESCRIBE prints them, and an `ALTER KEYSPACE` of
+/// `initial` sizes the tables created afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tablet_hints_at_creation_and_a_new_initial() {
+    let front = front();
+    let session = session(&front).await;
+    let ks = tablets_keyspace(&session, "emu_tablets_hints").await;
+    session
+        .query_unpaged(
+            format!(
+                "CREATE TABLE {ks}.hinted (pk bigint PRIMARY KEY) WITH tablets = \
+                 {{'min_tablet_count': 20, 'max_tablet_count': 100, 'min_per_shard_tablet_count': 0.5}}"
+            ),
+            &[],
+        )
+        .await
+        .expect("create");
+    let map = front.tablets(&ks, "hinted").expect("tablets");
+    assert_eq!(map.tablets().len(), 32);
+    let (rows, statics) = system_tablets(&session, &ks, "hinted").await;
+    assert_eq!(rows, expected_rows(&front, &map));
+    assert_eq!((statics.2, statics.3), (32, 0), "born with 32 tablets, never resized");
+    let hints: Vec<(String, String)> = front.table_tablet_options(&ks, "hinted").expect("hints").into_iter().collect();
+    assert_eq!(
+        hints,
+        [("max_tablet_count", "100"), ("min_per_shard_tablet_count", "0.5"), ("min_tablet_count", "20")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .to_vec()
+    );
+    assert_eq!(front.keyspace_tablets(&ks), Some(8));
+    session
+        .query_unpaged(
+            format!(
+                "ALTER KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}} \
+                 AND tablets = {{'initial': 2}}"
+            ),
+            &[],
+        )
+        .await
+        .expect("alter keyspace");
+    assert_eq!(front.keyspace_tablets(&ks), Some(2));
+    session.query_unpaged(format!("CREATE TABLE {ks}.later (pk bigint PRIMARY KEY)"), &[]).await.expect("table");
+    assert_eq!(front.tablets(&ks, "later").expect("tablets").tablets().len(), 2, "the new initial");
+    assert_eq!(front.tablets(&ks, "kv").expect("tablets").tablets().len(), 8, "older tables keep theirs");
+    session.query_unpaged(format!("DROP TABLE {ks}.hinted"), &[]).await.expect("drop");
+    assert_eq!(front.table_tablet_options(&ks, "hinted"), None, "forgotten with the table");
+}
