@@ -41,6 +41,10 @@ pub struct ReadingArgs {
     /// that readers sharing a table hold.
     #[arg(long, default_value_t = 64)]
     pub streams_per_query: usize,
+    /// The most windows a worker may keep requested at once; each worker
+    /// finds how many pay below that (default 64).
+    #[arg(long, default_value_t = 64)]
+    pub max_windows_in_flight: usize,
     /// Print the reader's informational and debug lines on stderr as well
     /// as its warnings, once it runs.
     #[arg(long)]
@@ -102,6 +106,9 @@ impl ReadingArgs {
         if !(1..=64).contains(&self.streams_per_query) {
             return Err(format!("--streams-per-query {}: from 1 to 64", self.streams_per_query));
         }
+        if self.max_windows_in_flight == 0 {
+            return Err("--max-windows-in-flight 0: a worker needs at least one window in flight".into());
+        }
         let start = match self.start_unix_ms {
             Some(ms) => unix_ms("start-unix-ms", ms)?,
             None => SystemTime::now()
@@ -130,7 +137,8 @@ impl ReadingArgs {
             .safety_interval(s.safety)
             .sleep_interval(s.sleep)
             .consistency(s.consistency)
-            .streams_per_query(self.streams_per_query);
+            .streams_per_query(self.streams_per_query)
+            .max_windows_in_flight(self.max_windows_in_flight);
         if let Some(end) = s.end {
             builder = builder.end(end);
         }

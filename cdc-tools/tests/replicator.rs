@@ -307,9 +307,10 @@ async fn login(addr: SocketAddr) -> Session {
 #[test]
 fn bad_flag_values_get_one_clear_line_before_connecting() {
     let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").to_string();
-    let cases: [(&[&str], &str); 15] = [
+    let cases: [(&[&str], &str); 16] = [
         (&["--workers", "0"], "--workers 0: a reader needs at least one worker"),
         (&["--streams-per-query", "65"], "--streams-per-query 65: from 1 to 64"),
+        (&["--max-windows-in-flight", "0"], "--max-windows-in-flight 0: a worker needs at least one window in flight"),
         (&["--progress=-1"], "--progress -1: not a number of seconds"),
         (&["--tls-ca", "/nonexistent/ca.pem"], "cannot read the TLS CA file /nonexistent/ca.pem"),
         (&["--connection-heartbeat", "inf"], "--connection-heartbeat inf: not a positive number of seconds"),

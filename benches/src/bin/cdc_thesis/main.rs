@@ -173,10 +173,14 @@ struct ReaderOpts {
     /// Page size of log queries (both libraries).
     #[arg(long, default_value_t = 5000)]
     page_size: i32,
-    /// Windows a shardwise-cdc worker keeps in flight (default: the
-    /// library's).
+    /// Windows a shardwise-cdc worker keeps in flight, a fixed count
+    /// (default: the count each worker finds itself).
     #[arg(long)]
     windows_in_flight: Option<usize>,
+    /// The most windows a shardwise-cdc worker may find worth keeping in
+    /// flight (default: the library's).
+    #[arg(long, conflicts_with = "windows_in_flight")]
+    max_windows_in_flight: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -673,6 +677,9 @@ async fn read_shardwise(
     if let Some(n) = a.opts.windows_in_flight {
         builder = builder.windows_in_flight(n);
     }
+    if let Some(n) = a.opts.max_windows_in_flight {
+        builder = builder.max_windows_in_flight(n);
+    }
     let factory = {
         let tally = tally.clone();
         move |_: &GroupInfo| -> Box<dyn Consumer> {
@@ -844,6 +851,9 @@ fn child(a: &CompareArgs, cores: Option<usize>, window: u64, library: Library) -
     }
     if let Some(n) = a.opts.windows_in_flight {
         args.extend(["--windows-in-flight".into(), n.to_string()]);
+    }
+    if let Some(n) = a.opts.max_windows_in_flight {
+        args.extend(["--max-windows-in-flight".into(), n.to_string()]);
     }
     let mut cmd = match cores {
         Some(n) => {
