@@ -148,17 +148,61 @@ fn run_tests(cmd: &mut Command) -> Result<(), String> {
     use std::io::{BufRead, BufReader, Write};
     let mut child = cmd.stdout(Stdio::piped()).spawn().map_err(|e| format!("could not run: {e}"))?;
     let mut failures = Failures::default();
+    let mut timings = Timings::default();
     if let Some(out) = child.stdout.take() {
         let stdout = std::io::stdout();
         for line in BufReader::new(out).lines().map_while(Result::ok) {
             let _ = writeln!(stdout.lock(), "{line}");
             failures.see(&line);
+            timings.see(&line);
         }
     }
+    timings.print_slowest(10);
     match child.wait() {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(std::iter::once(format!("exited with {s}")).chain(failures.lines).collect::<Vec<_>>().join("\n")),
         Err(e) => Err(format!("could not wait: {e}")),
+    }
+}
+
+/// How long each test binary took, from libtest's `test result: ...
+/// finished in N s` lines, each named by its first test (cargo names the
+/// binary on stderr, which is not read here): where the suite's time goes.
+#[derive(Default)]
+struct Timings {
+    first: Option<String>,
+    binaries: Vec<(f64, String)>,
+}
+
+impl Timings {
+    fn see(&mut self, line: &str) {
+        if line.starts_with("running ") {
+            self.first = None;
+        } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.split(" ... ").next()) {
+            if self.first.is_none() && !line.starts_with("test result:") {
+                self.first = Some(name.to_string());
+            }
+        }
+        if let Some(seconds) = line
+            .strip_prefix("test result:")
+            .and_then(|l| l.rsplit("finished in ").next())
+            .and_then(|t| t.trim().strip_suffix('s'))
+            .and_then(|t| t.parse::<f64>().ok())
+        {
+            let name = self.first.take().unwrap_or_else(|| "(no tests)".into());
+            self.binaries.push((seconds, name));
+        }
+    }
+
+    fn print_slowest(&self, n: usize) {
+        let mut slowest = self.binaries.clone();
+        slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+        if slowest.first().is_some_and(|s| s.0 >= 1.0) {
+            eprintln!("\nxtask test: the slowest test binaries (named by their first test):");
+            for (seconds, name) in slowest.iter().take(n).filter(|s| s.0 >= 1.0) {
+                eprintln!("  {seconds:>8.1} s  {name}");
+            }
+        }
     }
 }
 
@@ -542,6 +586,16 @@ mod tests {
                 "  thread 'fault::tests::stops' panicked at testkit/src/fault.rs:9:5: stopped in 3s"
             ]
         );
+    }
+
+    #[test]
+    fn test_binaries_are_timed_and_named_by_their_first_test() {
+        let out = "running 2 tests\ntest cdc::a ... ok\ntest cdc::b ... ok\n\n\
+                   test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 41.50s\n\
+                   running 0 tests\n\ntest result: ok. 0 passed; 0 failed; finished in 0.00s\n";
+        let mut t = Timings::default();
+        out.lines().for_each(|l| t.see(l));
+        assert_eq!(t.binaries, [(41.5, "cdc::a".to_string()), (0.0, "(no tests)".to_string())]);
     }
 
     #[test]
