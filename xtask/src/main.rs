@@ -15,6 +15,8 @@
 //! * `cargo xtask fuzz [--minutes N | --runs N] [target]` — long fuzz runs:
 //!   every target (or one) in turn for N minutes or N executions on its
 //!   seeds, executions per target.
+//! * `cargo xtask imports [CRATE_DIR...]` — the import circles among a crate's
+//!   files (see `imports.rs`); fails when a named crate has one.
 //!
 //! Arguments are parsed by hand; tasks use `std::process::Command`.
 
@@ -23,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 mod bench;
 mod fuzz;
+mod imports;
 mod paths;
 mod test;
 
@@ -80,6 +83,7 @@ tasks:
     --rounds N           rounds per comparison (default 3)
   test [options]       the whole suite against a Cassandra it starts itself:
                        0. the house: no reference to a path outside the repository,
+                          no import circle in the driver (cargo xtask imports driver),
                           cargo fmt --check, cargo clippy --workspace --all-targets -D warnings,
                           RUSTDOCFLAGS=-D warnings cargo doc --no-deps --workspace,
                           cargo package --no-verify of the publishable crates
@@ -122,7 +126,15 @@ tasks:
                        schedule of seed S (default from the clock), then a checker that reports
                        per write delivered or not and how often; `test` runs the tablets one
                        for 30 s (three nodes do not run reliably on a 2-core machine)
-  house                only step 0 of `test`: the outside-path check, fmt, clippy, doc and cargo package
+  house                only step 0 of `test`: the outside-path check, the driver's import circles,
+                       fmt, clippy, doc and cargo package
+  imports [CRATE_DIR...]
+                       the import circles among a crate's files (e.g. `imports driver emu`; every
+                       crate of the workspace when none is named): its module tree from src/lib.rs,
+                       each `use` and `crate::`/`super::`/`self::` path followed through re-exports
+                       to the file that defines the item; a file and its own submodules are one
+                       subtree, not an import. Prints each circle with one cycle through it (file,
+                       line, path per step); the exit code is non-zero if a named crate has one
   help                 this text
 ";
 
@@ -133,6 +145,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("house") => test::run_house(),
+        Some("imports") => imports::run(&args[1..]),
         Some("nemesis") => nemesis(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("emu") => emu(&args[1..]),
