@@ -22,6 +22,10 @@
 //! consistency of the write, so that it sees every earlier conditional write
 //! (the read and the write are two Paxos rounds, not one: a write landing
 //! between them shows in Cassandra's `[applied]` but not in the row).
+//!
+//! Submodules: `emulate` (Scylla's LWT dialect run over Cassandra),
+//! `prepared` (PREPARE of that dialect, answered by the front) and `md5`
+//! (the digest of ScyllaDB's prepared ids).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -41,6 +45,8 @@ use crate::cdclog::synth::{raw_rows, Item, OwnedValue};
 use crate::front::Shared;
 
 mod emulate;
+mod md5;
+pub(crate) mod prepared;
 
 /// The columns of a conditional write's answer.
 #[derive(Debug, Clone)]

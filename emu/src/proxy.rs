@@ -660,6 +660,12 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
                 return;
             }
             let text = rw.text.clone().unwrap_or_else(|| p.query.to_string());
+            // Scylla's LWT dialect that Cassandra refuses to prepare.
+            if let Dml::Parsed(statement) = classify(&text) {
+                if crate::lwt::prepared::candidate(&statement) {
+                    return prepare_lwt_dialect(conn, h, &env.body, statement, p.query, rw.lwt, text);
+                }
+            }
             conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt, text, at: conn.resolution(None) });
             match rw.text {
                 Some(text) => {
@@ -716,6 +722,63 @@ fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
         Ok(AnyRequest::Batch(b)) => on_batch(conn, &h, &env.body, b),
         _ => conn.forward(&h, &env.body),
     }
+}
+
+/// A PREPARE of Scylla's LWT dialect ([`crate::lwt::prepared`]): answered
+/// by the front with the id ScyllaDB would give it, or sent on (rewritten
+/// when `text` differs from the client's) when Cassandra can prepare it.
+fn prepare_lwt_dialect(
+    conn: &Arc<Conn>,
+    h: EnvelopeHeader,
+    body: &Bytes,
+    statement: Arc<Statement>,
+    original: &str,
+    lwt: bool,
+    text: String,
+) {
+    let at = conn.resolution(None);
+    let id = crate::lwt::prepared::statement_id(conn.current_keyspace().as_deref(), original);
+    let body = if text == original {
+        body.clone()
+    } else {
+        let mut b = Vec::with_capacity(4 + text.len());
+        b.put_i32(text.len() as i32);
+        b.put_slice(text.as_bytes());
+        Bytes::from(b)
+    };
+    let rewritten = text != original;
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        let mark = conn.lwt_mark.load(Ordering::Relaxed);
+        match conn.shared.lwt_prepare(&statement, at.keyspace.as_deref(), id, mark).await {
+            Some(Ok(owned)) => {
+                let (keyspace, table) = owned.table;
+                let partitioner = conn.shared.partitioner_of(&keyspace, &table);
+                let resolved = Resolution { keyspace: Some(keyspace.clone()), changing: false };
+                let info = StatementInfo {
+                    pk_indexes: owned.prepared.metadata.pk_indexes.clone(),
+                    in_list: false,
+                    partitioner,
+                    table: Some((keyspace, table)),
+                    ..unrouted_info(&text, resolved, &conn)
+                };
+                if let Ok(mut m) = conn.shared.prepared.lock() {
+                    m.insert(owned.prepared.id.clone(), Arc::new(info));
+                }
+                inc(&conn.shared.counters.prepared_learned);
+                let message = ResponseMessage::Result(ResultMessage::Prepared(Box::new(owned.prepared)));
+                conn.reply(response_frame(h.stream, message));
+            }
+            Some(Err((code, message))) => conn.reply_error(h.stream, code, &message),
+            None => {
+                if rewritten {
+                    inc(&conn.shared.counters.rewritten);
+                }
+                conn.pend(h.stream, Pending::Prepare { lwt, text, at });
+                conn.forward(&h, &body);
+            }
+        }
+    });
 }
 
 fn on_batch(conn: &Arc<Conn>, h: &EnvelopeHeader, body: &[u8], b: Batch<'_, Vec<BatchStatement<'_, RawValues<'_>>>>) {

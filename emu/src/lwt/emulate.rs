@@ -23,7 +23,9 @@
 //! its non-key columns null when the decision rests both on its existence
 //! and on its values; that corner is refused with an error, as are the
 //! forms this module does not rewrite (element and field operations,
-//! `NOT IN ?`, writes to CDC tables).
+//! writes to CDC tables). `IN ?` and `NOT IN ?` bind a list, decoded here;
+//! bound values of the wrong size are refused in ScyllaDB's words when they
+//! are bound.
 
 use std::sync::Arc;
 
@@ -44,7 +46,7 @@ use crate::cdclog::values::{compare, term_bytes, ValueError};
 use crate::front::Shared;
 
 /// Invalid request.
-const INVALID: i32 = 0x2200;
+pub(super) const INVALID: i32 = 0x2200;
 /// Server error.
 const SERVER: i32 = 0x0000;
 /// How many times a lost race is retried before the front gives up.
@@ -65,7 +67,7 @@ struct Unit<'a> {
 
 /// A value after binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Val {
+pub(super) enum Val {
     Unset,
     Null,
     Bytes(Bytes),
@@ -113,12 +115,12 @@ fn kind(statement: &Statement) -> u8 {
     }
 }
 
-fn has_not_in(statement: &Statement) -> bool {
+pub(super) fn has_not_in(statement: &Statement) -> bool {
     matches!(condition_of(statement), Some(Condition::Columns(c)) if c.iter().any(|c| matches!(c, ColumnCondition::NotIn { .. })))
 }
 
 /// Arithmetic on a non-counter numeric regular or static column.
-fn has_arithmetic(schema: &TableSchema, statement: &Statement) -> bool {
+pub(super) fn has_arithmetic(schema: &TableSchema, statement: &Statement) -> bool {
     let Statement::Update(u) = statement else { return false };
     u.assignments.iter().any(|a| match a {
         Assignment::Append { column, .. } | Assignment::Remove { column, .. } => schema
@@ -170,9 +172,15 @@ fn literal_text(lit: &Literal) -> String {
 
 /// A term's value as a value of `typ` for `column`, with Scylla's text for
 /// a literal of the wrong kind (`cql3/expr/prepare_expr.cc`).
-fn value(item: &Item, term: &Term, typ: &ColumnType, column: &str) -> Result<Val, Refusal> {
+pub(super) fn value(item: &Item, term: &Term, typ: &ColumnType, column: &str) -> Result<Val, Refusal> {
     match term {
-        Term::Bind(m) => Ok(bound(item, m)),
+        Term::Bind(m) => {
+            let v = bound(item, m);
+            if let Val::Bytes(b) = &v {
+                validate(typ, column, b)?;
+            }
+            Ok(v)
+        }
         Term::Literal(Literal::Null) => Ok(Val::Null),
         Term::Literal(lit) => {
             let none = |_: &BindMarker| -> Result<Option<Vec<u8>>, ValueError> {
@@ -190,6 +198,60 @@ fn value(item: &Item, term: &Term, typ: &ColumnType, column: &str) -> Result<Val
             }
         }
     }
+}
+
+/// ScyllaDB's check of a bound value's size, made when it binds the value
+/// (`validate_visitor` in `types/types.cc`, wrapped as `Exception while
+/// binding column ...` in `cql3/expr/expression.cc`). An empty value is
+/// valid for these types.
+fn validate(typ: &ColumnType, column: &str, b: &[u8]) -> Result<(), Refusal> {
+    let n = b.len();
+    let why = match typ {
+        _ if n == 0 => return Ok(()),
+        ColumnType::TinyInt if n != 1 => format!("Expected 1 byte for a tinyint ({n})"),
+        ColumnType::SmallInt if n != 2 => format!("Expected 2 bytes for a smallint ({n})"),
+        ColumnType::Int if n != 4 => {
+            format!("Validation failed for type org.apache.cassandra.db.marshal.Int32Type: got {n} bytes")
+        }
+        ColumnType::BigInt if n != 8 => {
+            format!("Validation failed for type org.apache.cassandra.db.marshal.LongType: got {n} bytes")
+        }
+        ColumnType::Float if n != 4 => format!("Expected 4 bytes for a floating type, got {n}"),
+        ColumnType::Double if n != 8 => format!("Expected 8 bytes for a floating type, got {n}"),
+        ColumnType::Boolean if n != 1 => format!("Validation failed for boolean, got {n} bytes"),
+        ColumnType::Uuid if n != 16 => format!("Validation failed for uuid - got {n} bytes"),
+        ColumnType::Timestamp if n != 8 => format!("Validation failed for timestamp - got {n} bytes"),
+        _ => return Ok(()),
+    };
+    refuse(format!("Exception while binding column {column}: marshaling error: {why}"))
+}
+
+/// The elements of a bound `list<typ>` (`IN ?` / `NOT IN ?`): an `[int]`
+/// count, then each element as `[bytes]` (a negative length is null).
+fn bound_list(b: &[u8], typ: &ColumnType, column: &str) -> Result<Vec<Option<Bytes>>, Refusal> {
+    let name = format!("in({column})");
+    let bad = || (INVALID, format!("Exception while binding column {name}: marshaling error: malformed list value"));
+    let int = |at: usize| -> Option<i32> { Some(i32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?)) };
+    let count = int(0).ok_or_else(bad)?;
+    let mut at = 4;
+    let mut out = Vec::new();
+    for _ in 0..count.max(0) {
+        let len = int(at).ok_or_else(bad)?;
+        at += 4;
+        if len < 0 {
+            out.push(None);
+            continue;
+        }
+        let end = at.checked_add(len as usize).filter(|&e| e <= b.len()).ok_or_else(bad)?;
+        let element = &b[at..end];
+        validate(typ, &name, element)?;
+        out.push(Some(Bytes::copy_from_slice(element)));
+        at = end;
+    }
+    if at != b.len() {
+        return Err(bad());
+    }
+    Ok(out)
 }
 
 /// The row a statement addresses, from its key values.
@@ -324,14 +386,20 @@ fn evaluate(schema: &TableSchema, unit: &Unit<'_>, row: &Row) -> Result<bool, Re
         let Some(i) = schema.index(column) else { return refuse(format!("Undefined column name {column}")) };
         let col = &schema.columns[i];
         let have = row.values[i].as_deref();
-        let list = |values: &InValues| -> Result<Vec<Option<Bytes>>, Refusal> {
+        // `None`: a null list, which nothing is in or not in.
+        let list = |values: &InValues| -> Result<Option<Vec<Option<Bytes>>>, Refusal> {
             match values {
-                InValues::List(terms) => {
-                    terms.iter().map(|t| value(unit.item, t, &col.typ, &col.name).map(to_opt)).collect()
-                }
-                InValues::Marker(_) => {
-                    refuse("The Scylla emulation front does not evaluate `IN ?` / `NOT IN ?` with a bound list here")
-                }
+                InValues::List(terms) => terms
+                    .iter()
+                    .map(|t| value(unit.item, t, &col.typ, &col.name).map(to_opt))
+                    .collect::<Result<_, _>>()
+                    .map(Some),
+                InValues::Marker(Term::Bind(m)) => match bound(unit.item, m) {
+                    Val::Bytes(b) => bound_list(&b, &col.typ, &col.name).map(Some),
+                    Val::Null => Ok(None),
+                    Val::Unset => refuse(format!("Invalid unset value for column {}", col.name)),
+                },
+                InValues::Marker(Term::Literal(_)) => refuse("IN and NOT IN take a list or a bind marker"),
             }
         };
         let result = match c {
@@ -343,12 +411,10 @@ fn evaluate(schema: &TableSchema, unit: &Unit<'_>, row: &Row) -> Result<bool, Re
                 let want = to_opt(value(unit.item, v, &col.typ, &col.name)?);
                 holds(&col.typ, have, None, want.as_deref())
             }
-            ColumnCondition::In { values, .. } => {
-                list(values)?.iter().any(|w| holds(&col.typ, have, Some(CompareOp::Eq), w.as_deref()))
-            }
-            ColumnCondition::NotIn { values, .. } => {
-                !list(values)?.iter().any(|w| holds(&col.typ, have, Some(CompareOp::Eq), w.as_deref()))
-            }
+            ColumnCondition::In { values, .. } => list(values)?
+                .is_some_and(|l| l.iter().any(|w| holds(&col.typ, have, Some(CompareOp::Eq), w.as_deref()))),
+            ColumnCondition::NotIn { values, .. } => list(values)?
+                .is_some_and(|l| !l.iter().any(|w| holds(&col.typ, have, Some(CompareOp::Eq), w.as_deref()))),
             ColumnCondition::Contains { .. } => false,
         };
         if !result {
@@ -930,6 +996,43 @@ mod tests {
         let a = [0, 0, 0, 1, 15];
         let b = [0, 0, 0, 0, 2];
         assert_eq!(arithmetic(&ColumnType::Decimal, "d", &a, &b, true).unwrap(), vec![0, 0, 0, 1, 35]);
+    }
+
+    /// A bound value of the wrong size is refused when bound, in ScyllaDB's
+    /// words (`validate_visitor`, `Exception while binding column`).
+    #[test]
+    fn bound_values_of_the_wrong_size_are_refused() {
+        let (code, message) = validate(&ColumnType::Int, "r", &3.5f64.to_be_bytes()).unwrap_err();
+        assert_eq!(code, INVALID);
+        assert_eq!(
+            message,
+            "Exception while binding column r: marshaling error: Validation failed for type \
+             org.apache.cassandra.db.marshal.Int32Type: got 8 bytes"
+        );
+        assert!(validate(&ColumnType::Int, "r", &[0, 0, 0, 1]).is_ok());
+        assert!(validate(&ColumnType::Int, "r", &[]).is_ok(), "an empty value is valid");
+        assert!(validate(&ColumnType::TinyInt, "r", &[0, 1]).unwrap_err().1.contains("tinyint"));
+        assert!(validate(&ColumnType::Text, "t", &[1, 2, 3]).is_ok());
+    }
+
+    #[test]
+    fn bound_lists_decode_and_refuse_malformed_values() {
+        let mut b = 2i32.to_be_bytes().to_vec();
+        b.extend(4i32.to_be_bytes());
+        b.extend(7i32.to_be_bytes());
+        b.extend((-1i32).to_be_bytes());
+        let got = bound_list(&b, &ColumnType::Int, "r").unwrap();
+        assert_eq!(got, vec![Some(Bytes::copy_from_slice(&7i32.to_be_bytes())), None]);
+        assert!(bound_list(&b[..10], &ColumnType::Int, "r").is_err(), "truncated");
+        let mut extra = b.clone();
+        extra.push(0);
+        assert!(bound_list(&extra, &ColumnType::Int, "r").is_err(), "trailing bytes");
+        let mut wide = 1i32.to_be_bytes().to_vec();
+        wide.extend(8i32.to_be_bytes());
+        wide.extend(1i64.to_be_bytes());
+        let (_, message) = bound_list(&wide, &ColumnType::Int, "r").unwrap_err();
+        assert!(message.starts_with("Exception while binding column in(r)"), "{message}");
+        assert!(bound_list(&(-5i32).to_be_bytes(), &ColumnType::Int, "r").unwrap().is_empty());
     }
 
     #[test]
