@@ -7,6 +7,8 @@
 //! * `cargo xtask bench` — the benchmark comparison suite (shardwise beside
 //!   the official driver) against a Cassandra and an emulation front it
 //!   starts itself; writes `benches/results/latest.md`.
+//! * `cargo xtask charts` — draws the committed results (`benches/results/*.json`)
+//!   as the SVG charts `benches/RESULTS.md` embeds (`benches/charts/`).
 //! * `cargo xtask transcript <file.cql>` — runs a CQL transcript through the
 //!   Scylla emulation front and writes its `.result` file, for review.
 //! * `cargo xtask test` — the whole test suite against a server it starts
@@ -24,6 +26,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 mod bench;
+mod charts;
 mod fuzz;
 mod imports;
 mod paths;
@@ -81,6 +84,9 @@ tasks:
     --duration D         run time per measured run (e.g. 10s, or a cycle count)
     --warmup D           warm-up before each run (default 1s)
     --rounds N           rounds per comparison (default 3)
+  charts [--check]     draw benches/results/*.json (the committed results) as SVG charts in
+                       benches/charts/ (embedded in benches/RESULTS.md); --check only says
+                       whether the committed charts are up to date
   test [options]       the whole suite against a Cassandra it starts itself:
                        0. the house: no reference to a path outside the repository,
                           no import circle in the driver (cargo xtask imports driver),
@@ -143,6 +149,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("demo") => demo(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("charts") => charts::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("house") => test::run_house(),
         Some("imports") => imports::run(&args[1..]),
