@@ -198,6 +198,11 @@ pub(crate) struct Shared {
     resize_lock: tokio::sync::Mutex<()>,
     /// Per-table `tablets = {...}` hints ([`crate::tablets_ddl`]).
     pub(crate) tablet_options: Mutex<HashMap<(String, String), crate::tablet_options::TabletOptions>>,
+    /// The hidden tables of secondary indexes in tablets keyspaces, as
+    /// ScyllaDB has them (`<index>_index`, [`crate::tablets_ddl`]): by
+    /// (keyspace, index table), the base table and the table id the front
+    /// gave it.
+    pub(crate) index_tables: Mutex<HashMap<(String, String), (String, uuid::Uuid)>>,
 }
 
 /// The most tablets a table gets from `min_tablet_count` (the front writes
@@ -457,6 +462,12 @@ impl Shared {
                 self.publish_tablets(keyspace, name, &map, false).await?;
             }
         }
+        // CREATE INDEX and DROP INDEX answer as an update of the base table.
+        if let (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Created | SchemaChangeType::Updated) =
+            (&change.target, change.change)
+        {
+            self.sync_index_tablets(keyspace, name).await?;
+        }
         match (&change.target, change.change) {
             (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Created) => match cdc {
                 Some(options) => {
@@ -639,7 +650,7 @@ impl Shared {
         let known = self.tablet_tables.lock().ok().and_then(|t| t.get(&key).copied());
         let (id, seq) = match known {
             Some((id, seq)) => (id, if resized { seq + 1 } else { seq }),
-            None => match system_tables::table_id(&self.admin, keyspace, table).await? {
+            None => match self.tablet_table_id(keyspace, table).await? {
                 Some(id) => (id, i64::from(resized)),
                 None => return Ok(()),
             },
@@ -648,6 +659,52 @@ impl Shared {
         system_tables::write_tablets(&self.admin, self.emu(), (keyspace, table, id), map, seq, host_id).await?;
         if let Ok(mut t) = self.tablet_tables.lock() {
             t.insert(key, (id, seq));
+        }
+        Ok(())
+    }
+
+    /// The id `system.tablets` names `keyspace.table` by: a table's or a
+    /// materialized view's id in `system_schema`, or the id the front gave
+    /// the hidden table of a secondary index.
+    async fn tablet_table_id(&self, keyspace: &str, table: &str) -> Result<Option<uuid::Uuid>, EmuError> {
+        if let Some(id) = system_tables::table_id(&self.admin, keyspace, table).await? {
+            return Ok(Some(id));
+        }
+        if let Some(id) = system_tables::view_id(&self.admin, keyspace, table).await? {
+            return Ok(Some(id));
+        }
+        Ok(self.index_tables.lock().ok().and_then(|t| t.get(&(keyspace.to_owned(), table.to_owned())).map(|x| x.1)))
+    }
+
+    /// Gives the secondary indexes of `keyspace.base` tablet maps and
+    /// `system.tablets` rows, and takes them from dropped ones, when the
+    /// keyspace uses tablets ([`crate::tablets_ddl`]).
+    pub(crate) async fn sync_index_tablets(&self, keyspace: &str, base: &str) -> Result<(), EmuError> {
+        if !self.uses_tablets(keyspace) {
+            return Ok(());
+        }
+        let want = crate::tablets_ddl::index_tables(&self.admin, keyspace, base).await?;
+        let have: Vec<String> = match self.index_tables.lock() {
+            Ok(t) => {
+                t.iter().filter(|((k, _), (b, _))| k == keyspace && b == base).map(|((_, n), _)| n.clone()).collect()
+            }
+            Err(_) => return Ok(()),
+        };
+        for gone in have.iter().filter(|n| !want.contains(n)) {
+            self.forget_tablets(keyspace, Some(gone)).await?;
+        }
+        for new in want.iter().filter(|n| !have.contains(n)) {
+            let mut random = generation::random_source();
+            let id = uuid::Builder::from_random_bytes(
+                [random().to_be_bytes(), random().to_be_bytes()].concat().try_into().unwrap_or([0; 16]),
+            )
+            .into_uuid();
+            if let Ok(mut t) = self.index_tables.lock() {
+                t.insert((keyspace.to_owned(), new.clone()), (base.to_owned(), id));
+            }
+            if let Some(map) = self.tablets_of(keyspace, new) {
+                self.publish_tablets(keyspace, new, &map, false).await?;
+            }
         }
         Ok(())
     }
@@ -717,6 +774,26 @@ impl Shared {
     }
 
     async fn forget_tablets(&self, keyspace: &str, table: Option<&str>) -> Result<(), EmuError> {
+        // A dropped base table takes its indexes' hidden tables with it.
+        let indexes: Vec<String> = match self.index_tables.lock() {
+            Ok(mut t) => {
+                let gone: Vec<String> = t
+                    .iter()
+                    .filter(|((k, n), (b, _))| {
+                        k == keyspace && table.is_none_or(|x| x == b.as_str() || x == n.as_str())
+                    })
+                    .map(|((_, n), _)| n.clone())
+                    .collect();
+                t.retain(|(k, n), _| !(k == keyspace && gone.contains(n)));
+                gone
+            }
+            Err(_) => Vec::new(),
+        };
+        if let Some(base) = table {
+            for index in indexes.iter().filter(|n| n.as_str() != base) {
+                Box::pin(self.forget_tablets(keyspace, Some(index))).await?;
+            }
+        }
         if let Ok(mut maps) = self.tablet_maps.lock() {
             maps.retain(|(k, t), _| k != keyspace || table.is_some_and(|table| t != table));
         }
@@ -937,6 +1014,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         tablet_streams: Mutex::new(HashMap::new()),
         resize_lock: tokio::sync::Mutex::new(()),
         tablet_options: Mutex::new(HashMap::new()),
+        index_tables: Mutex::new(HashMap::new()),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {

@@ -89,6 +89,7 @@
 //! - `identity` (private): Scylla's `system` tables in `system_schema.tables` reads, and `system.config`.
 //! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
 //! - `tablets_ddl` (private): tablets DDL refused or recorded around Cassandra (flavour, hints).
+//! - `properties` (private): Scylla-only table and keyspace properties accepted at their defaults or refused, unknown ones in Scylla's words.
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontConfig`], [`FrontHandle`] and the shared state.
 
@@ -103,6 +104,7 @@ pub mod generation;
 mod guard;
 mod identity;
 mod lwt;
+mod properties;
 pub mod proxy;
 mod refusals;
 pub mod rewrite;

@@ -16,7 +16,10 @@
 //!   the detached log can be dropped.
 //!
 //! Others are Cassandra refusals of the same thing in other words, which
-//! [`translate`] rewords: adding a counter column to a non-counter table.
+//! [`translate`] rewords: adding a counter column to a non-counter table;
+//! and a materialized view refused because the Cassandra behind has them
+//! disabled (Cassandra 5.0's default), which ScyllaDB would create, is
+//! said to be the front's limit.
 //! (Nested logs and CDC on counter tables are refused where the front
 //! creates the log, in `front`.)
 
@@ -108,8 +111,17 @@ pub(crate) fn translate(code: i32, message: &str) -> Option<(i32, String)> {
         let column = message.split('"').nth(1)?;
         return Some((CONFIG_ERROR, format!("Cannot add a counter column ({column}) in a non counter column family")));
     }
+    // Cassandra 5.0 with `materialized_views_enabled: false` (its default):
+    // ScyllaDB would create the view, the front cannot.
+    if code == INVALID && message.contains("Materialized views are disabled") {
+        return Some((INVALID, MV_DISABLED.into()));
+    }
     None
 }
+
+/// The front's refusal of a materialized view Cassandra has disabled.
+const MV_DISABLED: &str = "The Scylla emulation front cannot create materialized views: the Cassandra behind it has \
+     them disabled (materialized_views_enabled in cassandra.yaml)";
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -123,5 +135,13 @@ mod tests {
             (0x2300, "Cannot add a counter column (c1) in a non counter column family".to_string())
         );
         assert_eq!(translate(0x2200, "anything"), None);
+    }
+
+    #[test]
+    fn disabled_views_are_the_fronts_refusal() {
+        let (code, message) =
+            translate(0x2200, "Materialized views are disabled. Enable in cassandra.yaml to use.").unwrap();
+        assert_eq!(code, 0x2200);
+        assert!(message.starts_with("The Scylla emulation front cannot create materialized views"));
     }
 }

@@ -266,10 +266,11 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
     let first = toks.first().and_then(|t| t.ident()).unwrap_or_default();
     out.schema = matches!(first.as_str(), "create" | "alter" | "drop");
     out.use_keyspace = first == "use";
+    let view = toks.get(1).is_some_and(|t| t.is_kw("MATERIALIZED")) && toks.get(2).is_some_and(|t| t.is_kw("VIEW"));
     if matches!(first.as_str(), "create" | "alter")
-        && toks.get(1).is_some_and(|t| t.is_kw("TABLE") || t.is_kw("COLUMNFAMILY"))
+        && (view || toks.get(1).is_some_and(|t| t.is_kw("TABLE") || t.is_kw("COLUMNFAMILY")))
     {
-        let mut j = 2;
+        let mut j = if view { 3 } else { 2 };
         while toks.get(j).is_some_and(|t| t.is_kw("IF") || t.is_kw("NOT") || t.is_kw("EXISTS")) {
             j += 1;
         }
@@ -400,7 +401,7 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         if depth == 0
             && name.as_deref() == Some("tablets")
             && matches!(first.as_str(), "create" | "alter")
-            && toks.get(1).is_some_and(|t| t.is_kw("TABLE"))
+            && (view || toks.get(1).is_some_and(|t| t.is_kw("TABLE")))
             && next(1).is_some_and(|e| e.is_punct('='))
             && next(2).is_some_and(|b| b.is_punct('{'))
         {
@@ -452,7 +453,34 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
         s.push_str(&text[at..]);
         out.text = Some(s);
     }
+    if matches!(first.as_str(), "create" | "alter") {
+        scylla_properties(&mut out, text);
+    }
     out
+}
+
+/// Scylla's table and keyspace properties ([`super::properties`]), checked
+/// on the statement as it will reach Cassandra: the accepted Scylla-only
+/// ones taken out, the others refused.
+fn scylla_properties(out: &mut Rewrite, original: &str) {
+    let current = out.text.clone().unwrap_or_else(|| original.to_string());
+    let Some(toks) = tokenize(&current) else { return };
+    match super::properties::check(&current, &toks) {
+        Ok(edits) if edits.is_empty() => {}
+        Ok(mut edits) => {
+            edits.sort_by_key(|e| e.0);
+            let mut s = String::with_capacity(current.len());
+            let mut at = 0;
+            for (start, end, with) in edits {
+                s.push_str(&current[at..start]);
+                s.push_str(&with);
+                at = end;
+            }
+            s.push_str(&current[at..]);
+            out.text = Some(s);
+        }
+        Err((code, message)) => out.local = Some(LocalAnswer::Error { code, message }),
+    }
 }
 
 /// Parses `USING <clause> [AND <clause>]...` at `toks[at]`. Returns the byte

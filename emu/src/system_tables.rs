@@ -206,6 +206,18 @@ pub(crate) async fn table_id(admin: &Admin, keyspace: &str, table: &str) -> Resu
     Ok(rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()).and_then(|v| v.as_uuid()))
 }
 
+/// The id of the materialized view `keyspace.view` in `system_schema.views`.
+pub(crate) async fn view_id(admin: &Admin, keyspace: &str, view: &str) -> Result<Option<uuid::Uuid>, EmuError> {
+    let rows = admin
+        .rows(&format!(
+            "SELECT id FROM system_schema.views WHERE keyspace_name = {} AND view_name = {}",
+            lit(keyspace),
+            lit(view)
+        ))
+        .await?;
+    Ok(rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()).and_then(|v| v.as_uuid()))
+}
+
 /// Writes the `tablets` rows of one table: its partition replaced by the
 /// map's tablets (the old rows deleted one microsecond before the new ones
 /// are written, so that the two never tie). A replica whose node has no

@@ -16,11 +16,32 @@
 //!   validated; kept per table (an ALTER replaces the map), and the table's
 //!   tablet count follows `min_tablet_count`/`max_tablet_count`.
 //!
+//! - Secondary indexes and materialized views: ScyllaDB keeps an index as a
+//!   materialized view on a hidden table `<index>_index`, and in a tablets
+//!   keyspace every view is a tablet table of its own (the migration
+//!   manager runs the tablet allocator's before-create hook for a new view
+//!   as for a table: `service/migration_manager.cc`, "to create tablets for
+//!   the new view table"). `test_tablets_are_dropped_when_dropping_index`
+//!   and `..._with_view` in `test/cqlpy/test_tablets.py` check that the
+//!   index table and the view have rows in `system.tablets` (by keyspace
+//!   and table name, `tablet_count` above zero) and lose them when the
+//!   index, the view or the base table is dropped. Cassandra has no such
+//!   table for an index, so the front makes one up once Cassandra created
+//!   the index (CREATE and DROP INDEX answer as an update of the base
+//!   table; the front then compares `system_schema.indexes` with what it
+//!   has): a random table id, the tablet count any new table of the
+//!   keyspace gets. Custom indexes (Scylla's vector index, SAI) have no
+//!   view and get none. A materialized view (when the Cassandra behind
+//!   allows them) gets its map under its id in `system_schema.views`.
+//!
 //! The options live in the front's memory only (a restarted front forgets
-//! per-table hints, not the keyspaces' flavours, which are in
-//! `scylla_keyspaces`).
+//! per-table hints and the ids of index tables, not the keyspaces'
+//! flavours, which are in `scylla_keyspaces`).
 
 use std::collections::BTreeMap;
+
+use crate::admin::{lit, text, Admin};
+use crate::EmuError;
 
 use crate::front::{Resize, Shared, MAX_EMULATED_TABLETS};
 use crate::rewrite::Rewrite;
@@ -48,6 +69,34 @@ pub(crate) fn refusal(shared: &Shared, rw: &Rewrite, current: Option<&str>) -> O
         return Some((e.code(), e.to_string()));
     }
     options.as_ref().err().map(|e| (e.code(), e.to_string()))
+}
+
+/// The name ScyllaDB gives the hidden table of index `index`
+/// (`index_table_name` in `test/cqlpy/util.py`).
+pub(crate) fn index_table_name(index: &str) -> String {
+    format!("{index}_index")
+}
+
+/// The hidden tables of the secondary indexes of `keyspace.base` (custom
+/// indexes have none), by name.
+pub(crate) async fn index_tables(admin: &Admin, keyspace: &str, base: &str) -> Result<Vec<String>, EmuError> {
+    let rows = admin
+        .rows(&format!(
+            "SELECT index_name, kind FROM system_schema.indexes WHERE keyspace_name = {} AND table_name = {}",
+            lit(keyspace),
+            lit(base)
+        ))
+        .await?;
+    let mut names: Vec<String> = rows
+        .into_iter()
+        .filter_map(|r| {
+            let name = text(r.first()?)?;
+            let kind = text(r.get(1)?).unwrap_or_default();
+            (kind != "CUSTOM").then(|| index_table_name(&name))
+        })
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 impl Shared {
