@@ -596,3 +596,68 @@ async fn tablet_hints_at_creation_and_a_new_initial() {
     session.query_unpaged(format!("DROP TABLE {ks}.hinted"), &[]).await.expect("drop");
     assert_eq!(front.table_tablet_options(&ks, "hinted"), None, "forgotten with the table");
 }
+
+/// The rows of `system.tablets` naming `ks.table`: (table id, last token,
+/// tablet count), as test_tablets.py's `verify_tablets_presence` finds them.
+async fn tablets_named(
+    session: &scylla::client::session::Session,
+    ks: &str,
+    table: &str,
+) -> Vec<(uuid::Uuid, i64, i32)> {
+    session
+        .query_unpaged(
+            "SELECT table_id, last_token, tablet_count FROM system.tablets \
+             WHERE keyspace_name = ? AND table_name = ? ALLOW FILTERING",
+            (ks, table),
+        )
+        .await
+        .expect("system.tablets")
+        .into_rows_result()
+        .expect("rows")
+        .rows::<(uuid::Uuid, i64, i32)>()
+        .expect("typed")
+        .map(|r| r.expect("row"))
+        .collect()
+}
+
+/// ScyllaDB's secondary index is a view on a hidden table `<index>_index`,
+/// a tablet table of its own in a tablets keyspace (test_tablets.py,
+/// `test_tablets_are_dropped_when_dropping_index`): its own table id, the
+/// keyspace's tablet count, rows the front's map agrees with; gone with the
+/// index, and with the base table; a custom (vector) index has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secondary_index_has_tablets_of_its_own() {
+    let (front, session) = front_and_session().await;
+    let ks = tablets_keyspace(&session, "emu_tablets_index").await;
+    let q = |s: String| {
+        let session = session.clone();
+        async move { session.query_unpaged(s, &[]).await.expect("statement") }
+    };
+    q(format!("CREATE INDEX kv_v ON {ks}.kv (v)")).await;
+    let base_id = table_id(&session, &ks, "kv").await;
+    let rows = tablets_named(&session, &ks, "kv_v_index").await;
+    assert_eq!(rows.len(), 8, "the keyspace's initial count: {rows:?}");
+    let index_id = rows[0].0;
+    assert_ne!(index_id, base_id, "a table id of its own");
+    assert!(rows.iter().all(|r| r.0 == index_id && r.2 == 8));
+    let map = front.tablets(&ks, "kv_v_index").expect("the front's map of the index table");
+    let lasts: Vec<i64> = map.tablets().iter().map(|t| t.last_token).collect();
+    assert_eq!(rows.iter().map(|r| r.1).collect::<Vec<_>>(), lasts);
+    assert_eq!(tablets_named(&session, &ks, "kv").await.len(), 8, "the base keeps its own");
+
+    q(format!("DROP INDEX {ks}.kv_v")).await;
+    assert!(tablets_named(&session, &ks, "kv_v_index").await.is_empty(), "dropped with the index");
+    assert_eq!(tablets_named(&session, &ks, "kv").await.len(), 8);
+
+    q(format!("CREATE INDEX ON {ks}.kv (v)")).await;
+    assert_eq!(tablets_named(&session, &ks, "kv_v_idx_index").await.len(), 8, "the default index name");
+    q(format!("CREATE TABLE {ks}.vec (pk int PRIMARY KEY, e vector<float, 3>) WITH cdc = {{'enabled': true, 'delta': 'full'}}"))
+        .await;
+    q(format!("CREATE INDEX vec_e ON {ks}.vec (e) USING 'vector_index'")).await;
+    assert!(tablets_named(&session, &ks, "vec_e_index").await.is_empty(), "a custom index has no view");
+
+    q(format!("DROP TABLE {ks}.kv")).await;
+    assert!(tablets_named(&session, &ks, "kv_v_idx_index").await.is_empty(), "dropped with the base table");
+    assert!(tablets_named(&session, &ks, "kv").await.is_empty());
+    q(format!("DROP KEYSPACE {ks}")).await;
+}
