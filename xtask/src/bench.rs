@@ -10,7 +10,9 @@
 //! the front, then the CDC benchmark
 //! (`cdc_thesis load` and `compare`, `--cdc-load PxR` rows, `--cdc-cores`)
 //! through a front of 4 shards built in release (`shardwise-emu`, a child
-//! process), and writes everything to `benches/results/latest.md`.
+//! process), and writes everything to `benches/results/latest.md`, with
+//! the figures as JSON in `benches/results/latest/`: one file per comparison
+//! and `driver.json`, all of them in the format `cargo xtask charts` reads.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -271,6 +273,8 @@ fn bench(o: &Options) -> Result<(), String> {
     let bin_dir = release_dir(&root);
     let out_dir = root.join("benches").join("results");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
+    let json_dir = out_dir.join("latest");
+    std::fs::create_dir_all(&json_dir).map_err(|e| format!("creating {}: {e}", json_dir.display()))?;
     let work = out_dir.join("tmp");
     std::fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
 
@@ -373,6 +377,7 @@ fn bench(o: &Options) -> Result<(), String> {
         addr,
         front.as_ref(),
         &work,
+        &json_dir,
         &duration,
         &warmup,
         rounds,
@@ -394,6 +399,22 @@ fn bench(o: &Options) -> Result<(), String> {
             eprintln!("xtask bench: stopping the server: {e}");
         }
     }
+    if o.workloads {
+        let meta = RunMeta {
+            date: capture("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]),
+            tree: capture("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short", "HEAD"]),
+            machine: machine_description().lines().map(|l| l.trim_start_matches("- ")).collect::<Vec<_>>().join("; "),
+            command: command.clone(),
+            settings: format!(
+                "run time {duration}, warm-up {warmup}, {rounds} round(s) per comparison, one process per run, \
+                 order A B B A, protocol v4, consistency ONE, {load} rows loaded for reads"
+            ),
+        };
+        let written = write_driver_results(&json_dir, &meta);
+        if let Err(e) = written {
+            eprintln!("xtask bench: {e}");
+        }
+    }
     let latest = out_dir.join("latest.md");
     std::fs::write(&latest, &md).map_err(|e| format!("writing {}: {e}", latest.display()))?;
     let _ = std::fs::remove_dir_all(&work);
@@ -401,6 +422,79 @@ fn bench(o: &Options) -> Result<(), String> {
     println!("{md}");
     eprintln!("xtask bench: wrote {}; copy the figures into benches/RESULTS.md", latest.display());
     result
+}
+
+/// The file name (without `.json`) of one comparison's results.
+fn stem(through_front: bool, case: &Case) -> String {
+    format!(
+        "{}-{}-t{}-p{}{}",
+        if through_front { "front" } else { "cassandra" },
+        case.workload,
+        case.threads,
+        case.concurrency,
+        if case.affine { "-affine" } else { "" }
+    )
+}
+
+/// Where a run's figures come from, as a results file names it.
+struct RunMeta {
+    date: String,
+    tree: String,
+    machine: String,
+    command: String,
+    settings: String,
+}
+
+/// Gathers the comparisons' JSON files in `dir` (those the suite wrote, in
+/// its order) into `dir/driver.json`, a results file of kind `driver` as
+/// `cargo xtask charts` reads: copied to `benches/results/driver-<date>.json`
+/// and charted, it publishes the run.
+fn write_driver_results(dir: &Path, meta: &RunMeta) -> Result<(), String> {
+    let mut cells = Vec::new();
+    for through_front in [false, true] {
+        for case in &cases() {
+            let path = dir.join(format!("{}.json", stem(through_front, case)));
+            match std::fs::read_to_string(&path) {
+                Ok(text) => cells.push((through_front, case.threads > 1, text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("reading {}: {e}", path.display())),
+            }
+        }
+    }
+    let text = driver_results(meta, &cells)?;
+    let path = dir.join("driver.json");
+    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    eprintln!("xtask bench: wrote {}", path.display());
+    Ok(())
+}
+
+/// A results file of kind `driver` from the comparisons as `workload compare
+/// --json` wrote them (through the front or not, spawned loops or not, the
+/// text), each with `server` and `spawn` added.
+fn driver_results(meta: &RunMeta, cells: &[(bool, bool, String)]) -> Result<String, String> {
+    use serde_json::{json, Value};
+    let cells = cells
+        .iter()
+        .map(|(through_front, spawn, text)| {
+            let mut cell: Value = serde_json::from_str(text).map_err(|e| format!("a comparison's JSON: {e}"))?;
+            let object = cell.as_object_mut().ok_or("a comparison's JSON is not an object")?;
+            object.insert("server".into(), json!(if *through_front { "front" } else { "cassandra" }));
+            object.insert("spawn".into(), json!(spawn));
+            Ok(cell)
+        })
+        .collect::<Result<Vec<Value>, String>>()?;
+    let file = json!({
+        "kind": "driver",
+        "title": "Service-shaped comparison, shardwise / official driver (scylla 1.9), protocol v4",
+        "date": meta.date,
+        "tree": meta.tree,
+        "machine": meta.machine,
+        "command": meta.command,
+        "settings": meta.settings,
+        "source": "cargo xtask bench (benches/results/latest.md)",
+        "cells": cells,
+    });
+    serde_json::to_string_pretty(&file).map(|t| t + "\n").map_err(|e| e.to_string())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -412,6 +506,7 @@ fn run_suite(
     addr: SocketAddr,
     front: Option<&FrontHandle>,
     work: &Path,
+    json_dir: &Path,
     duration: &str,
     warmup: &str,
     rounds: usize,
@@ -445,16 +540,9 @@ fn run_suite(
                 case.workload, case.threads, case.concurrency
             ));
             step += 1;
-            let stem = format!(
-                "{}-{}-t{}-p{}{}",
-                if front.is_some() { "front" } else { "cassandra" },
-                case.workload,
-                case.threads,
-                case.concurrency,
-                if case.affine { "-affine" } else { "" }
-            );
+            let stem = stem(front.is_some(), case);
             let md_path = work.join(format!("{stem}.md"));
-            let json_path = work.parent().unwrap_or(work).join(format!("{stem}.json"));
+            let json_path = json_dir.join(format!("{stem}.json"));
             if let Some(front) = front {
                 front.reset_routing_stats();
             }
@@ -479,7 +567,7 @@ fn run_suite(
                 .map_err(|e| format!("cannot run {}: {e}", workload_bin.display()))?;
             if status.success() {
                 md.push_str(&std::fs::read_to_string(&md_path).unwrap_or_default());
-                let _ = writeln!(md, "Machine-readable: `benches/results/{stem}.json`.\n");
+                let _ = writeln!(md, "Machine-readable: `benches/results/latest/{stem}.json`.\n");
             } else {
                 let _ = writeln!(md, "**{stem}: the workload runner failed ({status}).**\n");
                 failures.push(stem.clone());
@@ -612,5 +700,34 @@ mod tests {
         assert_eq!(o.duration.as_deref(), Some("3s"));
         assert!(parse_args(&args("--rounds 0")).is_err());
         assert!(parse_args(&args("--bogus")).is_err());
+    }
+
+    /// What the suite writes is what `cargo xtask charts` draws.
+    #[test]
+    fn the_driver_results_are_what_the_charts_read() {
+        // Abridged from `workload compare --json`: the fields the charts use and a few more.
+        let cell = |workload: &str, p99: f64| {
+            format!(
+                "{{\"workload\": \"{workload}\", \"threads\": 2, \"concurrency\": 2048, \"connections\": 1, \
+                 \"affinity\": \"auto\", \"label\": \"Cassandra 5.0 directly\", \"runs\": [], \"ratios\": [], \
+                 \"median\": {{\"cpu_per_op\": 0.3, \"throughput\": 1.3, \"p50\": 0.8, \"p99\": {p99}}}, \
+                 \"median_allocs_per_op\": {{\"shardwise\": 0.01, \"official\": 11.0}}, \
+                 \"median_cpu_us_per_op\": {{\"shardwise\": 2.1, \"official\": 7.2}}}}\n"
+            )
+        };
+        let meta = RunMeta {
+            date: "2026-01-01 00:00:00 UTC".into(),
+            tree: "abc1234".into(),
+            machine: "`nproc`: 2".into(),
+            command: "cargo xtask bench".into(),
+            settings: "s".into(),
+        };
+        let text = driver_results(&meta, &[(false, true, cell("write", 0.97)), (true, true, cell("read", 1.25))])
+            .expect("results");
+        let charts = crate::charts::render_file(Path::new("driver-2026-01-01.json"), &text).expect("charts");
+        let p99 = &charts.iter().find(|(name, _)| name == "driver-2026-01-01-p99.svg").expect("p99 chart").1;
+        assert!(p99.contains("Cassandra, write, 2 × 2048") && p99.contains("front, read, 2 × 2048"), "{p99}");
+        assert!(p99.contains("0.97") && p99.contains("1.25"), "{p99}");
+        assert!(driver_results(&meta, &[(false, true, "not json".into())]).is_err());
     }
 }

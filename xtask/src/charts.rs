@@ -261,7 +261,7 @@ pub(crate) fn stale(results: &Path, charts: &Path) -> Result<Vec<String>, ChartE
 
 /// The charts of one results file (`path` names it in errors and gives the
 /// charts' names).
-fn render_file(path: &Path, text: &str) -> Result<Vec<(String, String)>, ChartError> {
+pub(crate) fn render_file(path: &Path, text: &str) -> Result<Vec<(String, String)>, ChartError> {
     let parse = |e| ChartError::Parse { path: path.to_path_buf(), source: e };
     let invalid = |what: String| ChartError::Invalid { path: path.to_path_buf(), what };
     let meta: Meta = serde_json::from_str(text).map_err(parse)?;

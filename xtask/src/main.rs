@@ -76,7 +76,8 @@ tasks:
                           runs per comparison, one process per run, order A B B A)
                        4. target/release/cdc_thesis --node <front> (the CDC benchmark), if it builds
                        5. print the results and write benches/results/latest.md (copy into
-                          benches/RESULTS.md) and one JSON file per comparison beside it;
+                          benches/RESULTS.md) and the figures as JSON in benches/results/latest/
+                          (driver.json is what `cargo xtask charts` draws, once copied up);
                           about 7 minutes plus the server start and the CDC benchmark
     --quick              1 s runs, 1 round, small load: checks that everything works
     --no-cdc             skip step 4
