@@ -43,7 +43,12 @@
 //! - **Tablets DDL** (`tablets_ddl`, [`tablet_options`]): `ALTER KEYSPACE`
 //!   keeps the vnodes/tablets flavour (Scylla's refusal otherwise) and
 //!   records a new `initial`; per-table `tablets = {...}` hints are checked
-//!   in Scylla's words and size the table's tablets.
+//!   in Scylla's words and size the table's tablets; a secondary index's
+//!   hidden table `<index>_index` (and a materialized view) gets tablets of
+//!   its own.
+//! - **Properties** (`properties`): Scylla-only table and keyspace
+//!   properties accepted at ScyllaDB's defaults, refused otherwise; names
+//!   ScyllaDB does not know refused in its words.
 //!
 //! With several Cassandra nodes there is one front per node
 //! ([`Front::start_cluster`]), each on its node's address and all on the same
@@ -62,7 +67,10 @@
 //! tables appear in unprepared reads of `system_schema.tables` only (not in
 //! prepared ones, nor with columns in `system_schema.columns`); per-table
 //! tablet hints live in the front's memory (a restarted front forgets
-//! them) and `min_per_shard_tablet_count` does not change tablet counts.
+//! them) and `min_per_shard_tablet_count` does not change tablet counts;
+//! index tables get ids of the front's own (not in `system_schema.views`,
+//! forgotten by a restarted front); materialized views exist only when the
+//! Cassandra behind has them enabled (else the front refuses them).
 //!
 //! The `shardwise-emu` binary runs a front in front of an already-running
 //! Cassandra; `cargo xtask emu` starts a Cassandra (through `testkit`) and a
