@@ -13,25 +13,21 @@
 //! would not compile. With a visitor the request lives only inside a
 //! synchronous call, and the connection builds it again on each try to
 //! write it (`Connection::send_with`), so no await ever sees it.
+//!
+//! This module only builds requests; a connection runs them
+//! (`Connection::execute`, in `connection/execute.rs`), and the session runs
+//! them with a plan, retries and timeouts (`session/request.rs`).
 
 use std::sync::Arc;
-use std::task::Poll;
 
-use bytes::Bytes;
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::Flags;
 use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
-use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
-use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::{InMarkerOrder, SerializeValues};
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
-use crate::connection::{Connection, Deadline, TryWrite};
-use crate::error::ExecutionError;
-use crate::result::{Extras, QueryResult};
-use crate::statement::{Batch, PreparedStatement, ResultShape, Statement, StatementOptions};
+use crate::statement::{Batch, PreparedStatement, Statement, StatementOptions};
 
 /// Per-attempt parameters resolved from the statement and session defaults.
 #[derive(Debug, Clone, Copy)]
@@ -339,154 +335,6 @@ impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
     }
     fn route(&self, values: &Vec<V>) -> Option<Route<'_>> {
         prepared_route(self.statements.first()?.prepared()?, values.first()?)
-    }
-}
-
-/// The `tablets-routing-v1` payload, when present and valid (an invalid
-/// one is ignored: the request itself succeeded).
-fn tablet_of(payload: &[(String, Option<Bytes>)]) -> Option<TabletRoute> {
-    let (_, value) = payload.iter().find(|(k, _)| k == PAYLOAD_KEY)?;
-    match TabletRoute::decode(value.as_deref()?) {
-        Ok(route) => Some(route),
-        Err(error) => {
-            tracing::debug!(%error, "ignoring an invalid tablets-routing-v1 payload");
-            None
-        }
-    }
-}
-
-impl RequestVisitor for TryWrite<'_, '_> {
-    type Output = Poll<Result<(), ExecutionError>>;
-
-    fn visit<R: Request>(self, request: &R) -> Self::Output {
-        self.write(request)
-    }
-}
-
-impl Connection {
-    /// Runs a statement on this connection (no retries, no failover): the
-    /// request is written in place, the answer decoded, `METADATA_CHANGED`
-    /// followed and `UNPREPARED` answered by re-preparing here. For callers
-    /// that choose their own connection, e.g. per-shard workers running
-    /// their own current-thread runtime; rows come back as views over the
-    /// response buffer.
-    pub async fn execute<E: Executable<V>, V>(
-        &self,
-        statement: &E,
-        values: &V,
-        params: Params<'_>,
-    ) -> Result<QueryResult, ExecutionError> {
-        execute_observed(self, statement, values, params, None, |_| {}).await
-    }
-
-    /// Prepares a statement on this connection's node.
-    pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
-        prepare_until(self, text, None).await
-    }
-}
-
-/// Prepares `text` on `conn`, waiting until `deadline` at most.
-async fn prepare_until(
-    conn: &Connection,
-    text: &str,
-    deadline: Option<&Deadline>,
-) -> Result<PreparedStatement, ExecutionError> {
-    let prepare = request::Prepare { query: text, keyspace: None };
-    let envelope = conn.send_with(0, deadline, |write| Ok(write.write(&prepare))).await?;
-    match Response::from_envelope(envelope)?.message {
-        ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, *p, conn.lwt_mask())),
-        ResponseMessage::Error(e) => Err(e.into()),
-        _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
-    }
-}
-
-/// Prepares `p` again on `conn` (the node answered UNPREPARED), and takes
-/// the result shape it answers with.
-async fn reprepare(
-    conn: &Connection,
-    p: &PreparedStatement,
-    deadline: Option<&Deadline>,
-) -> Result<(), ExecutionError> {
-    tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
-    let fresh = prepare_until(conn, p.text(), deadline).await?;
-    if fresh.id() != p.id() {
-        return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
-    }
-    p.set_shape(ResultShape { metadata_id: fresh.with_shape(|s| s.metadata_id.clone()), specs: fresh.result_specs() });
-    Ok(())
-}
-
-/// Runs `statement` on one chosen connection: builds the request in place,
-/// decodes the answer, follows `METADATA_CHANGED` and re-prepares on
-/// `UNPREPARED`, calling `on_reprepared` with the prepared statement once it
-/// was prepared again (before the retry), all of it until `deadline`. This is the allocation-free path
-/// `Session::execute` uses for each attempt (which reports a re-prepare as
-/// [`crate::SessionEvent::StatementReprepared`]), and `Connection::execute`
-/// for callers that pick their own connection (the CDC engine's per-shard
-/// workers).
-pub(crate) async fn execute_observed<E: Executable<V>, V>(
-    conn: &Connection,
-    statement: &E,
-    values: &V,
-    params: Params<'_>,
-    deadline: Option<&Deadline>,
-    on_reprepared: impl FnOnce(&PreparedStatement),
-) -> Result<QueryResult, ExecutionError> {
-    let mut on_reprepared = Some(on_reprepared);
-    let flags = if statement.options().tracing { Flags::TRACING } else { 0 };
-    let mut reprepared = false;
-    loop {
-        // Only references to the statement and the values are held across
-        // the await; the request is built inside the connection's write.
-        let envelope = conn.send_with(flags, deadline, |write| statement.with_request(values, params, write)).await?;
-        // The answer lives in this block only, so that the rare re-prepare
-        // below does not keep it in every request's future.
-        let forgotten = {
-            let response = Response::from_envelope(envelope)?;
-            match response.message {
-                ResponseMessage::Result(result) => {
-                    if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {
-                        if let Some(id) = &rows.metadata.new_metadata_id {
-                            // The table changed: the server sent the new columns and their id.
-                            p.set_shape(ResultShape {
-                                metadata_id: Some(Bytes::copy_from_slice(id)),
-                                specs: rows.metadata.specs.clone().map(Arc::from),
-                            });
-                        }
-                    }
-                    // Only rows read the specs: a write's answer takes no
-                    // reference to them.
-                    let specs = match &result {
-                        ResultMessage::Rows(_) => statement.result_specs(),
-                        _ => None,
-                    };
-                    return Ok(QueryResult {
-                        specs,
-                        result,
-                        extras: Extras::of(response.tracing_id, response.warnings, tablet_of(&response.custom_payload)),
-                    });
-                }
-                ResponseMessage::Error(e) => {
-                    let forgotten = match &e.kind {
-                        ErrorKind::Unprepared { id } => statement.prepared_with_id(id).filter(|_| !reprepared),
-                        _ => None,
-                    };
-                    match forgotten {
-                        Some(p) => p,
-                        None => return Err(e.into()),
-                    }
-                }
-                _ => return Err(ExecutionError::UnexpectedResponse("request not answered with RESULT or ERROR")),
-            }
-        };
-        // The node forgot the statement (restart, eviction): prepare it again
-        // there and retry; retry policies do not count this. Boxed: a rare
-        // path that would otherwise enlarge every request's future.
-        Box::pin(reprepare(conn, forgotten, deadline)).await?;
-        if let Some(report) = on_reprepared.take() {
-            report(forgotten);
-        }
-        reprepared = true;
     }
 }
 

@@ -8,31 +8,45 @@
 //!
 //! ## Modules
 //!
-//! - [`session`]: the session (pools, routing, execution, refresh) and its builder;
-//! - [`connection`]: one CQL connection (handshake, writer and reader tasks);
+//! Listed from the top down: a module uses those below it (and its own
+//! submodules), with one exception, `settings`, which reads the session's
+//! configuration (`SessionConfig`, which itself uses only modules below
+//! `settings`). `cargo xtask imports driver` checks that no import circle
+//! creeps back.
+//!
+//! - [`session`]: the session and its builder: pools, routing, refresh,
+//!   and `session/request.rs`, one request from `execute` to its result
+//!   (settings, speculative execution, retries, attempts);
+//! - `settings`: the settings a request runs with, resolved once per request
+//!   from the statement, its profile and the session;
+//! - [`load_balancing`]: an application's own plan per request (the built-in one is the default);
 //! - `pool`: the connections to one node, in per-shard slots;
 //! - [`cluster`]: topology discovery, token ring and replica placement, node distance, host filters, address translation;
-//! - [`routing`]: the token of a request's partition key;
-//! - [`execute`]: how each kind of statement becomes a request;
+//! - [`connection`]: one CQL connection (handshake, writer and reader tasks), and its own
+//!   `execute` and `prepare` (`connection/execute.rs`: one statement, no retries);
+//! - [`execute`]: how each kind of statement becomes a protocol request (the [`execute::Executable`] trait);
 //! - [`statement`]: statements, prepared statements, batches and their options;
-//! - [`timestamp`]: client-side write timestamps (a generator for requests without one);
+//! - [`routing`]: the token of a request's partition key;
 //! - [`result`]: query results and paging state;
-//! - [`retry`]: retry policies (a session per request, made at its first failure);
+//! - [`profile`]: execution profiles (named bundles of execution settings) and speculative execution;
+//! - [`affinity`]: connection affinity, which of a node's connections a request takes;
 //! - [`observer`]: a hook per request and attempt, for an application's own metrics;
-//! - [`auth`]: SASL-style authentication;
+//! - [`retry`]: retry policies (a session per request, made at its first failure);
+//! - [`latency`]: latency awareness (each node's average, which nodes plans put last);
+//! - [`timestamp`]: client-side write timestamps (a generator for requests without one);
 //! - [`config`]: connection settings (compression, TLS, authentication);
 //! - [`tls`]: TLS settings and handshake (the `tls` feature, on by default);
+//! - [`auth`]: SASL-style authentication;
 //! - [`events`]: session and database events;
-//! - [`error`]: the error types;
-//! - [`load_balancing`]: an application's own plan per request (the built-in one is the default);
-//! - [`latency`]: latency awareness (each node's average, which nodes plans put last);
 //! - `metrics`: request counters and the latency histograms (the session's, each node's);
+//! - [`error`]: the error types;
 //! - `sync`: the synchronization primitives (loom-checkable);
 //! - `fuzzing` (hidden, the `fuzzing` feature): the harnesses of the fuzz targets that read what the driver reads.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod affinity;
 pub mod auth;
 pub mod cluster;
 pub mod config;
@@ -44,21 +58,16 @@ pub mod execute;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod latency;
-pub mod load_balancing {
-    //! Load-balancing policies: the application's plan for each request
-    //! (see [`LoadBalancingPolicy`]); without one, the session's built-in
-    //! plan, which [`DefaultPolicy`] returns.
-    pub use crate::session::balancing::{
-        ClusterView, DefaultPolicy, LoadBalancingPolicy, NodeView, RoutingInfo, Target,
-    };
-}
+pub mod load_balancing;
 mod metrics;
 pub mod observer;
 mod pool;
+pub mod profile;
 pub mod result;
 pub mod retry;
 pub mod routing;
 pub mod session;
+mod settings;
 pub mod statement;
 mod sync;
 pub mod timestamp;

@@ -17,30 +17,29 @@
 //! - `connect`: opening a session;
 //! - `snapshot`: the cluster snapshot (pools, ring, replica tables);
 //! - `plan`: the per-request query plan (which node, which shard);
-//! - `execution`: speculative execution, retries, a single attempt;
+//! - `request`: one request, from `Session::execute` to its result: its
+//!   settings resolved once, speculative execution, retries, each attempt on
+//!   the connection the plan picked;
 //! - `prepare`: preparing statements, once per text, on every node;
 //! - `keyspace`: `USE` on every connection;
 //! - `refill`: keeping every pool filled, watching its connections;
 //! - `refresh`: topology and schema refresh, schema agreement;
 //! - `control`: the control connection and the server events;
 //! - `pager`: paging through a result;
-//! - `profile`: execution profiles, named bundles of execution settings;
 //! - [`row_stream`]: every row of a result as a stream, the next page fetched ahead;
 //! - [`trace`]: reading the trace of a request sent with tracing on;
 //! - [`schema`]: the schema metadata snapshot.
 
-pub(crate) mod balancing;
 mod config;
 mod connect;
 mod control;
-mod execution;
 mod keyspace;
 mod pager;
 mod plan;
 mod prepare;
-mod profile;
 mod refill;
 mod refresh;
+mod request;
 pub mod row_stream;
 pub mod schema;
 mod snapshot;
@@ -53,12 +52,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use shardwise_protocol::token::Token;
 use tokio::sync::{broadcast, watch};
 
-pub use config::{ConnectionAffinity, SessionBuilder, SessionConfig, SpeculativePolicy};
+pub use config::{SessionBuilder, SessionConfig};
 pub use pager::Pager;
-pub use profile::ExecutionProfile;
 pub use row_stream::{RowStream, RowStreamError};
 pub use schema::Schema;
 pub use trace::{TracingEvent, TracingInfo, TracingInfoError};
+
+// Configuration the session is given, defined below it (the statements and
+// the pools read them too); kept here under their former paths.
+pub use crate::affinity::ConnectionAffinity;
+pub use crate::profile::{ExecutionProfile, SpeculativePolicy};
 
 use crate::cluster::{NodeInfo, ReplicationStrategy};
 use crate::connection::Connection;

@@ -36,7 +36,7 @@ pub struct StatementOptions {
     /// Ask the server to trace the request.
     pub tracing: bool,
     /// The execution profile: settings this statement does not set itself.
-    pub profile: Option<Arc<crate::session::ExecutionProfile>>,
+    pub profile: Option<Arc<crate::profile::ExecutionProfile>>,
 }
 
 macro_rules! options_setters {
@@ -83,7 +83,7 @@ macro_rules! options_setters {
             self
         }
         /// The execution profile for what this statement does not set.
-        pub fn with_profile(mut self, profile: std::sync::Arc<crate::session::ExecutionProfile>) -> Self {
+        pub fn with_profile(mut self, profile: std::sync::Arc<crate::profile::ExecutionProfile>) -> Self {
             self.options.profile = Some(profile);
             self
         }

@@ -12,8 +12,8 @@
 //! waking the writer (`direct.rs`, `turn.rs`). Requests larger than the
 //! buffer take a separate, allocating path. The read path allocates one
 //! buffer per response body (none for the 4-byte Void result of a write)
-//! and hands it to the waiting request's slot. Connections carry requests,
-//! not statements: `Connection::execute` and `prepare` live in `execute.rs`.
+//! and hands it to the waiting request's slot. A connection's own
+//! `execute` and `prepare` (one statement, no retries) are `execute.rs`.
 //!
 //! A request's deadline costs no runtime timer while it waits for its
 //! answer: the stream table keeps each pending request's deadline, and one
@@ -24,6 +24,7 @@
 
 mod closing;
 mod direct;
+mod execute;
 pub(crate) mod handshake;
 mod io;
 mod room;
@@ -56,6 +57,7 @@ use tokio::sync::{broadcast, mpsc, Notify};
 
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::{ConnectionError, ExecutionError};
+pub(crate) use execute::execute_observed;
 use stream::{Answer, Delivery, Streams, Tick, Unsent, NO_DEADLINE};
 
 /// What a request's slot receives.

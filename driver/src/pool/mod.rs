@@ -13,8 +13,8 @@ use shardwise_protocol::sharding::ShardingInfo;
 use shardwise_protocol::token::Token;
 use tokio::sync::Notify;
 
+use crate::affinity::ConnectionAffinity;
 use crate::connection::Connection;
-use crate::session::ConnectionAffinity;
 use slots::{Lane, PoolConnection, Sizes, Slots};
 
 impl PoolConnection for Connection {

@@ -9,64 +9,19 @@ use std::time::Duration;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::ProtocolVersion;
 
-use super::balancing::LoadBalancingPolicy;
 use super::Session;
+use crate::affinity::ConnectionAffinity;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
 use crate::cluster::{AddressTranslator, DistancePolicy, HostFilter, NodeDistance};
 use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
 use crate::latency::LatencyAwareness;
+use crate::load_balancing::LoadBalancingPolicy;
 use crate::observer::RequestObserver;
 use crate::pool::slots::Sizes;
+use crate::profile::{ExecutionProfile, SpeculativePolicy};
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
 use crate::timestamp::TimestampGenerator;
-
-/// Speculative execution: for idempotent statements, start another attempt
-/// on the next node when the first has not answered within `delay`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpeculativePolicy {
-    /// How long to wait before each extra attempt.
-    pub delay: Duration,
-    /// Extra attempts at most.
-    pub max_extra: usize,
-}
-
-/// Which of a node's connections (of a shard's, on a sharded node) a
-/// request takes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConnectionAffinity {
-    /// Thread-affine where that pays, the default. A node without shards
-    /// (Cassandra) gets at least one connection per worker of the runtime
-    /// the session connects on, and each thread keeps to its own, as with
-    /// [`Thread`](Self::Thread): two workers then never share a write
-    /// buffer or a stream table, which against one node with thousands of
-    /// requests in flight cuts the client's CPU per write by a fifth to a
-    /// third. On a
-    /// sharded node (ScyllaDB), whose shards already give the session as
-    /// many connections, a request takes the least loaded of its shard's
-    /// (`benches/RESULTS.md`, "Thread-affine by default against nodes
-    /// without shards"). So does a request to a node given more
-    /// connections than the runtime has workers
-    /// ([`SessionConfig::connections_per_node`] above the worker count, or
-    /// above 1 on a current-thread runtime), so that all of them are used.
-    #[default]
-    Auto,
-    /// The one with the fewest requests in flight; equal ones take turns.
-    /// Every thread shares every connection.
-    LeastLoaded,
-    /// One per thread, on every node: each thread that sends requests is
-    /// given a lane when it sends its first, and keeps to connection
-    /// `lane mod n` of the `n` it can choose from, falling back to the
-    /// least loaded while that one is not open. With
-    /// [`SessionConfig::connections_per_node`] at the runtime's worker
-    /// count, two workers do not share a connection's write buffer and
-    /// stream table. That pays with thousands of requests in flight per
-    /// node; with a few hundred spread over many shards' connections, the
-    /// batches get smaller and it does not (`benches/RESULTS.md`, "A
-    /// connection per runtime worker, thread-affine").
-    Thread,
-}
 
 /// Session settings. Build with [`SessionBuilder`].
 #[derive(Debug, Clone)]
@@ -340,7 +295,7 @@ impl SessionBuilder {
     }
     /// The session's default execution profile: what it sets becomes the
     /// session's default (statements and their own profiles still win).
-    pub fn default_profile(mut self, p: &super::ExecutionProfile) -> Self {
+    pub fn default_profile(mut self, p: &ExecutionProfile) -> Self {
         let c = &mut self.config;
         if let Some(v) = p.consistency {
             c.consistency = v;
@@ -586,14 +541,14 @@ mod tests {
     #[test]
     fn the_default_profile_gives_every_setting_it_has() {
         let aware = LatencyAwareness::default();
-        let profile = super::super::ExecutionProfile::new("p")
+        let profile = ExecutionProfile::new("p")
             .consistency(Consistency::Two)
             .request_timeout(None)
             .latency_awareness(Some(aware));
         let c = SessionBuilder::new().default_profile(&profile).config;
         assert_eq!((c.consistency, c.request_timeout), (Consistency::Two, None));
         assert_eq!(c.latency_awareness, Some(aware));
-        let off = super::super::ExecutionProfile::new("off").latency_awareness(None);
+        let off = ExecutionProfile::new("off").latency_awareness(None);
         let c = SessionBuilder::new().latency_awareness(Some(aware)).default_profile(&off).config;
         assert_eq!(c.latency_awareness, None);
     }

@@ -24,7 +24,6 @@ use std::time::Instant;
 
 use shardwise_protocol::token::Token;
 
-use super::balancing::{ClusterView, LoadBalancingPolicy, RoutingInfo};
 use super::snapshot::ClusterState;
 use super::Session;
 use crate::cluster::ring::NodeIndex;
@@ -32,6 +31,7 @@ use crate::connection::Connection;
 use crate::error::ExecutionError;
 use crate::execute::Route;
 use crate::latency::{Average, LatencyAwareness, Penalty};
+use crate::load_balancing::{ClusterSource, ClusterView, LoadBalancingPolicy, NodeView, RoutingInfo, Target};
 use crate::pool::NodePool;
 use uuid::Uuid;
 
@@ -373,7 +373,7 @@ impl Session {
         from: usize,
     ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
         let mut targets = Vec::new();
-        policy.plan(request, &ClusterView { state, plan }, &mut targets);
+        policy.plan(request, &ClusterView::new(&PolicyView { state, plan }), &mut targets);
         for (position, target) in targets.iter().enumerate().skip(from) {
             let Some(node) = state.nodes.get(target.node) else { continue };
             let conn = match target.shard {
@@ -407,6 +407,43 @@ impl Session {
             .filter_map(|r| routing.pool_of.get(*r).copied().flatten())
             .map(|p| state.nodes[p].addr)
             .collect()
+    }
+}
+
+/// What a load-balancing policy's [`ClusterView`] shows of one request:
+/// the snapshot's nodes and the request's plan over them.
+struct PolicyView<'a> {
+    state: &'a ClusterState,
+    plan: &'a Plan<'a, Arc<NodePool>>,
+}
+
+impl<'a> ClusterSource<'a> for PolicyView<'a> {
+    fn node_count(&self) -> usize {
+        self.state.nodes.len()
+    }
+
+    fn node(&self, index: usize) -> Option<NodeView<'a>> {
+        let state: &'a ClusterState = self.state;
+        let pool = state.nodes.get(index)?;
+        Some(NodeView {
+            addr: pool.addr,
+            info: state.infos.iter().find(|i| i.address == pool.addr),
+            up: pool.is_up(),
+            local: index < state.local,
+        })
+    }
+
+    fn replicas(&self, out: &mut Vec<Target>) {
+        self.plan.replicas(|node, shard| out.push(Target { node, shard }));
+    }
+
+    fn default_plan(&self, out: &mut Vec<Target>) {
+        let mut from = 0;
+        while let Some((position, node, conn)) = self.plan.pick(from, |_| {}) {
+            let Some(index) = self.state.nodes.iter().position(|n| Arc::ptr_eq(n, node)) else { break };
+            out.push(Target { node: index, shard: conn.sharding().map(|_| conn.shard()) });
+            from = position + 1;
+        }
     }
 }
 

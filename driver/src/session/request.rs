@@ -1,6 +1,8 @@
-//! Running a statement: the request's parameters and timeout, speculative
-//! execution (the first attempt to succeed wins), retries as the policy
-//! decides, and a single attempt on one connection.
+//! One request, from `Session::execute` to its result: its settings
+//! resolved once as it starts (`crate::settings`), its parameters and
+//! timeout, speculative execution (the first attempt to succeed wins),
+//! retries as the policy decides, and each attempt on the connection the
+//! plan picked (run by the connection's own execute, `connection/execute.rs`).
 //!
 //! Two timeouts, because they answer two questions. The request timeout
 //! bounds what the caller waits, everything included, as in the official
@@ -27,15 +29,16 @@ use shardwise_protocol::response::ResultMessage;
 use tracing::Instrument;
 
 use super::plan::Ask;
-use super::profile::Settings;
-use super::{Session, SpeculativePolicy};
-use crate::connection::{Connection, Deadline, Expiry};
+use super::Session;
+use crate::connection::{execute_observed, Connection, Deadline, Expiry};
 use crate::error::ExecutionError;
 use crate::events::SessionEvent;
 use crate::execute::{Executable, Params, Route};
 use crate::observer::{AttemptInfo, RequestObserver};
+use crate::profile::SpeculativePolicy;
 use crate::result::{PagingState, QueryResult};
 use crate::retry::{RequestInfo, RetryDecision};
+use crate::settings::{AttemptSettings, Settings};
 use crate::statement::PreparedStatement;
 
 impl Session {
@@ -87,6 +90,7 @@ impl Session {
         let values = values.borrow();
         let started = Instant::now();
         let options = statement.options();
+        // The request's settings, resolved here and nowhere else.
         let settings = Settings::of(options, &self.inner.config);
         let params = Params {
             consistency: settings.consistency,
@@ -111,8 +115,10 @@ impl Session {
         // would make every request's future larger, and each layer of
         // futures copies it once per request.
         // Only the fields used after an await are kept: the whole of
-        // `settings` would be carried in the request's future.
-        let observer = settings.observer;
+        // `settings` would be carried in the request's future. The attempts'
+        // part is lent to the retry loop (and to each speculative
+        // execution), which reads it where it needs it: one copy, here.
+        let attempts = settings.attempts;
         let speculative =
             settings.speculative.filter(|_| options.idempotent && self.with_state(|state| state.nodes.len() > 1));
         // The instant the last attempt ended, read for its node's latency,
@@ -120,15 +126,15 @@ impl Session {
         let mut ended = None;
         let result = match speculative {
             None => {
-                let timing = Timing { started, ended: Some(&mut ended) };
-                self.run_with_retries(statement, values, params, 0, timing, deadline).await
+                let timing = Timing { started, ended: Some(&mut ended), deadline };
+                self.run_with_retries(statement, values, params, &attempts, 0, timing).await
             }
-            Some(spec) => Box::pin(self.speculate(statement, values, params, spec, deadline)).await,
+            Some(spec) => Box::pin(self.speculate(statement, values, params, &attempts, spec, deadline)).await,
         };
         let took = ended.map_or_else(|| started.elapsed(), |at: Instant| at.saturating_duration_since(started));
         // The result is handed on by value and never borrowed here: a local
         // borrowed in an async fn keeps its space in the future's state.
-        match self.finished(took, result, observer) {
+        match self.finished(took, result, attempts.observer) {
             Ok(done) => done,
             Err(rare) => rare.await,
         }
@@ -177,12 +183,19 @@ impl Session {
         statement: &E,
         values: &V,
         params: Params<'_>,
+        attempts_settings: &AttemptSettings<'_>,
         spec: SpeculativePolicy,
         deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
         let speculate = async {
-            let mut attempts =
-                vec![Some(Box::pin(self.run_with_retries(statement, values, params, 0, Timing::now(), None)))];
+            let mut attempts = vec![Some(Box::pin(self.run_with_retries(
+                statement,
+                values,
+                params,
+                attempts_settings,
+                0,
+                Timing::now(),
+            )))];
             let mut last_error = None;
             loop {
                 let can_add = attempts.len() <= spec.max_extra;
@@ -200,9 +213,9 @@ impl Session {
                         statement,
                         values,
                         params,
+                        attempts_settings,
                         offset,
                         Timing::now(),
-                        None,
                     ))));
                 }
             }
@@ -221,22 +234,20 @@ impl Session {
         statement: &E,
         values: &V,
         mut params: Params<'_>,
+        settings: &AttemptSettings<'_>,
         node_offset: usize,
         timing: Timing<'_>,
-        deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
-        let Timing { started, mut ended } = timing;
+        let Timing { started, mut ended, deadline } = timing;
         let options = statement.options();
         let idempotent = options.idempotent;
-        let Settings { attempt_timeout, retry_policy, latency_awareness, observer, .. } =
-            Settings::of(options, &self.inner.config);
         let mut retries = 0;
         let mut retry_session = None;
         let seed = super::plan::next_seed();
         let route = statement.route(values);
         let (mut position, mut node, mut conn) = self.with_state(|state| {
             let ask = Ask { consistency: params.consistency, idempotent };
-            self.pick(state, seed, node_offset, route, Session::penalty(state, latency_awareness), ask)
+            self.pick(state, seed, node_offset, route, Session::penalty(state, settings.latency_awareness), ask)
         })?;
         let (result, conn) = loop {
             // The first attempt leaves as the request starts: one clock read fewer.
@@ -253,7 +264,7 @@ impl Session {
             );
             // The earlier of the attempt's deadline and the request's, with
             // the error that names it.
-            let attempt_end = attempt_timeout.and_then(|after| Some((after, sent.checked_add(after)?)));
+            let attempt_end = settings.attempt_timeout.and_then(|after| Some((after, sent.checked_add(after)?)));
             let until = match (attempt_end, deadline) {
                 (Some((after, at)), request) if request.is_none_or(|r| at < r.at) => Some(Deadline {
                     at,
@@ -262,19 +273,18 @@ impl Session {
                 (_, Some(r)) => Some(Deadline { at: r.at, expiry: Expiry::Request(r.t) }),
                 (_, None) => None,
             };
-            if let Some(o) = observer {
+            if let Some(o) = settings.observer {
                 o.attempt_started(&attempt_info(&conn, retries, node_offset, params.consistency, route));
             }
             let reprepared = |p: &PreparedStatement| self.reprepared(&conn, p);
-            let attempt =
-                crate::execute::execute_observed(&conn, statement, values, params, until.as_ref(), reprepared);
+            let attempt = execute_observed(&conn, statement, values, params, until.as_ref(), reprepared);
             // Instrumented only when a subscriber listens: the wrapper is one
             // more copy of the attempt's future per request.
             let result = if span.is_disabled() { attempt.await } else { attempt.instrument(span).await };
             match &result {
                 Err(error @ ExecutionError::Timeout(_)) => {
                     self.inner.metrics.timeout();
-                    if let Some(o) = observer {
+                    if let Some(o) = settings.observer {
                         o.attempt_failed(
                             &attempt_info(&conn, retries, node_offset, params.consistency, route),
                             error,
@@ -295,7 +305,7 @@ impl Session {
             }
             let took = now.saturating_duration_since(sent);
             node.latency.record(took);
-            if let Some(awareness) = latency_awareness {
+            if let Some(awareness) = settings.latency_awareness {
                 // Only kept where plans read it: a shared word per node, and a
                 // clock read, that no request pays for otherwise.
                 let took_ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
@@ -303,7 +313,7 @@ impl Session {
             }
             let error = match result {
                 Ok(mut r) => {
-                    if let Some(o) = observer {
+                    if let Some(o) = settings.observer {
                         o.attempt_succeeded(
                             &attempt_info(&conn, retries, node_offset, params.consistency, route),
                             took,
@@ -318,10 +328,10 @@ impl Session {
             };
             self.note_failure(&node, &conn);
             // The request's retry session, made at its first failure.
-            let session = retry_session.get_or_insert_with(|| retry_policy.new_session());
+            let session = retry_session.get_or_insert_with(|| settings.retry_policy.new_session());
             let request = RequestInfo { error: &error, idempotent, consistency: params.consistency, attempt: retries };
             let decision = session.decide(request);
-            if let Some(o) = observer {
+            if let Some(o) = settings.observer {
                 o.attempt_failed(
                     &attempt_info(&conn, retries, node_offset, params.consistency, route),
                     &error,
@@ -343,7 +353,7 @@ impl Session {
                 RetryDecision::RetryNextNode(_) => {
                     // The view as it is now: a retry may follow a topology change.
                     let state = self.state();
-                    let penalty = Session::penalty(&state, latency_awareness);
+                    let penalty = Session::penalty(&state, settings.latency_awareness);
                     let ask = Ask { consistency: params.consistency, idempotent };
                     (position, node, conn) =
                         self.pick(&state, seed, position + 1, route, penalty, ask).map_err(|_| error.clone())?;
@@ -429,18 +439,21 @@ struct RequestDeadline {
     t: std::time::Duration,
 }
 
-/// When a run of attempts started, and where it writes when its last
-/// attempt ended: the instant its node's latency was read at, which the
-/// request's own latency reuses instead of reading the clock again.
+/// When a run of attempts started, where it writes when its last attempt
+/// ended (the instant its node's latency was read at, which the request's
+/// own latency reuses instead of reading the clock again), and the
+/// request's deadline it hands to each attempt.
 struct Timing<'a> {
     started: Instant,
     ended: Option<&'a mut Option<Instant>>,
+    deadline: Option<RequestDeadline>,
 }
 
 impl Timing<'_> {
-    /// Starting now, its end not asked for (a speculative attempt).
+    /// Starting now, its end not asked for, no deadline of its own (a
+    /// speculative attempt: the request keeps one timer for all of them).
     fn now() -> Self {
-        Timing { started: Instant::now(), ended: None }
+        Timing { started: Instant::now(), ended: None, deadline: None }
     }
 }
 
@@ -488,8 +501,10 @@ mod tests {
 
     /// A tripwire: each layer of futures under `execute` copies the whole
     /// state once per request, and each layer returns the result, so
-    /// neither must grow unnoticed. The future is 1,152 bytes in a debug
-    /// build here: 1,112 before a retry session per request, the observer
+    /// neither must grow unnoticed. The future is 1,160 bytes in a debug
+    /// build here: 1,152 before the settings were resolved once per request
+    /// (the retry loop resolved them again; it now borrows the request's);
+    /// 1,112 before a retry session per request, the observer
     /// and unpaged requests (their values kept across the attempt; an
     /// observer call that borrowed the result in `request` cost 200 more,
     /// hence `finished`); 1,232 before the sweeper also kept the deadline of a

@@ -4,18 +4,30 @@
 //! ([`with_profile`](crate::Statement::with_profile)); the session has a
 //! default one ([`SessionBuilder::default_profile`](crate::SessionBuilder::default_profile)).
 //! For each setting the statement's own option wins, then its profile's,
-//! then the session's; a profile leaves unset what it does not say.
+//! then the session's; a profile leaves unset what it does not say (the
+//! `settings` module resolves them, once per request).
+//!
+//! Here, below the statements and the session that both hold profiles, so
+//! that neither has to reach up into the other for them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
 
-use super::config::{SessionConfig, SpeculativePolicy};
 use crate::latency::LatencyAwareness;
 use crate::observer::RequestObserver;
 use crate::retry::RetryPolicy;
-use crate::statement::StatementOptions;
+
+/// Speculative execution: for idempotent statements, start another attempt
+/// on the next node when the first has not answered within `delay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeculativePolicy {
+    /// How long to wait before each extra attempt.
+    pub delay: Duration,
+    /// Extra attempts at most.
+    pub max_extra: usize,
+}
 
 /// A named bundle of execution settings: consistency, serial consistency,
 /// request and attempt timeouts, retry policy, speculative execution,
@@ -130,99 +142,3 @@ impl PartialEq for ExecutionProfile {
 }
 
 impl Eq for ExecutionProfile {}
-
-/// The settings a request runs with: each from the statement's options,
-/// else its profile, else the session.
-#[derive(Debug)]
-pub(crate) struct Settings<'a> {
-    pub(crate) consistency: Consistency,
-    pub(crate) serial_consistency: Option<Consistency>,
-    pub(crate) request_timeout: Option<Duration>,
-    pub(crate) attempt_timeout: Option<Duration>,
-    pub(crate) retry_policy: &'a Arc<dyn RetryPolicy>,
-    pub(crate) speculative: Option<SpeculativePolicy>,
-    pub(crate) latency_awareness: Option<LatencyAwareness>,
-    pub(crate) observer: Option<&'a Arc<dyn RequestObserver>>,
-}
-
-impl<'a> Settings<'a> {
-    pub(crate) fn of(options: &'a StatementOptions, config: &'a SessionConfig) -> Settings<'a> {
-        let profile = options.profile.as_deref();
-        Settings {
-            consistency: options.consistency.or(profile.and_then(|p| p.consistency)).unwrap_or(config.consistency),
-            serial_consistency: options
-                .serial_consistency
-                .or(profile.and_then(|p| p.serial_consistency))
-                .or(config.serial_consistency),
-            request_timeout: options
-                .timeout
-                .or(profile.and_then(|p| p.request_timeout).unwrap_or(config.request_timeout)),
-            attempt_timeout: options
-                .attempt_timeout
-                .or(profile.and_then(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout)),
-            retry_policy: profile.and_then(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
-            speculative: profile.and_then(|p| p.speculative).unwrap_or(config.speculative),
-            latency_awareness: profile.and_then(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
-            observer: profile.and_then(|p| p.observer.as_ref()).or(config.observer.as_ref()),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::retry::FallthroughRetryPolicy;
-
-    #[test]
-    fn the_statement_wins_then_its_profile_then_the_session() {
-        let config = SessionConfig {
-            consistency: Consistency::Quorum,
-            request_timeout: Some(Duration::from_secs(12)),
-            speculative: Some(SpeculativePolicy { delay: Duration::from_millis(5), max_extra: 1 }),
-            ..SessionConfig::default()
-        };
-        let none = StatementOptions::default();
-        let session = Settings::of(&none, &config);
-        assert_eq!(
-            (session.consistency, session.request_timeout),
-            (Consistency::Quorum, Some(Duration::from_secs(12)))
-        );
-        assert!(session.speculative.is_some() && Arc::ptr_eq(session.retry_policy, &config.retry_policy));
-
-        let retry: Arc<dyn RetryPolicy> = Arc::new(FallthroughRetryPolicy);
-        let profile = Arc::new(
-            ExecutionProfile::new("p")
-                .consistency(Consistency::One)
-                .serial_consistency(Consistency::LocalSerial)
-                .request_timeout(None)
-                .attempt_timeout(Some(Duration::from_secs(1)))
-                .retry_policy(retry.clone())
-                .speculative_execution(None)
-                .latency_awareness(Some(LatencyAwareness::default())),
-        );
-        let options = StatementOptions { profile: Some(profile.clone()), ..StatementOptions::default() };
-        let p = Settings::of(&options, &config);
-        assert_eq!((p.consistency, p.serial_consistency), (Consistency::One, Some(Consistency::LocalSerial)));
-        assert_eq!((p.request_timeout, p.attempt_timeout), (None, Some(Duration::from_secs(1))), "a profile can unset");
-        assert!(p.speculative.is_none() && Arc::ptr_eq(p.retry_policy, &retry));
-        assert_eq!(p.latency_awareness, Some(LatencyAwareness::default()));
-        assert_eq!(session.latency_awareness, None);
-
-        let own = StatementOptions {
-            consistency: Some(Consistency::All),
-            timeout: Some(Duration::from_millis(7)),
-            attempt_timeout: Some(Duration::from_millis(3)),
-            profile: Some(profile),
-            ..StatementOptions::default()
-        };
-        let o = Settings::of(&own, &config);
-        assert_eq!(
-            (o.consistency, o.request_timeout, o.attempt_timeout),
-            (Consistency::All, Some(Duration::from_millis(7)), Some(Duration::from_millis(3)))
-        );
-        let empty =
-            StatementOptions { profile: Some(Arc::new(ExecutionProfile::new("empty"))), ..StatementOptions::default() };
-        let empty = Settings::of(&empty, &config);
-        assert_eq!((empty.consistency, empty.request_timeout), (Consistency::Quorum, Some(Duration::from_secs(12))));
-    }
-}

@@ -1,3 +1,7 @@
+//! Load-balancing policies: the application's plan for each request
+//! (see [`LoadBalancingPolicy`]); without one, the session's built-in plan,
+//! which [`DefaultPolicy`] returns.
+//!
 //! Load balancing as a policy of the application's: the plan of a request
 //! (which nodes, in which order, on which shard) from its routing
 //! information and a view of the cluster, as the official driver's
@@ -16,19 +20,20 @@
 //! A policy costs an allocation per attempt (the plan's buffer) and the
 //! policy's own work; the session without one pays nothing for this module.
 //!
+//! The types a policy sees live here, below the session: the session's
+//! configuration holds a policy, and the session's plan shows itself to one
+//! through [`ClusterView`], whose contents the plan supplies (the crate's
+//! `ClusterSource`), so this module needs nothing of the session.
+//!
 //! [`SessionBuilder::load_balancing`]: crate::SessionBuilder::load_balancing
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::token::Token;
 use uuid::Uuid;
 
-use super::plan::Plan;
-use super::snapshot::ClusterState;
 use crate::cluster::NodeInfo;
-use crate::pool::NodePool;
 
 /// What a request tells a policy about itself.
 #[derive(Debug, Clone, Copy)]
@@ -109,8 +114,21 @@ impl NodeView<'_> {
 /// The cluster as one request's policy sees it: the nodes that get
 /// connections (local ones first), and the request's replicas.
 pub struct ClusterView<'a> {
-    pub(super) state: &'a ClusterState,
-    pub(super) plan: &'a Plan<'a, Arc<NodePool>>,
+    source: &'a dyn ClusterSource<'a>,
+}
+
+/// What a [`ClusterView`] shows, supplied by the session's plan of the
+/// request (the snapshot's nodes, the request's replicas, the built-in
+/// order).
+pub(crate) trait ClusterSource<'a> {
+    /// How many nodes there are ([`ClusterView::nodes`] indexes them).
+    fn node_count(&self) -> usize;
+    /// The node at `index`.
+    fn node(&self, index: usize) -> Option<NodeView<'a>>;
+    /// Pushes the request's replicas that get connections.
+    fn replicas(&self, out: &mut Vec<Target>);
+    /// Pushes the built-in plan.
+    fn default_plan(&self, out: &mut Vec<Target>);
 }
 
 impl std::fmt::Debug for ClusterView<'_> {
@@ -120,37 +138,30 @@ impl std::fmt::Debug for ClusterView<'_> {
 }
 
 impl<'a> ClusterView<'a> {
+    /// A view of what `source` supplies.
+    pub(crate) fn new(source: &'a dyn ClusterSource<'a>) -> Self {
+        ClusterView { source }
+    }
+
     /// The nodes, indexed as [`Target::node`] names them.
     pub fn nodes(&self) -> impl Iterator<Item = NodeView<'a>> + '_ {
-        (0..self.state.nodes.len()).filter_map(|i| self.node(i))
+        (0..self.source.node_count()).filter_map(|i| self.source.node(i))
     }
 
     /// The node at `index`.
     pub fn node(&self, index: usize) -> Option<NodeView<'a>> {
-        let state: &'a ClusterState = self.state;
-        let pool = state.nodes.get(index)?;
-        Some(NodeView {
-            addr: pool.addr,
-            info: state.infos.iter().find(|i| i.address == pool.addr),
-            up: pool.is_up(),
-            local: index < state.local,
-        })
+        self.source.node(index)
     }
 
     /// The request's replicas (its tablet's, with their shards, for a table
     /// with tablets; else the token ring's, primary first), as far as they
     /// get connections; empty for a request that is not routed.
     pub fn replicas(&self, out: &mut Vec<Target>) {
-        self.plan.replicas(|node, shard| out.push(Target { node, shard }));
+        self.source.replicas(out);
     }
 
     /// The built-in plan: what a session without a policy tries, in order.
     pub fn default_plan(&self, out: &mut Vec<Target>) {
-        let mut from = 0;
-        while let Some((position, node, conn)) = self.plan.pick(from, |_| {}) {
-            let Some(index) = self.state.nodes.iter().position(|n| Arc::ptr_eq(n, node)) else { break };
-            out.push(Target { node: index, shard: conn.sharding().map(|_| conn.shard()) });
-            from = position + 1;
-        }
+        self.source.default_plan(out);
     }
 }
