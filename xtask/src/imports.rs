@@ -29,20 +29,28 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// `cargo xtask imports [CRATE_DIR...]`: prints each named crate's import circles (every
-/// crate of the workspace when none is named); fails when any has one.
+/// `cargo xtask imports [--all] [CRATE_DIR...]`: prints each named crate's import circles
+/// (every crate of the workspace when none is named), with `--all` every import too; fails
+/// when any has a circle.
 pub fn run(args: &[String]) -> ExitCode {
     let root = workspace_root();
+    let all = args.iter().any(|a| a == "--all");
+    let args: Vec<String> = args.iter().filter(|a| *a != "--all").cloned().collect();
     if args.iter().any(|a| a.starts_with('-')) {
-        eprintln!("xtask imports: usage: cargo xtask imports [CRATE_DIR...] (e.g. driver emu)");
+        eprintln!("xtask imports: usage: cargo xtask imports [--all] [CRATE_DIR...] (e.g. driver emu)");
         return ExitCode::from(2);
     }
-    let crates = if args.is_empty() { workspace_crates(&root) } else { args.to_vec() };
+    let crates = if args.is_empty() { workspace_crates(&root) } else { args };
     let mut failed = false;
     for name in &crates {
         match check(&root, name) {
             Ok(report) => {
                 print!("{}", report.render(name));
+                if all {
+                    for s in &report.imports {
+                        println!("  {}:{} uses {} ({})", s.file, s.line, s.next, s.path);
+                    }
+                }
                 failed |= !report.circles.is_empty();
             }
             Err(e) => {
@@ -99,8 +107,8 @@ pub fn check(root: &Path, crate_dir: &str) -> Result<Report, String> {
 pub struct Report {
     /// Files read, relative to `src/`.
     pub files: usize,
-    /// Edges of the file graph (tree edges left out).
-    pub edges: usize,
+    /// The edges of the file graph (tree edges left out), each at its first use.
+    pub imports: Vec<Step>,
     /// The circles, each with its files and one cycle through them.
     pub circles: Vec<Circle>,
     /// Modules declared whose file was not found.
@@ -143,7 +151,7 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "imports: {crate_dir}: no import circle ({} files, {} imports between them)",
-                    self.files, self.edges
+                    self.files, self.imports.len()
                 );
             }
             n => {
@@ -152,7 +160,7 @@ impl Report {
                     "imports: {crate_dir}: {n} import circle{} ({} files, {} imports between them)",
                     if n == 1 { "" } else { "s" },
                     self.files,
-                    self.edges
+                    self.imports.len()
                 );
                 for (i, c) in self.circles.iter().enumerate() {
                     let _ = writeln!(out, "  circle {} of {} files: {}", i + 1, c.files.len(), c.files.join(", "));
@@ -198,7 +206,16 @@ pub fn analyse(top: &Path, read: &dyn Fn(&Path) -> Option<String>) -> Report {
         circles.push(Circle { files, cycle });
     }
     circles.sort_by(|a, b| a.files.cmp(&b.files));
-    Report { files: n, edges: edges.len(), circles, missing: tree.missing }
+    let imports = edges
+        .iter()
+        .map(|(&(from, to), site)| Step {
+            file: tree.files[from].rel.clone(),
+            line: site.line,
+            path: site.path.clone(),
+            next: tree.files[to].rel.clone(),
+        })
+        .collect();
+    Report { files: n, imports, circles, missing: tree.missing }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -987,7 +1004,7 @@ mod tests {
         ]);
         assert!(r.circles.is_empty(), "{}", r.render("x"));
         assert_eq!(r.files, 3);
-        assert_eq!(r.edges, 1);
+        assert_eq!(r.imports.len(), 1);
     }
 
     #[test]
@@ -998,7 +1015,7 @@ mod tests {
             ("session/plan.rs", "use super::Session;\nuse crate::session::Session as S;\npub fn make() {}"),
         ]);
         assert!(r.circles.is_empty(), "{}", r.render("x"));
-        assert_eq!(r.edges, 0);
+        assert_eq!(r.imports.len(), 0);
     }
 
     #[test]
@@ -1035,7 +1052,7 @@ mod tests {
             ("b.rs", "use crate::a as _;\nfn g<'a>(x: &'a str) -> char { '\\'' }"),
         ]);
         assert!(r.circles.is_empty(), "{}", r.render("x"));
-        assert_eq!(r.edges, 1); // b -> a
+        assert_eq!(r.imports.len(), 1); // b -> a
     }
 
     #[test]

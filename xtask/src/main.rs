@@ -135,13 +135,14 @@ tasks:
                        for 30 s (three nodes do not run reliably on a 2-core machine)
   house                only step 0 of `test`: the outside-path check, the driver's import circles,
                        fmt, clippy, doc and cargo package
-  imports [CRATE_DIR...]
+  imports [--all] [CRATE_DIR...]
                        the import circles among a crate's files (e.g. `imports driver emu`; every
                        crate of the workspace when none is named): its module tree from src/lib.rs,
                        each `use` and `crate::`/`super::`/`self::` path followed through re-exports
                        to the file that defines the item; a file and its own submodules are one
                        subtree, not an import. Prints each circle with one cycle through it (file,
                        line, path per step); the exit code is non-zero if a named crate has one
+    --all                also list every import between files (file:line uses file (path))
   help                 this text
 ";
 
