@@ -151,7 +151,8 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "imports: {crate_dir}: no import circle ({} files, {} imports between them)",
-                    self.files, self.imports.len()
+                    self.files,
+                    self.imports.len()
                 );
             }
             n => {
