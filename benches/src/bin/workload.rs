@@ -1032,6 +1032,9 @@ struct Ratios {
     throughput: f64,
     p50: f64,
     p99: f64,
+    /// The tail beyond p99: what an open-loop run (`--rate`) shows most.
+    p999: f64,
+    max: f64,
 }
 
 impl Ratios {
@@ -1041,6 +1044,8 @@ impl Ratios {
             throughput: s.throughput / o.throughput,
             p50: s.p50_ms / o.p50_ms,
             p99: s.p99_ms / o.p99_ms,
+            p999: s.p999_ms / o.p999_ms,
+            max: s.max_ms / o.max_ms,
         }
     }
 }
@@ -1075,6 +1080,8 @@ fn compare_summary(runs: Vec<(RunReport, RunReport)>) -> Comparison {
         throughput: pick(|r| r.throughput),
         p50: pick(|r| r.p50),
         p99: pick(|r| r.p99),
+        p999: pick(|r| r.p999),
+        max: pick(|r| r.max),
     };
     let median_allocs = (
         median(runs.iter().map(|(s, _)| s.allocs_per_op).collect()),
@@ -1125,19 +1132,22 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
     );
     let _ = writeln!(
         md,
-        "Run time {} after a {} warm-up, consistency {}, {} rounds, one process per run (shardwise first in odd rounds, official first in even ones).\n",
+        "Run time {} after a {} warm-up, {}, consistency {}, {} rounds, one process per run (shardwise first in odd rounds, official first in even ones).\n",
         c.duration,
         c.warmup,
+        c.rate
+            .map(|r| format!("open loop at {r:.0} requests/s (latency from when each request was due)"))
+            .unwrap_or_else(|| "closed loop".into()),
         c.consistency.to_ascii_uppercase(),
         cmp.runs.len()
     );
-    md.push_str("| round | driver | protocol | ops/s | CPU µs/op | CPU util % | allocs/op | p50 ms | p99 ms | p99.9 ms | errors |\n");
-    md.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| round | driver | protocol | ops/s | CPU µs/op | CPU util % | allocs/op | p50 ms | p99 ms | p99.9 ms | max ms | errors |\n");
+    md.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (i, (s, o)) in cmp.runs.iter().enumerate() {
         for r in [s, o] {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+                "| {} | {} | {} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
                 i + 1,
                 r.driver.name(),
                 r.protocol,
@@ -1148,27 +1158,32 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
                 r.p50_ms,
                 r.p99_ms,
                 r.p999_ms,
+                r.max_ms,
                 r.errors
             );
         }
     }
-    md.push_str("\n| shardwise / official | CPU per request | throughput | p50 | p99 |\n|---|---:|---:|---:|---:|\n");
+    md.push_str(
+        "\n| shardwise / official | CPU per request | throughput | p50 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
     for (i, r) in cmp.ratios.iter().enumerate() {
         let _ = writeln!(
             md,
-            "| round {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            "| round {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
             i + 1,
             r.cpu_per_op,
             r.throughput,
             r.p50,
-            r.p99
+            r.p99,
+            r.p999,
+            r.max
         );
     }
     let m = &cmp.median;
     let _ = writeln!(
         md,
-        "| **median** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** |",
-        m.cpu_per_op, m.throughput, m.p50, m.p99
+        "| **median** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** |",
+        m.cpu_per_op, m.throughput, m.p50, m.p99, m.p999, m.max
     );
     let _ = writeln!(
         md,
@@ -1182,13 +1197,14 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
     let mut j = String::from("{");
     let _ = write!(
         j,
-        "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"affinity\": {}, \"label\": {}, \"runs\": [",
+        "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"affinity\": {}, \"label\": {}, \"rate\": {}, \"runs\": [",
         json_str(c.workload.name()),
         c.threads,
         c.concurrency,
         c.connections,
         json_str(c.affinity.name()),
-        label.map(json_str).unwrap_or_else(|| "null".into())
+        label.map(json_str).unwrap_or_else(|| "null".into()),
+        c.rate.map(json_num).unwrap_or_else(|| "null".into())
     );
     let runs: Vec<String> = cmp
         .runs
@@ -1198,11 +1214,13 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
     j.push_str(&runs.join(", "));
     let ratio = |r: &Ratios| {
         format!(
-            "{{\"cpu_per_op\": {}, \"throughput\": {}, \"p50\": {}, \"p99\": {}}}",
+            "{{\"cpu_per_op\": {}, \"throughput\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {}}}",
             json_num(r.cpu_per_op),
             json_num(r.throughput),
             json_num(r.p50),
-            json_num(r.p99)
+            json_num(r.p99),
+            json_num(r.p999),
+            json_num(r.max)
         )
     };
     let ratios: Vec<String> = cmp.ratios.iter().map(ratio).collect();
@@ -1360,5 +1378,51 @@ mod tests {
         let expected = RunReport { first_error: Some("timed out after 5 s".into()), ..r };
         assert_eq!(format!("{back:?}"), format!("{expected:?}"));
         assert!(parse_report_fields("official\twrite").is_err());
+    }
+
+    /// An open-loop comparison states its rate and the tail ratios beyond p99.
+    #[test]
+    fn an_open_loop_comparison_states_its_rate_and_tail() {
+        let cli = Cli::try_parse_from(["workload", "compare", "write", "-r", "6000"]).expect("parse");
+        let Command::Compare { common, .. } = cli.command else { panic!("not compare") };
+        let report = |driver, p999_ms, max_ms| {
+            let mut r = parse_report_fields(&report_fields(&RunReport {
+                driver,
+                workload: WorkloadKind::Write,
+                threads: 1,
+                concurrency: 128,
+                connections: 1,
+                protocol: "V4".into(),
+                elapsed_s: 1.0,
+                ops: 6000,
+                errors: 0,
+                missing_rows: 0,
+                first_error: None,
+                throughput: 6000.0,
+                mean_ms: 1.0,
+                p50_ms: 1.0,
+                p90_ms: 2.0,
+                p99_ms: 3.0,
+                p999_ms,
+                max_ms,
+                cpu_user_s: 0.1,
+                cpu_sys_s: 0.1,
+                cpu_s: 0.2,
+                cpu_util: 20.0,
+                cpu_us_per_op: 33.0,
+                allocs: 0,
+                allocs_per_op: 0.0,
+            }))
+            .expect("parse");
+            r.driver = driver;
+            r
+        };
+        let cmp = compare_summary(vec![(report(DriverKind::Shardwise, 4.0, 8.0), report(DriverKind::Official, 8.0, 32.0))]);
+        assert_eq!((cmp.median.p999, cmp.median.max), (0.5, 0.25));
+        let json = comparison_json(&common, &cmp, None);
+        assert!(json.contains("\"rate\": 6000"), "{json}");
+        assert!(json.contains("\"p999\": 0.5") && json.contains("\"max\": 0.25"), "{json}");
+        let md = comparison_markdown(&common, &cmp, None);
+        assert!(md.contains("open loop at 6000 requests/s") && md.contains("| p99.9 | max |"), "{md}");
     }
 }
