@@ -7,12 +7,18 @@
 //! request loop a spawned task on 2 workers × 128, 2 × 2048 and 4 × 2048,
 //! and the last two again with a connection per worker and shardwise's
 //! requests keeping to their thread's; against plain Cassandra and through
-//! the front, then the CDC benchmark
+//! the front; then the open-loop matrix: for `write` and `read` on a
+//! current-thread runtime × 128 and on 2 workers × 128 spawned loops, both
+//! drivers at a fixed rate (`--rate`, latency from when each request was
+//! due) of 25, 50, 75 and 90% of the official driver's closed-loop peak in
+//! that configuration (its median throughput in the comparison just run),
+//! against Cassandra and through the front; then the CDC benchmark
 //! (`cdc_thesis load` and `compare`, `--cdc-load PxR` rows, `--cdc-cores`)
 //! through a front of 4 shards built in release (`shardwise-emu`, a child
 //! process), and writes everything to `benches/results/latest.md`, with
 //! the figures as JSON in `benches/results/latest/`: one file per comparison
-//! and `driver.json`, all of them in the format `cargo xtask charts` reads.
+//! , `driver.json` and `open-loop.json` (kind `open_loop`), all of them in
+//! the format `cargo xtask charts` reads.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -253,6 +259,18 @@ const SHAPES: [(usize, usize); 4] = [(1, 128), (2, 128), (2, 2048), (4, 2048)];
 /// one connection between workers costs the most.
 const AFFINE_SHAPES: [(usize, usize); 2] = [(2, 2048), (4, 2048)];
 
+/// The open-loop matrix: runtime workers × request loops (spawned on more
+/// than one worker), the workloads, and the rates as percentages of the
+/// official driver's closed-loop peak in the same configuration.
+const OPEN_SHAPES: [(usize, usize); 2] = [(1, 128), (2, 128)];
+const OPEN_WORKLOADS: [&str; 2] = ["write", "read"];
+const OPEN_PERCENTS: [u32; 4] = [25, 50, 75, 90];
+
+/// Why the suite has no cell with a node slowed by the fault proxy.
+const SLOW_NODE_NOTE: &str = "Slow-node cell: not run. The suite has one Cassandra node (the front emulates shards, \
+     not nodes), so a delayed proxy in front of it would slow every request rather than one replica of several, \
+     and latency awareness or speculative execution would have no faster node to turn to.";
+
 /// Emulated shards of the front.
 const FRONT_SHARDS: u16 = 8;
 
@@ -436,6 +454,88 @@ fn stem(through_front: bool, case: &Case) -> String {
     )
 }
 
+/// The file name (without `.json`) of one open-loop comparison.
+fn open_stem(through_front: bool, case: &Case, percent: u32) -> String {
+    format!("{}-open{percent}", stem(through_front, case))
+}
+
+/// The open-loop cells in the suite's order: (through the front, case, percent).
+fn open_cells() -> Vec<(bool, Case, u32)> {
+    let mut cells = Vec::new();
+    for through_front in [false, true] {
+        for workload in OPEN_WORKLOADS {
+            for (threads, concurrency) in OPEN_SHAPES {
+                for percent in OPEN_PERCENTS {
+                    cells.push((through_front, Case { workload, threads, concurrency, affine: false }, percent));
+                }
+            }
+        }
+    }
+    cells
+}
+
+/// The official driver's closed-loop peak in a comparison's JSON: the
+/// median of its rounds' throughput.
+fn official_peak(text: &str) -> Result<f64, String> {
+    let cell: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("a comparison's JSON: {e}"))?;
+    let mut rates: Vec<f64> = cell["runs"]
+        .as_array()
+        .ok_or("a comparison's JSON has no runs")?
+        .iter()
+        .filter_map(|run| run["official"]["throughput"].as_f64())
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect();
+    if rates.is_empty() {
+        return Err("no throughput of the official driver".into());
+    }
+    rates.sort_by(f64::total_cmp);
+    let n = rates.len();
+    Ok(if n % 2 == 1 { rates[n / 2] } else { (rates[n / 2 - 1] + rates[n / 2]) / 2.0 })
+}
+
+/// One row of the open-loop summary: the medians over the rounds of both
+/// drivers' p50, p99, p99.9 and max, the median ratios, and the rates
+/// achieved (a driver that falls behind the timeline shows it here).
+fn open_loop_row(server: &str, case: &Case, percent: u32, text: &str) -> Result<String, String> {
+    let cell: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("a comparison's JSON: {e}"))?;
+    let runs = cell["runs"].as_array().ok_or("a comparison's JSON has no runs")?;
+    let median = |driver: &str, field: &str| {
+        let mut v: Vec<f64> = runs.iter().filter_map(|r| r[driver][field].as_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    };
+    let ratio = |field: &str| cell["median"][field].as_f64().unwrap_or(f64::NAN);
+    let rate = cell["rate"].as_f64().unwrap_or(f64::NAN);
+    let shape = if case.threads == 1 {
+        format!("current-thread × {}", case.concurrency)
+    } else {
+        format!("{} × {} spawned", case.threads, case.concurrency)
+    };
+    let mut row = format!("| {server} | {} | {shape} | {percent}% = {rate:.0}/s |", case.workload);
+    for driver in ["shardwise", "official"] {
+        let _ = write!(
+            row,
+            " {:.0} | {:.2} / {:.2} / {:.2} / {:.1} |",
+            median(driver, "throughput"),
+            median(driver, "p50_ms"),
+            median(driver, "p99_ms"),
+            median(driver, "p999_ms"),
+            median(driver, "max_ms")
+        );
+    }
+    let _ = write!(row, " {:.2} | {:.2} | {:.2} | {:.2} |", ratio("p50"), ratio("p99"), ratio("p999"), ratio("max"));
+    Ok(row)
+}
+
+const OPEN_LOOP_HEADER: &str =
+    "| server | workload | runtime × loops | rate (of the official peak) | shardwise ops/s | \
+     shardwise p50 / p99 / p99.9 / max ms | official ops/s | official p50 / p99 / p99.9 / max ms | \
+     p50 ratio | p99 ratio | p99.9 ratio | max ratio |\n|---|---|---|---|---:|---|---:|---|---:|---:|---:|---:|\n";
+
 /// Where a run's figures come from, as a results file names it.
 struct RunMeta {
     date: String,
@@ -465,6 +565,21 @@ fn write_driver_results(dir: &Path, meta: &RunMeta) -> Result<(), String> {
     let path = dir.join("driver.json");
     std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     eprintln!("xtask bench: wrote {}", path.display());
+    let mut open = Vec::new();
+    for (through_front, case, percent) in open_cells() {
+        let path = dir.join(format!("{}.json", open_stem(through_front, &case, percent)));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => open.push((through_front, case.threads > 1, text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        }
+    }
+    if !open.is_empty() {
+        let text = open_loop_results(meta, &open)?;
+        let path = dir.join("open-loop.json");
+        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        eprintln!("xtask bench: wrote {}", path.display());
+    }
     Ok(())
 }
 
@@ -472,6 +587,26 @@ fn write_driver_results(dir: &Path, meta: &RunMeta) -> Result<(), String> {
 /// --json` wrote them (through the front or not, spawned loops or not, the
 /// text), each with `server` and `spawn` added.
 fn driver_results(meta: &RunMeta, cells: &[(bool, bool, String)]) -> Result<String, String> {
+    results_file(
+        "driver",
+        "Service-shaped comparison, shardwise / official driver (scylla 1.9), protocol v4",
+        meta,
+        cells,
+    )
+}
+
+/// A results file of kind `open_loop`: the fixed-rate comparisons, each
+/// cell with its `rate`, as [`driver_results`] builds its cells.
+fn open_loop_results(meta: &RunMeta, cells: &[(bool, bool, String)]) -> Result<String, String> {
+    results_file(
+        "open_loop",
+        "Open loop: latency at 25-90% of the official driver's closed-loop peak, measured from when each request was due",
+        meta,
+        cells,
+    )
+}
+
+fn results_file(kind: &str, title: &str, meta: &RunMeta, cells: &[(bool, bool, String)]) -> Result<String, String> {
     use serde_json::{json, Value};
     let cells = cells
         .iter()
@@ -484,8 +619,8 @@ fn driver_results(meta: &RunMeta, cells: &[(bool, bool, String)]) -> Result<Stri
         })
         .collect::<Result<Vec<Value>, String>>()?;
     let file = json!({
-        "kind": "driver",
-        "title": "Service-shaped comparison, shardwise / official driver (scylla 1.9), protocol v4",
+        "kind": kind,
+        "title": title,
         "date": meta.date,
         "tree": meta.tree,
         "machine": meta.machine,
@@ -546,25 +681,8 @@ fn run_suite(
             if let Some(front) = front {
                 front.reset_routing_stats();
             }
-            let status = Command::new(workload_bin)
-                .arg("compare")
-                .arg(case.workload)
-                .args(["--node", &target.to_string()])
-                .args(["-t", &case.threads.to_string(), "-p", &case.concurrency.to_string()])
-                .args(["-c", &connections.to_string()])
-                .args(if case.threads > 1 { &["--spawn"][..] } else { &[] })
-                .args(if case.affine { &["--affinity", "thread"][..] } else { &[] })
-                .args(["--protocol", "4"])
-                .args(["-d", duration, "-w", warmup, "--rounds", &rounds.to_string()])
-                .args(["--consistency", "ONE", "--load", load, "--keyspace", "shardwise_workload"])
-                .args(["--label", label])
-                .arg("--markdown")
-                .arg(&md_path)
-                .arg("--json")
-                .arg(&json_path)
-                .stdin(Stdio::null())
-                .status()
-                .map_err(|e| format!("cannot run {}: {e}", workload_bin.display()))?;
+            let run = Compare { bin: workload_bin, target, label, duration, warmup, rounds, load };
+            let status = run.run(case, None, &md_path, &json_path)?;
             if status.success() {
                 md.push_str(&std::fs::read_to_string(&md_path).unwrap_or_default());
                 let _ = writeln!(md, "Machine-readable: `benches/results/latest/{stem}.json`.\n");
@@ -585,6 +703,74 @@ fn run_suite(
                 let _ = writeln!(md, "{line}\n");
             }
         }
+        // The open-loop matrix, at rates from the comparisons just run.
+        let server = if front.is_some() { "front" } else { "Cassandra" };
+        let _ = writeln!(
+            md,
+            "#### Open loop — {label}\n\nEach request is due at its place on a fixed-rate timeline (`--rate`) and its \
+             latency counts from then, so a slow answer delays the requests queued behind it in the figures too. \
+             Rates are shares of the official driver's closed-loop throughput in the same configuration, measured above; \
+             {} round(s) per rate.\n",
+            rounds.min(2)
+        );
+        let mut summary = String::from(OPEN_LOOP_HEADER);
+        for (through_front, case, percent) in open_cells().into_iter().filter(|c| c.0 == front.is_some()) {
+            if crate::interrupted() {
+                return Err("interrupted".into());
+            }
+            let closed = json_dir.join(format!("{}.json", stem(through_front, &case)));
+            let peak = std::fs::read_to_string(&closed)
+                .map_err(|e| format!("reading {}: {e}", closed.display()))
+                .and_then(|text| official_peak(&text));
+            let peak = match peak {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = writeln!(
+                        summary,
+                        "| {server} | {} | {} × {} | {percent}%: no peak ({e}) |",
+                        case.workload, case.threads, case.concurrency
+                    );
+                    continue;
+                }
+            };
+            let rate = (peak * f64::from(percent) / 100.0).round().max(1.0);
+            banner(&format!(
+                "{step}. workload compare {} -t {} -p {} -r {rate:.0} ({percent}% of {peak:.0}/s) — {label}",
+                case.workload, case.threads, case.concurrency
+            ));
+            step += 1;
+            let stem = open_stem(through_front, &case, percent);
+            let md_path = work.join(format!("{stem}.md"));
+            let json_path = json_dir.join(format!("{stem}.json"));
+            let run = Compare { bin: workload_bin, target, label, duration, warmup, rounds: rounds.min(2), load };
+            let status = run.run(&case, Some(rate), &md_path, &json_path)?;
+            let row = if status.success() {
+                std::fs::read_to_string(&json_path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| open_loop_row(server, &case, percent, &text))
+            } else {
+                Err(format!("the workload runner failed ({status})"))
+            };
+            match row {
+                Ok(row) => {
+                    let _ = writeln!(summary, "{row}");
+                }
+                Err(e) => {
+                    let _ = writeln!(
+                        summary,
+                        "| {server} | {} | {} × {} | {percent}%: {e} |",
+                        case.workload, case.threads, case.concurrency
+                    );
+                    failures.push(stem.clone());
+                }
+            }
+        }
+        let _ = writeln!(
+            md,
+            "{summary}\nRatios are shardwise / official (medians of the rounds' ratios); under 1.0 shardwise is faster. \
+             Each cell's rounds: `benches/results/latest/<server>-<workload>-t<T>-p<P>-open<percent>.json`; all of them in \
+             `benches/results/latest/open-loop.json`.\n\n{SLOW_NODE_NOTE}\n"
+        );
     }
 
     banner(&format!("{step}. CDC benchmark"));
@@ -616,6 +802,51 @@ fn run_suite(
         Ok(())
     } else {
         Err(format!("failed: {}", failures.join(", ")))
+    }
+}
+
+/// One `workload compare` invocation's fixed settings.
+struct Compare<'a> {
+    bin: &'a Path,
+    target: SocketAddr,
+    label: &'a str,
+    duration: &'a str,
+    warmup: &'a str,
+    rounds: usize,
+    load: &'a str,
+}
+
+impl Compare<'_> {
+    /// Runs `workload compare` for `case`, closed loop or at `rate` requests/s,
+    /// writing its Markdown and JSON to the paths given.
+    fn run(
+        &self,
+        case: &Case,
+        rate: Option<f64>,
+        md_path: &Path,
+        json_path: &Path,
+    ) -> Result<std::process::ExitStatus, String> {
+        let connections = if case.affine { case.threads } else { 1 };
+        Command::new(self.bin)
+            .arg("compare")
+            .arg(case.workload)
+            .args(["--node", &self.target.to_string()])
+            .args(["-t", &case.threads.to_string(), "-p", &case.concurrency.to_string()])
+            .args(["-c", &connections.to_string()])
+            .args(if case.threads > 1 { &["--spawn"][..] } else { &[] })
+            .args(if case.affine { &["--affinity", "thread"][..] } else { &[] })
+            .args(rate.map(|r| vec!["--rate".to_string(), format!("{r:.0}")]).unwrap_or_default())
+            .args(["--protocol", "4"])
+            .args(["-d", self.duration, "-w", self.warmup, "--rounds", &self.rounds.to_string()])
+            .args(["--consistency", "ONE", "--load", self.load, "--keyspace", "shardwise_workload"])
+            .args(["--label", self.label])
+            .arg("--markdown")
+            .arg(md_path)
+            .arg("--json")
+            .arg(json_path)
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))
     }
 }
 
@@ -729,5 +960,44 @@ mod tests {
         assert!(p99.contains("Cassandra, write, 2 × 2048") && p99.contains("front, read, 2 × 2048"), "{p99}");
         assert!(p99.contains("0.97") && p99.contains("1.25"), "{p99}");
         assert!(driver_results(&meta, &[(false, true, "not json".into())]).is_err());
+    }
+    /// The open-loop rates come from the official driver's median closed-loop
+    /// throughput; the cells are charted as `open_loop` and summarised with
+    /// both drivers' tails and the ratios.
+    #[test]
+    fn the_open_loop_matrix_takes_its_rates_from_the_official_peak() {
+        let closed = r#"{"runs": [{"shardwise": {"throughput": 9.0}, "official": {"throughput": 20000.0}},
+            {"shardwise": {"throughput": 9.0}, "official": {"throughput": 24000.0}},
+            {"shardwise": {"throughput": 9.0}, "official": {"throughput": 30000.0}}]}"#;
+        assert_eq!(official_peak(closed), Ok(24000.0));
+        assert!(official_peak(r#"{"runs": []}"#).is_err());
+        assert!(official_peak("not json").is_err());
+
+        let open = r#"{"workload": "write", "threads": 2, "concurrency": 128, "connections": 1, "affinity": "auto",
+            "label": "Cassandra 5.0 directly", "rate": 6000,
+            "runs": [{"shardwise": {"throughput": 5999.0, "p50_ms": 1.0, "p99_ms": 2.0, "p999_ms": 4.0, "max_ms": 9.0},
+                      "official": {"throughput": 6000.0, "p50_ms": 1.0, "p99_ms": 4.0, "p999_ms": 8.0, "max_ms": 30.0}}],
+            "median": {"cpu_per_op": 0.5, "throughput": 1.0, "p50": 1.0, "p99": 0.5, "p999": 0.5, "max": 0.3}}"#;
+        let case = Case { workload: "write", threads: 2, concurrency: 128, affine: false };
+        let row = open_loop_row("Cassandra", &case, 25, open).expect("row");
+        assert!(
+            row.contains("25% = 6000/s") && row.contains("2.00 / 4.00 / 9.0") && row.contains("0.50 | 0.30 |"),
+            "{row}"
+        );
+        assert_eq!(row.matches('|').count(), OPEN_LOOP_HEADER.lines().next().map_or(0, |h| h.matches('|').count()));
+        assert_eq!(open_stem(true, &case, 90), "front-write-t2-p128-open90");
+        assert_eq!(open_cells().len(), 2 * OPEN_WORKLOADS.len() * OPEN_SHAPES.len() * OPEN_PERCENTS.len());
+
+        let meta = RunMeta {
+            date: "2026-01-01 00:00:00 UTC".into(),
+            tree: "abc1234".into(),
+            machine: "`nproc`: 2".into(),
+            command: "cargo xtask bench".into(),
+            settings: "s".into(),
+        };
+        let text = open_loop_results(&meta, &[(false, true, open.into())]).expect("results");
+        let charts = crate::charts::render_file(Path::new("open-loop.json"), &text).expect("charts");
+        let p99 = &charts.iter().find(|(name, _)| name == "open-loop-p99.svg").expect("p99 chart").1;
+        assert!(p99.contains("6,000") && p99.contains("4.0"), "{p99}");
     }
 }

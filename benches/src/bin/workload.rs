@@ -1417,7 +1417,8 @@ mod tests {
             r.driver = driver;
             r
         };
-        let cmp = compare_summary(vec![(report(DriverKind::Shardwise, 4.0, 8.0), report(DriverKind::Official, 8.0, 32.0))]);
+        let cmp =
+            compare_summary(vec![(report(DriverKind::Shardwise, 4.0, 8.0), report(DriverKind::Official, 8.0, 32.0))]);
         assert_eq!((cmp.median.p999, cmp.median.max), (0.5, 0.25));
         let json = comparison_json(&common, &cmp, None);
         assert!(json.contains("\"rate\": 6000"), "{json}");

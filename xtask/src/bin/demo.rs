@@ -7,6 +7,11 @@
 //! (a counting global allocator, all threads), the share of requests that reached the
 //! shard owning their token, and the CDC engine following a table live: changes written,
 //! delivered, and the delay from a write's timestamp to its delivery.
+//!
+//! Beside each phase it runs the same phase with the official driver (`scylla` 1.9, protocol
+//! v4 as it negotiates with Cassandra 5.0): same statements, loops, runtime and front, after
+//! the same warm-up, and prints the ratios shardwise / official, so a newcomer sees the
+//! difference that does not depend on the machine. Each driver warms up before its figures.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -69,6 +74,8 @@ const LOOPS: usize = 256;
 const WARM_TIME: Duration = Duration::from_secs(6);
 const WRITE_TIME: Duration = Duration::from_secs(5);
 const READ_TIME: Duration = Duration::from_secs(3);
+/// The official driver's warm-up: its own connections and the server's paths for them.
+const OFFICIAL_WARM_TIME: Duration = Duration::from_secs(2);
 const CDC_TIME: Duration = Duration::from_secs(5);
 const SHARDS: u16 = 4;
 const KS: &str = "shardwise_demo";
@@ -119,6 +126,45 @@ fn demo() -> Result<()> {
     result
 }
 
+/// The official driver's session and statements, shared by its request loops.
+struct Official {
+    session: scylla::client::session::Session,
+    insert: scylla::statement::prepared::PreparedStatement,
+    select: scylla::statement::prepared::PreparedStatement,
+}
+
+impl Official {
+    async fn connect(front: &FrontHandle) -> Result<Arc<Official>> {
+        use scylla::client::execution_profile::ExecutionProfile;
+        let profile =
+            ExecutionProfile::builder().consistency(scylla::statement::Consistency::One).build().into_handle();
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_node(front.addr().to_string())
+            .default_execution_profile_handle(profile)
+            .build()
+            .await?;
+        let insert = session.prepare(format!("INSERT INTO {KS}.kv (pk, v) VALUES (?, ?)")).await?;
+        let select = session.prepare(format!("SELECT v FROM {KS}.kv WHERE pk = ?")).await?;
+        Ok(Arc::new(Official { session, insert, select }))
+    }
+}
+
+/// Prints the official driver's figures of a phase and the ratios shardwise / official.
+fn beside(shardwise: &Phase, official: &Phase) {
+    let ratio = |s: f64, o: f64| if o > 0.0 { format!("{:.2}x", s / o) } else { "-".into() };
+    println!(
+        "  official driver: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.2} allocations per request \
+         — shardwise/official: throughput {}, p50 {}, p99 {}",
+        official.rate(),
+        official.latency.quantile(0.5) as f64 / 1000.0,
+        official.latency.quantile(0.99) as f64 / 1000.0,
+        official.allocations as f64 / official.requests.max(1) as f64,
+        ratio(shardwise.rate(), official.rate()),
+        ratio(shardwise.latency.quantile(0.5) as f64, official.latency.quantile(0.5) as f64),
+        ratio(shardwise.latency.quantile(0.99) as f64, official.latency.quantile(0.99) as f64),
+    );
+}
+
 async fn run(front: &FrontHandle) -> Result<()> {
     let session =
         SessionBuilder::new().known_node_addr(front.addr()).default_consistency(Consistency::One).build().await?;
@@ -146,11 +192,25 @@ async fn run(front: &FrontHandle) -> Result<()> {
     };
     println!("warming the server up with {} s of writes (not measured)", WARM_TIME.as_secs());
     phase(&session, WARM_TIME, write.clone()).await?;
-    // Routing counts from the measured phases on.
+    let official = Official::connect(front).await?;
+    let official_write = |o: Arc<Official>, pk: i64| async move {
+        o.session.execute_unpaged(&o.insert, (pk, pk * 2)).await?;
+        Result::<()>::Ok(())
+    };
+    println!(
+        "official driver (scylla 1.9) on the same runtime and front: {} s of writes to warm it up (not measured)",
+        OFFICIAL_WARM_TIME.as_secs()
+    );
+    phase(&official, OFFICIAL_WARM_TIME, official_write).await?;
+    // Routing counts from the measured phases on (shardwise's only: the front counts both).
     let before = front.stats();
     let writes = phase(&session, WRITE_TIME, write).await?;
+    let mid = front.stats();
     println!("{}", writes.line("prepared writes"));
-    let written = writes.requests as i64;
+    let official_writes = phase(&official, WRITE_TIME, official_write).await?;
+    beside(&writes, &official_writes);
+    let written = writes.requests.min(official_writes.requests) as i64;
+    let before_reads = front.stats();
     let select = Arc::new(session.prepare(format!("SELECT v FROM {KS}.kv WHERE pk = ?")).await?);
     let reads = phase(&session, READ_TIME, {
         let select = select.clone();
@@ -167,9 +227,24 @@ async fn run(front: &FrontHandle) -> Result<()> {
         }
     })
     .await?;
-    println!("{}", reads.line("single-row reads"));
     let after = front.stats();
-    let (hits, misses) = (after.hits() - before.hits(), after.misses() - before.misses());
+    println!("{}", reads.line("single-row reads"));
+    let official_reads = phase(&official, READ_TIME, move |o: Arc<Official>, n: i64| async move {
+        let pk = n % written.max(1);
+        let rows = o.session.execute_unpaged(&o.select, (pk,)).await?.into_rows_result()?;
+        let checked: Result<()> = match rows.maybe_first_row::<(i64,)>()? {
+            Some((v,)) if v == pk * 2 => Ok(()),
+            other => Err(format!("pk {pk}: read {other:?} with the official driver, wrote {}", pk * 2).into()),
+        };
+        checked
+    })
+    .await?;
+    beside(&reads, &official_reads);
+    drop(official);
+    let (hits, misses) = (
+        mid.hits() - before.hits() + after.hits() - before_reads.hits(),
+        mid.misses() - before.misses() + after.misses() - before_reads.misses(),
+    );
     println!(
         "shard hits: {hits} of {} routed requests reached the shard that owns their token ({:.2}%)",
         hits + misses,
@@ -187,6 +262,11 @@ struct Phase {
 }
 
 impl Phase {
+    /// Requests per second.
+    fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
     fn line(&self, what: &str) -> String {
         format!(
             "{what}: {} in {:.1} s, {LOOPS} in flight: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.2} allocations per request",
@@ -201,10 +281,12 @@ impl Phase {
 }
 
 /// Runs `request` from [`LOOPS`] spawned request loops for `time`, after a short warm-up;
-/// counts requests, latencies and allocations (only the measured part).
-async fn phase<F, Fut>(session: &Session, time: Duration, request: F) -> Result<Phase>
+/// counts requests, latencies and allocations (only the measured part). `client` is what
+/// each request gets: a shardwise [`Session`] or the official driver's.
+async fn phase<C, F, Fut>(client: &C, time: Duration, request: F) -> Result<Phase>
 where
-    F: Fn(Session, i64) -> Fut + Clone + Send + 'static,
+    C: Clone + Send + 'static,
+    F: Fn(C, i64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Result<()>> + Send,
 {
     let latency = Arc::new(Histogram::new());
@@ -213,7 +295,7 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let mut loops = tokio::task::JoinSet::new();
     for _ in 0..LOOPS {
-        let (session, request) = (session.clone(), request.clone());
+        let (session, request) = (client.clone(), request.clone());
         let (latency, next, measuring, stop) = (latency.clone(), next.clone(), measuring.clone(), stop.clone());
         loops.spawn(async move {
             let mut done = 0u64;
