@@ -16,7 +16,7 @@ use crate::config::{Auth, Location, NodeConfig};
 use crate::error::{HarnessError, Result};
 use crate::node::Node;
 use crate::ports::{free_port_pair, loopback_addresses};
-use crate::probe::{ProbeConnection, QueryResult};
+use crate::raw::{QueryResult, RawConnection};
 
 /// A running multi-node cluster. Dropping it stops every node.
 #[derive(Debug)]
@@ -198,7 +198,7 @@ impl Cluster {
 
 /// How many rows of `system.peers` on the node at `addr` have tokens.
 fn peers_with_tokens(addr: SocketAddr, credentials: Option<(&str, &str)>) -> Result<usize> {
-    let mut probe = ProbeConnection::connect(addr, Duration::from_secs(5))?;
+    let mut probe = RawConnection::connect(addr, Duration::from_secs(5))?;
     probe.startup(credentials)?;
     let QueryResult::Rows(rows) = probe.query("SELECT peer, tokens FROM system.peers")? else {
         return Ok(0);

@@ -22,8 +22,9 @@
 //!   the one `cargo xtask test` passes in `SHARDWISE_CASSANDRA`) and unique
 //!   keyspace names ([`fresh_keyspace`]).
 //! - [`ports`]: free ports for test servers.
-//! - [`probe`]: a minimal blocking CQL v4 client for readiness checks and the
-//!   demo — deliberately not the driver under test.
+//! - [`raw`]: a blocking one-connection CQL client on the protocol crate's
+//!   encoder and decoder, for readiness checks and tests that put exact
+//!   requests on the wire — deliberately not the driver under test.
 //! - [`samples`]: one table holding every CQL type and its rows, shared by the
 //!   integration tests of every crate.
 //! - [`fault`]: a TCP proxy that injects faults (delays, lost frames,
@@ -41,7 +42,7 @@ pub mod fault;
 pub mod kafka;
 pub mod node;
 pub mod ports;
-pub mod probe;
+pub mod raw;
 pub mod samples;
 pub mod shared;
 
@@ -52,4 +53,5 @@ pub use error::{HarnessError, Result};
 pub use fault::FaultProxy;
 pub use kafka::{Kafka, KAFKA_VERSION};
 pub use node::Node;
+pub use raw::RawConnection;
 pub use shared::{fresh_keyspace, shared_node, SHARDWISE_CASSANDRA};

@@ -278,7 +278,7 @@ impl Node {
                 saw_complete = scanner.contains(STARTUP_COMPLETE);
             }
             if saw_complete {
-                match crate::probe::options(addr, Duration::from_secs(2)) {
+                match crate::raw::options(addr, Duration::from_secs(2)) {
                     Ok(_) => return Ok(()),
                     Err(_) if Instant::now() < deadline => {}
                     Err(e) => {

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use testkit::probe::{ProbeConnection, QueryResult};
+use testkit::raw::{QueryResult, RawConnection};
 use testkit::{Auth, HarnessError, Node, NodeConfig};
 
 #[test]
@@ -14,7 +14,7 @@ fn password_authenticator() {
     let addr = node.addr();
     let ready = Instant::now();
 
-    let mut anonymous = ProbeConnection::connect(addr, Duration::from_secs(10)).unwrap();
+    let mut anonymous = RawConnection::connect(addr, Duration::from_secs(10)).unwrap();
     match anonymous.startup(None) {
         Err(HarnessError::Protocol { message, .. }) => {
             assert!(message.contains("requires authentication"), "{message}")
@@ -24,7 +24,7 @@ fn password_authenticator() {
 
     // The superuser is created asynchronously just after startup.
     let mut conn = loop {
-        let mut c = ProbeConnection::connect(addr, Duration::from_secs(10)).unwrap();
+        let mut c = RawConnection::connect(addr, Duration::from_secs(10)).unwrap();
         match c.startup(Some(("cassandra", "cassandra"))) {
             Ok(()) => break c,
             Err(e) if ready.elapsed() < Duration::from_secs(30) => {
@@ -42,7 +42,7 @@ fn password_authenticator() {
     };
     assert!((0..rows.rows.len()).any(|i| rows.text(i, "role").as_deref() == Some("cassandra")));
 
-    let mut wrong = ProbeConnection::connect(addr, Duration::from_secs(10)).unwrap();
+    let mut wrong = RawConnection::connect(addr, Duration::from_secs(10)).unwrap();
     match wrong.startup(Some(("cassandra", "wrong"))) {
         Err(HarnessError::Server { code, .. }) => assert_eq!(code, 0x0100, "bad credentials error"),
         other => panic!("expected bad credentials, got {other:?}"),

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use testkit::probe::{ProbeConnection, QueryResult};
+use testkit::raw::{QueryResult, RawConnection};
 use testkit::Cluster;
 
 /// `Cluster::start(3)` returns three nodes on one port, each of which
@@ -30,7 +30,7 @@ fn three_node_cluster() {
     for (i, addr) in points.iter().enumerate() {
         let expected: BTreeSet<IpAddr> =
             points.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, p)| p.ip()).collect();
-        let mut c = ProbeConnection::connect(*addr, Duration::from_secs(10)).unwrap();
+        let mut c = RawConnection::connect(*addr, Duration::from_secs(10)).unwrap();
         c.startup(None).unwrap();
         let QueryResult::Rows(rows) = c.query("SELECT peer, data_center, tokens FROM system.peers").unwrap() else {
             panic!("no rows")

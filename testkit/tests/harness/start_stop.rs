@@ -4,8 +4,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use shardwise_protocol::codec::Reader;
 use testkit::node::group_alive;
-use testkit::probe::{self, OPTIONS_V4};
+use testkit::raw;
 use testkit::{Node, NodeConfig};
 
 #[test]
@@ -22,10 +23,11 @@ fn start_options_stop() {
         dir.display()
     );
 
-    // OPTIONS by hand: 04 00 00 00 05 00 00 00 00.
+    // OPTIONS by hand (version 4, no flags, stream 0, opcode 5, empty body),
+    // independent of the protocol crate's encoder.
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&OPTIONS_V4).unwrap();
+    s.write_all(&[0x04, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00]).unwrap();
     let mut header = [0u8; 9];
     s.read_exact(&mut header).unwrap();
     assert_eq!(header[0], 0x84, "v4 response version byte");
@@ -34,12 +36,17 @@ fn start_options_stop() {
     let len = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize;
     let mut body = vec![0u8; len];
     s.read_exact(&mut body).unwrap();
-    let supported = probe::decode_supported(&body).unwrap();
-    let cql = supported.iter().find(|(k, _)| k == "CQL_VERSION").expect("CQL_VERSION");
-    assert_eq!(cql.1, vec!["3.4.7".to_string()]);
+    let mut r = Reader::new(&body);
+    let supported = r.string_multimap("SUPPORTED").unwrap();
+    r.finish("SUPPORTED").unwrap();
+    let cql = supported.iter().find(|(k, _)| *k == "CQL_VERSION").expect("CQL_VERSION");
+    assert_eq!(cql.1, vec!["3.4.7"]);
     drop(s);
+    // The same through the raw client.
+    let supported = raw::options(addr, Duration::from_secs(10)).unwrap();
+    assert!(supported.iter().any(|(k, v)| k == "CQL_VERSION" && v == &["3.4.7"]), "{supported:?}");
 
-    let version = probe::release_version(addr, None, Duration::from_secs(10)).unwrap();
+    let version = raw::release_version(addr, None, Duration::from_secs(10)).unwrap();
     assert_eq!(version, testkit::CASSANDRA_VERSION);
 
     let t = Instant::now();
