@@ -21,8 +21,8 @@
 //! reliable source: a `USE` can fail).
 
 use crate::cdclog::dml::Statement;
-use crate::front::Shared;
-use crate::rewrite::{tokenize, Kind};
+use crate::shared::Shared;
+use crate::tokens::{tokenize, Kind};
 
 /// Invalid request.
 const INVALID: i32 = 0x2200;

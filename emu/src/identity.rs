@@ -30,7 +30,7 @@ use shardwise_protocol::response::ResultMessage;
 use shardwise_protocol::rows::{ResultMetadata, Rows};
 use shardwise_protocol::types::{ColumnSpec, ColumnType};
 
-use crate::rewrite::{tokenize, Kind, Tok};
+use crate::tokens::{tokenize, Kind, Tok};
 
 /// Scylla's `system` tables the front lists in `system_schema.tables`, by name.
 pub const SCYLLA_SYSTEM_TABLES: [&str; 7] = [

@@ -99,14 +99,33 @@
 //! - `tablets_ddl` (private): tablets DDL refused or recorded around Cassandra (flavour, hints).
 //! - `properties` (private): Scylla-only table and keyspace properties accepted at their defaults or refused, unknown ones in Scylla's words.
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
-//! - `front` (private): [`Front`], [`FrontConfig`], [`FrontHandle`] and the shared state.
+//! - `front` (private): [`Front`], [`FrontHandle`], their listeners and the accept loop.
+//! - `shared` (private): the state every connection shares (`Shared`) and the schema reactions on it (CDC DDL, tablets, generations).
+//! - `config` (private): [`FrontConfig`] and [`TabletsMode`].
+//! - `error` (private): [`EmuError`], at the bottom so every module can return it.
+//! - `tokens` (private): the CQL tokenizer the rewrites, properties, vector index, refusals, identity and guard read statements with.
+//! - `delay_line` (private): the cross-shard miss delay (one thread forwarding delayed requests).
+//! - `clock` (private): the wall clock in milliseconds and microseconds.
+//!
+//! Layers (no module imports one above it; `cargo xtask imports emu` checks
+//! there is no circle): `error`, `clock`, `config`, `tokens`, `rng` at the
+//! bottom; then the pure parts (`cdc`, `generation`, `tablets`,
+//! `tablet_options`, `tablet_streams`, `properties`, `vector_index`,
+//! `rewrite`, `cdclog`'s parser and builders) and `admin`, `system_tables`;
+//! then `shared`; then what reads it per request (`guard`, `refusals`,
+//! `tablets_ddl`, `lwt`, `describe`, `cdclog::synth`); then `proxy`; then
+//! `front`; `serve` and `transcript` on top.
 
 #![forbid(unsafe_code)]
 
 mod admin;
 pub mod cdc;
 pub mod cdclog;
+mod clock;
+mod config;
+mod delay_line;
 pub mod describe;
+mod error;
 mod front;
 pub mod generation;
 mod guard;
@@ -118,16 +137,21 @@ mod refusals;
 pub mod rewrite;
 pub mod rng;
 pub mod serve;
+mod shared;
 pub mod stats;
 pub mod system_tables;
 pub mod tablet_options;
 pub mod tablet_streams;
 pub mod tablets;
 mod tablets_ddl;
+mod tokens;
 pub mod transcript;
 pub mod vector_index;
 
 pub use cdc::{CdcOptions, CdcTable, Delta, PreImage};
-pub use front::{EmuError, EmulatedNode, Front, FrontConfig, FrontHandle, Resize, TabletsMode, MAX_EMULATED_TABLETS};
+pub use config::{FrontConfig, TabletsMode};
+pub use error::EmuError;
+pub use front::{EmulatedNode, Front, FrontHandle};
 pub use generation::{Generation, StreamId, VnodeStreams};
+pub use shared::{Resize, MAX_EMULATED_TABLETS};
 pub use stats::{FrontStats, NodeStats, ShardStats};

@@ -42,7 +42,7 @@ use crate::cdclog::dml::{Condition, Statement};
 use crate::cdclog::mutation::{self, Binds, Context};
 use crate::cdclog::schema::TableSchema;
 use crate::cdclog::synth::{raw_rows, Item, OwnedValue};
-use crate::front::Shared;
+use crate::shared::Shared;
 
 mod emulate;
 mod md5;

@@ -42,7 +42,7 @@
 //! Scylla checks the names before the values, in name order (its properties
 //! are a sorted map), so the first unknown name by order is the one named.
 
-use crate::rewrite::{Kind, Tok};
+use crate::tokens::{Kind, Tok};
 
 const SYNTAX: i32 = 0x2000;
 const INVALID: i32 = 0x2200;
@@ -326,7 +326,7 @@ fn removals(text: &str, toks: &[Tok<'_>], with: usize, props: &[Property], strip
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::rewrite::tokenize;
+    use crate::tokens::tokenize;
 
     fn run(s: &str) -> Result<String, (i32, String)> {
         let toks = tokenize(s).unwrap();

@@ -36,7 +36,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use shardwise_protocol::codec::Reader;
@@ -54,52 +53,15 @@ use shardwise_protocol::types::ser::RawValues;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::cdclog::dml::{self, Statement};
 use super::cdclog::synth::{self, Item, OwnedValue};
 use super::rewrite::{self, LocalAnswer};
 use super::stats::inc;
-use crate::front::{Shared, StatementInfo};
+use crate::delay_line::Outbox;
 use crate::guard::{self, Keyspace, Resolution, Verdict};
-
-/// Bytes on their way to one socket.
-pub(crate) type Outbox = UnboundedSender<Bytes>;
-
-/// Forwards delayed requests (cross-shard misses) after their deadline. One
-/// OS thread, because tokio timers have millisecond resolution and a miss
-/// penalty is typically tens of microseconds; all delays are equal, so the
-/// queue is in deadline order.
-pub(crate) struct DelayLine {
-    tx: Mutex<std::sync::mpsc::Sender<(Instant, Outbox, Bytes)>>,
-    pub(crate) delay: Duration,
-}
-
-impl DelayLine {
-    pub(crate) fn start(delay: Duration) -> DelayLine {
-        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Outbox, Bytes)>();
-        let _ = std::thread::Builder::new().name("emu-miss-delay".into()).spawn(move || {
-            while let Ok((deadline, out, frame)) = rx.recv() {
-                let now = Instant::now();
-                if deadline > now {
-                    std::thread::sleep(deadline - now);
-                }
-                let _ = out.send(frame);
-            }
-        });
-        DelayLine { tx: Mutex::new(tx), delay }
-    }
-
-    fn push(&self, out: &Outbox, frame: Bytes) {
-        let item = (Instant::now() + self.delay, out.clone(), frame);
-        if let Ok(tx) = self.tx.lock() {
-            if let Err(e) = tx.send(item) {
-                let (_, out, frame) = e.0;
-                let _ = out.send(frame);
-            }
-        }
-    }
-}
+use crate::shared::{Shared, StatementInfo};
 
 /// What a request expects of its response.
 #[derive(Debug)]

@@ -24,8 +24,8 @@
 //! creates the log, in `front`.)
 
 use crate::cdc::LOG_SUFFIX;
-use crate::front::Shared;
-use crate::rewrite::{tokenize, Tok};
+use crate::shared::Shared;
+use crate::tokens::{tokenize, Tok};
 
 const INVALID: i32 = 0x2200;
 const CONFIG_ERROR: i32 = 0x2300;

@@ -218,6 +218,34 @@ pub(crate) async fn view_id(admin: &Admin, keyspace: &str, view: &str) -> Result
     Ok(rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()).and_then(|v| v.as_uuid()))
 }
 
+/// The name ScyllaDB gives the hidden table of index `index`
+/// (`index_table_name` in `test/cqlpy/util.py`).
+pub(crate) fn index_table_name(index: &str) -> String {
+    format!("{index}_index")
+}
+
+/// The hidden tables of the secondary indexes of `keyspace.base` (custom
+/// indexes have none), by name.
+pub(crate) async fn index_tables(admin: &Admin, keyspace: &str, base: &str) -> Result<Vec<String>, EmuError> {
+    let rows = admin
+        .rows(&format!(
+            "SELECT index_name, kind FROM system_schema.indexes WHERE keyspace_name = {} AND table_name = {}",
+            lit(keyspace),
+            lit(base)
+        ))
+        .await?;
+    let mut names: Vec<String> = rows
+        .into_iter()
+        .filter_map(|r| {
+            let name = text(r.first()?)?;
+            let kind = text(r.get(1)?).unwrap_or_default();
+            (kind != "CUSTOM").then(|| index_table_name(&name))
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// Writes the `tablets` rows of one table: its partition replaced by the
 /// map's tablets (the old rows deleted one microsecond before the new ones
 /// are written, so that the two never tie). A replica whose node has no

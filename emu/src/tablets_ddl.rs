@@ -40,11 +40,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::admin::{lit, text, Admin};
-use crate::EmuError;
-
-use crate::front::{Resize, Shared, MAX_EMULATED_TABLETS};
 use crate::rewrite::Rewrite;
+use crate::shared::{Resize, Shared, MAX_EMULATED_TABLETS};
 use crate::tablet_options::{TabletOptions, TabletOptionsError};
 
 const INVALID: i32 = 0x2200;
@@ -69,34 +66,6 @@ pub(crate) fn refusal(shared: &Shared, rw: &Rewrite, current: Option<&str>) -> O
         return Some((e.code(), e.to_string()));
     }
     options.as_ref().err().map(|e| (e.code(), e.to_string()))
-}
-
-/// The name ScyllaDB gives the hidden table of index `index`
-/// (`index_table_name` in `test/cqlpy/util.py`).
-pub(crate) fn index_table_name(index: &str) -> String {
-    format!("{index}_index")
-}
-
-/// The hidden tables of the secondary indexes of `keyspace.base` (custom
-/// indexes have none), by name.
-pub(crate) async fn index_tables(admin: &Admin, keyspace: &str, base: &str) -> Result<Vec<String>, EmuError> {
-    let rows = admin
-        .rows(&format!(
-            "SELECT index_name, kind FROM system_schema.indexes WHERE keyspace_name = {} AND table_name = {}",
-            lit(keyspace),
-            lit(base)
-        ))
-        .await?;
-    let mut names: Vec<String> = rows
-        .into_iter()
-        .filter_map(|r| {
-            let name = text(r.first()?)?;
-            let kind = text(r.get(1)?).unwrap_or_default();
-            (kind != "CUSTOM").then(|| index_table_name(&name))
-        })
-        .collect();
-    names.sort();
-    Ok(names)
 }
 
 impl Shared {

@@ -10,7 +10,7 @@
 //! is SAI. [`scan`] therefore rewrites the statement to `USING 'sai'`,
 //! keeping only the options SAI understands too, and the front does the CDC
 //! part itself once Cassandra has created or dropped the index
-//! (`front::Shared::on_vector_index`).
+//! (`shared::Shared::on_vector_index`).
 //!
 //! Scylla refuses a vector index, in its own words (`refusal`), when the
 //! user explicitly disabled CDC on the table, or when the table's CDC
@@ -24,7 +24,7 @@
 //! indexes created before as plain ones.
 
 use crate::cdc::{CdcOptions, Delta, Registry};
-use crate::rewrite::{Kind, Tok};
+use crate::tokens::{Kind, Tok};
 
 /// The shortest log TTL the vector store accepts, in seconds (24 hours).
 pub const VS_TTL_SECONDS: u64 = 86400;
@@ -250,7 +250,7 @@ pub(crate) fn options_refusal(options: &CdcOptions, indexed: bool) -> Option<Str
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::rewrite::tokenize;
+    use crate::tokens::tokenize;
 
     fn apply(text: &str) -> (IndexDdl, String) {
         let toks = tokenize(text).unwrap();

@@ -2,10 +2,10 @@
 //! tables, the schemas they need, the timestamp checks Scylla makes
 //! (§3.8), the image reads, and the log writes.
 
+use crate::clock::now_micros;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use shardwise_protocol::codec::{RawValue, Reader};
@@ -22,7 +22,7 @@ use super::values;
 use super::writer::Write;
 use crate::admin::{self, lit};
 use crate::cdc::{quote, BaseColumn, CdcOptions, ColumnKind, PreImage};
-use crate::front::Shared;
+use crate::shared::Shared;
 use crate::stats::inc;
 use crate::EmuError;
 
@@ -57,10 +57,6 @@ pub(crate) struct Item {
 
 /// Scylla's clock leeway for CDC writes (`generation_leeway`).
 const LEEWAY_MICROS: i64 = 5_000_000;
-
-pub(crate) fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
-}
 
 /// splitmix64 over a shared counter: random bits for timeuuids.
 pub(crate) fn random(state: &AtomicU64) -> u64 {

@@ -49,7 +49,7 @@ use shardwise_protocol::types::{ColumnSpec, ColumnType, CqlValue};
 
 use crate::admin::{lit, Admin};
 use crate::cdc::LOG_SUFFIX;
-use crate::front::Shared;
+use crate::shared::Shared;
 use crate::EmuError;
 use print::{maybe_quote, Column, Dropped, KeyspaceRow, Properties, ScyllaExtras, Table};
 

@@ -43,7 +43,7 @@ use crate::cdclog::dml::{
 use crate::cdclog::schema::TableSchema;
 use crate::cdclog::synth::{raw_rows, Item, OwnedValue};
 use crate::cdclog::values::{compare, term_bytes, ValueError};
-use crate::front::Shared;
+use crate::shared::Shared;
 
 /// Invalid request.
 pub(super) const INVALID: i32 = 0x2200;

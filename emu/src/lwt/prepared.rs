@@ -45,7 +45,7 @@ use crate::cdclog::dml::{
 };
 use crate::cdclog::schema::TableSchema;
 use crate::cdclog::synth::Item;
-use crate::front::Shared;
+use crate::shared::Shared;
 
 /// The LWT bit of the bind-metadata flags (`SCYLLA_LWT_ADD_METADATA_MARK`'s
 /// mask as the front announces it).
