@@ -32,8 +32,11 @@
 //!   server, per connection and per CQL frame.
 //! - [`kafka`]: a real Apache Kafka broker (one KRaft node), resolved with
 //!   Maven like Cassandra and started behind the same launcher.
+//! - [`alloc`]: the counting global allocator of the allocation tests (per
+//!   thread and per process).
 //! - [`error`]: what can go wrong, as one [`HarnessError`].
 
+pub mod alloc;
 pub mod cluster;
 pub mod config;
 pub mod dist;

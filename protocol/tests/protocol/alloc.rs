@@ -2,9 +2,6 @@
 //! values into a reused buffer must not allocate, and decoding a Void
 //! result or a page of rows whose metadata was skipped must not either.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use bytes::Bytes;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{EnvelopeHeader, ProtocolVersion, HEADER_LEN};
@@ -13,43 +10,12 @@ use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::rows::{ResultMetadata, Rows};
 use shardwise_protocol::types::{ColumnSpec, ColumnType};
 
-struct Counting;
-
-thread_local! {
-    /// Allocations made by this thread while counting (`None`: not counting).
-    static ALLOCATIONS: Cell<Option<usize>> = const { Cell::new(None) };
-}
-
-fn count_one() {
-    let _ = ALLOCATIONS.try_with(|a| a.set(a.get().map(|n| n + 1)));
-}
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::CountingAllocator = testkit::alloc::CountingAllocator;
 
 /// Allocations made by `f` on this thread.
-fn allocations(f: impl FnOnce()) -> usize {
-    ALLOCATIONS.with(|a| a.set(Some(0)));
-    f();
-    ALLOCATIONS.with(|a| a.take()).unwrap_or(0)
+fn allocations(f: impl FnOnce()) -> u64 {
+    testkit::alloc::on_this_thread(f).1
 }
 
 #[test]
