@@ -2,11 +2,11 @@
 //! (`benches/codec.rs`), the latte-style workload runner
 //! (`src/bin/workload.rs`) and the CDC thesis benchmark
 //! (`src/bin/cdc_thesis.rs`). This library holds what the binaries share:
-//! a counting global allocator and the process CPU clock.
+//! the process CPU clock. The workload runner's counting global allocator is
+//! `testkit::alloc`, the one the allocation tests use.
 
 #![warn(missing_docs)]
 
-pub mod alloc_count;
 pub mod rusage;
 
 // The porting guide's snippets are doc tests of this crate, which depends on

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
-use shardwise_benches::alloc_count::{allocations, CountingAllocator};
+use testkit::alloc::{allocations, CountingAllocator};
 use shardwise_benches::rusage::{online_cpus, process_cpu_time};
 
 #[global_allocator]
