@@ -20,7 +20,7 @@ use crate::config::FrontConfig;
 use crate::delay_line::DelayLine;
 use crate::error::EmuError;
 use crate::generation::Generation;
-use crate::shared::{NodeState, Resize, Shared, TabletKeyspace};
+use crate::shared::{Generations, NodeState, Resize, SchemaCache, Shared, TabletKeyspace, Tablets};
 use crate::stats::{inc, Counters, FrontStats, NodeCounters, ShardCounters};
 use crate::tablet_streams::TabletStreams;
 use crate::tablets::TabletMap;
@@ -176,25 +176,18 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         counters: Counters::default(),
         prepared: Mutex::new(HashMap::new()),
         registry: Mutex::new(registry),
-        generations: Mutex::new(Vec::new()),
+        generations: Generations::default(),
+        schemas: SchemaCache::default(),
+        tablets: Tablets::default(),
         admin,
-        cdc_schemas: Mutex::new(HashMap::new()),
-        table_schemas: Mutex::new(HashMap::new()),
         log_writer: cdclog::writer::LogWriter::new(upstreams[0], credentials, 2),
         rng: std::sync::atomic::AtomicU64::new(now_ms() as u64 ^ u64::from(std::process::id()) << 32),
         last_timestamp: std::sync::atomic::AtomicI64::new(0),
-        tablet_keyspaces: Mutex::new(HashMap::new()),
-        tablet_maps: Mutex::new(HashMap::new()),
-        tablet_tables: Mutex::new(HashMap::new()),
-        tablet_streams: Mutex::new(HashMap::new()),
-        resize_lock: tokio::sync::Mutex::new(()),
-        tablet_options: Mutex::new(HashMap::new()),
-        index_tables: Mutex::new(HashMap::new()),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {
         let rf = system_tables::replication_factor(&shared.admin, &keyspace).await?;
-        if let Ok(mut k) = shared.tablet_keyspaces.lock() {
+        if let Ok(mut k) = shared.tablets.keyspaces.lock() {
             k.insert(keyspace, TabletKeyspace { initial, rf });
         }
     }
@@ -203,7 +196,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
     // sharding (a restarted Scylla keeps its generation), else publish one now.
     let existing = system_tables::read_generations(&shared.admin, &emu, sharder).await?;
     let reuse = existing.last().is_some_and(|g| system_tables::matches_ring(g, &ring, sharder));
-    if let Ok(mut gens) = shared.generations.lock() {
+    if let Ok(mut gens) = shared.generations.list.lock() {
         *gens = existing;
     }
     if !reuse {
@@ -309,7 +302,7 @@ impl FrontHandle {
 
     /// Every published generation, oldest first.
     pub fn generations(&self) -> Vec<Generation> {
-        self.shared.generations.lock().map(|g| g.clone()).unwrap_or_default()
+        self.shared.generations.list.lock().map(|g| g.clone()).unwrap_or_default()
     }
 
     /// The generation operating at `at_ms` (the latest whose timestamp is not
@@ -348,7 +341,7 @@ impl FrontHandle {
     /// The CDC stream sets of `keyspace.table`, when it is a CDC table in a
     /// tablets keyspace.
     pub fn tablet_streams(&self, keyspace: &str, table: &str) -> Option<TabletStreams> {
-        self.shared.tablet_streams.lock().ok()?.get(&(keyspace.to_owned(), table.to_owned())).cloned()
+        self.shared.tablets.streams.lock().ok()?.get(&(keyspace.to_owned(), table.to_owned())).cloned()
     }
 
     /// Splits or merges the tablets of `keyspace.table` now, as Scylla's

@@ -100,7 +100,7 @@
 //! - `properties` (private): Scylla-only table and keyspace properties accepted at their defaults or refused, unknown ones in Scylla's words.
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontHandle`], their listeners and the accept loop.
-//! - `shared` (private): the state every connection shares (`Shared`) and the schema reactions on it (CDC DDL, tablets, generations).
+//! - `shared` (private): the state every connection shares (`Shared`); its submodules own CDC DDL (`cdc_ddl`), tablets (`tablets`: maps, rows, stream sets, resizes; [`Resize`]), generations (`generations`) and the schema cache (`schema_cache`).
 //! - `config` (private): [`FrontConfig`] and [`TabletsMode`].
 //! - `error` (private): [`EmuError`], at the bottom so every module can return it.
 //! - `tokens` (private): the CQL tokenizer the rewrites, properties, vector index, refusals, identity and guard read statements with.
@@ -153,5 +153,5 @@ pub use config::{FrontConfig, TabletsMode};
 pub use error::EmuError;
 pub use front::{EmulatedNode, Front, FrontHandle};
 pub use generation::{Generation, StreamId, VnodeStreams};
-pub use shared::{Resize, MAX_EMULATED_TABLETS};
+pub use shared::tablets::{Resize, MAX_EMULATED_TABLETS};
 pub use stats::{FrontStats, NodeStats, ShardStats};

@@ -73,7 +73,7 @@ impl Shared {
     /// by the table's hints, at most [`MAX_EMULATED_TABLETS`].
     pub(crate) fn hinted_tablet_count(&self, keyspace: &str, table: &str, count: usize) -> usize {
         let key = (keyspace.to_owned(), table.to_owned());
-        let hinted = match self.tablet_options.lock() {
+        let hinted = match self.tablets.options.lock() {
             Ok(o) => o.get(&key).map_or(count, |o| o.created_count(count)),
             Err(_) => count,
         };
@@ -83,7 +83,7 @@ impl Shared {
     /// Remembers the hints of a table being created (before its map is
     /// made, so that the map is born with the hinted count).
     pub(crate) fn set_tablet_options(&self, keyspace: &str, table: &str, options: TabletOptions) {
-        if let Ok(mut o) = self.tablet_options.lock() {
+        if let Ok(mut o) = self.tablets.options.lock() {
             o.insert((keyspace.to_owned(), table.to_owned()), options);
         }
     }
@@ -138,7 +138,7 @@ impl Shared {
     /// by key; Scylla's `tablet_options::to_map`). `None` when the table
     /// was given no `tablets` map through the front.
     pub(crate) fn table_tablet_options(&self, keyspace: &str, table: &str) -> Option<BTreeMap<String, String>> {
-        let o = self.tablet_options.lock().ok()?;
+        let o = self.tablets.options.lock().ok()?;
         o.get(&(keyspace.to_owned(), table.to_owned())).map(TabletOptions::to_map)
     }
 

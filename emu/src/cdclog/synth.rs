@@ -82,10 +82,10 @@ impl Shared {
     /// Forgets cached schemas of a table (after DDL).
     pub(crate) fn forget_cdc_schema(&self, keyspace: &str, table: &str) {
         let key = (keyspace.to_string(), table.to_string());
-        if let Ok(mut s) = self.cdc_schemas.lock() {
+        if let Ok(mut s) = self.schemas.cdc.lock() {
             s.remove(&key);
         }
-        if let Ok(mut s) = self.table_schemas.lock() {
+        if let Ok(mut s) = self.schemas.tables.lock() {
             s.remove(&key);
         }
     }
@@ -96,11 +96,11 @@ impl Shared {
             return Ok(None);
         };
         let key = (keyspace.to_string(), table.to_string());
-        if let Some(s) = self.cdc_schemas.lock().ok().and_then(|s| s.get(&key).cloned()) {
+        if let Some(s) = self.schemas.cdc.lock().ok().and_then(|s| s.get(&key).cloned()) {
             return Ok(Some(s));
         }
         let schema = Arc::new(self.load_schema(keyspace, table, options).await?);
-        if let Ok(mut s) = self.cdc_schemas.lock() {
+        if let Ok(mut s) = self.schemas.cdc.lock() {
             s.insert(key, schema.clone());
         }
         Ok(Some(schema))
@@ -113,14 +113,14 @@ impl Shared {
             return Ok(Some(s));
         }
         let key = (keyspace.to_string(), table.to_string());
-        if let Some(s) = self.table_schemas.lock().ok().and_then(|s| s.get(&key).cloned()) {
+        if let Some(s) = self.schemas.tables.lock().ok().and_then(|s| s.get(&key).cloned()) {
             return Ok(Some(s));
         }
         if self.base_columns(keyspace, table).await?.is_empty() {
             return Ok(None);
         }
         let schema = Arc::new(self.load_schema(keyspace, table, CdcOptions::default()).await?);
-        if let Ok(mut s) = self.table_schemas.lock() {
+        if let Ok(mut s) = self.schemas.tables.lock() {
             s.insert(key, schema.clone());
         }
         Ok(Some(schema))
@@ -371,9 +371,9 @@ impl Shared {
     ) -> Result<(Vec<Write>, bool), (i32, String)> {
         // Held for this synchronous computation only: no copy of every
         // generation's streams per write.
-        let guard = self.generations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let guard = self.generations.list.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let gens: &[crate::Generation] = &guard;
-        let tablet_streams = self.tablet_streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tablet_streams = self.tablets.streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut writes = Vec::new();
         let mut streams = Vec::new();
         for (m, images) in mutations {

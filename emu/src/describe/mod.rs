@@ -569,7 +569,8 @@ impl Ctx<'_> {
             caching_disabled,
             tablets: self
                 .shared
-                .tablet_options
+                .tablets
+                .options
                 .lock()
                 .ok()
                 .and_then(|m| m.get(&(ks.to_string(), name.to_string())).map(|o| o.to_map()))

@@ -1,0 +1,167 @@
+//! The state every connection of every emulated node shares ([`Shared`]):
+//! the configuration, the sharder, per-node counters, prepared statements
+//! and the CDC registry here; the parts with reactions of their own in
+//! submodules that own their maps:
+//!
+//! - `cdc_ddl`: CDC DDL (log tables created, mirrored, dropped; options kept);
+//! - [`tablets`]: tablet keyspaces, maps, `system.tablets` rows, stream sets, resizes;
+//! - `generations`: the CDC generations published;
+//! - `schema_cache`: table schemas read for log synthesis and LWT answers.
+//!
+//! It sits below the front and the proxy: connections reach it through an
+//! `Arc`, and it imports neither.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use shardwise_protocol::sharding::{Sharder, BIASED_TOKEN_ROUND_ROBIN};
+use shardwise_protocol::token::Partitioner;
+
+use crate::admin::Admin;
+use crate::cdc::Registry;
+use crate::cdclog::dml::Statement;
+use crate::cdclog::writer::LogWriter;
+use crate::clock::now_micros;
+use crate::config::FrontConfig;
+use crate::delay_line::DelayLine;
+use crate::stats::{Counters, FrontStats, NodeCounters};
+
+mod cdc_ddl;
+mod generations;
+mod schema_cache;
+pub(crate) mod tablets;
+
+pub(crate) use generations::Generations;
+pub(crate) use schema_cache::SchemaCache;
+pub(crate) use tablets::{Resize, TabletKeyspace, Tablets, MAX_EMULATED_TABLETS};
+
+/// What the front learned from a PREPARED answer.
+#[derive(Debug, Clone)]
+pub(crate) struct StatementInfo {
+    pub(crate) pk_indexes: Vec<u16>,
+    /// The partition key is one column bound as a list (`pk IN ?`).
+    pub(crate) in_list: bool,
+    pub(crate) partitioner: Partitioner,
+    /// The statement, when it is DML (for CDC log synthesis).
+    pub(crate) dml: Option<Arc<Statement>>,
+    /// The keyspace of its unqualified table names.
+    pub(crate) keyspace: Option<String>,
+    /// It was prepared while a `USE` was in flight and nothing in the
+    /// answer named its keyspace: `keyspace` is a guess.
+    pub(crate) keyspace_changing: bool,
+    /// DML the front's parser could not read: the text and why (the CDC
+    /// write guard refuses it when it may write a CDC table).
+    pub(crate) unparsed: Option<(String, String)>,
+    /// A `USE` statement: its execution changes the connection's keyspace.
+    pub(crate) is_use: bool,
+    /// The table of its bound columns (keyspace, table), when it has any.
+    pub(crate) table: Option<(String, String)>,
+}
+
+pub(crate) struct NodeState {
+    pub(crate) counters: NodeCounters,
+    pub(crate) shard_aware: SocketAddr,
+    /// The port SUPPORTED names as shard-aware, when not `shard_aware`'s
+    /// (0): see [`FrontHandle::advertise_shard_aware_port`].
+    pub(crate) advertised_shard_aware_port: AtomicU16,
+    pub(crate) host_id: Option<uuid::Uuid>,
+    pub(crate) rr: AtomicU32,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: FrontConfig,
+    pub(crate) sharder: Sharder,
+    pub(crate) nodes: Vec<NodeState>,
+    pub(crate) counters: Counters,
+    pub(crate) prepared: Mutex<HashMap<Bytes, Arc<StatementInfo>>>,
+    pub(crate) registry: Mutex<Registry>,
+    /// The CDC generations published so far.
+    pub(crate) generations: Generations,
+    pub(crate) admin: Admin,
+    pub(crate) delay: Option<DelayLine>,
+    /// Table schemas read for log synthesis and LWT answers (dropped on DDL).
+    pub(crate) schemas: SchemaCache,
+    /// Connections writing log rows and reading images.
+    pub(crate) log_writer: LogWriter,
+    /// Random bits for timeuuids.
+    pub(crate) rng: std::sync::atomic::AtomicU64,
+    /// The last write timestamp the front assigned (µs), so that the
+    /// timestamps it assigns are unique and increasing.
+    pub(crate) last_timestamp: std::sync::atomic::AtomicI64,
+    /// Tablets: keyspaces, maps, stream sets, hints, index tables.
+    pub(crate) tablets: Tablets,
+}
+
+impl NodeState {
+    pub(crate) fn advertised_shard_aware_port(&self) -> u16 {
+        match self.advertised_shard_aware_port.load(Ordering::Relaxed) {
+            0 => self.shard_aware.port(),
+            port => port,
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn stats(&self) -> FrontStats {
+        let nodes: Vec<&NodeCounters> = self.nodes.iter().map(|n| &n.counters).collect();
+        self.counters.snapshot(&nodes)
+    }
+
+    /// Scylla's SUPPORTED for a connection on `shard` of `node`.
+    pub(crate) fn supported(&self, node: usize, shard: u16) -> Vec<(String, Vec<String>)> {
+        let one = |k: &str, v: String| (k.to_string(), vec![v]);
+        let n = &self.nodes[node];
+        let mut v = vec![
+            one("COMPRESSION", "lz4".into()),
+            one("CQL_VERSION", "3.3.1".into()),
+            one("SCYLLA_SHARD", shard.to_string()),
+            one("SCYLLA_NR_SHARDS", self.sharder.nr_shards().to_string()),
+            one("SCYLLA_PARTITIONER", Partitioner::Murmur3.class_name().into()),
+            one("SCYLLA_SHARDING_ALGORITHM", BIASED_TOKEN_ROUND_ROBIN.into()),
+            one("SCYLLA_SHARDING_IGNORE_MSB", self.sharder.ignore_msb().to_string()),
+            one("SCYLLA_SHARD_AWARE_PORT", n.advertised_shard_aware_port().to_string()),
+            one("SCYLLA_LWT_ADD_METADATA_MARK", "LWT_OPTIMIZATION_META_BIT_MASK=2147483648".into()),
+            one("SCYLLA_RATE_LIMIT_ERROR", "ERROR_CODE=61440".into()),
+            one("TABLETS_ROUTING_V1", String::new()),
+        ];
+        if let Some(id) = n.host_id {
+            v.push(one("SCYLLA_HOST_ID", id.hyphenated().to_string()));
+        }
+        v
+    }
+
+    /// A write timestamp for a request that has none: now, but always above
+    /// the last one assigned.
+    pub(crate) fn next_timestamp(&self) -> i64 {
+        let now = now_micros();
+        let prev = self.last_timestamp.fetch_max(now, Ordering::Relaxed);
+        if prev >= now {
+            self.last_timestamp.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            now
+        }
+    }
+
+    pub(crate) fn partitioner_of(&self, keyspace: &str, table: &str) -> Partitioner {
+        match self.registry.lock() {
+            Ok(r) if r.is_log(keyspace, table) => Partitioner::Cdc,
+            _ => Partitioner::Murmur3,
+        }
+    }
+
+    /// The front that stands for the Cassandra node at `node`.
+    pub(crate) fn front_address_of(&self, node: SocketAddr, default: usize) -> SocketAddr {
+        self.nodes
+            .iter()
+            .find(|n| n.counters.upstream.ip() == node.ip())
+            .map(|n| n.counters.front)
+            .unwrap_or_else(|| SocketAddr::new(node.ip(), self.nodes[default].counters.front.port()))
+    }
+
+    fn emu(&self) -> &str {
+        &self.config.emu_keyspace
+    }
+}
