@@ -11,7 +11,7 @@ use scylla::statement::batch::{Batch, BatchType};
 use shardwise_emu::{Delta, FrontConfig};
 use testkit::fresh_keyspace;
 
-use crate::support::{session, start_front, Raw};
+use crate::support::{self, session, start_front};
 
 async fn exec(session: &Session, q: &str) -> Result<(), String> {
     session.query_unpaged(q, &[]).await.map(|_| ()).map_err(|e| e.to_string())
@@ -176,13 +176,16 @@ async fn a_statement_prepared_during_a_use_is_never_applied_unlogged() {
         fn query(q: &str) -> Query<'_, RawValues<'_>> {
             Query { query: q, params: QueryParameters::new(Consistency::One, RawValues::default()) }
         }
-        let mut raw = Raw::connect(addr);
-        assert!(matches!(raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }), ResponseMessage::Ready));
-        assert!(matches!(raw.request(&query(&use_plain)), ResponseMessage::Result(_)));
+        let mut raw = support::raw(addr);
+        assert!(matches!(
+            raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }).expect("answer"),
+            ResponseMessage::Ready
+        ));
+        assert!(matches!(raw.request(&query(&use_plain)).expect("answer"), ResponseMessage::Result(_)));
         // Pipelined: the PREPARE reaches the front before the USE is answered.
-        raw.send(&query(&use_logged), 1);
-        raw.send(&Prepare { query: "INSERT INTO t (pk, v) VALUES (7, 70)", keyspace: None }, 2);
-        let mut answers = raw.answers(&[1, 2]);
+        raw.send(&query(&use_logged), 1).expect("send");
+        raw.send(&Prepare { query: "INSERT INTO t (pk, v) VALUES (7, 70)", keyspace: None }, 2).expect("send");
+        let mut answers = raw.answers(&[1, 2]).expect("answers");
         let Some(ResponseMessage::Result(ResultMessage::Prepared(prepared))) = answers.remove(&2) else {
             panic!("PREPARED expected")
         };
@@ -191,7 +194,7 @@ async fn a_statement_prepared_during_a_use_is_never_applied_unlogged() {
             result_metadata_id: None,
             params: QueryParameters::new(Consistency::One, RawValues::default()),
         };
-        raw.request(&execute)
+        raw.request(&execute).expect("answer")
     })
     .await
     .expect("raw client");

@@ -7,7 +7,7 @@
 use shardwise_emu::{FrontConfig, FrontHandle};
 use testkit::fresh_keyspace;
 
-use crate::support::{session, start_front, Raw};
+use crate::support::{self, session, start_front};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_conditional_writes_announce_and_answer_scylla_columns() {
@@ -298,10 +298,13 @@ async fn prepared_not_in_through_the_official_driver_and_raw() {
     assert_eq!(got, (true, Some(1)));
     assert_eq!(r_of(&s, &table, p, 1).await, Some(2));
 
-    let mut raw = Raw::connect(front.addr());
-    assert!(matches!(raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }), ResponseMessage::Ready));
+    let mut raw = support::raw(front.addr());
+    assert!(matches!(
+        raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }).expect("answer"),
+        ResponseMessage::Ready
+    ));
     let ResponseMessage::Result(ResultMessage::Prepared(prepared)) =
-        raw.request(&Prepare { query: &text, keyspace: None })
+        raw.request(&Prepare { query: &text, keyspace: None }).expect("answer")
     else {
         panic!("PREPARED expected")
     };
@@ -316,7 +319,7 @@ async fn prepared_not_in_through_the_official_driver_and_raw() {
     };
     let execute =
         Execute { id: &prepared.id, result_metadata_id: None, params: QueryParameters::new(Consistency::One, values) };
-    let ResponseMessage::Error(e) = raw.request(&execute) else { panic!("an error expected") };
+    let ResponseMessage::Error(e) = raw.request(&execute).expect("answer") else { panic!("an error expected") };
     assert_eq!(e.code, 0x2200);
     assert!(e.message.starts_with("Exception while binding column r: marshaling error:"), "{}", e.message);
     assert_eq!(r_of(&s, &table, p, 1).await, Some(2), "nothing written");

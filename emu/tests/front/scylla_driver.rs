@@ -17,7 +17,7 @@ use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::RawValues;
 use testkit::fresh_keyspace;
 
-use crate::support::{self, keyspace, session, Raw};
+use crate::support::{self, keyspace, session};
 
 const SHARDS: u16 = 8;
 
@@ -97,17 +97,22 @@ async fn official_driver_routes_to_the_owning_shard() {
 
     // A deliberately misrouted connection: the regular port, then keys owned
     // by other shards than the one the front assigned.
-    let mut raw = Raw::connect(front.addr());
-    let ResponseMessage::Supported(options) = raw.request(&Options) else { panic!("SUPPORTED expected") };
+    let mut raw = support::raw(front.addr());
+    let ResponseMessage::Supported(options) = raw.request(&Options).expect("answer") else {
+        panic!("SUPPORTED expected")
+    };
     let shard: u16 = options
         .iter()
         .find(|(k, _)| k == "SCYLLA_SHARD")
         .and_then(|(_, v)| v.first()?.parse().ok())
         .expect("SCYLLA_SHARD");
-    assert!(matches!(raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }), ResponseMessage::Ready));
+    assert!(matches!(
+        raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }).expect("answer"),
+        ResponseMessage::Ready
+    ));
     let query = format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)");
     let ResponseMessage::Result(ResultMessage::Prepared(prepared)) =
-        raw.request(&Prepare { query: &query, keyspace: None })
+        raw.request(&Prepare { query: &query, keyspace: None }).expect("answer")
     else {
         panic!("PREPARED expected")
     };
@@ -129,7 +134,7 @@ async fn official_driver_routes_to_the_owning_shard() {
             result_metadata_id: None,
             params: QueryParameters::new(Consistency::One, values),
         };
-        assert!(matches!(raw.request(&execute), ResponseMessage::Result(ResultMessage::Void)));
+        assert!(matches!(raw.request(&execute).expect("answer"), ResponseMessage::Result(ResultMessage::Void)));
         if owner == shard {
             right += 1;
         } else {
@@ -153,24 +158,29 @@ async fn miss_delay_slows_only_misses() {
         ..FrontConfig::default()
     });
     let ks = fresh_keyspace("emu_delay");
-    let mut raw = Raw::connect(front.addr());
-    let ResponseMessage::Supported(options) = raw.request(&Options) else { panic!("SUPPORTED expected") };
+    let mut raw = support::raw(front.addr());
+    let ResponseMessage::Supported(options) = raw.request(&Options).expect("answer") else {
+        panic!("SUPPORTED expected")
+    };
     let shard: u16 = options
         .iter()
         .find(|(k, _)| k == "SCYLLA_SHARD")
         .and_then(|(_, v)| v.first()?.parse().ok())
         .expect("SCYLLA_SHARD");
-    assert!(matches!(raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }), ResponseMessage::Ready));
+    assert!(matches!(
+        raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }).expect("answer"),
+        ResponseMessage::Ready
+    ));
     for q in [
         format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
         format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)"),
     ] {
         let q = shardwise_protocol::request::Query { query: &q, params: QueryParameters::new(Consistency::One, ()) };
-        assert!(matches!(raw.request(&q), ResponseMessage::Result(_)));
+        assert!(matches!(raw.request(&q).expect("answer"), ResponseMessage::Result(_)));
     }
     let query = format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)");
     let ResponseMessage::Result(ResultMessage::Prepared(prepared)) =
-        raw.request(&Prepare { query: &query, keyspace: None })
+        raw.request(&Prepare { query: &query, keyspace: None }).expect("answer")
     else {
         panic!("PREPARED expected")
     };
@@ -192,7 +202,7 @@ async fn miss_delay_slows_only_misses() {
                 params: QueryParameters::new(Consistency::One, values),
             };
             let t = Instant::now();
-            assert!(matches!(raw.request(&execute), ResponseMessage::Result(ResultMessage::Void)));
+            assert!(matches!(raw.request(&execute).expect("answer"), ResponseMessage::Result(ResultMessage::Void)));
             total += t.elapsed();
             n += 1;
         }

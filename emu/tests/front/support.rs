@@ -2,18 +2,13 @@
 //! `scylla` session through it, a raw protocol client, the clock, and the
 //! seed of randomized workloads.
 
-use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use shardwise_protocol::frame::{FrameDecoder, ProtocolVersion};
-use shardwise_protocol::request::{encode_request, Request};
-use shardwise_protocol::response::{Response, ResponseMessage};
 
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use shardwise_emu::{Front, FrontConfig, FrontHandle};
+use testkit::RawConnection;
 
 /// A front on the shared Cassandra ([`testkit::shared_node`]).
 pub fn start_front(config: FrontConfig) -> FrontHandle {
@@ -54,59 +49,7 @@ pub fn seed() -> u64 {
     seed
 }
 
-/// A minimal blocking client on the shardwise protocol crate.
-pub struct Raw {
-    stream: TcpStream,
-    decoder: FrameDecoder,
-}
-
-impl Raw {
-    pub fn connect(addr: SocketAddr) -> Raw {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
-        stream.set_nodelay(true).expect("nodelay");
-        Raw { stream, decoder: FrameDecoder::new() }
-    }
-
-    /// One request, its answer.
-    pub fn request<R: Request>(&mut self, r: &R) -> ResponseMessage {
-        self.response(r).message
-    }
-
-    /// One request, its whole answer (custom payload, warnings).
-    pub fn response<R: Request>(&mut self, r: &R) -> Response {
-        self.send(r, 7);
-        self.responses(&[7]).remove(&7).expect("answer")
-    }
-
-    /// Writes `r` on `stream` without waiting for the answer (requests sent this way are
-    /// pipelined: the front sees the next before the first is answered).
-    pub fn send<R: Request>(&mut self, r: &R, stream: i16) {
-        let mut buf = Vec::new();
-        encode_request(r, ProtocolVersion::V4, stream, 0, &mut buf).expect("encode");
-        self.stream.write_all(&buf).expect("write");
-    }
-
-    /// The answers on `streams`, in whatever order they come.
-    pub fn answers(&mut self, streams: &[i16]) -> HashMap<i16, ResponseMessage> {
-        self.responses(streams).into_iter().map(|(s, r)| (s, r.message)).collect()
-    }
-
-    /// [`Raw::answers`], whole.
-    pub fn responses(&mut self, streams: &[i16]) -> HashMap<i16, Response> {
-        let mut got = HashMap::new();
-        while got.len() < streams.len() {
-            if let Some(env) = self.decoder.next_envelope().expect("frame") {
-                let stream = env.header.stream;
-                assert!(streams.contains(&stream), "an answer on stream {stream}");
-                got.insert(stream, Response::from_envelope(env).expect("response"));
-                continue;
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).expect("read");
-            assert!(n > 0, "front closed the connection");
-            self.decoder.feed(&chunk[..n]);
-        }
-        got
-    }
+/// A raw protocol connection to `addr` (testkit's client on the protocol crate).
+pub fn raw(addr: SocketAddr) -> RawConnection {
+    RawConnection::connect(addr, Duration::from_secs(20)).expect("connect")
 }

@@ -23,7 +23,7 @@ use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY, TABLETS_ROUTING_V1};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::RawValues;
 
-use crate::support::{self, session, Raw};
+use crate::support::{self, session};
 
 const SHARDS: u16 = 8;
 
@@ -253,8 +253,10 @@ async fn a_misrouted_request_gets_its_tablet() {
     let query = format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)");
 
     for negotiated in [true, false] {
-        let mut raw = Raw::connect(front.addr());
-        let ResponseMessage::Supported(options) = raw.request(&Options) else { panic!("SUPPORTED expected") };
+        let mut raw = support::raw(front.addr());
+        let ResponseMessage::Supported(options) = raw.request(&Options).expect("answer") else {
+            panic!("SUPPORTED expected")
+        };
         assert!(options.iter().any(|(k, _)| k == TABLETS_ROUTING_V1), "offered");
         let shard: u16 = options
             .iter()
@@ -265,9 +267,9 @@ async fn a_misrouted_request_gets_its_tablet() {
         if negotiated {
             startup.push((TABLETS_ROUTING_V1, ""));
         }
-        assert!(matches!(raw.request(&Startup { options: startup }), ResponseMessage::Ready));
+        assert!(matches!(raw.request(&Startup { options: startup }).expect("answer"), ResponseMessage::Ready));
         let ResponseMessage::Result(ResultMessage::Prepared(prepared)) =
-            raw.request(&Prepare { query: &query, keyspace: None })
+            raw.request(&Prepare { query: &query, keyspace: None }).expect("answer")
         else {
             panic!("PREPARED expected")
         };
@@ -283,7 +285,7 @@ async fn a_misrouted_request_gets_its_tablet() {
                 result_metadata_id: None,
                 params: QueryParameters::new(Consistency::One, values),
             };
-            let response = raw.response(&execute);
+            let response = raw.response(&execute).expect("answer");
             assert!(matches!(response.message, ResponseMessage::Result(ResultMessage::Void)), "{response:?}");
             let payload: Vec<_> = response.custom_payload.iter().filter(|(k, _)| k == PAYLOAD_KEY).collect();
             if tablet.is_replica(0, shard) {
