@@ -11,65 +11,26 @@
 //! requests in flight, every thread of the process is counted while only
 //! the requests run. The tests take turns.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::{Session, SessionBuilder, Statement};
 
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-/// Count every thread's allocations.
-static COUNTING_ALL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-thread_local! {
-    /// Count this thread's allocations.
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
 /// The tests take turns: one count at a time.
 static TURN: Mutex<()> = Mutex::new(());
 
-fn counting() -> bool {
-    COUNTING_ALL.load(Ordering::Relaxed) || COUNTING.try_with(Cell::get).unwrap_or(false)
-}
-
-// SAFETY: forwards every call to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::CountingAllocator = testkit::alloc::CountingAllocator;
 
+/// Every thread's allocations so far.
+fn process_allocations() -> usize {
+    testkit::alloc::allocations() as usize
+}
+
+/// The allocations made on this thread while `f` runs.
 async fn count<F: std::future::Future<Output = ()>>(f: F) -> usize {
-    ALLOCATIONS.store(0, Ordering::SeqCst);
-    COUNTING.with(|c| c.set(true));
-    f.await;
-    COUNTING.with(|c| c.set(false));
-    ALLOCATIONS.load(Ordering::SeqCst)
+    testkit::alloc::on_this_thread_async(f).await.1 as usize
 }
 
 async fn setup(version: ProtocolVersion) -> (Session, String) {
@@ -278,11 +239,9 @@ fn writes_on_two_workers_allocate_nothing(buffer: Option<usize>) {
                 .expect("prepare"),
         );
         // The count sees another worker's allocation.
-        ALLOCATIONS.store(0, Ordering::SeqCst);
-        COUNTING_ALL.store(true, Ordering::SeqCst);
+        let before = process_allocations();
         let v = tokio::spawn(async { std::hint::black_box(vec![1u8; 64]).len() }).await.expect("task");
-        COUNTING_ALL.store(false, Ordering::SeqCst);
-        assert!(v == 64 && ALLOCATIONS.load(Ordering::SeqCst) >= 1, "the process-wide count counts");
+        assert!(v == 64 && process_allocations() - before >= 1, "the process-wide count counts");
         const LOOPS: i64 = 256;
         const PER_LOOP: i64 = 40;
         // Each round: the loops are spawned and parked on a barrier before
@@ -305,14 +264,13 @@ fn writes_on_two_workers_allocate_nothing(buffer: Option<usize>) {
                 }));
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            ALLOCATIONS.store(0, Ordering::SeqCst);
-            COUNTING_ALL.store(true, Ordering::SeqCst);
+            let before = process_allocations();
             start.wait().await;
             end.wait().await;
-            COUNTING_ALL.store(false, Ordering::SeqCst);
+            let during = process_allocations() - before;
             // The first rounds warm up: stream ids, buffers, the runtime's queues.
             if round >= 3 {
-                rounds.push(ALLOCATIONS.load(Ordering::SeqCst));
+                rounds.push(during);
             }
             for t in tasks {
                 t.await.expect("loop");
