@@ -82,7 +82,7 @@
 //! - [`cdclog`]: synthesis of the CDC log rows for base writes (DML side).
 //! - [`describe`]: ScyllaDB's DESCRIBE (CDC logs hidden or commented, tablets), answered by the front.
 //! - [`generation`]: CDC generations and stream ids built from the ring.
-//! - [`proxy`]: one client connection: the frame-level forwarding, SUPPORTED, shard accounting.
+//! - [`proxy`]: one client connection: the frame-level forwarding, SUPPORTED, shard accounting (files: connection, request, response, frame).
 //! - [`rewrite`]: statement rewrites (Scylla system tables, Scylla-only syntax).
 //! - [`serve`]: the front's command-line flags, its announcement and its counter reports.
 //! - [`rng`]: splitmix64, the small deterministic generator (also used by the tests' workloads).
