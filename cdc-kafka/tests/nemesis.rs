@@ -50,8 +50,7 @@ use shardwise_emu::{FrontHandle, Resize};
 use testkit::fault::{Direction, FaultProxy, OnAccept, Rule};
 use testkit::{Cluster, Kafka};
 
-#[path = "../../cdc/tests/cdc/common/mod.rs"]
-mod common;
+use shardwise_cdc_testkit as common;
 mod support;
 use common::workload::{create_table, plan, safety_arg, write_until};
 use common::{exit_of, signal};

@@ -17,8 +17,7 @@ use shardwise_cdc_kafka::topic::{read_topic, Isolation};
 use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, SinkConfig, SinkError};
 use testkit::Kafka;
 
-#[path = "../../cdc/tests/cdc/common/mod.rs"]
-mod common;
+use shardwise_cdc_testkit as common;
 mod support;
 use common::workload::{create_table, plan, safety_arg, write};
 use common::{exit_of, held, signal};

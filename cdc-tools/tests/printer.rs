@@ -15,10 +15,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use shardwise_cdc::checkpoint::TableCheckpointStore;
 use shardwise_cdc::{CheckpointStore, Operation};
 
-#[path = "../../cdc/tests/cdc/common/mod.rs"]
-mod common;
 use common::workload::{check_resumed, create_table, expected_of, plan, safety_arg, write, Ops};
 use common::{exit_of, held, signal};
+use shardwise_cdc_testkit as common;
 
 /// The `printer` of this package, as a child process following `ks.t`
 /// from an absolute time (to an absolute time, or forever), with a table

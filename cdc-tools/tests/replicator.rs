@@ -27,9 +27,8 @@ use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::{Auth, ClientEncryption, Node, NodeConfig};
 use tokio_rustls::rustls;
 
-#[path = "../../cdc/tests/cdc/common/mod.rs"]
-mod common;
 use common::{exit_of, run, signal};
+use shardwise_cdc_testkit as common;
 
 /// The default superuser of a `PasswordAuthenticator` Cassandra.
 const USER: (&str, &str) = ("cassandra", "cassandra");

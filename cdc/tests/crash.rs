@@ -25,8 +25,7 @@
 //! per-shard connection that times out falls back to another shard), and
 //! test binaries run one after another.
 
-#[path = "cdc/common/mod.rs"]
-mod common;
+use shardwise_cdc_testkit as common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;

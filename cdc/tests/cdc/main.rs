@@ -19,10 +19,10 @@
 //! * [`replicator`]: a mixed workload replayed into another table;
 //! * [`replicator_types`]: the replicator for every type family;
 //! * [`readme`]: the README's example, compiled;
-//! * [`common`]: the shared setup (front, session, keyspace).
+//! * `common`: the shared setup (front, session, keyspace), the
+//!   `shardwise-cdc-testkit` crate the other CDC crates' tests use too.
 
 mod checkpoint;
-mod common;
 mod engine;
 mod faults;
 mod images;
@@ -31,3 +31,5 @@ mod readme;
 mod replicator;
 mod replicator_types;
 mod tablets;
+
+use shardwise_cdc_testkit as common;

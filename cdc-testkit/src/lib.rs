@@ -1,10 +1,16 @@
-//! Shared setup of the CDC integration tests: an emulation front (4 shards,
-//! its own stand-in keyspace, so its generation is stable) over the shared
-//! Cassandra, a session through it with one connection per shard, and a
-//! fresh keyspace. The `printer` test of `shardwise-cdc-tools` includes
-//! this module too (by path), so not every item is used by every binary.
-
-#![allow(dead_code)]
+//! Shared setup of the CDC integration tests (a dev-dependency of
+//! `shardwise-cdc`, `shardwise-cdc-tools` and `shardwise-cdc-kafka`, instead
+//! of each test binary including another crate's test files by path): an
+//! emulation front (4 shards, its own stand-in keyspace, so its generation is
+//! stable) over the shared Cassandra, a session through it with one connection
+//! per shard, and a fresh keyspace.
+//!
+//! Modules:
+//!
+//! - this file: the front, the session, keyspaces (plain and with tablets),
+//!   statements, child processes of the tools, lease counts;
+//! - [`workload`]: a seeded workload of writes, the consumer that collects what
+//!   the CDC readers see, and the checks of what a resumed reader saw.
 
 pub mod workload;
 
