@@ -20,7 +20,8 @@
 //! - [`cluster`]: several nodes on 127.0.0.1, .2, .3 for topology tests.
 //! - [`shared`]: one server for all tests of a process ([`shared_node`], or
 //!   the one `cargo xtask test` passes in `SHARDWISE_CASSANDRA`) and unique
-//!   keyspace names ([`fresh_keyspace`]).
+//!   keyspace names ([`fresh_keyspace`]) and the statement creating one
+//!   ([`create_keyspace`]).
 //! - [`ports`]: free ports for test servers.
 //! - [`raw`]: a blocking one-connection CQL client on the protocol crate's
 //!   encoder and decoder, for readiness checks and tests that put exact
@@ -57,4 +58,4 @@ pub use fault::FaultProxy;
 pub use kafka::{Kafka, KAFKA_VERSION};
 pub use node::Node;
 pub use raw::RawConnection;
-pub use shared::{fresh_keyspace, shared_node, SHARDWISE_CASSANDRA};
+pub use shared::{create_keyspace, fresh_keyspace, shared_node, SHARDWISE_CASSANDRA};

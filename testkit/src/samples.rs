@@ -15,7 +15,7 @@ pub const EVERY_TYPE_COLUMNS: &str =
 /// (`every_type`) and a counter table (`counters`).
 pub fn every_type_schema(ks: &str) -> [String; 4] {
     [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        crate::shared::create_keyspace(ks, 1),
         format!("CREATE TYPE {ks}.addr (street text, zip int)"),
         format!(
             "CREATE TABLE {ks}.every_type (pk int PRIMARY KEY, a ascii, b bigint, bl blob, bo boolean, \

@@ -10,7 +10,8 @@
 //! and its directory is removed once the JVM has exited.
 //!
 //! Tests that share a server must not share names: [`fresh_keyspace`] gives
-//! each one a keyspace name no other test, process or earlier run uses.
+//! each one a keyspace name no other test, process or earlier run uses, and
+//! [`create_keyspace`] is the one statement that creates such a keyspace.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -98,6 +99,12 @@ pub fn fresh_keyspace(prefix: &str) -> String {
     clean + &suffix
 }
 
+/// The statement creating keyspace `ks` with `SimpleStrategy` and
+/// `replication_factor` replicas: the set-up of most tests, written once.
+pub fn create_keyspace(ks: &str, replication_factor: u32) -> String {
+    format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +121,14 @@ mod tests {
         }
         assert!(a.starts_with("driver_tests_"));
         assert!(fresh_keyspace("9lives").starts_with("ks9lives_"));
+    }
+
+    #[test]
+    fn keyspace_statement() {
+        assert_eq!(
+            create_keyspace("ks_1", 3),
+            "CREATE KEYSPACE ks_1 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"
+        );
     }
 
     #[test]
