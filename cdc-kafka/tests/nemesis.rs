@@ -340,11 +340,7 @@ async fn three_nodes() -> (Cluster, FrontHandle, shardwise::Session, String) {
         .await
         .expect("session");
     let ks = testkit::fresh_keyspace("nemesis");
-    common::run(
-        &session,
-        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}"),
-    )
-    .await;
+    common::run(&session, &testkit::create_keyspace(&ks, 3)).await;
     (cluster, front, session, ks)
 }
 

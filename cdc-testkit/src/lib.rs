@@ -45,11 +45,7 @@ pub async fn front_and_keyspace_with(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let ks = testkit::fresh_keyspace(tag);
-    run(
-        &session,
-        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-    )
-    .await;
+    run(&session, &testkit::create_keyspace(&ks, 1)).await;
     (front, session, ks)
 }
 

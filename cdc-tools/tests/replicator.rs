@@ -181,11 +181,7 @@ async fn replicates_with_credentials_and_tls_and_refuses_a_wrong_password_or_ca(
         .expect("a session through the front");
 
     let ks = testkit::fresh_keyspace("replicator_tls");
-    run(
-        &session,
-        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-    )
-    .await;
+    run(&session, &testkit::create_keyspace(&ks, 1)).await;
     let columns = "(pk int, ck int, v text, m map<int, text>, PRIMARY KEY (pk, ck))";
     run(&session, &format!("CREATE TABLE {ks}.src {columns} WITH cdc = {{'enabled': true}}")).await;
     run(&session, &format!("CREATE TABLE {ks}.dst {columns}")).await;

@@ -144,11 +144,7 @@ async fn the_reader_delivers_every_change_through_a_node_crash() {
     }
 
     let ks = testkit::fresh_keyspace("cdc_crash");
-    run(
-        &session,
-        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}"),
-    )
-    .await;
+    run(&session, &testkit::create_keyspace(&ks, 3)).await;
     workload::create_table(&session, &ks).await;
 
     // The victim, and the streams it is the primary replica of.

@@ -46,10 +46,9 @@ async fn setup_with(builder: SessionBuilder, version: ProtocolVersion) -> (Sessi
         .await
         .expect("session");
     let ks = testkit::fresh_keyspace("alloc");
-    for ddl in [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-        format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)"),
-    ] {
+    for ddl in
+        [testkit::create_keyspace(&ks, 1), format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)")]
+    {
         session.execute(&Statement::new(ddl), ()).await.expect("ddl");
     }
     (session, ks)

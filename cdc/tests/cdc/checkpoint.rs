@@ -86,11 +86,7 @@ async fn resumes_from_the_table_checkpoint_without_missing_a_row() {
 async fn tables_of_the_same_name_in_two_keyspaces_keep_separate_checkpoints() {
     let (_front, session, ks) = setup("cdc_ckpt_ks1").await;
     let ks2 = testkit::fresh_keyspace("cdc_ckpt_ks2");
-    run(
-        &session,
-        &format!("CREATE KEYSPACE {ks2} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-    )
-    .await;
+    run(&session, &testkit::create_keyspace(&ks2, 1)).await;
     run(
         &session,
         &format!(

@@ -53,7 +53,7 @@ pub async fn own_servers() -> MutexGuard<'static, ()> {
 /// created through `session`.
 pub async fn simple_keyspace(session: &shardwise::Session, prefix: &str) -> String {
     let ks = testkit::fresh_keyspace(prefix);
-    let ddl = format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}");
+    let ddl = testkit::create_keyspace(&ks, 1);
     session.execute(&shardwise::Statement::new(ddl), ()).await.expect("keyspace");
     ks
 }

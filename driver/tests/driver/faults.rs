@@ -57,15 +57,9 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 async fn table(s: &Session, prefix: &str) -> (String, PreparedStatement) {
     let ks = testkit::fresh_keyspace(prefix);
-    s.execute(
-        &Statement::new(format!(
-            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-        ))
-        .with_timeout(SETUP_TIMEOUT),
-        (),
-    )
-    .await
-    .expect("keyspace");
+    s.execute(&Statement::new(testkit::create_keyspace(&ks, 1)).with_timeout(SETUP_TIMEOUT), ())
+        .await
+        .expect("keyspace");
     let create = Statement::new(format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, v int)")).with_timeout(SETUP_TIMEOUT);
     s.execute(&create, ()).await.expect("table");
     let insert = s.prepare(format!("INSERT INTO {ks}.t (k, v) VALUES (?, ?)")).await.expect("prepare");

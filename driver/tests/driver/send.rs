@@ -40,7 +40,7 @@ async fn session(version: ProtocolVersion) -> Session {
 async fn keyspace(s: &Session) -> String {
     let ks = testkit::fresh_keyspace("send");
     for ddl in [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        testkit::create_keyspace(&ks, 1),
         format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text, b blob, o text, l list<text>)"),
         format!("CREATE TABLE {ks}.words (k text PRIMARY KEY, v text)"),
     ] {

@@ -319,15 +319,7 @@ async fn lwt_use_keyspace_and_typed_errors() {
     assert!(err.to_string().ends_with(&format!("(from {node})")), "the message names the node: {err}");
     let err = s.execute(&Statement::new("SELECT * FROM no_such_table"), ()).await.expect_err("invalid");
     assert!(matches!(&err, ExecutionError::Db(e) if e.kind == ErrorKind::Invalid), "{err:?}");
-    let err = s
-        .execute(
-            &Statement::new(format!(
-                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-            )),
-            (),
-        )
-        .await
-        .expect_err("exists");
+    let err = s.execute(&Statement::new(testkit::create_keyspace(&ks, 1)), ()).await.expect_err("exists");
     assert!(
         matches!(&err, ExecutionError::Db(e) if matches!(&e.kind, ErrorKind::AlreadyExists { keyspace, .. } if *keyspace == ks)),
         "{err:?}"

@@ -33,12 +33,7 @@ async fn log_rows(session: &Session, ks: &str, table: &str) -> Vec<(i8, i32, Opt
 }
 
 async fn setup(session: &Session, ks: &str) {
-    exec(
-        session,
-        &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-    )
-    .await
-    .expect("keyspace");
+    exec(session, &testkit::create_keyspace(ks, 1)).await.expect("keyspace");
     exec(session, &format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, v int) WITH cdc = {{'enabled': true}}"))
         .await
         .expect("table");
@@ -162,12 +157,7 @@ async fn a_statement_prepared_during_a_use_is_never_applied_unlogged() {
     let session = session(&front).await;
     let (plain, logged) = (fresh_keyspace("emu_guard_plain"), fresh_keyspace("emu_guard_cdc"));
     setup(&session, &logged).await;
-    exec(
-        &session,
-        &format!("CREATE KEYSPACE {plain} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-    )
-    .await
-    .expect("keyspace");
+    exec(&session, &testkit::create_keyspace(&plain, 1)).await.expect("keyspace");
     exec(&session, &format!("CREATE TABLE {plain}.t (pk int PRIMARY KEY, v int)")).await.expect("table");
 
     let addr = front.addr();

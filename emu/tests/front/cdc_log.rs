@@ -1359,11 +1359,7 @@ async fn cdc_log_rows_match_the_spec() {
     let ks = fresh_keyspace("emu_cdc_log");
     let mut ctx = Ctx { front, session, ks: ks.clone(), next_pk: 100, outcomes: Vec::new() };
 
-    ctx.exec(&format!(
-        "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-    ))
-    .await
-    .expect("keyspace");
+    ctx.exec(&testkit::create_keyspace(&ks, 1)).await.expect("keyspace");
     ctx.exec(&format!("CREATE TYPE {ks}.ut (a int, b int, c int)")).await.expect("type");
     for (name, ddl, (pre, post, delta, ttl)) in TABLES {
         ctx.exec(&fill(ddl, &ks, &[], 0)).await.expect("CREATE TABLE ... WITH cdc");

@@ -15,7 +15,7 @@ async fn prepared_conditional_writes_announce_and_answer_scylla_columns() {
     let session = session(&front).await;
     let ks = fresh_keyspace("emu_lwt");
     for ddl in [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        testkit::create_keyspace(&ks, 1),
         format!("CREATE TABLE {ks}.t (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}}"),
         format!("CREATE TABLE {ks}.plain (pk int PRIMARY KEY, v text)"),
     ] {
@@ -62,7 +62,7 @@ async fn concurrent_lwt_increments_never_lose_an_update() {
     let ks = fresh_keyspace("emu_lwt_inc");
     let setup = session(&front).await;
     for ddl in [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        testkit::create_keyspace(&ks, 1),
         format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, x bigint, y int)"),
         format!("INSERT INTO {ks}.t (pk, x, y) VALUES (1, 0, 0)"),
     ] {
@@ -116,7 +116,7 @@ async fn table1(front: &FrontHandle, prefix: &str) -> (String, scylla::client::s
     let s = session(front).await;
     let ks = fresh_keyspace(prefix);
     for ddl in [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        testkit::create_keyspace(&ks, 1),
         format!("CREATE TABLE {ks}.t (p int, c int, r int, s int static, PRIMARY KEY (p, c))"),
     ] {
         s.query_unpaged(ddl, &[]).await.expect("ddl");

@@ -171,10 +171,7 @@ async fn miss_delay_slows_only_misses() {
         raw.request(&Startup { options: vec![("CQL_VERSION", "3.0.0")] }).expect("answer"),
         ResponseMessage::Ready
     ));
-    for q in [
-        format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-        format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)"),
-    ] {
+    for q in [testkit::create_keyspace(&ks, 1), format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)")] {
         let q = shardwise_protocol::request::Query { query: &q, params: QueryParameters::new(Consistency::One, ()) };
         assert!(matches!(raw.request(&q).expect("answer"), ResponseMessage::Result(_)));
     }

@@ -23,13 +23,7 @@ pub async fn session(front: &FrontHandle) -> Session {
 /// A fresh keyspace named after `prefix`, replication factor 1, created through `session`.
 pub async fn keyspace(session: &Session, prefix: &str) -> String {
     let ks = testkit::fresh_keyspace(prefix);
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .expect("keyspace");
+    session.query_unpaged(testkit::create_keyspace(&ks, 1), &[]).await.expect("keyspace");
     ks
 }
 
