@@ -46,8 +46,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
-use testkit::alloc::{allocations, CountingAllocator};
 use shardwise_benches::rusage::{online_cpus, process_cpu_time};
+use testkit::alloc::{allocations, CountingAllocator};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
