@@ -111,7 +111,7 @@ pub async fn write(
     write_until(session, ks, plan, per_tick, tick, None).await;
 }
 
-/// As [`write`], stopping at `until` if given: how many of the planned
+/// As [`write()`], stopping at `until` if given: how many of the planned
 /// changes were written (and acknowledged).
 pub async fn write_until(
     session: &Session,
