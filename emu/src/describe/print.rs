@@ -98,74 +98,13 @@ pub(crate) struct Table {
     pub(crate) extras: ScyllaExtras,
 }
 
-const KEYWORDS: &[&str] = &[
-    "add",
-    "allow",
-    "alter",
-    "and",
-    "apply",
-    "asc",
-    "authorize",
-    "batch",
-    "begin",
-    "by",
-    "columnfamily",
-    "create",
-    "delete",
-    "desc",
-    "describe",
-    "drop",
-    "entries",
-    "execute",
-    "from",
-    "full",
-    "grant",
-    "if",
-    "in",
-    "index",
-    "infinity",
-    "insert",
-    "into",
-    "is",
-    "keyspace",
-    "limit",
-    "materialized",
-    "modify",
-    "nan",
-    "norecursive",
-    "not",
-    "null",
-    "of",
-    "on",
-    "or",
-    "order",
-    "primary",
-    "rename",
-    "replace",
-    "revoke",
-    "schema",
-    "select",
-    "set",
-    "table",
-    "to",
-    "token",
-    "truncate",
-    "unlogged",
-    "update",
-    "use",
-    "using",
-    "view",
-    "where",
-    "with",
-];
-
 /// `cql3::util::maybe_quote`: the name as is when it is a plain lower-case
 /// identifier, else in double quotes with `"` doubled.
 pub(crate) fn maybe_quote(name: &str) -> String {
     let plain = !name.is_empty()
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         && !name.as_bytes()[0].is_ascii_digit()
-        && !KEYWORDS.contains(&name);
+        && !crate::cdclog::dml::lexer::is_reserved(name);
     if plain {
         name.to_string()
     } else {

@@ -107,7 +107,9 @@ const RESERVED: &[&str] = &[
     "with",
 ];
 
-pub(super) fn is_reserved(word: &str) -> bool {
+/// Whether `word` is a reserved word (any case); DESCRIBE quotes names
+/// that are.
+pub(crate) fn is_reserved(word: &str) -> bool {
     RESERVED.iter().any(|r| r.eq_ignore_ascii_case(word))
 }
 

@@ -23,7 +23,7 @@
 //! the AST of [`ast`], re-exported here.
 
 pub mod ast;
-mod lexer;
+pub(crate) mod lexer;
 mod parser;
 
 pub use ast::*;
