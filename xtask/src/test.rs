@@ -178,8 +178,9 @@ impl Timings {
     fn see(&mut self, line: &str) {
         if line.starts_with("running ") {
             self.first = None;
-        } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.split(" ... ").next()) {
-            if self.first.is_none() && !line.starts_with("test result:") {
+        } else if let Some((name, _)) = line.strip_prefix("test ").and_then(|l| l.split_once(" ... ")) {
+            // Not libtest's "test X has been running for over 60 seconds".
+            if self.first.is_none() {
                 self.first = Some(name.to_string());
             }
         }
@@ -604,7 +605,8 @@ mod tests {
 
     #[test]
     fn test_binaries_are_timed_and_named_by_their_first_test() {
-        let out = "running 2 tests\ntest cdc::a ... ok\ntest cdc::b ... ok\n\n\
+        let out = "running 2 tests\ntest cdc::a has been running for over 60 seconds\ntest cdc::a ... ok\n\
+                   test cdc::b ... ok\n\n\
                    test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 41.50s\n\
                    running 0 tests\n\ntest result: ok. 0 passed; 0 failed; finished in 0.00s\n";
         let mut t = Timings::default();
