@@ -16,13 +16,17 @@ pub(super) fn error_frame(version: u8, stream: i16, code: i32, message: &str) ->
     let msg = &message.as_bytes()[..message.len().min(u16::MAX as usize)];
     body.put_u16(msg.len() as u16);
     body.put_slice(msg);
+    error_body_frame(version, stream, &body)
+}
+/// An ERROR response of protocol `version` on `stream` carrying `body`.
+fn error_body_frame(version: u8, stream: i16, body: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());
     out.put_u8(0x80 | version);
     out.put_u8(0);
     out.put_i16(stream);
     out.put_u8(Opcode::Error as u8);
     out.put_u32(body.len() as u32);
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
     out.freeze()
 }
 /// Cassandra's UNPREPARED error for `id`: the driver prepares the
@@ -35,14 +39,7 @@ pub(super) fn unprepared_frame(stream: i16, id: &[u8]) -> Bytes {
     body.put_slice(message.as_bytes());
     body.put_u16(id.len().min(u16::MAX as usize) as u16);
     body.put_slice(&id[..id.len().min(u16::MAX as usize)]);
-    let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());
-    out.put_u8(0x84);
-    out.put_u8(0);
-    out.put_i16(stream);
-    out.put_u8(Opcode::Error as u8);
-    out.put_u32(body.len() as u32);
-    out.extend_from_slice(&body);
-    out.freeze()
+    error_body_frame(4, stream, &body)
 }
 pub(super) fn response_frame(stream: i16, message: ResponseMessage) -> Option<Bytes> {
     let mut buf = Vec::new();

@@ -346,15 +346,7 @@ pub(super) fn on_batch(
     let conditional = items.iter().any(|i| i.statement.is_conditional());
     if cdc || conditional {
         let ts = b.timestamp.unwrap_or_else(|| conn.shared.next_timestamp());
-        let statements: Vec<BatchStatement<'_, RawValues<'_>>> = b
-            .statements
-            .iter()
-            .zip(&texts)
-            .map(|(s, t)| BatchStatement {
-                kind: t.as_deref().map_or(s.kind, StatementKind::Query),
-                values: s.values.clone(),
-            })
-            .collect();
+        let statements = rewritten(&b.statements, &texts);
         let (consistency, timestamp) = (b.consistency, if conditional { b.timestamp } else { Some(ts) });
         let batch = Batch { statements, timestamp, ..b };
         // Scylla answers one row per statement: every one must be known.
@@ -370,15 +362,7 @@ pub(super) fn on_batch(
         return;
     }
     inc(&conn.shared.counters.rewritten);
-    let statements: Vec<BatchStatement<'_, RawValues<'_>>> = b
-        .statements
-        .iter()
-        .zip(&texts)
-        .map(|(s, t)| BatchStatement {
-            kind: t.as_deref().map_or(s.kind, StatementKind::Query),
-            values: s.values.clone(),
-        })
-        .collect();
+    let statements = rewritten(&b.statements, &texts);
     let batch = Batch { statements, ..b };
     let mut buf = Vec::new();
     if encode_request(&batch, ProtocolVersion::V4, h.stream, h.flags.0 & !Flags::COMPRESSION, &mut buf).is_ok() {
@@ -391,6 +375,21 @@ pub(super) fn on_batch(
         }
     }
 }
+/// A batch's statements with the texts the front rewrote (`None`: as sent).
+fn rewritten<'a>(
+    statements: &[BatchStatement<'a, RawValues<'a>>],
+    texts: &'a [Option<String>],
+) -> Vec<BatchStatement<'a, RawValues<'a>>> {
+    statements
+        .iter()
+        .zip(texts)
+        .map(|(s, t)| BatchStatement {
+            kind: t.as_deref().map_or(s.kind, StatementKind::Query),
+            values: s.values.clone(),
+        })
+        .collect()
+}
+
 /// A write to CDC tables: computes its log rows (reading images first when
 /// the tables want them), forwards the write, and writes the log rows once
 /// Cassandra has applied it, before the client sees the answer. A write the
