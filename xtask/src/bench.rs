@@ -946,13 +946,7 @@ mod tests {
                  \"median_cpu_us_per_op\": {{\"shardwise\": 2.1, \"official\": 7.2}}}}\n"
             )
         };
-        let meta = RunMeta {
-            date: "2026-01-01 00:00:00 UTC".into(),
-            tree: "abc1234".into(),
-            machine: "`nproc`: 2".into(),
-            command: "cargo xtask bench".into(),
-            settings: "s".into(),
-        };
+        let meta = test_meta();
         let text = driver_results(&meta, &[(false, true, cell("write", 0.97)), (true, true, cell("read", 1.25))])
             .expect("results");
         let charts = crate::charts::render_file(Path::new("driver-2026-01-01.json"), &text).expect("charts");
@@ -961,6 +955,16 @@ mod tests {
         assert!(p99.contains("0.97") && p99.contains("1.25"), "{p99}");
         assert!(driver_results(&meta, &[(false, true, "not json".into())]).is_err());
     }
+    fn test_meta() -> RunMeta {
+        RunMeta {
+            date: "2026-01-01 00:00:00 UTC".into(),
+            tree: "abc1234".into(),
+            machine: "`nproc`: 2".into(),
+            command: "cargo xtask bench".into(),
+            settings: "s".into(),
+        }
+    }
+
     /// The open-loop rates come from the official driver's median closed-loop
     /// throughput; the cells are charted as `open_loop` and summarised with
     /// both drivers' tails and the ratios.
@@ -988,13 +992,7 @@ mod tests {
         assert_eq!(open_stem(true, &case, 90), "front-write-t2-p128-open90");
         assert_eq!(open_cells().len(), 2 * OPEN_WORKLOADS.len() * OPEN_SHAPES.len() * OPEN_PERCENTS.len());
 
-        let meta = RunMeta {
-            date: "2026-01-01 00:00:00 UTC".into(),
-            tree: "abc1234".into(),
-            machine: "`nproc`: 2".into(),
-            command: "cargo xtask bench".into(),
-            settings: "s".into(),
-        };
+        let meta = test_meta();
         let text = open_loop_results(&meta, &[(false, true, open.into())]).expect("results");
         let charts = crate::charts::render_file(Path::new("open-loop.json"), &text).expect("charts");
         let p99 = &charts.iter().find(|(name, _)| name == "open-loop-p99.svg").expect("p99 chart").1;

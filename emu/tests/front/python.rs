@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use shardwise_emu::FrontConfig;
+use shardwise_emu::{FrontConfig, FrontHandle};
 use testkit::fresh_keyspace;
 
 use crate::support::start_front;
@@ -58,6 +58,18 @@ fn python_has_driver() -> bool {
     Command::new("python3").args(["-c", "import cassandra.cluster"]).output().is_ok_and(|o| o.status.success())
 }
 
+/// Runs `script` with the front's port and `args`; prints its output and the
+/// front's counters, asserts it succeeded, and returns its stdout.
+fn run_script(front: &FrontHandle, script: &str, args: &[&str]) -> String {
+    let port = front.addr().port().to_string();
+    let out = Command::new("python3").args(["-c", script, &port]).args(args).output().expect("running python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}\n{stderr}\n{}", front.stats());
+    assert!(out.status.success(), "python exited with {}:\n{stdout}\n{stderr}", out.status);
+    stdout
+}
+
 /// Installs `scylla-driver` with pip when python3 lacks it; fails (never
 /// skips) when that is impossible.
 fn ensure_python_driver() {
@@ -82,14 +94,7 @@ fn python_scylla_driver_through_the_front() {
     ensure_python_driver();
     let front = start_front(FrontConfig::default());
     let ks = fresh_keyspace("emu_python");
-    let out = Command::new("python3")
-        .args(["-c", SCRIPT, &front.addr().port().to_string(), &ks])
-        .output()
-        .expect("running python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}\n{stderr}\n{}", front.stats());
-    assert!(out.status.success(), "python exited with {}:\n{stdout}\n{stderr}", out.status);
+    let stdout = run_script(&front, SCRIPT, &[&ks]);
     assert!(stdout.contains("ok 200 rows"));
     assert!(stdout.contains("is_scylla True"), "ScyllaDB's is_scylla through the Python driver");
     let stats = front.stats();
@@ -177,13 +182,6 @@ fn python_driver_routes_to_the_tablet_shard() {
         ..FrontConfig::default()
     });
     let ks = fresh_keyspace("emu_python_tablets");
-    let out = Command::new("python3")
-        .args(["-c", ROUTING_SCRIPT, &front.addr().port().to_string(), &ks, front.emu_keyspace(), "2000"])
-        .output()
-        .expect("running python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}\n{stderr}\n{}", front.stats());
-    assert!(out.status.success(), "python exited with {}:\n{stdout}\n{stderr}", out.status);
+    let stdout = run_script(&front, ROUTING_SCRIPT, &[&ks, front.emu_keyspace(), "2000"]);
     assert!(stdout.contains("ok routing"), "{stdout}");
 }
