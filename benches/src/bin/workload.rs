@@ -46,6 +46,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
+use shardwise_benches::consistency::parse_consistency;
+use shardwise_benches::interval::{parse_interval, Interval};
 use shardwise_benches::rusage::{online_cpus, process_cpu_time};
 use testkit::alloc::{allocations, CountingAllocator};
 
@@ -221,62 +223,6 @@ impl DriverKind {
             DriverKind::Official => "official",
         }
     }
-}
-
-/// How long a phase runs: for a time, or for a number of cycles.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Interval {
-    Time(Duration),
-    Count(u64),
-}
-
-impl std::fmt::Display for Interval {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Interval::Time(d) => write!(f, "{} s", d.as_secs_f64()),
-            Interval::Count(n) => write!(f, "{n} cycles"),
-        }
-    }
-}
-
-fn parse_interval(s: &str) -> Result<Interval, String> {
-    let s = s.trim();
-    if let Ok(n) = s.replace('_', "").parse::<u64>() {
-        return Ok(Interval::Count(n));
-    }
-    let split = s.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(|| format!("bad duration {s:?}"))?;
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.trim().parse().map_err(|_| format!("bad duration {s:?}"))?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "s" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(format!("bad duration unit {unit:?} (ms, s, m, h, or a plain cycle count)")),
-    };
-    if !(secs.is_finite() && secs >= 0.0) {
-        return Err(format!("bad duration {s:?}"));
-    }
-    Ok(Interval::Time(Duration::from_secs_f64(secs)))
-}
-
-fn parse_consistency(
-    s: &str,
-) -> anyhow::Result<(shardwise::protocol::consistency::Consistency, scylla::statement::Consistency)> {
-    use scylla::statement::Consistency as O;
-    use shardwise::protocol::consistency::Consistency as S;
-    Ok(match s.to_ascii_uppercase().replace('-', "_").as_str() {
-        "ANY" => (S::Any, O::Any),
-        "ONE" => (S::One, O::One),
-        "TWO" => (S::Two, O::Two),
-        "THREE" => (S::Three, O::Three),
-        "QUORUM" => (S::Quorum, O::Quorum),
-        "ALL" => (S::All, O::All),
-        "LOCAL_QUORUM" => (S::LocalQuorum, O::LocalQuorum),
-        "EACH_QUORUM" => (S::EachQuorum, O::EachQuorum),
-        "LOCAL_ONE" => (S::LocalOne, O::LocalOne),
-        other => bail!("unknown consistency {other:?}"),
-    })
 }
 
 // ---------------------------------------------------------------------------

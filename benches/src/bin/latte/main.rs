@@ -1,0 +1,248 @@
+//! `latte`: runs latte's workload scripts, unchanged, on shardwise or on the
+//! official ScyllaDB driver (`scylla` 1.9).
+//!
+//! ```text
+//! latte schema benches/latte/insert.rn 127.0.0.1:9042
+//! latte load   benches/latte/read.rn -d 1000
+//! latte run    benches/latte/insert.rn -d 10s -t 1 -p 128 --driver scylla -o run.json
+//! ```
+//!
+//! The command line follows latte's: `schema`, `load` and `run`, a script
+//! and the nodes (default `$SHARDWISE_CASSANDRA`, else 127.0.0.1:9042);
+//! `-d/--duration` (a time such as `10s`, or a cycle count such as `1000`),
+//! `-w/--warmup`, `-r/--rate`, `-t/--threads`, `-p/--concurrency`, `--tag`,
+//! `-P name=value` (for `latte::param!`), `-o/--output FILE.json`; ours:
+//! `--driver shardwise|scylla`. Both drivers speak protocol v4 unless
+//! `--protocol 5` (shardwise only). `load` calls `prepare`, `erase` (if
+//! defined) and then `load` for cycles 0..N, N from `-d` or the script's
+//! `LOAD_COUNT`; `run` calls `prepare` and then `run`.
+//!
+//! Modules, one concept each:
+//! - `script`: compiling a script with the `latte` module, calling its functions;
+//! - `functions`: the `latte` module (data generators, `param!`);
+//! - `context`: the `ctx` object, one session of either driver;
+//! - `values`: script values to CQL values by the markers' types;
+//! - `runner`: a phase's threads and request loops, closed or open loop;
+//! - `report`: the figures, as text and JSON;
+//! - `error`: the errors, one line each.
+
+mod context;
+mod error;
+mod functions;
+mod report;
+mod runner;
+mod script;
+mod values;
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use shardwise_benches::interval::{parse_interval, Interval};
+use shardwise_benches::rusage::process_cpu_time;
+
+use crate::context::{ConnectOptions, Context, DriverKind};
+use crate::error::LatteError;
+use crate::report::{Labels, Report};
+use crate::runner::Plan;
+use crate::script::Script;
+
+#[derive(Parser, Debug)]
+#[command(name = "latte", version, about = "Runs latte workload scripts on shardwise or the official ScyllaDB driver")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Calls the script's `schema` function once.
+    Schema(Target),
+    /// Calls `prepare`, `erase` (if any), then `load` for cycles 0..N.
+    Load(Phase),
+    /// Calls `prepare`, then `run` for the given time or cycles, and reports.
+    Run(Phase),
+}
+
+#[derive(Args, Debug, Clone)]
+struct Target {
+    /// The workload script (`.rn`).
+    script: PathBuf,
+    /// Contact points, host:port (default: $SHARDWISE_CASSANDRA, else 127.0.0.1:9042).
+    nodes: Vec<String>,
+    /// Script parameter for `latte::param!` (repeatable).
+    #[arg(short = 'P', value_parser = parse_param)]
+    params: Vec<(String, String)>,
+    /// Which driver runs the script.
+    #[arg(long, value_enum, default_value_t = DriverKind::Shardwise)]
+    driver: DriverKind,
+    /// Consistency level.
+    #[arg(long, default_value = "LOCAL_QUORUM")]
+    consistency: String,
+    /// Highest protocol version (5: shardwise only).
+    #[arg(long, default_value_t = 4)]
+    protocol: u8,
+    /// Request timeout in seconds (0: none).
+    #[arg(long, default_value_t = 5.0)]
+    request_timeout: f64,
+    /// Connections per shard (per node on Cassandra).
+    #[arg(short = 'c', long, default_value = "1")]
+    connections: NonZeroUsize,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Phase {
+    #[command(flatten)]
+    target: Target,
+    /// Run time (`10s`, `500ms`) or cycles (`1000`); `run` default 60s, `load` default LOAD_COUNT.
+    #[arg(short = 'd', long, value_parser = parse_interval)]
+    duration: Option<Interval>,
+    /// Warm-up before a `run`, not measured (time or cycles).
+    #[arg(short = 'w', long, default_value = "0", value_parser = parse_interval)]
+    warmup: Interval,
+    /// Cycles per second for the whole process (open loop); default: unlimited.
+    #[arg(short = 'r', long)]
+    rate: Option<f64>,
+    /// Threads.
+    #[arg(short = 't', long, default_value = "1")]
+    threads: NonZeroUsize,
+    /// Cycles in flight per thread.
+    #[arg(short = 'p', long, default_value = "128")]
+    concurrency: NonZeroUsize,
+    /// A label for the report (repeatable).
+    #[arg(long)]
+    tag: Vec<String>,
+    /// Write the report as JSON to this file.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+}
+
+/// `-P name=value`.
+fn parse_param(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => Ok((name.trim().to_string(), value.to_string())),
+        _ => Err(format!("bad parameter {s:?}: expected name=value")),
+    }
+}
+
+impl Target {
+    fn connect_options(&self) -> ConnectOptions {
+        let nodes = if self.nodes.is_empty() {
+            vec![std::env::var("SHARDWISE_CASSANDRA")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| "127.0.0.1:9042".into())]
+        } else {
+            self.nodes.clone()
+        };
+        ConnectOptions {
+            nodes,
+            consistency: self.consistency.clone(),
+            protocol: self.protocol,
+            request_timeout: (self.request_timeout > 0.0).then(|| Duration::from_secs_f64(self.request_timeout)),
+            connections: self.connections.get(),
+        }
+    }
+
+    fn load_script(&self) -> Result<Script, LatteError> {
+        let params: HashMap<String, String> = self.params.iter().cloned().collect();
+        Script::load(&self.script, params)
+    }
+}
+
+fn require(
+    script: &Script,
+    function: &'static str,
+    command: &'static str,
+    args: &'static str,
+) -> Result<(), LatteError> {
+    if script.has(function) {
+        Ok(())
+    } else {
+        Err(LatteError::MissingFunction { path: script.path.clone(), function, command, args })
+    }
+}
+
+/// A runtime for the session: the thread's own with one thread, else
+/// `threads` workers for the drivers' connection tasks.
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, LatteError> {
+    if threads == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build()
+    }
+    .map_err(LatteError::Start)
+}
+
+fn schema(t: &Target) -> Result<(), LatteError> {
+    let script = t.load_script()?;
+    require(&script, "schema", "schema", "")?;
+    let rt = runtime(1)?;
+    rt.block_on(async {
+        let ctx = Context::connect(t.driver, &t.connect_options()).await?;
+        runner::call_once(&script, &ctx, "schema").await
+    })?;
+    println!("schema: {} done ({})", script.path.display(), t.driver.name());
+    Ok(())
+}
+
+fn phase(p: &Phase, command: &'static str) -> Result<(), LatteError> {
+    let t = &p.target;
+    let script = t.load_script()?;
+    let interval = match (command, p.duration) {
+        (_, Some(d)) => d,
+        ("load", None) => Interval::Count(script.load_count().ok_or(LatteError::NoLoadCount)?),
+        (_, None) => Interval::Time(Duration::from_secs(60)),
+    };
+    require(&script, command, command, ", i")?;
+    let threads = p.threads.get();
+    let rt = runtime(threads)?;
+    let ctx = rt.block_on(async {
+        let ctx = Context::connect(t.driver, &t.connect_options()).await?;
+        if script.has("prepare") {
+            runner::call_once(&script, &ctx, "prepare").await?;
+        }
+        if command == "load" && script.has("erase") {
+            runner::call_once(&script, &ctx, "erase").await?;
+        }
+        Ok::<_, LatteError>(ctx)
+    })?;
+    let plan = |interval| Plan { function: command, interval, threads, concurrency: p.concurrency.get(), rate: p.rate };
+    let measure = |interval| runner::run_phase(&script, &ctx, &plan(interval), &rt);
+    if command == "run" && p.warmup != Interval::Count(0) && p.warmup != Interval::Time(Duration::ZERO) {
+        measure(p.warmup)?;
+    }
+    let cpu0 = process_cpu_time().map_err(|e| LatteError::Runtime(e.to_string()))?;
+    let m = measure(interval)?;
+    let cpu = process_cpu_time().map_err(|e| LatteError::Runtime(e.to_string()))?.since(&cpu0);
+    let script_name = script.path.display().to_string();
+    let labels =
+        Labels { command, script: &script_name, driver: t.driver.name(), protocol: ctx.protocol(), tags: &p.tag };
+    let report = Report::new(labels, threads, p.concurrency.get(), p.rate, &m, cpu);
+    print!("{}", report.text());
+    if let Some(path) = &p.output {
+        std::fs::write(path, report.json()).map_err(|source| LatteError::Output { path: path.clone(), source })?;
+    }
+    drop(ctx);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Schema(t) => schema(t),
+        Command::Load(p) => phase(p, "load"),
+        Command::Run(p) => phase(p, "run"),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
