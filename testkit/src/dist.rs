@@ -252,11 +252,34 @@ fn resolve_with_maven(dir: &Path, a: &Artifact) -> Result<()> {
 }
 
 /// A cross-process lock: a directory created atomically, removed on drop.
-struct DirLock {
+#[derive(Debug)]
+pub(crate) struct DirLock {
     path: PathBuf,
 }
 
 impl DirLock {
+    /// The lock if nobody holds it now (one left behind by a dead process,
+    /// older than [`LOCK_STALE`], is taken over); never waits.
+    pub(crate) fn try_acquire(path: &Path) -> Option<DirLock> {
+        for _ in 0..2 {
+            match fs::create_dir(path) {
+                Ok(()) => return Some(DirLock { path: path.into() }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let age = fs::metadata(path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| SystemTime::now().duration_since(t).ok());
+                    if age.is_none_or(|a| a <= LOCK_STALE) {
+                        return None;
+                    }
+                    let _ = fs::remove_dir(path);
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
     fn acquire(path: &Path) -> Result<DirLock> {
         let started = Instant::now();
         loop {

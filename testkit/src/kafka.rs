@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::class_archive::{self, Archive};
 use crate::dist::{cache_root, ensure_jars, find_java, Artifact};
 use crate::error::{HarnessError, Result};
 use crate::node::{signal_group, tail_lines, wait_or_kill, LAUNCHER};
@@ -237,9 +238,18 @@ impl Kafka {
     /// Resolves the jars (once per machine), formats a fresh log directory
     /// and starts the broker; waits until it answers (see the module docs).
     pub fn start() -> Result<Kafka> {
-        let (java, _) = find_java()?;
+        let (java, java_major) = find_java()?;
         let lib = ensure_jars(&cache_root()?.join(format!("kafka_2.13-{KAFKA_VERSION}")), &KAFKA)?;
-        let classpath = format!("{}/*", lib.display());
+        let archive = Archive::of_jars(&java, java_major, &lib);
+        let classpath = archive.classpath.clone();
+        // A broker lives for one test: C1 only, and the jars' class data
+        // archive once there is one (see `class_archive`); the format tool
+        // maps it too but never records it.
+        let plan = class_archive::plan(&archive);
+        let mut jvm = vec!["-XX:TieredStopAtLevel=1".to_string()];
+        if archive.path.is_file() {
+            jvm.push(format!("-XX:SharedArchiveFile={}", archive.path.display()));
+        }
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
         let dir = std::env::temp_dir().join(format!("shardwise-kafka-{}-{nanos}", std::process::id()));
         let data = dir.join("data");
@@ -264,6 +274,7 @@ impl Kafka {
         let (made, format) = std::thread::scope(|scope| {
             let made = scope.spawn(|| make_keystore(&keytool, &dir));
             let format = Command::new(&java)
+                .args(&jvm)
                 .args([log4j.as_str(), "-cp", &classpath, "kafka.tools.StorageTool", "format"])
                 .args(["-t", &cluster_id(nanos ^ u128::from(std::process::id())), "-c"])
                 .arg(&properties)
@@ -294,7 +305,9 @@ impl Kafka {
             .arg(LAUNCHER)
             .arg("shardwise-kafka")
             .arg(&java)
-            .args(["-Xms128M", "-Xmx512M", log4j.as_str(), "-cp", &classpath, "kafka.Kafka"])
+            .args(["-Xms128M", "-Xmx512M", "-XX:TieredStopAtLevel=1"])
+            .args(plan.jvm_args())
+            .args([log4j.as_str(), "-cp", &classpath, "kafka.Kafka"])
             .arg(&properties)
             .current_dir(&dir)
             .env("SHARDWISE_NODE_DIR", &dir)
@@ -320,6 +333,9 @@ impl Kafka {
             pgid,
         };
         kafka.wait_ready(&log_path)?;
+        if let class_archive::Plan::Record(recording) = plan {
+            recording.finish();
+        }
         Ok(kafka)
     }
 

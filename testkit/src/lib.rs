@@ -11,6 +11,8 @@
 //! - [`dist`]: finds Java 11+ and resolves `org.apache.cassandra:cassandra-all`
 //!   (or Kafka's broker) with Maven into a cache outside the repository (once
 //!   per machine).
+//! - [`class_archive`]: the class data sharing archive that Cassandra's JVM
+//!   maps instead of loading its classes from the jars (made once per cache).
 //! - [`config`]: a minimal `cassandra.yaml` and the Java 17 command line, tuned
 //!   for a small, fast-starting test server (each setting was checked against
 //!   a real 5.0.4 log).
@@ -38,6 +40,7 @@
 //! - [`error`]: what can go wrong, as one [`HarnessError`].
 
 pub mod alloc;
+pub mod class_archive;
 pub mod cluster;
 pub mod config;
 pub mod dist;

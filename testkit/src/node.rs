@@ -83,6 +83,8 @@ pub struct Node {
     startup_time: Option<Duration>,
     keep_dir: bool,
     exit_status: Option<ExitStatus>,
+    /// Set while this node records the classes for the class data archive.
+    recording: Option<crate::class_archive::Recording>,
 }
 
 /// The last `n` lines of a file (best effort: an unreadable file gives a note).
@@ -199,12 +201,17 @@ impl Node {
             .map_err(|e| HarnessError::io(format!("creating {}", dirs.log().display()), e))?;
         let log_err = log.try_clone().map_err(|e| HarnessError::io("duplicating the log file handle", e))?;
 
+        let plan = crate::class_archive::plan(&crate::class_archive::Archive::cassandra(&dist));
+        let mut jvm_args = config.jvm_args(&dirs, &dist.classpath());
+        // Before `-cp <classpath> <main class>`.
+        let at = jvm_args.len().saturating_sub(3);
+        jvm_args.splice(at..at, plan.jvm_args());
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(LAUNCHER)
             .arg("shardwise-cassandra")
             .arg(&dist.java)
-            .args(config.jvm_args(&dirs, &dist.classpath()))
+            .args(jvm_args)
             .current_dir(&dirs.root)
             .env("SHARDWISE_NODE_DIR", &dirs.root)
             .stdin(Stdio::piped())
@@ -230,6 +237,10 @@ impl Node {
             startup_time: None,
             keep_dir,
             exit_status: None,
+            recording: match plan {
+                crate::class_archive::Plan::Record(r) => Some(r),
+                _ => None,
+            },
         })
     }
 
@@ -238,6 +249,9 @@ impl Node {
         match self.wait_ready() {
             Ok(()) => {
                 self.startup_time = Some(self.started.elapsed());
+                if let Some(recording) = self.recording.take() {
+                    recording.finish();
+                }
                 Ok(self)
             }
             Err(e) => {

@@ -362,8 +362,8 @@ fn bench(o: &Options) -> Result<(), String> {
         }
         None => {
             eprintln!("starting Cassandra {}...", testkit::CASSANDRA_VERSION);
-            let n = Node::start(NodeConfig::default().with_free_ports().map_err(|e| e.to_string())?)
-                .map_err(|e| e.to_string())?;
+            let config = NodeConfig { quick_jit: false, ..NodeConfig::default() };
+            let n = Node::start(config.with_free_ports().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
             eprintln!("ready at {} after {:.1} s", n.addr(), n.startup_time().unwrap_or_default().as_secs_f64());
             let a = n.addr();
             node = Some(n);

@@ -101,7 +101,7 @@ fn demo() -> Result<()> {
                 testkit::CASSANDRA_VERSION,
                 testkit::dist::cassandra_cache_dir()?.display()
             );
-            let n = Node::start(NodeConfig::default().with_free_ports()?)?;
+            let n = Node::start(NodeConfig { quick_jit: false, ..NodeConfig::default() }.with_free_ports()?)?;
             let addr = n.addr();
             node = Some(n);
             addr
