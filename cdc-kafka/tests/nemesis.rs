@@ -292,9 +292,13 @@ fn signal_quietly(child: &Child, signal: &str) -> std::io::Result<std::process::
     Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status()
 }
 
-/// Builds the `printer` of `shardwise-cdc-tools` beside this package's
-/// binaries (a test sees only its own package's); its path.
+/// The `printer` of `shardwise-cdc-tools`: the one `cargo xtask test` built
+/// (`SHARDWISE_PRINTER`), else built here beside this package's binaries (a
+/// test sees only its own package's); its path.
 fn printer() -> PathBuf {
+    if let Some(built) = std::env::var_os("SHARDWISE_PRINTER").map(PathBuf::from).filter(|p| p.is_file()) {
+        return built;
+    }
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "-p", "shardwise-cdc-tools", "--bin", "printer"])
         .status()

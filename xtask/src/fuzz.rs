@@ -23,6 +23,19 @@ pub fn cargo_nightly() -> Command {
     c
 }
 
+/// `cmd` run through `nice -n 19`, with its arguments and environment.
+pub fn nice(cmd: Command) -> Command {
+    let mut niced = Command::new("nice");
+    niced.args(["-n", "19"]).arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => niced.env(k, v),
+            None => niced.env_remove(k),
+        };
+    }
+    niced
+}
+
 /// Checks for nightly and cargo-fuzz (installing cargo-fuzz if missing) and
 /// lists the targets. `Ok(None)`: there is no fuzz crate.
 pub fn targets(root: &Path) -> Result<Option<Vec<String>>, String> {
@@ -92,10 +105,27 @@ impl std::fmt::Display for Budget {
     }
 }
 
+/// Builds every target (one cargo, so the smoke runs that follow start at
+/// once); `quiet_and_nice`: at the lowest CPU priority, output to `log`.
+pub fn build_all(root: &Path, quiet_and_nice: Option<&Path>) -> Result<(), String> {
+    let mut cmd = cargo_nightly();
+    if let Some(log) = quiet_and_nice {
+        cmd = nice(cmd);
+        let file = std::fs::File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
+        let err = file.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
+        cmd.stdout(file).stderr(err);
+    }
+    match cmd.current_dir(root).args(["fuzz", "build"]).stdin(Stdio::null()).status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("cargo +nightly fuzz build exited with {s}")),
+        Err(e) => Err(format!("could not run cargo +nightly fuzz build: {e}")),
+    }
+}
+
 /// Runs one target within `budget` on its working corpus and its seeds;
-/// libFuzzer's output goes to stderr. A crash (or leak, timeout, allocation
-/// over the limit) is an error naming the input libFuzzer saved.
-pub fn run_target(root: &Path, target: &str, budget: Budget) -> Result<Outcome, String> {
+/// each line of libFuzzer's output goes to `out`. A crash (or leak, timeout,
+/// allocation over the limit) is an error naming the input libFuzzer saved.
+pub fn run_target(root: &Path, target: &str, budget: Budget, out: &mut dyn FnMut(&str)) -> Result<Outcome, String> {
     let corpus = root.join("fuzz").join("corpus").join(target);
     std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let seeds: PathBuf = root.join("fuzz").join("seeds").join(target);
@@ -122,7 +152,7 @@ pub fn run_target(root: &Path, target: &str, budget: Budget) -> Result<Outcome, 
     if let Some(stderr) = child.stderr.take() {
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
-            eprintln!("{line}");
+            out(&line);
             if let Some(d) = parse_done(&line) {
                 done = Some(d);
             }
@@ -252,7 +282,7 @@ pub fn run(args: &[String]) -> ExitCode {
             break;
         }
         eprintln!("\n==== xtask fuzz: {target} {budget}");
-        let result = run_target(&root, target, budget);
+        let result = run_target(&root, target, budget, &mut |line| eprintln!("{line}"));
         let failed = result.is_err();
         rows.push((target.clone(), result));
         if failed {

@@ -29,6 +29,7 @@ mod bench;
 mod charts;
 mod fuzz;
 mod imports;
+mod lanes;
 mod paths;
 mod test;
 
@@ -96,7 +97,9 @@ tasks:
                           cargo package --no-verify of the publishable crates
                        1. start a node (or use $SHARDWISE_CASSANDRA), export
                           SHARDWISE_CASSANDRA=<addr> to the test steps
-                       2. cargo test --workspace --all-targets --no-fail-fast, then --doc
+                       2. cargo test --workspace --all-targets --no-run, then every test binary
+                          in lanes side by side (the driver's in parts; its output printed whole
+                          when it ends), then cargo test --workspace --doc
                        3. stop the node (also on failure, Ctrl-C, or if xtask dies)
                        4. loom models: RUSTFLAGS=\"--cfg loom\" cargo test -p shardwise-loom-tests --release
                           (CARGO_TARGET_DIR=target/loom)
@@ -107,9 +110,11 @@ tasks:
     --no-loom            skip step 4
     --no-house           skip step 0
     --fuzz-seconds N     seconds per fuzz target (default $SHARDWISE_FUZZ_SECONDS or 6)
+    --lanes N            test binaries run at once in step 2 (default $SHARDWISE_TEST_LANES, else
+                         one per four cores, at least one)
     --only ARGS...       run only step 2, with ARGS instead of --all-targets
                          (e.g. --only -p testkit --test harness)
-    -- ARGS...           extra arguments for step 2
+    -- ARGS...           extra arguments for step 2 (run as one cargo test, one binary at a time)
   fuzz [options] [TARGET]
                        long fuzz runs: every target `cargo +nightly fuzz list` prints (or TARGET)
                        in turn, on its working corpus fuzz/corpus/TARGET and its committed seeds

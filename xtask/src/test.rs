@@ -12,9 +12,10 @@ use crate::interrupted;
 /// A Cassandra node that serves many test runs: the suite's shared node,
 /// and `cargo xtask emu`'s, which developers point test runs at
 /// (`SHARDWISE_CASSANDRA`). It gets a 2 GB heap; see the suite's node below
-/// for the figures.
+/// for the figures. It serves for many minutes, so it keeps the JVM's
+/// optimizing compiler (`quick_jit` is for nodes that live for one test).
 pub(crate) fn shared_node_config() -> NodeConfig {
-    NodeConfig { heap_max: "2G".into(), ..NodeConfig::default() }
+    NodeConfig { heap_max: "2G".into(), quick_jit: false, ..NodeConfig::default() }
 }
 
 /// Parsed command line of `xtask test`.
@@ -27,6 +28,8 @@ pub struct Options {
     pub house: bool,
     /// `--only`: run just the workspace tests with these extra arguments.
     pub only: Option<Vec<String>>,
+    /// Test binaries run at once (`--lanes`, `SHARDWISE_TEST_LANES`; see `lanes.rs`).
+    pub lanes: usize,
     /// After `--`: extra arguments for the workspace test step.
     pub cargo_args: Vec<String>,
 }
@@ -36,13 +39,19 @@ pub struct Options {
 /// runs are `cargo xtask fuzz`'s (13 targets at 15 s took 195 s of the suite).
 pub const DEFAULT_FUZZ_SECONDS: u64 = 6;
 
-/// Parses the arguments after `test`; `env_seconds` is `$SHARDWISE_FUZZ_SECONDS`.
-pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options, String> {
+/// Parses the arguments after `test`; `env_seconds` is `$SHARDWISE_FUZZ_SECONDS`,
+/// `env_lanes` `$SHARDWISE_TEST_LANES`.
+pub fn parse_args(args: &[String], env_seconds: Option<&str>, env_lanes: Option<&str>) -> Result<Options, String> {
     let fuzz_seconds = match env_seconds.map(str::trim).filter(|s| !s.is_empty()) {
         Some(s) => s.parse().map_err(|_| format!("SHARDWISE_FUZZ_SECONDS={s:?} is not a number of seconds"))?,
         None => DEFAULT_FUZZ_SECONDS,
     };
-    let mut o = Options { fuzz: true, loom: true, fuzz_seconds, house: true, only: None, cargo_args: Vec::new() };
+    let lanes = match env_lanes.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) => s.parse().map_err(|_| format!("SHARDWISE_TEST_LANES={s:?} is not a number"))?,
+        None => crate::lanes::default_lanes(),
+    };
+    let mut o =
+        Options { fuzz: true, loom: true, fuzz_seconds, house: true, only: None, lanes, cargo_args: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -52,6 +61,11 @@ pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options,
             "--fuzz-seconds" => {
                 let v = args.get(i + 1).ok_or("--fuzz-seconds needs a value")?;
                 o.fuzz_seconds = v.parse().map_err(|_| format!("--fuzz-seconds {v:?} is not a number"))?;
+                i += 1;
+            }
+            "--lanes" => {
+                let v = args.get(i + 1).ok_or("--lanes needs a value")?;
+                o.lanes = v.parse().map_err(|_| format!("--lanes {v:?} is not a number"))?;
                 i += 1;
             }
             "--only" => {
@@ -68,6 +82,9 @@ pub fn parse_args(args: &[String], env_seconds: Option<&str>) -> Result<Options,
     }
     if o.fuzz_seconds == 0 {
         return Err("fuzz seconds must be at least 1".into());
+    }
+    if o.lanes == 0 {
+        return Err("lanes must be at least 1".into());
     }
     Ok(o)
 }
@@ -210,13 +227,13 @@ impl Timings {
 /// What a `cargo test` output says of its failures: each failed test, and
 /// each panic with the line after it (the message).
 #[derive(Default)]
-struct Failures {
-    lines: Vec<String>,
+pub(crate) struct Failures {
+    pub(crate) lines: Vec<String>,
     after_panic: bool,
 }
 
 impl Failures {
-    fn see(&mut self, line: &str) {
+    pub(crate) fn see(&mut self, line: &str) {
         if std::mem::take(&mut self.after_panic) {
             if let Some(last) = self.lines.last_mut() {
                 last.push(' ');
@@ -233,7 +250,8 @@ impl Failures {
 
 pub fn run(args: &[String]) -> ExitCode {
     let env_seconds = std::env::var("SHARDWISE_FUZZ_SECONDS").ok();
-    let opts = match parse_args(args, env_seconds.as_deref()) {
+    let env_lanes = std::env::var("SHARDWISE_TEST_LANES").ok();
+    let opts = match parse_args(args, env_seconds.as_deref(), env_lanes.as_deref()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("xtask test: {e}");
@@ -314,6 +332,8 @@ pub fn run(args: &[String]) -> ExitCode {
     args.extend(opts.cargo_args.iter().cloned());
     if interrupted() {
         run.skip_rest(&[&name]);
+    } else if opts.only.is_none() && opts.cargo_args.is_empty() {
+        in_lanes(&root, &opts, server.as_deref(), &mut run);
     } else {
         banner(&name);
         let t = Instant::now();
@@ -362,12 +382,7 @@ pub fn run(args: &[String]) -> ExitCode {
         } else {
             banner("loom models (RUSTFLAGS=\"--cfg loom\", target/loom)");
             let t = Instant::now();
-            let mut cmd = cargo();
-            cmd.current_dir(&root)
-                .args(["test", "-p", "shardwise-loom-tests", "--release"])
-                .env("RUSTFLAGS", "--cfg loom")
-                .env("CARGO_TARGET_DIR", root.join("target").join("loom"));
-            match run_status(&mut cmd) {
+            match run_status(&mut loom_command(&root)) {
                 Ok(()) => run.record("loom", t, Status::Passed, ""),
                 Err(e) => run.record("loom", t, Status::Failed, e),
             }
@@ -392,6 +407,134 @@ pub fn run(args: &[String]) -> ExitCode {
         eprintln!("\nxtask test: disk free {} at the start, {} at the end", gigabytes(start), gigabytes(end));
     }
     summary(&run, all)
+}
+
+/// `cargo test` of the loom models, built with `--cfg loom` in their own
+/// target folder.
+fn loom_command(root: &Path) -> Command {
+    let mut cmd = cargo();
+    cmd.current_dir(root)
+        .args(["test", "-p", "shardwise-loom-tests", "--release"])
+        .env("RUSTFLAGS", "--cfg loom")
+        .env("CARGO_TARGET_DIR", root.join("target").join("loom"));
+    cmd
+}
+
+/// Builds what the loom and fuzz steps run while the tests run, at the
+/// lowest CPU priority: the tests leave about a quarter of this 2-core
+/// machine idle (they wait on servers), and these builds took about four
+/// minutes of the suite after them. Output goes to `log_dir`; a failure
+/// here shows again, with its errors, when the step builds for itself.
+fn prebuild(root: &Path, opts: &Options, log_dir: &Path) -> std::thread::JoinHandle<Vec<String>> {
+    let (root, log_dir, loom, fuzz) = (root.to_path_buf(), log_dir.to_path_buf(), opts.loom, opts.fuzz);
+    std::thread::spawn(move || {
+        let mut notes = Vec::new();
+        if loom {
+            let log = log_dir.join("loom-build.log");
+            let built = std::fs::File::create(&log)
+                .and_then(|f| Ok((f.try_clone()?, f)))
+                .map_err(|e| format!("creating {}: {e}", log.display()))
+                .and_then(|(out, err)| {
+                    let mut cmd = crate::fuzz::nice(loom_command(&root));
+                    cmd.arg("--no-run").stdin(Stdio::null()).stdout(out).stderr(err);
+                    run_status(&mut cmd)
+                });
+            notes.push(match built {
+                Ok(()) => "loom built".to_string(),
+                Err(e) => format!("loom build: {e} (see {})", log.display()),
+            });
+        }
+        if fuzz && !interrupted() {
+            let log = log_dir.join("fuzz-build.log");
+            let built = crate::fuzz::targets(&root)
+                .and_then(|t| t.map_or(Ok(()), |_| crate::fuzz::build_all(&root, Some(&log))));
+            notes.push(match built {
+                Ok(()) => "fuzz targets built".to_string(),
+                Err(e) => format!("fuzz build: {e} (see {})", log.display()),
+            });
+        }
+        notes
+    })
+}
+
+/// The workspace tests as two steps: cargo builds every test binary, then
+/// they run side by side in `opts.lanes` lanes (see `lanes.rs`).
+fn in_lanes(root: &Path, opts: &Options, server: Option<&str>, run: &mut Run) {
+    use std::io::{BufRead, BufReader};
+    let name = "build tests";
+    banner("cargo test --workspace --all-targets --no-run");
+    let t = Instant::now();
+    let mut cmd = cargo();
+    cmd.current_dir(root)
+        .args(["test", "--workspace", "--all-targets", "--no-run", "--message-format=json-render-diagnostics"])
+        .stdout(Stdio::piped());
+    let mut messages = String::new();
+    let built = cmd.spawn().map_err(|e| format!("could not run: {e}")).and_then(|mut child| {
+        if let Some(out) = child.stdout.take() {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                messages.push_str(&line);
+                messages.push('\n');
+            }
+        }
+        match child.wait() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("exited with {s}")),
+            Err(e) => Err(format!("could not wait: {e}")),
+        }
+    });
+    let binaries = crate::lanes::parse_artifacts(&messages);
+    match built {
+        Ok(()) if binaries.is_empty() => {
+            run.record(name, t, Status::Failed, "cargo named no test binary");
+            return;
+        }
+        Ok(()) => run.record(name, t, Status::Passed, format!("{} test binaries", binaries.len())),
+        Err(e) => {
+            run.record(name, t, Status::Failed, e);
+            return;
+        }
+    }
+    let name = "workspace tests";
+    if interrupted() {
+        run.skip_rest(&[name]);
+        return;
+    }
+    banner(&format!("workspace tests, {} binaries in {} lanes", binaries.len(), opts.lanes));
+    let t = Instant::now();
+    let log_dir = root.join("target").join("xtask-test");
+    if let Err(e) = std::fs::create_dir_all(&log_dir) {
+        run.record(name, t, Status::Failed, format!("creating {}: {e}", log_dir.display()));
+        return;
+    }
+    let builds = prebuild(root, opts, &log_dir);
+    let jobs = crate::lanes::plan(&binaries, crate::lanes::list_tests);
+    let mut env: Vec<(String, String)> =
+        server.map(|a| (testkit::SHARDWISE_CASSANDRA.to_string(), a.to_string())).into_iter().collect();
+    // The nemesis runs the CDC printer, another package's binary: this one,
+    // instead of a `cargo build -p` whose features differ from the
+    // workspace's (which rebuilt a dozen crates mid-run).
+    if let Some(printer) = crate::lanes::find_bin(&messages, "printer") {
+        env.push(("SHARDWISE_PRINTER".into(), printer.display().to_string()));
+    }
+    let mut outcomes = crate::lanes::run(jobs, opts.lanes, &env, &log_dir);
+    outcomes.sort_by_key(|o| std::cmp::Reverse(o.took));
+    eprintln!("\nxtask test: the slowest test runs:");
+    for o in outcomes.iter().take(12) {
+        eprintln!("  {:>8.1} s  {}", o.took.as_secs_f64(), o.label);
+    }
+    let failed: Vec<String> = outcomes.iter().filter(|o| !o.passed).flat_map(|o| o.failures.clone()).collect();
+    let note = format!("{} runs", outcomes.len());
+    if interrupted() {
+        run.record(name, t, Status::Failed, format!("{note}, interrupted"));
+    } else if failed.is_empty() {
+        run.record(name, t, Status::Passed, note);
+    } else {
+        run.record(name, t, Status::Failed, failed.join("\n"));
+    }
+    // The builds left to finish (they only shorten the steps after this).
+    let t = Instant::now();
+    let notes = builds.join().unwrap_or_else(|_| vec!["the build thread panicked".into()]);
+    run.record("loom and fuzz builds (during the tests)", t, Status::Passed, notes.join("; "));
 }
 
 /// Free bytes on the file system that holds `dir` (`df -Pk`), if `df` answers.
@@ -540,7 +683,9 @@ fn path_str(p: &Path) -> &str {
     p.to_str().unwrap_or("fuzz/Cargo.toml")
 }
 
-/// Runs every fuzz target for `seconds`; returns the step's status and note.
+/// Runs every fuzz target for `seconds`, two at a time (libFuzzer uses one
+/// core; this machine has two), after one build of them all; returns the
+/// step's status and note. Each run's output is printed whole when it ends.
 fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
     let targets = match crate::fuzz::targets(root) {
         Ok(Some(t)) if !t.is_empty() => t,
@@ -548,30 +693,51 @@ fn fuzz(root: &Path, seconds: u64) -> (Status, String) {
         Ok(None) => return (Status::Skipped, "fuzz/ has no Cargo.toml yet".into()),
         Err(e) => return (Status::Failed, e),
     };
-    let mut notes = Vec::new();
-    let mut failed = false;
-    for target in &targets {
-        if interrupted() {
-            notes.push(format!("{target}: not run (interrupted)"));
-            failed = true;
-            continue;
-        }
-        eprintln!("\n---- fuzz {target}: {seconds} s");
-        match crate::fuzz::run_target(root, target, crate::fuzz::Budget::Seconds(seconds)) {
-            Ok(o) => {
-                eprintln!("---- fuzz {target}: {} executions, no crash", o.runs);
-                notes.push(format!("{target}: {} runs", o.runs));
-            }
-            Err(e) => {
-                eprintln!("---- fuzz {target}: FAILED: {e}");
-                notes.push(format!("{target}: FAILED {e}"));
-                failed = true;
-            }
-        }
+    if let Err(e) = crate::fuzz::build_all(root, None) {
+        return (Status::Failed, e);
     }
+    let queue = std::sync::Mutex::new(targets.iter().collect::<std::collections::VecDeque<_>>());
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..FUZZ_AT_ONCE {
+            s.spawn(|| loop {
+                let Some(target) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else { break };
+                let result = if interrupted() {
+                    Err("not run (interrupted)".to_string())
+                } else {
+                    let mut output = format!("\n---- fuzz {target}: {seconds} s\n");
+                    let result =
+                        crate::fuzz::run_target(root, target, crate::fuzz::Budget::Seconds(seconds), &mut |line| {
+                            output.push_str(line);
+                            output.push('\n');
+                        });
+                    match &result {
+                        Ok(o) => output.push_str(&format!("---- fuzz {target}: {} executions, no crash\n", o.runs)),
+                        Err(e) => output.push_str(&format!("---- fuzz {target}: FAILED: {e}\n")),
+                    }
+                    eprint!("{output}");
+                    result
+                };
+                results.lock().unwrap_or_else(|e| e.into_inner()).push((target.clone(), result));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let failed = results.iter().any(|(_, r)| r.is_err());
+    let notes: Vec<String> = results
+        .iter()
+        .map(|(target, r)| match r {
+            Ok(o) => format!("{target}: {} runs", o.runs),
+            Err(e) => format!("{target}: FAILED {e}"),
+        })
+        .collect();
     let status = if failed { Status::Failed } else { Status::Passed };
     (status, notes.join("; "))
 }
+
+/// Fuzz targets run at once in the smoke step.
+const FUZZ_AT_ONCE: usize = 2;
 
 /// Whether `--only` arguments name packages (`-p X`, `--package X`, `--package=X`).
 fn names_packages(args: &[String]) -> bool {
@@ -616,7 +782,7 @@ mod tests {
 
     #[test]
     fn defaults_and_env() {
-        let o = parse_args(&[], None).unwrap();
+        let o = parse_args(&[], None, None).unwrap();
         assert_eq!(
             o,
             Options {
@@ -625,27 +791,32 @@ mod tests {
                 fuzz_seconds: DEFAULT_FUZZ_SECONDS,
                 house: true,
                 only: None,
+                lanes: crate::lanes::default_lanes(),
                 cargo_args: Vec::new()
             }
         );
-        assert_eq!(parse_args(&[], Some("5")).unwrap().fuzz_seconds, 5);
-        assert!(parse_args(&[], Some("soon")).is_err());
+        assert_eq!(parse_args(&[], Some("5"), None).unwrap().fuzz_seconds, 5);
+        assert!(parse_args(&[], Some("soon"), None).is_err());
+        assert_eq!(parse_args(&[], None, Some("2")).unwrap().lanes, 2);
+        assert!(parse_args(&[], None, Some("many")).is_err());
     }
 
     #[test]
     fn flags() {
-        let o = parse_args(&args("--no-fuzz --fuzz-seconds 7 --no-loom --no-house"), Some("5")).unwrap();
+        let o = parse_args(&args("--no-fuzz --fuzz-seconds 7 --no-loom --no-house --lanes 1"), Some("5"), Some("4"))
+            .unwrap();
         assert!(!o.fuzz && !o.loom && !o.house);
-        assert_eq!(o.fuzz_seconds, 7);
-        let o = parse_args(&args("--only -p testkit start_stop -- --nocapture"), None).unwrap();
+        assert_eq!((o.fuzz_seconds, o.lanes), (7, 1));
+        assert!(parse_args(&args("--lanes 0"), None, None).is_err());
+        let o = parse_args(&args("--only -p testkit start_stop -- --nocapture"), None, None).unwrap();
         assert_eq!(o.only, Some(args("-p testkit start_stop -- --nocapture")));
         assert!(names_packages(&args("-p testkit start_stop -- --nocapture")));
         assert!(!names_packages(&args("start_stop -- -p")));
-        let o = parse_args(&args("--no-fuzz -- -p testkit --lib"), None).unwrap();
+        let o = parse_args(&args("--no-fuzz -- -p testkit --lib"), None, None).unwrap();
         assert_eq!(o.cargo_args, args("-p testkit --lib"));
         assert!(!o.fuzz);
-        assert!(parse_args(&args("--fuzz-seconds"), None).is_err());
-        assert!(parse_args(&args("--fuzz-seconds 0"), None).is_err());
-        assert!(parse_args(&args("--bogus"), None).is_err());
+        assert!(parse_args(&args("--fuzz-seconds"), None, None).is_err());
+        assert!(parse_args(&args("--fuzz-seconds 0"), None, None).is_err());
+        assert!(parse_args(&args("--bogus"), None, None).is_err());
     }
 }
