@@ -246,3 +246,81 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("latte").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn latte_s_command_line() {
+        let cli = parse(&[
+            "run",
+            "w.rn",
+            "10.0.0.1:9042",
+            "10.0.0.2",
+            "-d",
+            "1000",
+            "-r",
+            "500.5",
+            "-t",
+            "2",
+            "-p",
+            "64",
+            "--tag",
+            "a",
+            "--tag",
+            "b",
+            "-P",
+            "rows=10",
+            "-P",
+            "name=x=y",
+            "--driver",
+            "scylla",
+            "-o",
+            "out.json",
+            "-w",
+            "2s",
+        ])
+        .expect("parse");
+        let Command::Run(p) = cli.command else { panic!("not run") };
+        assert_eq!(p.target.script, PathBuf::from("w.rn"));
+        assert_eq!(p.target.nodes, ["10.0.0.1:9042", "10.0.0.2"]);
+        assert_eq!(p.duration, Some(Interval::Count(1000)));
+        assert_eq!(p.warmup, Interval::Time(Duration::from_secs(2)));
+        assert_eq!(p.rate, Some(500.5));
+        assert_eq!((p.threads.get(), p.concurrency.get()), (2, 64));
+        assert_eq!(p.tag, ["a", "b"]);
+        assert_eq!(p.target.params, [("rows".to_string(), "10".to_string()), ("name".to_string(), "x=y".to_string())]);
+        assert_eq!(p.target.driver, DriverKind::Scylla);
+        assert_eq!(p.output, Some(PathBuf::from("out.json")));
+        assert_eq!(p.target.protocol, 4);
+    }
+
+    #[test]
+    fn defaults() {
+        let cli = parse(&["load", "w.rn", "-d", "10s"]).expect("parse");
+        let Command::Load(p) = cli.command else { panic!("not load") };
+        assert_eq!(p.duration, Some(Interval::Time(Duration::from_secs(10))));
+        assert_eq!(p.target.driver, DriverKind::Shardwise);
+        assert_eq!((p.threads.get(), p.concurrency.get(), p.rate), (1, 128, None));
+        assert!(p.target.nodes.is_empty());
+        let cli = parse(&["schema", "w.rn"]).expect("parse");
+        let Command::Schema(t) = cli.command else { panic!("not schema") };
+        assert_eq!(t.connect_options().request_timeout, Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        assert!(parse(&["run", "w.rn", "-P", "novalue"]).is_err());
+        assert!(parse(&["run", "w.rn", "-P", "=v"]).is_err());
+        assert!(parse(&["run", "w.rn", "-d", "10 parsecs"]).is_err());
+        assert!(parse(&["run", "w.rn", "-t", "0"]).is_err());
+        assert!(parse(&["run", "w.rn", "--driver", "cassandra"]).is_err());
+        assert!(parse(&["run"]).is_err());
+        assert_eq!(parse_param("a=1"), Ok(("a".into(), "1".into())));
+    }
+}

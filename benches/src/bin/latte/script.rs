@@ -154,3 +154,83 @@ fn outcome(v: Value) -> Outcome {
     };
     Outcome::Failed(one_line(&message))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scripts() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("latte")
+    }
+
+    fn compile(text: &str, params: &[(&str, &str)]) -> Result<Script, LatteError> {
+        let params = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Script::compile(Path::new("test.rn"), text, params)
+    }
+
+    fn call(script: &Script, f: &str) -> Value {
+        script.vm().call([f], ()).expect("call")
+    }
+
+    #[test]
+    fn the_team_scripts_compile_with_every_phase() {
+        for name in ["insert.rn", "read.rn", "batch.rn", "params.rn"] {
+            let s = Script::load(&scripts().join(name), HashMap::new()).expect(name);
+            for f in ["schema", "erase", "prepare", "load", "run"] {
+                assert!(s.has(f), "{name} lacks {f}");
+            }
+        }
+        let read = Script::load(&scripts().join("read.rn"), HashMap::new()).expect("read.rn");
+        assert_eq!(read.load_count(), Some(500));
+        let insert = Script::load(&scripts().join("insert.rn"), HashMap::new()).expect("insert.rn");
+        assert_eq!(insert.load_count(), None);
+    }
+
+    #[test]
+    fn params_replace_defaults() {
+        let path = scripts().join("params.rn");
+        assert_eq!(Script::load(&path, HashMap::new()).expect("default").load_count(), Some(100));
+        let set = HashMap::from([("rows".to_string(), "37".to_string())]);
+        assert_eq!(Script::load(&path, set).expect("set").load_count(), Some(37));
+        let text = "pub fn ks() { latte::param!(\"ks\", \"dflt\") }\npub fn n() { latte::param!(\"n\", 1) }\n\
+                    pub fn f() { latte::param!(\"f\", 1.0) }\npub fn b() { latte::param!(\"b\", false) }\n";
+        let s = compile(text, &[]).expect("compile");
+        assert_eq!(call(&s, "ks").into_string().expect("string").as_str(), "dflt");
+        let s = compile(text, &[("ks", "ks_1"), ("n", "-3"), ("f", "2.5"), ("b", "true")]).expect("compile");
+        assert_eq!(call(&s, "ks").into_string().expect("string").as_str(), "ks_1");
+        assert_eq!(call(&s, "n").as_integer::<i64>().expect("int"), -3);
+        assert_eq!(rune::from_value::<f64>(call(&s, "f")).expect("float"), 2.5);
+        assert!(rune::from_value::<bool>(call(&s, "b")).expect("bool"));
+        let s = compile(text, &[("ks", "\"quoted\"")]).expect("compile");
+        assert_eq!(call(&s, "ks").into_string().expect("string").as_str(), "quoted");
+    }
+
+    #[test]
+    fn generators_keep_their_contracts() {
+        let text = "pub fn r() { latte::hash_range(12345, 10) }\npub fn b() { latte::blob(7, 13) }\n\
+                    pub fn t() { latte::text(7, 9) }\npub fn u() { latte::uuid(3) }\n\
+                    pub fn n() { latte::normal(4, 10.0, 0.0) }\npub fn bad() { latte::hash_range(1, 0) }\n";
+        let s = compile(text, &[]).expect("compile");
+        let r = call(&s, "r").as_integer::<i64>().expect("int");
+        assert!((0..10).contains(&r));
+        assert_eq!(call(&s, "b").borrow_ref::<rune::runtime::Bytes>().expect("bytes").len(), 13);
+        let t = call(&s, "t").into_string().expect("string");
+        assert!(t.len() == 9 && t.chars().all(|c| c.is_ascii_alphanumeric()), "{}", t.as_str());
+        let uuid = |v: Value| v.borrow_ref::<crate::functions::Uuid>().expect("uuid").0;
+        assert_eq!(uuid(call(&s, "u")), uuid(call(&s, "u")));
+        assert_eq!(uuid(call(&s, "u")).get_version_num(), 4);
+        assert_eq!(rune::from_value::<f64>(call(&s, "n")).expect("float"), 10.0);
+        let err = s.vm().call(["bad"], ()).expect_err("max 0");
+        assert!(err.to_string().contains("max must be positive"), "{err}");
+    }
+
+    #[test]
+    fn compile_errors_name_the_place() {
+        let err = compile("pub fn run(ctx, i) {\n    let x = ;\n}\n", &[]).err().expect("syntax error");
+        let LatteError::Compile { line, column, .. } = &err else { panic!("{err}") };
+        assert_eq!((*line, *column > 0), (2, true), "{err}");
+        assert!(!err.to_string().contains('\n'));
+        let err = compile("pub fn run(ctx, i) { nothing_here() }\n", &[]).err().expect("missing item");
+        assert!(err.to_string().contains("nothing_here"), "{err}");
+    }
+}
