@@ -2,7 +2,24 @@
 //! which opens the Cassandra connection and runs one task reading the
 //! client, one reading Cassandra and one writer per socket.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use shardwise_protocol::frame::FrameDecoder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use super::frame::error_frame;
+use super::request::on_request;
+use super::response::on_response;
+use super::Conn;
+use crate::guard::Keyspace;
+use crate::shared::Shared;
+use crate::stats::inc;
 
 /// Serves one accepted client connection until either side closes.
 pub(crate) async fn serve(shared: Arc<Shared>, node: usize, client: TcpStream, shard: u16) {

@@ -2,7 +2,12 @@
 //! requests re-encoded, the tablet routing payload added to a response, and
 //! the offsets of a response's message past its custom payload.
 
-use super::*;
+use bytes::{BufMut, Bytes, BytesMut};
+use shardwise_protocol::codec::Reader;
+use shardwise_protocol::frame::{EnvelopeHeader, Flags, Opcode, ProtocolVersion, HEADER_LEN};
+use shardwise_protocol::request::{encode_request, Request};
+use shardwise_protocol::response::{Response, ResponseMessage};
+use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY};
 
 pub(super) fn frame(header: &EnvelopeHeader, flags: u8, body: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());

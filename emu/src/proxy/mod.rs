@@ -39,27 +39,17 @@
 //! connection's state (`Conn`) and what requests and responses share.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use shardwise_protocol::codec::Reader;
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion, HEADER_LEN};
-use shardwise_protocol::request::{
-    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Request, Startup, StatementKind,
-};
-use shardwise_protocol::response::{
-    Event, Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
-};
-use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY, TABLETS_ROUTING_V1};
+use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags};
+use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
+use shardwise_protocol::tablets::TabletRoute;
 use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::types::ser::RawValues;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::cdclog::dml::{self, Statement};
 use super::cdclog::synth::{self, Item, OwnedValue};
@@ -68,6 +58,7 @@ use super::stats::inc;
 use crate::delay_line::Outbox;
 use crate::guard::{self, Keyspace, Resolution, Verdict};
 use crate::shared::{Shared, StatementInfo};
+use frame::{error_frame, frame, response_frame};
 
 mod connection;
 mod frame;
@@ -75,9 +66,6 @@ mod request;
 mod response;
 
 pub(crate) use connection::serve;
-use frame::*;
-use request::*;
-use response::*;
 
 /// What a request expects of its response.
 #[derive(Debug)]

@@ -2,7 +2,29 @@
 //! rewrites, refusals, local answers, shard and tablet routing, the CDC
 //! write guard, LWT in Scylla's dialect, BATCH entries and CDC writes.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes};
+use shardwise_protocol::consistency::Consistency;
+use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, ProtocolVersion};
+use shardwise_protocol::request::{
+    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Startup, StatementKind,
+};
+use shardwise_protocol::response::{
+    Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
+};
+use shardwise_protocol::tablets::{TabletRoute, TABLETS_ROUTING_V1};
+use shardwise_protocol::types::ser::RawValues;
+
+use super::frame::{encode, error_frame, frame, response_frame, route_payload, unprepared_frame, with_tablet_route};
+use super::{applied, classify, lwt_applied, unrouted_info, Conn, Dml, Lwt, Pending};
+use crate::cdclog::dml::Statement;
+use crate::cdclog::synth::{self, Item};
+use crate::guard::{Resolution, Verdict};
+use crate::rewrite::{self, LocalAnswer};
+use crate::shared::{Shared, StatementInfo};
+use crate::stats::inc;
 
 pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
     let h = env.header;

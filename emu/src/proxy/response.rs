@@ -2,7 +2,22 @@
 //! PREPARED learned, schema changes held until the front did its part,
 //! tablet routes added, events rewritten to the fronts' addresses.
 
-use super::*;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use shardwise_protocol::frame::{Envelope, Opcode};
+use shardwise_protocol::response::{
+    Event, Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
+};
+use shardwise_protocol::token::Partitioner;
+
+use super::frame::{error_frame, frame, message_offset, prepared_id, response_frame, with_tablet_route};
+use super::{classify, unrouted_info, Conn, Dml, Pending};
+use crate::guard::Resolution;
+use crate::shared::StatementInfo;
+use crate::stats::inc;
 
 pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
     let h = env.header;
