@@ -74,9 +74,16 @@ fn hash_range(i: i64, max: i64) -> VmResult<i64> {
     VmResult::Ok(hash_of(i) % max)
 }
 
+/// The longest blob or text a generator makes: a CQL frame's body is at
+/// most 256 MiB, and a script's typo must not exhaust the memory.
+const MAX_GENERATED: usize = 256 << 20;
+
 /// `latte::blob(seed, len)`: `len` pseudo-random bytes.
 #[rune::function]
 fn blob(seed: i64, len: usize) -> VmResult<Bytes> {
+    if len > MAX_GENERATED {
+        return VmResult::panic(format!("latte::blob: length {len} is over {MAX_GENERATED}"));
+    }
     let mut s = Stream::new(seed);
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
@@ -95,9 +102,12 @@ const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 
 /// `latte::text(seed, len)`: `len` pseudo-random letters and digits.
 #[rune::function]
-fn text(seed: i64, len: usize) -> String {
+fn text(seed: i64, len: usize) -> VmResult<String> {
+    if len > MAX_GENERATED {
+        return VmResult::panic(format!("latte::text: length {len} is over {MAX_GENERATED}"));
+    }
     let mut s = Stream::new(seed);
-    (0..len).map(|_| ALPHABET[(s.next_u64() % ALPHABET.len() as u64) as usize] as char).collect()
+    VmResult::Ok((0..len).map(|_| ALPHABET[(s.next_u64() % ALPHABET.len() as u64) as usize] as char).collect())
 }
 
 /// `latte::normal(i, mean, std_dev)`: a normally distributed number, the

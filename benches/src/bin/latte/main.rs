@@ -86,8 +86,8 @@ struct Target {
     #[arg(long, default_value_t = 4)]
     protocol: u8,
     /// Request timeout in seconds (0: none).
-    #[arg(long, default_value_t = 5.0)]
-    request_timeout: f64,
+    #[arg(long, default_value = "5", value_parser = parse_timeout)]
+    request_timeout: Timeout,
     /// Connections per shard (per node on Cassandra).
     #[arg(short = 'c', long, default_value = "1")]
     connections: NonZeroUsize,
@@ -104,7 +104,7 @@ struct Phase {
     #[arg(short = 'w', long, default_value = "0", value_parser = parse_interval)]
     warmup: Interval,
     /// Cycles per second for the whole process (open loop); default: unlimited.
-    #[arg(short = 'r', long)]
+    #[arg(short = 'r', long, value_parser = parse_rate)]
     rate: Option<f64>,
     /// Threads.
     #[arg(short = 't', long, default_value = "1")]
@@ -118,6 +118,30 @@ struct Phase {
     /// Write the report as JSON to this file.
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
+}
+
+/// `-r`: a positive, finite number of cycles per second.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("bad rate {s:?}: a positive number of cycles per second")),
+    }
+}
+
+/// A request timeout (`None`: none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Timeout(Option<Duration>);
+
+/// `--request-timeout`: seconds, 0 for none.
+fn parse_timeout(s: &str) -> Result<Timeout, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| format!("bad timeout {s:?}: seconds"))?;
+    if secs == 0.0 {
+        return Ok(Timeout(None));
+    }
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if secs > 0.0 => Ok(Timeout(Some(d))),
+        _ => Err(format!("bad timeout {s:?}: seconds, 0 for none")),
+    }
 }
 
 /// `-P name=value`.
@@ -142,7 +166,7 @@ impl Target {
             nodes,
             consistency: self.consistency.clone(),
             protocol: self.protocol,
-            request_timeout: (self.request_timeout > 0.0).then(|| Duration::from_secs_f64(self.request_timeout)),
+            request_timeout: self.request_timeout.0,
             connections: self.connections.get(),
         }
     }
@@ -192,12 +216,12 @@ fn schema(t: &Target) -> Result<(), LatteError> {
 fn phase(p: &Phase, command: &'static str) -> Result<(), LatteError> {
     let t = &p.target;
     let script = t.load_script()?;
+    require(&script, command, command, ", i")?;
     let interval = match (command, p.duration) {
         (_, Some(d)) => d,
         ("load", None) => Interval::Count(script.load_count().ok_or(LatteError::NoLoadCount)?),
         (_, None) => Interval::Time(Duration::from_secs(60)),
     };
-    require(&script, command, command, ", i")?;
     let threads = p.threads.get();
     let rt = runtime(threads)?;
     let ctx = rt.block_on(async {
@@ -320,6 +344,14 @@ mod tests {
         assert!(parse(&["run", "w.rn", "-d", "10 parsecs"]).is_err());
         assert!(parse(&["run", "w.rn", "-t", "0"]).is_err());
         assert!(parse(&["run", "w.rn", "--driver", "cassandra"]).is_err());
+        for rate in ["0", "-5", "inf", "NaN", "x"] {
+            assert!(parse(&["run", "w.rn", "-r", rate]).is_err(), "-r {rate}");
+        }
+        for timeout in ["-1", "inf", "1e300", "x"] {
+            assert!(parse(&["run", "w.rn", "--request-timeout", timeout]).is_err(), "--request-timeout {timeout}");
+        }
+        assert_eq!(parse_timeout("0"), Ok(Timeout(None)));
+        assert_eq!(parse_timeout("0.5"), Ok(Timeout(Some(Duration::from_millis(500)))));
         assert!(parse(&["run"]).is_err());
         assert_eq!(parse_param("a=1"), Ok(("a".into(), "1".into())));
     }

@@ -213,7 +213,8 @@ mod tests {
     fn generators_keep_their_contracts() {
         let text = "pub fn r() { latte::hash_range(12345, 10) }\npub fn b() { latte::blob(7, 13) }\n\
                     pub fn t() { latte::text(7, 9) }\npub fn u() { latte::uuid(3) }\n\
-                    pub fn n() { latte::normal(4, 10.0, 0.0) }\npub fn bad() { latte::hash_range(1, 0) }\n";
+                    pub fn n() { latte::normal(4, 10.0, 0.0) }\npub fn bad() { latte::hash_range(1, 0) }\n\
+                    pub fn huge() { latte::blob(1, 1 << 40) }\npub fn negative() { latte::text(1, -1) }\n";
         let s = compile(text, &[]).expect("compile");
         let r = call(&s, "r").as_integer::<i64>().expect("int");
         assert!((0..10).contains(&r));
@@ -226,6 +227,9 @@ mod tests {
         assert_eq!(rune::from_value::<f64>(call(&s, "n")).expect("float"), 10.0);
         let err = s.vm().call(["bad"], ()).expect_err("max 0");
         assert!(err.to_string().contains("max must be positive"), "{err}");
+        let err = s.vm().call(["huge"], ()).expect_err("too long");
+        assert!(err.to_string().contains("is over"), "{err}");
+        assert!(s.vm().call(["negative"], ()).is_err());
     }
 
     #[test]
