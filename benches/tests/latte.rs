@@ -125,6 +125,8 @@ fn read_reads_one_row_per_cycle_on_both_drivers() {
             driver,
             "-d",
             "200",
+            "-w",
+            "50",
             "-t",
             "2",
             "-p",
@@ -232,6 +234,18 @@ fn bad_scripts_fail_with_one_line() {
     let bad_cql =
         temp_script("bad_cql.rn", "pub async fn schema(ctx) {\n    ctx.execute(\"CREATE NONSENSE\").await?;\n}\n");
     fails(&["schema", bad_cql.to_str().expect("path"), &node], &["`schema`", "CREATE NONSENSE"]);
+    // A statement the server refuses in the run is the script's mistake too
+    // (only timeouts and overload are counted and the run goes on).
+    let refused = temp_script(
+        "refused.rn",
+        "pub async fn run(ctx, i) {\n    ctx.execute(\"SELECT * FROM no_such_ks.t\").await?;\n}\n",
+    );
+    for driver in DRIVERS {
+        fails(
+            &["run", refused.to_str().expect("path"), &node, "-d", "5", "--driver", driver],
+            &["`run`", "no_such_ks"],
+        );
+    }
     // A bad -P.
     let out = latte(&["run", only_run.to_str().expect("path"), "-P", "novalue"]);
     assert!(!out.status.success());

@@ -120,9 +120,17 @@ pub enum CtxError {
         #[source]
         source: ConvertError,
     },
-    /// The request failed (server error, timeout, connection).
+    /// The server refused the request (a bad statement, a missing table).
     #[error("statement {key:?}: {message}")]
     Execute {
+        /// The key, or the start of the CQL text of an unprepared statement.
+        key: String,
+        /// The driver's error.
+        message: String,
+    },
+    /// The request timed out or found the server overloaded or unavailable.
+    #[error("statement {key:?}: {message}")]
+    Overload {
         /// The key, or the start of the CQL text of an unprepared statement.
         key: String,
         /// The driver's error.
@@ -131,11 +139,49 @@ pub enum CtxError {
 }
 
 impl CtxError {
-    /// A failed request is counted in the report (a loaded server times
-    /// out; that is a result); every other error is a mistake of the script
-    /// and ends the benchmark.
+    /// As latte does: a request that times out or finds the server
+    /// overloaded is counted in the report (a loaded server does that; it is
+    /// a result); every other error ends the benchmark.
     pub fn is_counted(&self) -> bool {
-        matches!(self, CtxError::Execute { .. })
+        matches!(self, CtxError::Overload { .. })
+    }
+
+    fn request(key: String, overload: bool, e: &dyn std::fmt::Display) -> CtxError {
+        let message = one_line(e);
+        if overload {
+            CtxError::Overload { key, message }
+        } else {
+            CtxError::Execute { key, message }
+        }
+    }
+}
+
+/// Whether a shardwise error is the server's or the network's load (a
+/// timeout, overload, unavailability, a lost connection).
+fn shardwise_overload(e: &shardwise::ExecutionError) -> bool {
+    use shardwise::protocol::response::ErrorKind as K;
+    use shardwise::ExecutionError as E;
+    match e {
+        E::Timeout(_) | E::AttemptTimeout { .. } | E::Connection(_) | E::NoConnection => true,
+        E::Db(s) => matches!(
+            s.error.kind,
+            K::Overloaded | K::IsBootstrapping | K::Unavailable { .. } | K::ReadTimeout { .. } | K::WriteTimeout { .. }
+        ),
+        _ => false,
+    }
+}
+
+/// [`shardwise_overload`] for the official driver.
+fn scylla_overload(e: &scylla::errors::ExecutionError) -> bool {
+    use scylla::errors::{DbError as D, ExecutionError as E, RequestAttemptError as A};
+    match e {
+        E::RequestTimeout(_) | E::ConnectionPoolError(_) => true,
+        E::LastAttemptError(A::DbError(d, _)) => matches!(
+            d,
+            D::Overloaded | D::IsBootstrapping | D::Unavailable { .. } | D::ReadTimeout { .. } | D::WriteTimeout { .. }
+        ),
+        E::LastAttemptError(A::BrokenConnectionError(_) | A::UnableToAllocStreamId) => true,
+        _ => false,
     }
 }
 
@@ -234,16 +280,16 @@ impl Context {
     }
 
     async fn execute_unprepared(&self, cql: &str) -> Result<(), CtxError> {
-        let failed = |e: &dyn std::fmt::Display| CtxError::Execute { key: cql_label(cql), message: one_line(e) };
+        let failed = |overload, e: &dyn std::fmt::Display| CtxError::request(cql_label(cql), overload, e);
         let rows = match &self.shared.session {
             Session::Shardwise(s) => {
                 let statement = shardwise::Statement::new(cql.to_string());
-                s.execute_unpaged(&statement, ()).await.map_err(|e| failed(&e))?.rows_count()
+                s.execute_unpaged(&statement, ()).await.map_err(|e| failed(shardwise_overload(&e), &e))?.rows_count()
             }
             Session::Scylla(s) => {
-                let r = s.query_unpaged(cql.to_string(), ()).await.map_err(|e| failed(&e))?;
+                let r = s.query_unpaged(cql.to_string(), ()).await.map_err(|e| failed(scylla_overload(&e), &e))?;
                 if r.is_rows() {
-                    r.into_rows_result().map_err(|e| failed(&e))?.rows_num()
+                    r.into_rows_result().map_err(|e| failed(false, &e))?.rows_num()
                 } else {
                     0
                 }
@@ -290,23 +336,23 @@ impl Context {
             .ok_or_else(|| CtxError::UnknownKey { key: key.to_string() })?;
         let bound = values::bind(&prepared.columns, params)
             .map_err(|source| CtxError::Bind { key: key.to_string(), source })?;
-        let failed = |e: &dyn std::fmt::Display| CtxError::Execute { key: key.to_string(), message: one_line(e) };
+        let failed = |overload, e: &dyn std::fmt::Display| CtxError::request(key.to_string(), overload, e);
         let rows = match (&self.shared.session, &prepared.statement) {
             (Session::Shardwise(s), Statement::Shardwise(p)) => {
                 let row: Vec<_> = bound.into_iter().map(values::to_shardwise).collect();
-                s.execute_unpaged(p, row).await.map_err(|e| failed(&e))?.rows_count()
+                s.execute_unpaged(p, row).await.map_err(|e| failed(shardwise_overload(&e), &e))?.rows_count()
             }
             (Session::Scylla(s), Statement::Scylla(p)) => {
                 let row: Vec<_> = bound.into_iter().map(values::to_scylla).collect();
-                let r = s.execute_unpaged(p, row).await.map_err(|e| failed(&e))?;
+                let r = s.execute_unpaged(p, row).await.map_err(|e| failed(scylla_overload(&e), &e))?;
                 if r.is_rows() {
-                    r.into_rows_result().map_err(|e| failed(&e))?.rows_num()
+                    r.into_rows_result().map_err(|e| failed(false, &e))?.rows_num()
                 } else {
                     0
                 }
             }
             // A context holds one session, and prepares with it.
-            _ => return Err(failed(&"prepared by another driver")),
+            _ => return Err(failed(false, &"prepared by another driver")),
         };
         self.count(rows);
         Ok(())
@@ -355,9 +401,29 @@ mod tests {
     }
 
     #[test]
-    fn only_failed_requests_are_counted() {
-        assert!(CtxError::Execute { key: "k".into(), message: "timeout".into() }.is_counted());
+    fn only_overloaded_requests_are_counted() {
+        assert!(CtxError::Overload { key: "k".into(), message: "timeout".into() }.is_counted());
+        assert!(!CtxError::Execute { key: "k".into(), message: "syntax error".into() }.is_counted());
         assert!(!CtxError::UnknownKey { key: "k".into() }.is_counted());
         assert!(!CtxError::Prepare { key: "k".into(), message: "syntax".into() }.is_counted());
+    }
+
+    #[test]
+    fn timeouts_and_overload_are_load_on_both_drivers() {
+        use shardwise::protocol::consistency::Consistency;
+        use shardwise::protocol::response::{ErrorKind, ErrorResponse};
+        let db = |kind| shardwise::ExecutionError::from(ErrorResponse { code: 0, message: "m".into(), kind });
+        assert!(shardwise_overload(&shardwise::ExecutionError::Timeout(Duration::from_secs(5))));
+        assert!(shardwise_overload(&db(ErrorKind::Overloaded)));
+        assert!(shardwise_overload(&db(ErrorKind::Unavailable {
+            consistency: Consistency::One,
+            required: 1,
+            alive: 0
+        })));
+        assert!(!shardwise_overload(&db(ErrorKind::Invalid)));
+        use scylla::errors::{DbError, ExecutionError as E, RequestAttemptError as A};
+        assert!(scylla_overload(&E::RequestTimeout(Duration::from_secs(5))));
+        assert!(scylla_overload(&E::LastAttemptError(A::DbError(DbError::Overloaded, "m".into()))));
+        assert!(!scylla_overload(&E::LastAttemptError(A::DbError(DbError::SyntaxError, "m".into()))));
     }
 }

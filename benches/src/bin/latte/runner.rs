@@ -8,8 +8,9 @@
 //! Rune machine runs one call at a time and is not `Send`, so every loop
 //! owns a machine and every thread runs its loops on a current-thread
 //! runtime of its own; the session (and its connection tasks) is shared.
-//! A failed request the script passes on is counted; any other failure
-//! stops every loop and is the phase's error.
+//! As in latte, a request that timed out or met an overloaded or
+//! unavailable server, passed on by the script, is counted; any other
+//! failure stops every loop and is the phase's error.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +47,7 @@ pub struct Measured {
     pub histogram: Histogram<u64>,
     /// Cycles run (successful or counted as errors).
     pub ops: u64,
-    /// Cycles that ended in a failed request.
+    /// Cycles that ended in a timed-out or overloaded request.
     pub errors: u64,
     /// The first such failure.
     pub first_error: Option<String>,
