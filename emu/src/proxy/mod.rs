@@ -3,7 +3,7 @@
 //!
 //! Every client connection gets its own upstream connection, so stream ids
 //! pass through unchanged and no request ever waits for another client.
-//! Client frames are decoded ([`FrameDecoder`], v4 only, LZ4 bodies
+//! Client frames are decoded ([`FrameDecoder`](shardwise_protocol::frame::FrameDecoder), v4 only, LZ4 bodies
 //! decompressed); responses are decoded only when the front needs them
 //! (PREPARED, Schema_change of schema statements it watches, events with
 //! addresses) and otherwise forwarded as the bytes Cassandra sent.
