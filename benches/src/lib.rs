@@ -8,12 +8,14 @@
 //!
 //! - [`rusage`]: the process CPU clock (user and system time);
 //! - [`interval`]: `-d`/`-w`, a time or a cycle count;
-//! - [`consistency`]: consistency levels by name, for both drivers.
+//! - [`consistency`]: consistency levels by name, for both drivers;
+//! - [`json`]: the JSON strings and numbers of the runners' reports.
 
 #![warn(missing_docs)]
 
 pub mod consistency;
 pub mod interval;
+pub mod json;
 pub mod rusage;
 
 // The porting guide's snippets are doc tests of this crate, which depends on

@@ -48,6 +48,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
 use shardwise_benches::consistency::parse_consistency;
 use shardwise_benches::interval::{parse_interval, Interval};
+use shardwise_benches::json;
 use shardwise_benches::rusage::{online_cpus, process_cpu_time};
 use testkit::alloc::{allocations, CountingAllocator};
 
@@ -912,62 +913,37 @@ fn print_report(r: &RunReport) {
     println!();
 }
 
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn json_num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".into()
-    }
-}
-
 fn report_json(r: &RunReport) -> String {
     format!(
         "{{\"driver\": {}, \"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"protocol\": {}, \
          \"elapsed_s\": {}, \"ops\": {}, \"errors\": {}, \"missing_rows\": {}, \"throughput\": {}, \"mean_ms\": {}, \"p50_ms\": {}, \
          \"p90_ms\": {}, \"p99_ms\": {}, \"p999_ms\": {}, \"max_ms\": {}, \"cpu_user_s\": {}, \"cpu_sys_s\": {}, \"cpu_s\": {}, \
          \"cpu_util_pct\": {}, \"cpu_us_per_op\": {}, \"allocs\": {}, \"allocs_per_op\": {}, \"first_error\": {}}}",
-        json_str(r.driver.name()),
-        json_str(r.workload.name()),
+        json::string(r.driver.name()),
+        json::string(r.workload.name()),
         r.threads,
         r.concurrency,
         r.connections,
-        json_str(&r.protocol),
-        json_num(r.elapsed_s),
+        json::string(&r.protocol),
+        json::number(r.elapsed_s),
         r.ops,
         r.errors,
         r.missing_rows,
-        json_num(r.throughput),
-        json_num(r.mean_ms),
-        json_num(r.p50_ms),
-        json_num(r.p90_ms),
-        json_num(r.p99_ms),
-        json_num(r.p999_ms),
-        json_num(r.max_ms),
-        json_num(r.cpu_user_s),
-        json_num(r.cpu_sys_s),
-        json_num(r.cpu_s),
-        json_num(r.cpu_util),
-        json_num(r.cpu_us_per_op),
+        json::number(r.throughput),
+        json::number(r.mean_ms),
+        json::number(r.p50_ms),
+        json::number(r.p90_ms),
+        json::number(r.p99_ms),
+        json::number(r.p999_ms),
+        json::number(r.max_ms),
+        json::number(r.cpu_user_s),
+        json::number(r.cpu_sys_s),
+        json::number(r.cpu_s),
+        json::number(r.cpu_util),
+        json::number(r.cpu_us_per_op),
         r.allocs,
-        json_num(r.allocs_per_op),
-        r.first_error.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
+        json::number(r.allocs_per_op),
+        r.first_error.as_deref().map(json::string).unwrap_or_else(|| "null".into()),
     )
 }
 
@@ -1144,13 +1120,13 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
     let _ = write!(
         j,
         "\"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"affinity\": {}, \"label\": {}, \"rate\": {}, \"runs\": [",
-        json_str(c.workload.name()),
+        json::string(c.workload.name()),
         c.threads,
         c.concurrency,
         c.connections,
-        json_str(c.affinity.name()),
-        label.map(json_str).unwrap_or_else(|| "null".into()),
-        c.rate.map(json_num).unwrap_or_else(|| "null".into())
+        json::string(c.affinity.name()),
+        label.map(json::string).unwrap_or_else(|| "null".into()),
+        c.rate.map(json::number).unwrap_or_else(|| "null".into())
     );
     let runs: Vec<String> = cmp
         .runs
@@ -1161,12 +1137,12 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
     let ratio = |r: &Ratios| {
         format!(
             "{{\"cpu_per_op\": {}, \"throughput\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {}}}",
-            json_num(r.cpu_per_op),
-            json_num(r.throughput),
-            json_num(r.p50),
-            json_num(r.p99),
-            json_num(r.p999),
-            json_num(r.max)
+            json::number(r.cpu_per_op),
+            json::number(r.throughput),
+            json::number(r.p50),
+            json::number(r.p99),
+            json::number(r.p999),
+            json::number(r.max)
         )
     };
     let ratios: Vec<String> = cmp.ratios.iter().map(ratio).collect();
@@ -1176,10 +1152,10 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
          \"median_cpu_us_per_op\": {{\"shardwise\": {}, \"official\": {}}}}}",
         ratios.join(", "),
         ratio(&cmp.median),
-        json_num(cmp.median_allocs.0),
-        json_num(cmp.median_allocs.1),
-        json_num(cmp.median_cpu.0),
-        json_num(cmp.median_cpu.1)
+        json::number(cmp.median_allocs.0),
+        json::number(cmp.median_allocs.1),
+        json::number(cmp.median_cpu.0),
+        json::number(cmp.median_cpu.1)
     );
     j
 }

@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use shardwise_benches::json;
 use shardwise_benches::rusage::{online_cpus, CpuTime};
 
 use crate::runner::Measured;
@@ -185,66 +186,41 @@ impl Report {
 
     /// The JSON report.
     pub fn json(&self) -> String {
-        let tags: Vec<String> = self.tags.iter().map(|t| json_str(t)).collect();
+        let tags: Vec<String> = self.tags.iter().map(|t| json::string(t)).collect();
         format!(
             "{{\"command\": {}, \"script\": {}, \"driver\": {}, \"protocol\": {}, \"tags\": [{}], \"threads\": {}, \
              \"concurrency\": {}, \"rate\": {}, \"elapsed_s\": {}, \"ops\": {}, \"requests\": {}, \"rows\": {}, \
              \"ops_per_s\": {}, \"req_per_s\": {}, \"rows_per_s\": {}, \"errors\": {}, \"first_error\": {}, \
              \"mean_ms\": {}, \"p50_ms\": {}, \"p90_ms\": {}, \"p99_ms\": {}, \"p999_ms\": {}, \"max_ms\": {}, \
              \"cpu_user_s\": {}, \"cpu_sys_s\": {}, \"cpu_us_per_op\": {}, \"cpu_util_pct\": {}}}\n",
-            json_str(&self.command),
-            json_str(&self.script),
-            json_str(&self.driver),
-            json_str(&self.protocol),
+            json::string(&self.command),
+            json::string(&self.script),
+            json::string(&self.driver),
+            json::string(&self.protocol),
             tags.join(", "),
             self.threads,
             self.concurrency,
-            self.rate.map(json_num).unwrap_or_else(|| "null".into()),
-            json_num(self.elapsed_s),
+            self.rate.map(json::number).unwrap_or_else(|| "null".into()),
+            json::number(self.elapsed_s),
             self.ops,
             self.requests,
             self.rows,
-            json_num(self.per_s(self.ops)),
-            json_num(self.per_s(self.requests)),
-            json_num(self.per_s(self.rows)),
+            json::number(self.per_s(self.ops)),
+            json::number(self.per_s(self.requests)),
+            json::number(self.per_s(self.rows)),
             self.errors,
-            self.first_error.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
-            json_num(self.mean_ms),
-            json_num(self.p50_ms),
-            json_num(self.p90_ms),
-            json_num(self.p99_ms),
-            json_num(self.p999_ms),
-            json_num(self.max_ms),
-            json_num(self.cpu_user_s),
-            json_num(self.cpu_sys_s),
-            json_num(self.cpu_us_per_op()),
-            json_num(self.cpu_util()),
+            self.first_error.as_deref().map(json::string).unwrap_or_else(|| "null".into()),
+            json::number(self.mean_ms),
+            json::number(self.p50_ms),
+            json::number(self.p90_ms),
+            json::number(self.p99_ms),
+            json::number(self.p999_ms),
+            json::number(self.max_ms),
+            json::number(self.cpu_user_s),
+            json::number(self.cpu_sys_s),
+            json::number(self.cpu_us_per_op()),
+            json::number(self.cpu_util()),
         )
-    }
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn json_num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".into()
     }
 }
 
