@@ -499,7 +499,8 @@ fn in_lanes(root: &Path, opts: &Options, server: Option<&str>, run: &mut Run) {
         run.skip_rest(&[name]);
         return;
     }
-    banner(&format!("workspace tests, {} binaries in {} lanes", binaries.len(), opts.lanes));
+    let lanes = if opts.lanes == 1 { "one lane".to_string() } else { format!("{} lanes", opts.lanes) };
+    banner(&format!("workspace tests, {} binaries in {lanes}", binaries.len()));
     let t = Instant::now();
     let log_dir = root.join("target").join("xtask-test");
     if let Err(e) = std::fs::create_dir_all(&log_dir) {
