@@ -425,9 +425,12 @@ fn loom_command(root: &Path) -> Command {
 /// machine idle (they wait on servers), and these builds took about four
 /// minutes of the suite after them. Output goes to `log_dir`; a failure
 /// here shows again, with its errors, when the step builds for itself.
-fn prebuild(root: &Path, opts: &Options, log_dir: &Path) -> std::thread::JoinHandle<Vec<String>> {
+fn prebuild(root: &Path, opts: &Options, log_dir: &Path) -> Option<std::thread::JoinHandle<Vec<String>>> {
     let (root, log_dir, loom, fuzz) = (root.to_path_buf(), log_dir.to_path_buf(), opts.loom, opts.fuzz);
-    std::thread::spawn(move || {
+    if !loom && !fuzz {
+        return None;
+    }
+    Some(std::thread::spawn(move || {
         let mut notes = Vec::new();
         if loom {
             let log = log_dir.join("loom-build.log");
@@ -454,7 +457,7 @@ fn prebuild(root: &Path, opts: &Options, log_dir: &Path) -> std::thread::JoinHan
             });
         }
         notes
-    })
+    }))
 }
 
 /// The workspace tests as two steps: cargo builds every test binary, then
@@ -533,9 +536,11 @@ fn in_lanes(root: &Path, opts: &Options, server: Option<&str>, run: &mut Run) {
         run.record(name, t, Status::Failed, failed.join("\n"));
     }
     // The builds left to finish (they only shorten the steps after this).
-    let t = Instant::now();
-    let notes = builds.join().unwrap_or_else(|_| vec!["the build thread panicked".into()]);
-    run.record("loom and fuzz builds (during the tests)", t, Status::Passed, notes.join("; "));
+    if let Some(builds) = builds {
+        let t = Instant::now();
+        let notes = builds.join().unwrap_or_else(|_| vec!["the build thread panicked".into()]);
+        run.record("loom and fuzz builds (during the tests)", t, Status::Passed, notes.join("; "));
+    }
 }
 
 /// Free bytes on the file system that holds `dir` (`df -Pk`), if `df` answers.
