@@ -247,8 +247,8 @@ impl Kafka {
         // maps it too but never records it.
         let plan = class_archive::plan(&archive);
         let mut jvm = vec!["-XX:TieredStopAtLevel=1".to_string()];
-        if archive.path.is_file() {
-            jvm.push(format!("-XX:SharedArchiveFile={}", archive.path.display()));
+        if let class_archive::Plan::Use(_) = plan {
+            jvm.extend(plan.jvm_args());
         }
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
         let dir = std::env::temp_dir().join(format!("shardwise-kafka-{}-{nanos}", std::process::id()));
