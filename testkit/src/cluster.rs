@@ -129,8 +129,11 @@ impl Cluster {
     /// Starts `n` nodes with [`Cluster::default_config`] whose directories
     /// outlive a stop or a kill, so that [`Cluster::restart`] can start a node
     /// again on its own data; they are removed when the cluster is dropped.
+    /// Their schema is flushed as it changes (no `unsafe_system`), so a
+    /// restart finds it on disk.
     pub fn start_restartable(n: u8) -> Result<Cluster> {
-        let mut cluster = Cluster::start_with(n, NodeConfig { keep_dir: true, ..Cluster::default_config() })?;
+        let config = NodeConfig { keep_dir: true, unsafe_system: false, ..Cluster::default_config() };
+        let mut cluster = Cluster::start_with(n, config)?;
         cluster.owned_dirs = cluster.nodes.iter().map(|n| n.dir().to_path_buf()).collect();
         Ok(cluster)
     }

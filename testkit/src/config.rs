@@ -118,6 +118,15 @@ pub struct NodeConfig {
     /// (Cassandra logs "Skip fsync enabled"). Test data need not survive a
     /// power cut.
     pub skip_fsync: bool,
+    /// `-Dcassandra.unsafesystem=true`: schema changes and other writes to
+    /// the system keyspaces are not flushed to sstables at once (they stay in
+    /// memtables and the commit log). Every CREATE, ALTER or DROP otherwise
+    /// flushes the dozen schema tables: 100 tables created, written and
+    /// dropped took 12.2 s of node CPU instead of 15.6 s, and 10 s instead of
+    /// 12.9 s. On by default; off for nodes that are started again on their
+    /// own data ([`crate::Cluster::start_restartable`]), whose schema must
+    /// be on disk.
+    pub unsafe_system: bool,
     /// `-XX:TieredStopAtLevel=1`: the JVM compiles with C1 only. A node that
     /// lives for a test spends its CPU serving instead of optimizing code it
     /// will not run for long (a start took 6.4 s of CPU here, 4.2 s with C1
@@ -179,6 +188,7 @@ impl Default for NodeConfig {
             ring_delay: None,
             fast_shutdown: true,
             skip_fsync: true,
+            unsafe_system: true,
             quick_jit: true,
             startup_timeout: Duration::from_secs(120),
             stop_grace: Duration::from_secs(30),
@@ -427,6 +437,9 @@ impl NodeConfig {
         if self.skip_fsync {
             a.push("-Dcassandra.skip_sync=true".to_string());
         }
+        if self.unsafe_system {
+            a.push("-Dcassandra.unsafesystem=true".to_string());
+        }
         if self.quick_jit {
             a.push("-XX:TieredStopAtLevel=1".to_string());
         }
@@ -541,6 +554,7 @@ mod tests {
         assert!(a.contains(&"-Dcassandra.shutdown_announce_in_ms=0".to_string()));
         assert!(!a.iter().any(|x| x.starts_with("-Dcassandra.ring_delay_ms")));
         assert!(a.contains(&"-XX:TieredStopAtLevel=1".to_string()));
+        assert!(a.contains(&"-Dcassandra.unsafesystem=true".to_string()));
         let n = a.len();
         assert_eq!(&a[n - 3..], ["-cp", "/lib/*", "org.apache.cassandra.service.CassandraDaemon"]);
     }
@@ -550,6 +564,7 @@ mod tests {
         let cfg = NodeConfig {
             fast_shutdown: false,
             skip_fsync: false,
+            unsafe_system: false,
             quick_jit: false,
             ring_delay: Some(Duration::from_secs(5)),
             heap_initial: "1G".into(),
@@ -563,6 +578,7 @@ mod tests {
         assert!(!a.iter().any(|x| x.contains("shutdown_announce")));
         assert!(!a.iter().any(|x| x.contains("skip_sync")));
         assert!(!a.iter().any(|x| x.contains("TieredStopAtLevel")));
+        assert!(!a.iter().any(|x| x.contains("unsafesystem")));
     }
 
     #[test]

@@ -23,10 +23,14 @@ pub fn cargo_nightly() -> Command {
     c
 }
 
-/// `cmd` run through `nice -n 19`, with its arguments and environment.
+/// `cmd` run through `nice -n 19`, with its arguments, environment and
+/// working directory.
 pub fn nice(cmd: Command) -> Command {
     let mut niced = Command::new("nice");
     niced.args(["-n", "19"]).arg(cmd.get_program()).args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        niced.current_dir(dir);
+    }
     for (k, v) in cmd.get_envs() {
         match v {
             Some(v) => niced.env(k, v),
@@ -321,6 +325,22 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    /// Regression: the working directory was dropped, so a niced build ran
+    /// wherever xtask was started.
+    #[test]
+    fn nice_keeps_the_whole_command() {
+        use std::ffi::OsStr;
+        let mut cmd = Command::new("cargo");
+        cmd.arg("build").current_dir("/tmp/somewhere").env("A", "1").env_remove("B");
+        let niced = nice(cmd);
+        assert_eq!(niced.get_program(), "nice");
+        assert_eq!(niced.get_args().collect::<Vec<_>>(), ["-n", "19", "cargo", "build"]);
+        assert_eq!(niced.get_current_dir(), Some(Path::new("/tmp/somewhere")));
+        let envs: Vec<_> = niced.get_envs().collect();
+        assert!(envs.contains(&(OsStr::new("A"), Some(OsStr::new("1")))));
+        assert!(envs.contains(&(OsStr::new("B"), None)));
     }
 
     #[test]

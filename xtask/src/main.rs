@@ -27,7 +27,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 mod bench;
 mod charts;
+mod features;
 mod fuzz;
+mod house;
 mod imports;
 mod lanes;
 mod paths;
@@ -90,11 +92,14 @@ tasks:
                        benches/charts/ (embedded in benches/RESULTS.md); --check only says
                        whether the committed charts are up to date
   test [options]       the whole suite against a Cassandra it starts itself:
-                       0. the house: no reference to a path outside the repository,
-                          no import circle in the driver (cargo xtask imports driver),
-                          cargo fmt --check, cargo clippy --workspace --all-targets -D warnings,
-                          RUSTDOCFLAGS=-D warnings cargo doc --no-deps --workspace,
-                          cargo package --no-verify of the publishable crates
+                       0. the house: no reference to a path outside the repository, no import
+                          circle in the driver or the front (cargo xtask imports driver emu),
+                          the feature alignment (cargo xtask features), cargo fmt --check; then,
+                          beside step 2 at the lowest CPU priority in target/house (reported at
+                          the end): cargo clippy --workspace --all-targets -D warnings, the same
+                          for the driver without default features, RUSTDOCFLAGS=-D warnings
+                          cargo doc --no-deps --workspace, cargo package --no-verify of the
+                          publishable crates
                        1. start a node (or use $SHARDWISE_CASSANDRA), export
                           SHARDWISE_CASSANDRA=<addr> to the test steps
                        2. cargo test --workspace --all-targets --no-run, then every test binary
@@ -139,7 +144,11 @@ tasks:
                        per write delivered or not and how often; `test` runs the tablets one
                        for 30 s (three nodes do not run reliably on a 2-core machine)
   house                only step 0 of `test`: the outside-path check, the driver's import circles,
-                       fmt, clippy, doc and cargo package
+                       the feature alignment (below), fmt, clippy, doc and cargo package
+  features             whether `cargo test --workspace` reuses every crate that building xtask
+                       compiles (xtask/Cargo.toml asks for the features the test build unifies
+                       to); names each one it would compile again (needs the nightly toolchain
+                       for cargo's unit graph)
   imports [--all] [CRATE_DIR...]
                        the import circles among a crate's files (e.g. `imports driver emu`; every
                        crate of the workspace when none is named): its module tree from src/lib.rs,
@@ -159,6 +168,7 @@ fn main() -> ExitCode {
         Some("charts") => charts::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("house") => test::run_house(),
+        Some("features") => features::run(&test::workspace_root()),
         Some("imports") => imports::run(&args[1..]),
         Some("nemesis") => nemesis(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use testkit::{Node, NodeConfig};
@@ -90,7 +91,7 @@ pub fn parse_args(args: &[String], env_seconds: Option<&str>, env_lanes: Option<
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Status {
+pub(crate) enum Status {
     Passed,
     Failed,
     Skipped,
@@ -104,14 +105,44 @@ struct Step {
     took: Duration,
 }
 
-struct Run {
+pub(crate) struct Run {
     steps: Vec<Step>,
 }
 
+/// A step that ran away from the main sequence (see `house.rs`), recorded
+/// when it is joined.
+pub(crate) struct Done {
+    name: String,
+    took: Duration,
+    status: Status,
+    note: String,
+    /// Where its output went; printed whole when it failed.
+    pub(crate) log: Option<PathBuf>,
+}
+
+impl Done {
+    pub(crate) fn new(name: &str, started: Instant, status: Status, note: impl Into<String>) -> Done {
+        Done { name: name.to_string(), took: started.elapsed(), status, note: note.into(), log: None }
+    }
+}
+
 impl Run {
-    fn record(&mut self, name: &str, started: Instant, status: Status, note: impl Into<String>) {
-        let note = note.into();
-        let took = started.elapsed();
+    pub(crate) fn record(&mut self, name: &str, started: Instant, status: Status, note: impl Into<String>) {
+        self.push(name, started.elapsed(), status, note.into());
+    }
+
+    /// Records a step that ran elsewhere, first printing its log if it failed.
+    pub(crate) fn add(&mut self, done: Done) {
+        if let (Status::Failed, Some(log)) = (&done.status, &done.log) {
+            match std::fs::read_to_string(log) {
+                Ok(text) => eprintln!("\n==== xtask test: {} ({})\n{text}", done.name, log.display()),
+                Err(e) => eprintln!("\nxtask test: cannot read {}: {e}", log.display()),
+            }
+        }
+        self.push(&done.name, done.took, done.status, done.note);
+    }
+
+    fn push(&mut self, name: &str, took: Duration, status: Status, note: String) {
         let tag = match status {
             Status::Passed => "PASS",
             Status::Failed => "FAIL",
@@ -121,7 +152,7 @@ impl Run {
         self.steps.push(Step { name: name.to_string(), status, note, took });
     }
 
-    fn skip_rest(&mut self, names: &[&str]) {
+    pub(crate) fn skip_rest(&mut self, names: &[&str]) {
         for n in names {
             self.record(n, Instant::now(), Status::Skipped, "interrupted");
         }
@@ -136,7 +167,7 @@ fn suffix(note: &str) -> String {
     }
 }
 
-fn banner(text: &str) {
+pub(crate) fn banner(text: &str) {
     eprintln!("\n==== xtask test: {text}");
 }
 
@@ -146,11 +177,11 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The `cargo` that runs this xtask (same toolchain), else `cargo` on PATH.
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-fn run_status(cmd: &mut Command) -> Result<(), String> {
+pub(crate) fn run_status(cmd: &mut Command) -> Result<(), String> {
     match cmd.status() {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(format!("exited with {s}")),
@@ -264,11 +295,18 @@ pub fn run(args: &[String]) -> ExitCode {
     let all = Instant::now();
     let free_at_start = free_disk(&root);
 
-    // 0. The house: nothing reaches outside the repository, and fmt, clippy and
-    //    rustdoc are clean. First, because they need no server and fail fast.
+    // 0. The house. Its quick checks come first: they need no server and fail
+    //    fast. Its builds (clippy, rustdoc, package) run beside the tests when
+    //    the tests run in lanes (see house.rs), else here.
+    let house_beside = opts.house && opts.only.is_none() && opts.cargo_args.is_empty();
     if opts.only.is_none() {
         if opts.house {
-            house(&root, &mut run);
+            crate::house::checks(&root, &mut run);
+            if !house_beside {
+                for step in crate::house::builds(&root, None) {
+                    run.add(step);
+                }
+            }
         } else {
             run.record("house checks", Instant::now(), Status::Skipped, "--no-house");
         }
@@ -330,10 +368,11 @@ pub fn run(args: &[String]) -> ExitCode {
         ),
     };
     args.extend(opts.cargo_args.iter().cloned());
+    let mut house = None;
     if interrupted() {
         run.skip_rest(&[&name]);
     } else if opts.only.is_none() && opts.cargo_args.is_empty() {
-        in_lanes(&root, &opts, server.as_deref(), &mut run);
+        house = in_lanes(&root, &opts, house_beside, server.as_deref(), &mut run);
     } else {
         banner(&name);
         let t = Instant::now();
@@ -401,6 +440,22 @@ pub fn run(args: &[String]) -> ExitCode {
         }
     }
 
+    // 6. The house's builds: joined if they ran beside the tests, else here.
+    if house_beside {
+        let steps = match house {
+            Some(handle) => {
+                banner("the house's builds, started beside the tests (clippy, doc, package)");
+                handle.join().unwrap_or_else(|_| {
+                    vec![Done::new("house builds", Instant::now(), Status::Failed, "their thread panicked")]
+                })
+            }
+            None => crate::house::builds(&root, None),
+        };
+        for step in steps {
+            run.add(step);
+        }
+    }
+
     // The build outputs of a clean run fill tens of gigabytes: say how much
     // room the run took, so a CI machine short of disk shows up as such.
     if let (Some(start), Some(end)) = (free_at_start, free_disk(&root)) {
@@ -425,12 +480,18 @@ fn loom_command(root: &Path) -> Command {
 /// machine idle (they wait on servers), and these builds took about four
 /// minutes of the suite after them. Output goes to `log_dir`; a failure
 /// here shows again, with its errors, when the step builds for itself.
-fn prebuild(root: &Path, opts: &Options, log_dir: &Path) -> Option<std::thread::JoinHandle<Vec<String>>> {
+/// Then, with `house`, the house's builds (see house.rs). The receiver gets
+/// the loom and fuzz builds' notes when they are done; the thread's result
+/// is the house's steps.
+fn prebuild(
+    root: &Path,
+    opts: &Options,
+    house: bool,
+    log_dir: &Path,
+) -> (Receiver<Vec<String>>, std::thread::JoinHandle<Vec<Done>>) {
     let (root, log_dir, loom, fuzz) = (root.to_path_buf(), log_dir.to_path_buf(), opts.loom, opts.fuzz);
-    if !loom && !fuzz {
-        return None;
-    }
-    Some(std::thread::spawn(move || {
+    let (built, notes_rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
         let mut notes = Vec::new();
         if loom {
             let log = log_dir.join("loom-build.log");
@@ -456,13 +517,27 @@ fn prebuild(root: &Path, opts: &Options, log_dir: &Path) -> Option<std::thread::
                 Err(e) => format!("fuzz build: {e} (see {})", log.display()),
             });
         }
-        notes
-    }))
+        // The receiver may be gone (the tests were interrupted): nothing waits then.
+        let _ = built.send(notes);
+        if house {
+            crate::house::builds(&root, Some(&log_dir))
+        } else {
+            Vec::new()
+        }
+    });
+    (notes_rx, handle)
 }
 
 /// The workspace tests as two steps: cargo builds every test binary, then
 /// they run side by side in `opts.lanes` lanes (see `lanes.rs`).
-fn in_lanes(root: &Path, opts: &Options, server: Option<&str>, run: &mut Run) {
+/// Returns the thread of the house's builds when `house` and it started.
+fn in_lanes(
+    root: &Path,
+    opts: &Options,
+    house: bool,
+    server: Option<&str>,
+    run: &mut Run,
+) -> Option<std::thread::JoinHandle<Vec<Done>>> {
     use std::io::{BufRead, BufReader};
     let name = "build tests";
     banner("cargo test --workspace --all-targets --no-run");
@@ -489,18 +564,18 @@ fn in_lanes(root: &Path, opts: &Options, server: Option<&str>, run: &mut Run) {
     match built {
         Ok(()) if binaries.is_empty() => {
             run.record(name, t, Status::Failed, "cargo named no test binary");
-            return;
+            return None;
         }
         Ok(()) => run.record(name, t, Status::Passed, format!("{} test binaries", binaries.len())),
         Err(e) => {
             run.record(name, t, Status::Failed, e);
-            return;
+            return None;
         }
     }
     let name = "workspace tests";
     if interrupted() {
         run.skip_rest(&[name]);
-        return;
+        return None;
     }
     let lanes = if opts.lanes == 1 { "one lane".to_string() } else { format!("{} lanes", opts.lanes) };
     banner(&format!("workspace tests, {} binaries in {lanes}", binaries.len()));
@@ -508,9 +583,9 @@ fn in_lanes(root: &Path, opts: &Options, server: Option<&str>, run: &mut Run) {
     let log_dir = root.join("target").join("xtask-test");
     if let Err(e) = std::fs::create_dir_all(&log_dir) {
         run.record(name, t, Status::Failed, format!("creating {}: {e}", log_dir.display()));
-        return;
+        return None;
     }
-    let builds = prebuild(root, opts, &log_dir);
+    let (built, builds) = prebuild(root, opts, house, &log_dir);
     let jobs = crate::lanes::plan(&binaries, crate::lanes::list_tests);
     let mut env: Vec<(String, String)> =
         server.map(|a| (testkit::SHARDWISE_CASSANDRA.to_string(), a.to_string())).into_iter().collect();
@@ -535,12 +610,15 @@ fn in_lanes(root: &Path, opts: &Options, server: Option<&str>, run: &mut Run) {
     } else {
         run.record(name, t, Status::Failed, failed.join("\n"));
     }
-    // The builds left to finish (they only shorten the steps after this).
-    if let Some(builds) = builds {
-        let t = Instant::now();
-        let notes = builds.join().unwrap_or_else(|_| vec!["the build thread panicked".into()]);
-        run.record("loom and fuzz builds (during the tests)", t, Status::Passed, notes.join("; "));
+    // The loom and fuzz builds left to finish (they only shorten the steps
+    // after this); the house's go on.
+    let t = Instant::now();
+    match built.recv() {
+        Ok(notes) if notes.is_empty() => {}
+        Ok(notes) => run.record("loom and fuzz builds (during the tests)", t, Status::Passed, notes.join("; ")),
+        Err(_) => run.record("loom and fuzz builds (during the tests)", t, Status::Failed, "their thread ended early"),
     }
+    Some(builds)
 }
 
 /// Free bytes on the file system that holds `dir` (`df -Pk`), if `df` answers.
@@ -593,100 +671,8 @@ fn summary(run: &Run, all: Instant) -> ExitCode {
 /// `cargo xtask house`: only the house checks, with the summary.
 pub fn run_house() -> ExitCode {
     let (mut run, all) = (Run { steps: Vec::new() }, Instant::now());
-    house(&workspace_root(), &mut run);
+    crate::house::run_all(&workspace_root(), &mut run);
     summary(&run, all)
-}
-
-/// The house checks, each a step of its own so one failure does not hide the others.
-fn house(root: &Path, run: &mut Run) {
-    banner("the repository stands on its own (no path outside it)");
-    let t = Instant::now();
-    match crate::paths::check(root) {
-        Ok(found) if found.is_empty() => run.record("outside paths", t, Status::Passed, ""),
-        Ok(found) => {
-            for f in &found {
-                eprintln!("  {f}");
-            }
-            run.record(
-                "outside paths",
-                t,
-                Status::Failed,
-                format!("{} references outside the repository", found.len()),
-            );
-        }
-        Err(e) => run.record("outside paths", t, Status::Failed, e),
-    }
-    // The driver's and the emulation front's files stand in layers (issue 41).
-    for crate_dir in ["driver", "emu"] {
-        banner(&format!("no import circle in {crate_dir} (cargo xtask imports {crate_dir})"));
-        let t = Instant::now();
-        let step = format!("import circles ({crate_dir})");
-        match crate::imports::check(root, crate_dir) {
-            Ok(report) if report.circles.is_empty() => run.record(&step, t, Status::Passed, ""),
-            Ok(report) => {
-                eprint!("{}", report.render(crate_dir));
-                run.record(&step, t, Status::Failed, format!("{} in {crate_dir}", report.circles.len()));
-            }
-            Err(e) => run.record(&step, t, Status::Failed, e),
-        }
-    }
-    let fuzz_manifest = root.join("fuzz").join("Cargo.toml");
-    let steps: [(&str, Vec<&str>); 6] = [
-        ("cargo fmt --check", vec!["fmt", "--all", "--check"]),
-        ("cargo fmt --check (fuzz)", vec!["fmt", "--check", "--manifest-path", path_str(&fuzz_manifest)]),
-        ("cargo clippy", vec!["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
-        // The driver builds without its default features (no TLS, no rustls).
-        (
-            "cargo clippy (driver, no default features)",
-            vec!["clippy", "-p", "shardwise", "--no-default-features", "--", "-D", "warnings"],
-        ),
-        ("cargo doc", vec!["doc", "--no-deps", "--workspace"]),
-        // The publishable crates package, with their metadata, licence files
-        // and versioned dependencies on each other.
-        ("cargo package", PACKAGE.to_vec()),
-    ];
-    for (name, args) in steps {
-        if interrupted() {
-            run.skip_rest(&[name]);
-            continue;
-        }
-        banner(name);
-        let t = Instant::now();
-        let mut cmd = cargo();
-        // Broken intra-doc links and other rustdoc warnings fail the doc step.
-        cmd.current_dir(root).args(args).env("RUSTDOCFLAGS", "-D warnings");
-        match run_status(&mut cmd) {
-            Ok(()) => run.record(name, t, Status::Passed, ""),
-            Err(e) => run.record(name, t, Status::Failed, e),
-        }
-    }
-}
-
-/// `cargo package` of every publishable crate, in dependency order. Not
-/// verified (each built again from its package, against the others'
-/// packages): that takes three minutes of a 2-core machine's suite, and
-/// `cargo package` without `--no-verify` does it by hand.
-const PACKAGE: [&str; 16] = [
-    "package",
-    "--allow-dirty",
-    "--no-verify",
-    "-p",
-    "shardwise-protocol",
-    "-p",
-    "shardwise-macros",
-    "-p",
-    "shardwise",
-    "-p",
-    "shardwise-cdc",
-    "-p",
-    "shardwise-cdc-tools",
-    "-p",
-    "shardwise-cdc-kafka",
-    "--quiet",
-];
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().unwrap_or("fuzz/Cargo.toml")
 }
 
 /// Runs every fuzz target for `seconds`, two at a time (libFuzzer uses one

@@ -1,0 +1,182 @@
+//! The house checks: the repository stands on its own, the driver's and the
+//! front's files stand in layers, and fmt, clippy, rustdoc and `cargo
+//! package` are clean.
+//!
+//! They come in two parts. The quick ones (outside paths, import circles,
+//! fmt) take seconds and run first, so a slip fails fast. The builds (clippy
+//! twice, rustdoc, package) take four minutes of a 2-core machine; in
+//! `cargo xtask test` they run while the tests do, at the lowest CPU
+//! priority, in their own target folder (`target/house`), so that they use
+//! the CPU the tests leave idle and never wait for a build lock.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::interrupted;
+use crate::test::{banner, cargo, run_status, Done, Run, Status};
+
+/// The outside-path check and the import circles of `driver` and `emu`, and
+/// `cargo fmt --check` (workspace and fuzz crate).
+pub fn checks(root: &Path, run: &mut Run) {
+    banner("the repository stands on its own (no path outside it)");
+    let t = Instant::now();
+    match crate::paths::check(root) {
+        Ok(found) if found.is_empty() => run.record("outside paths", t, Status::Passed, ""),
+        Ok(found) => {
+            for f in &found {
+                eprintln!("  {f}");
+            }
+            run.record(
+                "outside paths",
+                t,
+                Status::Failed,
+                format!("{} references outside the repository", found.len()),
+            );
+        }
+        Err(e) => run.record("outside paths", t, Status::Failed, e),
+    }
+    // The driver's and the emulation front's files stand in layers (issue 41).
+    for crate_dir in ["driver", "emu"] {
+        banner(&format!("no import circle in {crate_dir} (cargo xtask imports {crate_dir})"));
+        let t = Instant::now();
+        let step = format!("import circles ({crate_dir})");
+        match crate::imports::check(root, crate_dir) {
+            Ok(report) if report.circles.is_empty() => run.record(&step, t, Status::Passed, ""),
+            Ok(report) => {
+                eprint!("{}", report.render(crate_dir));
+                run.record(&step, t, Status::Failed, format!("{} in {crate_dir}", report.circles.len()));
+            }
+            Err(e) => run.record(&step, t, Status::Failed, e),
+        }
+    }
+    banner("the test build reuses what building xtask compiled (cargo xtask features)");
+    let t = Instant::now();
+    let step = "feature alignment";
+    let nightly =
+        Command::new("cargo").args(["+nightly", "--version"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !nightly.is_ok_and(|s| s.success()) {
+        run.record(step, t, Status::Skipped, "no nightly toolchain for cargo's unit graph");
+    } else {
+        match crate::features::check(root) {
+            Ok(missing) if missing.is_empty() => run.record(step, t, Status::Passed, ""),
+            Ok(missing) => {
+                for m in &missing {
+                    eprintln!("  compiled again: {m}");
+                }
+                let note = format!("{} crates compiled twice; see xtask/Cargo.toml", missing.len());
+                run.record(step, t, Status::Failed, note);
+            }
+            Err(e) => run.record(step, t, Status::Failed, e),
+        }
+    }
+    let fuzz_manifest = root.join("fuzz").join("Cargo.toml");
+    let fuzz_manifest = fuzz_manifest.to_str().unwrap_or("fuzz/Cargo.toml");
+    for (name, args) in [
+        ("cargo fmt --check", vec!["fmt", "--all", "--check"]),
+        ("cargo fmt --check (fuzz)", vec!["fmt", "--check", "--manifest-path", fuzz_manifest]),
+    ] {
+        if interrupted() {
+            run.skip_rest(&[name]);
+            continue;
+        }
+        banner(name);
+        let t = Instant::now();
+        match run_status(cargo().current_dir(root).args(args)) {
+            Ok(()) => run.record(name, t, Status::Passed, ""),
+            Err(e) => run.record(name, t, Status::Failed, e),
+        }
+    }
+}
+
+/// The house's builds, in order.
+const BUILDS: [(&str, &[&str]); 4] = [
+    ("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+    // The driver builds without its default features (no TLS, no rustls).
+    (
+        "cargo clippy (driver, no default features)",
+        &["clippy", "-p", "shardwise", "--no-default-features", "--", "-D", "warnings"],
+    ),
+    ("cargo doc", &["doc", "--no-deps", "--workspace"]),
+    // The publishable crates package, with their metadata, licence files and
+    // versioned dependencies on each other. Not verified (each built again
+    // from its package, against the others' packages): that takes three
+    // minutes of a 2-core machine, and `cargo package` without `--no-verify`
+    // does it by hand.
+    (
+        "cargo package",
+        &[
+            "package",
+            "--allow-dirty",
+            "--no-verify",
+            "-p",
+            "shardwise-protocol",
+            "-p",
+            "shardwise-macros",
+            "-p",
+            "shardwise",
+            "-p",
+            "shardwise-cdc",
+            "-p",
+            "shardwise-cdc-tools",
+            "-p",
+            "shardwise-cdc-kafka",
+            "--quiet",
+        ],
+    ),
+];
+
+/// Where the house builds: its own target folder, so that it never waits
+/// for (or holds) the lock of the one the tests are built in.
+pub fn target_dir(root: &Path) -> PathBuf {
+    root.join("target").join("house")
+}
+
+/// Runs the house's builds one after another. With `quiet_into`, each one
+/// runs at the lowest CPU priority with its output in a log file there
+/// (printed when the step is recorded, if it failed); without, in the
+/// foreground with its output shown.
+pub fn builds(root: &Path, quiet_into: Option<&Path>) -> Vec<Done> {
+    let mut done = Vec::new();
+    for (name, args) in BUILDS {
+        if interrupted() {
+            done.push(Done::new(name, Instant::now(), Status::Skipped, "interrupted"));
+            continue;
+        }
+        let t = Instant::now();
+        let mut cmd = cargo();
+        // Broken intra-doc links and other rustdoc warnings fail the doc step.
+        cmd.current_dir(root).args(args).env("RUSTDOCFLAGS", "-D warnings").env("CARGO_TARGET_DIR", target_dir(root));
+        let (result, log) = match quiet_into {
+            None => {
+                banner(name);
+                (run_status(&mut cmd), None)
+            }
+            Some(dir) => {
+                let log = dir.join(format!("house-{}.log", done.len() + 1));
+                let result = std::fs::File::create(&log)
+                    .and_then(|f| Ok((f.try_clone()?, f)))
+                    .map_err(|e| format!("creating {}: {e}", log.display()))
+                    .and_then(|(out, err)| {
+                        run_status(crate::fuzz::nice(cmd).stdin(Stdio::null()).stdout(out).stderr(err))
+                    });
+                (result, Some(log))
+            }
+        };
+        let mut step = match result {
+            Ok(()) => Done::new(name, t, Status::Passed, ""),
+            Err(e) => Done::new(name, t, Status::Failed, e),
+        };
+        step.log = log;
+        done.push(step);
+    }
+    done
+}
+
+/// `cargo xtask house`: every check, in the foreground.
+pub fn run_all(root: &Path, run: &mut Run) {
+    checks(root, run);
+    for step in builds(root, None) {
+        run.add(step);
+    }
+}
