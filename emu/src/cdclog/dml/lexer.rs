@@ -1,9 +1,12 @@
-//! The tokenizer: CQL words, quoted identifiers, strings (also `$$`),
-//! numbers, blobs, uuids, durations and punctuation, with comments skipped.
+//! The tokens of a DML statement: CQL words, quoted identifiers, strings
+//! (also `$$`), numbers, blobs, uuids, durations and punctuation, with
+//! comments skipped. Comments, strings and quoted identifiers come from the
+//! crate's tokenizer (`crate::tokens`); the typed literals are read here.
 //! Reserved words are listed here, because whether a word may be an
 //! identifier is a property of the token.
 
 use super::DmlError;
+use crate::tokens::{self, Kind, Unclosed};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Tok {
@@ -150,30 +153,24 @@ impl<'a> Lexer<'a> {
         i
     }
 
-    fn skip_trivia(&mut self) -> Result<(), DmlError> {
-        let b = self.text.as_bytes();
-        loop {
-            let rest = &b[self.pos..];
-            if rest.first().is_some_and(u8::is_ascii_whitespace) {
-                self.pos += 1;
-            } else if rest.starts_with(b"--") || rest.starts_with(b"//") {
-                self.pos = self.run(self.pos, |c| c != b'\n');
-            } else if rest.starts_with(b"/*") {
-                let end = self.text[self.pos + 2..].find("*/").ok_or_else(|| self.syntax(b.len(), "`*/`"))?;
-                self.pos += 2 + end + 2;
-            } else {
-                return Ok(());
-            }
-        }
-    }
-
     pub(super) fn next(&mut self) -> Result<Token, DmlError> {
-        self.skip_trivia()?;
-        let (text, b, start) = (self.text, self.text.as_bytes(), self.pos);
+        let (text, b) = (self.text, self.text.as_bytes());
+        // Whitespace, comments, strings and quoted identifiers are read by
+        // the crate's one tokenizer; the typed literals below are this
+        // parser's own.
+        let shared = tokens::next_token(text, self.pos).map_err(|open| match open {
+            Unclosed::Comment => self.syntax(b.len(), "`*/`"),
+            Unclosed::Quote(quote) => self.syntax(b.len(), &format!("closing `{quote}`")),
+            Unclosed::Dollars => self.syntax(b.len(), "`$$`"),
+        })?;
+        let Some(shared) = shared else {
+            self.pos = b.len();
+            return Ok(Token { tok: Tok::Eof, start: b.len(), end: b.len() });
+        };
+        let start = shared.start;
+        self.pos = start;
         let at = |i: usize| b.get(i).copied().unwrap_or(0);
-        let tok = if start >= b.len() {
-            Tok::Eof
-        } else if uuid_at(&b[start..]) {
+        let tok = if uuid_at(&b[start..]) {
             self.pos += 36;
             Tok::Uuid(text[start..self.pos].into())
         } else if at(start) == b'0' && matches!(at(start + 1), b'x' | b'X') {
@@ -192,22 +189,19 @@ impl<'a> Lexer<'a> {
             self.pos += len;
             Tok::Duration(text[start..self.pos].into())
         } else if at(start).is_ascii_alphabetic() {
+            // CQL's identifiers: a letter, then letters, digits and `_`
+            // (the shared tokenizer also lets `_` start one and `$` follow).
             self.pos = self.run(start, is_ident_byte);
             Tok::Ident(text[start..self.pos].into())
-        } else if at(start) == b'"' || at(start) == b'\'' {
-            let quote = text[start..=start].chars().next().unwrap_or('"');
-            let s = self.quoted(start, quote)?;
-            if quote == '\'' {
-                Tok::Str(s)
-            } else if s.is_empty() {
+        } else if let (Kind::Str, Some(value)) = (shared.kind, shared.string_value()) {
+            self.pos = shared.end;
+            Tok::Str(value)
+        } else if let (Kind::QuotedIdent, Some(name)) = (shared.kind, shared.ident()) {
+            if name.is_empty() {
                 return Err(DmlError::Invalid { offset: start, message: "empty quoted identifier".into() });
-            } else {
-                Tok::Quoted(s)
             }
-        } else if b[start..].starts_with(b"$$") {
-            let end = text[start + 2..].find("$$").ok_or_else(|| self.syntax(b.len(), "`$$`"))?;
-            self.pos = start + 2 + end + 2;
-            Tok::Str(text[start + 2..start + 2 + end].into())
+            self.pos = shared.end;
+            Tok::Quoted(name)
         } else if let Some(p) = PUNCTS.iter().find(|p| b[start..].starts_with(p.as_bytes())) {
             self.pos += p.len();
             Tok::Punct(p)
@@ -215,25 +209,6 @@ impl<'a> Lexer<'a> {
             return Err(self.syntax(start, "a token"));
         };
         Ok(Token { tok, start, end: self.pos })
-    }
-
-    /// A `'string'` or `"identifier"` whose opening quote is at `start`;
-    /// a doubled quote stands for one.
-    fn quoted(&mut self, start: usize, quote: char) -> Result<String, DmlError> {
-        let mut out = String::new();
-        let mut chars = self.text[start + 1..].char_indices().peekable();
-        while let Some((i, c)) = chars.next() {
-            if c != quote {
-                out.push(c);
-            } else if chars.peek().is_some_and(|(_, n)| *n == quote) {
-                out.push(quote);
-                chars.next();
-            } else {
-                self.pos = start + 1 + i + 1;
-                return Ok(out);
-            }
-        }
-        Err(self.syntax(self.text.len(), &format!("closing `{quote}`")))
     }
 
     /// An integer, float or duration starting at `start` (maybe with `-`).
