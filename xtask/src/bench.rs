@@ -4,7 +4,8 @@
 //! `workload compare` (shardwise beside the official driver, protocol v4 on
 //! both sides, one process per run, A B B A) for `write` and `read` as
 //! services run them: a current-thread runtime × 128 in flight, then every
-//! request loop a spawned task on 2 workers × 128, 2 × 2048 and 4 × 2048,
+//! request loop a spawned task on 2 workers × 128, 2 × 2048, 4 × 2048 and
+//! 8 × 2048 (whether a request costs more as workers are added),
 //! and the last two again with a connection per worker and shardwise's
 //! requests keeping to their thread's; against plain Cassandra and through
 //! the front; then the open-loop matrix: for `write` and `read` on a
@@ -252,7 +253,10 @@ struct Case {
 
 /// Runtime workers × requests in flight; on more than one worker every
 /// request loop is a task of its own (`--spawn`), as in services and latte.
-const SHAPES: [(usize, usize); 4] = [(1, 128), (2, 128), (2, 2048), (4, 2048)];
+/// The last three tell whether a request costs more as workers are added
+/// (run pinned on a machine with cores to spare, that is the cost of its
+/// state moving between cores).
+const SHAPES: [(usize, usize); 5] = [(1, 128), (2, 128), (2, 2048), (4, 2048), (8, 2048)];
 
 /// The shapes also run with a connection per worker, shardwise's
 /// thread-affine: those with thousands of requests in flight, where sharing

@@ -74,14 +74,14 @@ tasks:
                        2. start Cassandra 5.0 (or use $SHARDWISE_CASSANDRA) and a Scylla emulation
                           front with 8 shards, in this process
                        3. target/release/workload compare {write,read} on protocol v4 at
-                          1 thread x 128, and spawned request loops on 2 x 128, 2 x 2048 and
-                          4 x 2048, against Cassandra and through the front (3 rounds of 6 s
-                          runs per comparison, one process per run, order A B B A)
+                          1 thread x 128, and spawned request loops on 2 x 128, 2 x 2048,
+                          4 x 2048 and 8 x 2048, against Cassandra and through the front
+                          (3 rounds of 6 s runs per comparison, one process per run, A B B A)
                        4. target/release/cdc_thesis --node <front> (the CDC benchmark), if it builds
                        5. print the results and write benches/results/latest.md (copy into
                           benches/RESULTS.md) and the figures as JSON in benches/results/latest/
                           (driver.json is what `cargo xtask charts` draws, once copied up);
-                          about 7 minutes plus the server start and the CDC benchmark
+                          about half an hour on 2 cores, plus the server start and the CDC benchmark
     --quick              1 s runs, 1 round, small load: checks that everything works
     --no-cdc             skip step 4
     --cdc-only           skip step 3
