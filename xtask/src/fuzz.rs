@@ -115,9 +115,7 @@ pub fn build_all(root: &Path, quiet_and_nice: Option<&Path>) -> Result<(), Strin
     let mut cmd = cargo_nightly();
     if let Some(log) = quiet_and_nice {
         cmd = nice(cmd);
-        let file = std::fs::File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
-        let err = file.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
-        cmd.stdout(file).stderr(err);
+        crate::test::output_to(&mut cmd, log)?;
     }
     match cmd.current_dir(root).args(["fuzz", "build"]).stdin(Stdio::null()).status() {
         Ok(s) if s.success() => Ok(()),

@@ -10,11 +10,11 @@
 //! the CPU the tests leave idle and never wait for a build lock.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 use crate::interrupted;
-use crate::test::{banner, cargo, run_status, Done, Run, Status};
+use crate::test::{banner, cargo, output_to, run_status, Run, Status, Step};
 
 /// The outside-path check and the import circles of `driver` and `emu`, and
 /// `cargo fmt --check` (workspace and fuzz crate).
@@ -53,8 +53,7 @@ pub fn checks(root: &Path, run: &mut Run) {
     banner("the test build reuses what building xtask compiled (cargo xtask features)");
     let t = Instant::now();
     let step = "feature alignment";
-    let nightly =
-        Command::new("cargo").args(["+nightly", "--version"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let nightly = crate::fuzz::cargo_nightly().arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     if !nightly.is_ok_and(|s| s.success()) {
         run.record(step, t, Status::Skipped, "no nightly toolchain for cargo's unit graph");
     } else {
@@ -136,11 +135,11 @@ pub fn target_dir(root: &Path) -> PathBuf {
 /// runs at the lowest CPU priority with its output in a log file there
 /// (printed when the step is recorded, if it failed); without, in the
 /// foreground with its output shown.
-pub fn builds(root: &Path, quiet_into: Option<&Path>) -> Vec<Done> {
+pub fn builds(root: &Path, quiet_into: Option<&Path>) -> Vec<Step> {
     let mut done = Vec::new();
     for (name, args) in BUILDS {
         if interrupted() {
-            done.push(Done::new(name, Instant::now(), Status::Skipped, "interrupted"));
+            done.push(Step::new(name, Instant::now(), Status::Skipped, "interrupted"));
             continue;
         }
         let t = Instant::now();
@@ -154,18 +153,13 @@ pub fn builds(root: &Path, quiet_into: Option<&Path>) -> Vec<Done> {
             }
             Some(dir) => {
                 let log = dir.join(format!("house-{}.log", done.len() + 1));
-                let result = std::fs::File::create(&log)
-                    .and_then(|f| Ok((f.try_clone()?, f)))
-                    .map_err(|e| format!("creating {}: {e}", log.display()))
-                    .and_then(|(out, err)| {
-                        run_status(crate::fuzz::nice(cmd).stdin(Stdio::null()).stdout(out).stderr(err))
-                    });
-                (result, Some(log))
+                let mut cmd = crate::fuzz::nice(cmd);
+                (output_to(&mut cmd, &log).and_then(run_status), Some(log))
             }
         };
         let mut step = match result {
-            Ok(()) => Done::new(name, t, Status::Passed, ""),
-            Err(e) => Done::new(name, t, Status::Failed, e),
+            Ok(()) => Step::new(name, t, Status::Passed, ""),
+            Err(e) => Step::new(name, t, Status::Failed, e),
         };
         step.log = log;
         done.push(step);

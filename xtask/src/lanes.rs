@@ -8,7 +8,6 @@
 //! whole when it ends, so the log reads as cargo's does.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -233,21 +232,13 @@ fn run_job(job: &Job, env: &[(String, String)], log_dir: &Path) -> (Outcome, Str
     let file_name: String =
         job.label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     let log_path = log_dir.join(format!("{file_name}.log"));
-    let status = File::create(&log_path)
-        .and_then(|f| Ok((f.try_clone()?, f)))
-        .map_err(|e| format!("creating {}: {e}", log_path.display()))
-        .and_then(|(out, err)| {
-            Command::new(&job.binary.path)
-                .args(&job.args)
-                .current_dir(&job.binary.manifest_dir)
-                .env("CARGO_MANIFEST_DIR", &job.binary.manifest_dir)
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .status()
-                .map_err(|e| format!("running {}: {e}", job.binary.path.display()))
-        });
+    let mut cmd = Command::new(&job.binary.path);
+    cmd.args(&job.args)
+        .current_dir(&job.binary.manifest_dir)
+        .env("CARGO_MANIFEST_DIR", &job.binary.manifest_dir)
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    let status = crate::test::output_to(&mut cmd, &log_path)
+        .and_then(|cmd| cmd.status().map_err(|e| format!("running {}: {e}", job.binary.path.display())));
     let mut log = std::fs::read_to_string(&log_path).unwrap_or_default();
     let mut failures = Failures::default();
     log.lines().for_each(|l| failures.see(l));

@@ -100,59 +100,48 @@ pub(crate) enum Status {
     Skipped,
 }
 
+/// A step of the run. The house's builds make theirs on their own thread
+/// (see `house.rs`); they are recorded when it is joined.
 #[derive(Debug)]
-struct Step {
+pub(crate) struct Step {
     name: String,
     status: Status,
     note: String,
     took: Duration,
+    /// Where its output went; printed whole when it failed.
+    pub(crate) log: Option<PathBuf>,
+}
+
+impl Step {
+    pub(crate) fn new(name: &str, started: Instant, status: Status, note: impl Into<String>) -> Step {
+        Step { name: name.to_string(), status, note: note.into(), took: started.elapsed(), log: None }
+    }
 }
 
 pub(crate) struct Run {
     steps: Vec<Step>,
 }
 
-/// A step that ran away from the main sequence (see `house.rs`), recorded
-/// when it is joined.
-pub(crate) struct Done {
-    name: String,
-    took: Duration,
-    status: Status,
-    note: String,
-    /// Where its output went; printed whole when it failed.
-    pub(crate) log: Option<PathBuf>,
-}
-
-impl Done {
-    pub(crate) fn new(name: &str, started: Instant, status: Status, note: impl Into<String>) -> Done {
-        Done { name: name.to_string(), took: started.elapsed(), status, note: note.into(), log: None }
-    }
-}
-
 impl Run {
     pub(crate) fn record(&mut self, name: &str, started: Instant, status: Status, note: impl Into<String>) {
-        self.push(name, started.elapsed(), status, note.into());
+        self.add(Step::new(name, started, status, note));
     }
 
-    /// Records a step that ran elsewhere, first printing its log if it failed.
-    pub(crate) fn add(&mut self, done: Done) {
-        if let (Status::Failed, Some(log)) = (&done.status, &done.log) {
+    /// Records a step, first printing its log if it failed.
+    pub(crate) fn add(&mut self, step: Step) {
+        if let (Status::Failed, Some(log)) = (&step.status, &step.log) {
             match std::fs::read_to_string(log) {
-                Ok(text) => eprintln!("\n==== xtask test: {} ({})\n{text}", done.name, log.display()),
+                Ok(text) => eprintln!("\n==== xtask test: {} ({})\n{text}", step.name, log.display()),
                 Err(e) => eprintln!("\nxtask test: cannot read {}: {e}", log.display()),
             }
         }
-        self.push(&done.name, done.took, done.status, done.note);
-    }
-
-    fn push(&mut self, name: &str, took: Duration, status: Status, note: String) {
-        let tag = match status {
+        let tag = match step.status {
             Status::Passed => "PASS",
             Status::Failed => "FAIL",
             Status::Skipped => "SKIP",
         };
-        eprintln!("\nxtask test: {tag} {name} ({:.1} s){}", took.as_secs_f64(), suffix(&note));
-        self.steps.push(Step { name: name.to_string(), status, note, took });
+        eprintln!("\nxtask test: {tag} {} ({:.1} s){}", step.name, step.took.as_secs_f64(), suffix(&step.note));
+        self.steps.push(step);
     }
 
     pub(crate) fn skip_rest(&mut self, names: &[&str]) {
@@ -190,6 +179,14 @@ pub(crate) fn run_status(cmd: &mut Command) -> Result<(), String> {
         Ok(s) => Err(format!("exited with {s}")),
         Err(e) => Err(format!("could not run: {e}")),
     }
+}
+
+/// Points `cmd`'s output (stdout and stderr, in order) at a new file `log`,
+/// and its input at nothing: for a command that runs beside others.
+pub(crate) fn output_to<'a>(cmd: &'a mut Command, log: &Path) -> Result<&'a mut Command, String> {
+    let out = std::fs::File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| format!("creating {}: {e}", log.display()))?;
+    Ok(cmd.stdin(Stdio::null()).stdout(out).stderr(err))
 }
 
 /// Runs `cargo test`, passing its output through, and on failure names the
@@ -449,7 +446,7 @@ pub fn run(args: &[String]) -> ExitCode {
             Some(handle) => {
                 banner("the house's builds, started beside the tests (clippy, doc, package)");
                 handle.join().unwrap_or_else(|_| {
-                    vec![Done::new("house builds", Instant::now(), Status::Failed, "their thread panicked")]
+                    vec![Step::new("house builds", Instant::now(), Status::Failed, "their thread panicked")]
                 })
             }
             None => crate::house::builds(&root, None),
@@ -491,21 +488,15 @@ fn prebuild(
     opts: &Options,
     house: bool,
     log_dir: &Path,
-) -> (Receiver<Vec<String>>, std::thread::JoinHandle<Vec<Done>>) {
+) -> (Receiver<Vec<String>>, std::thread::JoinHandle<Vec<Step>>) {
     let (root, log_dir, loom, fuzz) = (root.to_path_buf(), log_dir.to_path_buf(), opts.loom, opts.fuzz);
     let (built, notes_rx) = std::sync::mpsc::channel();
     let handle = std::thread::spawn(move || {
         let mut notes = Vec::new();
         if loom {
             let log = log_dir.join("loom-build.log");
-            let built = std::fs::File::create(&log)
-                .and_then(|f| Ok((f.try_clone()?, f)))
-                .map_err(|e| format!("creating {}: {e}", log.display()))
-                .and_then(|(out, err)| {
-                    let mut cmd = crate::fuzz::nice(loom_command(&root));
-                    cmd.arg("--no-run").stdin(Stdio::null()).stdout(out).stderr(err);
-                    run_status(&mut cmd)
-                });
+            let mut cmd = crate::fuzz::nice(loom_command(&root));
+            let built = output_to(cmd.arg("--no-run"), &log).and_then(run_status);
             notes.push(match built {
                 Ok(()) => "loom built".to_string(),
                 Err(e) => format!("loom build: {e} (see {})", log.display()),
@@ -540,7 +531,7 @@ fn in_lanes(
     house: bool,
     server: Option<&str>,
     run: &mut Run,
-) -> Option<std::thread::JoinHandle<Vec<Done>>> {
+) -> Option<std::thread::JoinHandle<Vec<Step>>> {
     use std::io::{BufRead, BufReader};
     let name = "build tests";
     banner("cargo test --workspace --all-targets --no-run");
