@@ -3,20 +3,16 @@
 //! package` are clean.
 //!
 //! They come in two parts. The quick ones (outside paths, import circles,
-//! fmt) take seconds and run first, so a slip fails fast. The builds come
-//! after. In `cargo xtask test`, clippy lints the workspace while the test
-//! build compiles it: clippy's driver is the workspace's compiler there
-//! ([`lint_while_building`]), which cost 5 CPU-seconds more than rustc where
-//! a separate `cargo clippy --all-targets` cost 378 (it checked every
-//! dependency again and built librdkafka a second time). The builds left
-//! (clippy of the driver without default features, rustdoc, package) run
-//! while the tests do, at the lowest CPU priority, in the test build's
-//! target folder, whose build-script outputs they reuse. `cargo xtask house`
-//! runs them all, clippy included, in the foreground in `target/house`.
+//! fmt) take seconds and run first, so a slip fails fast. The builds (clippy
+//! twice, rustdoc, package) take minutes of a 2-core machine; in `cargo
+//! xtask test` they run while the tests do, at the lowest CPU priority, in
+//! the test build's target folder: its build scripts' outputs (librdkafka,
+//! built from source: 100 CPU-seconds) and proc macros serve them too, and
+//! the tests run their binaries without cargo, so no build lock is waited
+//! for. `cargo xtask house` runs them in the foreground in `target/house`.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 use crate::interrupted;
@@ -96,7 +92,7 @@ pub fn checks(root: &Path, run: &mut Run) {
 
 /// The house's builds, in order.
 const BUILDS: [(&str, &[&str]); 4] = [
-    (CLIPPY, &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+    ("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
     // The driver builds without its default features (no TLS, no rustls).
     (
         "cargo clippy (driver, no default features)",
@@ -131,43 +127,10 @@ const BUILDS: [(&str, &[&str]); 4] = [
     ),
 ];
 
-/// The workspace's clippy, the first of [`BUILDS`]: the step that a linted
-/// test build stands for.
-const CLIPPY: &str = "cargo clippy";
-
 /// Where `cargo xtask house` builds: its own target folder, so that it never
 /// waits for (or holds) the lock of the one the tests are built in.
 pub fn target_dir(root: &Path) -> PathBuf {
     root.join("target").join("house")
-}
-
-/// clippy's compiler driver, from the toolchain of the cargo that runs this
-/// xtask, when a build can be linted by it: not when the build already has
-/// a workspace wrapper (sccache, say), nor when clippy is not installed.
-pub(crate) fn clippy_driver() -> Option<PathBuf> {
-    if std::env::var_os("RUSTC_WORKSPACE_WRAPPER").is_some_and(|w| !w.is_empty()) {
-        return None;
-    }
-    let cargo = PathBuf::from(std::env::var_os("CARGO")?);
-    let driver = cargo.with_file_name(format!("clippy-driver{}", std::env::consts::EXE_SUFFIX));
-    driver.is_file().then_some(driver)
-}
-
-/// The arguments `cargo clippy -- -D warnings` hands its driver: each one
-/// followed by clippy's separator, in `CLIPPY_ARGS`.
-/// `clippy_denies_warnings_as_the_build_s_compiler` checks that the driver
-/// still reads them.
-fn clippy_args() -> OsString {
-    ["-D", "warnings"].iter().map(|a| format!("{a}__CLIPPY_HACKERY__")).collect::<String>().into()
-}
-
-/// Makes `cmd` (a cargo build) compile the workspace's crates with clippy's
-/// driver, as `cargo clippy -- -D warnings` does, so that the build also
-/// lints them and fails on a warning. The dependencies are compiled by rustc
-/// as before. The crates come out as with rustc, under their own hashes:
-/// a build without the driver keeps its own.
-pub(crate) fn lint_while_building<'a>(cmd: &'a mut Command, driver: &Path) -> &'a mut Command {
-    cmd.env("RUSTC_WORKSPACE_WRAPPER", driver).env("CLIPPY_ARGS", clippy_args())
 }
 
 /// How the house's builds run.
@@ -177,10 +140,8 @@ pub enum Mode<'a> {
     Foreground,
     /// Beside the tests: at the lowest CPU priority, each one's output in a
     /// log file in `logs` (printed when its step is recorded, if it failed),
-    /// in the test build's target folder. `linted`: the test build was
-    /// linted (see [`lint_while_building`]) and passed, which is the
-    /// workspace's clippy step.
-    Beside { logs: &'a Path, linted: bool },
+    /// in the test build's target folder.
+    Beside { logs: &'a Path },
 }
 
 /// Runs the house's builds one after another (see [`Mode`]).
@@ -192,10 +153,6 @@ pub fn builds(root: &Path, mode: Mode) -> Vec<Step> {
             continue;
         }
         let t = Instant::now();
-        if name == CLIPPY && matches!(mode, Mode::Beside { linted: true, .. }) {
-            done.push(Step::new(name, t, Status::Passed, "linted the workspace in the test build"));
-            continue;
-        }
         let mut cmd = cargo();
         // Broken intra-doc links and other rustdoc warnings fail the doc step.
         cmd.current_dir(root).args(args).env("RUSTDOCFLAGS", "-D warnings");
@@ -205,7 +162,7 @@ pub fn builds(root: &Path, mode: Mode) -> Vec<Step> {
                 cmd.env("CARGO_TARGET_DIR", target_dir(root));
                 (run_status(&mut cmd), None)
             }
-            Mode::Beside { logs, .. } => {
+            Mode::Beside { logs } => {
                 let log = logs.join(format!("house-{}.log", done.len() + 1));
                 let mut cmd = crate::fuzz::nice(cmd);
                 (output_to(&mut cmd, &log).and_then(run_status), Some(log))
@@ -226,50 +183,5 @@ pub fn run_all(root: &Path, run: &mut Run) {
     checks(root, run);
     for step in builds(root, Mode::Foreground) {
         run.add(step);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The test build's lint (see [`lint_while_building`]) rests on how
-    /// `cargo clippy` hands its arguments to clippy's driver, which is not a
-    /// documented interface: this compiles a warning through the driver as
-    /// cargo calls a workspace wrapper, and expects `-D warnings` to fail it.
-    #[test]
-    fn clippy_denies_warnings_as_the_build_s_compiler() {
-        let Some(cargo) = std::env::var_os("CARGO").map(PathBuf::from) else {
-            eprintln!("no CARGO in the environment: not run by cargo, nothing to check");
-            return;
-        };
-        let driver = cargo.with_file_name(format!("clippy-driver{}", std::env::consts::EXE_SUFFIX));
-        if !driver.is_file() {
-            eprintln!("{} is not installed: the house runs `cargo clippy` instead", driver.display());
-            return;
-        }
-        let rustc = cargo.with_file_name(format!("rustc{}", std::env::consts::EXE_SUFFIX));
-        let dir = std::env::temp_dir().join(format!("xtask-clippy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let compile = |source: &str, lint: bool| {
-            let file = dir.join("probe.rs");
-            std::fs::write(&file, source).expect("write probe");
-            let mut cmd = Command::new(&driver);
-            cmd.arg(&rustc)
-                .args(["--crate-type", "lib", "--edition", "2021", "--emit", "metadata", "--out-dir"])
-                .arg(&dir)
-                .arg(&file)
-                .stderr(Stdio::null());
-            if lint {
-                lint_while_building(&mut cmd, &driver);
-            }
-            cmd.status().expect("run clippy-driver").success()
-        };
-        let clean = "pub fn one() -> u8 {\n    1\n}\n";
-        let warned = "pub fn one() -> u8 {\n    return 1;\n}\n";
-        assert!(compile(clean, true), "clean code compiles through the driver");
-        assert!(compile(warned, false), "without clippy's arguments the driver only warns");
-        assert!(!compile(warned, true), "with them, clippy's warning (needless_return) is an error");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -94,13 +94,12 @@ tasks:
   test [options]       the whole suite against a Cassandra it starts itself:
                        0. the house: no reference to a path outside the repository, no import
                           circle in the driver or the front (cargo xtask imports driver emu),
-                          the feature alignment (cargo xtask features), cargo fmt --check; then
-                          clippy -D warnings of the workspace's every target, in step 2's build
-                          (clippy's driver compiles the workspace's crates); then, beside step
-                          2's tests at the lowest CPU priority (reported at the end): clippy of
-                          the driver without default features, RUSTDOCFLAGS=-D warnings cargo
-                          doc --no-deps --workspace, cargo package --no-verify of the
-                          publishable crates
+                          the feature alignment (cargo xtask features), cargo fmt --check; then,
+                          beside step 2 at the lowest CPU priority, in step 2's target folder
+                          (reported at the end): cargo clippy --workspace --all-targets -D
+                          warnings, the same for the driver without default features,
+                          RUSTDOCFLAGS=-D warnings cargo doc --no-deps --workspace, cargo
+                          package --no-verify of the publishable crates
                        1. start a node (or use $SHARDWISE_CASSANDRA), export
                           SHARDWISE_CASSANDRA=<addr> to the test steps
                        2. cargo test --workspace --all-targets --no-run, then every test binary

@@ -299,9 +299,6 @@ pub fn run(args: &[String]) -> ExitCode {
     //    fast. Its builds (clippy, rustdoc, package) run beside the tests when
     //    the tests run in lanes (see house.rs), else here.
     let house_beside = opts.house && opts.only.is_none() && opts.cargo_args.is_empty();
-    // With the house beside the tests, clippy lints the workspace in the
-    // test build (see house.rs), and the doc tests reuse what it compiled.
-    let lint = if house_beside { crate::house::clippy_driver() } else { None };
     if opts.only.is_none() {
         if opts.house {
             crate::house::checks(&root, &mut run);
@@ -375,7 +372,7 @@ pub fn run(args: &[String]) -> ExitCode {
     if interrupted() {
         run.skip_rest(&[&name]);
     } else if opts.only.is_none() && opts.cargo_args.is_empty() {
-        house = in_lanes(&root, &opts, house_beside, lint.as_deref(), server.as_deref(), &mut run);
+        house = in_lanes(&root, &opts, house_beside, server.as_deref(), &mut run);
     } else {
         banner(&name);
         let t = Instant::now();
@@ -395,9 +392,6 @@ pub fn run(args: &[String]) -> ExitCode {
             let t = Instant::now();
             let mut cmd = cargo();
             cmd.current_dir(&root).args(["test", "--workspace", "--doc"]);
-            if let Some(driver) = &lint {
-                crate::house::lint_while_building(&mut cmd, driver);
-            }
             with_server(&mut cmd);
             match run_tests(&mut cmd) {
                 Ok(()) => run.record("doc tests", t, Status::Passed, ""),
@@ -486,15 +480,13 @@ fn loom_command(root: &Path) -> Command {
 /// machine idle (they wait on servers), and these builds took about four
 /// minutes of the suite after them. Output goes to `log_dir`; a failure
 /// here shows again, with its errors, when the step builds for itself.
-/// Then, with `house`, the house's builds (see house.rs; `linted`: the test
-/// build was linted by clippy, so they leave that out). The receiver gets
+/// Then, with `house`, the house's builds (see house.rs). The receiver gets
 /// the loom and fuzz builds' notes when they are done; the thread's result
 /// is the house's steps.
 fn prebuild(
     root: &Path,
     opts: &Options,
     house: bool,
-    linted: bool,
     log_dir: &Path,
 ) -> (Receiver<Vec<String>>, std::thread::JoinHandle<Vec<Step>>) {
     let (root, log_dir, loom, fuzz) = (root.to_path_buf(), log_dir.to_path_buf(), opts.loom, opts.fuzz);
@@ -522,7 +514,7 @@ fn prebuild(
         // The receiver may be gone (the tests were interrupted): nothing waits then.
         let _ = built.send(notes);
         if house {
-            crate::house::builds(&root, crate::house::Mode::Beside { logs: &log_dir, linted })
+            crate::house::builds(&root, crate::house::Mode::Beside { logs: &log_dir })
         } else {
             Vec::new()
         }
@@ -530,33 +522,24 @@ fn prebuild(
     (notes_rx, handle)
 }
 
-/// The workspace tests as two steps: cargo builds every test binary (its
-/// workspace crates compiled by clippy's driver `lint`, if any), then they
-/// run side by side in `opts.lanes` lanes (see `lanes.rs`).
+/// The workspace tests as two steps: cargo builds every test binary, then
+/// they run side by side in `opts.lanes` lanes (see `lanes.rs`).
 /// Returns the thread of the house's builds when `house` and it started.
 fn in_lanes(
     root: &Path,
     opts: &Options,
     house: bool,
-    lint: Option<&Path>,
     server: Option<&str>,
     run: &mut Run,
 ) -> Option<std::thread::JoinHandle<Vec<Step>>> {
     use std::io::{BufRead, BufReader};
     let name = "build tests";
-    banner(if lint.is_some() {
-        "cargo test --workspace --all-targets --no-run, clippy's driver compiling the workspace"
-    } else {
-        "cargo test --workspace --all-targets --no-run"
-    });
+    banner("cargo test --workspace --all-targets --no-run");
     let t = Instant::now();
     let mut cmd = cargo();
     cmd.current_dir(root)
         .args(["test", "--workspace", "--all-targets", "--no-run", "--message-format=json-render-diagnostics"])
         .stdout(Stdio::piped());
-    if let Some(driver) = lint {
-        crate::house::lint_while_building(&mut cmd, driver);
-    }
     let mut messages = String::new();
     let built = cmd.spawn().map_err(|e| format!("could not run: {e}")).and_then(|mut child| {
         if let Some(out) = child.stdout.take() {
@@ -577,10 +560,7 @@ fn in_lanes(
             run.record(name, t, Status::Failed, "cargo named no test binary");
             return None;
         }
-        Ok(()) => {
-            let linted = if lint.is_some() { ", linted by clippy (-D warnings)" } else { "" };
-            run.record(name, t, Status::Passed, format!("{} test binaries{linted}", binaries.len()))
-        }
+        Ok(()) => run.record(name, t, Status::Passed, format!("{} test binaries", binaries.len())),
         Err(e) => {
             run.record(name, t, Status::Failed, e);
             return None;
@@ -599,7 +579,7 @@ fn in_lanes(
         run.record(name, t, Status::Failed, format!("creating {}: {e}", log_dir.display()));
         return None;
     }
-    let (built, builds) = prebuild(root, opts, house, lint.is_some(), &log_dir);
+    let (built, builds) = prebuild(root, opts, house, &log_dir);
     let jobs = crate::lanes::plan(&binaries, crate::lanes::list_tests);
     let mut env: Vec<(String, String)> =
         server.map(|a| (testkit::SHARDWISE_CASSANDRA.to_string(), a.to_string())).into_iter().collect();
