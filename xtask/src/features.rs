@@ -6,10 +6,9 @@
 //! features, or those of anything below it, differ between the two builds;
 //! xtask's `Cargo.toml` asks for the features the test build unifies to
 //! (the two builds took 372 s on a clean 2-core machine that way, 397 s
-//! otherwise). This compares the
-//! two unit graphs (`cargo +nightly ... --unit-graph`, the only way cargo
-//! tells what it would compile) and names each unit of xtask's build that
-//! the test build would compile differently.
+//! otherwise). This compares the two unit graphs (`cargo +nightly ...
+//! --unit-graph`, the only way cargo tells what it would compile) and names
+//! each unit of xtask's build that the test build would compile differently.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
