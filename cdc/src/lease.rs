@@ -53,7 +53,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use shardwise::protocol::consistency::Consistency;
-use shardwise::{ExecutionError, RowsAccessError, Session, Statement};
+use shardwise::{Batch, ExecutionError, RowsAccessError, Session, Statement};
 
 use crate::stream::StreamId;
 
@@ -171,6 +171,11 @@ pub enum LeaseError {
     /// most the time a lease is surely held): its answer no longer counts.
     #[error("a lease request took longer than {0:?}")]
     Timeout(Duration),
+    /// A conditional batch of lease rows was refused although its answer
+    /// shows every condition holding (a server that answers otherwise
+    /// than Cassandra or ScyllaDB).
+    #[error("a conditional batch of lease rows was refused, yet its answer names no row that fails its condition")]
+    Refused,
 }
 
 /// The lease table of a cluster (see the [module docs](self)).
@@ -284,6 +289,118 @@ impl LeaseTable {
         let result = self.session.execute(&delete, (log, LEASE, group.to_string().as_str(), member)).await?;
         Self::applied(&result)
     }
+
+    /// Takes the leases of those of `groups` that nobody holds, for
+    /// `member`: one conditional batch per [`BATCH_ROWS`] groups (one Paxos
+    /// round), again without the groups it names as held when it is
+    /// refused. The groups taken, in order.
+    pub async fn claim_all(
+        &self,
+        log: &str,
+        groups: &[StreamId],
+        member: &str,
+        ttl: i32,
+    ) -> Result<Vec<StreamId>, LeaseError> {
+        let insert = Statement::new(format!(
+            "INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
+            self.name
+        ));
+        let values = |item: String| (log.to_owned(), LEASE, item, member.to_owned(), ttl);
+        self.conditional(&insert, groups, values, |owner| owner.is_none()).await
+    }
+
+    /// Extends by `ttl` the leases of those of `groups` that `member` still
+    /// holds: one conditional batch per [`BATCH_ROWS`] groups, again
+    /// without the groups it names as lost when it is refused. The groups
+    /// renewed, in order; the others are no longer `member`'s.
+    pub async fn renew_all(
+        &self,
+        log: &str,
+        groups: &[StreamId],
+        member: &str,
+        ttl: i32,
+    ) -> Result<Vec<StreamId>, LeaseError> {
+        let update = Statement::new(format!(
+            "UPDATE {} USING TTL ? SET owner = ? WHERE log = ? AND kind = ? AND item = ? IF owner = ?",
+            self.name
+        ));
+        let values = |item: String| (ttl, member.to_owned(), log.to_owned(), LEASE, item, member.to_owned());
+        self.conditional(&update, groups, values, |owner| owner == Some(member)).await
+    }
+
+    /// Gives up the leases of those of `groups` that `member` holds, in
+    /// conditional batches as [`LeaseTable::renew_all`]. The groups
+    /// released.
+    pub async fn release_all(&self, log: &str, groups: &[StreamId], member: &str) -> Result<Vec<StreamId>, LeaseError> {
+        let delete =
+            Statement::new(format!("DELETE FROM {} WHERE log = ? AND kind = ? AND item = ? IF owner = ?", self.name));
+        let values = |item: String| (log.to_owned(), LEASE, item, member.to_owned());
+        self.conditional(&delete, groups, values, |owner| owner == Some(member)).await
+    }
+
+    /// `statement` for each of `groups` (its values from the group's item),
+    /// as conditional batches of at most [`BATCH_ROWS`] rows of the lease
+    /// partition. A batch applies whole or not at all: a refused one is
+    /// sent again without the groups whose current owner, as the answer
+    /// names it, fails `keeps` (a row the answer does not name has no
+    /// owner). The groups applied.
+    async fn conditional<V: shardwise::protocol::types::ser::SerializeValues>(
+        &self,
+        statement: &Statement,
+        groups: &[StreamId],
+        values: impl Fn(String) -> V,
+        keeps: impl Fn(Option<&str>) -> bool,
+    ) -> Result<Vec<StreamId>, LeaseError> {
+        let mut applied = Vec::with_capacity(groups.len());
+        for chunk in groups.chunks(BATCH_ROWS) {
+            let mut left = chunk.to_vec();
+            while !left.is_empty() {
+                let batch = Batch::logged(vec![statement.clone(); left.len()]).with_consistency(Consistency::Quorum);
+                let result = self.session.execute(&batch, left.iter().map(|g| values(g.to_string())).collect()).await?;
+                if Self::applied(&result)? {
+                    applied.append(&mut left);
+                    break;
+                }
+                let owners = batch_owners(&result)?;
+                let before = left.len();
+                left.retain(|g| keeps(owners.get(g).and_then(|o| o.as_deref())));
+                if left.len() == before {
+                    // Refused, yet every condition holds by the answer:
+                    // sending it again would be refused again.
+                    return Err(LeaseError::Refused);
+                }
+            }
+        }
+        Ok(applied)
+    }
+}
+
+/// The most lease rows one conditional batch writes. A batch is one Paxos
+/// round whatever its size; this bounds the size of one mutation.
+pub const BATCH_ROWS: usize = 256;
+
+/// The owners that a refused conditional batch names, by group: Cassandra
+/// answers the rows that exist, in clustering order; ScyllaDB one row per
+/// statement, `null` where the row does not exist. Either way a group's
+/// row is found by its `item`.
+fn batch_owners(result: &shardwise::QueryResult) -> Result<HashMap<StreamId, Option<String>>, LeaseError> {
+    use shardwise::protocol::types::CqlValue;
+    let specs = result.column_specs().ok_or(LeaseError::NotConditional)?;
+    let column = |name: &str| specs.iter().position(|s| s.name == name);
+    let (Some(item), owner) = (column("item"), column("owner")) else {
+        return Ok(HashMap::new());
+    };
+    let text = |v: Option<&Option<CqlValue>>| match v {
+        Some(Some(CqlValue::Text(t) | CqlValue::Ascii(t))) => Some(t.clone()),
+        _ => None,
+    };
+    let mut owners = HashMap::new();
+    for row in result.rows::<shardwise::protocol::types::de::Row>()? {
+        let row = row.map_err(RowsAccessError::from)?;
+        let Some(group) = text(row.columns.get(item)).and_then(|i| i.parse::<StreamId>().ok()) else { continue };
+        owners.insert(group, owner.and_then(|o| text(row.columns.get(o))));
+    }
+    Ok(owners)
 }
 
 /// How many of `groups` groups `member` should hold when `members` (in name

@@ -22,6 +22,7 @@
 //! * [`replicator`]: a consumer factory that replays a table's changes into another table;
 //! * [`printer`]: one-line renderings of a change, human-readable or JSON;
 //! * `sync` (private): the synchronization primitives of the shared state, in one place;
+//! * `join` (private): several futures awaited at once on one task;
 //! * `fuzzing` (hidden, the `fuzzing` feature): the entry point of the fuzz target.
 //!
 //! The command-line applications on this library, `printer` and
@@ -75,6 +76,7 @@ pub mod debezium;
 pub mod fuzzing;
 pub mod generation;
 pub mod images;
+mod join;
 pub mod lease;
 pub mod plan;
 pub mod printer;

@@ -174,6 +174,19 @@ pub trait CheckpointStore: Send + Sync {
             Ok(Fence { epoch: 0, progress })
         })
     }
+
+    /// [`fence`](CheckpointStore::fence) of each of `groups`, one result
+    /// per group in order. By default the fences run side by side; a store
+    /// in the cluster fences them together, in a number of round trips
+    /// that does not grow with the groups.
+    fn fence_all<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        groups: &'a [StreamId],
+    ) -> BoxFuture<'a, Vec<Result<Fence, CheckpointError>>> {
+        Box::pin(crate::join::join_all(groups.iter().map(move |g| self.fence(table, generation, *g))))
+    }
 }
 
 /// Checkpoints in memory (tests, or runs that never restart): per table
@@ -437,6 +450,113 @@ impl TableCheckpointStore {
     }
 }
 
+impl TableCheckpointStore {
+    /// Fences `groups` together: per [`FENCE_ROWS`] groups, one read
+    /// through Paxos of their epochs and progress, then one conditional
+    /// batch that raises each epoch if neither it nor the progress changed
+    /// since the read. Applied, the progress read is the final word of
+    /// the earlier holders (a save after the read changes the progress,
+    /// and the batch is refused). Refused, the answer's rows are the new
+    /// current values, and the batch is tried again with them, up to
+    /// [`FENCE_ATTEMPTS`] times.
+    async fn fence_groups(
+        &self,
+        table: &str,
+        generation: Millis,
+        groups: &[StreamId],
+    ) -> Vec<Result<Fence, CheckpointError>> {
+        let mut out = Vec::with_capacity(groups.len());
+        for chunk in groups.chunks(FENCE_ROWS) {
+            match self.fence_chunk(table, generation, chunk).await {
+                Ok(fences) => out.extend(fences.into_iter().map(Ok)),
+                Err(e) => out.extend(chunk.iter().map(|_| Err(e.clone()))),
+            }
+        }
+        out
+    }
+
+    async fn fence_chunk(
+        &self,
+        table: &str,
+        generation: Millis,
+        groups: &[StreamId],
+    ) -> Result<Vec<Fence>, CheckpointError> {
+        let table: Arc<str> = table.into();
+        let generation = CqlTimestamp::from(generation);
+        let read = Statement::new(format!(
+            "SELECT group_id, epoch, progress FROM {} WHERE table_name = ? AND generation = ? AND group_id IN ?",
+            self.name
+        ))
+        .with_consistency(Consistency::Serial)
+        .with_idempotent(true);
+        let result = self.session.execute(&read, (table.clone(), generation, groups.to_vec())).await?;
+        let mut current = saved_rows(&result)?;
+        let update = Statement::new(format!(
+            "UPDATE {} USING TTL ? SET epoch = ? WHERE table_name = ? AND generation = ? AND group_id = ? \
+             IF epoch = ? AND progress = ?",
+            self.name
+        ));
+        let ttl = self.ttl_secs();
+        for _ in 0..FENCE_ATTEMPTS {
+            let mut fences = Vec::with_capacity(groups.len());
+            let mut values = Vec::with_capacity(groups.len());
+            for &group in groups {
+                let (epoch, progress) = current.get(&group).copied().unwrap_or((None, None));
+                let next = epoch.unwrap_or(0).checked_add(1).ok_or(CheckpointError::FenceContended(group))?;
+                fences.push(Fence { epoch: next.unsigned_abs(), progress: progress.map(Millis::from) });
+                values.push((ttl, next, table.clone(), generation, group, epoch, progress));
+            }
+            let batch = Batch::logged(vec![update.clone(); values.len()]);
+            let result = self.session.execute(&batch, values).await?;
+            if result.applied().ok_or(CheckpointError::NotConditional)? {
+                return Ok(fences);
+            }
+            // Rows the answer does not name do not exist (Cassandra); a row
+            // named with a null key did not exist (ScyllaDB).
+            current = saved_rows(&result)?;
+        }
+        Err(CheckpointError::FenceContended(groups.first().copied().unwrap_or(GENERATION_MARKER)))
+    }
+}
+
+/// The groups fenced by one conditional batch.
+const FENCE_ROWS: usize = 64;
+
+/// How many times a refused fence batch is tried again with the values its
+/// answer named.
+const FENCE_ATTEMPTS: usize = 4;
+
+/// A group's epoch and progress as saved.
+type Saved = (Option<i64>, Option<CqlTimestamp>);
+
+/// `group_id`, `epoch` and `progress` of a result's rows, found by name
+/// (a refused conditional batch adds `[applied]` and the key columns, in
+/// an order that differs between Cassandra and ScyllaDB).
+fn saved_rows(result: &shardwise::QueryResult) -> Result<HashMap<StreamId, Saved>, CheckpointError> {
+    use shardwise::protocol::types::CqlValue;
+    let Some(specs) = result.column_specs() else { return Ok(HashMap::new()) };
+    let column = |name: &str| specs.iter().position(|s| s.name == name);
+    let Some(group) = column("group_id") else { return Ok(HashMap::new()) };
+    let (epoch, progress) = (column("epoch"), column("progress"));
+    let mut rows = HashMap::new();
+    for row in result.rows::<shardwise::protocol::types::de::Row>()? {
+        let row = row.map_err(RowsAccessError::from)?;
+        let value = |i: Option<usize>| i.and_then(|i| row.columns.get(i)).and_then(Option::as_ref);
+        let Some(CqlValue::Blob(id)) = value(Some(group)) else { continue };
+        let Ok(id) = <[u8; 16]>::try_from(id.as_slice()) else { continue };
+        let epoch = match value(epoch) {
+            Some(CqlValue::BigInt(e)) => Some(*e),
+            _ => None,
+        };
+        let progress = match value(progress) {
+            Some(CqlValue::Timestamp(t)) => Some(*t),
+            _ => None,
+        };
+        rows.insert(StreamId::from_bytes(id), (epoch, progress));
+    }
+    Ok(rows)
+}
+
 /// The `group_id` of the row that records a generation even when it has
 /// no groups: all zeros, a version-0 id that Scylla never creates.
 /// Appends the progress of the groups of `SELECT group_id, progress, epoch`
@@ -494,6 +614,15 @@ impl CheckpointStore for TableCheckpointStore {
         group: StreamId,
     ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
         Box::pin(self.fence_group(table, generation, group))
+    }
+
+    fn fence_all<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        groups: &'a [StreamId],
+    ) -> BoxFuture<'a, Vec<Result<Fence, CheckpointError>>> {
+        Box::pin(self.fence_groups(table, generation, groups))
     }
 }
 

@@ -3,28 +3,40 @@
 //!
 //! On every heartbeat it renews this reader's leases, takes back a lease
 //! the table says it holds but the planner does not read (a claim whose
-//! answer was lost), reads the others' progress from the checkpoint store
-//! (so the generation barrier sees every group), and moves towards its
-//! quota: a group it gives up is first left by the workers, then its
-//! progress is saved, and only then is its lease deleted, so the next
-//! holder repeats nothing; a group it claims starts at the progress saved
-//! last. The leases of a generation the reader left are deleted only once
-//! that generation's final checkpoint is saved: readers still in it wait
-//! for that progress.
+//! answer was lost, or a lease kept while its fence is tried again), reads
+//! the others' progress from the checkpoint store (so the generation
+//! barrier sees every group), and moves towards its quota: groups it gives
+//! up are first left by the workers, then their progress is saved, and
+//! only then are their leases deleted, so the next holder repeats nothing;
+//! groups it claims start at the progress saved last. The leases of a
+//! generation the reader left are deleted only once that generation's
+//! final checkpoint is saved: readers still in it wait for that progress.
+//!
+//! What a heartbeat costs does not grow with the groups held: every
+//! renewal, claim and release of one heartbeat is one conditional batch of
+//! the lease partition ([`LeaseTable::renew_all`]; one Paxos round per
+//! [`crate::lease::BATCH_ROWS`] groups), and the groups taken are fenced
+//! together ([`CheckpointStore::fence_all`]). In the steady state that is
+//! one conditional write per reader per heartbeat, whatever the number of
+//! groups. A fence that fails keeps its lease and is tried again on a later
+//! heartbeat, after a backoff that doubles with each failure (with jitter),
+//! rather than giving the lease back to be claimed again at once. A group
+//! that stays free for longer than a TTL (its quota's member cannot take
+//! it) is claimed above quota, so a stuck member cannot keep a share
+//! unread.
 //!
 //! Two live readers never read one group: every lease query is bounded
 //! ([`LeaseConfig::query_bound`]), each lease has a deadline on the
 //! monotonic clock (its renewal sent, plus [`LeaseConfig::held_for`]) that
 //! the workers check themselves (`deadlines`), and a group taken is first
-//! fenced in the checkpoint store ([`CheckpointStore::fence`]): its
+//! fenced in the checkpoint store ([`CheckpointStore::fence_all`]): its
 //! progress is read after the fence, and a paused reader that comes back
 //! after losing the group can no longer save it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, Fence, GroupProgress};
@@ -40,11 +52,36 @@ pub(super) struct Holder {
     store: Arc<dyn CheckpointStore>,
     config: LeaseConfig,
     ttl: i32,
+    /// Groups whose fence failed: how many times in a row, and when it is
+    /// tried again.
+    backoff: HashMap<StreamId, (u32, Instant)>,
+    /// When each group of the current generation was first seen free.
+    free_since: HashMap<StreamId, Instant>,
+    /// The state of the jitter's generator.
+    jitter: u64,
 }
+
+/// The most heartbeats a failed fence waits before it is tried again.
+const MAX_FENCE_BACKOFF: u32 = 8;
 
 impl Holder {
     pub(super) fn new(shared: Arc<Shared>, store: Arc<dyn CheckpointStore>, config: LeaseConfig, ttl: i32) -> Self {
-        Holder { shared, store, config, ttl }
+        // Readers started together must not heartbeat in step: the seed
+        // differs with the name and the start.
+        let mut seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        for b in config.name.bytes() {
+            seed = (seed ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Holder { shared, store, config, ttl, backoff: HashMap::new(), free_since: HashMap::new(), jitter: seed | 1 }
+    }
+
+    /// A number in `[0, 1)` (xorshift; jitter needs no better).
+    fn random(&mut self) -> f64 {
+        self.jitter ^= self.jitter << 13;
+        self.jitter ^= self.jitter >> 7;
+        self.jitter ^= self.jitter << 17;
+        (self.jitter >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Heartbeats until the reader is joined or dropped, then gives every
@@ -52,12 +89,15 @@ impl Holder {
     /// (a lease not renewed in time is left, see [`Holder::expire`]).
     pub(super) async fn run(mut self) -> Result<(), CdcError> {
         while !self.shared.leaving.load(Ordering::Acquire) {
+            // Heartbeats start a heartbeat apart however long each takes
+            // (up to a tenth early, so that readers drift apart).
+            let next = Instant::now() + self.config.heartbeat.mul_f64(1.0 - self.random() / 10.0);
             if let Err(e) = self.heartbeat().await {
                 tracing::warn!(error = %e, "a lease heartbeat failed; retrying");
             }
             self.expire();
             tokio::select! {
-                _ = tokio::time::sleep(self.config.heartbeat) => {}
+                _ = tokio::time::sleep_until(next.into()) => {}
                 _ = self.shared.leave.notified() => {}
             }
         }
@@ -89,7 +129,46 @@ impl Holder {
         }
     }
 
+    /// Renews the leases of `groups` in one conditional batch: those
+    /// renewed, with when the batch was sent. A group read here is held
+    /// for another period, or left when the table says it is no longer
+    /// this reader's; when the batch fails, deadlines stand.
+    async fn renew(&mut self, groups: &[GroupState]) -> Vec<(GroupState, Instant)> {
+        if groups.is_empty() {
+            return Vec::new();
+        }
+        let keys: Vec<StreamId> = groups.iter().map(|g| g.key).collect();
+        let sent = Instant::now();
+        let renewed =
+            match self.bounded(self.config.table.renew_all(&self.shared.log, &keys, &self.config.name, self.ttl)).await
+            {
+                Ok(renewed) => renewed.into_iter().collect::<HashSet<StreamId>>(),
+                Err(e) => {
+                    tracing::warn!(error = %e, leases = keys.len(), "renewing the CDC leases failed");
+                    return Vec::new();
+                }
+            };
+        let mut out = Vec::with_capacity(renewed.len());
+        for g in groups {
+            if renewed.contains(&g.key) {
+                if g.owned {
+                    self.held(g.key, sent);
+                }
+                out.push((*g, sent));
+            } else if g.owned {
+                tracing::warn!(group = %g.key, "a CDC lease was lost before it was renewed; its group is left");
+                self.shared.drop_group(g.key, g.epoch);
+            }
+        }
+        out
+    }
+
     async fn heartbeat(&mut self) -> Result<(), CdcError> {
+        // The leases read here first: the heartbeat's other queries never
+        // delay their renewal.
+        let owned: Vec<GroupState> = self.shared.planner().groups().into_iter().filter(|g| g.owned).collect();
+        self.renew(&owned).await;
+
         let (table, name, ttl) = (self.config.table.clone(), self.config.name.clone(), self.ttl);
         let shared = self.shared.clone();
         let log = &shared.log;
@@ -102,70 +181,79 @@ impl Holder {
         };
         let Some(generation) = generation else { return Ok(()) };
         let by_key: HashMap<StreamId, GroupState> = groups.iter().map(|g| (g.key, *g)).collect();
-
-        for g in groups.iter().filter(|g| g.owned) {
-            let sent = Instant::now();
-            match self.bounded(table.renew(log, g.key, &name, ttl)).await {
-                Ok(true) => {
-                    self.held(g.key, sent);
-                    leases.insert(g.key, name.clone());
-                }
-                Ok(false) => {
-                    tracing::warn!(group = %g.key, "a CDC lease was lost before it was renewed; its group is left");
-                    self.shared.drop_group(g.key);
-                    leases.remove(&g.key);
-                }
-                // Not renewed: its deadline stands, and the others are
-                // still renewed.
-                Err(e) => tracing::warn!(group = %g.key, error = %e, "renewing a CDC lease failed"),
+        let now = Instant::now();
+        self.free_since.retain(|k, _| by_key.contains_key(k) && !leases.contains_key(k));
+        for g in &groups {
+            if !leases.contains_key(&g.key) {
+                self.free_since.entry(g.key).or_insert(now);
             }
         }
+
+        // Held in the table, not read here: a claim whose answer was lost,
+        // or a lease kept while its fence waits to be tried again.
+        let back: Vec<GroupState> =
+            groups.iter().filter(|g| !g.owned && leases.get(&g.key).is_some_and(|o| *o == name)).copied().collect();
         // Leases taken on this heartbeat, with when their LWT was sent.
-        let mut taken: Vec<(GroupState, Instant)> = Vec::new();
-        let mine: Vec<StreamId> = leases.iter().filter(|(_, o)| **o == name).map(|(k, _)| *k).collect();
-        for key in mine {
-            match by_key.get(&key) {
-                // A group of another generation (finished here), given up
-                // once its final progress is saved: the readers still in
-                // that generation wait for it.
-                None => {
-                    if !self.shared.planner().left_pending() && self.shared.saves.quiet() {
-                        self.bounded(table.release(log, key, &name)).await?;
-                        leases.remove(&key);
-                    }
-                }
-                // Held in the table, not read here: a claim whose answer was lost.
-                Some(g) if !g.owned => {
-                    let sent = Instant::now();
-                    if self.bounded(table.renew(log, key, &name, ttl)).await? {
-                        taken.push((*g, sent));
-                    } else {
-                        leases.remove(&key);
-                    }
-                }
-                Some(_) => {}
-            }
+        let mut taken = self.renew(&back).await;
+        let renewed: HashSet<StreamId> = taken.iter().map(|(g, _)| g.key).collect();
+        leases.retain(|k, o| *o != name || !back.iter().any(|g| g.key == *k) || renewed.contains(k));
+
+        // Leases of another generation (finished here), given up once its
+        // final progress is saved: the readers still in that generation
+        // wait for it.
+        let other: Vec<StreamId> =
+            leases.iter().filter(|(k, o)| **o == name && !by_key.contains_key(k)).map(|(k, _)| *k).collect();
+        if !other.is_empty() && !self.shared.planner().left_pending() && self.shared.saves.quiet() {
+            self.bounded(table.release_all(log, &other, &name)).await?;
+            leases.retain(|k, _| by_key.contains_key(k));
         }
 
         let keys: Vec<StreamId> = groups.iter().map(|g| g.key).collect();
         let plan = moves(&name, &members, &keys, &leases);
-        for key in &plan.release {
-            if let Some(g) = by_key.get(key) {
-                self.hand_over(g, generation).await?;
-            }
+        let release: Vec<GroupState> = plan.release.iter().filter_map(|k| by_key.get(k)).copied().collect();
+        if !release.is_empty() {
+            self.hand_over(release, generation).await?;
         }
-        for key in &plan.claim {
-            let Some(g) = by_key.get(key).filter(|_| taken.len() < plan.wanted) else { break };
+        let mut claim: Vec<StreamId> = plan.claim.iter().take(plan.wanted).copied().collect();
+        // Free for longer than a TTL: the member whose share it is cannot
+        // take it, and it is taken above quota.
+        let ttl_span = self.config.ttl;
+        let stale: Vec<StreamId> = keys
+            .iter()
+            .filter(|k| !claim.contains(k) && !leases.contains_key(k))
+            .filter(|k| self.free_since.get(k).is_some_and(|t| now.duration_since(*t) > ttl_span))
+            .copied()
+            .collect();
+        claim.extend(stale);
+        if !claim.is_empty() {
             let sent = Instant::now();
-            if self.bounded(table.claim(log, g.key, &name, ttl)).await? {
-                taken.push((*g, sent));
+            for key in self.bounded(table.claim_all(log, &claim, &name, ttl)).await? {
+                if let Some(g) = by_key.get(&key) {
+                    taken.push((*g, sent));
+                }
             }
         }
-        // Fenced all at once: one after the other, the fences of many groups
-        // could outlast the leases just taken.
-        let fences = join_all(taken.iter().map(|(g, _)| self.bounded(self.store.fence(log, generation, g.key)))).await;
+
+        // Fenced together, past their backoff; the others keep their
+        // leases and are fenced on a later heartbeat.
+        taken.retain(|(g, _)| self.backoff.get(&g.key).is_none_or(|(_, at)| *at <= now));
+        let keys: Vec<StreamId> = taken.iter().map(|(g, _)| g.key).collect();
+        let bound = self.config.query_bound();
+        let fences: Vec<Result<Fence, CdcError>> =
+            match tokio::time::timeout(bound, self.store.fence_all(log, generation, &keys)).await {
+                Ok(fences) => fences.into_iter().map(|f| f.map_err(CdcError::from)).collect(),
+                Err(_) => keys.iter().map(|_| Err(LeaseError::Timeout(bound).into())).collect(),
+            };
+        let mut fresh = Vec::new();
         for ((g, sent), fence) in taken.into_iter().zip(fences) {
-            self.take(g, sent, generation, fence).await?;
+            if let Some(saved) = self.take(g, sent, generation, fence)? {
+                fresh.push(saved);
+            }
+        }
+        // Groups never saved get a record at once, so that whoever takes
+        // them after this reader starts where this one did.
+        if !fresh.is_empty() {
+            self.bounded(self.shared.save(Checkpoint { generation, groups: fresh })).await?;
         }
 
         // The others' progress, so that the generation barrier sees every group.
@@ -178,75 +266,100 @@ impl Holder {
 
     /// The workers read `g`, whose lease was taken with a query sent at
     /// `sent`, from now on: it was fenced first (`fence`), and is read from
-    /// the progress saved before the fence; a failed fence gives it back. A group never saved gets a record at once,
-    /// so that whoever takes it after this reader starts where this one did.
-    async fn take(
+    /// the progress saved before the fence. A failed fence keeps the lease
+    /// and is tried again after a backoff. A group never saved comes back
+    /// as the record to save for it.
+    fn take(
         &mut self,
         g: GroupState,
         sent: Instant,
         generation: Millis,
         fence: Result<Fence, CdcError>,
-    ) -> Result<(), CdcError> {
-        let log = self.shared.log.clone();
+    ) -> Result<Option<GroupProgress>, CdcError> {
         let fence = match fence {
-            Ok(fence) => fence,
+            Ok(fence) => {
+                self.backoff.remove(&g.key);
+                fence
+            }
             Err(e) => {
-                // Given back, and claimed again on a later heartbeat.
-                tracing::warn!(group = %g.key, error = %e, "fencing a CDC group failed; its lease is given back");
-                self.bounded(self.config.table.release(&log, g.key, &self.config.name)).await?;
-                return Ok(());
+                let failures = self.backoff.get(&g.key).map_or(0, |b| b.0).saturating_add(1);
+                let beats = 2u32.saturating_pow(failures - 1).min(MAX_FENCE_BACKOFF);
+                let wait = self.config.heartbeat.mul_f64(f64::from(beats) * (0.5 + self.random()));
+                self.backoff.insert(g.key, (failures, Instant::now() + wait));
+                tracing::warn!(group = %g.key, error = %e, failures, ?wait, "fencing a CDC group failed; tried again later");
+                return Ok(None);
             }
         };
-        let progress = {
-            let mut planner = self.shared.planner();
-            // The generation changed meanwhile: the lease goes next heartbeat.
-            if planner.generation() != Some(generation) {
-                return Ok(());
-            }
-            self.held(g.key, sent);
-            planner.acquire_fenced(g.group, fence.progress, fence.epoch)?;
-            self.shared.counters.taken();
-            planner.progress(g.group).unwrap_or(g.progress)
-        };
-        if fence.progress.is_none() {
-            let group = GroupProgress { group: g.key, progress, epoch: fence.epoch };
-            self.shared.save(Checkpoint { generation, groups: vec![group] }).await?;
+        let mut planner = self.shared.planner();
+        // The generation changed meanwhile: the lease goes next heartbeat.
+        if planner.generation() != Some(generation) {
+            return Ok(None);
         }
-        Ok(())
+        self.held(g.key, sent);
+        planner.acquire_fenced(g.group, fence.progress, fence.epoch)?;
+        self.shared.counters.taken();
+        let progress = planner.progress(g.group).unwrap_or(g.progress);
+        Ok(fence.progress.is_none().then_some(GroupProgress { group: g.key, progress, epoch: fence.epoch }))
     }
 
-    /// Gives `g` up: the workers leave it, its progress is saved, then its
-    /// lease is deleted.
-    async fn hand_over(&mut self, g: &GroupState, generation: Millis) -> Result<(), CdcError> {
-        self.shared.planner().release(g.group)?;
-        // Wait for a window being read and for checkpoint saves that may
-        // hold an older progress of the group; for one heartbeat at most, so
-        // that a slow window never holds up the renewal of the other leases.
-        // Otherwise the group is read on, and handed over on a later
-        // heartbeat.
+    /// Gives `groups` up: the workers leave them, their progress is saved,
+    /// then their leases are deleted.
+    async fn hand_over(&mut self, groups: Vec<GroupState>, generation: Millis) -> Result<(), CdcError> {
+        for g in &groups {
+            self.shared.planner().release(g.group)?;
+        }
+        // Wait for windows being read and for checkpoint saves that may
+        // hold an older progress of them; for one heartbeat at most, so
+        // that a slow window never holds up the renewal of the other
+        // leases. A group still read then is read on, and handed over on a
+        // later heartbeat.
         let deadline = Instant::now() + self.config.heartbeat;
+        let reading = |shared: &Shared, g: &GroupState| {
+            shared.planner().groups().get(g.group.0 as usize).is_some_and(|s| s.reading)
+        };
         loop {
-            let reading = self.shared.planner().groups().get(g.group.0 as usize).is_some_and(|s| s.reading);
-            if !reading && self.shared.saves.quiet() {
+            let done = groups.iter().all(|g| !reading(&self.shared, g)) && self.shared.saves.quiet();
+            if done || Instant::now() >= deadline {
                 break;
-            }
-            if Instant::now() >= deadline {
-                // Only the holder changes a group's epoch, and it has not
-                // taken `g` again since it was listed.
-                self.shared.planner().acquire_fenced(g.group, None, g.epoch)?;
-                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let progress = self.shared.planner().progress(g.group).unwrap_or(g.progress);
-        let checkpoint =
-            Checkpoint { generation, groups: vec![GroupProgress { group: g.key, progress, epoch: g.epoch }] };
-        self.shared.save(checkpoint).await?;
-        if let Some(deadlines) = &self.shared.deadlines {
-            deadlines.remove(g.key);
+        let quiet = self.shared.saves.quiet();
+        let mut leaving = Vec::new();
+        for g in groups {
+            if quiet && !reading(&self.shared, &g) {
+                leaving.push(g);
+            } else {
+                // Only the holder changes a group's epoch, and it has not
+                // taken `g` again since it was listed.
+                self.shared.planner().acquire_fenced(g.group, None, g.epoch)?;
+            }
         }
-        self.bounded(self.config.table.release(&self.shared.log, g.key, &self.config.name)).await?;
-        self.shared.counters.left();
+        if leaving.is_empty() {
+            return Ok(());
+        }
+        let saved: Vec<GroupProgress> = {
+            let planner = self.shared.planner();
+            leaving
+                .iter()
+                .map(|g| GroupProgress {
+                    group: g.key,
+                    progress: planner.progress(g.group).unwrap_or(g.progress),
+                    epoch: g.epoch,
+                })
+                .collect()
+        };
+        self.bounded(self.shared.save(Checkpoint { generation, groups: saved })).await?;
+        let keys: Vec<StreamId> = leaving.iter().map(|g| g.key).collect();
+        if let Some(deadlines) = &self.shared.deadlines {
+            for key in &keys {
+                deadlines.remove(*key);
+            }
+        }
+        self.bounded(self.config.table.release_all(&self.shared.log, &keys, &self.config.name)).await?;
+        for _ in &keys {
+            self.shared.counters.left();
+        }
         Ok(())
     }
 
@@ -256,7 +369,7 @@ impl Holder {
         for g in groups.iter().filter(|g| g.owned) {
             if !self.shared.holds(g.key) {
                 tracing::warn!(group = %g.key, "a CDC lease could not be renewed in time; its group is left");
-                self.shared.drop_group(g.key);
+                self.shared.drop_group(g.key, g.epoch);
             }
         }
     }
@@ -271,54 +384,8 @@ impl Holder {
             .filter(|(_, o)| o == name)
             .map(|(k, _)| k)
             .collect();
-        for key in held {
-            self.bounded(self.config.table.release(log, key, name)).await?;
-        }
+        self.bounded(self.config.table.release_all(log, &held, name)).await?;
         self.bounded(self.config.table.leave(log, name)).await?;
         Ok(())
-    }
-}
-
-/// Runs `futures` at once; their outputs, in order.
-async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(out) => *output = Some(out),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The futures run at once: the first waits for what the second sends,
-    /// which one after the other would never finish.
-    #[tokio::test]
-    async fn join_all_runs_the_futures_at_once_and_keeps_their_order() {
-        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
-        let first = async move { rx.await.unwrap_or(0) + 1 };
-        let second = async move {
-            let _ = tx.send(41);
-            7
-        };
-        let futures: Vec<std::pin::Pin<Box<dyn Future<Output = u32>>>> = vec![Box::pin(first), Box::pin(second)];
-        let outputs = tokio::time::timeout(Duration::from_secs(5), join_all(futures)).await;
-        assert_eq!(outputs.ok(), Some(vec![42, 7]));
     }
 }

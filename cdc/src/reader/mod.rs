@@ -724,23 +724,33 @@ impl Shared {
         self.deadlines.as_ref().is_none_or(|d| d.holds(group, std::time::Instant::now()))
     }
 
-    /// Leaves `group` of the current generation (its lease is lost). A
-    /// reader without leases holds every group for good: nothing to leave.
-    fn drop_group(&self, group: StreamId) {
+    /// Leaves `group` of the current generation (its lease is lost), if
+    /// this reader still holds it with fencing `epoch`: a refusal of an
+    /// older hold of this reader's own (a save of an epoch it took the
+    /// group again after) leaves the newer hold alone. A reader without
+    /// leases holds every group for good: nothing to leave.
+    fn drop_group(&self, group: StreamId, epoch: u64) {
         let Some(deadlines) = &self.deadlines else { return };
-        deadlines.remove(group);
         let mut planner = self.planner();
-        if let Some(g) = planner.groups().iter().find(|g| g.key == group) {
-            // A group of the current generation: the call cannot fail.
-            if planner.release(g.group).is_ok() {
-                self.counters.left();
+        match planner.groups().iter().find(|g| g.key == group) {
+            Some(g) if g.epoch != epoch => {
+                tracing::debug!(group = %group, epoch, held = g.epoch, "a refusal of an older hold; the group is kept");
             }
+            // A group of the current generation: the call cannot fail.
+            Some(g) => {
+                deadlines.remove(group);
+                if g.owned && planner.release(g.group).is_ok() {
+                    self.counters.left();
+                }
+            }
+            None => deadlines.remove(group),
         }
     }
 
     /// Saves `checkpoint`, less the groups whose lease is no longer surely
     /// held; groups the store refuses (another reader took them over, see
-    /// [`CheckpointStore::fence`]) are left.
+    /// [`CheckpointStore::fence`]) are left, each if still held with the
+    /// epoch it was saved with.
     async fn save(&self, checkpoint: crate::checkpoint::Checkpoint) -> Result<(), CdcError> {
         let Some(store) = &self.checkpoints else { return Ok(()) };
         let mut checkpoint = checkpoint;
@@ -749,7 +759,8 @@ impl Shared {
             Err(CheckpointError::Fenced(groups)) => {
                 for group in groups {
                     tracing::warn!(group = %group, "another reader took a CDC group over; it is left");
-                    self.drop_group(group);
+                    let epoch = checkpoint.groups.iter().find(|g| g.group == group).map_or(0, |g| g.epoch);
+                    self.drop_group(group, epoch);
                 }
                 Ok(())
             }

@@ -313,7 +313,7 @@ impl Worker {
     fn lost(&mut self, window: &ReadWindow) {
         tracing::warn!(group = %window.streams.key(), "a CDC lease ran out; its group is left");
         let _ = self.shared.planner().window_failed(window.group, self.now());
-        self.shared.drop_group(window.streams.key());
+        self.shared.drop_group(window.streams.key(), window.epoch);
         self.delivered.remove(&window.group);
         self.consumers.remove(&(window.generation, window.group));
     }

@@ -167,3 +167,52 @@ async fn a_takeover_fences_the_earlier_holder() {
     assert_eq!(find(b), Some((Millis(1_200), 0)), "the unfenced group of the refused save was saved");
     assert_eq!(store.fence(&log, generation, a).await.expect("fence").epoch, 3, "epochs only grow");
 }
+
+/// Groups taken over together are fenced together: each gets an epoch
+/// above any it had and the progress its earlier holders saved, and the
+/// earlier holder's saves are refused from then on. Through the front and
+/// straight to Cassandra (their answers to a refused conditional batch
+/// differ).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_are_fenced_together() {
+    use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, GroupProgress};
+    use shardwise_cdc::{Millis, StreamId};
+
+    let (_front, session, ks) = setup("cdc_fence_all").await;
+    let direct = shardwise::SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .build()
+        .await
+        .expect("session to Cassandra");
+    for (via, session) in [("front", session), ("cassandra", direct)] {
+        let store = TableCheckpointStore::new(session, &ks, &format!("cdc_checkpoints_{via}"));
+        store.create_table().await.expect("checkpoint table");
+        let (log, generation) = ("ks.t_scylla_cdc_log", Millis(1_000));
+        let groups: Vec<StreamId> = (1..=70u8).map(|n| StreamId::from_bytes([n; 16])).collect();
+        let first = store.fence_all(log, generation, &groups).await;
+        let first: Vec<_> = first.into_iter().map(|f| f.expect("fenced")).collect();
+        assert!(first.iter().all(|f| f.epoch == 1 && f.progress.is_none()), "{via}: never fenced, never saved");
+
+        // The first holder saves two groups; one more is fenced alone.
+        let save = |epoch: u64, progress: i64, gs: &[StreamId]| Checkpoint {
+            generation,
+            groups: gs.iter().map(|g| GroupProgress { group: *g, progress: Millis(progress), epoch }).collect(),
+        };
+        store.save(log, &save(1, 5_000, &groups[..2])).await.expect("saved");
+        assert_eq!(store.fence(log, generation, groups[69]).await.expect("fence").epoch, 2, "{via}");
+
+        let second: Vec<_> =
+            store.fence_all(log, generation, &groups).await.into_iter().map(|f| f.expect("fenced")).collect();
+        assert_eq!((second[0].epoch, second[0].progress), (2, Some(Millis(5_000))), "{via}: the saved progress");
+        assert_eq!((second[2].epoch, second[2].progress), (2, None), "{via}");
+        assert_eq!(second[69].epoch, 3, "{via}: above the epoch it had");
+        match store.save(log, &save(1, 9_000, &groups[..2])).await {
+            Err(CheckpointError::Fenced(refused)) => assert_eq!(refused, groups[..2].to_vec(), "{via}"),
+            other => panic!("{via}: the earlier holder's save must be refused: {other:?}"),
+        }
+        store.save(log, &save(2, 9_000, &groups[..1])).await.expect("the new holder saves");
+        let loaded = store.load_generation(log, generation).await.expect("load").expect("saved");
+        assert_eq!(loaded.progress_of(groups[0]), Some(Millis(9_000)), "{via}");
+        assert_eq!(loaded.progress_of(groups[1]), Some(Millis(5_000)), "{via}: the refused save left it");
+    }
+}

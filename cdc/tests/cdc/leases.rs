@@ -42,6 +42,60 @@ async fn a_lease_has_one_holder_at_a_time() {
     assert!(table.claim(log, other, "b", 30).await.expect("claim"), "an expired lease is free");
 }
 
+/// Claims, renewals and releases of many leases, each in conditional
+/// batches of the lease partition (more groups than one batch holds):
+/// only free leases are claimed, only the holder's renewed and released,
+/// and a batch refused for some rows still applies to the others. Through
+/// the front (ScyllaDB's answer: one row per statement) and straight to
+/// Cassandra (its answer: the rows that exist, in clustering order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_are_claimed_renewed_and_released_in_batches() {
+    use shardwise_cdc::lease::BATCH_ROWS;
+
+    let (_front, session, ks) = setup("cdc_lease_batch").await;
+    let direct = shardwise::SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .build()
+        .await
+        .expect("session to Cassandra");
+    for (via, session) in [("front", session), ("cassandra", direct)] {
+        let table = LeaseTable::new(session, &ks, &format!("cdc_leases_{via}"));
+        table.create_table().await.expect("lease table");
+        let log = "ks.t_scylla_cdc_log";
+        let group = |n: usize| {
+            let mut id = [0u8; 16];
+            id[..8].copy_from_slice(&(n as u64 + 1).to_be_bytes());
+            StreamId::from_bytes(id)
+        };
+        let many: Vec<StreamId> = (0..BATCH_ROWS + 44).map(group).collect();
+        assert_eq!(table.claim_all(log, &many, "a", 30).await.expect("claim"), many, "{via}: all free, all taken");
+        let mixed = vec![many[0], group(1000), many[5], group(1001), group(1002)];
+        let taken = table.claim_all(log, &mixed, "b", 30).await.expect("claim");
+        assert_eq!(taken, vec![group(1000), group(1001), group(1002)], "{via}: only the free ones");
+
+        let renew = vec![many[3], group(1000), many[7], group(2000)];
+        assert_eq!(
+            table.renew_all(log, &renew, "a", 30).await.expect("renew"),
+            vec![many[3], many[7]],
+            "{via}: only a's own, not b's, not a missing one"
+        );
+        assert_eq!(table.renew_all(log, &many, "a", 30).await.expect("renew"), many, "{via}: all of a's, renewed");
+
+        let release = vec![many[1], group(1000), group(1002)];
+        assert_eq!(
+            table.release_all(log, &release, "b").await.expect("release"),
+            vec![group(1000), group(1002)],
+            "{via}: b's own only"
+        );
+        let leases = table.leases(log).await.expect("leases");
+        assert_eq!(leases.len(), many.len() + 1, "{via}: a's all kept, b's 1001 kept");
+        assert!(many.iter().all(|g| leases.get(g).map(String::as_str) == Some("a")), "{via}");
+        assert_eq!(leases.get(&group(1001)).map(String::as_str), Some("b"), "{via}");
+        assert_eq!(table.release_all(log, &many, "a").await.expect("release"), many, "{via}");
+        assert!(table.claim_all(log, &[], "a", 30).await.expect("nothing").is_empty());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharing_needs_a_checkpoint_store_and_sane_timing() {
     let (_front, session, ks) = setup("cdc_lease_config").await;
@@ -278,6 +332,82 @@ async fn a_reader_whose_renewals_hang_stops_before_its_leases_expire() {
     let written: std::collections::BTreeSet<i64> = changes.iter().map(|c| c.3.expect("v")).collect();
     let missing: Vec<&i64> = written.difference(&delivered).collect();
     assert!(missing.is_empty(), "every change delivered; missing {} of {}", missing.len(), written.len());
+}
+
+/// A reader holding many groups whose lease session is slow (every frame
+/// delayed 60 ms each way by a fault proxy; its log reads and checkpoints
+/// unharmed) keeps every lease, with no fault and no other reader: all its
+/// renewals of a heartbeat are one conditional batch, sent first. It used
+/// to renew them one LWT after another, so that the renewals of one
+/// heartbeat outlasted the time a lease is surely held: it lost leases
+/// every heartbeat and took them back (529 in 55 s with 64 groups and
+/// 20 ms). Its conditional writes per heartbeat do not grow with its
+/// groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_with_a_slow_lease_link_keeps_every_lease() {
+    use std::time::{Instant, SystemTime};
+
+    use shardwise::protocol::frame::ProtocolVersion;
+    use shardwise::SessionBuilder;
+    use testkit::fault::{Action, Direction, FaultProxy, Rule};
+
+    let (_front, session, ks) = setup("cdc_lease_slow").await;
+    let (_, store) = shared_tables(&session, &ks).await;
+    let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
+    // Protocol v4: the proxy reads v4 envelopes only.
+    let lease_session = SessionBuilder::new()
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .known_node_addr(proxy.addr())
+        .build()
+        .await
+        .expect("lease session");
+    let delay = Duration::from_millis(60);
+    proxy.set_rules(vec![Rule::new(Action::Delay(delay))]);
+
+    let (ttl, heartbeat) = (Duration::from_secs(3), Duration::from_secs(1));
+    let seen = Default::default();
+    let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+        .start(SystemTime::now())
+        .window_size(Duration::from_secs(1))
+        .safety_interval(SAFETY)
+        .sleep_interval(Duration::from_millis(100))
+        .workers(1)
+        .streams_per_query(1)
+        .checkpoints(store, Duration::from_millis(500))
+        .leases(LeaseConfig::new(LeaseTable::new(lease_session, &ks, "cdc_leases")).name("slow").timing(ttl, heartbeat))
+        .build(collector(seen))
+        .await
+        .expect("reader");
+    let log = format!("{ks}.t_scylla_cdc_log");
+    let table = LeaseTable::new(session.clone(), &ks, "cdc_leases");
+    // Settled: it reads every group of the generation, each leased to it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (groups, leases) = (reader.progress().groups.len(), table.leases(&log).await.expect("leases").len());
+        if groups >= 12 && groups == leases {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reader takes every group: reads {groups}, {leases} leases");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let before = reader.progress();
+    let batches_before = proxy.frames(Direction::ToServer, 0x0D);
+    let beats = 8;
+    tokio::time::sleep(heartbeat * beats).await;
+    let after = reader.progress();
+    let batches = proxy.frames(Direction::ToServer, 0x0D) - batches_before;
+    assert!(proxy.frames_acted_on() > 0, "the lease session's frames were delayed");
+    assert_eq!(after.groups_left, before.groups_left, "no lease lost: {after:?}");
+    assert_eq!(after.groups_taken, before.groups_taken, "none taken again");
+    assert_eq!(after.groups.len(), before.groups.len(), "every group still read");
+    let groups = after.groups.len();
+    assert!(
+        batches <= beats as usize + 2,
+        "{batches} conditional batches in {beats} heartbeats for {groups} groups: one per heartbeat"
+    );
+    reader.stop();
+    tokio::time::timeout(Duration::from_secs(60), reader.join()).await.expect("stops").expect("reader");
+    assert!(table.leases(&log).await.expect("leases").is_empty(), "leases given up");
 }
 
 /// The lease table and the checkpoint store that readers of `ks` share,
