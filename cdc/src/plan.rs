@@ -316,6 +316,13 @@ struct Group {
     owned: bool,
     /// The fencing epoch of this planner's hold (0 without leases).
     epoch: u64,
+    /// The furthest progress known to be in the checkpoint store (restored,
+    /// fenced, observed, or saved here): what the generation barrier counts
+    /// for a group this planner lost.
+    saved: Millis,
+    /// Its lease was lost ([`Planner::lose`]): what its windows still read
+    /// does not count here.
+    lost: bool,
 }
 
 /// A group of the current generation as [`Planner::groups`] lists it: what
@@ -576,6 +583,12 @@ impl Planner {
         let current = self.current.as_mut().ok_or(PlanError::UnknownGroup(group))?;
         let g = current.groups.get_mut(group.0 as usize).ok_or(PlanError::UnknownGroup(group))?;
         let window_end = g.reading.ok_or(PlanError::NotReading(group))?;
+        if g.lost {
+            // Read after its lease was lost: not this planner's to count.
+            g.reading = None;
+            self.enqueue(group.0);
+            return Ok(());
+        }
         if to <= g.progress && g.raised && to <= window_end {
             // The group's progress was raised past this window while it was
             // read (another reader's checkpoint, after the lease moved):
@@ -612,10 +625,14 @@ impl Planner {
         let floor = self.current.as_ref().and_then(|c| c.regrouped);
         let g = self.group_mut(group)?;
         g.owned = true;
+        g.lost = false;
         g.epoch = epoch;
         g.not_before = Millis::MIN;
         if let Some(p) = progress {
-            self.raise(group, floor.map_or(p, |floor| p.min(floor)));
+            let p = floor.map_or(p, |floor| p.min(floor));
+            let g = self.group_mut(group)?;
+            g.saved = g.saved.max(p);
+            self.raise(group, p);
         }
         self.dirty = true;
         self.enqueue(group.0);
@@ -624,10 +641,46 @@ impl Planner {
 
     /// This planner's workers no longer start windows of `group` (a window
     /// being read still ends with [`Planner::window_done`] or
-    /// [`Planner::window_failed`]).
+    /// [`Planner::window_failed`]): it is handed over, and its progress
+    /// saved next.
     pub fn release(&mut self, group: GroupId) -> Result<(), PlanError> {
         self.group_mut(group)?.owned = false;
         Ok(())
+    }
+
+    /// The lease of `group` was lost: it is no longer read here, what its
+    /// window being read delivers does not count, and its progress falls
+    /// back to the furthest known saved. The generation barrier then waits
+    /// for the group's next holder's saves ([`Planner::observe`]) rather
+    /// than for progress this planner read but never saved, which nobody
+    /// would save.
+    pub fn lose(&mut self, group: GroupId) -> Result<(), PlanError> {
+        let upper = self.upper();
+        let current = self.current.as_mut().ok_or(PlanError::UnknownGroup(group))?;
+        let g = current.groups.get_mut(group.0 as usize).ok_or(PlanError::UnknownGroup(group))?;
+        g.owned = false;
+        g.lost = true;
+        if g.saved < g.progress {
+            if g.progress >= upper && g.saved < upper {
+                current.unfinished += 1;
+            }
+            g.progress = g.saved;
+            g.raised = false;
+        }
+        Ok(())
+    }
+
+    /// `checkpoint` was saved: its progress is in the store.
+    pub fn saved(&mut self, checkpoint: &Checkpoint) {
+        let Some(current) = self.current.as_mut() else { return };
+        if checkpoint.generation != current.timestamp {
+            return;
+        }
+        for saved in &checkpoint.groups {
+            if let Some(g) = current.groups.iter_mut().find(|g| g.streams.key() == saved.group) {
+                g.saved = g.saved.max(saved.progress);
+            }
+        }
     }
 
     /// The progress that other processes saved: raises that of the groups
@@ -640,7 +693,9 @@ impl Planner {
         let index: HashMap<StreamId, u32> = (0u32..).zip(&current.groups).map(|(i, g)| (g.streams.key(), i)).collect();
         for saved in &checkpoint.groups {
             if let Some(&i) = index.get(&saved.group) {
-                if self.current.as_ref().and_then(|c| c.groups.get(i as usize)).is_some_and(|g| !g.owned) {
+                let Some(g) = self.current.as_mut().and_then(|c| c.groups.get_mut(i as usize)) else { continue };
+                g.saved = g.saved.max(saved.progress);
+                if !g.owned {
                     self.raise(GroupId(i), saved.progress);
                 }
             }
@@ -959,6 +1014,8 @@ impl Planner {
                     not_before: Millis::MIN,
                     owned: !self.leased,
                     epoch: 0,
+                    saved: progress,
+                    lost: false,
                 }
             })
             .collect();
@@ -1779,6 +1836,53 @@ mod tests {
         quiet.observe(&finished_elsewhere(0));
         assert_ne!(quiet.poll(0, now), Action::SaveCheckpoint);
         assert_eq!((quiet.generation(), quiet.left_pending()), (Some(gen2), false));
+    }
+
+    /// Regression: a group read to the generation's end whose lease was
+    /// then lost (its final progress never saved) counted as finished by
+    /// its local progress: the planner left the generation, and the
+    /// readers still in it waited for that progress, which nobody saved
+    /// and nobody claimed. Lost, it counts by what is saved: the generation
+    /// is left only once its next holder's progress is observed.
+    #[test]
+    fn a_lost_group_counts_at_the_barrier_by_its_saved_progress() {
+        let (gen1, gen2) = (LEASED_GEN1, LEASED_GEN2);
+        let mut p = leased_switch(1, Duration::from_secs(3600), 0..2, 2..3);
+        let now = Millis(T0);
+        p.acquire(GroupId(0), None).unwrap();
+        p.observe(&finished_elsewhere(1));
+        while let Action::Read(w) = p.poll(0, now) {
+            p.window_done(w.group, w.to).unwrap();
+            if w.to == gen2 {
+                break;
+            }
+        }
+        // Read to the end here, and saved only part of the way.
+        let partway = Millis(LEASED_START + 10);
+        p.saved(&Checkpoint {
+            generation: gen1,
+            groups: vec![GroupProgress { group: group(0).key(), progress: partway, epoch: 0 }],
+        });
+        p.lose(GroupId(0)).unwrap();
+        assert_eq!(p.progress(GroupId(0)), Some(partway), "back to what was saved");
+        for _ in 0..3 {
+            assert!(!matches!(p.poll(0, now), Action::Read(_)), "a lost group is not read here");
+        }
+        assert_eq!(p.generation(), Some(gen1), "the barrier waits for the lost group");
+        // Its next holder saved it to the end.
+        p.observe(&finished_elsewhere(0));
+        p.poll(0, now);
+        assert_eq!(p.generation(), Some(gen2), "then the generation is left");
+
+        // A window still read when the lease was lost does not count.
+        let mut p = leased_switch(1, Duration::from_secs(3600), 0..1, 2..3);
+        p.acquire(GroupId(0), None).unwrap();
+        let Action::Read(w) = p.poll(0, now) else { panic!("a window") };
+        p.lose(GroupId(0)).unwrap();
+        p.window_done(w.group, w.to).unwrap();
+        assert_eq!(p.progress(GroupId(0)), Some(Millis(LEASED_START)), "{w:?} read after the loss");
+        p.acquire(GroupId(0), Some(Millis(LEASED_START + 5))).unwrap();
+        assert_eq!(p.progress(GroupId(0)), Some(Millis(LEASED_START + 5)), "taken again from the fence's progress");
     }
 
     /// Regression: with two workers, one was handed a save whose snapshot

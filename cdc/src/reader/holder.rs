@@ -349,7 +349,14 @@ impl Holder {
                 })
                 .collect()
         };
-        self.bounded(self.shared.save(Checkpoint { generation, groups: saved })).await?;
+        if let Err(e) = self.bounded(self.shared.save(Checkpoint { generation, groups: saved })).await {
+            // Not saved: they are lost rather than handed over, and the
+            // barrier waits for their next holder's progress.
+            for g in &leaving {
+                self.shared.drop_group(g.key, g.epoch);
+            }
+            return Err(e);
+        }
         let keys: Vec<StreamId> = leaving.iter().map(|g| g.key).collect();
         if let Some(deadlines) = &self.shared.deadlines {
             for key in &keys {

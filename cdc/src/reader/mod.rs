@@ -739,7 +739,8 @@ impl Shared {
             // A group of the current generation: the call cannot fail.
             Some(g) => {
                 deadlines.remove(group);
-                if g.owned && planner.release(g.group).is_ok() {
+                let owned = g.owned;
+                if planner.lose(g.group).is_ok() && owned {
                     self.counters.left();
                 }
             }
@@ -747,25 +748,38 @@ impl Shared {
         }
     }
 
-    /// Saves `checkpoint`, less the groups whose lease is no longer surely
-    /// held; groups the store refuses (another reader took them over, see
-    /// [`CheckpointStore::fence`]) are left, each if still held with the
-    /// epoch it was saved with.
+    /// Saves `checkpoint`, less the groups of the current generation whose
+    /// lease is no longer surely held; groups the store refuses (another
+    /// reader took them over, see [`CheckpointStore::fence`]) are left,
+    /// each if still held with the epoch it was saved with.
+    ///
+    /// The final checkpoint of a generation left is saved whole: every
+    /// group in it was read to that generation's end, so it moves nothing
+    /// back, and the readers still in that generation wait for it (its
+    /// leases are no longer renewed, and a save retried after they lapsed
+    /// would otherwise leave its groups unsaved for good).
     async fn save(&self, checkpoint: crate::checkpoint::Checkpoint) -> Result<(), CdcError> {
         let Some(store) = &self.checkpoints else { return Ok(()) };
         let mut checkpoint = checkpoint;
-        checkpoint.groups.retain(|g| self.holds(g.group));
-        match store.save(&self.log, &checkpoint).await {
-            Err(CheckpointError::Fenced(groups)) => {
-                for group in groups {
-                    tracing::warn!(group = %group, "another reader took a CDC group over; it is left");
-                    let epoch = checkpoint.groups.iter().find(|g| g.group == group).map_or(0, |g| g.epoch);
-                    self.drop_group(group, epoch);
-                }
-                Ok(())
-            }
-            other => Ok(other?),
+        let current = self.planner().generation();
+        if current == Some(checkpoint.generation) {
+            checkpoint.groups.retain(|g| self.holds(g.group));
         }
+        let result = store.save(&self.log, &checkpoint).await;
+        if let Err(CheckpointError::Fenced(refused)) = &result {
+            let mut saved = checkpoint.clone();
+            saved.groups.retain(|g| !refused.contains(&g.group));
+            self.planner().saved(&saved);
+            for group in refused {
+                tracing::warn!(group = %group, "another reader took a CDC group over; it is left");
+                let epoch = checkpoint.groups.iter().find(|g| g.group == *group).map_or(0, |g| g.epoch);
+                self.drop_group(*group, epoch);
+            }
+            return Ok(());
+        }
+        result?;
+        self.planner().saved(&checkpoint);
+        Ok(())
     }
 
     fn stop(&self) {

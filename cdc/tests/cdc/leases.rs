@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise_cdc::checkpoint::TableCheckpointStore;
-use shardwise_cdc::{CdcError, CdcReaderBuilder, LeaseConfig, LeaseTable, StreamId};
+use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, Fence};
+use shardwise_cdc::{
+    BoxFuture, CdcError, CdcReaderBuilder, CheckpointStore, LeaseConfig, LeaseTable, Millis, StreamId,
+};
 
 use crate::common::workload::{collector, front_with_table as setup, SAFETY};
 
@@ -131,6 +134,78 @@ async fn sharing_needs_a_checkpoint_store_and_sane_timing() {
 /// for each other for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_readers_share_a_table_across_a_generation_switch() {
+    two_readers_across_a_switch("cdc_lease_gen", |store, _, _| store).await;
+}
+
+/// As above, with the slow reader's first save of a generation's final
+/// progress failing after longer than a lease's TTL: the final checkpoint is saved whole
+/// when it is made again. Its leases were no longer renewed, and the
+/// retried save used to drop every group whose lease had lapsed: the other
+/// reader waited for that progress for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_save_that_fails_past_the_ttl_orphans_nothing() {
+    // The slow reader's: it finishes the generation last, so its final
+    // save alone holds its last groups' progress.
+    two_readers_across_a_switch("cdc_lease_final", |store, switch, reader| match reader {
+        1 => Arc::new(FailingFinalSave { inner: store, switch, failed: std::sync::atomic::AtomicBool::new(false) }),
+        _ => store,
+    })
+    .await;
+}
+
+/// A store whose first save of a generation's final progress (every group
+/// at `switch`, the next generation's start) fails after 4 s.
+struct FailingFinalSave {
+    inner: Arc<dyn CheckpointStore>,
+    switch: Millis,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl CheckpointStore for FailingFinalSave {
+    fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        self.inner.load(table)
+    }
+    fn save<'a>(&'a self, table: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let last = checkpoint.generation < self.switch
+            && !checkpoint.groups.is_empty()
+            && checkpoint.groups.iter().all(|g| g.progress >= self.switch);
+        if last && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                Err(CheckpointError::Store("cut off".into()))
+            });
+        }
+        self.inner.save(table, checkpoint)
+    }
+    fn load_generation<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+    ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        self.inner.load_generation(table, generation)
+    }
+    fn fence<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        group: StreamId,
+    ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
+        self.inner.fence(table, generation, group)
+    }
+    fn fence_all<'a>(
+        &'a self,
+        table: &'a str,
+        generation: Millis,
+        groups: &'a [StreamId],
+    ) -> BoxFuture<'a, Vec<Result<Fence, CheckpointError>>> {
+        self.inner.fence_all(table, generation, groups)
+    }
+}
+
+async fn two_readers_across_a_switch(
+    tag: &str,
+    wrap: impl Fn(Arc<dyn CheckpointStore>, Millis, usize) -> Arc<dyn CheckpointStore>,
+) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
     use std::time::SystemTime;
@@ -139,7 +214,7 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
 
     use crate::common::workload::{plan, write};
 
-    let (front, session, ks) = setup("cdc_lease_gen").await;
+    let (front, session, ks) = setup(tag).await;
     let (table, store) = shared_tables(&session, &ks).await;
 
     // Inserts and updates only: a change is known by its value.
@@ -148,7 +223,9 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
     let (first, second) = (changes(21), changes(22));
     let start = SystemTime::now() - Duration::from_secs(1);
     write(&session, &ks, &first, first.len(), Duration::ZERO).await;
-    front.new_generation_at(SystemTime::now() + Duration::from_secs(2)).await.expect("generation");
+    let switch = SystemTime::now() + Duration::from_secs(2);
+    front.new_generation_at(switch).await.expect("generation");
+    let switch = Millis::from_system_time(switch);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     // The second batch's values follow the first's.
     let second: Vec<_> = second.into_iter().map(|(pk, ck, op, v)| (pk, ck, op, v.map(|v| v + 10_000))).collect();
@@ -186,7 +263,7 @@ async fn two_readers_share_a_table_across_a_generation_switch() {
             .generation_poll_interval(Duration::from_millis(200))
             .workers(1)
             .streams_per_query(8)
-            .checkpoints(store.clone(), Duration::from_millis(200))
+            .checkpoints(wrap(store.clone(), switch, index), Duration::from_millis(200))
             .leases(
                 LeaseConfig::new(table.clone()).name(name).timing(Duration::from_secs(3), Duration::from_millis(500)),
             )
