@@ -17,6 +17,15 @@
 //! transaction that is still open, and resume behind them. The tail makes
 //! a read (one per takeover) a watermark query rather than a new consumer.
 //!
+//! Records are keyed by the changes' topic and the log
+//! ([`crate::SinkConfig::record_log`]); an earlier version keyed them by the
+//! log alone. Both are read: each group resumes from its furthest progress
+//! under either name, in the newest generation under either
+//! ([`RecordFold::checkpoint_of`]), so a group that only the earlier
+//! version recorded resumes where it was too. A message of the topic that
+//! is not a checkpoint record (a tombstone, another writer's record) is
+//! skipped with a warning, and the tail goes on.
+//!
 //! A takeover ([`CheckpointStore::fence`], readers with leases) first
 //! initialises the group's own producer, which fences the group's earlier
 //! holder in Kafka ([`crate::producers`]), and only then reads the group's
@@ -30,11 +39,11 @@
 
 use std::sync::Arc;
 
-use shardwise_cdc::checkpoint::record::{parse_record, RecordFold};
+use shardwise_cdc::checkpoint::record::{parse_message, RecordFold};
 use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, Fence};
 use shardwise_cdc::{BoxFuture, Millis, StreamId};
 
-use crate::topic::Tail;
+use crate::topic::{Tail, TopicMessage};
 use crate::{KafkaSink, SinkError};
 
 /// Loads checkpoints from the sink's checkpoint topic and fences takeovers
@@ -51,22 +60,16 @@ impl KafkaCheckpoints {
     }
 
     /// Every checkpoint record of the topic, folded, once every transaction
-    /// written to the topic by now is over (blocking). An empty fold if the
-    /// topic does not exist.
+    /// written to the topic by now is over (blocking); messages that are
+    /// not checkpoint records skipped ([`fold_message`]). An empty fold if
+    /// the topic does not exist.
     pub fn read(&self) -> Result<RecordFold, SinkError> {
         let c = &self.sink.shared.config;
         let mut tail = self.sink.shared.tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if tail.is_none() {
             let topic = c.checkpoint_topic.clone();
-            let fold = move |fold: &mut RecordFold, m: crate::topic::TopicMessage| {
-                let record = parse_record(m.key.as_deref().unwrap_or_default(), m.value.as_deref().unwrap_or_default())
-                    .map_err(|source| SinkError::Record {
-                        topic: topic.clone(),
-                        partition: m.partition,
-                        offset: m.offset,
-                        source,
-                    })?;
-                fold.add(record);
+            let fold = move |fold: &mut RecordFold, m: TopicMessage| {
+                fold_message(fold, &topic, &m);
                 Ok(())
             };
             *tail = Tail::start(&c.brokers(), &c.checkpoint_topic, c.timeout, RecordFold::new(), fold)?.map(Arc::new);
@@ -78,15 +81,22 @@ impl KafkaCheckpoints {
         tail.settled(c.timeout)
     }
 
-    /// The records' name of the reader's `log` (see
-    /// [`crate::SinkConfig::record_log`]), or `log` itself where the topic
-    /// holds only records of an earlier version, which named the log alone.
-    fn named<'a>(&self, fold: &RecordFold, log: &'a str) -> std::borrow::Cow<'a, str> {
-        let scoped = format!("{}/{log}", self.sink.shared.config.topic);
-        if !fold.names(&scoped) && fold.names(log) {
-            return log.into();
-        }
-        scoped.into()
+    /// The checkpoint of the reader's `log` in `fold`: its records under
+    /// this sink's name ([`crate::SinkConfig::record_log`]) and under the
+    /// log alone (an earlier version's), each group at its furthest.
+    fn checkpoint(&self, fold: &RecordFold, log: &str) -> Option<Checkpoint> {
+        fold.checkpoint_of(&[&self.scoped(log), log])
+    }
+
+    /// The progress of `generation`'s groups of `log` in `fold`, under
+    /// either name (see [`KafkaCheckpoints::checkpoint`]).
+    fn generation(&self, fold: &RecordFold, log: &str, generation: Millis) -> Option<Checkpoint> {
+        fold.generation_of(&[&self.scoped(log), log], generation)
+    }
+
+    /// This sink's name of the reader's `log`: `<topic>/<log>`.
+    fn scoped(&self, log: &str) -> String {
+        format!("{}/{log}", self.sink.shared.config.topic)
     }
 
     /// Runs `f` on a blocking thread; its errors as the store's.
@@ -106,7 +116,7 @@ impl CheckpointStore for KafkaCheckpoints {
     fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
         Box::pin(async move {
             let fold = self.blocking(|this| this.read()).await?;
-            Ok(fold.checkpoint(&self.named(&fold, table)))
+            Ok(self.checkpoint(&fold, table))
         })
     }
 
@@ -146,7 +156,7 @@ impl CheckpointStore for KafkaCheckpoints {
     ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
         Box::pin(async move {
             let fold = self.blocking(|this| this.read()).await?;
-            Ok(fold.generation(&self.named(&fold, table), generation))
+            Ok(self.generation(&fold, table, generation))
         })
     }
 
@@ -166,8 +176,59 @@ impl CheckpointStore for KafkaCheckpoints {
                     this.read()
                 })
                 .await?;
-            let saved = fold.generation(&self.named(&fold, table), generation);
+            let saved = self.generation(&fold, table, generation);
             Ok(Fence { epoch: 0, progress: saved.and_then(|cp| cp.progress_of(group)) })
         })
+    }
+}
+
+/// Folds one message of the checkpoint topic `topic` into `fold`. A message
+/// that is not a checkpoint record (a tombstone: no value; another
+/// writer's: a key that is not a record's; a value that is not one) is
+/// skipped with a warning: it says nothing of this sink's progress, and the
+/// tail must go on past it.
+fn fold_message(fold: &mut RecordFold, topic: &str, m: &TopicMessage) {
+    match parse_message(m.key.as_deref(), m.value.as_deref()) {
+        Ok(record) => fold.add(record),
+        Err(error) => tracing::warn!(
+            topic,
+            partition = m.partition,
+            offset = m.offset,
+            %error,
+            "a message of the checkpoint topic that is not a checkpoint record is skipped"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "t/ks.t_scylla_cdc_log";
+
+    fn message(offset: i64, key: Option<&str>, value: Option<&str>) -> TopicMessage {
+        let bytes = |s: Option<&str>| s.map(|s| s.as_bytes().to_vec());
+        TopicMessage { partition: 0, offset, key: bytes(key), value: bytes(value) }
+    }
+
+    /// Tombstones and other writers' messages are skipped, and the
+    /// records around them are folded.
+    #[test]
+    fn messages_that_are_not_records_are_skipped() {
+        let group = StreamId::from_bytes([7; 16]);
+        let key = format!("{LOG}/{group}");
+        let mut fold = RecordFold::new();
+        for m in [
+            message(0, Some(&key), Some("1000 100")),
+            message(1, Some(&key), None),
+            message(2, None, Some("1000 900")),
+            message(3, Some("connect-offsets"), Some("{\"offset\":3}")),
+            message(4, Some(&key), Some("not a value")),
+            message(5, Some(&key), Some("1000 200")),
+        ] {
+            fold_message(&mut fold, "checkpoints", &m);
+        }
+        let cp = fold.checkpoint(LOG).expect("the records");
+        assert_eq!(cp.groups.iter().map(|g| (g.group, g.progress)).collect::<Vec<_>>(), [(group, Millis(200))]);
     }
 }

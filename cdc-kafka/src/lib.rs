@@ -130,18 +130,6 @@ pub enum SinkError {
         /// The last delivery error.
         last: String,
     },
-    /// The checkpoint topic holds a record that is not a checkpoint record.
-    #[error("checkpoint topic {topic}, partition {partition}, offset {offset}: {source}")]
-    Record {
-        /// The topic.
-        topic: String,
-        /// Where the record is.
-        partition: i32,
-        /// Where the record is.
-        offset: i64,
-        /// Why it is not one.
-        source: shardwise_cdc::checkpoint::record::RecordError,
-    },
 }
 
 impl SinkError {

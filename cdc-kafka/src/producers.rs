@@ -18,6 +18,14 @@
 //!
 //! Without transactions ([`Delivery::AtLeastOnce`]) there is one producer
 //! and nothing is fenced.
+//!
+//! A producer writes one window (or record alone) at a time, and a record
+//! alone (the reader's periodic progress, [`crate::KafkaSink::write_progress`])
+//! is written only if it is beyond the furthest record the sink's producers
+//! wrote of its group, which is checked and noted while the producer is
+//! held: a progress record that waited for a window of its group is not
+//! written after that window's further record. So each group's last record,
+//! the one compaction keeps, is its furthest.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +36,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
+use shardwise_cdc::checkpoint::record::record_value;
 use shardwise_cdc::stream::StreamId;
 use shardwise_cdc::time::Millis;
 
@@ -113,11 +122,47 @@ pub(crate) fn producer_config(config: &SinkConfig, transactional_id: Option<&str
 /// consumer's (each failed try aborted).
 pub(crate) const TRANSACTION_ATTEMPTS: u32 = 3;
 
+/// A group's checkpoint record, written with a window (or alone): key
+/// `key` in the checkpoint topic `topic`, the group read up to `at`
+/// (generation, progress).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupRecord<'a> {
+    /// The checkpoint topic.
+    pub(crate) topic: &'a str,
+    /// The record's key ([`shardwise_cdc::checkpoint::record::record_key`]).
+    pub(crate) key: &'a str,
+    /// The group.
+    pub(crate) group: StreamId,
+    /// Its generation and progress.
+    pub(crate) at: (Millis, Millis),
+}
+
+/// The furthest (generation, progress) the sink's producers wrote of each
+/// group. Read and changed by a producer only while it is held for writing
+/// ([`Writer::write`]).
+#[derive(Debug, Default)]
+pub(crate) struct Recorded(Mutex<HashMap<StreamId, (Millis, Millis)>>);
+
+impl Recorded {
+    /// Whether a record of `group` as far as `at` was written.
+    fn covers(&self, group: StreamId, at: (Millis, Millis)) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).get(&group).is_some_and(|&r| r >= at)
+    }
+
+    /// Notes that a record of `group` at `at` was written.
+    fn wrote(&self, group: StreamId, at: (Millis, Millis)) {
+        let mut recorded = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let furthest = recorded.entry(group).or_insert(at);
+        *furthest = (*furthest).max(at);
+    }
+}
+
 /// One producer, and the window it is writing.
 pub(crate) struct Writer {
     producer: ThreadedProducer<Deliveries>,
     transactional_id: Option<String>,
     timeout: Duration,
+    /// Held while a window or a record alone is written.
     writing: Mutex<()>,
 }
 
@@ -140,9 +185,30 @@ impl Writer {
         Ok(Writer { producer, transactional_id, timeout: config.timeout, writing: Mutex::new(()) })
     }
 
+    /// Writes `messages` to `topic` and `record` (see [`Writer::deliver`]),
+    /// noting it in `recorded`. A record alone (no messages) that is not
+    /// beyond what `recorded` holds of its group is not written: checked
+    /// while this producer is held, so it never follows a further record of
+    /// the group that this producer wrote meanwhile. Blocking.
+    pub(crate) fn write(
+        &self,
+        messages: (&str, &[(String, String)]),
+        record: &GroupRecord<'_>,
+        recorded: &Recorded,
+    ) -> Result<(), SinkError> {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        if messages.1.is_empty() && recorded.covers(record.group, record.at) {
+            return Ok(());
+        }
+        let value = record_value(record.at.0, record.at.1);
+        self.deliver(messages, (record.topic, record.key, &value))?;
+        recorded.wrote(record.group, record.at);
+        Ok(())
+    }
+
     /// Writes `messages` to `topic` and the checkpoint record to
     /// `checkpoints`: one transaction, or acknowledged messages without
-    /// transactions. Blocking.
+    /// transactions. Blocking; the caller holds `writing`.
     ///
     /// A transaction that fails without this producer being fenced (its
     /// messages timed out while the process or the broker was paused, a
@@ -150,12 +216,11 @@ impl Writer {
     /// [`TRANSACTION_ATTEMPTS`] times: nothing of an aborted transaction is
     /// read by `read_committed` consumers, so writing it again repeats
     /// nothing. A producer that was fenced meanwhile finds out then.
-    pub(crate) fn write(
+    fn deliver(
         &self,
         (topic, messages): (&str, &[(String, String)]),
         (checkpoints, key, value): (&str, &str, &str),
     ) -> Result<(), SinkError> {
-        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
         if self.transactional_id.is_none() {
             for (k, v) in messages {
                 self.send(topic, k, v)?;
@@ -266,6 +331,8 @@ pub(crate) struct Producers {
     /// With [`Fencing::PerGroup`]: the producer of each group taken, and
     /// the generation of the group.
     groups: Mutex<HashMap<StreamId, (Millis, Arc<Writer>)>>,
+    /// The furthest record written of each group, by any of the producers.
+    recorded: Recorded,
 }
 
 impl Producers {
@@ -279,7 +346,12 @@ impl Producers {
             }
             (Delivery::AtLeastOnce, _) => Some(Mutex::new(Arc::new(Writer::new(config, None)?))),
         };
-        Ok(Producers { config: config.clone(), process, groups: Mutex::new(HashMap::new()) })
+        Ok(Producers {
+            config: config.clone(),
+            process,
+            groups: Mutex::new(HashMap::new()),
+            recorded: Recorded::default(),
+        })
     }
 
     fn groups(&self) -> MutexGuard<'_, HashMap<StreamId, (Millis, Arc<Writer>)>> {
@@ -319,28 +391,29 @@ impl Producers {
         self.groups().get(&group).map(|(_, w)| w.clone()).ok_or(SinkError::NotHeld(group))
     }
 
-    /// Writes `group`'s window (see [`Writer::write`]) with its producer.
+    /// Writes a window of `record`'s group and its record (see
+    /// [`Writer::write`]) with the group's producer.
     ///
     /// A group's producer that was fenced or can no longer write is
-    /// forgotten: its reader leaves the group, and takes it again (through
+    /// forgotten (that producer: not one a later take of the group made
+    /// meanwhile): its reader leaves the group, and takes it again (through
     /// a new producer) only with a lease. The process's producer that can no
     /// longer write is replaced by a new one of the same id, which aborts
     /// what the old one left open, and the window is written with it.
     /// Blocking.
     pub(crate) fn write(
         &self,
-        group: StreamId,
         messages: (&str, &[(String, String)]),
-        record: (&str, &str, &str),
+        record: &GroupRecord<'_>,
     ) -> Result<(), SinkError> {
-        let writer = self.writer(group)?;
-        match (writer.write(messages, record), &self.process) {
+        let writer = self.writer(record.group)?;
+        match (writer.write(messages, record, &self.recorded), &self.process) {
             (Err(SinkError::Unusable { .. }), Some(process)) => {
                 tracing::warn!("the Kafka producer can no longer write; it is replaced");
-                self.replace(process, &writer)?.write(messages, record)
+                self.replace(process, &writer)?.write(messages, record, &self.recorded)
             }
             (Err(e @ (SinkError::Fenced { .. } | SinkError::Unusable { .. })), _) => {
-                self.forget(group);
+                self.forget(record.group, &writer);
                 Err(e)
             }
             (written, _) => written,
@@ -357,9 +430,19 @@ impl Producers {
         Ok(current.clone())
     }
 
-    /// Forgets the producer of `group` (fenced: a later take makes another).
-    fn forget(&self, group: StreamId) {
-        let dropped = self.groups().remove(&group);
+    /// Forgets `writer`, the producer of `group` that was fenced or can no
+    /// longer write (a later take makes another). Only that producer: one
+    /// that a take of the group made since `writer` was fetched (which
+    /// fenced `writer`) stays, with the group. Compared by identity, which
+    /// holds while the caller holds `writer`.
+    fn forget(&self, group: StreamId, writer: &Arc<Writer>) {
+        let dropped = {
+            let mut groups = self.groups();
+            match groups.get(&group) {
+                Some((_, held)) if Arc::ptr_eq(held, writer) => groups.remove(&group),
+                _ => None,
+            }
+        };
         drop(dropped);
     }
 }
@@ -385,6 +468,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A refusal of the group's older producer forgets that producer only:
+    /// a newer one, made by a take of the group while the older one was
+    /// writing, stays (and so does the group). Producers without
+    /// transactions do not connect when made.
+    #[test]
+    fn forget_drops_only_the_producer_that_was_refused() {
+        let config = SinkConfig::new("127.0.0.1:1", "n", "ks", "t");
+        let producers = Producers {
+            config: config.clone(),
+            process: None,
+            groups: Mutex::new(HashMap::new()),
+            recorded: Recorded::default(),
+        };
+        let group = StreamId::from_bytes([7; 16]);
+        let older = Arc::new(Writer::new(&config, None).expect("a producer"));
+        let newer = Arc::new(Writer::new(&config, None).expect("a producer"));
+        producers.groups().insert(group, (Millis(1), older.clone()));
+        // Taken again while `older` was writing its window.
+        producers.groups().insert(group, (Millis(1), newer.clone()));
+        producers.forget(group, &older);
+        let held = producers.writer(group).expect("the group is still held");
+        assert!(Arc::ptr_eq(&held, &newer), "the newer producer stays");
+        producers.forget(group, &newer);
+        assert!(matches!(producers.writer(group), Err(SinkError::NotHeld(g)) if g == group));
     }
 
     #[test]

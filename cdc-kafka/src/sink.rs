@@ -25,13 +25,12 @@
 //! ([`KeyMode::PartitionKey`]) so that a partition delete lands in the
 //! Kafka partition of its partition's rows.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardwise_cdc::checkpoint::log_name;
-use shardwise_cdc::checkpoint::record::{record_key, record_value, RecordFold};
+use shardwise_cdc::checkpoint::record::{record_key, RecordFold};
 use shardwise_cdc::debezium::{Envelopes, JsonSchemas, KeyColumns, Source, TableTypes};
 use shardwise_cdc::{
     ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, Millis, ReadWindow,
@@ -39,7 +38,7 @@ use shardwise_cdc::{
 };
 
 use crate::checkpoints::KafkaCheckpoints;
-use crate::producers::{Fencing, Producers};
+use crate::producers::{Fencing, GroupRecord, Producers};
 use crate::topic::Tail;
 use crate::Brokers;
 use crate::SinkError;
@@ -177,17 +176,9 @@ pub(crate) struct Shared {
     /// The log as the records name it ([`SinkConfig::record_log`]).
     log: String,
     pub(crate) producers: Producers,
-    /// The furthest (generation, progress) recorded of each group.
-    recorded: Mutex<HashMap<StreamId, (Millis, Millis)>>,
     messages: AtomicU64,
     windows: AtomicU64,
     no_event: AtomicU64,
-}
-
-impl Shared {
-    fn recorded(&self) -> std::sync::MutexGuard<'_, HashMap<StreamId, (Millis, Millis)>> {
-        self.recorded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 /// The Kafka sink; cheap to clone.
@@ -224,7 +215,6 @@ impl KafkaSink {
                 tail: Mutex::new(None),
                 log,
                 producers,
-                recorded: Mutex::new(HashMap::new()),
                 messages: AtomicU64::new(0),
                 windows: AtomicU64::new(0),
                 no_event: AtomicU64::new(0),
@@ -278,14 +268,14 @@ impl KafkaSink {
 
     /// Records that `group` of `generation` was read up to `progress` by
     /// windows without changes (which write nothing): one transaction with
-    /// the record alone, unless the group's last record is as far. Other
-    /// readers sharing the table wait for such records at a generation's
-    /// end. Blocking; errors as [`KafkaSink::write_window`]'s.
+    /// the record alone, unless the sink already wrote a record of the
+    /// group as far. That is checked while the group's producer is held: a
+    /// progress taken before a window of the group ended, and written once
+    /// the window's further record was, writes nothing, so the group's last
+    /// record (the one compaction keeps) never goes back. Other readers
+    /// sharing the table wait for such records at a generation's end.
+    /// Blocking; errors as [`KafkaSink::write_window`]'s.
     pub fn write_progress(&self, generation: Millis, group: StreamId, progress: Millis) -> Result<(), SinkError> {
-        let recorded = self.shared.recorded().get(&group).copied();
-        if recorded.is_some_and(|r| r >= (generation, progress)) {
-            return Ok(());
-        }
         self.write(&[], generation, group, progress)
     }
 
@@ -298,14 +288,8 @@ impl KafkaSink {
     ) -> Result<(), SinkError> {
         let s = &*self.shared;
         let key = record_key(&s.log, group);
-        let value = record_value(generation, progress);
-        let written = s.producers.write(group, (&s.config.topic, messages), (&s.config.checkpoint_topic, &key, &value));
-        if written.is_ok() {
-            let mut recorded = s.recorded();
-            let at = recorded.entry(group).or_insert((generation, progress));
-            *at = (*at).max((generation, progress));
-        }
-        written
+        let record = GroupRecord { topic: &s.config.checkpoint_topic, key: &key, group, at: (generation, progress) };
+        s.producers.write((&s.config.topic, messages), &record)
     }
 }
 

@@ -319,8 +319,9 @@ async fn checkpoints_are_read_to_the_high_watermark_and_takeovers_are_fenced_in_
     let theirs = elsewhere.load(LOG).await.expect("loaded").expect("the other sink's record");
     assert_eq!(theirs.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(5)], "kept apart");
 
-    // Records of an earlier version, keyed by the log alone, are still read
-    // where the topic holds nothing else for the table.
+    // Records of an earlier version, keyed by the log alone, are read (here
+    // the topic holds nothing else for the table; beside the sink's own
+    // records: `an_upgraded_sink_resumes_every_group_from_old_and_new_records`).
     let legacy = sink(&brokers, "legacy", "legacy-checkpoints", Fencing::Process);
     legacy.create_topics(1).await.expect("topics");
     let b = brokers.clone();
@@ -405,6 +406,165 @@ async fn a_transaction_that_fails_while_kafka_is_paused_is_aborted_and_written_a
     assert_eq!(values, ["first", "second"], "each window once");
     let cp = sink.checkpoints().load(LOG).await.expect("loaded").expect("a record");
     assert_eq!(cp.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(200)]);
+    kafka.stop();
+}
+
+/// Writes `records` (key, value; no value: a tombstone) to `topic` without a
+/// transaction, as another writer, or an earlier version of the sink, would.
+fn produce(brokers: &str, topic: &str, records: &[(String, Option<&str>)]) {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", brokers).create().expect("producer");
+    for (key, value) in records {
+        let mut record = BaseRecord::<str, str>::to(topic).key(key.as_str());
+        if let Some(value) = value {
+            record = record.payload(value);
+        }
+        producer.send(record).map_err(|(e, _)| e).expect("send");
+    }
+    producer.flush(Duration::from_secs(20)).expect("on the broker");
+}
+
+/// Each group's (group, progress) in `groups`.
+fn progress_of(groups: &[shardwise_cdc::checkpoint::GroupProgress]) -> Vec<(StreamId, Millis)> {
+    groups.iter().map(|g| (g.group, g.progress)).collect()
+}
+
+/// An upgraded sink's checkpoint topic holds the earlier version's records
+/// (keyed by the log alone) beside its own (keyed by its topic and the
+/// log). Once one group has a record of its own, a group with only an old
+/// record still resumes from it (it does not start again at `--start`,
+/// skipping changes): each group's progress is the furthest under either
+/// name, and the newest generation under either is the one resumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_sink_resumes_every_group_from_old_and_new_records() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let brokers = kafka.addr().to_string();
+    let upgraded = sink(&brokers, "upgraded", "upgraded-checkpoints", Fencing::Process);
+    upgraded.create_topics(1).await.expect("topics");
+    let [one, two, three, four] = [1, 2, 3, 4].map(|b| StreamId::from_bytes([b; 16]));
+    let old = |records: Vec<(String, Option<&'static str>)>| {
+        let b = brokers.clone();
+        tokio::task::spawn_blocking(move || produce(&b, "upgraded-checkpoints", &records))
+    };
+    old(vec![
+        (format!("{LOG}/{one}"), Some("1000 42")),
+        (format!("{LOG}/{two}"), Some("1000 70")),
+        (format!("{LOG}/{three}"), Some("500 9")),
+    ])
+    .await
+    .expect("join");
+    // The upgraded sink resumed group one and wrote a window of it.
+    let (s, w) = (upgraded.clone(), window(one, 42, 60));
+    tokio::task::spawn_blocking(move || s.write_window(&[(r#"{"pk":1}"#.into(), "v".into())], &w))
+        .await
+        .expect("join")
+        .expect("written");
+
+    let store = upgraded.checkpoints();
+    let cp = store.load(LOG).await.expect("loaded").expect("a checkpoint");
+    let both = vec![(one, Millis(60)), (two, Millis(70))];
+    assert_eq!((cp.generation, progress_of(&cp.groups)), (Millis(1000), both.clone()), "both groups resume");
+    let cp = store.load_generation(LOG, Millis(1000)).await.expect("loaded").expect("generation 1000");
+    assert_eq!(progress_of(&cp.groups), both);
+    let fence = store.fence(LOG, Millis(1000), two).await.expect("fenced");
+    assert_eq!(fence.progress, Some(Millis(70)), "a takeover reads the old record too");
+
+    // The newest generation under either name is the one resumed.
+    old(vec![(format!("{LOG}/{four}"), Some("2000 5"))]).await.expect("join");
+    let cp = store.load(LOG).await.expect("loaded").expect("a checkpoint");
+    assert_eq!((cp.generation, progress_of(&cp.groups)), (Millis(2000), vec![(four, Millis(5))]));
+    kafka.stop();
+}
+
+/// Records of the checkpoint topic that are not checkpoint records (a
+/// tombstone, whose value is null; another writer's record, whose key is
+/// not a checkpoint key; a checkpoint key with a value that is not one)
+/// are skipped: the tail that follows the topic goes on, and loads and
+/// takeovers read the records written after them, whether the tail was
+/// following the topic when they came or started after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_of_the_checkpoint_topic_that_are_not_checkpoints_are_skipped() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let brokers = kafka.addr().to_string();
+    let skipping = sink(&brokers, "skipping", "skipping-checkpoints", Fencing::Process);
+    skipping.create_topics(1).await.expect("topics");
+    let group = StreamId::from_bytes([7; 16]);
+    let message = |v: &str| vec![(r#"{"pk":1}"#.to_owned(), v.to_owned())];
+    let (s, w) = (skipping.clone(), window(group, 0, 100));
+    tokio::task::spawn_blocking(move || s.write_window(&message("a"), &w)).await.expect("join").expect("written");
+    let store = skipping.checkpoints();
+    let cp = store.load(LOG).await.expect("loaded").expect("a record");
+    assert_eq!(progress_of(&cp.groups), [(group, Millis(100))], "the tail follows the topic");
+
+    let b = brokers.clone();
+    let key = format!("skipping/{LOG}/{group}");
+    let foreign = vec![(key.clone(), None), ("not a checkpoint key".into(), Some("hello")), (key, Some("no value"))];
+    tokio::task::spawn_blocking(move || produce(&b, "skipping-checkpoints", &foreign)).await.expect("join");
+    let (s, w) = (skipping.clone(), window(group, 100, 200));
+    tokio::task::spawn_blocking(move || s.write_window(&message("b"), &w)).await.expect("join").expect("written");
+
+    let cp = store.load(LOG).await.expect("the tail went on").expect("a record");
+    assert_eq!(progress_of(&cp.groups), [(group, Millis(200))], "the records after them are read");
+    let fence = store.fence(LOG, Millis(1000), group).await.expect("fenced");
+    assert_eq!(fence.progress, Some(Millis(200)));
+    // A sink started afterwards: its tail meets them from the beginning.
+    let later = sink(&brokers, "skipping", "skipping-checkpoints", Fencing::Process).checkpoints();
+    let cp = later.load(LOG).await.expect("loaded past them").expect("a record");
+    assert_eq!(progress_of(&cp.groups), [(group, Millis(200))]);
+    kafka.stop();
+}
+
+/// A periodic progress record (`KafkaCheckpoints::save`) taken before a
+/// window of its group ended, and written once that window's transaction
+/// (with its further record) committed, is not written: the group's last
+/// record, the one compaction keeps, is never behind one written before.
+/// Kafka is paused (for less than a Kafka call may take, so that the
+/// window's transaction is not aborted and written again, but waits) while
+/// the window is written, so that the progress record waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_record_never_lands_behind_a_further_window_of_its_group() {
+    let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
+    let brokers = kafka.addr().to_string();
+    let sink = sink(&brokers, "ordered", "ordered-checkpoints", Fencing::Process);
+    sink.create_topics(1).await.expect("topics");
+    let group = StreamId::from_bytes([3; 16]);
+    let message = |v: &str| vec![(r#"{"pk":1}"#.to_owned(), v.to_owned())];
+    let (s, w) = (sink.clone(), window(group, 0, 100));
+    tokio::task::spawn_blocking(move || s.write_window(&message("first"), &w)).await.expect("join").expect("written");
+
+    kafka.pause();
+    let (s, w) = (sink.clone(), window(group, 100, 200));
+    let writing = tokio::task::spawn_blocking(move || s.write_window(&message("second"), &w));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Taken while the window was being written: the group was at 150.
+    let s = sink.clone();
+    let saving = tokio::task::spawn_blocking(move || s.write_progress(Millis(1000), group, Millis(150)));
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    kafka.resume();
+    writing.await.expect("join").expect("the window is written once Kafka is back");
+    saving.await.expect("join").expect("the progress is not refused");
+
+    let records = || {
+        let b = brokers.clone();
+        tokio::task::spawn_blocking(move || {
+            let records = committed(&b, "ordered-checkpoints").into_iter();
+            records.map(|m| String::from_utf8(m.value.expect("value")).expect("utf-8")).collect::<Vec<_>>()
+        })
+    };
+    let values = records().await.expect("join");
+    assert_eq!(values, ["1000 100", "1000 200"], "no record behind the window's after it");
+    // Afterwards too: a progress behind what was written writes nothing,
+    // one beyond it a record.
+    let s = sink.clone();
+    tokio::task::spawn_blocking(move || {
+        s.write_progress(Millis(1000), group, Millis(150))?;
+        s.write_progress(Millis(1000), group, Millis(250))
+    })
+    .await
+    .expect("join")
+    .expect("written");
+    assert_eq!(records().await.expect("join"), ["1000 100", "1000 200", "1000 250"]);
     kafka.stop();
 }
 

@@ -10,6 +10,14 @@
 //! is written with the window it covers, in one transaction, so a store
 //! read with `read_committed` holds exactly the progress of what was
 //! delivered.
+//!
+//! A writer that renamed the log in its keys (the Kafka sink added its
+//! topic, `<topic>/<log>`) looks the checkpoint up under every name it gave
+//! the log ([`RecordFold::checkpoint_of`]): each group's furthest progress
+//! under any of them, so that a group recorded only under an older name
+//! resumes from there too. A message of the store that is not a record (a
+//! tombstone, another writer's) is a [`RecordError`] of
+//! [`parse_message`], for the store to skip.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -27,6 +35,10 @@ pub enum RecordError {
     /// The value is not `<generation ms> <progress ms>`.
     #[error("bad checkpoint record value {0:?}")]
     Value(String),
+    /// A message with this key and no value: a tombstone, which deletes
+    /// the key's earlier records in a compacted topic.
+    #[error("a tombstone (no value) with the key {0:?}")]
+    Tombstone(String),
 }
 
 /// The key of `group`'s record in `log`.
@@ -72,6 +84,14 @@ pub fn parse_record(key: &[u8], value: &[u8]) -> Result<Record, RecordError> {
     })
 }
 
+/// Parses a message of the store, whose key or value may be missing: no
+/// key is a [`RecordError::Key`], no value a [`RecordError::Tombstone`].
+pub fn parse_message(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Record, RecordError> {
+    let key = key.ok_or_else(|| RecordError::Key(String::new()))?;
+    let value = value.ok_or_else(|| RecordError::Tombstone(String::from_utf8_lossy(key).into_owned()))?;
+    parse_record(key, value)
+}
+
 /// The records read back, folded: per log and generation, each group's
 /// furthest progress (a group only moves forward, so the order in which
 /// records are read does not matter).
@@ -98,8 +118,17 @@ impl RecordFold {
     /// `log`. Groups of the generation without a record start from its
     /// beginning.
     pub fn checkpoint(&self, log: &str) -> Option<Checkpoint> {
-        let (generation, groups) = self.logs.get(log)?.last_key_value()?;
-        Some(Self::of(*generation, groups))
+        self.checkpoint_of(&[log])
+    }
+
+    /// The checkpoint of one log that records name in several ways
+    /// (`names`, the names versions of the writer gave it): the newest
+    /// generation under any name, and the progress of that generation's
+    /// groups, each the furthest under any name (sorted by group); `None`
+    /// if no record has any of the names.
+    pub fn checkpoint_of(&self, names: &[&str]) -> Option<Checkpoint> {
+        let newest = names.iter().filter_map(|name| self.logs.get(*name)?.last_key_value().map(|(g, _)| *g)).max()?;
+        self.generation_of(names, newest)
     }
 
     /// Whether any record names `log`.
@@ -110,7 +139,23 @@ impl RecordFold {
     /// The progress recorded for the groups of `generation` of `log`;
     /// `None` if no record names them.
     pub fn generation(&self, log: &str, generation: Millis) -> Option<Checkpoint> {
-        Some(Self::of(generation, self.logs.get(log)?.get(&generation)?))
+        self.generation_of(&[log], generation)
+    }
+
+    /// The progress recorded for the groups of `generation` of the log
+    /// that records name in the ways `names` holds, each group's the
+    /// furthest under any name; `None` if no record under any of the names
+    /// has that generation.
+    pub fn generation_of(&self, names: &[&str], generation: Millis) -> Option<Checkpoint> {
+        let mut merged: Option<HashMap<StreamId, Millis>> = None;
+        for groups in names.iter().filter_map(|name| self.logs.get(*name)?.get(&generation)) {
+            let merged = merged.get_or_insert_with(HashMap::new);
+            for (&group, &progress) in groups {
+                let furthest = merged.entry(group).or_insert(progress);
+                *furthest = (*furthest).max(progress);
+            }
+        }
+        merged.map(|groups| Self::of(generation, &groups))
     }
 
     fn of(generation: Millis, groups: &HashMap<StreamId, Millis>) -> Checkpoint {
@@ -179,6 +224,63 @@ mod tests {
         let older = fold.generation(LOG, Millis(1)).unwrap();
         assert_eq!(older.groups.iter().map(|g| g.progress).collect::<Vec<_>>(), [Millis(50), Millis(40)]);
         assert_eq!(fold.generation(LOG, Millis(3)), None);
+    }
+
+    /// A log recorded under two names (an earlier version's and the
+    /// current one's): each group at its furthest progress under either,
+    /// groups recorded under one name only included, in the newest
+    /// generation under either.
+    #[test]
+    fn a_log_under_two_names_folds_into_one_checkpoint() {
+        const NEW: &str = "shop.ks.t/ks.t_scylla_cdc_log";
+        let mut fold = RecordFold::new();
+        let named =
+            |log: &str, generation, group, progress| Record { log: log.into(), ..record(generation, group, progress) };
+        for r in [
+            named(LOG, 1, 1, 40),
+            named(LOG, 1, 2, 70),
+            named(LOG, 1, 3, 90),
+            named(NEW, 1, 1, 60),
+            named(NEW, 1, 3, 80),
+            named(NEW, 1, 4, 10),
+        ] {
+            fold.add(r);
+        }
+        let progress =
+            |cp: Checkpoint| cp.groups.iter().map(|g| (g.group.as_bytes()[0], g.progress.0)).collect::<Vec<_>>();
+        let merged = [(1, 60), (2, 70), (3, 90), (4, 10)];
+        assert_eq!(fold.checkpoint_of(&[NEW, LOG]).map(progress), Some(merged.to_vec()));
+        assert_eq!(fold.checkpoint_of(&[LOG, NEW]).map(progress), Some(merged.to_vec()), "in any order");
+        assert_eq!(fold.generation_of(&[NEW, LOG], Millis(1)).map(progress), Some(merged.to_vec()));
+        assert_eq!(fold.checkpoint_of(&[NEW]).map(progress), Some(vec![(1, 60), (3, 80), (4, 10)]));
+        assert_eq!(fold.generation_of(&[NEW, LOG], Millis(2)), None);
+        assert_eq!(fold.checkpoint_of(&["ks.u_scylla_cdc_log"]), None);
+        assert_eq!(fold.checkpoint_of(&[]), None);
+
+        // The newest generation under either name, whichever it is under.
+        fold.add(named(LOG, 2, 5, 5));
+        let cp = fold.checkpoint_of(&[NEW, LOG]).unwrap();
+        assert_eq!((cp.generation, progress(cp)), (Millis(2), vec![(5, 5)]));
+        fold.add(named(NEW, 3, 6, 7));
+        let cp = fold.checkpoint_of(&[NEW, LOG]).unwrap();
+        assert_eq!((cp.generation, progress(cp)), (Millis(3), vec![(6, 7)]));
+        assert_eq!(fold.generation_of(&[NEW, LOG], Millis(2)).map(progress), Some(vec![(5, 5)]));
+    }
+
+    /// What a store holds that is not a record: no key, no value (a
+    /// tombstone), a key that is not a record's; each a typed error.
+    #[test]
+    fn messages_that_are_not_records_are_typed_errors() {
+        let key = record_key(LOG, StreamId::from_bytes([7; 16]));
+        assert_eq!(parse_message(None, Some(b"1 2")), Err(RecordError::Key(String::new())));
+        assert_eq!(parse_message(Some(key.as_bytes()), None), Err(RecordError::Tombstone(key.clone())));
+        assert_eq!(
+            parse_message(Some(b"offsets-of-another"), None),
+            Err(RecordError::Tombstone("offsets-of-another".into()))
+        );
+        assert!(matches!(parse_message(Some(b"not a key"), Some(b"1 2")), Err(RecordError::Key(_))));
+        assert!(matches!(parse_message(Some(key.as_bytes()), Some(b"{}")), Err(RecordError::Value(_))));
+        assert_eq!(parse_message(Some(key.as_bytes()), Some(b"1 2")), parse_record(key.as_bytes(), b"1 2"));
     }
 
     /// A log named with a prefix (`<topic>/<log>`, as the Kafka sink names
