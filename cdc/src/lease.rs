@@ -49,7 +49,7 @@
 //! only with LWTs, the member partition only with plain writes, so the two
 //! kinds of writes never mix in one partition.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use shardwise::protocol::consistency::Consistency;
@@ -186,6 +186,9 @@ pub struct LeaseTable {
 }
 
 const LEASE: &str = "lease";
+/// The item of the lease partition's row that records the streams'
+/// grouping (not a stream id: [`LeaseTable::leases`] passes it over).
+const GROUPING: &str = "grouping";
 const MEMBER: &str = "member";
 
 impl LeaseTable {
@@ -351,19 +354,33 @@ impl LeaseTable {
         values: impl Fn(String) -> V,
         keeps: impl Fn(Option<&str>) -> bool,
     ) -> Result<Vec<StreamId>, LeaseError> {
-        let mut applied = Vec::with_capacity(groups.len());
-        for chunk in groups.chunks(BATCH_ROWS) {
+        let items: Vec<String> = groups.iter().map(StreamId::to_string).collect();
+        let applied = self.conditional_items(statement, &items, values, |_, owner| keeps(owner)).await?;
+        Ok(groups.iter().zip(&items).filter(|(_, i)| applied.contains(*i)).map(|(g, _)| *g).collect())
+    }
+
+    /// [`LeaseTable::conditional`] on the rows named by `items`; `keeps`
+    /// sees the item and its current owner. The items applied.
+    async fn conditional_items<V: shardwise::protocol::types::ser::SerializeValues>(
+        &self,
+        statement: &Statement,
+        items: &[String],
+        values: impl Fn(String) -> V,
+        keeps: impl Fn(&str, Option<&str>) -> bool,
+    ) -> Result<HashSet<String>, LeaseError> {
+        let mut applied = HashSet::with_capacity(items.len());
+        for chunk in items.chunks(BATCH_ROWS) {
             let mut left = chunk.to_vec();
             while !left.is_empty() {
                 let batch = Batch::logged(vec![statement.clone(); left.len()]).with_consistency(Consistency::Quorum);
-                let result = self.session.execute(&batch, left.iter().map(|g| values(g.to_string())).collect()).await?;
+                let result = self.session.execute(&batch, left.iter().map(|i| values(i.clone())).collect()).await?;
                 if Self::applied(&result)? {
-                    applied.append(&mut left);
+                    applied.extend(left);
                     break;
                 }
                 let owners = batch_owners(&result)?;
                 let before = left.len();
-                left.retain(|g| keeps(owners.get(g).and_then(|o| o.as_deref())));
+                left.retain(|i| keeps(i, owners.get(i).and_then(|o| o.as_deref())));
                 if left.len() == before {
                     // Refused, yet every condition holds by the answer:
                     // sending it again would be refused again.
@@ -372,6 +389,54 @@ impl LeaseTable {
             }
         }
         Ok(applied)
+    }
+
+    /// Records `grouping` as how the readers of `log` group its streams,
+    /// for `ttl` seconds, unless one is recorded already: the grouping
+    /// recorded (`grouping` itself if none was). Readers that group a log
+    /// otherwise would read one grouping's progress as another's: see
+    /// [`crate::CdcError::Grouping`].
+    pub async fn record_grouping(&self, log: &str, grouping: &str, ttl: i32) -> Result<String, LeaseError> {
+        let insert = self.statement(format!(
+            "INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
+            self.name
+        ));
+        let result = self.session.execute(&insert, (log, LEASE, GROUPING, grouping, ttl)).await?;
+        if Self::applied(&result)? {
+            return Ok(grouping.to_owned());
+        }
+        let owners = batch_owners(&result)?;
+        match owners.get(GROUPING).cloned().flatten() {
+            Some(recorded) => Ok(recorded),
+            // Refused, and gone since: taken again.
+            None => Box::pin(self.record_grouping(log, grouping, ttl)).await,
+        }
+    }
+
+    /// [`LeaseTable::renew_all`] in the batch that also keeps `grouping`
+    /// recorded for another `ttl`: the groups renewed, and whether the
+    /// grouping still is the one recorded (`false`: it expired, or another
+    /// is recorded; see [`LeaseTable::record_grouping`]).
+    pub async fn renew_with_grouping(
+        &self,
+        log: &str,
+        groups: &[StreamId],
+        member: &str,
+        grouping: &str,
+        ttl: i32,
+    ) -> Result<(Vec<StreamId>, bool), LeaseError> {
+        let update = Statement::new(format!(
+            "UPDATE {} USING TTL ? SET owner = ? WHERE log = ? AND kind = ? AND item = ? IF owner = ?",
+            self.name
+        ));
+        let owner = |item: &str| if item == GROUPING { grouping.to_owned() } else { member.to_owned() };
+        let values = |item: String| (ttl, owner(&item), log.to_owned(), LEASE, item.clone(), owner(&item));
+        let items: Vec<String> =
+            std::iter::once(GROUPING.to_owned()).chain(groups.iter().map(StreamId::to_string)).collect();
+        let applied =
+            self.conditional_items(&update, &items, values, |item, current| current == Some(&owner(item))).await?;
+        let renewed = groups.iter().filter(|g| applied.contains(&g.to_string())).copied().collect();
+        Ok((renewed, applied.contains(GROUPING)))
     }
 }
 
@@ -383,7 +448,7 @@ pub const BATCH_ROWS: usize = 256;
 /// answers the rows that exist, in clustering order; ScyllaDB one row per
 /// statement, `null` where the row does not exist. Either way a group's
 /// row is found by its `item`.
-fn batch_owners(result: &shardwise::QueryResult) -> Result<HashMap<StreamId, Option<String>>, LeaseError> {
+fn batch_owners(result: &shardwise::QueryResult) -> Result<HashMap<String, Option<String>>, LeaseError> {
     use shardwise::protocol::types::CqlValue;
     let specs = result.column_specs().ok_or(LeaseError::NotConditional)?;
     let column = |name: &str| specs.iter().position(|s| s.name == name);
@@ -397,8 +462,8 @@ fn batch_owners(result: &shardwise::QueryResult) -> Result<HashMap<StreamId, Opt
     let mut owners = HashMap::new();
     for row in result.rows::<shardwise::protocol::types::de::Row>()? {
         let row = row.map_err(RowsAccessError::from)?;
-        let Some(group) = text(row.columns.get(item)).and_then(|i| i.parse::<StreamId>().ok()) else { continue };
-        owners.insert(group, owner.and_then(|o| text(row.columns.get(o))));
+        let Some(item) = text(row.columns.get(item)) else { continue };
+        owners.insert(item, owner.and_then(|o| text(row.columns.get(o))));
     }
     Ok(owners)
 }

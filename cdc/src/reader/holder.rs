@@ -59,13 +59,24 @@ pub(super) struct Holder {
     free_since: HashMap<StreamId, Instant>,
     /// The state of the jitter's generator.
     jitter: u64,
+    /// How this reader groups the log's streams, kept recorded beside the
+    /// leases ([`crate::LeaseTable::record_grouping`]).
+    grouping: String,
+    /// Set when another grouping was recorded meanwhile: the reader stops.
+    refused: Option<CdcError>,
 }
 
 /// The most heartbeats a failed fence waits before it is tried again.
 const MAX_FENCE_BACKOFF: u32 = 8;
 
 impl Holder {
-    pub(super) fn new(shared: Arc<Shared>, store: Arc<dyn CheckpointStore>, config: LeaseConfig, ttl: i32) -> Self {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        store: Arc<dyn CheckpointStore>,
+        config: LeaseConfig,
+        ttl: i32,
+        grouping: String,
+    ) -> Self {
         // Readers started together must not heartbeat in step: the seed
         // differs with the name and the start.
         let mut seed =
@@ -73,7 +84,17 @@ impl Holder {
         for b in config.name.bytes() {
             seed = (seed ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
-        Holder { shared, store, config, ttl, backoff: HashMap::new(), free_since: HashMap::new(), jitter: seed | 1 }
+        Holder {
+            shared,
+            store,
+            config,
+            ttl,
+            backoff: HashMap::new(),
+            free_since: HashMap::new(),
+            jitter: seed | 1,
+            grouping,
+            refused: None,
+        }
     }
 
     /// A number in `[0, 1)` (xorshift; jitter needs no better).
@@ -96,6 +117,10 @@ impl Holder {
                 tracing::warn!(error = %e, "a lease heartbeat failed; retrying");
             }
             self.expire();
+            if self.refused.is_some() {
+                self.shared.stop();
+                break;
+            }
             tokio::select! {
                 _ = tokio::time::sleep_until(next.into()) => {}
                 _ = self.shared.leave.notified() => {}
@@ -105,7 +130,7 @@ impl Holder {
             // Nothing is lost: the leases expire after their TTL instead.
             tracing::warn!(error = %e, "giving the CDC leases up failed; they expire instead");
         }
-        Ok(())
+        self.refused.take().map_or(Ok(()), Err)
     }
 
     /// `query` within the bound of a lease query: an answer later than that
@@ -133,21 +158,38 @@ impl Holder {
     /// renewed, with when the batch was sent. A group read here is held
     /// for another period, or left when the table says it is no longer
     /// this reader's; when the batch fails, deadlines stand.
-    async fn renew(&mut self, groups: &[GroupState]) -> Vec<(GroupState, Instant)> {
-        if groups.is_empty() {
+    ///
+    /// With `grouping`, the batch also keeps the reader's grouping recorded;
+    /// a grouping that expired is recorded again, and another one recorded
+    /// meanwhile stops the reader ([`CdcError::Grouping`]).
+    async fn renew(&mut self, groups: &[GroupState], grouping: bool) -> Vec<(GroupState, Instant)> {
+        if groups.is_empty() && !grouping {
             return Vec::new();
         }
         let keys: Vec<StreamId> = groups.iter().map(|g| g.key).collect();
         let sent = Instant::now();
-        let renewed =
-            match self.bounded(self.config.table.renew_all(&self.shared.log, &keys, &self.config.name, self.ttl)).await
-            {
-                Ok(renewed) => renewed.into_iter().collect::<HashSet<StreamId>>(),
-                Err(e) => {
-                    tracing::warn!(error = %e, leases = keys.len(), "renewing the CDC leases failed");
-                    return Vec::new();
+        let (table, log, name, ttl) = (&self.config.table, &self.shared.log, &self.config.name, self.ttl);
+        let answer = if grouping {
+            self.bounded(table.renew_with_grouping(log, &keys, name, &self.grouping, ttl)).await
+        } else {
+            self.bounded(table.renew_all(log, &keys, name, ttl)).await.map(|renewed| (renewed, true))
+        };
+        let (renewed, kept) = match answer {
+            Ok((renewed, kept)) => (renewed.into_iter().collect::<HashSet<StreamId>>(), kept),
+            Err(e) => {
+                tracing::warn!(error = %e, leases = keys.len(), "renewing the CDC leases failed");
+                return Vec::new();
+            }
+        };
+        if !kept {
+            match self.bounded(table.record_grouping(log, &self.grouping, ttl)).await {
+                Ok(recorded) if recorded != self.grouping => {
+                    self.refused = Some(CdcError::Grouping { recorded, ours: self.grouping.clone() });
                 }
-            };
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "recording the CDC reader's grouping again failed"),
+            }
+        }
         let mut out = Vec::with_capacity(renewed.len());
         for g in groups {
             if renewed.contains(&g.key) {
@@ -167,7 +209,7 @@ impl Holder {
         // The leases read here first: the heartbeat's other queries never
         // delay their renewal.
         let owned: Vec<GroupState> = self.shared.planner().groups().into_iter().filter(|g| g.owned).collect();
-        self.renew(&owned).await;
+        self.renew(&owned, true).await;
 
         let (table, name, ttl) = (self.config.table.clone(), self.config.name.clone(), self.ttl);
         let shared = self.shared.clone();
@@ -194,7 +236,7 @@ impl Holder {
         let back: Vec<GroupState> =
             groups.iter().filter(|g| !g.owned && leases.get(&g.key).is_some_and(|o| *o == name)).copied().collect();
         // Leases taken on this heartbeat, with when their LWT was sent.
-        let mut taken = self.renew(&back).await;
+        let mut taken = self.renew(&back, false).await;
         let renewed: HashSet<StreamId> = taken.iter().map(|(g, _)| g.key).collect();
         leases.retain(|k, o| *o != name || !back.iter().any(|g| g.key == *k) || renewed.contains(k));
 

@@ -132,6 +132,22 @@ pub enum CdcError {
     /// A worker thread died.
     #[error("worker thread: {0}")]
     Worker(String),
+    /// The readers sharing this table group its streams otherwise (another
+    /// [`CdcReaderBuilder::streams_per_query`], or nodes sharded otherwise):
+    /// one grouping's leases and progress would be read as another's, and
+    /// streams skipped or read twice. Start every reader with the same
+    /// settings, or stop them all (the record expires a lease TTL after
+    /// the last one) before changing them.
+    #[error(
+        "the readers sharing this table group its streams as \"{recorded}\", this reader as \"{ours}\": \
+         start it with the same settings, or stop every reader before changing them"
+    )]
+    Grouping {
+        /// The grouping recorded beside the leases.
+        recorded: String,
+        /// This reader's.
+        ours: String,
+    },
     /// Reading a window of the log timed out this many times in a row: the
     /// shard holding its streams is stalled (see
     /// [`CdcReaderBuilder::query_timeout`]).
@@ -466,10 +482,15 @@ impl CdcReaderBuilder {
                 planner.restore(&cp)?;
             }
         }
+        let grouping = grouping(self.streams_per_query, &sharding);
         if let (Some(config), Some(ttl)) = (&self.leases, lease_ttl) {
             // The first heartbeat: a lease table that cannot be written is
             // an error now, not a reader that never holds a group.
             config.table.heartbeat(&checkpoint_key, &config.name, ttl).await?;
+            let recorded = config.table.record_grouping(&checkpoint_key, &grouping, ttl).await?;
+            if recorded != grouping {
+                return Err(CdcError::Grouping { recorded, ours: grouping });
+            }
         }
         let source: Arc<dyn GenerationSource> = match self.generations {
             Some(s) => s,
@@ -535,7 +556,7 @@ impl CdcReaderBuilder {
         }
         let holder = match (self.leases, lease_ttl, &shared.checkpoints) {
             (Some(config), Some(ttl), Some(store)) => {
-                let holder = Holder::new(shared.clone(), store.clone(), config, ttl);
+                let holder = Holder::new(shared.clone(), store.clone(), config, ttl, grouping);
                 let thread = std::thread::Builder::new()
                     .name("cdc-leases".into())
                     .spawn(move || {
@@ -644,6 +665,20 @@ const MAX_STREAMS_PER_QUERY: usize = 64;
 
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// How a reader groups a log's streams: everything besides the generation
+/// that decides its groups, as readers sharing a table record it beside
+/// their leases.
+fn grouping(streams_per_query: usize, sharding: &Option<ShardingInfo>) -> String {
+    match sharding {
+        Some(s) => format!(
+            "streams_per_query={streams_per_query} shards={} ignore_msb={}",
+            s.sharder().nr_shards(),
+            s.sharder().ignore_msb()
+        ),
+        None => format!("streams_per_query={streams_per_query} shards=none"),
+    }
 }
 
 /// The shard of `stream` under `sharding` (0 without).

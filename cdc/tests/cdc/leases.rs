@@ -496,3 +496,41 @@ async fn shared_tables(session: &shardwise::Session, ks: &str) -> (LeaseTable, A
     store.create_table().await.expect("checkpoint table");
     (table, Arc::new(store))
 }
+
+/// Readers that would group the log's streams otherwise (here another
+/// `streams_per_query`) than the readers already sharing the table are
+/// refused with an error naming both groupings: they used to apply one
+/// grouping's leases and progress to the other's groups, skipping streams
+/// or reading them twice. A reader with the same settings joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_that_group_the_streams_otherwise_are_refused() {
+    let (_front, session, ks) = setup("cdc_lease_grouping").await;
+    let (table, store) = shared_tables(&session, &ks).await;
+    let reader = |name: &str, streams: usize| {
+        CdcReaderBuilder::new(session.clone(), &ks, "t")
+            .window_size(Duration::from_secs(1))
+            .safety_interval(SAFETY)
+            .workers(1)
+            .streams_per_query(streams)
+            .checkpoints(store.clone(), Duration::from_millis(500))
+            .leases(
+                LeaseConfig::new(table.clone()).name(name).timing(Duration::from_secs(3), Duration::from_millis(500)),
+            )
+            .build(collector(Default::default()))
+    };
+    let first = reader("a", 8).await.expect("the first reader records its grouping");
+    match reader("b", 4).await {
+        Err(CdcError::Grouping { recorded, ours }) => {
+            assert!(recorded.starts_with("streams_per_query=8 "), "{recorded}");
+            assert!(ours.starts_with("streams_per_query=4 "), "{ours}");
+            let message = CdcError::Grouping { recorded, ours }.to_string();
+            assert!(message.contains("streams_per_query=8") && message.contains("streams_per_query=4"), "{message}");
+        }
+        other => panic!("another grouping must be refused: {other:?}"),
+    }
+    let same = reader("c", 8).await.expect("the same grouping joins");
+    for r in [first, same] {
+        r.stop();
+        tokio::time::timeout(Duration::from_secs(60), r.join()).await.expect("stops").expect("reader");
+    }
+}
