@@ -545,7 +545,14 @@ impl CdcReaderBuilder {
                         .enable_all()
                         .build()
                         .map_err(|e| CdcError::Worker(e.to_string()))?;
-                    let result = runtime.block_on(Worker::new(index, shared.clone()).run());
+                    // A consumer that panics ends its worker with an error, and
+                    // the others stop too: the reader must not run on with
+                    // groups nobody reads while their leases are renewed.
+                    let run =
+                        std::panic::AssertUnwindSafe(|| runtime.block_on(Worker::new(index, shared.clone()).run()));
+                    let result = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+                        Err(CdcError::Worker(format!("worker {index} panicked: {}", panic_message(panic.as_ref()))))
+                    });
                     if result.is_err() {
                         shared.stop();
                     }
@@ -665,6 +672,15 @@ const MAX_STREAMS_PER_QUERY: usize = 64;
 
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The message a panic was raised with, when it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 /// How a reader groups a log's streams: everything besides the generation

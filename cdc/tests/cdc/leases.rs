@@ -534,3 +534,49 @@ async fn readers_that_group_the_streams_otherwise_are_refused() {
         tokio::time::timeout(Duration::from_secs(60), r.join()).await.expect("stops").expect("reader");
     }
 }
+
+/// A consumer that panics stops the whole reader with an error, and its
+/// leases are given up: it used to end only its own worker, while the
+/// others read on and the holder renewed the leases of groups that nobody
+/// read, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_consumer_stops_the_reader_and_its_leases_are_given_up() {
+    use std::time::SystemTime;
+
+    use shardwise_cdc::{CdcRow, Consumer, ConsumerError, GroupInfo, Operation};
+
+    use crate::common::workload::{plan, write};
+
+    let (_front, session, ks) = setup("cdc_lease_panic").await;
+    let (table, store) = shared_tables(&session, &ks).await;
+    let start = SystemTime::now() - Duration::from_secs(1);
+    let changes: Vec<_> = plan(40, 200, 41).into_iter().filter(|c| c.2 != Operation::RowDelete).collect();
+    write(&session, &ks, &changes, changes.len(), Duration::ZERO).await;
+    // One group's consumer panics; the others' take their rows.
+    let panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let factory = move |_: &GroupInfo| -> Box<dyn Consumer> {
+        if panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Box::new(|_: CdcRow<'_>| -> Result<(), ConsumerError> { Ok(()) });
+        }
+        Box::new(|_: CdcRow<'_>| -> Result<(), ConsumerError> { panic!("the consumer's own bug") })
+    };
+    let reader = CdcReaderBuilder::new(session.clone(), &ks, "t")
+        .start(start)
+        .window_size(Duration::from_secs(1))
+        .safety_interval(SAFETY)
+        .sleep_interval(Duration::from_millis(50))
+        .workers(2)
+        .streams_per_query(8)
+        .checkpoints(store, Duration::from_millis(200))
+        .leases(LeaseConfig::new(table.clone()).name("p").timing(Duration::from_secs(3), Duration::from_millis(500)))
+        .build(Arc::new(factory))
+        .await
+        .expect("reader");
+    let result = tokio::time::timeout(Duration::from_secs(60), reader.join()).await.expect("the reader stops");
+    match result {
+        Err(CdcError::Worker(message)) => assert!(message.contains("the consumer's own bug"), "{message}"),
+        other => panic!("the panic is the reader's error: {other:?}"),
+    }
+    let log = format!("{ks}.t_scylla_cdc_log");
+    assert!(table.leases(&log).await.expect("leases").is_empty(), "leases given up");
+}
