@@ -39,8 +39,8 @@
 //! CREATE TABLE IF NOT EXISTS <keyspace>.<table> (
 //!     log   text,  -- the log read, e.g. 'ks.t_scylla_cdc_log'
 //!     kind  text,  -- 'lease' or 'member'
-//!     item  text,  -- a group's first stream id (hex), or a member's name
-//!     owner text,  -- the member holding the lease
+//!     item  text,  -- a group's first stream id (hex), a member's name, or 'grouping'
+//!     owner text,  -- the member holding the lease (the grouping, for 'grouping')
 //!     PRIMARY KEY ((log, kind), item)
 //! )
 //! ```
@@ -48,6 +48,23 @@
 //! Leases and members are two partitions: the lease partition is written
 //! only with LWTs, the member partition only with plain writes, so the two
 //! kinds of writes never mix in one partition.
+//!
+//! A reader's renewals, claims and releases of one heartbeat are each one
+//! conditional batch of the lease partition ([`LeaseTable::renew_all`],
+//! [`LeaseTable::claim_all`], [`LeaseTable::release_all`]): one Paxos round
+//! per [`BATCH_ROWS`] groups, so the cost of a heartbeat does not grow with
+//! the groups a reader holds. A batch applies whole or not at all; a
+//! refused one is sent again without the rows its answer shows failing
+//! their condition (Cassandra answers the rows that exist, ScyllaDB one row
+//! per statement; both name each row's item).
+//!
+//! The lease partition also holds the row `'grouping'`, whose owner is how
+//! the readers group the log's streams (streams per query, the sharding):
+//! recorded by the first reader ([`LeaseTable::record_grouping`]), kept by
+//! every heartbeat's renewal batch ([`LeaseTable::renew_with_grouping`]),
+//! and expiring a TTL after the last reader stopped. A reader that groups
+//! otherwise is refused: it would apply one grouping's leases and progress
+//! to another's groups.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
