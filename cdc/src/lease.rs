@@ -386,6 +386,12 @@ impl LeaseTable {
         keeps: impl Fn(&str, Option<&str>) -> bool,
     ) -> Result<HashSet<String>, LeaseError> {
         let mut applied = HashSet::with_capacity(items.len());
+        if items.is_empty() {
+            return Ok(applied);
+        }
+        // Prepared (once per session: it caches them), so that the server
+        // parses the statement once, not once per row of every batch.
+        let statement = self.session.prepare(statement.clone()).await?;
         for chunk in items.chunks(BATCH_ROWS) {
             let mut left = chunk.to_vec();
             while !left.is_empty() {

@@ -27,10 +27,11 @@
 //! ) WITH CLUSTERING ORDER BY (generation DESC, group_id ASC)
 //! ```
 //!
-//! Statements are unprepared: a save every few seconds does not need
-//! preparing, and at the driver's HEAD the future of `Session::prepare`
-//! cannot be boxed as `Send` (its loop over the nodes keeps a borrow
-//! across an `.await`).
+//! Single statements are unprepared: a save every few seconds does not
+//! need preparing. The statements of batches are prepared (the session
+//! caches them), so that the server parses a statement once rather than
+//! once per row of every batch: with a batch of 256 rows, parsing was most
+//! of its cost.
 //!
 //! A save writes a marker row (so that a generation without streams is
 //! recorded too) and one row per group of the current
@@ -361,6 +362,7 @@ impl TableCheckpointStore {
             checkpoint.groups.iter().partition(|g| g.epoch != 0);
         let groups = plain.iter().map(|g| (table.clone(), generation, g.group, g.progress.into(), ttl));
         let rows: Vec<_> = std::iter::once(marker).chain(groups).collect();
+        let insert = self.session.prepare(insert).await?;
         for chunk in rows.chunks(self.batch_rows.max(1)) {
             let batch = Batch::unlogged(vec![insert.clone(); chunk.len()]).with_idempotent(true);
             self.session.execute(&batch, chunk.to_vec()).await?;
@@ -396,7 +398,8 @@ impl TableCheckpointStore {
             .iter()
             .map(|g| (ttl, CqlTimestamp::from(g.progress), epoch(g), table.clone(), generation, g.group, epoch(g)))
             .collect();
-        let batch = Batch::logged(vec![update.clone(); values.len()]);
+        let prepared = self.session.prepare(update.clone()).await?;
+        let batch = Batch::logged(vec![prepared; values.len()]);
         let result = self.session.execute(&batch, values.clone()).await?;
         if result.applied().ok_or(CheckpointError::NotConditional)? {
             return Ok(Vec::new());
@@ -497,6 +500,7 @@ impl TableCheckpointStore {
             self.name
         ));
         let ttl = self.ttl_secs();
+        let update = self.session.prepare(update).await?;
         for _ in 0..FENCE_ATTEMPTS {
             let mut fences = Vec::with_capacity(groups.len());
             let mut values = Vec::with_capacity(groups.len());
