@@ -45,6 +45,7 @@
 //! cluster's, so that a reader whose clock runs ahead of the nodes' does
 //! not read windows that writes can still land in.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -524,6 +525,7 @@ impl CdcReaderBuilder {
             stopped: AtomicBool::new(false),
             wake: Notify::new(),
             saves: Saves::default(),
+            written: tokio::sync::Mutex::new(HashMap::new()),
             leaving: AtomicBool::new(false),
             leave: Notify::new(),
             deadlines: self.leases.as_ref().map(|_| Deadlines::default()),
@@ -729,6 +731,10 @@ struct Shared {
     /// Checkpoint saves under way: a group is handed over only once none
     /// is (one may hold an older progress of it).
     saves: Saves,
+    /// This reader's saves, one at a time, with the furthest progress each
+    /// group was saved at (per generation): a save that was overtaken
+    /// (taken earlier, written later) leaves out what it would move back.
+    written: tokio::sync::Mutex<HashMap<(Millis, StreamId), Millis>>,
     /// Set when the reader is joined or dropped: the lease holder gives its
     /// leases up and ends.
     leaving: AtomicBool,
@@ -816,7 +822,23 @@ impl Shared {
         if current == Some(checkpoint.generation) {
             checkpoint.groups.retain(|g| self.holds(g.group));
         }
+        let mut written = self.written.lock().await;
+        let generation = checkpoint.generation;
+        checkpoint.groups.retain(|g| written.get(&(generation, g.group)).is_none_or(|p| *p <= g.progress));
         let result = store.save(&self.log, &checkpoint).await;
+        if result.is_ok() || matches!(result, Err(CheckpointError::Fenced(_))) {
+            let refused: &[StreamId] = match &result {
+                Err(CheckpointError::Fenced(refused)) => refused,
+                _ => &[],
+            };
+            for g in checkpoint.groups.iter().filter(|g| !refused.contains(&g.group)) {
+                let furthest = written.entry((generation, g.group)).or_insert(g.progress);
+                *furthest = (*furthest).max(g.progress);
+            }
+            // Generations left behind need no more ordering.
+            written.retain(|(gen, _), _| *gen >= generation);
+        }
+        drop(written);
         if let Err(CheckpointError::Fenced(refused)) = &result {
             let mut saved = checkpoint.clone();
             saved.groups.retain(|g| !refused.contains(&g.group));

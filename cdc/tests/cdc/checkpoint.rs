@@ -216,3 +216,72 @@ async fn groups_are_fenced_together() {
         assert_eq!(loaded.progress_of(groups[1]), Some(Millis(5_000)), "{via}: the refused save left it");
     }
 }
+
+/// A reader's saves never set a group's progress back: a save that was
+/// overtaken (taken first, written after a later one: here the first save
+/// with progress takes a second, and two workers save in turn) used to
+/// write its older progress over the newer one. Every save the store
+/// receives moves each group forward or leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overtaken_save_never_sets_progress_back() {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError};
+    use shardwise_cdc::{BoxFuture, MemoryCheckpointStore, Millis, StreamId};
+
+    /// Records every progress written, in the order written; the first
+    /// save past the start is held for a second.
+    struct Slow {
+        inner: MemoryCheckpointStore,
+        start: Millis,
+        held: AtomicBool,
+        written: Mutex<Vec<(StreamId, Millis)>>,
+    }
+    impl CheckpointStore for Slow {
+        fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+            self.inner.load(table)
+        }
+        fn save<'a>(
+            &'a self,
+            table: &'a str,
+            checkpoint: &'a Checkpoint,
+        ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+            Box::pin(async move {
+                let past = checkpoint.groups.iter().any(|g| g.progress > self.start);
+                if past && !self.held.swap(true, Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                self.written.lock().expect("lock").extend(checkpoint.groups.iter().map(|g| (g.group, g.progress)));
+                self.inner.save(table, checkpoint).await
+            })
+        }
+    }
+
+    let (_front, session, ks) = setup("cdc_overtaken").await;
+    let start = SystemTime::now() - Duration::from_secs(1);
+    let plan = plan(20, 300, 9);
+    write(&session, &ks, &plan, 300, Duration::ZERO).await;
+    let end = SystemTime::now() + Duration::from_secs(3);
+    let store = Arc::new(Slow {
+        inner: MemoryCheckpointStore::new(),
+        start: Millis::from_system_time(start),
+        held: AtomicBool::new(false),
+        written: Mutex::new(Vec::new()),
+    });
+    let seen: Seen = Arc::default();
+    let reader = resumable(&session, &ks, (start, end), store.clone(), Duration::from_millis(100))
+        .workers(2)
+        .build(collector(seen))
+        .await
+        .expect("reader");
+    tokio::time::timeout(Duration::from_secs(120), reader.join()).await.expect("finishes").expect("reader");
+    assert!(store.held.load(Ordering::SeqCst), "a save was held");
+    let mut furthest: HashMap<StreamId, Millis> = HashMap::new();
+    let written = store.written.lock().expect("lock");
+    for (group, progress) in written.iter() {
+        let before = furthest.insert(*group, *progress).unwrap_or(Millis(i64::MIN));
+        assert!(*progress >= before, "group {group} set back from {before:?} to {progress:?}");
+    }
+}
