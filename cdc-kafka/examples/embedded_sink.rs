@@ -44,6 +44,9 @@ async fn run(uri: &str, brokers: &str) -> Result<(), Box<dyn std::error::Error>>
     let mut config = SinkConfig::new(brokers, "example", "examples_kafka", "orders");
     config.topic = format!("example.examples_kafka.orders.{}", std::process::id());
     config.checkpoint_topic = format!("{}.checkpoints", config.topic);
+    // Keys of the table's partition key (and the columns' types), read from
+    // the schema.
+    config.load_table(&session).await?;
     let topic = config.topic.clone();
     let sink = tokio::task::spawn_blocking(move || KafkaSink::new(config)).await??;
     sink.create_topics(1).await?;

@@ -61,7 +61,7 @@ impl KafkaCheckpoints {
 
     /// Every checkpoint record of the topic, folded, once every transaction
     /// written to the topic by now is over (blocking); messages that are
-    /// not checkpoint records skipped ([`fold_message`]). An empty fold if
+    /// not checkpoint records skipped (with a warning). An empty fold if
     /// the topic does not exist.
     pub fn read(&self) -> Result<RecordFold, SinkError> {
         let c = &self.sink.shared.config;

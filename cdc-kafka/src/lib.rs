@@ -13,7 +13,10 @@
 //! * [`brokers`]: the Kafka cluster and the librdkafka settings every
 //!   client of the sink takes (a secured cluster's SASL and TLS settings);
 //! * [`sink`]: the sink ([`KafkaSink`]): buffers a window's envelopes and
-//!   writes them with the group's progress, in one transaction;
+//!   writes them with the group's progress, in one transaction; keyed by
+//!   the table's partition key by default ([`KeyMode`]), so that each
+//!   partition's changes, its partition deletes included, keep their order
+//!   in one Kafka partition;
 //! * [`producers`]: its producers, and whom Kafka fences: a previous run,
 //!   or a group's earlier holder when sinks share a table through leases
 //!   ([`Fencing`]);
@@ -122,6 +125,18 @@ pub enum SinkError {
     /// line of it is not a setting ([`brokers::read_properties`]).
     #[error(transparent)]
     Properties(#[from] brokers::PropertiesError),
+    /// Messages keyed by the table's partition key ([`KeyMode`]'s default)
+    /// whose columns were not read from the schema
+    /// ([`SinkConfig::load_table`]).
+    #[error(
+        "messages are keyed by the partition key of {0}, which is not known: read it from the schema \
+         (SinkConfig::load_table), or key them as the connector does (KeyMode::PrimaryKey)"
+    )]
+    PartitionKeyUnknown(String),
+    /// The base table's schema could not be read, or has no such table
+    /// ([`SinkConfig::load_table`]).
+    #[error(transparent)]
+    Table(#[from] shardwise_cdc::debezium::TypeError),
     /// Messages of an at-least-once window were not acknowledged.
     #[error("{failed} messages were not delivered to kafka; the last error: {last}")]
     Undelivered {

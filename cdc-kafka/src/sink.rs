@@ -20,20 +20,30 @@
 //! them all. A crash between the messages and the record repeats the window.
 //!
 //! Windows without an envelope write nothing: reading them again after a
-//! restart delivers nothing twice. Messages are keyed by the primary key,
-//! as the connector keys them, or by the partition key alone
-//! ([`KeyMode::PartitionKey`]) so that a partition delete lands in the
-//! Kafka partition of its partition's rows.
+//! restart delivers nothing twice.
+//!
+//! **Keys** ([`KeyMode`]): Kafka keeps order per partition only, and puts a
+//! message in the partition its key hashes to; so the key decides which
+//! changes a consumer sees in write order. By default a message is keyed by
+//! the base table's partition key ([`KeyMode::PartitionKey`], read from the
+//! schema by [`SinkConfig::load_table`]): every change of a partition, its
+//! partition deletes included, goes to one Kafka partition, in order. The
+//! connector's key, the primary key ([`KeyMode::PrimaryKey`]), stays for
+//! consumers that expect it; but a partition delete has no clustering key,
+//! so it gets another key than the rows it deletes and may land in another
+//! Kafka partition, seen before or after their changes. That is why it is
+//! not the default. Range deletes make no row event and are not written.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use shardwise::session::schema::KeyspaceMetadata;
 use shardwise_cdc::checkpoint::log_name;
 use shardwise_cdc::checkpoint::record::{record_key, RecordFold};
-use shardwise_cdc::debezium::{Envelopes, JsonSchemas, KeyColumns, Source, TableTypes};
+use shardwise_cdc::debezium::{Envelopes, JsonSchemas, KeyColumns, Source, TableTypes, TypeError};
 use shardwise_cdc::{
-    ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, Millis, ReadWindow,
+    Change, ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, Millis, ReadWindow,
     StreamId, WithImages,
 };
 
@@ -57,17 +67,46 @@ pub enum Delivery {
     AtLeastOnce,
 }
 
-/// What a message's key is made of.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What a message's key is made of: Kafka keeps the messages of one key
+/// in one partition, in order, and promises no order across partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyMode {
-    /// The primary key, as the ScyllaDB connector keys its messages. A
-    /// partition delete (null clustering key) gets another key, and so may
-    /// land in another Kafka partition, than its partition's rows.
-    #[default]
-    PrimaryKey,
-    /// The partition key alone (these columns): every change of a partition
-    /// goes to one Kafka partition, in order.
+    /// The base table's partition key (these columns), the default: every
+    /// change of a partition, its partition deletes included, gets one key,
+    /// and so goes to one Kafka partition, in write order. No columns (what
+    /// [`SinkConfig::new`] sets): the table's partition key, still to be read
+    /// from the schema ([`SinkConfig::load_table`]); [`KafkaSink::new`]
+    /// refuses it unread.
     PartitionKey(Vec<String>),
+    /// The primary key, as the ScyllaDB CDC Source Connector keys its
+    /// messages (its Debezium key), for consumers that expect those keys. A
+    /// partition delete (null clustering key) gets another key than its
+    /// partition's rows, and so may land in another Kafka partition: a
+    /// consumer may see it before or after their changes.
+    PrimaryKey,
+}
+
+impl Default for KeyMode {
+    /// The table's partition key, to be read from the schema.
+    fn default() -> Self {
+        KeyMode::PartitionKey(Vec::new())
+    }
+}
+
+impl KeyMode {
+    /// Whether this is the partition key with its columns still unknown.
+    fn unresolved(&self) -> bool {
+        matches!(self, KeyMode::PartitionKey(columns) if columns.is_empty())
+    }
+
+    /// The Kafka key of the message of `delta`, whose envelope's key (the
+    /// connector's) is `connector_key`.
+    fn message_key(&self, envelopes: &Envelopes, delta: &Change, connector_key: String) -> String {
+        match self {
+            KeyMode::PrimaryKey => connector_key,
+            KeyMode::PartitionKey(columns) => envelopes.key(delta, KeyColumns::Only(columns)),
+        }
+    }
 }
 
 /// Where the sink writes, and how.
@@ -120,8 +159,9 @@ impl SinkConfig {
     /// Exactly-once delivery of `keyspace.table` to `brokers` under the
     /// logical name `name`: topic `name.keyspace.table`, checkpoints in
     /// `name.keyspace.table.checkpoints`, transactional id
-    /// `shardwise-cdc-<topic>` for the process, keys of the primary key,
-    /// 30 s per Kafka call, transactions of at most 60 s.
+    /// `shardwise-cdc-<topic>` for the process, keys of the table's
+    /// partition key (its columns read by [`SinkConfig::load_table`]), 30 s
+    /// per Kafka call, transactions of at most 60 s.
     pub fn new(brokers: &str, name: &str, keyspace: &str, table: &str) -> Self {
         let topic = Source { name, keyspace, table }.topic();
         SinkConfig {
@@ -134,12 +174,39 @@ impl SinkConfig {
             checkpoint_topic: format!("{topic}.checkpoints"),
             topic,
             fencing: Fencing::Process,
-            key: KeyMode::PrimaryKey,
+            key: KeyMode::default(),
             schemas: JsonSchemas::Without,
             types: None,
             timeout: Duration::from_secs(30),
             transaction_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// Reads what the sink needs of the base table from the session's
+    /// schema: its column types ([`types`](Self::types)), unless set, and
+    /// the columns of its partition key, unless [`key`](Self::key) names
+    /// them or is [`KeyMode::PrimaryKey`].
+    pub async fn load_table(&mut self, session: &shardwise::Session) -> Result<(), SinkError> {
+        let schema = session.schema().await.map_err(|e| TypeError::Schema(e.to_string()))?;
+        let keyspace = schema.keyspaces.get(&self.keyspace).ok_or_else(|| self.no_table())?;
+        self.table_from_metadata(keyspace)
+    }
+
+    /// [`load_table`](Self::load_table) from the metadata of the table's
+    /// keyspace ([`shardwise::Session::schema`]).
+    pub fn table_from_metadata(&mut self, keyspace: &KeyspaceMetadata) -> Result<(), SinkError> {
+        let table = keyspace.tables.get(&self.table).ok_or_else(|| self.no_table())?;
+        if self.types.is_none() {
+            self.types = Some(Arc::new(TableTypes::from_metadata(&self.keyspace, keyspace, &self.table)?));
+        }
+        if self.key.unresolved() {
+            self.key = KeyMode::PartitionKey(table.partition_key.clone());
+        }
+        Ok(())
+    }
+
+    fn no_table(&self) -> TypeError {
+        TypeError::NoTable(format!("{}.{}", self.keyspace, self.table))
     }
 
     /// The cluster: [`brokers`](Self::brokers) with
@@ -198,7 +265,13 @@ impl KafkaSink {
     /// [`Fencing::Process`], initialises its transactions, which aborts
     /// what a previous run left open (with [`Fencing::PerGroup`], each
     /// group's producer is made when the reader takes the group). Blocking.
+    /// Keys of a partition key whose columns were never read
+    /// ([`SinkConfig::load_table`]) are refused first, before it talks to
+    /// Kafka ([`SinkError::PartitionKeyUnknown`]).
     pub fn new(config: SinkConfig) -> Result<Self, SinkError> {
+        if config.key.unresolved() {
+            return Err(SinkError::PartitionKeyUnknown(format!("{}.{}", config.keyspace, config.table)));
+        }
         config.brokers().check()?;
         let producers = Producers::new(&config)?;
         let log = config.record_log();
@@ -305,10 +378,7 @@ impl ImagesConsumer for WindowBuffer {
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         match envelopes.envelope(&change, now_ms) {
             Some(e) => {
-                let key = match &c.key {
-                    KeyMode::PrimaryKey => e.key,
-                    KeyMode::PartitionKey(columns) => envelopes.key(&change.delta, KeyColumns::Only(columns)),
-                };
+                let key = c.key.message_key(envelopes, &change.delta, e.key);
                 self.messages.push((key, e.value));
             }
             None => {
@@ -338,13 +408,129 @@ impl ImagesConsumer for WindowBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shardwise::protocol::types::CqlValue;
+    use shardwise::session::schema::{ClusteringOrder, ColumnKind, ColumnMetadata, TableMetadata};
+    use shardwise_cdc::{ChangeColumn, Operation};
 
     #[test]
     fn defaults_are_the_connectors_names_and_a_checkpoint_topic_per_sink() {
         let config = SinkConfig::new("b:9092", "shop", "ks", "t");
         assert_eq!((config.topic.as_str(), config.checkpoint_topic.as_str()), ("shop.ks.t", "shop.ks.t.checkpoints"));
         assert_eq!(config.delivery, Delivery::ExactlyOnce { transactional_id: "shardwise-cdc-shop.ks.t".into() });
-        assert_eq!((config.fencing, &config.key), (Fencing::Process, &KeyMode::PrimaryKey));
+        assert_eq!((config.fencing, &config.key), (Fencing::Process, &KeyMode::PartitionKey(Vec::new())));
         assert_eq!(config.record_log(), "shop.ks.t/ks.t_scylla_cdc_log");
+    }
+
+    /// `ks`, holding `t (pk int, ck int, v bigint, PRIMARY KEY (pk, ck))`.
+    fn keyspace() -> KeyspaceMetadata {
+        let column = |name: &str, kind, typ: &str| ColumnMetadata {
+            name: name.into(),
+            kind,
+            typ: typ.into(),
+            position: if kind == ColumnKind::Regular { -1 } else { 0 },
+            clustering_order: if kind == ColumnKind::Clustering { ClusteringOrder::Asc } else { ClusteringOrder::None },
+        };
+        let table = TableMetadata {
+            columns: vec![
+                column("pk", ColumnKind::PartitionKey, "int"),
+                column("ck", ColumnKind::Clustering, "int"),
+                column("v", ColumnKind::Regular, "bigint"),
+            ],
+            partition_key: vec!["pk".into()],
+            clustering_key: vec!["ck".into()],
+            ..TableMetadata::default()
+        };
+        KeyspaceMetadata { tables: [("t".to_owned(), table)].into(), ..KeyspaceMetadata::default() }
+    }
+
+    /// A change of `t` as the log has it: `pk`, `ck` (null for a partition
+    /// delete) and `v`.
+    fn change(operation: Operation, pk: i32, ck: Option<i32>, v: Option<i64>) -> ChangeWithImages {
+        let col = |name: &str, key, value| ChangeColumn {
+            name: Arc::from(name),
+            key,
+            value,
+            deleted: false,
+            deleted_elements: Vec::new(),
+        };
+        let delta = Change {
+            stream_id: StreamId::from_bytes([0x7f; 16]),
+            time: "b223c55e-6d07-11ea-7654-24e4fb3f20b9".parse().expect("a timeuuid"),
+            batch_seq_no: 0,
+            operation,
+            ttl: None,
+            end_of_batch: true,
+            columns: vec![
+                col("pk", true, Some(CqlValue::Int(pk))),
+                col("ck", true, ck.map(CqlValue::Int)),
+                col("v", false, v.map(CqlValue::BigInt)),
+            ],
+        };
+        ChangeWithImages { delta, preimage: None, postimage: None }
+    }
+
+    /// The Kafka keys `config` gives these changes, as the sink's consumer
+    /// makes them.
+    fn keys(config: &SinkConfig, changes: &[ChangeWithImages]) -> Vec<String> {
+        let source = Source { name: &config.name, keyspace: &config.keyspace, table: &config.table };
+        let envelopes = Envelopes::new(&source).schemas(config.schemas);
+        let key = |c: &ChangeWithImages| {
+            let envelope = envelopes.envelope(c, 1_700_000_000_000).expect("a row event");
+            config.key.message_key(&envelopes, &c.delta, envelope.key)
+        };
+        changes.iter().map(key).collect()
+    }
+
+    /// Issue 51: with the default settings, a partition delete has the key
+    /// (so the Kafka partition) of the rows of its partition, whatever their
+    /// clustering key; another partition has another key. The connector's
+    /// keys, still available, differ.
+    #[test]
+    fn by_default_a_partition_delete_has_the_key_of_its_partitions_rows() {
+        let changes = [
+            change(Operation::Insert, 1, Some(2), Some(3)),
+            change(Operation::Update, 1, Some(5), Some(4)),
+            change(Operation::RowDelete, 1, Some(2), None),
+            change(Operation::PartitionDelete, 1, None, None),
+            change(Operation::Insert, 7, Some(2), Some(3)),
+        ];
+        for schemas in [JsonSchemas::Without, JsonSchemas::With] {
+            let mut config = SinkConfig::new("b:9092", "shop", "ks", "t");
+            config.schemas = schemas;
+            config.table_from_metadata(&keyspace()).expect("the table");
+            let keys = keys(&config, &changes);
+            assert!(keys[..4].iter().all(|k| *k == keys[0]), "{schemas:?}: one key for partition 1: {keys:?}");
+            assert_ne!(keys[4], keys[0], "{schemas:?}: another partition, another key");
+            assert!(!keys[0].contains("ck"), "{schemas:?}: the partition key alone: {}", keys[0]);
+            assert_eq!(config.key, KeyMode::PartitionKey(vec!["pk".into()]), "{schemas:?}");
+        }
+        let mut config = SinkConfig::new("b:9092", "shop", "ks", "t");
+        config.key = KeyMode::PrimaryKey;
+        config.table_from_metadata(&keyspace()).expect("the table");
+        assert_eq!(config.key, KeyMode::PrimaryKey, "a key chosen is kept");
+        let keys = keys(&config, &changes);
+        assert_eq!(keys[0], r#"{"pk":1,"ck":2}"#, "the connector's key");
+        assert_eq!(keys[3], r#"{"pk":1,"ck":null}"#, "a partition delete's connector key");
+    }
+
+    /// Columns given are kept; a table that is not in the schema is a typed
+    /// error; a sink keyed by a partition key never read is refused before
+    /// it talks to Kafka.
+    #[test]
+    fn the_partition_key_is_read_from_the_schema_or_the_sink_refused() {
+        let mut config = SinkConfig::new("b:9092", "shop", "ks", "t");
+        config.key = KeyMode::PartitionKey(vec!["ck".into()]);
+        config.table_from_metadata(&keyspace()).expect("the table");
+        assert_eq!(config.key, KeyMode::PartitionKey(vec!["ck".into()]));
+        assert!(config.types.as_ref().is_some_and(|t| t.column("v").is_some()), "the types read too");
+
+        let mut other = SinkConfig::new("b:9092", "shop", "ks", "nope");
+        let err = other.table_from_metadata(&keyspace()).expect_err("no such table");
+        assert!(matches!(err, SinkError::Table(TypeError::NoTable(ref t)) if t == "ks.nope"), "{err:?}");
+        assert_eq!(other.key, KeyMode::default(), "nothing learnt");
+
+        let err = KafkaSink::new(SinkConfig::new("b:9092", "shop", "ks", "t")).expect_err("refused");
+        assert!(matches!(err, SinkError::PartitionKeyUnknown(ref t) if t == "ks.t"), "{err:?}");
+        assert!(err.to_string().contains("SinkConfig::load_table"), "{err}");
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use shardwise_cdc::{CheckpointStore, GroupId, Millis, Operation, ReadWindow, StreamGroup, StreamId};
 use shardwise_cdc_kafka::topic::{read_topic, Isolation};
-use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, SinkConfig, SinkError};
+use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, KeyMode, SinkConfig, SinkError};
 use testkit::Kafka;
 
 use shardwise_cdc_testkit as common;
@@ -255,6 +255,7 @@ fn window(group: StreamId, from: i64, to: i64) -> ReadWindow {
 fn sink(brokers: &str, topic: &str, checkpoints: &str, fencing: Fencing) -> KafkaSink {
     let mut config = SinkConfig::new(brokers, "cluster", "ks", "t");
     (config.topic, config.checkpoint_topic, config.fencing) = (topic.into(), checkpoints.into(), fencing);
+    config.key = KeyMode::PartitionKey(vec!["pk".into()]);
     config.delivery = Delivery::ExactlyOnce { transactional_id: format!("test-{topic}") };
     config.timeout = Duration::from_secs(20);
     KafkaSink::new(config).expect("a sink")
@@ -379,6 +380,7 @@ async fn a_transaction_that_fails_while_kafka_is_paused_is_aborted_and_written_a
     let brokers = kafka.addr().to_string();
     let mut config = SinkConfig::new(&brokers, "cluster", "ks", "t");
     (config.topic, config.checkpoint_topic) = ("stalled".into(), "stalled-checkpoints".into());
+    config.key = KeyMode::PartitionKey(vec!["pk".into()]);
     config.delivery = Delivery::ExactlyOnce { transactional_id: "test-stalled".into() };
     // Messages time out after 2 s (the Kafka call timeout bounds them).
     config.timeout = Duration::from_secs(2);

@@ -16,8 +16,15 @@
 //! table: each writes the groups it holds a lease of, each group with its
 //! own transactional id, so that a takeover fences the group's earlier
 //! holder in Kafka (`tests/sink.rs` pauses one past its lease).
-//! `--key partition` keys messages by the partition key alone, so that a
-//! partition delete lands in the Kafka partition of its partition's rows.
+//!
+//! Messages are keyed by the table's partition key (`--key partition`, the
+//! default): Kafka orders messages within a partition only, and this way
+//! every change of a table partition, its partition deletes included, is in
+//! one Kafka partition, in write order. `--key connector` (also `primary`,
+//! its earlier name) keys them as the ScyllaDB connector does, by the
+//! primary key, for consumers that expect those keys; a partition delete's
+//! key (null clustering key) then is another than its rows', so it may land
+//! in another Kafka partition and be seen before or after their changes.
 
 use std::sync::Arc;
 
@@ -79,11 +86,14 @@ struct Args {
     /// shardwise-cdc-TOPIC; with leases, the prefix of one id per group).
     #[arg(long)]
     transactional_id: Option<String>,
-    /// What the messages' keys are made of: `primary` (the primary key, as
-    /// the ScyllaDB connector keys them) or `partition` (the partition key
-    /// alone: every change of a partition in one Kafka partition, in order).
-    #[arg(long, default_value = "primary", value_parser = ["primary", "partition"])]
-    key: String,
+    /// What the messages' keys are made of: `partition` (the table's
+    /// partition key: every change of a partition, its partition deletes
+    /// included, in one Kafka partition, in order) or `connector` (the
+    /// primary key, as the ScyllaDB connector keys them; also `primary`:
+    /// a partition delete may then land in another Kafka partition than
+    /// its rows).
+    #[arg(long, value_name = "partition|connector", default_value = "partition")]
+    key: KeyArg,
     /// Share the table with other sinks through leases (their progress is
     /// shared in the checkpoint topic).
     #[command(flatten)]
@@ -104,6 +114,43 @@ struct Args {
     /// Seconds any Kafka call may take.
     #[arg(long, default_value_t = 30.0)]
     kafka_timeout: f64,
+}
+
+/// The value of `--key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyArg {
+    /// `partition`: the table's partition key.
+    Partition,
+    /// `connector` (or `primary`): the primary key, the connector's key.
+    Connector,
+}
+
+/// A `--key` value that is none of them.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a key: partition (the table's partition key, the default) or connector (the primary key, as the connector keys messages; also primary)")]
+struct BadKey(String);
+
+impl std::str::FromStr for KeyArg {
+    type Err = BadKey;
+
+    fn from_str(value: &str) -> Result<Self, BadKey> {
+        match value {
+            "partition" => Ok(KeyArg::Partition),
+            "connector" | "primary" => Ok(KeyArg::Connector),
+            _ => Err(BadKey(value.to_owned())),
+        }
+    }
+}
+
+impl KeyArg {
+    /// The sink's key mode: the partition key's columns are read with the
+    /// table's types ([`SinkConfig::load_table`]).
+    fn mode(self) -> KeyMode {
+        match self {
+            KeyArg::Partition => KeyMode::default(),
+            KeyArg::Connector => KeyMode::PrimaryKey,
+        }
+    }
 }
 
 /// One `-X` value: `KEY=VALUE`, the key not empty.
@@ -158,14 +205,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         (Some(id), false) => Delivery::ExactlyOnce { transactional_id: id.clone() },
         (None, false) => config.delivery,
     };
-    if args.key == "partition" {
-        let schema = session.schema().await?;
-        let table = schema.keyspaces.get(&args.keyspace).and_then(|k| k.tables.get(&args.table));
-        let table = table.ok_or_else(|| format!("table {}.{} not found", args.keyspace, args.table))?;
-        config.key = KeyMode::PartitionKey(table.partition_key.clone());
-    }
-    let types = shardwise_cdc::debezium::TableTypes::load(&session, &args.keyspace, &args.table).await?;
-    config.types = Some(std::sync::Arc::new(types));
+    // The table's column types, and the columns of its partition key
+    // unless the keys are the connector's.
+    config.key = args.key.mode();
+    config.load_table(&session).await?;
     if args.debezium_schemas {
         config.schemas = shardwise_cdc::debezium::JsonSchemas::With;
     }
@@ -210,4 +253,53 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     eprintln!("[kafka-sink] done: {} messages in {} windows", s.messages, s.windows);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags the sink needs, and `extra`.
+    fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from([&["kafka-sink", "--keyspace", "ks", "--table", "t"][..], extra].concat())
+    }
+
+    /// Issue 51: `--key` is `partition` unless given, and takes
+    /// `connector` and its earlier name `primary` (checked through the
+    /// parser alone).
+    #[test]
+    fn the_key_flag_defaults_to_partition_and_takes_connector() {
+        use clap::CommandFactory;
+        let command = Args::command();
+        let key = command.get_arguments().find(|a| a.get_id() == "key").expect("--key");
+        assert_eq!(key.get_default_values(), [std::ffi::OsStr::new("partition")], "the default");
+        for value in ["partition", "connector", "primary"] {
+            assert!(parse(&["--key", value]).is_ok(), "--key {value}");
+        }
+    }
+
+    /// Without `--key`, messages are keyed by the table's partition key;
+    /// `connector` and `primary` are the connector's keys.
+    #[test]
+    fn each_key_value_is_its_key_mode() {
+        let key = |extra: &[&str]| parse(extra).map(|a| (a.key, a.key.mode())).map_err(|e| e.to_string());
+        let partition = Ok((KeyArg::Partition, KeyMode::PartitionKey(Vec::new())));
+        assert_eq!(key(&[]), partition, "the default");
+        assert_eq!(key(&["--key", "partition"]), partition);
+        assert_eq!(key(&["--key", "connector"]), Ok((KeyArg::Connector, KeyMode::PrimaryKey)));
+        assert_eq!(key(&["--key=primary"]), Ok((KeyArg::Connector, KeyMode::PrimaryKey)), "the earlier name");
+    }
+
+    /// A bad `--key` is the parser's error (its value refused), saying which
+    /// values there are.
+    #[test]
+    fn a_bad_key_says_which_keys_there_are() {
+        assert_eq!("Partition".parse::<KeyArg>(), Err(BadKey("Partition".into())));
+        let err = parse(&["--key", "clustering"]).expect_err("not a key");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{err}");
+        let text = err.to_string();
+        for word in ["--key", "\"clustering\" is not a key", "partition", "connector", "primary"] {
+            assert!(text.contains(word), "{word}: {text}");
+        }
+    }
 }

@@ -22,13 +22,22 @@ pub fn number_after(text: &str, name: &str) -> Option<i64> {
 
 /// The messages as changes per (pk, ck), in topic order (each key lives in
 /// one partition, and messages come partition by partition in offset order).
+/// They are keyed as the sink keys them by default: by the partition key
+/// alone, so each pk's changes are in one Kafka partition; the clustering
+/// key is read from the row.
 pub fn changes_of(messages: &[TopicMessage]) -> (Keyed, usize) {
     let mut keyed = Keyed::new();
+    let mut partition_of = HashMap::new();
     for m in messages {
         let key = std::str::from_utf8(m.key.as_deref().expect("a key")).expect("utf-8 key");
         let value = std::str::from_utf8(m.value.as_deref().expect("a value")).expect("utf-8 value");
         let pk = number_after(key, "\"pk\":").unwrap_or_else(|| panic!("pk in {key}")) as i32;
-        let ck = number_after(key, "\"ck\":").unwrap_or_else(|| panic!("ck in {key}")) as i32;
+        assert!(!key.contains("ck"), "keyed by the partition key alone: {key}");
+        let partition = *partition_of.entry(pk).or_insert(m.partition);
+        assert_eq!(partition, m.partition, "pk {pk}: every change in one Kafka partition");
+        // `before` comes first: a delete's row; `null` otherwise, `after`'s then.
+        let row = value.split(r#""before":"#).nth(1).unwrap_or(value);
+        let ck = number_after(row, "\"ck\":").unwrap_or_else(|| panic!("ck in {value}")) as i32;
         let (op, v) = if value.contains(r#""op":"c""#) {
             (Operation::Insert, number_after(value, r#""v":{"value":"#))
         } else if value.contains(r#""op":"u""#) {
