@@ -534,6 +534,153 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The library `faketime` preloads, as it sets `LD_PRELOAD` for its
+/// command. A test that preloads it itself spawns the printer, not a
+/// `faketime` process that forks it: `kill` ends the printer (issue 54).
+fn faketime_library() -> String {
+    let out = Command::new("faketime").args(["-f", "+0s", "printenv", "LD_PRELOAD"]).output();
+    let library = out.ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let library = library.unwrap_or_default();
+    assert!(!library.is_empty(), "faketime is missing: `apt-get install faketime` (.ci/run installs it)");
+    library
+}
+
+/// A Debezium line of the printer: its change as (pk, operation, v), and
+/// the envelope's own `ts_ms` (the last one; the first is the write's), the
+/// printer's clock when it printed the change.
+fn envelope_of(line: &str) -> ((i32, Operation, Option<i64>), i64) {
+    let op = match field(line, "op") {
+        Some("c") => Operation::Insert,
+        Some("u") => Operation::Update,
+        Some("d") => Operation::RowDelete,
+        other => panic!("unexpected op {other:?} in {line}"),
+    };
+    let pk = field(line, "pk").and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no pk in {line}"));
+    let after = line.split_once("\"after\":").map_or("", |(_, after)| after);
+    let v = after.strip_prefix('{').map(|row| {
+        let (_, cell) = row.split_once("\"v\":{\"value\":").unwrap_or_else(|| panic!("no v in {line}"));
+        cell.split('}').next().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("bad v in {line}"))
+    });
+    let printed = line.rfind("\"ts_ms\":").and_then(|i| field(&line[i..], "ts_ms")).and_then(|s| s.parse().ok());
+    ((pk, op, v), printed.unwrap_or_else(|| panic!("no ts_ms in {line}")))
+}
+
+/// A printer whose wall clock steps 5 s forward while it follows a live
+/// workload (an NTP step, a VM resumed) still prints every change, once
+/// each: its notion of "now" is the cluster's time extrapolated on the
+/// monotonic clock, which did not step, so it still reads a window only
+/// once the cluster's clock is past its end and the safety interval (1.5 s
+/// here). Had it added the cluster's offset to the wall clock, it would
+/// read windows up to 3.5 s in the future until it next read the cluster's
+/// time, and miss the writes that land in them (issue 51).
+///
+/// libfaketime, preloaded, shifts the printer's wall clock by what a file
+/// says (read again every second), `+0s` until the printer has printed
+/// some changes, then `+5s`; its monotonic clock is left alone, as a step
+/// leaves it. The printer prints Debezium envelopes, whose `ts_ms` is its
+/// clock: the shift is seen there, none before the step and 5 s after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_printer_whose_clock_steps_forward_loses_nothing() {
+    let library = faketime_library();
+    let (front, session, ks) = common::front_and_keyspace("cdc_step").await;
+    create_table(&session, &ks).await;
+    let dir = std::env::temp_dir().join(format!("shardwise-cdc-step-{}-{ks}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as i64;
+    let (spec, out, err) = (dir.join("faketime"), dir.join("printer.jsonl"), dir.join("printer.stderr"));
+    std::fs::write(&spec, "+0s\n").expect("faketime file");
+
+    // 2400 changes, 20 every 100 ms: 12 s of writes.
+    let plan = plan(20, 2400, 13);
+    let expected = expected_of(&plan);
+    let start = SystemTime::now() - Duration::from_millis(500);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_printer"))
+        .env("LD_PRELOAD", &library)
+        .env_remove("FAKETIME")
+        .env("FAKETIME_TIMESTAMP_FILE", &spec)
+        .env("FAKETIME_CACHE_DURATION", "1")
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--debezium", "cluster"])
+        .args(["--start-unix-ms", &ms(start).to_string()])
+        .args(live_reading("1"))
+        .stdout(Stdio::from(std::fs::File::create(&out).expect("output file")))
+        .stderr(Stdio::from(std::fs::File::create(&err).expect("stderr file")))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn printer");
+    let writer = {
+        let (session, ks, plan) = (session.clone(), ks.clone(), plan.clone());
+        tokio::spawn(async move { write(&session, &ks, &plan, 20, Duration::from_millis(100)).await })
+    };
+
+    // Each line as it comes: how far the printer's clock when it printed
+    // it is ahead of the test's when the test saw it (at most the shift:
+    // the printing came first). Once 100 changes are printed (the printer
+    // reads live, and read the cluster's time), the clock steps.
+    let stderr = || std::fs::read_to_string(&err).unwrap_or_default();
+    let (mut seen, mut ahead_before, mut ahead_after) = (0, Vec::new(), Vec::new());
+    let (mut stepped, mut writes_done) = (false, None);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        assert!(child.try_wait().expect("try_wait").is_none(), "the printer exited: {}", stderr());
+        let text = std::fs::read_to_string(&out).expect("read output");
+        let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+        let now = ms(SystemTime::now());
+        for line in complete.lines().skip(seen) {
+            let ahead = envelope_of(line).1 - now;
+            if stepped {
+                ahead_after.push(ahead)
+            } else {
+                ahead_before.push(ahead)
+            }
+            seen += 1;
+        }
+        if !stepped && seen >= 100 {
+            std::fs::write(&spec, "+5s\n").expect("faketime file");
+            stepped = true;
+        }
+        // Done once every change came, or 5 s after the last write (over
+        // three safety intervals): what has not come then is lost.
+        if writer.is_finished() {
+            let since = *writes_done.get_or_insert_with(Instant::now);
+            if seen >= plan.len() || since.elapsed() > Duration::from_secs(5) {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "the printer prints ({seen} lines): {}", stderr());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    writer.await.expect("writer");
+    // A change printed twice would come within a second.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(child.try_wait().expect("try_wait").is_none(), "the printer runs on: {}", stderr());
+    child.kill().expect("kill");
+    let status = child.wait().expect("wait");
+    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+    assert_eq!(signal, Some(9), "the printer itself was killed (SIGKILL): {status:?}");
+
+    // The printer's clock did step: no shift before, 5 s after (the test
+    // sees a line up to 100 ms after it was printed, and the file is read
+    // again within a second).
+    let (most_before, most_after) = (ahead_before.iter().max(), ahead_after.iter().max());
+    assert!(ahead_before.len() >= 100 && most_before < Some(&1000), "no shift before the step: {most_before:?}");
+    assert!(most_after > Some(&4000), "the printer's clock stepped 5 s forward: {most_after:?} ms ahead");
+    let text = std::fs::read_to_string(&out).expect("read output");
+    let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+    let mut printed = Ops::new();
+    for line in complete.lines() {
+        let ((pk, op, v), _) = envelope_of(line);
+        printed.entry(pk).or_default().push((op, v));
+    }
+    let n = complete.lines().count();
+    assert_eq!(n, plan.len(), "every change once (printed of written)");
+    for (pk, ops) in &expected {
+        assert_eq!(printed.get(pk), Some(ops), "pk {pk}: every change once, in write order");
+    }
+    eprintln!("{n} changes printed; the clock {most_after:?} ms ahead after the step");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A scrape of `http://ADDR/path`: the status line and the body.
 fn scrape(addr: &str, path: &str) -> (String, String) {
     use std::io::{Read, Write};

@@ -215,11 +215,18 @@ impl Worker {
                         self.save(cp).await?;
                     }
                 }
+                // Idle: the cluster's clock is read again when its reading
+                // is due (at once otherwise), not only before generation
+                // fetches, which may be far apart.
                 Action::Sleep(until) => {
+                    self.shared.clock.refresh(&self.shared.session).await;
                     let d = until.duration_since(self.now());
                     sleep(&self.shared, d.max(Duration::from_millis(1))).await;
                 }
-                Action::Idle => sleep(&self.shared, Duration::from_millis(50)).await,
+                Action::Idle => {
+                    self.shared.clock.refresh(&self.shared.session).await;
+                    sleep(&self.shared, Duration::from_millis(50)).await
+                }
                 Action::Finished => {
                     self.shared.wake.notify_waiters();
                     return Ok(());
