@@ -23,6 +23,13 @@ use shardwise_emu::{Front, FrontConfig, FrontHandle};
 /// Shards of the emulated node.
 pub const SHARDS: u16 = 4;
 
+/// A session straight to the shared Cassandra, past any front: for what
+/// must be tested against Cassandra's own answers too.
+pub async fn cassandra_session() -> Session {
+    let node = testkit::shared_node().expect("server");
+    SessionBuilder::new().known_node_addr(node).build().await.expect("session to Cassandra")
+}
+
 /// The front, a session through it, and a new keyspace named after `tag`.
 pub async fn front_and_keyspace(tag: &str) -> (FrontHandle, Session, String) {
     let upstream = testkit::shared_node().expect("server");

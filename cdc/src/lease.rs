@@ -225,6 +225,24 @@ impl LeaseTable {
         Ok(())
     }
 
+    /// A lease row written if it does not exist (values: log, kind, item,
+    /// owner, TTL).
+    fn claim_cql(&self) -> String {
+        format!("INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?", self.name)
+    }
+
+    /// A lease row extended if its owner is still the one given (values:
+    /// TTL, owner, log, kind, item, owner).
+    fn renew_cql(&self) -> String {
+        format!("UPDATE {} USING TTL ? SET owner = ? WHERE log = ? AND kind = ? AND item = ? IF owner = ?", self.name)
+    }
+
+    /// A lease row deleted if its owner is the one given (values: log,
+    /// kind, item, owner).
+    fn release_cql(&self) -> String {
+        format!("DELETE FROM {} WHERE log = ? AND kind = ? AND item = ? IF owner = ?", self.name)
+    }
+
     fn statement(&self, text: String) -> Statement {
         Statement::new(text).with_consistency(Consistency::Quorum)
     }
@@ -283,20 +301,14 @@ impl LeaseTable {
 
     /// Takes the lease of `group` for `member` if nobody holds it.
     pub async fn claim(&self, log: &str, group: StreamId, member: &str, ttl: i32) -> Result<bool, LeaseError> {
-        let insert = self.statement(format!(
-            "INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
-            self.name
-        ));
+        let insert = self.statement(self.claim_cql());
         let result = self.session.execute(&insert, (log, LEASE, group.to_string().as_str(), member, ttl)).await?;
         Self::applied(&result)
     }
 
     /// Extends the lease of `group` by `ttl` if `member` still holds it.
     pub async fn renew(&self, log: &str, group: StreamId, member: &str, ttl: i32) -> Result<bool, LeaseError> {
-        let update = self.statement(format!(
-            "UPDATE {} USING TTL ? SET owner = ? WHERE log = ? AND kind = ? AND item = ? IF owner = ?",
-            self.name
-        ));
+        let update = self.statement(self.renew_cql());
         let result =
             self.session.execute(&update, (ttl, member, log, LEASE, group.to_string().as_str(), member)).await?;
         Self::applied(&result)
@@ -304,8 +316,7 @@ impl LeaseTable {
 
     /// Gives the lease of `group` up if `member` holds it.
     pub async fn release(&self, log: &str, group: StreamId, member: &str) -> Result<bool, LeaseError> {
-        let delete =
-            self.statement(format!("DELETE FROM {} WHERE log = ? AND kind = ? AND item = ? IF owner = ?", self.name));
+        let delete = self.statement(self.release_cql());
         let result = self.session.execute(&delete, (log, LEASE, group.to_string().as_str(), member)).await?;
         Self::applied(&result)
     }
@@ -321,10 +332,7 @@ impl LeaseTable {
         member: &str,
         ttl: i32,
     ) -> Result<Vec<StreamId>, LeaseError> {
-        let insert = Statement::new(format!(
-            "INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
-            self.name
-        ));
+        let insert = Statement::new(self.claim_cql());
         let values = |item: String| (log.to_owned(), LEASE, item, member.to_owned(), ttl);
         self.conditional(&insert, groups, values, |owner| owner.is_none()).await
     }
@@ -340,10 +348,7 @@ impl LeaseTable {
         member: &str,
         ttl: i32,
     ) -> Result<Vec<StreamId>, LeaseError> {
-        let update = Statement::new(format!(
-            "UPDATE {} USING TTL ? SET owner = ? WHERE log = ? AND kind = ? AND item = ? IF owner = ?",
-            self.name
-        ));
+        let update = Statement::new(self.renew_cql());
         let values = |item: String| (ttl, member.to_owned(), log.to_owned(), LEASE, item, member.to_owned());
         self.conditional(&update, groups, values, |owner| owner == Some(member)).await
     }
@@ -352,8 +357,7 @@ impl LeaseTable {
     /// conditional batches as [`LeaseTable::renew_all`]. The groups
     /// released.
     pub async fn release_all(&self, log: &str, groups: &[StreamId], member: &str) -> Result<Vec<StreamId>, LeaseError> {
-        let delete =
-            Statement::new(format!("DELETE FROM {} WHERE log = ? AND kind = ? AND item = ? IF owner = ?", self.name));
+        let delete = Statement::new(self.release_cql());
         let values = |item: String| (log.to_owned(), LEASE, item, member.to_owned());
         self.conditional(&delete, groups, values, |owner| owner == Some(member)).await
     }
@@ -420,10 +424,7 @@ impl LeaseTable {
     /// otherwise would read one grouping's progress as another's: see
     /// [`crate::CdcError::Grouping`].
     pub async fn record_grouping(&self, log: &str, grouping: &str, ttl: i32) -> Result<String, LeaseError> {
-        let insert = self.statement(format!(
-            "INSERT INTO {} (log, kind, item, owner) VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
-            self.name
-        ));
+        let insert = self.statement(self.claim_cql());
         let result = self.session.execute(&insert, (log, LEASE, GROUPING, grouping, ttl)).await?;
         if Self::applied(&result)? {
             return Ok(grouping.to_owned());
@@ -448,10 +449,7 @@ impl LeaseTable {
         grouping: &str,
         ttl: i32,
     ) -> Result<(Vec<StreamId>, bool), LeaseError> {
-        let update = Statement::new(format!(
-            "UPDATE {} USING TTL ? SET owner = ? WHERE log = ? AND kind = ? AND item = ? IF owner = ?",
-            self.name
-        ));
+        let update = Statement::new(self.renew_cql());
         let owner = |item: &str| if item == GROUPING { grouping.to_owned() } else { member.to_owned() };
         let values = |item: String| (ttl, owner(&item), log.to_owned(), LEASE, item.clone(), owner(&item));
         let items: Vec<String> =

@@ -179,11 +179,7 @@ async fn groups_are_fenced_together() {
     use shardwise_cdc::{Millis, StreamId};
 
     let (_front, session, ks) = setup("cdc_fence_all").await;
-    let direct = shardwise::SessionBuilder::new()
-        .known_node_addr(testkit::shared_node().expect("server"))
-        .build()
-        .await
-        .expect("session to Cassandra");
+    let direct = crate::common::cassandra_session().await;
     for (via, session) in [("front", session), ("cassandra", direct)] {
         let store = TableCheckpointStore::new(session, &ks, &format!("cdc_checkpoints_{via}"));
         store.create_table().await.expect("checkpoint table");

@@ -56,11 +56,7 @@ async fn leases_are_claimed_renewed_and_released_in_batches() {
     use shardwise_cdc::lease::BATCH_ROWS;
 
     let (_front, session, ks) = setup("cdc_lease_batch").await;
-    let direct = shardwise::SessionBuilder::new()
-        .known_node_addr(testkit::shared_node().expect("server"))
-        .build()
-        .await
-        .expect("session to Cassandra");
+    let direct = crate::common::cassandra_session().await;
     for (via, session) in [("front", session), ("cassandra", direct)] {
         let table = LeaseTable::new(session, &ks, &format!("cdc_leases_{via}"));
         table.create_table().await.expect("lease table");
