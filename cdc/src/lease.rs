@@ -195,6 +195,29 @@ pub enum LeaseError {
     Refused,
 }
 
+impl LeaseError {
+    /// Whether the same request may succeed if made again: the cluster
+    /// timed out, was unavailable or overloaded, or the connection failed
+    /// (not a lease table that does not exist, nor rows of another shape).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LeaseError::Timeout(_) => true,
+            // Unavailable, overloaded, bootstrapping, write and read
+            // timeouts, a CAS write of unknown outcome.
+            LeaseError::Query(ExecutionError::Db(e)) => {
+                matches!(e.code, 0x1000 | 0x1001 | 0x1002 | 0x1100 | 0x1200 | 0x2500)
+            }
+            LeaseError::Query(
+                ExecutionError::Timeout(_)
+                | ExecutionError::AttemptTimeout { .. }
+                | ExecutionError::Connection(_)
+                | ExecutionError::NoConnection,
+            ) => true,
+            _ => false,
+        }
+    }
+}
+
 /// The lease table of a cluster (see the [module docs](self)).
 #[derive(Debug, Clone)]
 pub struct LeaseTable {
@@ -603,6 +626,24 @@ mod tests {
         leases.remove(&group(3));
         let mv = moves("m1", &members, &groups, &leases);
         assert_eq!((mv.claim, mv.wanted), (vec![group(3)], 2), "two wanted, one free");
+    }
+
+    /// Timeouts, unavailability, overload and lost connections are tried
+    /// again at build; a table that does not exist is not.
+    #[test]
+    fn transient_lease_errors_are_told_apart() {
+        use shardwise::protocol::response::{ErrorKind, ErrorResponse};
+        let db =
+            |code: i32, kind: ErrorKind| LeaseError::Query(ErrorResponse { code, message: String::new(), kind }.into());
+        assert!(db(0x1001, ErrorKind::Overloaded).is_transient());
+        assert!(db(0x1002, ErrorKind::IsBootstrapping).is_transient());
+        assert!(LeaseError::Timeout(Duration::from_secs(1)).is_transient());
+        assert!(LeaseError::Query(ExecutionError::NoConnection).is_transient());
+        assert!(LeaseError::Query(ExecutionError::Timeout(Duration::from_secs(1))).is_transient());
+        assert!(!db(0x2200, ErrorKind::ServerError).is_transient(), "invalid: no such table");
+        assert!(!db(0x0000, ErrorKind::ServerError).is_transient());
+        assert!(!LeaseError::NotConditional.is_transient());
+        assert!(!LeaseError::Refused.is_transient());
     }
 
     #[test]

@@ -225,6 +225,7 @@ impl Holder {
         let by_key: HashMap<StreamId, GroupState> = groups.iter().map(|g| (g.key, *g)).collect();
         let now = Instant::now();
         self.free_since.retain(|k, _| by_key.contains_key(k) && !leases.contains_key(k));
+        self.backoff.retain(|k, _| by_key.contains_key(k));
         for g in &groups {
             if !leases.contains_key(&g.key) {
                 self.free_since.entry(g.key).or_insert(now);

@@ -486,9 +486,10 @@ impl CdcReaderBuilder {
         let grouping = grouping(self.streams_per_query, &sharding);
         if let (Some(config), Some(ttl)) = (&self.leases, lease_ttl) {
             // The first heartbeat: a lease table that cannot be written is
-            // an error now, not a reader that never holds a group.
-            config.table.heartbeat(&checkpoint_key, &config.name, ttl).await?;
-            let recorded = config.table.record_grouping(&checkpoint_key, &grouping, ttl).await?;
+            // an error now, not a reader that never holds a group. A
+            // cluster that times out (a node down) is tried again a few
+            // times first.
+            let recorded = join_lease_table(config, &checkpoint_key, &grouping, ttl).await?;
             if recorded != grouping {
                 return Err(CdcError::Grouping { recorded, ours: grouping });
             }
@@ -675,6 +676,34 @@ const MAX_STREAMS_PER_QUERY: usize = 64;
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
+
+/// A reader's first heartbeat in the lease table of `config`, and its
+/// grouping recorded: the grouping recorded. Transient failures
+/// ([`LeaseError::is_transient`]) are tried again, [`JOIN_ATTEMPTS`] times
+/// at most, after a backoff that doubles from 250 ms.
+async fn join_lease_table(config: &LeaseConfig, log: &str, grouping: &str, ttl: i32) -> Result<String, CdcError> {
+    let mut backoff = Duration::from_millis(250);
+    let mut attempt = 1;
+    loop {
+        let joined = async {
+            config.table.heartbeat(log, &config.name, ttl).await?;
+            config.table.record_grouping(log, grouping, ttl).await
+        };
+        match joined.await {
+            Ok(recorded) => return Ok(recorded),
+            Err(e) if e.is_transient() && attempt < JOIN_ATTEMPTS => {
+                tracing::warn!(error = %e, attempt, "joining the CDC lease table failed; trying again");
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+                attempt += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// How many times a reader tries to join its lease table at build.
+const JOIN_ATTEMPTS: u32 = 6;
 
 /// The message a panic was raised with, when it has one.
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
