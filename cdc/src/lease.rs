@@ -371,9 +371,7 @@ impl LeaseTable {
         member: &str,
         ttl: i32,
     ) -> Result<Vec<StreamId>, LeaseError> {
-        let update = Statement::new(self.renew_cql());
-        let values = |item: String| (ttl, member.to_owned(), log.to_owned(), LEASE, item, member.to_owned());
-        self.conditional(&update, groups, values, |owner| owner == Some(member)).await
+        Ok(self.renew_rows(log, groups, member, None, ttl).await?.0)
     }
 
     /// Gives up the leases of those of `groups` that `member` holds, in
@@ -448,16 +446,18 @@ impl LeaseTable {
     /// [`crate::CdcError::Grouping`].
     pub async fn record_grouping(&self, log: &str, grouping: &str, ttl: i32) -> Result<String, LeaseError> {
         let insert = self.statement(self.claim_cql());
-        let result = self.session.execute(&insert, (log, LEASE, GROUPING, grouping, ttl)).await?;
-        if Self::applied(&result)? {
-            return Ok(grouping.to_owned());
+        // Refused, and gone since (it expired in between): taken again, a
+        // few times at most.
+        for _ in 0..GROUPING_ATTEMPTS {
+            let result = self.session.execute(&insert, (log, LEASE, GROUPING, grouping, ttl)).await?;
+            if Self::applied(&result)? {
+                return Ok(grouping.to_owned());
+            }
+            if let Some(recorded) = batch_owners(&result)?.remove(GROUPING).flatten() {
+                return Ok(recorded);
+            }
         }
-        let owners = batch_owners(&result)?;
-        match owners.get(GROUPING).cloned().flatten() {
-            Some(recorded) => Ok(recorded),
-            // Refused, and gone since: taken again.
-            None => Box::pin(self.record_grouping(log, grouping, ttl)).await,
-        }
+        Err(LeaseError::Refused)
     }
 
     /// [`LeaseTable::renew_all`] in the batch that also keeps `grouping`
@@ -472,17 +472,38 @@ impl LeaseTable {
         grouping: &str,
         ttl: i32,
     ) -> Result<(Vec<StreamId>, bool), LeaseError> {
+        self.renew_rows(log, groups, member, Some(grouping), ttl).await
+    }
+
+    /// The renewals of `groups` for `member`, and with `grouping` its row
+    /// too (first, in the same batch): the groups renewed, and whether the
+    /// grouping row was (`true` without one).
+    async fn renew_rows(
+        &self,
+        log: &str,
+        groups: &[StreamId],
+        member: &str,
+        grouping: Option<&str>,
+        ttl: i32,
+    ) -> Result<(Vec<StreamId>, bool), LeaseError> {
         let update = Statement::new(self.renew_cql());
-        let owner = |item: &str| if item == GROUPING { grouping.to_owned() } else { member.to_owned() };
+        let owner = |item: &str| match grouping {
+            Some(grouping) if item == GROUPING => grouping.to_owned(),
+            _ => member.to_owned(),
+        };
         let values = |item: String| (ttl, owner(&item), log.to_owned(), LEASE, item.clone(), owner(&item));
         let items: Vec<String> =
-            std::iter::once(GROUPING.to_owned()).chain(groups.iter().map(StreamId::to_string)).collect();
+            grouping.map(|_| GROUPING.to_owned()).into_iter().chain(groups.iter().map(StreamId::to_string)).collect();
         let applied =
             self.conditional_items(&update, &items, values, |item, current| current == Some(&owner(item))).await?;
         let renewed = groups.iter().filter(|g| applied.contains(&g.to_string())).copied().collect();
-        Ok((renewed, applied.contains(GROUPING)))
+        Ok((renewed, grouping.is_none() || applied.contains(GROUPING)))
     }
 }
+
+/// How many times [`LeaseTable::record_grouping`] tries to record a
+/// grouping whose row was refused and then found gone.
+const GROUPING_ATTEMPTS: usize = 3;
 
 /// The most lease rows one conditional batch writes. A batch is one Paxos
 /// round whatever its size; this bounds the size of one mutation.

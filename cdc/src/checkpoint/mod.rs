@@ -413,47 +413,6 @@ impl TableCheckpointStore {
         Ok(refused)
     }
 
-    async fn fence_group(&self, table: &str, generation: Millis, group: StreamId) -> Result<Fence, CheckpointError> {
-        let table: Arc<str> = table.into();
-        let generation = CqlTimestamp::from(generation);
-        let key = (table.clone(), generation, group);
-        // Read through Paxos: the latest epoch and progress any holder
-        // committed.
-        let read = |column: &str| {
-            Statement::new(format!(
-                "SELECT {column} FROM {} WHERE table_name = ? AND generation = ? AND group_id = ?",
-                self.name
-            ))
-            .with_consistency(Consistency::Serial)
-            .with_idempotent(true)
-        };
-        let result = self.session.execute(&read("epoch"), key.clone()).await?;
-        let current = result.first_row::<(Option<i64>,)>()?.and_then(|r| r.0);
-        let next = current.unwrap_or(0).checked_add(1).ok_or(CheckpointError::FenceContended(group))?;
-        let condition = if current.is_some() { "= ?" } else { "= null" };
-        let update = Statement::new(format!(
-            "UPDATE {} USING TTL ? SET epoch = ? WHERE table_name = ? AND generation = ? AND group_id = ? \
-             IF epoch {condition}",
-            self.name
-        ));
-        let ttl = self.ttl_secs();
-        let applied = match current {
-            Some(current) => self.session.execute(&update, (ttl, next, table, generation, group, current)).await?,
-            None => self.session.execute(&update, (ttl, next, table, generation, group)).await?,
-        }
-        .applied()
-        .ok_or(CheckpointError::NotConditional)?;
-        if !applied {
-            return Err(CheckpointError::FenceContended(group));
-        }
-        // After the fence no earlier holder saves: this is the final word.
-        let result = self.session.execute(&read("progress"), key).await?;
-        let progress = result.first_row::<(Option<CqlTimestamp>,)>()?.and_then(|r| r.0).map(Millis::from);
-        Ok(Fence { epoch: next.unsigned_abs(), progress })
-    }
-}
-
-impl TableCheckpointStore {
     /// Fences `groups` together: per [`FENCE_ROWS`] groups, one read
     /// through Paxos of their epochs and progress, then one conditional
     /// batch that raises each epoch if neither it nor the progress changed
@@ -617,7 +576,10 @@ impl CheckpointStore for TableCheckpointStore {
         generation: Millis,
         group: StreamId,
     ) -> BoxFuture<'a, Result<Fence, CheckpointError>> {
-        Box::pin(self.fence_group(table, generation, group))
+        Box::pin(async move {
+            let mut fences = self.fence_chunk(table, generation, &[group]).await?;
+            fences.pop().ok_or(CheckpointError::FenceContended(group))
+        })
     }
 
     fn fence_all<'a>(
