@@ -57,7 +57,7 @@ use shardwise::protocol::token::Token;
 use shardwise::{Connection, ConnectionError, ExecutionError, Session, Statement};
 use tokio::sync::{mpsc, Notify};
 
-use crate::checkpoint::{CheckpointError, CheckpointStore};
+use crate::checkpoint::{CheckpointError, CheckpointStore, GroupProgress};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
 use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
 use crate::lease::{LeaseConfig, LeaseError};
@@ -854,33 +854,25 @@ impl Shared {
         let mut written = self.written.lock().await;
         let generation = checkpoint.generation;
         checkpoint.groups.retain(|g| written.get(&(generation, g.group)).is_none_or(|p| *p <= g.progress));
-        let result = store.save(&self.log, &checkpoint).await;
-        if result.is_ok() || matches!(result, Err(CheckpointError::Fenced(_))) {
-            let refused: &[StreamId] = match &result {
-                Err(CheckpointError::Fenced(refused)) => refused,
-                _ => &[],
-            };
-            for g in checkpoint.groups.iter().filter(|g| !refused.contains(&g.group)) {
-                let furthest = written.entry((generation, g.group)).or_insert(g.progress);
-                *furthest = (*furthest).max(g.progress);
-            }
-            // Generations left behind need no more ordering.
-            written.retain(|(gen, _), _| *gen >= generation);
+        let refused = match store.save(&self.log, &checkpoint).await {
+            Ok(()) => Vec::new(),
+            Err(CheckpointError::Fenced(refused)) => refused,
+            Err(e) => return Err(e.into()),
+        };
+        let (saved, lost): (Vec<GroupProgress>, Vec<GroupProgress>) =
+            checkpoint.groups.into_iter().partition(|g| !refused.contains(&g.group));
+        for g in &saved {
+            let furthest = written.entry((generation, g.group)).or_insert(g.progress);
+            *furthest = (*furthest).max(g.progress);
         }
+        // Generations left behind need no more ordering.
+        written.retain(|(gen, _), _| *gen >= generation);
         drop(written);
-        if let Err(CheckpointError::Fenced(refused)) = &result {
-            let mut saved = checkpoint.clone();
-            saved.groups.retain(|g| !refused.contains(&g.group));
-            self.planner().saved(&saved);
-            for group in refused {
-                tracing::warn!(group = %group, "another reader took a CDC group over; it is left");
-                let epoch = checkpoint.groups.iter().find(|g| g.group == *group).map_or(0, |g| g.epoch);
-                self.drop_group(*group, epoch);
-            }
-            return Ok(());
+        self.planner().saved(&crate::checkpoint::Checkpoint { generation, groups: saved });
+        for g in lost {
+            tracing::warn!(group = %g.group, "another reader took a CDC group over; it is left");
+            self.drop_group(g.group, g.epoch);
         }
-        result?;
-        self.planner().saved(&checkpoint);
         Ok(())
     }
 
