@@ -21,13 +21,13 @@
 use std::sync::Arc;
 
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::request::{self, BatchStatement, Execute, Query, QueryParameters, Request, StatementKind};
+use shardwise_protocol::request::{self, Execute, Query, QueryParameters, Request, StatementKind};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::{InMarkerOrder, SerializeValues};
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
-use crate::statement::{Batch, PreparedStatement, Statement, StatementOptions};
+use crate::statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};
 
 /// Per-attempt parameters resolved from the statement and session defaults.
 #[derive(Debug, Clone, Copy)]
@@ -246,6 +246,27 @@ impl BatchEntry for PreparedStatement {
     }
 }
 
+impl BatchEntry for BatchStatement {
+    fn kind(&self) -> StatementKind<'_> {
+        match self {
+            BatchStatement::Query(s) => s.kind(),
+            BatchStatement::PreparedStatement(p) => p.kind(),
+        }
+    }
+    fn check<V: SerializeValues>(&self, values: &V) -> Result<(), EncodeError> {
+        match self {
+            BatchStatement::Query(s) => s.check(values),
+            BatchStatement::PreparedStatement(p) => p.check(values),
+        }
+    }
+    fn prepared(&self) -> Option<&PreparedStatement> {
+        match self {
+            BatchStatement::Query(_) => None,
+            BatchStatement::PreparedStatement(p) => Some(p),
+        }
+    }
+}
+
 impl<T: BatchEntry + ?Sized> BatchEntry for &T {
     fn kind(&self) -> StatementKind<'_> {
         (**self).kind()
@@ -283,7 +304,7 @@ macro_rules! tuple_batch {
                 visitor: R,
             ) -> Result<R::Output, EncodeError> {
                 $(self.statements.$i.check(&values.$i)?;)+
-                let statements = ($(BatchStatement {
+                let statements = ($(request::BatchStatement {
                     kind: self.statements.$i.kind(),
                     values: self.statements.$i.in_marker_order(&values.$i),
                 },)+);
@@ -308,34 +329,50 @@ tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5);
 tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5, S6 V6.6);
 tuple_batch!(S0 V0.0, S1 V1.1, S2 V2.2, S3 V3.3, S4 V4.4, S5 V5.5, S6 V6.6, S7 V7.7);
 
-/// A batch over a slice of statements with one value list per statement
-/// (the list of requests is built in a `Vec`).
-impl<S: BatchEntry, V: SerializeValues> Executable<Vec<V>> for Batch<Vec<S>> {
-    fn options(&self) -> &StatementOptions {
-        self.options()
-    }
-    fn with_request<R: RequestVisitor>(
-        &self,
-        values: &Vec<V>,
-        params: Params<'_>,
-        visitor: R,
-    ) -> Result<R::Output, EncodeError> {
-        if values.len() != self.statements.len() {
-            return Err(EncodeError::InvalidValue { what: "batch", reason: "one value list per statement is needed" });
+/// A batch over a `Vec` of statements (built at run time), with one value
+/// list per statement: a `Vec`, an array or a slice of them, owned or
+/// borrowed. The list of requests is built in one `Vec`, the only
+/// allocation of the batch's request.
+macro_rules! vec_batch {
+    ($([$($gen:tt)*] $values:ty),*) => {$(
+        impl<$($gen)* S: BatchEntry, V: SerializeValues> Executable<$values> for Batch<Vec<S>> {
+            fn options(&self) -> &StatementOptions {
+                self.options()
+            }
+            fn with_request<R: RequestVisitor>(
+                &self,
+                values: &$values,
+                params: Params<'_>,
+                visitor: R,
+            ) -> Result<R::Output, EncodeError> {
+                vec_batch_request(self, &values[..], params, visitor)
+            }
+            fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
+                self.statements.iter().find_map(|s| s.prepared().filter(|p| p.id() == id))
+            }
+            fn route(&self, values: &$values) -> Option<Route<'_>> {
+                prepared_route(self.statements.first()?.prepared()?, values.first()?)
+            }
         }
-        let mut statements = Vec::with_capacity(values.len());
-        for (s, v) in self.statements.iter().zip(values) {
-            s.check(v)?;
-            statements.push(BatchStatement { kind: s.kind(), values: s.in_marker_order(v) });
-        }
-        Ok(visitor.visit(&batch_request(self.kind, statements, params)))
+    )*};
+}
+vec_batch!([] Vec<V>, ['v,] &'v Vec<V>, ['v,] &'v [V], [const N: usize,] [V; N]);
+
+fn vec_batch_request<S: BatchEntry, V: SerializeValues, R: RequestVisitor>(
+    batch: &Batch<Vec<S>>,
+    values: &[V],
+    params: Params<'_>,
+    visitor: R,
+) -> Result<R::Output, EncodeError> {
+    if values.len() != batch.statements.len() {
+        return Err(EncodeError::InvalidValue { what: "batch", reason: "one value list per statement is needed" });
     }
-    fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
-        self.statements.iter().find_map(|s| s.prepared().filter(|p| p.id() == id))
+    let mut statements = Vec::with_capacity(values.len());
+    for (s, v) in batch.statements.iter().zip(values) {
+        s.check(v)?;
+        statements.push(request::BatchStatement { kind: s.kind(), values: s.in_marker_order(v) });
     }
-    fn route(&self, values: &Vec<V>) -> Option<Route<'_>> {
-        prepared_route(self.statements.first()?.prepared()?, values.first()?)
-    }
+    Ok(visitor.visit(&batch_request(batch.kind, statements, params)))
 }
 
 #[cfg(test)]

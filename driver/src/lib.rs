@@ -89,4 +89,4 @@ pub use session::{
     ConnectionAffinity, ExecutionProfile, RowStream, RowStreamError, Session, SessionBuilder, SessionConfig,
     SpeculativePolicy, TracingInfo, TracingInfoError,
 };
-pub use statement::{Batch, PreparedStatement, Statement, StatementOptions};
+pub use statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};

@@ -272,9 +272,9 @@ impl PreparedStatement {
 }
 
 /// A batch of statements applied together. `S` is a tuple, array, slice or
-/// `Vec` of statements (`Statement`, `PreparedStatement` or references to
-/// them); the values passed to `execute` have the same shape, one value
-/// list per statement, so a batch needs no boxing.
+/// `Vec` of statements (`Statement`, `PreparedStatement`, [`BatchStatement`]
+/// or references to them); the values passed to `execute` have the same
+/// shape, one value list per statement, so a batch needs no boxing.
 ///
 /// ```
 /// # use shardwise::statement::{Batch, Statement};
@@ -285,8 +285,28 @@ impl PreparedStatement {
 /// // session.execute(&batch, ((1, "one"), (2,))).await?;
 /// # let _ = batch;
 /// ```
+///
+/// A batch built at run time is a `Batch` (of [`BatchStatement`]s, prepared
+/// or not, as many as needed) with one value list per statement; lists of
+/// different types go in one `Vec` as `&dyn DynValues`:
+///
+/// ```
+/// # use shardwise::statement::Batch;
+/// # use shardwise::protocol::types::ser::DynValues;
+/// let mut batch: Batch = Batch::default();
+/// let mut values: Vec<&dyn DynValues> = Vec::new();
+/// for (pk, v) in [(1, "one"), (2, "two")] {
+///     batch.append_statement("INSERT INTO ks.t (pk, v) VALUES (?, ?)");
+///     values.push(&(pk, v));
+/// }
+/// batch.append_statement("DELETE FROM ks.t WHERE pk = ?");
+/// values.push(&(3,));
+/// // let batch = session.prepare_batch(&batch).await?; // typed and routed
+/// // session.execute(&batch, &values).await?;
+/// # assert_eq!(batch.statements().len(), values.len());
+/// ```
 #[derive(Debug, Clone)]
-pub struct Batch<S> {
+pub struct Batch<S = Vec<BatchStatement>> {
     pub(crate) kind: BatchType,
     pub(crate) statements: S,
     options: StatementOptions,
@@ -313,5 +333,70 @@ impl<S> Batch<S> {
     pub fn statements(&self) -> &S {
         &self.statements
     }
+    /// The batch's kind.
+    pub fn kind(&self) -> BatchType {
+        self.kind
+    }
     options_setters!();
+}
+
+/// An empty logged batch, to build at run time.
+impl<S> Default for Batch<Vec<S>> {
+    fn default() -> Self {
+        Batch::logged(Vec::new())
+    }
+}
+
+impl<S> Batch<Vec<S>> {
+    /// Adds a statement; its values go at the same place in the values'
+    /// `Vec`.
+    pub fn append_statement(&mut self, statement: impl Into<S>) {
+        self.statements.push(statement.into());
+    }
+    /// The statements, to change them in place.
+    pub fn statements_mut(&mut self) -> &mut Vec<S> {
+        &mut self.statements
+    }
+}
+
+/// One statement of a batch built at run time: unprepared or prepared.
+/// Prepared statements are sent by id with typed values and make the batch
+/// token-aware (by its first statement); `Session::prepare_batch` prepares
+/// the others.
+#[derive(Debug, Clone)]
+pub enum BatchStatement {
+    /// An unprepared statement: its text, with positional values.
+    Query(Statement),
+    /// A prepared statement.
+    PreparedStatement(PreparedStatement),
+}
+
+impl From<Statement> for BatchStatement {
+    fn from(s: Statement) -> Self {
+        BatchStatement::Query(s)
+    }
+}
+
+impl From<&str> for BatchStatement {
+    fn from(s: &str) -> Self {
+        BatchStatement::Query(s.into())
+    }
+}
+
+impl From<String> for BatchStatement {
+    fn from(s: String) -> Self {
+        BatchStatement::Query(s.into())
+    }
+}
+
+impl From<PreparedStatement> for BatchStatement {
+    fn from(p: PreparedStatement) -> Self {
+        BatchStatement::PreparedStatement(p)
+    }
+}
+
+impl From<&PreparedStatement> for BatchStatement {
+    fn from(p: &PreparedStatement) -> Self {
+        BatchStatement::PreparedStatement(p.clone())
+    }
 }

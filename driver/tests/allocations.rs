@@ -15,7 +15,8 @@ use std::sync::Mutex;
 
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
-use shardwise::{Session, SessionBuilder, Statement};
+use shardwise::protocol::types::ser::DynValues;
+use shardwise::{Batch, Session, SessionBuilder, Statement};
 
 /// The tests take turns: one count at a time.
 static TURN: Mutex<()> = Mutex::new(());
@@ -132,6 +133,62 @@ async fn measure(version: ProtocolVersion) {
             );
         }
     }
+}
+
+/// A batch built at run time (a `Batch` of 16 prepared statements, its
+/// value lists of two types in one `Vec<&dyn DynValues>`) allocates once
+/// per request: the list of its statements' requests. A tuple batch
+/// allocates nothing.
+#[test]
+fn a_run_time_batch_allocates_only_its_statement_list() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let (session, ks) = setup(ProtocolVersion::V4).await;
+        let insert =
+            session.prepare(format!("INSERT INTO {ks}.kv (pk, v1, v2) VALUES (?, ?, ?)")).await.expect("prepare");
+        let update = session.prepare(format!("UPDATE {ks}.kv SET v1 = ? WHERE pk = ?")).await.expect("prepare");
+        let text = "a value of some length";
+        let inserts: Vec<(i64, i64, &str)> = (0..8).map(|i| (i, i * 2, text)).collect();
+        let updates: Vec<(i64, i64)> = (0..8).map(|i| (i * 3, i)).collect();
+        let mut batch: Batch = Batch::unlogged(Vec::new());
+        let mut values: Vec<&dyn DynValues> = Vec::new();
+        for (i, u) in inserts.iter().zip(&updates) {
+            batch.append_statement(&insert);
+            values.push(i);
+            batch.append_statement(&update);
+            values.push(u);
+        }
+        let tuple = Batch::unlogged((&insert, &update));
+        for _ in 0..100 {
+            session.execute(&batch, &values).await.expect("batch");
+            session.execute(&tuple, ((1i64, 2i64, text), (3i64, 1i64))).await.expect("tuple batch");
+        }
+        const N: usize = 200;
+        let (mut dynamic, mut tuples) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            dynamic.push(
+                count(async {
+                    for _ in 0..N {
+                        session.execute(&batch, &values).await.expect("batch");
+                    }
+                })
+                .await,
+            );
+            tuples.push(
+                count(async {
+                    for _ in 0..N {
+                        session.execute(&tuple, ((1i64, 2i64, text), (3i64, 1i64))).await.expect("tuple batch");
+                    }
+                })
+                .await,
+            );
+        }
+        println!("allocations in rounds of {N} run-time batches: {dynamic:?}, of {N} tuple batches: {tuples:?}");
+        let best = |rounds: &[usize]| rounds.iter().copied().min().unwrap_or(usize::MAX);
+        assert!(best(&dynamic) <= N, "a run-time batch allocated more than its statement list: {dynamic:?}");
+        assert_eq!(best(&tuples), 0, "every round of tuple batches allocated: {tuples:?}");
+    });
 }
 
 /// On a tablets keyspace (through the emulation front), once the session

@@ -8,7 +8,7 @@ use super::plan::Ask;
 use super::Session;
 use crate::connection::Connection;
 use crate::error::ExecutionError;
-use crate::statement::{PreparedStatement, Statement};
+use crate::statement::{Batch, BatchStatement, PreparedStatement, Statement};
 
 impl Session {
     /// Prepares a statement (once per text and keyspace set by `USE`:
@@ -51,6 +51,21 @@ impl Session {
         }
         self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
         Ok(with_options(p, &statement))
+    }
+
+    /// The batch with each of its unprepared statements prepared (each text
+    /// once, through the session's cache), so that its values are checked
+    /// against the bind markers, bound by name where they are named, and
+    /// the batch routed to its first statement's replicas. The batch's kind
+    /// and options are kept.
+    pub async fn prepare_batch(&self, batch: &Batch) -> Result<Batch, ExecutionError> {
+        let mut prepared = batch.clone();
+        for statement in prepared.statements_mut() {
+            if let BatchStatement::Query(s) = statement {
+                *statement = BatchStatement::PreparedStatement(self.prepare(s.clone()).await?);
+            }
+        }
+        Ok(prepared)
     }
 }
 

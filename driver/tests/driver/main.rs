@@ -12,6 +12,7 @@ mod derives;
 mod faults;
 mod hostile_server;
 mod load_balancing;
+mod porting;
 mod readme;
 mod schema;
 mod send;

@@ -1,6 +1,6 @@
 //! CQL types and values: the type descriptions of result metadata
 //! ([`ColumnType`]), serialization of Rust values into bind values
-//! ([`ser`]), zero-copy deserialization of values and rows ([`de`]), and an
+//! ([`ser`], and [`ser::DynValues`] for value lists typed at run time), zero-copy deserialization of values and rows ([`de`]), and an
 //! owned dynamic value ([`CqlValue`]) for convenience; [`derived`] holds
 //! what the derives of `shardwise-macros` call (structs as user-defined
 //! types, bind markers by name).
@@ -20,6 +20,7 @@ mod collections;
 mod column_type;
 pub mod de;
 pub mod derived;
+mod dyn_values;
 #[cfg(any(feature = "chrono", feature = "time", feature = "num-bigint"))]
 mod ext;
 pub mod ser;

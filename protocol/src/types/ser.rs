@@ -20,7 +20,7 @@
 //! | tuples of up to 16 | `tuple` of the same arity |
 //! | [`CqlVector<T>`] | `vector` (a `Vec` is a list: the layouts differ) |
 //! | [`CqlValue`] | its variant's type |
-//! | `Option<T>`, [`Unset`] | null / unset, any type |
+//! | `Option<T>`, [`Unset`], [`MaybeUnset<T>`] | null / unset, any type |
 //!
 //! Blobs follow the official driver: `u8` is no CQL type (`tinyint` is
 //! `i8`), so `Vec<u8>` can be a blob while `Vec<T>` of other `T` is a list.
@@ -33,6 +33,7 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes};
 use uuid::Uuid;
 
+pub use super::dyn_values::DynValues;
 use crate::codec::{self, RawValue};
 use crate::error::EncodeError;
 use crate::types::{
@@ -535,6 +536,47 @@ impl SerializeValue for Unset {
     }
     fn encode(&self, buf: &mut impl BufMut) {
         buf.put_i32(-2);
+    }
+}
+
+/// A value that is either bound or left [`Unset`]: a partial update binds
+/// `MaybeUnset::Unset` for the columns it leaves alone, with one prepared
+/// statement for every combination (`MaybeUnset<Option<T>>` tells the three
+/// apart: untouched, null, a value).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum MaybeUnset<T> {
+    /// The column is left untouched.
+    #[default]
+    Unset,
+    /// The column is set to this value.
+    Set(T),
+}
+
+impl<T> From<Option<T>> for MaybeUnset<T> {
+    /// `None` is unset (not null): the column is left untouched.
+    fn from(value: Option<T>) -> Self {
+        value.map_or(MaybeUnset::Unset, MaybeUnset::Set)
+    }
+}
+
+impl<T: SerializeValue> SerializeValue for MaybeUnset<T> {
+    fn check_type(&self, typ: &ColumnType) -> Result<(), EncodeError> {
+        match self {
+            MaybeUnset::Set(v) => v.check_type(typ),
+            MaybeUnset::Unset => Ok(()),
+        }
+    }
+    fn encoded_len(&self) -> Result<usize, EncodeError> {
+        match self {
+            MaybeUnset::Set(v) => v.encoded_len(),
+            MaybeUnset::Unset => Unset.encoded_len(),
+        }
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        match self {
+            MaybeUnset::Set(v) => v.encode(buf),
+            MaybeUnset::Unset => Unset.encode(buf),
+        }
     }
 }
 
@@ -1187,6 +1229,12 @@ mod tests {
         assert_eq!(serialize(&None::<String>), [0xff, 0xff, 0xff, 0xff]);
         assert_eq!(serialize(&Unset), [0xff, 0xff, 0xff, 0xfe]);
         assert_eq!(serialize(&Some(1i8)), [0, 0, 0, 1, 1]);
+        assert_eq!(serialize(&MaybeUnset::<i8>::Unset), [0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(serialize(&MaybeUnset::Set(1i8)), [0, 0, 0, 1, 1]);
+        assert_eq!(serialize(&MaybeUnset::Set(None::<i8>)), [0xff, 0xff, 0xff, 0xff], "set to null");
+        assert_eq!(MaybeUnset::from(None::<i8>), MaybeUnset::Unset);
+        assert!(is_mismatch(MaybeUnset::Set(1i8).check_type(&ColumnType::Text)));
+        assert_eq!(MaybeUnset::<i8>::Unset.check_type(&ColumnType::Text), Ok(()));
         // Null elements inside a list are written as null elements.
         assert_eq!(serialize(&vec![None, Some(1i8)]), [0, 0, 0, 13, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1]);
     }

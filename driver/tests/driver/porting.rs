@@ -1,0 +1,127 @@
+//! The calls a service ported from the official driver makes, written the
+//! way its users write them, against the real Cassandra 5.0: batches built
+//! at run time (`Batch::default()` and `append_statement` in a loop,
+//! prepared and unprepared statements mixed, more than eight of them,
+//! `prepare_batch`), and partial updates with unset values.
+
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::protocol::types::ser::{DynValues, MaybeUnset};
+use shardwise::{Batch, BatchStatement, Session, SessionBuilder, Statement};
+
+async fn session(version: ProtocolVersion) -> (Session, String) {
+    let s = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .protocol_versions(version, version)
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    let ks = testkit::fresh_keyspace("porting");
+    for ddl in [
+        testkit::create_keyspace(&ks, 1),
+        format!("CREATE TABLE {ks}.users (id bigint PRIMARY KEY, name text, email text, visits int)"),
+        format!("CREATE TABLE {ks}.by_name (name text, id bigint, PRIMARY KEY (name, id))"),
+    ] {
+        s.execute(&Statement::new(ddl), ()).await.expect("ddl");
+    }
+    (s, ks)
+}
+
+async fn users(s: &Session, ks: &str) -> Vec<(i64, Option<String>, Option<String>, Option<i32>)> {
+    let r = s.execute(&Statement::new(format!("SELECT id, name, email, visits FROM {ks}.users")), ()).await;
+    let mut rows: Vec<_> = r.expect("select").rows().expect("types").map(|r| r.expect("row")).collect();
+    rows.sort();
+    rows
+}
+
+/// A denormalised write built at run time: per user one prepared insert
+/// into each of two tables, an unprepared update, and deletes of users
+/// gone, 2 + 3 × 12 statements with value lists of four types in one `Vec`.
+#[tokio::test]
+async fn a_batch_built_at_run_time_mixes_statements_and_value_types() {
+    for version in [ProtocolVersion::V4, ProtocolVersion::V5] {
+        let (s, ks) = session(version).await;
+        let insert = s.prepare(format!("INSERT INTO {ks}.users (id, name) VALUES (?, ?)")).await.expect("prepare");
+        let index = s.prepare(format!("INSERT INTO {ks}.by_name (name, id) VALUES (?, ?)")).await.expect("prepare");
+        s.execute(&Statement::new(format!("INSERT INTO {ks}.users (id, name) VALUES (100, 'gone')")), ())
+            .await
+            .expect("insert");
+
+        let names: Vec<String> = (0..12).map(|i| format!("user{i}")).collect();
+        let rows: Vec<(i64, &str)> = names.iter().enumerate().map(|(i, n)| (i as i64, n.as_str())).collect();
+        let index_rows: Vec<(&str, i64)> = rows.iter().map(|&(id, n)| (n, id)).collect();
+        let visits: Vec<(i32, i64)> = rows.iter().map(|&(id, _)| (id as i32 * 10, id)).collect();
+        let gone = (100i64,);
+        let none = ();
+
+        let mut batch: Batch = Batch::default();
+        let mut values: Vec<&dyn DynValues> = Vec::new();
+        for ((row, index_row), visit) in rows.iter().zip(&index_rows).zip(&visits) {
+            batch.append_statement(&insert);
+            values.push(row);
+            batch.append_statement(&index);
+            values.push(index_row);
+            batch.append_statement(format!("UPDATE {ks}.users SET visits = ? WHERE id = ?"));
+            values.push(visit);
+        }
+        batch.append_statement(Statement::new(format!("DELETE FROM {ks}.users WHERE id = ?")));
+        values.push(&gone);
+        batch.append_statement(format!("UPDATE {ks}.users SET email = 'first@example.com' WHERE id = 0"));
+        values.push(&none);
+        assert_eq!(batch.statements().len(), 38);
+        s.execute(&batch, &values).await.expect("a run-time batch, unprepared statements included");
+
+        let want: Vec<_> = (0..12i64)
+            .map(|i| {
+                let email = (i == 0).then(|| "first@example.com".to_owned());
+                (i, Some(format!("user{i}")), email, Some(i as i32 * 10))
+            })
+            .collect();
+        assert_eq!(users(&s, &ks).await, want, "{version:?}");
+        let r = s.execute(&Statement::new(format!("SELECT count(*) FROM {ks}.by_name")), ()).await.expect("count");
+        assert_eq!(r.first_row::<(i64,)>().expect("type"), Some((12,)));
+
+        // prepare_batch: every statement prepared (each text once), so
+        // the values are checked against the markers before anything is
+        // sent.
+        let prepared = s.prepare_batch(&batch).await.expect("prepare_batch");
+        assert!(prepared.statements().iter().all(|st| matches!(st, BatchStatement::PreparedStatement(_))));
+        assert_eq!(prepared.kind(), batch.kind());
+        s.execute(&prepared, &values).await.expect("the prepared batch");
+        let mut wrong = values.clone();
+        let text = ("not a bigint",);
+        wrong[37 - 1] = &text;
+        let e = s.execute(&prepared, &wrong).await.expect_err("a value of the wrong type");
+        assert!(e.to_string().contains("bigint") || e.to_string().contains("type"), "{e}");
+        let short = &values[..10];
+        let e = s.execute(&prepared, short).await.expect_err("fewer value lists than statements");
+        assert!(e.to_string().contains("one value list per statement"), "{e}");
+    }
+}
+
+/// A partial update with one prepared statement: the columns a caller does
+/// not change are bound `MaybeUnset::Unset` and keep their values (no null,
+/// no tombstone); `MaybeUnset::Set(None)` nulls one.
+#[tokio::test]
+async fn unset_values_leave_columns_untouched() {
+    let (s, ks) = session(ProtocolVersion::V4).await;
+    let upsert = s
+        .prepare(format!("UPDATE {ks}.users SET name = ?, email = ?, visits = ? WHERE id = ?"))
+        .await
+        .expect("prepare");
+    s.execute(&upsert, ("ann", "ann@example.com", 1i32, 1i64)).await.expect("write");
+    let only_visits = (MaybeUnset::<&str>::Unset, MaybeUnset::<&str>::Unset, MaybeUnset::Set(2i32), 1i64);
+    s.execute(&upsert, only_visits).await.expect("partial update");
+    assert_eq!(
+        users(&s, &ks).await,
+        [(1, Some("ann".to_owned()), Some("ann@example.com".to_owned()), Some(2))],
+        "untouched columns keep their values"
+    );
+    let null_email = (MaybeUnset::<&str>::Unset, MaybeUnset::Set(None::<&str>), MaybeUnset::<i32>::Unset, 1i64);
+    s.execute(&upsert, null_email).await.expect("partial update");
+    assert_eq!(users(&s, &ks).await, [(1, Some("ann".to_owned()), None, Some(2))]);
+    let from_option: MaybeUnset<i32> = None.into();
+    s.execute(&upsert, (MaybeUnset::Set("bo"), MaybeUnset::<&str>::Unset, from_option, 1i64)).await.expect("partial");
+    assert_eq!(users(&s, &ks).await, [(1, Some("bo".to_owned()), None, Some(2))]);
+}
