@@ -159,8 +159,14 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
         self.with_shape(|shape| {
             // Values matched to the markers by name go in the markers' order.
             let mut query = params.query(InMarkerOrder::new(values, self.bind_specs()));
-            // The result columns are cached: ask the server not to resend them.
-            query.skip_metadata = shape.specs.is_some();
+            // The result columns are cached: ask the server not to resend
+            // them, but only where a metadata id tells a stale cache (v5,
+            // or ScyllaDB's metadata-id extension): without one, a table
+            // altered meanwhile would have its rows read with the old
+            // columns. Metadata that is sent and has not changed is
+            // compared in place and costs no allocation
+            // (`ResultMetadata::decode_known`).
+            query.skip_metadata = shape.specs.is_some() && shape.metadata_id.is_some();
             Ok(visitor.visit(&Execute {
                 id: self.id(),
                 result_metadata_id: shape.metadata_id.as_deref(),

@@ -44,6 +44,18 @@ impl ResultMetadata {
     /// Decodes metadata; `body` is the buffer `r` reads from, so that the
     /// paging state is kept as a slice of it.
     pub fn decode(r: &mut Reader<'_>, body: &Bytes) -> Result<Self, DecodeError> {
+        Self::decode_known(r, body, None)
+    }
+
+    /// [`Self::decode`], for a result whose columns are expected to be
+    /// `known` (a prepared statement's cached result columns): column specs
+    /// that the server sent and that equal them are read in place and
+    /// left out (`specs: None`, as if the server had skipped them), so a
+    /// result that carries its metadata costs no allocation when nothing
+    /// changed (complex column types excepted: they are compared decoded).
+    /// Specs that differ are decoded in full, so the caller sees the new
+    /// columns.
+    pub fn decode_known(r: &mut Reader<'_>, body: &Bytes, known: Option<&[ColumnSpec]>) -> Result<Self, DecodeError> {
         let flags = r.i32("metadata flags")?;
         let columns_count = r.len_i32("columns count")?;
         let paging_state =
@@ -53,10 +65,13 @@ impl ResultMetadata {
         } else {
             None
         };
+        let global = flags & flag::GLOBAL_TABLES_SPEC != 0;
         let specs = if flags & flag::NO_METADATA != 0 {
             None
+        } else if known.is_some_and(|known| known.len() == columns_count && specs_match(r, global, known)) {
+            None
         } else {
-            Some(decode_specs(r, flags & flag::GLOBAL_TABLES_SPEC != 0, columns_count)?)
+            Some(decode_specs(r, global, columns_count)?)
         };
         Ok(ResultMetadata { columns_count, paging_state, new_metadata_id, specs })
     }
@@ -115,6 +130,34 @@ fn global_table(specs: &[ColumnSpec]) -> Option<(&str, &str)> {
         .iter()
         .all(|s| s.keyspace == first.keyspace && s.table == first.table)
         .then_some((first.keyspace.as_str(), first.table.as_str()))
+}
+
+/// Whether the specs at `r` are `known`, compared in place; `r` is moved
+/// past them only when they are. Anything unreadable is no match: the full
+/// decode then reports it.
+fn specs_match(r: &mut Reader<'_>, global: bool, known: &[ColumnSpec]) -> bool {
+    let mut probe = *r;
+    let mut matches = || -> Result<bool, DecodeError> {
+        let table = if global { Some((probe.string("keyspace")?, probe.string("table")?)) } else { None };
+        for spec in known {
+            let (keyspace, table) = match table {
+                Some(t) => t,
+                None => (probe.string("keyspace")?, probe.string("table")?),
+            };
+            if keyspace != spec.keyspace || table != spec.table || probe.string("column name")? != spec.name {
+                return Ok(false);
+            }
+            if !spec.typ.is_encoded_at(&mut probe)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    };
+    let matched = matches().unwrap_or(false);
+    if matched {
+        *r = probe;
+    }
+    matched
 }
 
 fn decode_specs(r: &mut Reader<'_>, global: bool, count: usize) -> Result<Vec<ColumnSpec>, DecodeError> {
@@ -261,13 +304,19 @@ impl Rows {
     /// against the body's size (every value takes at least 4 bytes), and
     /// [`Rows::check_framing`] (which [`Rows::rows`] runs) checks the rest.
     pub fn decode(body: Bytes, start: usize) -> Result<Self, DecodeError> {
+        Self::decode_known(body, start, None)
+    }
+
+    /// [`Self::decode`] for rows whose columns are expected to be `known`
+    /// (see [`ResultMetadata::decode_known`]).
+    pub fn decode_known(body: Bytes, start: usize, known: Option<&[ColumnSpec]>) -> Result<Self, DecodeError> {
         let rest = body.get(start..).ok_or(DecodeError::UnexpectedEnd {
             what: "rows",
             needed: start,
             remaining: body.len(),
         })?;
         let mut r = Reader::new(rest);
-        let metadata = ResultMetadata::decode(&mut r, &body)?;
+        let metadata = ResultMetadata::decode_known(&mut r, &body, known)?;
         let rows_count = r.len_i32("rows count")?;
         let rows_start = body.len() - r.remaining();
         let plausible = match metadata.columns_count {
@@ -427,3 +476,46 @@ impl<'a, R: DeserializeRow<'a>> Iterator for TypedRows<'a, R> {
 }
 
 impl<'a, R: DeserializeRow<'a>> ExactSizeIterator for TypedRows<'a, R> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(table: &str, name: &str, typ: ColumnType) -> ColumnSpec {
+        ColumnSpec { keyspace: "ks".into(), table: table.into(), name: name.into(), typ }
+    }
+
+    fn encoded(metadata: &ResultMetadata) -> Bytes {
+        let mut buf = Vec::new();
+        metadata.encode(&mut buf).expect("encode");
+        buf.extend_from_slice(&[0, 0, 0, 0]);
+        Bytes::from(buf)
+    }
+
+    /// Metadata the server sent that equals the cached columns is left out
+    /// (read in place); metadata that differs is decoded whole, globally
+    /// specified or not.
+    #[test]
+    fn known_columns_are_read_in_place_and_changed_ones_decoded() {
+        let list = ColumnType::List(Box::new(ColumnType::Text));
+        let known = vec![spec("t", "pk", ColumnType::Int), spec("t", "v", list.clone())];
+        let added = vec![known[0].clone(), known[1].clone(), spec("t", "b", ColumnType::Text)];
+        let retyped = vec![known[0].clone(), spec("t", "v", ColumnType::Set(Box::new(ColumnType::Text)))];
+        let renamed = vec![known[0].clone(), spec("t", "w", list.clone())];
+        let other_table = vec![known[0].clone(), spec("u", "v", list)];
+        for (sent, same) in
+            [(&known, true), (&added, false), (&retyped, false), (&renamed, false), (&other_table, false)]
+        {
+            let metadata =
+                ResultMetadata { columns_count: sent.len(), specs: Some(sent.clone()), ..Default::default() };
+            let body = encoded(&metadata);
+            let rows = Rows::decode_known(body.clone(), 0, Some(&known)).expect("decode");
+            assert_eq!(rows.metadata.specs.is_none(), same, "{sent:?}");
+            if !same {
+                assert_eq!(rows.metadata.specs.as_ref(), Some(sent), "decoded whole");
+            }
+            assert_eq!(rows.rows_count(), 0);
+            assert_eq!(Rows::decode(body, 0).expect("decode").metadata.specs.as_ref(), Some(sent), "nothing known");
+        }
+    }
+}

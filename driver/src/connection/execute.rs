@@ -124,7 +124,9 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
         // The answer lives in this block only, so that the rare re-prepare
         // below does not keep it in every request's future.
         let forgotten = {
-            let response = Response::from_envelope(envelope)?;
+            // Result columns that equal the cached ones are read in place.
+            let known = statement.result_specs();
+            let response = Response::decode_known(&envelope.header, envelope.body, known.as_deref())?;
             match response.message {
                 ResponseMessage::Result(result) => {
                     if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {
@@ -134,6 +136,11 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                                 metadata_id: Some(Bytes::copy_from_slice(id)),
                                 specs: rows.metadata.specs.clone().map(Arc::from),
                             });
+                        } else if let (Some(specs), Some(_)) = (&rows.metadata.specs, &known) {
+                            // Without a metadata id (v4): the columns sent
+                            // differ from the cached ones, which follow.
+                            let metadata_id = p.with_shape(|s| s.metadata_id.clone());
+                            p.set_shape(ResultShape { metadata_id, specs: Some(Arc::from(specs.clone())) });
                         }
                     }
                     // Only rows read the specs: a write's answer takes no

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use crate::codec::{self, Reader};
 use crate::error::{DecodeError, EncodeError};
 use crate::frame::envelope::{Envelope, EnvelopeHeader, Flags, Opcode, ProtocolVersion, HEADER_LEN};
+use crate::types::ColumnSpec;
 
 /// A response message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +89,16 @@ impl Response {
     /// Decodes the body of a response envelope. The body is moved in: a Rows
     /// result keeps it without copying.
     pub fn decode(header: &EnvelopeHeader, body: Bytes) -> Result<Self, DecodeError> {
+        Self::decode_known(header, body, None)
+    }
+
+    /// [`Self::decode`] for a response whose rows' columns are expected to
+    /// be `known` ([`crate::rows::ResultMetadata::decode_known`]).
+    pub fn decode_known(
+        header: &EnvelopeHeader,
+        body: Bytes,
+        known: Option<&[ColumnSpec]>,
+    ) -> Result<Self, DecodeError> {
         if !header.is_response {
             return Err(DecodeError::Invalid { what: "envelope", reason: "a request where a response was expected" });
         }
@@ -119,7 +130,7 @@ impl Response {
             ),
             Opcode::Result => {
                 let start = body.len() - r.remaining();
-                let result = ResultMessage::decode(version, body, start)?;
+                let result = ResultMessage::decode_known(version, body, start, known)?;
                 return Ok(Response { tracing_id, warnings, custom_payload, message: ResponseMessage::Result(result) });
             }
             Opcode::Event => ResponseMessage::Event(Event::decode(&mut r)?),

@@ -7,6 +7,7 @@ use crate::error::{DecodeError, EncodeError};
 use crate::frame::ProtocolVersion;
 use crate::response::event::SchemaChange;
 use crate::rows::{PreparedMetadata, ResultMetadata, Rows};
+use crate::types::ColumnSpec;
 
 /// The answer to PREPARE.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,9 +43,20 @@ impl ResultMessage {
     /// Decodes a RESULT message from `body[start..]` to the end of `body`
     /// (trailing bytes are an error). The body is moved into a Rows result.
     pub fn decode(version: ProtocolVersion, body: Bytes, start: usize) -> Result<Self, DecodeError> {
+        Self::decode_known(version, body, start, None)
+    }
+
+    /// [`Self::decode`] for a result whose rows' columns are expected to be
+    /// `known` ([`crate::rows::ResultMetadata::decode_known`]).
+    pub fn decode_known(
+        version: ProtocolVersion,
+        body: Bytes,
+        start: usize,
+        known: Option<&[ColumnSpec]>,
+    ) -> Result<Self, DecodeError> {
         let kind = Reader::new(body.get(start..).unwrap_or_default()).i32("result kind")?;
         if kind == 0x0002 {
-            return Ok(ResultMessage::Rows(Rows::decode(body, start + 4)?));
+            return Ok(ResultMessage::Rows(Rows::decode_known(body, start + 4, known)?));
         }
         let mut r = Reader::new(body.get(start + 4..).unwrap_or_default());
         let msg = Self::decode_other(version, kind, &mut r, &body)?;

@@ -148,6 +148,54 @@ impl ColumnType {
         })
     }
 
+    /// Whether the `[option]` at `r` describes this type, read in place and
+    /// without allocating (custom classes excepted); `r` is left anywhere
+    /// within the option when it does not.
+    pub fn is_encoded_at(&self, r: &mut Reader<'_>) -> Result<bool, DecodeError> {
+        self.is_encoded_at_depth(r, 0)
+    }
+
+    fn is_encoded_at_depth(&self, r: &mut Reader<'_>, depth: usize) -> Result<bool, DecodeError> {
+        if depth > MAX_DEPTH {
+            return Err(DecodeError::Invalid { what: "column type", reason: "nested too deeply" });
+        }
+        let id = r.u16("column type id")?;
+        let deeper = depth + 1;
+        Ok(match (id, self) {
+            (0x0000, _) => Self::from_custom_class(r.string("custom type class")?)? == *self,
+            (0x0020, ColumnType::List(t)) | (0x0022, ColumnType::Set(t)) => t.is_encoded_at_depth(r, deeper)?,
+            (0x0021, ColumnType::Map(k, v)) => k.is_encoded_at_depth(r, deeper)? && v.is_encoded_at_depth(r, deeper)?,
+            (0x0030, ColumnType::Udt { keyspace, name, fields }) => {
+                if r.string("udt keyspace")? != keyspace
+                    || r.string("udt name")? != name
+                    || usize::from(r.u16("udt field count")?) != fields.len()
+                {
+                    return Ok(false);
+                }
+                for (field, typ) in fields {
+                    if r.string("udt field name")? != field || !typ.is_encoded_at_depth(r, deeper)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (0x0031, ColumnType::Tuple(types)) => {
+                if usize::from(r.u16("tuple arity")?) != types.len() {
+                    return Ok(false);
+                }
+                for typ in types {
+                    if !typ.is_encoded_at_depth(r, deeper)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (0x0020..=0x0022 | 0x0030 | 0x0031, _) => false,
+            // The simple types: the id alone.
+            (id, typ) => Self::decode(&mut Reader::new(&id.to_be_bytes()))? == *typ,
+        })
+    }
+
     /// Interprets a custom type's class name: `DurationType` (v4) and
     /// `VectorType(...)` (Cassandra 5) become their own variants.
     pub fn from_custom_class(class: &str) -> Result<Self, DecodeError> {
@@ -464,6 +512,28 @@ pub(crate) mod tests {
             assert!(r.is_empty());
             for p in 0..out.len() {
                 assert!(ColumnType::decode(&mut Reader::new(&out[..p])).is_err(), "{t} prefix {p}");
+            }
+        }
+    }
+
+    /// Every type is recognised where it is encoded, read to its end, and
+    /// no other type is (the in-place comparison of result metadata).
+    #[test]
+    fn every_type_is_recognised_in_place_and_no_other() {
+        let types = sample_types();
+        for t in &types {
+            let mut out = Vec::new();
+            t.encode(&mut out);
+            for other in &types {
+                let mut r = Reader::new(&out);
+                let same = other.is_encoded_at(&mut r);
+                assert_eq!(same, Ok(other == t), "{other} at {t}");
+                if other == t {
+                    assert!(r.is_empty(), "{t} read to its end");
+                }
+            }
+            for p in 0..out.len() {
+                assert!(t.is_encoded_at(&mut Reader::new(&out[..p])) != Ok(true), "{t} prefix {p}");
             }
         }
     }
