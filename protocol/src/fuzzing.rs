@@ -128,6 +128,9 @@ pub fn response(data: &[u8]) {
                 let _ = row;
             }
         }
+        if let Some(specs) = &rows.metadata.specs {
+            known_columns(&header, &data[HEADER_LEN..], &resp, specs);
+        }
     }
     let mut again = Vec::new();
     if resp.encode(header.version, 0, &mut again).is_ok() {
@@ -135,6 +138,27 @@ pub fn response(data: &[u8]) {
             .expect("own header decodes");
         let back = Response::decode(&h, Bytes::copy_from_slice(&again[HEADER_LEN..]));
         assert_eq!(back.as_ref().ok(), Some(&resp), "response re-encoding changed it");
+    }
+}
+
+/// The response decoded knowing its own columns reads them in place and
+/// leaves them out, and nothing else changes; knowing other columns (one
+/// fewer, or one of another type) changes nothing.
+fn known_columns(header: &EnvelopeHeader, body: &[u8], resp: &Response, specs: &[ColumnSpec]) {
+    let decode = |known: &[ColumnSpec]| {
+        Response::decode_known(header, Bytes::copy_from_slice(body), Some(known)).expect("decoded before")
+    };
+    let mut expected = resp.clone();
+    if let ResponseMessage::Result(ResultMessage::Rows(rows)) = &mut expected.message {
+        rows.metadata.specs = None;
+    }
+    assert_eq!(decode(specs), expected, "known columns read in place");
+    if let Some((last, rest)) = specs.split_last() {
+        assert_eq!(&decode(rest), resp, "one column fewer known");
+        let mut other = specs.to_vec();
+        let typ = if last.typ == ColumnType::Int { ColumnType::Text } else { ColumnType::Int };
+        other.last_mut().expect("not empty").typ = typ;
+        assert_eq!(&decode(&other), resp, "another type known");
     }
 }
 
