@@ -73,12 +73,15 @@ pub enum ExecutionError {
     Connection(#[from] ConnectionError),
     /// No answer within the request timeout (the whole request, retries
     /// included).
-    #[error("request timed out after {0:?}")]
+    #[error("request timed out after {0:?} (SessionConfig::request_timeout, or the statement's)")]
     Timeout(std::time::Duration),
     /// One attempt got no answer within the attempt timeout, and the retry
     /// policy did not retry it (a statement that is not idempotent, or the
     /// retries spent). The node may still apply the request.
-    #[error("no answer from {node}{} within the attempt timeout of {after:?}", on_shard(*.shard))]
+    #[error(
+        "no answer from {node}{} within the attempt timeout of {after:?} (SessionConfig::attempt_timeout, or the statement's)",
+        on_shard(*.shard)
+    )]
     AttemptTimeout {
         /// The attempt timeout.
         after: std::time::Duration,
@@ -100,7 +103,7 @@ pub enum ExecutionError {
     #[error("no connection available")]
     NoConnection,
     /// Schema agreement was not reached in time after a schema change.
-    #[error("schema agreement not reached within {0:?}")]
+    #[error("schema agreement not reached within {0:?} (SessionConfig::schema_agreement_timeout)")]
     SchemaAgreementTimeout(std::time::Duration),
     /// [`Session::use_keyspace`](crate::Session::use_keyspace) was given a
     /// name that cannot be a keyspace's.

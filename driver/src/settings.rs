@@ -57,9 +57,16 @@ impl<'a> Settings<'a> {
                 .or(profile.and_then(|p| p.request_timeout).unwrap_or(config.request_timeout)),
             speculative: profile.and_then(|p| p.speculative).unwrap_or(config.speculative),
             attempts: AttemptSettings {
-                attempt_timeout: options
-                    .attempt_timeout
-                    .or(profile.and_then(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout)),
+                // The default attempt timeout is there to move an
+                // idempotent statement to the next node; a statement that
+                // is not idempotent could not be retried, and runs to the
+                // request timeout as with the official driver, unless it
+                // sets an attempt timeout itself.
+                attempt_timeout: options.attempt_timeout.or(if options.idempotent {
+                    profile.and_then(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout)
+                } else {
+                    None
+                }),
                 retry_policy: profile.and_then(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
                 latency_awareness: profile.and_then(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
                 observer: profile.and_then(|p| p.observer.as_ref()).or(config.observer.as_ref()),
@@ -101,7 +108,8 @@ mod tests {
                 .speculative_execution(None)
                 .latency_awareness(Some(LatencyAwareness::default())),
         );
-        let options = StatementOptions { profile: Some(profile.clone()), ..StatementOptions::default() };
+        let options =
+            StatementOptions { profile: Some(profile.clone()), idempotent: true, ..StatementOptions::default() };
         let p = Settings::of(&options, &config);
         assert_eq!((p.consistency, p.serial_consistency), (Consistency::One, Some(Consistency::LocalSerial)));
         assert_eq!(
@@ -110,6 +118,20 @@ mod tests {
             "a profile can unset"
         );
         assert!(p.speculative.is_none() && Arc::ptr_eq(p.attempts.retry_policy, &retry));
+        // The attempt timeouts of the profile and of the session are for
+        // idempotent statements: another statement could not be retried,
+        // and runs to its request timeout (as with the official driver).
+        let once = StatementOptions { idempotent: false, ..options.clone() };
+        assert_eq!(Settings::of(&once, &config).attempts.attempt_timeout, None, "not idempotent");
+        assert_eq!(
+            Settings::of(&StatementOptions::default(), &SessionConfig::default()).attempts.attempt_timeout,
+            None
+        );
+        let idempotent = StatementOptions { idempotent: true, ..StatementOptions::default() };
+        assert_eq!(
+            Settings::of(&idempotent, &SessionConfig::default()).attempts.attempt_timeout,
+            SessionConfig::default().attempt_timeout
+        );
         assert_eq!(p.attempts.latency_awareness, Some(LatencyAwareness::default()));
         assert_eq!(session.attempts.latency_awareness, None);
 

@@ -62,8 +62,13 @@ pub struct SessionConfig {
     /// [`ExecutionError::Timeout`](crate::ExecutionError::Timeout), whatever
     /// the retry policy would have decided.
     pub request_timeout: Option<Duration>,
-    /// Default timeout of each attempt (one request sent to one node). An
-    /// attempt without an answer in time fails with
+    /// Default timeout of each attempt (one request sent to one node) of an
+    /// idempotent statement; a statement that is not idempotent has an
+    /// attempt timeout only when it sets one itself
+    /// ([`StatementOptions::attempt_timeout`](crate::StatementOptions::attempt_timeout)),
+    /// and otherwise runs to the request timeout (a TRUNCATE, a long
+    /// aggregate or `USING TIMEOUT` are not cut short). An attempt without
+    /// an answer in time fails with
     /// [`ExecutionError::AttemptTimeout`](crate::ExecutionError::AttemptTimeout),
     /// which the retry policy sees like any other failure: the default
     /// policy retries an idempotent statement on the next node of the plan
@@ -84,7 +89,7 @@ pub struct SessionConfig {
     /// Wait for schema agreement after DDL.
     pub await_schema_agreement: bool,
     /// How long to wait for schema agreement (all of it: the nodes' answers
-    /// included).
+    /// included). 60 s by default, as the official driver.
     pub schema_agreement_timeout: Duration,
     /// How long the session's own queries of system tables may take
     /// (topology and schema refreshes, a table's partitioner, REGISTER on
@@ -174,7 +179,7 @@ impl Default for SessionConfig {
             retry_policy: Arc::new(DefaultRetryPolicy),
             speculative: None,
             await_schema_agreement: true,
-            schema_agreement_timeout: Duration::from_secs(10),
+            schema_agreement_timeout: Duration::from_secs(60),
             system_query_timeout: Duration::from_secs(10),
             discover_topology: true,
             distance: DistancePolicy::default(),

@@ -207,7 +207,7 @@ impl Session {
         let timeout = self.inner.config.schema_agreement_timeout;
         let agreed = async {
             loop {
-                if let Some(version) = self.schema_version_if_agreed().await? {
+                if let Some(version) = self.check_schema_agreement().await? {
                     return Ok::<_, ExecutionError>(version);
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -220,10 +220,11 @@ impl Session {
         Ok(version)
     }
 
-    /// Asks every node with a live connection for its schema version (as
-    /// the official driver does): peers' views in `system.peers` can lag.
-    /// Nodes that are down are left out.
-    async fn schema_version_if_agreed(&self) -> Result<Option<Uuid>, ExecutionError> {
+    /// The schema version every node agrees on, or `None` while they
+    /// differ; asked once of every node with a live connection (as the
+    /// official driver does: peers' views in `system.peers` can lag). Nodes
+    /// that are down are left out.
+    pub async fn check_schema_agreement(&self) -> Result<Option<Uuid>, ExecutionError> {
         let query = Statement::new("SELECT schema_version FROM system.local WHERE key = 'local'");
         let mut versions: Vec<Uuid> = Vec::new();
         let mut asked = 0;

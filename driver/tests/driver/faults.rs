@@ -415,6 +415,7 @@ async fn schema_agreement_is_bounded_when_nodes_stop_answering() {
             .await
             .expect("session");
         s.await_schema_agreement().await.expect("agreement while all is well");
+        assert!(s.check_schema_agreement().await.expect("asked").is_some(), "one node agrees with itself");
         proxy.blackhole_open_connections();
         let started = Instant::now();
         let r = tokio::time::timeout(Duration::from_secs(20), s.await_schema_agreement()).await;
@@ -428,12 +429,13 @@ async fn schema_agreement_is_bounded_when_nodes_stop_answering() {
 /// Two "nodes" (two proxies in front of the same server), one of which
 /// stops answering EXECUTE (it receives the frames and drops them; its
 /// connections stay up and answer heartbeats). With an attempt timeout of
-/// 3 s inside a request timeout of 20 s, idempotent writes that met the
+/// 3 s inside a request timeout of 8 s, idempotent writes that met the
 /// stalled node first are retried on the other one and all succeed within
-/// about one attempt timeout; non-idempotent writes are sent exactly once,
-/// and those that met the stalled node end in a typed attempt timeout, not
-/// after the whole request timeout. When the request timeout wrapped all
-/// the attempts, the stalled half waited 20 s and failed. The attempt
+/// about one attempt timeout; non-idempotent writes are sent exactly once:
+/// with an attempt timeout of their own, those that met the stalled node
+/// end in a typed attempt timeout, and without one (the session's is for
+/// idempotent statements) in the request timeout. When the request timeout
+/// wrapped all the attempts, the stalled half waited it out and failed. The attempt
 /// timeout leaves the live node room: with 1 s, 128 writes in flight on a
 /// loaded 2-core machine sometimes took longer there too, and the exact
 /// counts below (one attempt timeout per write that met the stalled node,
@@ -444,19 +446,23 @@ async fn an_attempt_timeout_moves_idempotent_requests_to_the_next_node() {
         let addr = testkit::shared_node().expect("server");
         let proxies = [FaultProxy::start(addr).expect("proxy"), FaultProxy::start(addr).expect("proxy")];
         let attempt_timeout = Duration::from_secs(3);
+        let request_timeout = Duration::from_secs(8);
         let s = SessionBuilder::new()
             .known_node_addr(proxies[0].addr())
             .known_node_addr(proxies[1].addr())
             .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
             .discover_topology(false)
-            .request_timeout(Some(Duration::from_secs(20)))
+            .request_timeout(Some(request_timeout))
             .attempt_timeout(Some(attempt_timeout))
             .default_consistency(Consistency::One)
             .build()
             .await
             .expect("session through the proxies");
         let (ks, idempotent) = table(&s, "attempt").await;
-        let plain = idempotent.clone().with_idempotent(false);
+        // A statement that is not idempotent has the attempt timeout it
+        // sets itself, not the session's.
+        let plain = idempotent.clone().with_idempotent(false).with_attempt_timeout(attempt_timeout);
+        let bare = idempotent.clone().with_idempotent(false);
         let executes = |p: &FaultProxy| p.frames(Direction::ToServer, EXECUTE);
         proxies[0].set_rules(vec![Rule::new(Action::DropFrame).opcode(EXECUTE).direction(Direction::ToServer)]);
 
@@ -515,6 +521,30 @@ async fn an_attempt_timeout_moves_idempotent_requests_to_the_next_node() {
         eprintln!("non-idempotent: {ok} acknowledged, {timed_out} attempt timeouts, EXECUTE frames {sent:?}");
         assert_eq!(sent.0 + sent.1, IN_FLIGHT, "a non-idempotent write was sent more than once");
         assert_eq!((timed_out, ok), sent, "exactly the writes that met the stalled node timed out");
+        assert!(timed_out > 0, "no request met the stalled node: the test proves nothing");
+
+        // Without one of its own, it runs to the request timeout (as with
+        // the official driver: a TRUNCATE is not cut at 12 s).
+        let before = (executes(&proxies[0]), executes(&proxies[1]));
+        let (mut timed_out, mut ok) = (0, 0);
+        let mut set = run(&bare, 2000);
+        while let Some(done) = set.join_next().await {
+            let (key, r, took) = done.expect("request task");
+            match r {
+                Ok(()) => {
+                    ok += 1;
+                    acknowledged.push(key);
+                }
+                Err(ExecutionError::Timeout(after)) if after == request_timeout => {
+                    assert!(took >= request_timeout, "write {key} timed out after {took:?}");
+                    timed_out += 1;
+                }
+                Err(e) => panic!("non-idempotent write {key}: {e:?}"),
+            }
+        }
+        let sent = (executes(&proxies[0]) - before.0, executes(&proxies[1]) - before.1);
+        eprintln!("non-idempotent, no attempt timeout: {ok} acknowledged, {timed_out} request timeouts, {sent:?}");
+        assert_eq!((timed_out, ok), sent, "exactly the writes that met the stalled node timed out, once each");
         assert!(timed_out > 0, "no request met the stalled node: the test proves nothing");
 
         proxies[0].clear_rules();
