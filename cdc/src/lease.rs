@@ -421,7 +421,8 @@ impl LeaseTable {
             let mut left = chunk.to_vec();
             while !left.is_empty() {
                 let batch = Batch::logged(vec![statement.clone(); left.len()]).with_consistency(Consistency::Quorum);
-                let result = self.session.execute(&batch, left.iter().map(|i| values(i.clone())).collect()).await?;
+                let result =
+                    self.session.execute(&batch, left.iter().map(|i| values(i.clone())).collect::<Vec<_>>()).await?;
                 if Self::applied(&result)? {
                     applied.extend(left);
                     break;
