@@ -16,6 +16,9 @@
 //! * [`debezium`]: a change as the ScyllaDB CDC Source Connector's Debezium envelope (key and value, JSON);
 //! * [`checkpoint`]: checkpoints and their stores;
 //! * [`lease`]: leases that share a table's groups between reader processes ([`LeaseConfig`]);
+//! * `coordination` (private): the sans-IO protocol of readers sharing a table (renewals, claims,
+//!   fences, hand-overs, lease deadlines), driven by the reader's lease holder and by a deterministic
+//!   simulator in the tests;
 //! * [`generation`]: where generations and their streams come from;
 //! * [`tablets`]: the stream sets of tables in tablets keyspaces, read as generations;
 //! * [`reader`]: the worker threads around the planner ([`CdcReader`]);
@@ -70,6 +73,7 @@
 pub mod async_consumer;
 pub mod checkpoint;
 pub mod consumer;
+mod coordination;
 pub mod debezium;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -98,6 +102,7 @@ pub use checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, Fence, GroupProgress, MemoryCheckpointStore, TableCheckpointStore,
 };
 pub use consumer::{Change, ChangeColumn, Consumer, ConsumerError, ConsumerFactory, PendingWork};
+pub use coordination::CoordinationError;
 pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
 pub use images::{ChangeWithImages, ImagesConsumer, WithImages};
 pub use lease::{LeaseConfig, LeaseError, LeaseTable};

@@ -149,6 +149,9 @@ pub enum CdcError {
         /// This reader's.
         ours: String,
     },
+    /// The lease holder's driver answered out of turn (a bug).
+    #[error(transparent)]
+    Coordination(#[from] crate::coordination::CoordinationError),
     /// Reading a window of the log timed out this many times in a row: the
     /// shard holding its streams is stalled (see
     /// [`CdcReaderBuilder::query_timeout`]).
