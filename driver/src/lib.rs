@@ -86,7 +86,7 @@ pub use latency::LatencyAwareness;
 pub use metrics::{MetricsSnapshot, NodeLatency};
 pub use result::{PagingState, QueryResult};
 pub use session::{
-    ConnectionAffinity, ExecutionProfile, RowStream, RowStreamError, Session, SessionBuilder, SessionConfig,
-    SpeculativePolicy, TracingInfo, TracingInfoError,
+    ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, RowStream, RowStreamError, Session, SessionBuilder,
+    SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,
 };
 pub use statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};

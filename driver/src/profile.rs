@@ -7,10 +7,17 @@
 //! then the session's; a profile leaves unset what it does not say (the
 //! `settings` module resolves them, once per request).
 //!
+//! Statements hold a profile through an [`ExecutionProfileHandle`]: every
+//! statement given one handle follows it when it is re-pointed at another
+//! profile at run time ([`ExecutionProfileHandle::map_to_another_profile`],
+//! as the official driver's handles), e.g. to move a service's reads to
+//! another consistency during an incident without rebuilding statements. A
+//! request reads the handle once, as it starts.
+//!
 //! Here, below the statements and the session that both hold profiles, so
 //! that neither has to reach up into the other for them.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
@@ -54,7 +61,7 @@ pub struct SpeculativePolicy {
 pub struct ExecutionProfile {
     name: String,
     pub(crate) consistency: Option<Consistency>,
-    pub(crate) serial_consistency: Option<Consistency>,
+    pub(crate) serial_consistency: Option<Option<Consistency>>,
     pub(crate) request_timeout: Option<Option<Duration>>,
     pub(crate) attempt_timeout: Option<Option<Duration>>,
     pub(crate) retry_policy: Option<Arc<dyn RetryPolicy>>,
@@ -77,9 +84,10 @@ impl ExecutionProfile {
         self.consistency = Some(c);
         self
     }
-    /// Serial consistency of conditional statements.
-    pub fn serial_consistency(mut self, c: Consistency) -> Self {
-        self.serial_consistency = Some(c);
+    /// Serial consistency of conditional statements; `None` sends none
+    /// (the server's default, `SERIAL`).
+    pub fn serial_consistency(mut self, c: impl Into<Option<Consistency>>) -> Self {
+        self.serial_consistency = Some(c.into());
         self
     }
     /// Request timeout (`None`: no timeout).
@@ -113,7 +121,68 @@ impl ExecutionProfile {
         self.observer = Some(o);
         self
     }
+    /// A handle to this profile, to give to statements and re-point later.
+    pub fn into_handle(self) -> ExecutionProfileHandle {
+        ExecutionProfileHandle::new(self)
+    }
 }
+
+/// A shared, re-pointable reference to an [`ExecutionProfile`]: statements
+/// given the same handle (clones of it) all switch when it is mapped to
+/// another profile. A request takes the profile the handle points to as it
+/// starts.
+///
+/// ```
+/// use shardwise::protocol::consistency::Consistency;
+/// use shardwise::{ExecutionProfile, Statement};
+///
+/// let reads = ExecutionProfile::new("reads").consistency(Consistency::LocalQuorum).into_handle();
+/// let get = Statement::new("SELECT v FROM ks.t WHERE pk = ?").with_profile(reads.clone());
+/// // Later, for every statement holding the handle:
+/// reads.map_to_another_profile(ExecutionProfile::new("degraded").consistency(Consistency::One));
+/// assert_eq!(get.options().profile.as_ref().map(|h| h.profile().name().to_owned()), Some("degraded".into()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ExecutionProfileHandle(Arc<RwLock<Arc<ExecutionProfile>>>);
+
+impl ExecutionProfileHandle {
+    /// A handle pointing to `profile`.
+    pub fn new(profile: impl Into<Arc<ExecutionProfile>>) -> Self {
+        ExecutionProfileHandle(Arc::new(RwLock::new(profile.into())))
+    }
+    /// The profile the handle points to now.
+    pub fn profile(&self) -> Arc<ExecutionProfile> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    /// Points the handle, and every statement holding it, to `profile`;
+    /// requests that already started keep the one they took.
+    pub fn map_to_another_profile(&self, profile: impl Into<Arc<ExecutionProfile>>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = profile.into();
+    }
+}
+
+/// A handle of its own for the profile.
+impl From<Arc<ExecutionProfile>> for ExecutionProfileHandle {
+    fn from(profile: Arc<ExecutionProfile>) -> Self {
+        ExecutionProfileHandle::new(profile)
+    }
+}
+
+/// A handle of its own for the profile.
+impl From<ExecutionProfile> for ExecutionProfileHandle {
+    fn from(profile: ExecutionProfile) -> Self {
+        ExecutionProfileHandle::new(profile)
+    }
+}
+
+/// Handles are equal when they are the same handle (clones of one).
+impl PartialEq for ExecutionProfileHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ExecutionProfileHandle {}
 
 /// Profiles are equal when they set the same things (the same retry policy
 /// object).

@@ -61,7 +61,7 @@ pub use trace::{TracingEvent, TracingInfo, TracingInfoError};
 // Configuration the session is given, defined below it (the statements and
 // the pools read them too); kept here under their former paths.
 pub use crate::affinity::ConnectionAffinity;
-pub use crate::profile::{ExecutionProfile, SpeculativePolicy};
+pub use crate::profile::{ExecutionProfile, ExecutionProfileHandle, SpeculativePolicy};
 
 use crate::cluster::{NodeInfo, ReplicationStrategy};
 use crate::connection::Connection;
@@ -136,6 +136,13 @@ impl Session {
     /// subscribing are not replayed.
     pub fn events(&self) -> broadcast::Receiver<SessionEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// The session's default execution profile handle, when it was built
+    /// with one ([`SessionBuilder::default_execution_profile_handle`]):
+    /// re-point it to change the session's defaults at run time.
+    pub fn default_execution_profile_handle(&self) -> Option<&ExecutionProfileHandle> {
+        self.inner.config.default_profile_handle.as_ref()
     }
 
     /// The session's settings.

@@ -15,7 +15,7 @@ use shardwise_protocol::consistency::Consistency;
 
 use crate::latency::LatencyAwareness;
 use crate::observer::RequestObserver;
-use crate::profile::SpeculativePolicy;
+use crate::profile::{ExecutionProfile, SpeculativePolicy};
 use crate::retry::RetryPolicy;
 use crate::session::SessionConfig;
 use crate::statement::StatementOptions;
@@ -41,21 +41,42 @@ pub(crate) struct AttemptSettings<'a> {
     pub(crate) observer: Option<&'a Arc<dyn RequestObserver>>,
 }
 
+/// The profiles a request consults, as their handles pointed as it
+/// started: the statement's, then the session's default handle's
+/// ([`SessionBuilder::default_execution_profile_handle`](crate::SessionBuilder::default_execution_profile_handle)).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Profiles<'a>(pub(crate) Option<&'a ExecutionProfile>, pub(crate) Option<&'a ExecutionProfile>);
+
+impl<'a> Profiles<'a> {
+    /// The first profile's setting `f`, if either sets it.
+    fn get<T>(self, f: impl Fn(&'a ExecutionProfile) -> Option<T>) -> Option<T> {
+        self.0.and_then(&f).or_else(|| self.1.and_then(&f))
+    }
+}
+
+impl<'a> From<Option<&'a ExecutionProfile>> for Profiles<'a> {
+    fn from(statement: Option<&'a ExecutionProfile>) -> Self {
+        Profiles(statement, None)
+    }
+}
+
 impl<'a> Settings<'a> {
     /// Resolves each setting: the statement's option, else its profile's,
-    /// else the session's.
-    pub(crate) fn of(options: &'a StatementOptions, config: &'a SessionConfig) -> Settings<'a> {
-        let profile = options.profile.as_deref();
+    /// else the session's default profile's, else the session's.
+    pub(crate) fn of(
+        options: &'a StatementOptions,
+        profiles: impl Into<Profiles<'a>>,
+        config: &'a SessionConfig,
+    ) -> Settings<'a> {
+        let profiles = profiles.into();
         Settings {
-            consistency: options.consistency.or(profile.and_then(|p| p.consistency)).unwrap_or(config.consistency),
+            consistency: options.consistency.or(profiles.get(|p| p.consistency)).unwrap_or(config.consistency),
             serial_consistency: options
                 .serial_consistency
-                .or(profile.and_then(|p| p.serial_consistency))
-                .or(config.serial_consistency),
-            request_timeout: options
-                .timeout
-                .or(profile.and_then(|p| p.request_timeout).unwrap_or(config.request_timeout)),
-            speculative: profile.and_then(|p| p.speculative).unwrap_or(config.speculative),
+                .or(profiles.get(|p| p.serial_consistency))
+                .unwrap_or(config.serial_consistency),
+            request_timeout: options.timeout.or(profiles.get(|p| p.request_timeout).unwrap_or(config.request_timeout)),
+            speculative: profiles.get(|p| p.speculative).unwrap_or(config.speculative),
             attempts: AttemptSettings {
                 // The default attempt timeout is there to move an
                 // idempotent statement to the next node; a statement that
@@ -63,13 +84,13 @@ impl<'a> Settings<'a> {
                 // request timeout as with the official driver, unless it
                 // sets an attempt timeout itself.
                 attempt_timeout: options.attempt_timeout.or(if options.idempotent {
-                    profile.and_then(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout)
+                    profiles.get(|p| p.attempt_timeout).unwrap_or(config.attempt_timeout)
                 } else {
                     None
                 }),
-                retry_policy: profile.and_then(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
-                latency_awareness: profile.and_then(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
-                observer: profile.and_then(|p| p.observer.as_ref()).or(config.observer.as_ref()),
+                retry_policy: profiles.get(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
+                latency_awareness: profiles.get(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
+                observer: profiles.get(|p| p.observer.as_ref()).or(config.observer.as_ref()),
             },
         }
     }
@@ -78,7 +99,7 @@ impl<'a> Settings<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::ExecutionProfile;
+    use crate::profile::ExecutionProfileHandle;
     use crate::retry::FallthroughRetryPolicy;
 
     #[test]
@@ -90,7 +111,7 @@ mod tests {
             ..SessionConfig::default()
         };
         let none = StatementOptions::default();
-        let session = Settings::of(&none, &config);
+        let session = Settings::of(&none, None, &config);
         assert_eq!(
             (session.consistency, session.request_timeout),
             (Consistency::Quorum, Some(Duration::from_secs(12)))
@@ -98,19 +119,16 @@ mod tests {
         assert!(session.speculative.is_some() && Arc::ptr_eq(session.attempts.retry_policy, &config.retry_policy));
 
         let retry: Arc<dyn RetryPolicy> = Arc::new(FallthroughRetryPolicy);
-        let profile = Arc::new(
-            ExecutionProfile::new("p")
-                .consistency(Consistency::One)
-                .serial_consistency(Consistency::LocalSerial)
-                .request_timeout(None)
-                .attempt_timeout(Some(Duration::from_secs(1)))
-                .retry_policy(retry.clone())
-                .speculative_execution(None)
-                .latency_awareness(Some(LatencyAwareness::default())),
-        );
-        let options =
-            StatementOptions { profile: Some(profile.clone()), idempotent: true, ..StatementOptions::default() };
-        let p = Settings::of(&options, &config);
+        let profile = ExecutionProfile::new("p")
+            .consistency(Consistency::One)
+            .serial_consistency(Consistency::LocalSerial)
+            .request_timeout(None)
+            .attempt_timeout(Some(Duration::from_secs(1)))
+            .retry_policy(retry.clone())
+            .speculative_execution(None)
+            .latency_awareness(Some(LatencyAwareness::default()));
+        let options = StatementOptions { idempotent: true, ..StatementOptions::default() };
+        let p = Settings::of(&options, Some(&profile), &config);
         assert_eq!((p.consistency, p.serial_consistency), (Consistency::One, Some(Consistency::LocalSerial)));
         assert_eq!(
             (p.request_timeout, p.attempts.attempt_timeout),
@@ -122,14 +140,14 @@ mod tests {
         // idempotent statements: another statement could not be retried,
         // and runs to its request timeout (as with the official driver).
         let once = StatementOptions { idempotent: false, ..options.clone() };
-        assert_eq!(Settings::of(&once, &config).attempts.attempt_timeout, None, "not idempotent");
+        assert_eq!(Settings::of(&once, Some(&profile), &config).attempts.attempt_timeout, None, "not idempotent");
         assert_eq!(
-            Settings::of(&StatementOptions::default(), &SessionConfig::default()).attempts.attempt_timeout,
+            Settings::of(&StatementOptions::default(), None, &SessionConfig::default()).attempts.attempt_timeout,
             None
         );
         let idempotent = StatementOptions { idempotent: true, ..StatementOptions::default() };
         assert_eq!(
-            Settings::of(&idempotent, &SessionConfig::default()).attempts.attempt_timeout,
+            Settings::of(&idempotent, None, &SessionConfig::default()).attempts.attempt_timeout,
             SessionConfig::default().attempt_timeout
         );
         assert_eq!(p.attempts.latency_awareness, Some(LatencyAwareness::default()));
@@ -139,17 +157,68 @@ mod tests {
             consistency: Some(Consistency::All),
             timeout: Some(Duration::from_millis(7)),
             attempt_timeout: Some(Duration::from_millis(3)),
-            profile: Some(profile),
             ..StatementOptions::default()
         };
-        let o = Settings::of(&own, &config);
+        let o = Settings::of(&own, Some(&profile), &config);
         assert_eq!(
             (o.consistency, o.request_timeout, o.attempts.attempt_timeout),
             (Consistency::All, Some(Duration::from_millis(7)), Some(Duration::from_millis(3)))
         );
-        let empty =
-            StatementOptions { profile: Some(Arc::new(ExecutionProfile::new("empty"))), ..StatementOptions::default() };
-        let empty = Settings::of(&empty, &config);
+        let empty = ExecutionProfile::new("empty");
+        let empty = Settings::of(&none, Some(&empty), &config);
         assert_eq!((empty.consistency, empty.request_timeout), (Consistency::Quorum, Some(Duration::from_secs(12))));
+    }
+
+    /// Serial consistency can be unset at each level: a statement's or a
+    /// profile's `None` sends none, whatever the levels below say.
+    #[test]
+    fn serial_consistency_can_be_unset_at_each_level() {
+        let config = SessionConfig::default();
+        assert_eq!(config.serial_consistency, Some(Consistency::LocalSerial));
+        let none = StatementOptions::default();
+        let unset = ExecutionProfile::new("unset").serial_consistency(None);
+        assert_eq!(Settings::of(&none, Some(&unset), &config).serial_consistency, None, "profile unsets");
+        let serial = ExecutionProfile::new("serial").serial_consistency(Consistency::Serial);
+        assert_eq!(Settings::of(&none, Some(&serial), &config).serial_consistency, Some(Consistency::Serial));
+        let own = crate::Statement::new("x").with_serial_consistency(None);
+        assert_eq!(Settings::of(own.options(), Some(&serial), &config).serial_consistency, None, "statement unsets");
+    }
+
+    /// The session's default handle comes after the statement's profile
+    /// and before the session's own settings.
+    #[test]
+    fn the_session_default_handle_comes_after_the_statements_profile() {
+        let config = SessionConfig::default();
+        let statement = ExecutionProfile::new("s").consistency(Consistency::Two);
+        let default = ExecutionProfile::new("d").consistency(Consistency::Three).request_timeout(None);
+        let none = StatementOptions::default();
+        let both = Settings::of(&none, Profiles(Some(&statement), Some(&default)), &config);
+        assert_eq!((both.consistency, both.request_timeout), (Consistency::Two, None));
+        let only_default = Settings::of(&none, Profiles(None, Some(&default)), &config);
+        assert_eq!(only_default.consistency, Consistency::Three);
+        assert_eq!(Settings::of(&none, Profiles(None, None), &config).request_timeout, config.request_timeout);
+    }
+
+    /// Statements holding one handle follow it when it is re-pointed; a
+    /// profile given by value gets a handle of its own.
+    #[test]
+    fn statements_follow_their_profile_handle() {
+        let handle = ExecutionProfile::new("oltp").consistency(Consistency::LocalQuorum).into_handle();
+        let a = crate::Statement::new("a").with_profile(handle.clone());
+        let b = crate::Statement::new("b").with_profile(handle.clone());
+        let own = crate::Statement::new("c").with_profile(ExecutionProfile::new("own").consistency(Consistency::Two));
+        let config = SessionConfig::default();
+        let resolve = |s: &crate::Statement| {
+            let profile = s.options().profile.as_ref().map(ExecutionProfileHandle::profile);
+            Settings::of(s.options(), profile.as_deref(), &config).consistency
+        };
+        assert_eq!(
+            (resolve(&a), resolve(&b), resolve(&own)),
+            (Consistency::LocalQuorum, Consistency::LocalQuorum, Consistency::Two)
+        );
+        handle.map_to_another_profile(ExecutionProfile::new("degraded").consistency(Consistency::One));
+        assert_eq!((resolve(&a), resolve(&b), resolve(&own)), (Consistency::One, Consistency::One, Consistency::Two));
+        assert_eq!(a.options().profile, b.options().profile, "one handle");
+        assert_ne!(a.options().profile, own.options().profile);
     }
 }

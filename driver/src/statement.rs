@@ -18,8 +18,9 @@ use shardwise_protocol::types::ColumnSpec;
 pub struct StatementOptions {
     /// Consistency level.
     pub consistency: Option<Consistency>,
-    /// Serial consistency for conditional statements.
-    pub serial_consistency: Option<Consistency>,
+    /// Serial consistency for conditional statements: `Some(None)` sends
+    /// none, whatever the profile and the session say.
+    pub serial_consistency: Option<Option<Consistency>>,
     /// Rows per page.
     pub page_size: Option<i32>,
     /// Client-side timestamp (µs); `None` lets the server assign it.
@@ -36,7 +37,7 @@ pub struct StatementOptions {
     /// Ask the server to trace the request.
     pub tracing: bool,
     /// The execution profile: settings this statement does not set itself.
-    pub profile: Option<Arc<crate::profile::ExecutionProfile>>,
+    pub profile: Option<crate::profile::ExecutionProfileHandle>,
 }
 
 macro_rules! options_setters {
@@ -46,9 +47,9 @@ macro_rules! options_setters {
             self.options.consistency = Some(c);
             self
         }
-        /// Sets the serial consistency level.
-        pub fn with_serial_consistency(mut self, c: Consistency) -> Self {
-            self.options.serial_consistency = Some(c);
+        /// Sets the serial consistency level; `None` sends none.
+        pub fn with_serial_consistency(mut self, c: impl Into<Option<Consistency>>) -> Self {
+            self.options.serial_consistency = Some(c.into());
             self
         }
         /// Sets the page size.
@@ -82,9 +83,12 @@ macro_rules! options_setters {
             self.options.tracing = tracing;
             self
         }
-        /// The execution profile for what this statement does not set.
-        pub fn with_profile(mut self, profile: std::sync::Arc<crate::profile::ExecutionProfile>) -> Self {
-            self.options.profile = Some(profile);
+        /// The execution profile for what this statement does not set: a
+        /// profile (`Arc<ExecutionProfile>` or `ExecutionProfile`), or an
+        /// [`ExecutionProfileHandle`](crate::profile::ExecutionProfileHandle)
+        /// shared with other statements and re-pointable at run time.
+        pub fn with_profile(mut self, profile: impl Into<crate::profile::ExecutionProfileHandle>) -> Self {
+            self.options.profile = Some(profile.into());
             self
         }
         /// The statement's options.

@@ -19,7 +19,7 @@ use crate::latency::LatencyAwareness;
 use crate::load_balancing::LoadBalancingPolicy;
 use crate::observer::RequestObserver;
 use crate::pool::slots::Sizes;
-use crate::profile::{ExecutionProfile, SpeculativePolicy};
+use crate::profile::{ExecutionProfile, ExecutionProfileHandle, SpeculativePolicy};
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
 use crate::timestamp::TimestampGenerator;
 
@@ -82,6 +82,10 @@ pub struct SessionConfig {
     /// answers with its own timeout error first; `None`: attempts are only
     /// bounded by the request timeout.
     pub attempt_timeout: Option<Duration>,
+    /// The session's default profile as a handle that can be re-pointed
+    /// at run time ([`SessionBuilder::default_execution_profile_handle`]):
+    /// consulted after a statement's profile, before the settings here.
+    pub default_profile_handle: Option<ExecutionProfileHandle>,
     /// Retry policy.
     pub retry_policy: Arc<dyn RetryPolicy>,
     /// Speculative execution, for idempotent statements.
@@ -176,6 +180,7 @@ impl Default for SessionConfig {
             page_size: 5000,
             request_timeout: Some(Duration::from_secs(30)),
             attempt_timeout: Some(Duration::from_secs(12)),
+            default_profile_handle: None,
             retry_policy: Arc::new(DefaultRetryPolicy),
             speculative: None,
             await_schema_agreement: true,
@@ -298,6 +303,17 @@ impl SessionBuilder {
         self.set.apply(&mut self.config.connection);
         self
     }
+    /// The session's default execution profile as a handle: what the
+    /// profile it points to sets is the session's default (statements and
+    /// their own profiles still win), and re-pointing it
+    /// ([`ExecutionProfileHandle::map_to_another_profile`]) changes the
+    /// defaults of the requests that start afterwards, as the official
+    /// driver's default handle does. Each request then reads the handle
+    /// once.
+    pub fn default_execution_profile_handle(mut self, handle: ExecutionProfileHandle) -> Self {
+        self.config.default_profile_handle = Some(handle);
+        self
+    }
     /// The session's default execution profile: what it sets becomes the
     /// session's default (statements and their own profiles still win).
     pub fn default_profile(mut self, p: &ExecutionProfile) -> Self {
@@ -306,7 +322,7 @@ impl SessionBuilder {
             c.consistency = v;
         }
         if let Some(v) = p.serial_consistency {
-            c.serial_consistency = Some(v);
+            c.serial_consistency = v;
         }
         if let Some(v) = p.request_timeout {
             c.request_timeout = v;

@@ -35,10 +35,10 @@ use crate::error::ExecutionError;
 use crate::events::SessionEvent;
 use crate::execute::{Executable, Params, Route};
 use crate::observer::{AttemptInfo, RequestObserver};
-use crate::profile::SpeculativePolicy;
+use crate::profile::{ExecutionProfileHandle, SpeculativePolicy};
 use crate::result::{PagingState, QueryResult};
 use crate::retry::{RequestInfo, RetryDecision};
-use crate::settings::{AttemptSettings, Settings};
+use crate::settings::{AttemptSettings, Profiles, Settings};
 use crate::statement::PreparedStatement;
 
 impl Session {
@@ -91,7 +91,11 @@ impl Session {
         let started = Instant::now();
         let options = statement.options();
         // The request's settings, resolved here and nowhere else.
-        let settings = Settings::of(options, &self.inner.config);
+        // The profile the statement's handle points to now, for the whole
+        // request (a statement without one costs nothing here).
+        let profile = options.profile.as_ref().map(ExecutionProfileHandle::profile);
+        let default = self.inner.config.default_profile_handle.as_ref().map(ExecutionProfileHandle::profile);
+        let settings = Settings::of(options, Profiles(profile.as_deref(), default.as_deref()), &self.inner.config);
         let params = Params {
             consistency: settings.consistency,
             serial_consistency: settings.serial_consistency,

@@ -735,6 +735,38 @@ async fn execution_profiles_layer_over_the_session() {
     assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 1, "the profile's retry policy decided");
 
     assert_eq!(relaxed.name(), "relaxed");
+
+    // Two profiles and a handle the service re-points at run time: every
+    // statement holding the handle (a prepared one and its clones, an
+    // unprepared one) switches at once, for the requests that start after.
+    let handle = ExecutionProfile::new("oltp").consistency(Consistency::One).into_handle();
+    let write = insert.clone().with_profile(handle.clone());
+    let read = Statement::new(format!("SELECT pk FROM {ks}.kv WHERE pk = 1")).with_profile(handle.clone());
+    s.execute(&write, (3,)).await.expect("oltp: ONE");
+    s.execute(&read, ()).await.expect("oltp: ONE");
+    handle.map_to_another_profile(strict.clone());
+    assert!(unavailable(s.execute(&write, (4,)).await), "re-pointed to THREE");
+    assert!(unavailable(s.execute(&read, ()).await), "re-pointed to THREE");
+    assert!(unavailable(s.execute(&write.clone(), (4,)).await), "a clone holds the same handle");
+    handle.map_to_another_profile(ExecutionProfile::new("back").consistency(Consistency::One));
+    s.execute(&write, (4,)).await.expect("back to ONE");
+    assert_eq!(handle.profile().name(), "back");
+
+    // The session's default handle, re-pointed: the defaults of every
+    // statement without a profile change; a statement's profile still wins.
+    let defaults = ExecutionProfile::new("defaults").consistency(Consistency::One).into_handle();
+    let s2 = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .default_execution_profile_handle(defaults.clone())
+        .build()
+        .await
+        .expect("session");
+    let plain = s2.prepare(format!("INSERT INTO {ks}.kv (pk) VALUES (?)")).await.expect("prepare");
+    s2.execute(&plain, (5,)).await.expect("the default handle: ONE");
+    let default_handle = s2.default_execution_profile_handle().expect("built with one");
+    default_handle.map_to_another_profile(strict.clone());
+    assert!(unavailable(s2.execute(&plain, (6,)).await), "the default handle re-pointed to THREE");
+    s2.execute(&plain.clone().with_profile(relaxed.clone()), (6,)).await.expect("the statement's profile wins");
 }
 
 /// A retry policy's session can change the consistency of the next
