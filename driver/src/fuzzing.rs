@@ -22,7 +22,7 @@ use shardwise_protocol::types::de::{DeserializeRow, ListIter, MapIter, Row};
 use shardwise_protocol::types::CqlValue;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::auth::{AuthError, AuthenticatorProvider, AuthenticatorSession};
+use crate::auth::{AuthError, AuthFuture, AuthenticatorProvider, AuthenticatorSession};
 use crate::cluster::ring::{ReplicaTable, ReplicationStrategy, TokenRing};
 use crate::cluster::topology::{self, NodeInfo};
 use crate::config::{Compression, ConnectionConfig};
@@ -167,20 +167,20 @@ impl AsyncWrite for Script<'_> {
 struct Echo;
 
 impl AuthenticatorProvider for Echo {
-    fn start(&self, _class: &str) -> Result<(Vec<u8>, Box<dyn AuthenticatorSession>), AuthError> {
-        Ok((b"\0user\0pass".to_vec(), Box::new(Echo)))
+    fn start<'a>(&'a self, _class: &'a str) -> AuthFuture<'a, (Vec<u8>, Box<dyn AuthenticatorSession>)> {
+        Box::pin(std::future::ready(Ok((b"\0user\0pass".to_vec(), Box::new(Echo) as Box<dyn AuthenticatorSession>))))
     }
 }
 
 impl AuthenticatorSession for Echo {
-    fn evaluate_challenge(&mut self, token: Option<&[u8]>) -> Result<Vec<u8>, AuthError> {
-        match token {
+    fn evaluate_challenge<'a>(&'a mut self, token: Option<&'a [u8]>) -> AuthFuture<'a, Vec<u8>> {
+        Box::pin(std::future::ready(match token {
             Some(b"refuse") => Err(AuthError("refused".into())),
             t => Ok(t.unwrap_or_default().to_vec()),
-        }
+        }))
     }
-    fn success(&mut self, _: Option<&[u8]>) -> Result<(), AuthError> {
-        Ok(())
+    fn success<'a>(&'a mut self, _: Option<&'a [u8]>) -> AuthFuture<'a, ()> {
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 

@@ -84,18 +84,18 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
                         "the server requires authentication ({class}) and none is configured"
                     ))
                 })?;
-                let (token, started) = provider.start(&class).map_err(|e| ConnectionError::Auth(e.0))?;
+                let (token, started) = provider.start(&class).await.map_err(|e| ConnectionError::Auth(e.0))?;
                 session = Some(started);
                 machine.respond(&token)?;
             }
             Step::Challenge(challenge) => {
                 let s = session.as_mut().ok_or(ConnectionError::Protocol("a challenge before AUTHENTICATE"))?;
-                let token = s.evaluate_challenge(challenge.as_deref()).map_err(|e| ConnectionError::Auth(e.0))?;
+                let token = s.evaluate_challenge(challenge.as_deref()).await.map_err(|e| ConnectionError::Auth(e.0))?;
                 machine.respond(&token)?;
             }
             Step::AuthSuccess(last) => {
                 let s = session.as_mut().ok_or(ConnectionError::Protocol("AUTH_SUCCESS before AUTHENTICATE"))?;
-                s.success(last.as_deref()).map_err(|e| ConnectionError::Auth(e.0))?;
+                s.success(last.as_deref()).await.map_err(|e| ConnectionError::Auth(e.0))?;
             }
             Step::Done => {
                 return machine.finish().ok_or(Failure::Fatal(ConnectionError::Protocol("handshake not finished")))

@@ -1,13 +1,14 @@
 //! Authentication against a second Cassandra started with
 //! `PasswordAuthenticator`: the right credentials work, wrong ones and
 //! missing ones are clear errors; a custom authenticator given to
-//! `SessionBuilder::authenticator` is the one the handshake uses.
+//! `SessionBuilder::authenticator` is the one the handshake uses, and it
+//! can await I/O for its credentials.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shardwise::auth::{AuthError, AuthenticatorProvider, AuthenticatorSession, PlainTextAuthenticator};
+use shardwise::auth::{AuthError, AuthFuture, AuthenticatorProvider, AuthenticatorSession, PlainTextAuthenticator};
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::{ConnectionError, NewSessionError, Session, SessionBuilder, Statement};
 use testkit::{Auth, Node, NodeConfig};
@@ -69,8 +70,10 @@ async fn password_authentication() {
 }
 
 /// A custom authenticator: it records what the handshake asked of it and
-/// answers with username and password, or refuses.
-#[derive(Debug, Default)]
+/// answers with username and password, or refuses. Its credentials come
+/// with I/O, as a service's from a secret store: each connection's
+/// exchange asks a task for them over a channel and awaits the answer.
+#[derive(Debug)]
 struct Recording {
     /// Refuse instead of answering.
     refuse: bool,
@@ -78,29 +81,52 @@ struct Recording {
     classes: Mutex<Vec<String>>,
     /// Exchanges the server accepted (`success` calls).
     successes: Arc<AtomicUsize>,
+    /// Where credentials are asked for.
+    vault: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<(String, String)>>,
+}
+
+impl Recording {
+    /// With a secret store that answers after a delay, counting the
+    /// credentials it handed out.
+    fn new(refuse: bool, handed: Arc<AtomicUsize>) -> Self {
+        let (vault, mut asks) = tokio::sync::mpsc::channel::<tokio::sync::oneshot::Sender<(String, String)>>(16);
+        tokio::spawn(async move {
+            while let Some(reply) = asks.recv().await {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                handed.fetch_add(1, Ordering::SeqCst);
+                let _ = reply.send(("cassandra".to_owned(), "cassandra".to_owned()));
+            }
+        });
+        Recording { refuse, classes: Mutex::default(), successes: Arc::default(), vault }
+    }
 }
 
 /// One exchange of [`Recording`]: username/password's, counting the success.
 struct Counted(Box<dyn AuthenticatorSession>, Arc<AtomicUsize>);
 
 impl AuthenticatorSession for Counted {
-    fn evaluate_challenge(&mut self, token: Option<&[u8]>) -> Result<Vec<u8>, AuthError> {
+    fn evaluate_challenge<'a>(&'a mut self, token: Option<&'a [u8]>) -> AuthFuture<'a, Vec<u8>> {
         self.0.evaluate_challenge(token)
     }
-    fn success(&mut self, token: Option<&[u8]>) -> Result<(), AuthError> {
+    fn success<'a>(&'a mut self, token: Option<&'a [u8]>) -> AuthFuture<'a, ()> {
         self.1.fetch_add(1, Ordering::SeqCst);
         self.0.success(token)
     }
 }
 
 impl AuthenticatorProvider for Recording {
-    fn start(&self, class: &str) -> Result<(Vec<u8>, Box<dyn AuthenticatorSession>), AuthError> {
-        self.classes.lock().expect("classes").push(class.to_owned());
-        if self.refuse {
-            return Err(AuthError("refused by the test's authenticator".into()));
-        }
-        let (token, session) = PlainTextAuthenticator::new("cassandra", "cassandra").start(class)?;
-        Ok((token, Box::new(Counted(session, self.successes.clone()))))
+    fn start<'a>(&'a self, class: &'a str) -> AuthFuture<'a, (Vec<u8>, Box<dyn AuthenticatorSession>)> {
+        Box::pin(async move {
+            self.classes.lock().expect("classes").push(class.to_owned());
+            if self.refuse {
+                return Err(AuthError("refused by the test's authenticator".into()));
+            }
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            self.vault.send(reply).await.map_err(|_| AuthError("the vault is gone".into()))?;
+            let (user, password) = answer.await.map_err(|_| AuthError("the vault did not answer".into()))?;
+            let (token, session) = PlainTextAuthenticator::new(user, password).start(class).await?;
+            Ok((token, Box::new(Counted(session, self.successes.clone())) as Box<dyn AuthenticatorSession>))
+        })
     }
 }
 
@@ -109,7 +135,8 @@ impl AuthenticatorProvider for Recording {
 /// class, once per connection, and told of each success), and its error
 /// fails the session as a typed authentication error carrying its message.
 async fn custom_authenticator(node: &Node) {
-    let auth = Arc::new(Recording::default());
+    let handed = Arc::new(AtomicUsize::new(0));
+    let auth = Arc::new(Recording::new(false, handed.clone()));
     let session = SessionBuilder::new()
         .known_node_addr(node.addr())
         .authenticator(auth.clone())
@@ -128,12 +155,13 @@ async fn custom_authenticator(node: &Node) {
     );
     assert!(open > 0 && succeeded >= open, "{succeeded} exchanges accepted for {open} open connections");
     assert!(succeeded <= classes.len(), "more successes than exchanges started: {succeeded}, {classes:?}");
+    assert!(handed.load(Ordering::SeqCst) >= succeeded, "every accepted exchange awaited the vault's credentials");
     assert!(
         classes.iter().all(|c| c.ends_with("PasswordAuthenticator")),
         "started with the server's authenticator class: {classes:?}"
     );
 
-    let refusing = Arc::new(Recording { refuse: true, ..Recording::default() });
+    let refusing = Arc::new(Recording::new(true, Arc::default()));
     let err = SessionBuilder::new()
         .known_node_addr(node.addr())
         .authenticator(refusing.clone())
