@@ -26,6 +26,8 @@ pub(crate) struct StructAttrs {
     pub flavor: Flavor,
     /// Where `flavor` was given, if it was.
     pub flavor_span: Option<Span>,
+    /// `#[shardwise(skip_name_checks)]`, where it was given.
+    pub skip_name_checks: Option<Span>,
 }
 
 /// One named field of the struct.
@@ -39,6 +41,15 @@ pub(crate) struct Field {
     pub name: String,
     /// `#[shardwise(skip)]`.
     pub skip: bool,
+    /// `#[shardwise(flatten)]`, where it was given: the field's type
+    /// contributes its own fields.
+    pub flatten: Option<Span>,
+    /// `#[shardwise(default_when_null)]`, where it was given: a null reads
+    /// as `Default::default()`.
+    pub default_when_null: Option<Span>,
+    /// `#[shardwise(allow_missing)]`, where it was given: a UDT without the
+    /// field reads it as `Default::default()`.
+    pub allow_missing: Option<Span>,
 }
 
 /// A parsed derive input.
@@ -97,27 +108,61 @@ impl<'a> Input<'a> {
             };
             let mut skip = false;
             let mut rename: Option<LitStr> = None;
+            let (mut flatten, mut default_when_null, mut allow_missing) = (None, None, None);
             for attr in f.attrs.iter().filter(|a| a.path().is_ident("shardwise")) {
                 attr.parse_nested_meta(|meta| {
+                    let span = meta.path.span();
                     if meta.path.is_ident("skip") {
                         skip = true;
-                        Ok(())
                     } else if meta.path.is_ident("rename") {
                         rename = Some(meta.value()?.parse()?);
-                        Ok(())
+                    } else if meta.path.is_ident("flatten") {
+                        flatten = Some(span);
+                    } else if meta.path.is_ident("default_when_null") {
+                        default_when_null = Some(span);
+                    } else if meta.path.is_ident("allow_missing") {
+                        allow_missing = Some(span);
+                    } else if meta.path.is_ident("skip_name_checks") || meta.path.is_ident("flavor") {
+                        return Err(
+                            meta.error("`skip_name_checks` and `flavor` are struct attributes: put them on the struct")
+                        );
                     } else {
-                        Err(meta.error("unknown field attribute: expected `skip` or `rename = \"column\"`"))
+                        return Err(meta.error(
+                            "unknown field attribute: expected `skip`, `rename = \"column\"`, `flatten`, \
+                             `default_when_null` or `allow_missing`",
+                        ));
                     }
+                    Ok(())
                 })?;
+            }
+            if let (Some(lit), Some(_)) = (&rename, flatten) {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`rename` and `flatten` do not go together: a flattened field has no name of its own, \
+                     its type's fields have theirs",
+                ));
+            }
+            if let (Some(_), Some(span)) = (flatten, default_when_null.or(allow_missing)) {
+                return Err(syn::Error::new(
+                    span,
+                    "`default_when_null` and `allow_missing` apply to one column or UDT field, \
+                     not to a flattened field (put them on the flattened type's fields)",
+                ));
+            }
+            if let (Some(_), Some(lit)) = (attrs.skip_name_checks, &rename) {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`rename` means nothing with `skip_name_checks`: names are not compared",
+                ));
             }
             let (name, span) = match &rename {
                 Some(lit) => (lit.value(), lit.span()),
                 None => (ident.unraw().to_string(), ident.span()),
             };
-            if !skip && !names.insert(name.clone()) {
+            if !skip && flatten.is_none() && !names.insert(name.clone()) {
                 return Err(syn::Error::new(span, format!("two fields use the column name `{name}`")));
             }
-            fields.push(Field { ident, ty: f.ty.clone(), name, skip });
+            fields.push(Field { ident, ty: f.ty.clone(), name, skip, flatten, default_when_null, allow_missing });
         }
         Ok(Input { ast, attrs, fields })
     }
@@ -125,6 +170,27 @@ impl<'a> Input<'a> {
     /// The fields that are not skipped.
     pub fn active(&self) -> impl Iterator<Item = &Field> {
         self.fields.iter().filter(|f| !f.skip)
+    }
+
+    /// A compile error at the first field (not skipped) with the attribute
+    /// that `which` picks, saying `why` the derive refuses it.
+    pub fn refuse(&self, which: impl Fn(&Field) -> Option<Span>, why: &str) -> syn::Result<()> {
+        match self.active().find_map(which) {
+            Some(span) => Err(syn::Error::new(span, why)),
+            None => Ok(()),
+        }
+    }
+
+    /// For `SerializeValues` and `DeserializeRow`: `skip_name_checks` needs
+    /// `flavor = "in_order"`.
+    pub fn check_skip_name_checks(&self) -> syn::Result<()> {
+        match (self.attrs.skip_name_checks, self.attrs.flavor) {
+            (Some(span), Flavor::ByName) => Err(syn::Error::new(
+                span,
+                "`skip_name_checks` needs `#[shardwise(flavor = \"in_order\")]`: by name, names are what is matched",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Whether `ty` mentions a type or const parameter of the struct, so
@@ -196,10 +262,11 @@ pub(crate) fn replace_lifetimes(tokens: TokenStream, from: &HashSet<String>, to:
     out.into_iter().collect()
 }
 
-fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
+pub(crate) fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
     let mut krate: Option<Path> = None;
     let mut flavor = Flavor::ByName;
     let mut flavor_span = None;
+    let mut skip_name_checks = None;
     for attr in ast.attrs.iter().filter(|a| a.path().is_ident("shardwise")) {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("crate") {
@@ -218,10 +285,21 @@ fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
                     }
                 };
                 Ok(())
-            } else if meta.path.is_ident("skip") || meta.path.is_ident("rename") {
-                Err(meta.error("`skip` and `rename` are field attributes: put them on a field"))
+            } else if meta.path.is_ident("skip_name_checks") {
+                skip_name_checks = Some(meta.path.span());
+                Ok(())
+            } else if ["skip", "rename", "flatten", "default_when_null", "allow_missing"]
+                .iter()
+                .any(|a| meta.path.is_ident(a))
+            {
+                Err(meta.error(
+                    "`skip`, `rename`, `flatten`, `default_when_null` and `allow_missing` are field \
+                     attributes: put them on a field",
+                ))
             } else {
-                Err(meta.error("unknown attribute: expected `crate = \"path\"` or `flavor = \"in_order\"`"))
+                Err(meta.error(
+                    "unknown attribute: expected `crate = \"path\"`, `flavor = \"in_order\"` or `skip_name_checks`",
+                ))
             }
         })?;
     }
@@ -229,7 +307,7 @@ fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> {
         Some(k) => k,
         None => default_crate_path()?,
     };
-    Ok(StructAttrs { krate, flavor, flavor_span })
+    Ok(StructAttrs { krate, flavor, flavor_span, skip_name_checks })
 }
 
 /// The protocol crate as the deriving crate reaches it, read from its

@@ -1,18 +1,32 @@
-//! `#[derive(DeserializeRow)]`.
+//! `#[derive(DeserializeRow)]`: columns matched by name (the default) or by
+//! position (`flavor = "in_order"`), with `#[shardwise(flatten)]` fields
+//! reading their own columns.
+//!
+//! By name, the struct also implements `derived::RowByName`, and the type
+//! check and the reading are that trait's generic functions; in order, it
+//! implements `derived::RowInOrder`. A flattened field's type must
+//! implement the trait of its parent's flavor.
 
 use std::collections::HashSet;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{parse_quote, DeriveInput, GenericParam, Generics, Lifetime, LifetimeParam, WhereClause};
+use syn::{parse_quote, DeriveInput, GenericParam, Generics, Index, Lifetime, LifetimeParam, WhereClause};
 
 use crate::attrs::{lit, replace_lifetimes, Field, Flavor, Input};
 
 pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     let input = Input::parse(ast, "DeserializeRow")?;
+    input.check_skip_name_checks()?;
+    input.refuse(
+        |f| f.allow_missing,
+        "`allow_missing` applies to #[derive(DeserializeValue)] (a UDT without the field): a row \
+         has the columns the query selects; select the column, or `skip` the field",
+    )?;
     let krate = &input.attrs.krate;
     let de = quote!(#krate::types::de);
+    let derived = quote!(#krate::types::derived);
     let name = &ast.ident;
 
     let (cg, impl_generics, where_clause) = Gen::new(&input);
@@ -20,30 +34,41 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     let (_, ty_generics, _) = ast.generics.split_for_impl();
     let lt = cg.lt.clone();
 
-    let (type_check, deserialize) = match input.attrs.flavor {
-        Flavor::ByName => (cg.type_check_by_name(), cg.deserialize_by_name()),
-        Flavor::InOrder => (cg.type_check_in_order(), cg.deserialize_in_order()),
+    let (type_check, deserialize, helper_trait, helper_impl) = match input.attrs.flavor {
+        Flavor::ByName => (
+            quote!(#derived::row_type_check_by_name::<Self>(specs)),
+            quote!(#derived::row_deserialize_by_name::<Self>(row)),
+            quote!(#derived::RowByName<#lt>),
+            cg.by_name(),
+        ),
+        Flavor::InOrder => (
+            quote!(#derived::row_type_check_in_order::<Self>(specs)),
+            quote!(#derived::row_deserialize_in_order::<Self>(row)),
+            quote!(#derived::RowInOrder<#lt>),
+            cg.in_order(),
+        ),
     };
-    let helpers = cg.helpers();
 
     Ok(quote! {
-        const _: () = {
-            #helpers
-
-            #[automatically_derived]
-            impl #impl_generics #de::DeserializeRow<#lt> for #name #ty_generics #where_clause {
-                fn type_check(
-                    specs: &[#krate::types::ColumnSpec],
-                ) -> ::core::result::Result<(), #de::TypeCheckError> {
-                    #type_check
-                }
-                fn deserialize(
-                    row: #de::ColumnIterator<#lt>,
-                ) -> ::core::result::Result<Self, #de::DeserializeError> {
-                    #deserialize
-                }
+        #[automatically_derived]
+        impl #impl_generics #de::DeserializeRow<#lt> for #name #ty_generics #where_clause {
+            fn type_check(
+                specs: &[#krate::types::ColumnSpec],
+            ) -> ::core::result::Result<(), #de::TypeCheckError> {
+                #type_check
             }
-        };
+            fn deserialize(
+                row: #de::ColumnIterator<#lt>,
+            ) -> ::core::result::Result<Self, #de::DeserializeError> {
+                #deserialize
+            }
+        }
+
+        #[automatically_derived]
+        #[allow(unused_variables, unused_assignments, clippy::unused_unit)]
+        impl #impl_generics #helper_trait for #name #ty_generics #where_clause {
+            #helper_impl
+        }
     })
 }
 
@@ -90,10 +115,20 @@ impl<'g> Gen<'g> {
         let cg = Gen { krate: quote!(#krate), de: de.clone(), lt: lt.clone(), input, rebind };
         let (_, _, where_clause) = ast.generics.split_for_impl();
         let mut where_clause: WhereClause = where_clause.cloned().unwrap_or_else(|| parse_quote!(where));
+        let derived = quote!(#krate::types::derived);
         for f in input.fields.iter().filter(|f| input.is_generic(&f.ty)) {
             let ty = &f.ty;
             where_clause.predicates.push(if f.skip {
                 parse_quote!(#ty: ::core::default::Default)
+            } else if f.flatten.is_some() {
+                let ty = cg.frame_ty(f);
+                match input.attrs.flavor {
+                    Flavor::ByName => parse_quote!(#ty: #derived::RowByName<#lt>),
+                    Flavor::InOrder => parse_quote!(#ty: #derived::RowInOrder<#lt>),
+                }
+            } else if f.default_when_null.is_some() || f.allow_missing.is_some() {
+                let ty = cg.frame_ty(f);
+                parse_quote!(#ty: #de::DeserializeValue<#lt> + ::core::default::Default)
             } else {
                 let ty = cg.frame_ty(f);
                 parse_quote!(#ty: #de::DeserializeValue<#lt>)
@@ -141,327 +176,233 @@ impl<'g> Gen<'g> {
         quote!(::core::result::Result::Ok(Self { #(#inits),* }))
     }
 
-    /// Private functions shared by the generated methods.
-    fn helpers(&self) -> TokenStream {
-        let (krate, de) = (&self.krate, &self.de);
-        let n = self.active().len();
-        let column = quote! {
-            /// Names the column a deserialization error happened in.
-            #[allow(dead_code)]
-            fn __column(
-                col: &#de::RawColumn<'_>,
-                e: #de::DeserializeError,
-            ) -> #de::DeserializeError {
-                #de::DeserializeError::Column {
-                    index: col.index,
-                    name: ::std::clone::Clone::clone(&col.spec.name),
-                    source: ::std::boxed::Box::new(e),
-                }
-            }
-            /// A column whose bytes could not be framed.
-            #[allow(dead_code)]
-            fn __malformed(
-                index: usize,
-                specs: &[#krate::types::ColumnSpec],
-                e: #krate::DecodeError,
-            ) -> #de::DeserializeError {
-                match specs.get(index) {
-                    ::core::option::Option::Some(spec) => #de::DeserializeError::Column {
-                        index,
-                        name: ::std::clone::Clone::clone(&spec.name),
-                        source: ::std::boxed::Box::new(#de::DeserializeError::malformed(&spec.typ, e)),
-                    },
-                    ::core::option::Option::None => #de::DeserializeError::Malformed {
-                        cql_type: ::std::string::String::from("row"),
-                        source: e,
-                    },
-                }
-            }
-        };
-        let common = quote! {
-            /// Names the column of a type-check error.
-            #[allow(dead_code)]
-            fn __in_column(
-                mut e: #de::TypeCheckError,
-                spec: &#krate::types::ColumnSpec,
-            ) -> #de::TypeCheckError {
-                e.column = ::core::option::Option::Some(::std::clone::Clone::clone(&spec.name));
-                e
-            }
-            /// The columns of a row, as `name type, ...`.
-            #[allow(dead_code)]
-            fn __describe(specs: &[#krate::types::ColumnSpec]) -> ::std::string::String {
-                let mut out = ::std::string::String::new();
-                for (i, spec) in specs.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    out.push_str(&spec.name);
-                    out.push(' ');
-                    out.push_str(&::std::string::ToString::to_string(&spec.typ));
-                }
-                out
-            }
-        };
-        let flavor = match self.input.attrs.flavor {
-            Flavor::ByName => quote! {
-                /// The row has no column for a field.
-                #[allow(dead_code)]
-                fn __missing(
-                    rust_type: &'static str,
-                    column: &str,
-                    specs: &[#krate::types::ColumnSpec],
-                ) -> #de::TypeCheckError {
-                    #de::TypeCheckError {
-                        rust_type,
-                        cql_type: ::std::format!(
-                            "row with no column named {:?} (columns: {})",
-                            column,
-                            __describe(specs),
-                        ),
-                        column: ::core::option::Option::Some(::std::string::ToString::to_string(column)),
-                    }
-                }
-                /// The row has a column no field reads.
-                #[allow(dead_code)]
-                fn __extra(
-                    rust_type: &'static str,
-                    spec: &#krate::types::ColumnSpec,
-                ) -> #de::TypeCheckError {
-                    #de::TypeCheckError {
-                        rust_type,
-                        cql_type: ::std::format!(
-                            "row with column {:?} of type {}, which no field reads",
-                            spec.name,
-                            spec.typ,
-                        ),
-                        column: ::core::option::Option::Some(::std::clone::Clone::clone(&spec.name)),
-                    }
-                }
-                /// The row has two columns of the same name.
-                #[allow(dead_code)]
-                fn __duplicate(
-                    rust_type: &'static str,
-                    spec: &#krate::types::ColumnSpec,
-                ) -> #de::TypeCheckError {
-                    #de::TypeCheckError {
-                        rust_type,
-                        cql_type: ::std::format!("row with two columns named {:?}", spec.name),
-                        column: ::core::option::Option::Some(::std::clone::Clone::clone(&spec.name)),
-                    }
-                }
-            },
-            Flavor::InOrder => quote! {
-                /// The row has another number of columns than the struct
-                /// has fields.
-                #[allow(dead_code)]
-                fn __count(
-                    rust_type: &'static str,
-                    specs: &[#krate::types::ColumnSpec],
-                ) -> #de::TypeCheckError {
-                    #de::TypeCheckError {
-                        rust_type,
-                        cql_type: ::std::format!(
-                            "row of {} columns ({}), {} expected",
-                            specs.len(),
-                            __describe(specs),
-                            #n,
-                        ),
-                        column: ::core::option::Option::None,
-                    }
-                }
-            },
-        };
-        // Not every struct needs every helper (one without fields reads no
-        // column).
-        quote!(#column #common #flavor)
-    }
-
-    fn type_check_by_name(&self) -> TokenStream {
-        let active = self.active();
-        if active.is_empty() {
-            return quote! {
-                match specs.first() {
-                    ::core::option::Option::Some(spec) => ::core::result::Result::Err(
-                        __extra(::core::any::type_name::<Self>(), spec),
-                    ),
-                    ::core::option::Option::None => ::core::result::Result::Ok(()),
-                }
-            };
-        }
-        let n = active.len();
-        let arms = active.iter().enumerate().map(|(i, f)| {
-            let name = lit(&f.name);
-            let value = self.value_trait(f);
-            quote! {
-                #name => {
-                    if __seen[#i] {
-                        return ::core::result::Result::Err(__duplicate(__rust_type, spec));
-                    }
-                    __seen[#i] = true;
-                    #value::type_check(&spec.typ).map_err(|e| __in_column(e, spec))?;
-                }
-            }
-        });
-        let missing = active.iter().enumerate().map(|(i, f)| {
-            let name = lit(&f.name);
-            quote! {
-                if !__seen[#i] {
-                    return ::core::result::Result::Err(__missing(__rust_type, #name, specs));
-                }
-            }
-        });
-        quote! {
-            let __rust_type = ::core::any::type_name::<Self>();
-            let mut __seen = [false; #n];
-            let mut __extra_column = ::core::option::Option::None;
-            for spec in specs {
-                match spec.name.as_str() {
-                    #(#arms)*
-                    _ => {
-                        if __extra_column.is_none() {
-                            __extra_column = ::core::option::Option::Some(spec);
-                        }
-                    }
-                }
-            }
-            #(#missing)*
-            match __extra_column {
-                ::core::option::Option::Some(spec) => {
-                    ::core::result::Result::Err(__extra(__rust_type, spec))
-                }
-                ::core::option::Option::None => ::core::result::Result::Ok(()),
-            }
-        }
-    }
-
-    fn deserialize_by_name(&self) -> TokenStream {
-        let de = &self.de;
-        let active = self.active();
-        let construct = self.construct();
-        if active.is_empty() {
-            return quote! {
-                let mut row = row;
-                let __start = row.specs().len() - row.columns_remaining();
-                match row.next() {
-                    ::core::option::Option::Some(::core::result::Result::Ok(col)) => {
-                        let e = __extra(::core::any::type_name::<Self>(), col.spec);
-                        ::core::result::Result::Err(#de::DeserializeError::TypeCheck(e))
-                    }
-                    ::core::option::Option::Some(::core::result::Result::Err(e)) => {
-                        ::core::result::Result::Err(__malformed(__start, row.specs(), e))
-                    }
-                    ::core::option::Option::None => #construct,
-                }
-            };
-        }
-        let vars: Vec<_> = (0..active.len()).map(|i| format_ident!("__f{}", i)).collect();
-        let decls = active.iter().zip(&vars).map(|(f, var)| {
+    /// `<T as DeserializeValue<'lt>>::deserialize(typ, value)` for field
+    /// `f`, with a null read as `Default::default()` for
+    /// `default_when_null`.
+    pub fn read_value(&self, f: &Field, typ: TokenStream, value: TokenStream) -> TokenStream {
+        let (de, lt) = (&self.de, &self.lt);
+        if f.default_when_null.is_some() {
             let ty = self.frame_ty(f);
-            quote!(let mut #var: ::core::option::Option<#ty> = ::core::option::Option::None;)
-        });
-        let arms = active.iter().zip(&vars).map(|(f, var)| {
-            let name = lit(&f.name);
-            let value = self.value_trait(f);
+            quote_spanned! {f.ty.span()=>
+                <::core::option::Option<#ty> as #de::DeserializeValue<#lt>>::deserialize(#typ, #value)
+                    .map(::core::option::Option::unwrap_or_default)
+            }
+        } else {
+            let value_trait = self.value_trait(f);
+            quote!(#value_trait::deserialize(#typ, #value))
+        }
+    }
+
+    /// `<F as RowByName<'lt>>` (or `RowInOrder`) of a flattened field.
+    fn flat_trait(&self, f: &Field) -> TokenStream {
+        let (krate, lt) = (&self.krate, &self.lt);
+        let ty = self.frame_ty(f);
+        match self.input.attrs.flavor {
+            Flavor::ByName => quote_spanned!(f.ty.span()=> <#ty as #krate::types::derived::RowByName<#lt>>),
+            Flavor::InOrder => quote_spanned!(f.ty.span()=> <#ty as #krate::types::derived::RowInOrder<#lt>>),
+        }
+    }
+
+    /// The body of `derived::RowByName`: each column is read by the field
+    /// of its name, or by a flattened field's type.
+    fn by_name(&self) -> TokenStream {
+        let (krate, de, lt) = (&self.krate, &self.de, &self.lt);
+        let derived = quote!(#krate::types::derived);
+        let active = self.active();
+        let vars: Vec<_> = (0..active.len()).map(|i| format_ident!("__f{}", i)).collect();
+        let own: Vec<_> = active.iter().zip(&vars).filter(|(f, _)| f.flatten.is_none()).collect();
+        let flat: Vec<_> = active.iter().zip(&vars).filter(|(f, _)| f.flatten.is_some()).collect();
+        let n = own.len();
+        let names: Vec<_> = own.iter().map(|(f, _)| lit(&f.name)).collect();
+        let indexes: Vec<_> = (0..n).collect();
+        let own_slots: Vec<Index> = (0..n).map(Index::from).collect();
+        let flat_slots: Vec<Index> = (n..n + flat.len()).map(Index::from).collect();
+        let flat_seen: Vec<Index> = (1..=flat.len()).map(Index::from).collect();
+        let flat_traits: Vec<_> = flat.iter().map(|(f, _)| self.flat_trait(f)).collect();
+        let own_types: Vec<_> = own.iter().map(|(f, _)| self.frame_ty(f)).collect();
+
+        let mark_flat = quote! {
+            #(
+                let __m = #flat_traits::mark(name, &mut seen.#flat_seen);
+                if __m != #derived::NameMatch::NotMine {
+                    return __m;
+                }
+            )*
+            #derived::NameMatch::NotMine
+        };
+        let mark = if n == 0 {
+            mark_flat
+        } else {
+            quote! {
+                let __i: usize = match name {
+                    #(#names => #indexes,)*
+                    _ => return { #mark_flat },
+                };
+                #derived::mark_seen(&mut seen.0, __i)
+            }
+        };
+        let checks = own.iter().map(|(f, _)| {
+            let (name, value) = (lit(&f.name), self.value_trait(f));
             quote! {
                 #name => {
-                    #var = ::core::option::Option::Some(
-                        #value::deserialize(&col.spec.typ, col.value).map_err(|e| __column(&col, e))?,
-                    );
+                    #value::type_check(&spec.typ)?;
+                    ::core::result::Result::Ok(true)
                 }
             }
         });
-        let takes = active.iter().zip(&vars).map(|(f, var)| {
+        let reads = own.iter().zip(&own_slots).map(|((f, _), slot)| {
+            let name = lit(&f.name);
+            let read = self.read_value(f, quote!(&column.spec.typ), quote!(column.value));
+            quote! {
+                #name => {
+                    partial.#slot = ::core::option::Option::Some(#read?);
+                    ::core::result::Result::Ok(true)
+                }
+            }
+        });
+        let own_vars: Vec<_> = own.iter().map(|(_, v)| *v).collect();
+        let flat_vars: Vec<_> = flat.iter().map(|(_, v)| *v).collect();
+        let takes = own.iter().map(|(f, var)| {
             let name = lit(&f.name);
             quote! {
                 let ::core::option::Option::Some(#var) = #var else {
-                    let e = __missing(::core::any::type_name::<Self>(), #name, __specs);
-                    return ::core::result::Result::Err(#de::DeserializeError::TypeCheck(e));
+                    return ::core::result::Result::Err(#name);
                 };
             }
         });
-        quote! {
-            let __specs = row.specs();
-            let __start = __specs.len() - row.columns_remaining();
-            #(#decls)*
-            for (__i, col) in row.enumerate() {
-                let col = match col {
-                    ::core::result::Result::Ok(col) => col,
-                    ::core::result::Result::Err(e) => {
-                        return ::core::result::Result::Err(__malformed(__start + __i, __specs, e));
-                    }
-                };
-                match col.spec.name.as_str() {
-                    #(#arms)*
-                    _ => {
-                        let e = __extra(::core::any::type_name::<Self>(), col.spec);
-                        return ::core::result::Result::Err(__column(&col, #de::DeserializeError::TypeCheck(e)));
-                    }
-                }
-            }
-            #(#takes)*
-            #construct
-        }
-    }
-
-    fn type_check_in_order(&self) -> TokenStream {
-        let active = self.active();
-        let specs: Vec<_> = (0..active.len()).map(|i| format_ident!("__spec{}", i)).collect();
-        let checks = active.iter().zip(&specs).map(|(f, spec)| {
-            let value = self.value_trait(f);
-            quote!(#value::type_check(&#spec.typ).map_err(|e| __in_column(e, #spec))?;)
-        });
-        quote! {
-            let [#(#specs),*] = specs else {
-                return ::core::result::Result::Err(__count(::core::any::type_name::<Self>(), specs));
-            };
-            #(#checks)*
-            ::core::result::Result::Ok(())
-        }
-    }
-
-    fn deserialize_in_order(&self) -> TokenStream {
-        let de = &self.de;
-        let active = self.active();
-        let n = active.len();
         let construct = self.construct();
-        let count = quote! {
-            #de::DeserializeError::ColumnCount { expected: #n, actual: __actual }
+        let destructure = if active.is_empty() {
+            quote!(let _ = partial;)
+        } else {
+            quote!(let (#(#own_vars,)* #(#flat_vars,)*) = partial;)
         };
-        if active.is_empty() {
-            return quote! {
-                let __actual = row.columns_remaining();
-                if __actual != 0 {
-                    return ::core::result::Result::Err(#count);
+        quote! {
+            type Seen = ([bool; #n], #(#flat_traits::Seen,)*);
+            type Partial = (#(::core::option::Option<#own_types>,)* #(#flat_traits::Partial,)*);
+            fn new_seen() -> Self::Seen {
+                ([false; #n], #(#flat_traits::new_seen(),)*)
+            }
+            fn new_partial() -> Self::Partial {
+                (#(::core::option::Option::<#own_types>::None,)* #(#flat_traits::new_partial(),)*)
+            }
+            fn mark(name: &str, seen: &mut Self::Seen) -> #derived::NameMatch {
+                #mark
+            }
+            fn check_named(
+                spec: &#krate::types::ColumnSpec,
+            ) -> ::core::result::Result<bool, #de::TypeCheckError> {
+                match spec.name.as_str() {
+                    #(#checks)*
+                    _ => {
+                        #(
+                            if #flat_traits::check_named(spec)? {
+                                return ::core::result::Result::Ok(true);
+                            }
+                        )*
+                        ::core::result::Result::Ok(false)
+                    }
                 }
+            }
+            fn unseen(seen: &Self::Seen) -> ::core::option::Option<&'static str> {
+                const __NAMES: [&str; #n] = [#(#names),*];
+                for (__name, __found) in __NAMES.iter().zip(seen.0.iter()) {
+                    if !*__found {
+                        return ::core::option::Option::Some(__name);
+                    }
+                }
+                #(
+                    if let ::core::option::Option::Some(__name) = #flat_traits::unseen(&seen.#flat_seen) {
+                        return ::core::option::Option::Some(__name);
+                    }
+                )*
+                ::core::option::Option::None
+            }
+            fn read_named(
+                column: &#de::RawColumn<#lt>,
+                partial: &mut Self::Partial,
+            ) -> ::core::result::Result<bool, #de::DeserializeError> {
+                match column.spec.name.as_str() {
+                    #(#reads)*
+                    _ => {
+                        #(
+                            if #flat_traits::read_named(column, &mut partial.#flat_slots)? {
+                                return ::core::result::Result::Ok(true);
+                            }
+                        )*
+                        ::core::result::Result::Ok(false)
+                    }
+                }
+            }
+            fn finish(partial: Self::Partial) -> ::core::result::Result<Self, &'static str> {
+                #destructure
+                #(#takes)*
+                #(let #flat_vars = #flat_traits::finish(#flat_vars)?;)*
                 #construct
-            };
+            }
         }
+    }
+
+    /// The body of `derived::RowInOrder`: column `i` is field `i`, a
+    /// flattened field reading as many columns as its type does.
+    fn in_order(&self) -> TokenStream {
+        let (krate, de, lt) = (&self.krate, &self.de, &self.lt);
+        let derived = quote!(#krate::types::derived);
+        let active = self.active();
+        let own = active.iter().filter(|f| f.flatten.is_none()).count();
+        let flat_counts = active.iter().filter(|f| f.flatten.is_some()).map(|f| {
+            let tr = self.flat_trait(f);
+            quote!(+ #tr::column_count())
+        });
+        let checks = active.iter().map(|f| {
+            if f.flatten.is_some() {
+                let tr = self.flat_trait(f);
+                quote! {
+                    let __n = #tr::column_count();
+                    #tr::check_in_order(#derived::columns_at::<Self>(specs, __at, __n)?)?;
+                    __at = __at.saturating_add(__n);
+                }
+            } else {
+                let value = self.value_trait(f);
+                quote! {
+                    for __spec in #derived::columns_at::<Self>(specs, __at, 1)? {
+                        #value::type_check(&__spec.typ).map_err(|e| #derived::in_column(e, __spec))?;
+                    }
+                    __at = __at.saturating_add(1);
+                }
+            }
+        });
         let reads = active.iter().enumerate().map(|(i, f)| {
             let var = format_ident!("__f{}", i);
-            let value = self.value_trait(f);
-            quote! {
-                let #var = match row.next() {
-                    ::core::option::Option::Some(::core::result::Result::Ok(col)) => {
-                        #value::deserialize(&col.spec.typ, col.value).map_err(|e| __column(&col, e))?
-                    }
-                    ::core::option::Option::Some(::core::result::Result::Err(e)) => {
-                        return ::core::result::Result::Err(__malformed(__start + #i, __specs, e));
-                    }
-                    ::core::option::Option::None => return ::core::result::Result::Err(#count),
-                };
+            if f.flatten.is_some() {
+                let tr = self.flat_trait(f);
+                quote!(let #var = #tr::read_in_order(row)?;)
+            } else {
+                let read = self.read_value(f, quote!(&__col.spec.typ), quote!(__col.value));
+                quote! {
+                    let __col = #derived::next_column(row)?;
+                    let #var = #read.map_err(|e| #derived::in_raw_column(&__col, e))?;
+                }
             }
         });
+        let at = if active.is_empty() { quote!(let _ = specs;) } else { quote!(let mut __at = 0usize;) };
+        let construct = self.construct();
         quote! {
-            let mut row = row;
-            let __actual = row.columns_remaining();
-            if __actual != #n {
-                return ::core::result::Result::Err(#count);
+            fn column_count() -> usize {
+                #own #(#flat_counts)*
             }
-            let __specs = row.specs();
-            let __start = __specs.len() - __actual;
-            #(#reads)*
-            #construct
+            fn check_in_order(
+                specs: &[#krate::types::ColumnSpec],
+            ) -> ::core::result::Result<(), #de::TypeCheckError> {
+                #at
+                #(#checks)*
+                ::core::result::Result::Ok(())
+            }
+            fn read_in_order(
+                row: &mut #de::ColumnIterator<#lt>,
+            ) -> ::core::result::Result<Self, #de::DeserializeError> {
+                #(#reads)*
+                #construct
+            }
         }
     }
 }

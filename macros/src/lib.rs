@@ -107,6 +107,7 @@
 mod attrs;
 mod de;
 mod manifest;
+mod newtype;
 mod ser;
 mod udt_de;
 mod udt_ser;
@@ -277,7 +278,11 @@ pub fn derive_deserialize_row(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(SerializeValue, attributes(shardwise))]
 pub fn derive_serialize_value(input: TokenStream) -> TokenStream {
     let ast = parse_macro_input!(input as DeriveInput);
-    udt_ser::derive(&ast).unwrap_or_else(syn::Error::into_compile_error).into()
+    let tokens = match newtype::field(&ast) {
+        Some(field) => newtype::serialize(&ast, field),
+        None => udt_ser::derive(&ast),
+    };
+    tokens.unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 /// Derives `DeserializeValue<'a>` for a struct with named fields, read
@@ -328,7 +333,11 @@ pub fn derive_serialize_value(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(DeserializeValue, attributes(shardwise))]
 pub fn derive_deserialize_value(input: TokenStream) -> TokenStream {
     let ast = parse_macro_input!(input as DeriveInput);
-    udt_de::derive(&ast).unwrap_or_else(syn::Error::into_compile_error).into()
+    let tokens = match newtype::field(&ast) {
+        Some(field) => newtype::deserialize(&ast, field),
+        None => udt_de::derive(&ast),
+    };
+    tokens.unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! The value's fields are read in the type's order and given to the
 //! struct's fields by name; fields of the type that the struct lacks are
 //! skipped, and fields missing at the end of a shorter value are null (an
-//! `Option` field is `None`, another type fails with `UnexpectedNull`).
+//! `Option` field is `None`, another type fails with `UnexpectedNull`,
+//! a `default_when_null` field is its default). A field with
+//! `allow_missing` may be absent from the type: it is then its default.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -22,6 +24,18 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
              SerializeValues and DeserializeRow",
         ));
     }
+    if let Some(span) = input.attrs.skip_name_checks {
+        return Err(syn::Error::new(
+            span,
+            "#[derive(DeserializeValue)] matches a UDT's fields by name: `skip_name_checks` applies to \
+             SerializeValues and DeserializeRow with flavor = \"in_order\"",
+        ));
+    }
+    input.refuse(
+        |f| f.flatten,
+        "#[derive(DeserializeValue)] does not flatten: a UDT value's fields are its own \
+         (`flatten` applies to SerializeValues and DeserializeRow)",
+    )?;
     let name = &ast.ident;
     let (cg, impl_generics, where_clause) = Gen::new(&input);
     let (impl_generics, _, _) = impl_generics.split_for_impl();
@@ -33,9 +47,18 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     let vars: Vec<_> = (0..active.len()).map(|i| format_ident!("__f{}", i)).collect();
     let checks = active.iter().map(|f| {
         let (field, value) = (lit(&f.name), cg.value_trait(f));
-        quote! {
-            #value::type_check(#derived::udt_field_type::<Self>(typ, #field)?)
-                .map_err(|e| #derived::in_udt_field_check(typ, #field, e))?;
+        if f.allow_missing.is_some() {
+            // A type without the field is fine: the field reads as its default.
+            quote! {
+                if let ::core::option::Option::Some(__t) = #derived::udt_field_type_if_any(typ, #field) {
+                    #value::type_check(__t).map_err(|e| #derived::in_udt_field_check(typ, #field, e))?;
+                }
+            }
+        } else {
+            quote! {
+                #value::type_check(#derived::udt_field_type::<Self>(typ, #field)?)
+                    .map_err(|e| #derived::in_udt_field_check(typ, #field, e))?;
+            }
         }
     });
     let decls = active.iter().zip(&vars).map(|(f, var)| {
@@ -43,11 +66,12 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
         quote!(let mut #var: ::core::option::Option<#ty> = ::core::option::Option::None;)
     });
     let arms = active.iter().zip(&vars).map(|(f, var)| {
-        let (field, value) = (lit(&f.name), cg.value_trait(f));
+        let field = lit(&f.name);
+        let read = cg.read_value(f, quote!(__t), quote!(__raw));
         quote! {
             #field => {
                 #var = ::core::option::Option::Some(
-                    #value::deserialize(__t, __raw).map_err(|e| #derived::in_udt_field_value(__name, e))?,
+                    #read.map_err(|e| #derived::in_udt_field_value(__name, e))?,
                 );
             }
         }
@@ -65,6 +89,12 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
     };
     let takes = active.iter().zip(&vars).map(|(f, var)| {
         let field = lit(&f.name);
+        if f.allow_missing.is_some() {
+            let ty = cg.frame_ty(f);
+            return quote! {
+                let #var = #var.unwrap_or_else(<#ty as ::core::default::Default>::default);
+            };
+        }
         quote! {
             let ::core::option::Option::Some(#var) = #var else {
                 return ::core::result::Result::Err(#derived::missing_udt_field::<Self>(typ, #field));

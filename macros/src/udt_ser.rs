@@ -22,12 +22,34 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
              type's: `flavor` applies to SerializeValues and DeserializeRow",
         ));
     }
+    if let Some(span) = input.attrs.skip_name_checks {
+        return Err(syn::Error::new(
+            span,
+            "#[derive(SerializeValue)] always checks the UDT's field names (its fields go in \
+             declaration order, which must be the type's): `skip_name_checks` applies to \
+             SerializeValues and DeserializeRow with flavor = \"in_order\"",
+        ));
+    }
+    input.refuse(
+        |f| f.flatten,
+        "#[derive(SerializeValue)] does not flatten: a UDT value's fields are its own \
+         (`flatten` applies to SerializeValues and DeserializeRow)",
+    )?;
+    input.refuse(
+        |f| f.allow_missing,
+        "#[derive(SerializeValue)] cannot leave out a field the UDT lacks: a value is written \
+         the same whatever the type, so every field is sent and the type must have it; \
+         `allow_missing` applies to DeserializeValue (put the field last and add it to the type \
+         with ALTER TYPE ADD, or `skip` it)",
+    )?;
+    // `default_when_null` is for reading: accepted and ignored here, as by
+    // the official driver.
     let krate = &input.attrs.krate;
     let ser = quote!(#krate::types::ser);
     let derived = quote!(#krate::types::derived);
     let name = &ast.ident;
     let (impl_generics, ty_generics, _) = ast.generics.split_for_impl();
-    let where_clause = crate::ser::serializable(ast, &input, &ser);
+    let where_clause = crate::ser::serializable(ast, &input, &ser, &quote!(#ser::SerializeValue));
 
     let fields: Vec<_> = input.active().collect();
     let checks = fields.iter().enumerate().map(|(i, f)| {
