@@ -38,7 +38,8 @@
 //! - [`tls`]: TLS settings and handshake (the `tls` feature, on by default);
 //! - [`auth`]: SASL-style authentication;
 //! - [`events`]: session and database events;
-//! - `metrics`: request counters and the latency histograms (the session's, each node's);
+//! - `metrics`: request and connection counters, request rates and the latency histograms (the
+//!   session's, each node's);
 //! - [`error`]: the error types;
 //! - `sync`: the synchronization primitives (loom-checkable);
 //! - `fuzzing` (hidden, the `fuzzing` feature): the harnesses of the fuzz targets that read what the driver reads.
@@ -83,7 +84,7 @@ pub use connection::Connection;
 pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError, ServerError};
 pub use events::SessionEvent;
 pub use latency::LatencyAwareness;
-pub use metrics::{MetricsSnapshot, NodeLatency};
+pub use metrics::{Latencies, MetricsSnapshot, NodeLatency, Rates};
 pub use result::{PagingState, QueryResult};
 pub use session::{
     ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, RowStream, RowStreamError, Session, SessionBuilder,

@@ -195,14 +195,8 @@ impl Session {
         self.state().infos.clone()
     }
 
-    /// A copy of the request counters and latency histogram.
+    /// A copy of the counters, request rates and latency histograms.
     pub fn metrics(&self) -> MetricsSnapshot {
-        let nodes = self
-            .state()
-            .nodes
-            .iter()
-            .map(|n| crate::metrics::NodeLatency { addr: n.addr, latency_buckets: n.latency.snapshot() })
-            .collect();
-        self.inner.metrics.snapshot(nodes)
+        self.inner.metrics.snapshot(&self.state().nodes)
     }
 }

@@ -201,6 +201,7 @@ impl Session {
         for (node, opening) in state.nodes.iter().zip(opening) {
             let (conns, error) = opening.await.unwrap_or_else(|_| (Vec::new(), Some(ConnectionError::Closed)));
             if let Some(e) = error {
+                session.inner.metrics.connect_failed(&e);
                 last_error = Some((node.addr, e));
             }
             for conn in conns {

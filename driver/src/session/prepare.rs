@@ -32,6 +32,7 @@ impl Session {
             None,
             Ask { consistency: self.inner.config.consistency, idempotent: true },
         )?;
+        self.inner.metrics.prepare();
         let p = conn.prepare(statement.text()).await?;
         // Prepare on the other nodes too, so EXECUTE works wherever it goes.
         let others: Vec<Connection> = state

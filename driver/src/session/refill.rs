@@ -29,6 +29,7 @@ impl Session {
             return;
         }
         self.watch(node, conn);
+        self.inner.metrics.connection_opened();
         self.inner.emit(SessionEvent::ConnectionOpened(node.addr));
         if node.set_up(true) {
             self.inner.emit(SessionEvent::NodeUp(node.addr));
@@ -48,6 +49,7 @@ impl Session {
             }
             drop(conn);
             let (Some(inner), Some(node)) = (weak.upgrade(), pool.upgrade()) else { return };
+            inner.metrics.connection_closed();
             Session { inner }.connection_lost(&node);
         });
     }
@@ -133,7 +135,7 @@ async fn refill(weak: Weak<SessionInner>, node: Arc<NodePool>) {
                     None => Ok(conn),
                 }
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(inner.metrics.connect_failed(&e).to_string()),
         };
         match attempt {
             Ok(conn) => {

@@ -112,6 +112,7 @@ impl Session {
                 (own, _) => own,
             },
         };
+        self.inner.metrics.started(started, &params);
         // A timeout past what the clock can count (`Duration::MAX`) is none.
         let deadline = settings.request_timeout.and_then(|t| Some(RequestDeadline { at: started.checked_add(t)?, t }));
         // Rare paths (speculative executions, a schema change; a USE and a
@@ -378,6 +379,7 @@ impl Session {
     /// Reports a statement prepared again on `conn`'s node.
     fn reprepared(&self, conn: &Connection, p: &PreparedStatement) {
         tracing::info!(addr = %conn.addr(), text = p.text(), "statement re-prepared");
+        self.inner.metrics.reprepare();
         self.inner.emit(SessionEvent::StatementReprepared {
             node: conn.addr(),
             statement: p.text().to_owned(),

@@ -928,6 +928,85 @@ async fn metrics_have_a_latency_histogram_per_node() {
     assert!(p99 > Duration::ZERO && p99 <= after.latency_quantile(1.0).expect("session max"), "{p99:?}");
 }
 
+/// `Session::metrics` counts each request once, by kind (unpaged, first
+/// pages, later pages), with its latency in the session's histogram and
+/// in the rates; the connections open equal the pool's size; a request
+/// timeout is counted, once.
+#[tokio::test]
+async fn metrics_count_requests_by_kind_connections_and_timeouts() {
+    let node = testkit::shared_node().expect("server");
+    let s = SessionBuilder::new()
+        .known_node_addr(node)
+        .connections_per_node(3)
+        .connection_affinity(shardwise::ConnectionAffinity::LeastLoaded)
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session");
+    // The pool fills in the background: 3 connections, none closed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while s.metrics().connections < 3 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", s.metrics());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = s.metrics();
+    assert_eq!((before.connections, before.connections_opened, before.connections_closed), (3, 3, 0), "{before:?}");
+    assert_eq!((before.connect_failures, before.connect_timeouts), (0, 0));
+
+    let read = s.prepare("SELECT release_version FROM system.local WHERE key = ?").await.expect("prepare");
+    for _ in 0..20 {
+        s.execute(&read, ("local",)).await.expect("read");
+    }
+    for _ in 0..5 {
+        s.execute_unpaged(&read, ("local",)).await.expect("unpaged read");
+    }
+    // Three pages of 2 rows of a table with more rows than that.
+    let columns = Statement::new("SELECT column_name FROM system_schema.columns").with_page_size(2);
+    let mut pages = s.execute_pages(columns, ());
+    for _ in 0..3 {
+        pages.next_page().await.expect("a page").expect("read a page");
+    }
+    let bad = Statement::new("SELECT nope FROM system.local");
+    s.execute(&bad, ()).await.expect_err("no such column");
+
+    let after = s.metrics();
+    let delta = |f: fn(&shardwise::MetricsSnapshot) -> u64| f(&after) - f(&before);
+    assert_eq!(delta(|m| m.first_pages), 20 + 1 + 1, "{after:?}");
+    assert_eq!(delta(|m| m.unpaged), 5);
+    assert_eq!(delta(|m| m.next_pages), 2);
+    assert_eq!(delta(|m| m.requests), 29);
+    assert_eq!(delta(|m| m.errors), 1);
+    assert_eq!(delta(|m| m.prepares), 1);
+    assert_eq!(delta(|m| m.timeouts), 0);
+    assert_eq!(after.latency.count(), after.requests);
+    let mean = after.latency.mean().expect("a mean");
+    assert!(mean > Duration::ZERO && mean <= after.latency.max().expect("a max"), "{mean:?}");
+    assert!(after.latency_percentile_ms(50.0).is_some());
+    // Every request so far counted in the mean rate (requests per second
+    // since the session started).
+    assert!(after.rates.mean > 0.0, "{:?}", after.rates);
+    assert_eq!(after.connections, 3, "{after:?}");
+
+    // A request timeout, through a proxy that holds the answers back.
+    let proxy = FaultProxy::start(node).expect("proxy");
+    let slow = SessionBuilder::new()
+        .known_node_addr(proxy.addr())
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .discover_topology(false)
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session through the proxy");
+    let before = slow.metrics();
+    proxy.set_rules(vec![Rule::new(Action::Delay(Duration::from_millis(500))).direction(Direction::ToClient)]);
+    let late = Statement::new("SELECT key FROM system.local").with_timeout(Duration::from_millis(50));
+    slow.execute(&late, ()).await.expect_err("timeout");
+    let after = slow.metrics();
+    assert_eq!(after.timeouts - before.timeouts, 1, "{after:?}");
+    assert_eq!(after.errors - before.errors, 1);
+    assert_eq!(after.requests - before.requests, 1);
+}
+
 /// A span's name and its fields, formatted.
 type RecordedSpan = (String, Vec<(String, String)>);
 
