@@ -2,7 +2,10 @@
 //! them: bind values matched to the markers by name (fields in another order
 //! than the markers), structs as user-defined type values (alone and in a
 //! `list<frozen<udt>>`), rows read back into structs, and the errors of a
-//! wrong field name.
+//! wrong field name; then the official attributes: a flattened key struct,
+//! a UDT field null in the database read with `default_when_null`, a UDT
+//! that gained a field (`ALTER TYPE ADD`) read by structs without it and
+//! with `allow_missing`, and newtype ids bound and read back.
 
 use shardwise::execute::Executable;
 use shardwise::protocol::frame::ProtocolVersion;
@@ -193,4 +196,224 @@ async fn wrong_field_names_are_clear_errors() {
     // Nothing was written.
     let r = s.execute(&Statement::new(format!("SELECT id FROM {ks}.people")), ()).await.expect("select");
     assert_eq!(r.rows_count(), 0);
+}
+
+// ---------------------------------------------------------------- the official attributes
+
+/// The key columns of `events`, a struct of its own shared by statements.
+#[derive(Debug, Clone, PartialEq, SerializeValues, DeserializeRow)]
+struct EventKey {
+    tenant: String,
+    id: i64,
+}
+
+/// A whole `events` row: the key flattened in, as with the official
+/// `#[scylla(flatten)]`.
+#[derive(Debug, PartialEq, SerializeValues, DeserializeRow)]
+struct Event {
+    author: String,
+    #[shardwise(flatten)]
+    key: EventKey,
+    note: Option<String>,
+}
+
+#[tokio::test]
+async fn flattened_structs_bind_and_read_by_name() {
+    let s = session().await;
+    let ks = simple_keyspace(&s, "derives_flat").await;
+    let ddl =
+        format!("CREATE TABLE {ks}.events (tenant text, id bigint, note text, author text, PRIMARY KEY (tenant, id))");
+    s.execute(&Statement::new(ddl), ()).await.expect("ddl");
+    // The markers in another order than the struct's fields, the key's in the middle.
+    let insert = s
+        .prepare(format!("INSERT INTO {ks}.events (note, id, author, tenant) VALUES (?, ?, ?, ?)"))
+        .await
+        .expect("prepare");
+    let event = |id, note: Option<&str>| Event {
+        author: "ada".into(),
+        key: EventKey { tenant: "acme".into(), id },
+        note: note.map(Into::into),
+    };
+    s.execute(&insert, event(1, Some("first"))).await.expect("insert");
+    s.execute(&insert, event(2, None)).await.expect("insert");
+
+    // The key struct alone binds the WHERE clause; the row reads back whole.
+    let select = s
+        .prepare(format!("SELECT id, note, tenant, author FROM {ks}.events WHERE tenant = ? AND id = ?"))
+        .await
+        .expect("prepare");
+    for (id, note) in [(1, Some("first")), (2, None)] {
+        let key = EventKey { tenant: "acme".into(), id };
+        let r = s.execute(&select, key).await.expect("select");
+        assert_eq!(r.first_row::<Event>().expect("types"), Some(event(id, note)), "event {id}");
+    }
+    // The flattened struct's columns count as the parent's: one missing from
+    // the query is named.
+    let r = s
+        .execute(&Statement::new(format!("SELECT note, author, id FROM {ks}.events WHERE tenant = 'acme'")), ())
+        .await
+        .expect("select");
+    let err = r.rows::<Event>().map(|_| ()).expect_err("no tenant column");
+    assert!(err.to_string().contains("no column named \"tenant\""), "{err}");
+}
+
+/// `stats (hits int, label text)`: `hits` is left null by a writer.
+#[derive(Debug, PartialEq, DeserializeValue)]
+struct Stats {
+    #[shardwise(default_when_null)]
+    hits: i32,
+    label: String,
+}
+
+/// The same without the attribute.
+#[derive(Debug, DeserializeValue)]
+struct StrictStats {
+    #[allow(dead_code)]
+    hits: i32,
+}
+
+#[tokio::test]
+async fn udt_fields_null_in_the_database_read_as_defaults() {
+    let s = session().await;
+    let ks = simple_keyspace(&s, "derives_null").await;
+    for ddl in [
+        format!("CREATE TYPE {ks}.stats (hits int, label text)"),
+        format!("CREATE TABLE {ks}.pages (id int PRIMARY KEY, stats frozen<stats>)"),
+        // `hits` not given: null in the stored value.
+        format!("INSERT INTO {ks}.pages (id, stats) VALUES (1, {{label: 'home'}})"),
+        format!("INSERT INTO {ks}.pages (id, stats) VALUES (2, {{hits: 7, label: 'about'}})"),
+    ] {
+        s.execute(&Statement::new(ddl), ()).await.expect("cql");
+    }
+    let select = s.prepare(format!("SELECT stats FROM {ks}.pages WHERE id = ?")).await.expect("prepare");
+    let r = s.execute(&select, (1,)).await.expect("select");
+    assert_eq!(r.first_row::<(Stats,)>().expect("types"), Some((Stats { hits: 0, label: "home".into() },)));
+    let r = s.execute(&select, (2,)).await.expect("select");
+    assert_eq!(r.first_row::<(Stats,)>().expect("types"), Some((Stats { hits: 7, label: "about".into() },)));
+    // Without `default_when_null` the null is an error naming the field.
+    let r = s.execute(&select, (1,)).await.expect("select");
+    let err = r.rows::<(StrictStats,)>().expect("types").next().expect("row").expect_err("hits is null");
+    assert!(err.to_string().contains("field hits: unexpected null"), "{err}");
+}
+
+/// `profile` as first created: `(nick text)`.
+#[derive(Debug, PartialEq, SerializeValue, DeserializeValue)]
+struct ProfileV1 {
+    nick: String,
+}
+
+/// A newer program's view: `badge` comes with `ALTER TYPE ... ADD`, `stars`
+/// never existed in the type.
+#[derive(Debug, PartialEq, DeserializeValue)]
+struct ProfileV2 {
+    nick: String,
+    #[shardwise(allow_missing)]
+    badge: Option<String>,
+    #[shardwise(allow_missing)]
+    stars: i32,
+}
+
+/// The same without `allow_missing`.
+#[derive(Debug, DeserializeValue)]
+struct ProfileStrict {
+    #[allow(dead_code)]
+    stars: i32,
+}
+
+#[tokio::test]
+async fn udts_read_across_alter_type_add() {
+    let s = session().await;
+    let ks = simple_keyspace(&s, "derives_alter").await;
+    for ddl in [
+        format!("CREATE TYPE {ks}.profile (nick text)"),
+        format!("CREATE TABLE {ks}.members (id int PRIMARY KEY, profile frozen<profile>)"),
+    ] {
+        s.execute(&Statement::new(ddl), ()).await.expect("ddl");
+    }
+    let insert = s.prepare(format!("INSERT INTO {ks}.members (id, profile) VALUES (?, ?)")).await.expect("prepare");
+    s.execute(&insert, (1, ProfileV1 { nick: "ann".into() })).await.expect("insert");
+    let select = Statement::new(format!("SELECT profile FROM {ks}.members WHERE id = 1"));
+    let read = |r: shardwise::QueryResult| r.first_row::<(ProfileV2,)>().expect("types").map(|(p,)| p);
+
+    // Before the type has `badge` or `stars`: both their defaults.
+    let v2 = ProfileV2 { nick: "ann".into(), badge: None, stars: 0 };
+    assert_eq!(read(s.execute(&select, ()).await.expect("select")), Some(v2));
+    let r = s.execute(&select, ()).await.expect("select");
+    let err = r.rows::<(ProfileStrict,)>().map(|_| ()).expect_err("no field stars");
+    assert!(err.to_string().contains("no field named \"stars\""), "{err}");
+
+    s.execute(&Statement::new(format!("ALTER TYPE {ks}.profile ADD badge text")), ()).await.expect("alter");
+    s.execute(
+        &Statement::new(format!("INSERT INTO {ks}.members (id, profile) VALUES (2, {{nick: 'bob', badge: 'gold'}})")),
+        (),
+    )
+    .await
+    .expect("insert");
+    // The old struct, without the new field, reads old and new values.
+    for (id, nick) in [(1, "ann"), (2, "bob")] {
+        let r = s
+            .execute(&Statement::new(format!("SELECT profile FROM {ks}.members WHERE id = {id}")), ())
+            .await
+            .expect("select");
+        assert_eq!(r.first_row::<(ProfileV1,)>().expect("types"), Some((ProfileV1 { nick: nick.into() },)));
+    }
+    // The new one reads `badge` once the type has it (null in the old value).
+    assert_eq!(
+        read(s.execute(&select, ()).await.expect("select")),
+        Some(ProfileV2 { nick: "ann".into(), badge: None, stars: 0 })
+    );
+    let r = s.execute(&Statement::new(format!("SELECT profile FROM {ks}.members WHERE id = 2")), ()).await;
+    assert_eq!(read(r.expect("select")), Some(ProfileV2 { nick: "bob".into(), badge: Some("gold".into()), stars: 0 }));
+    // And the old struct still writes to the altered type (its fields are the type's first).
+    s.execute(&insert, (3, ProfileV1 { nick: "cyd".into() })).await.expect("insert after alter");
+}
+
+/// A newtype id, as official users hand-write `SerializeValue` for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, SerializeValue, DeserializeValue)]
+struct UserId(uuid::Uuid);
+
+/// A borrowed newtype.
+#[derive(Debug, PartialEq, SerializeValue, DeserializeValue)]
+struct Nick<'a>(&'a str);
+
+#[derive(SerializeValues)]
+struct NewUser<'a> {
+    id: UserId,
+    nick: Nick<'a>,
+    friends: Vec<UserId>,
+}
+
+#[derive(Debug, PartialEq, DeserializeRow)]
+struct UserRow<'a> {
+    id: UserId,
+    nick: Nick<'a>,
+    friends: Option<Vec<UserId>>,
+}
+
+#[tokio::test]
+async fn newtype_ids_bind_and_read_back() {
+    let s = session().await;
+    let ks = simple_keyspace(&s, "derives_newtype").await;
+    let ddl = format!("CREATE TABLE {ks}.users (id uuid PRIMARY KEY, nick text, friends list<uuid>)");
+    s.execute(&Statement::new(ddl), ()).await.expect("ddl");
+    let (ann, bob) = (UserId(uuid::Uuid::from_u128(1)), UserId(uuid::Uuid::from_u128(2)));
+    let insert =
+        s.prepare(format!("INSERT INTO {ks}.users (id, nick, friends) VALUES (?, ?, ?)")).await.expect("prepare");
+    s.execute(&insert, NewUser { id: ann, nick: Nick("ann"), friends: vec![bob] }).await.expect("insert");
+    s.execute(&insert, (bob, Nick("bob"), None::<Vec<UserId>>)).await.expect("insert a tuple");
+
+    let select = s.prepare(format!("SELECT friends, nick, id FROM {ks}.users WHERE id = ?")).await.expect("prepare");
+    let r = s.execute(&select, (ann,)).await.expect("select");
+    assert_eq!(
+        r.first_row::<UserRow>().expect("types"),
+        Some(UserRow { id: ann, nick: Nick("ann"), friends: Some(vec![bob]) })
+    );
+    let r = s.execute(&select, (bob,)).await.expect("select");
+    let (friends, nick, id) = r.first_row::<(Option<Vec<UserId>>, String, UserId)>().expect("types").expect("row");
+    assert_eq!((friends, nick.as_str(), id), (None, "bob", bob));
+    // The newtype has its field's type: not a text.
+    let by_nick =
+        s.prepare(format!("SELECT id FROM {ks}.users WHERE nick = ? ALLOW FILTERING")).await.expect("prepare");
+    let err = s.execute(&by_nick, (ann,)).await.expect_err("a uuid for a text marker");
+    assert!(matches!(err, ExecutionError::Encode(EncodeError::TypeMismatch { .. })), "{err:?}");
 }
