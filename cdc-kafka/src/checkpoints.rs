@@ -32,17 +32,26 @@
 //! progress: what the earlier holder committed is in it, and it can commit
 //! nothing more.
 //!
+//! The topic also holds the positions records of windows split into parts
+//! ([`crate::positions`]); a group taken (or resumed at start) takes its
+//! positions from there, so that its consumer skips the rows those parts
+//! committed. With [`crate::Fencing::Group`] a save writes a group's
+//! progress only while the group is assigned here under the epoch it was
+//! read in (a generation's final progress, epoch 0, whoever holds it).
+//!
 //! A generation is recorded once a window of it is delivered, and the reader
 //! starts a generation only after every group of the one before has been
 //! read to its end; so the newest generation in the topic is the one to
 //! resume (`docs/kafka-sink.md` §2 and §3).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use shardwise_cdc::checkpoint::record::{parse_message, RecordFold};
+use shardwise_cdc::checkpoint::record::{parse_message, record_key, RecordFold};
 use shardwise_cdc::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, Fence};
 use shardwise_cdc::{BoxFuture, Millis, StreamId};
 
+use crate::positions::{positions_key, record_key_of, Positions};
 use crate::topic::{Tail, TopicMessage};
 use crate::{KafkaSink, SinkError};
 
@@ -64,21 +73,31 @@ impl KafkaCheckpoints {
     /// not checkpoint records skipped (with a warning). An empty fold if
     /// the topic does not exist.
     pub fn read(&self) -> Result<RecordFold, SinkError> {
+        Ok(self.read_all()?.records)
+    }
+
+    /// [`KafkaCheckpoints::read`], with the positions records.
+    pub(crate) fn read_all(&self) -> Result<SinkFold, SinkError> {
         let c = &self.sink.shared.config;
         let mut tail = self.sink.shared.tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if tail.is_none() {
             let topic = c.checkpoint_topic.clone();
-            let fold = move |fold: &mut RecordFold, m: TopicMessage| {
-                fold_message(fold, &topic, &m);
+            let fold = move |fold: &mut SinkFold, m: TopicMessage| {
+                fold.add(&topic, &m);
                 Ok(())
             };
-            *tail = Tail::start(&c.brokers(), &c.checkpoint_topic, c.timeout, RecordFold::new(), fold)?.map(Arc::new);
+            *tail = Tail::start(&c.brokers(), &c.checkpoint_topic, c.timeout, SinkFold::default(), fold)?.map(Arc::new);
         }
         let started = tail.clone();
         // Reads wait for the tail side by side, not one after the other.
         drop(tail);
-        let Some(tail) = started else { return Ok(RecordFold::new()) };
+        let Some(tail) = started else { return Ok(SinkFold::default()) };
         tail.settled(c.timeout)
+    }
+
+    /// The positions `fold` holds of `group` (this sink's records).
+    fn positions(&self, fold: &SinkFold, group: StreamId) -> Option<Positions> {
+        fold.positions.get(&positions_key(&record_key(self.sink.record_log(), group))).cloned()
     }
 
     /// The checkpoint of the reader's `log` in `fold`: its records under
@@ -115,8 +134,13 @@ impl KafkaCheckpoints {
 impl CheckpointStore for KafkaCheckpoints {
     fn load<'a>(&'a self, table: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
         Box::pin(async move {
-            let fold = self.blocking(|this| this.read()).await?;
-            Ok(self.checkpoint(&fold, table))
+            let fold = self.blocking(|this| this.read_all()).await?;
+            let checkpoint = self.checkpoint(&fold.records, table);
+            // Resuming: the groups' positions, for windows split in parts.
+            for g in checkpoint.iter().flat_map(|cp| &cp.groups) {
+                self.sink.found_positions(g.group, self.positions(&fold, g.group));
+            }
+            Ok(checkpoint)
         })
     }
 
@@ -130,11 +154,15 @@ impl CheckpointStore for KafkaCheckpoints {
                 .blocking(move |this| {
                     let mut refused = Vec::new();
                     for g in &checkpoint.groups {
-                        match this.sink.write_progress(checkpoint.generation, g.group, g.progress) {
+                        match this.sink.write_progress_of(checkpoint.generation, g.group, g.progress, g.epoch) {
                             Ok(()) => {}
-                            Err(SinkError::Fenced { .. } | SinkError::NotHeld(_) | SinkError::Unusable { .. }) => {
-                                refused.push(g.group)
-                            }
+                            Err(
+                                SinkError::Fenced { .. }
+                                | SinkError::NotHeld(_)
+                                | SinkError::Unusable { .. }
+                                | SinkError::NotAssigned(_)
+                                | SinkError::Rebalanced { .. },
+                            ) => refused.push(g.group),
                             Err(e) => return Err(e),
                         }
                     }
@@ -161,8 +189,11 @@ impl CheckpointStore for KafkaCheckpoints {
     }
 
     /// Fences the group's earlier holder in Kafka (the group's producer is
-    /// made and initialised), then reads its progress. The epoch stays 0:
-    /// Kafka's producer epochs do the fencing, and saves are not made here.
+    /// made and initialised; with [`crate::Fencing::Group`], the consumer
+    /// group's generation fences it, and the group was assigned here
+    /// before this is called), then reads its progress and positions. The
+    /// epoch stays 0: Kafka's producer epochs (or the group's generations)
+    /// do the fencing, and saves are not made here.
     fn fence<'a>(
         &'a self,
         table: &'a str,
@@ -173,12 +204,48 @@ impl CheckpointStore for KafkaCheckpoints {
             let fold = self
                 .blocking(move |this| {
                     this.sink.shared.producers.fence(generation, group)?;
-                    this.read()
+                    this.read_all()
                 })
                 .await?;
-            let saved = self.generation(&fold, table, generation);
-            Ok(Fence { epoch: 0, progress: saved.and_then(|cp| cp.progress_of(group)) })
+            let saved = self.generation(&fold.records, table, generation);
+            let progress = saved.and_then(|cp| cp.progress_of(group));
+            if let Some(progress) = progress {
+                self.sink.shared.producers.found(group, (generation, progress));
+            }
+            self.sink.found_positions(group, self.positions(&fold, group));
+            Ok(Fence { epoch: 0, progress })
         })
+    }
+}
+
+/// The checkpoint topic folded: the checkpoint records, and the positions
+/// records by key (the latest of each).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SinkFold {
+    pub(crate) records: RecordFold,
+    positions: HashMap<String, Positions>,
+}
+
+impl SinkFold {
+    /// Folds one message of the checkpoint topic `topic`: a positions
+    /// record, else a checkpoint record (see [`fold_message`]).
+    fn add(&mut self, topic: &str, m: &TopicMessage) {
+        let key = m.key.as_deref().and_then(|k| std::str::from_utf8(k).ok());
+        if let Some(key) = key.filter(|k| record_key_of(k).is_some()) {
+            match m.value.as_deref().and_then(|v| std::str::from_utf8(v).ok()).and_then(Positions::parse) {
+                Some(positions) => {
+                    self.positions.insert(key.to_owned(), positions);
+                }
+                None => tracing::warn!(
+                    topic,
+                    partition = m.partition,
+                    offset = m.offset,
+                    "a positions record of the checkpoint topic that cannot be read is skipped"
+                ),
+            }
+            return;
+        }
+        fold_message(&mut self.records, topic, m);
     }
 }
 

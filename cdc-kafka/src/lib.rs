@@ -18,8 +18,15 @@
 //!   partition's changes, its partition deletes included, keep their order
 //!   in one Kafka partition;
 //! * [`producers`]: its producers, and whom Kafka fences: a previous run,
-//!   or a group's earlier holder when sinks share a table through leases
-//!   ([`Fencing`]);
+//!   a group's earlier holder when sinks share a table through leases, or
+//!   a member of an earlier generation of the consumer group the sinks
+//!   form ([`Fencing`]);
+//! * [`group`]: the multi-process mode on Kafka's group protocol: the
+//!   sinks are the members of a Kafka consumer group on a control topic,
+//!   whose assignment says which CDC stream groups each writes, and every
+//!   transaction is fenced by the group's generation (KIP-447);
+//! * [`positions`]: windows too big for one transaction, written in parts,
+//!   and the rows a consumer that reads one again skips;
 //! * [`checkpoints`]: the checkpoint store the reader resumes from, read
 //!   from the sink's checkpoint topic ([`KafkaCheckpoints`]);
 //! * [`topic`]: creating topics, reading one to its end, and following one
@@ -42,12 +49,15 @@
 
 pub mod brokers;
 pub mod checkpoints;
+pub mod group;
+pub mod positions;
 pub mod producers;
 pub mod sink;
 pub mod topic;
 
 pub use brokers::Brokers;
 pub use checkpoints::KafkaCheckpoints;
+pub use group::GroupSettings;
 pub use producers::Fencing;
 pub use sink::{Delivery, KafkaSink, KeyMode, SinkConfig, SinkStats};
 
@@ -93,6 +103,28 @@ pub enum SinkError {
     /// [`KafkaCheckpoints`]' fence (which needs leases), or taken over since.
     #[error("no producer for CDC group {0}: not taken through a lease, or taken over since")]
     NotHeld(StreamId),
+    /// With [`Fencing::Group`]: a window (or progress) of a group that the
+    /// consumer group does not assign to this sink now, or assigned it
+    /// again since the window was read (not joined yet: nothing is).
+    #[error("CDC group {0} is not assigned to this sink (now, or since its window was read)")]
+    NotAssigned(StreamId),
+    /// With [`Fencing::Group`]: the group coordinator refused the
+    /// transaction's offsets: this member's generation of the consumer
+    /// group is over (it was paused or cut off past its session timeout, or
+    /// a rebalance is under way). The transaction was aborted; nothing is
+    /// assigned here until the next rebalance.
+    #[error("the kafka consumer group moved on: its coordinator refused this sink's transaction ({source})")]
+    Rebalanced {
+        /// The client's error.
+        source: KafkaError,
+    },
+    /// [`crate::KafkaSink::join_group`] on a sink without [`Fencing::Group`].
+    #[error("the sink is not configured to share its table through a kafka consumer group (Fencing::Group)")]
+    NoGroup,
+    /// The control topic's partitions changed while the sink ran: groups
+    /// would map to partitions otherwise than the other sinks map them.
+    #[error("the control topic changed: {0}")]
+    ControlTopicChanged(String),
     /// Creating or reading a topic failed.
     #[error("kafka topic {topic}: {code}")]
     Topic {

@@ -16,6 +16,15 @@
 //!   past its lease and does not know it lost the group yet; its commit
 //!   fails with [`SinkError::Fenced`], and its reader leaves the group.
 //!
+//! * [`Fencing::Group`], for sinks that share a table as the members of a
+//!   Kafka consumer group ([`crate::group`]): one producer per process, as
+//!   with [`Fencing::Process`], and every transaction fenced by the group's
+//!   generation (KIP-447): it commits an offset of its group's control
+//!   partition with the consumer's group metadata, which the group
+//!   coordinator refuses from a member of an earlier generation. A
+//!   transaction begins only while its group is assigned to this sink
+//!   under the epoch its window was read in.
+//!
 //! Without transactions ([`Delivery::AtLeastOnce`]) there is one producer
 //! and nothing is fenced.
 //!
@@ -40,11 +49,12 @@ use shardwise_cdc::checkpoint::record::record_value;
 use shardwise_cdc::stream::StreamId;
 use shardwise_cdc::time::Millis;
 
+use crate::group::{GroupSettings, Member, Membership};
 use crate::sink::{Delivery, SinkConfig};
 use crate::SinkError;
 
 /// Which producer a window is written with, and so whom Kafka fences.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Fencing {
     /// One transactional producer for the process: a restart with the same
     /// id fences the run before it. For a sink that reads the whole table.
@@ -54,6 +64,10 @@ pub enum Fencing {
     /// group is taken: for sinks that share a table through leases, so that
     /// a takeover fences the group's earlier holder in Kafka too.
     PerGroup,
+    /// One transactional producer for the process, the groups it writes
+    /// assigned by a Kafka consumer group, each transaction fenced by the
+    /// group's generation (KIP-447; [`crate::group`]).
+    Group(GroupSettings),
 }
 
 /// Counts failed deliveries, for the at-least-once mode (a transaction's
@@ -122,19 +136,36 @@ pub(crate) fn producer_config(config: &SinkConfig, transactional_id: Option<&str
 /// consumer's (each failed try aborted).
 pub(crate) const TRANSACTION_ATTEMPTS: u32 = 3;
 
-/// A group's checkpoint record, written with a window (or alone): key
-/// `key` in the checkpoint topic `topic`, the group read up to `at`
-/// (generation, progress).
+/// One transaction (or, at least once, one acknowledged batch): a
+/// window's messages (or a part of them) and the group's records in the
+/// checkpoint topic.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct GroupRecord<'a> {
+pub(crate) struct Write<'a> {
+    /// The changes' topic and the messages (key, value).
+    pub(crate) messages: (&'a str, &'a [(String, String)]),
     /// The checkpoint topic.
-    pub(crate) topic: &'a str,
-    /// The record's key ([`shardwise_cdc::checkpoint::record::record_key`]).
-    pub(crate) key: &'a str,
+    pub(crate) checkpoints: &'a str,
     /// The group.
     pub(crate) group: StreamId,
-    /// Its generation and progress.
-    pub(crate) at: (Millis, Millis),
+    /// The group's checkpoint record (its key,
+    /// [`shardwise_cdc::checkpoint::record::record_key`]), the group read
+    /// up to (generation, progress): a window's end, or progress alone.
+    /// `None` for a part of a window.
+    pub(crate) record: Option<(&'a str, (Millis, Millis))>,
+    /// The group's positions record (key, value;
+    /// [`crate::positions`]): a part of a window.
+    pub(crate) positions: Option<(&'a str, &'a str)>,
+    /// The epoch of the hold the window was read under (with
+    /// [`Fencing::Group`]: the assignment's; 0 for a generation's final
+    /// progress, written whoever holds the group).
+    pub(crate) epoch: u64,
+}
+
+impl Write<'_> {
+    /// A record alone: no messages, no positions.
+    fn alone(&self) -> bool {
+        self.messages.1.is_empty() && self.positions.is_none()
+    }
 }
 
 /// The furthest (generation, progress) the sink's producers wrote of each
@@ -185,30 +216,34 @@ impl Writer {
         Ok(Writer { producer, transactional_id, timeout: config.timeout, writing: Mutex::new(()) })
     }
 
-    /// Writes `messages` to `topic` and `record` (see [`Writer::deliver`]),
-    /// noting it in `recorded`. A record alone (no messages) that is not
-    /// beyond what `recorded` holds of its group is not written: checked
-    /// while this producer is held, so it never follows a further record of
-    /// the group that this producer wrote meanwhile. Blocking.
+    /// Writes `write` (see [`Writer::deliver`]), noting its record in
+    /// `recorded`. A record alone (no messages) that is not beyond what
+    /// `recorded` holds of its group is not written: checked while this
+    /// producer is held, so it never follows a further record of the group
+    /// that this producer wrote meanwhile. With `membership`, each
+    /// transaction is fenced by the consumer group's generation. Blocking.
     pub(crate) fn write(
         &self,
-        messages: (&str, &[(String, String)]),
-        record: &GroupRecord<'_>,
+        write: &Write<'_>,
         recorded: &Recorded,
+        membership: Option<&Membership>,
     ) -> Result<(), SinkError> {
         let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        if messages.1.is_empty() && recorded.covers(record.group, record.at) {
-            return Ok(());
+        if let Some((_, at)) = write.record {
+            if write.alone() && recorded.covers(write.group, at) {
+                return Ok(());
+            }
         }
-        let value = record_value(record.at.0, record.at.1);
-        self.deliver(messages, (record.topic, record.key, &value))?;
-        recorded.wrote(record.group, record.at);
+        self.deliver(write, membership)?;
+        if let Some((_, at)) = write.record {
+            recorded.wrote(write.group, at);
+        }
         Ok(())
     }
 
-    /// Writes `messages` to `topic` and the checkpoint record to
-    /// `checkpoints`: one transaction, or acknowledged messages without
-    /// transactions. Blocking; the caller holds `writing`.
+    /// Writes the messages and the records of `write`: one transaction, or
+    /// acknowledged messages without transactions. Blocking; the caller
+    /// holds `writing`.
     ///
     /// A transaction that fails without this producer being fenced (its
     /// messages timed out while the process or the broker was paused, a
@@ -216,29 +251,60 @@ impl Writer {
     /// [`TRANSACTION_ATTEMPTS`] times: nothing of an aborted transaction is
     /// read by `read_committed` consumers, so writing it again repeats
     /// nothing. A producer that was fenced meanwhile finds out then.
-    fn deliver(
-        &self,
-        (topic, messages): (&str, &[(String, String)]),
-        (checkpoints, key, value): (&str, &str, &str),
-    ) -> Result<(), SinkError> {
-        if self.transactional_id.is_none() {
+    ///
+    /// With `membership` ([`Fencing::Group`]), each try first holds the
+    /// group (it must be assigned here under `write.epoch`), and before
+    /// committing flushes
+    /// the messages and sends the offset of the group's control partition
+    /// with the consumer's group metadata: a transaction of an earlier
+    /// group generation is refused ([`SinkError::Rebalanced`]), aborted,
+    /// and not tried again.
+    fn deliver(&self, write: &Write<'_>, membership: Option<&Membership>) -> Result<(), SinkError> {
+        let value = write.record.map(|(key, (generation, progress))| (key, record_value(generation, progress)));
+        let send_all = || -> Result<(), SinkError> {
+            let (topic, messages) = write.messages;
             for (k, v) in messages {
                 self.send(topic, k, v)?;
             }
-            self.send(checkpoints, key, value)?;
+            if let Some((key, value)) = &value {
+                self.send(write.checkpoints, key, value)?;
+            }
+            if let Some((key, value)) = write.positions {
+                self.send(write.checkpoints, key, value)?;
+            }
+            Ok(())
+        };
+        if self.transactional_id.is_none() {
+            send_all()?;
             return self.flushed();
         }
         let mut attempt = 1;
         loop {
+            let held = match membership {
+                None => None,
+                // A generation's final progress: fenced if the group is held
+                // here now, else written as it is (see `Write::epoch`).
+                Some(m) if write.epoch == 0 && write.alone() => m.hold(write.group, None).ok(),
+                Some(m) => Some(m.hold(write.group, (write.epoch != 0).then_some(write.epoch))?),
+            };
             let written = (|| {
                 self.producer.begin_transaction().map_err(|e| self.failed("beginning a transaction", e))?;
-                for (k, v) in messages {
-                    self.send(topic, k, v)?;
+                send_all()?;
+                if let Some(held) = &held {
+                    // On the log before the coordinator accepts the offsets
+                    // (see `crate::group`).
+                    self.producer.flush(self.timeout).map_err(|e| self.failed("flushing a transaction", e))?;
+                    let offsets = held.offsets()?;
+                    self.producer
+                        .send_offsets_to_transaction(&offsets, held.metadata(), self.timeout)
+                        .map_err(|e| self.failed("sending the group's offsets", e))?;
                 }
-                self.send(checkpoints, key, value)?;
                 self.producer.commit_transaction(self.timeout).map_err(|e| self.failed("committing a window", e))
             })();
             let Err(e) = written else { return Ok(()) };
+            if let (SinkError::Rebalanced { .. }, Some(held)) = (&e, &held) {
+                held.refused();
+            }
             if let Err(aborting) = self.abort() {
                 // Fenced, or the producer can no longer write (librdkafka
                 // calls the error fatal): the transaction is aborted when
@@ -246,7 +312,7 @@ impl Writer {
                 // timeout.
                 return Err(match self.failed("aborting a transaction", aborting) {
                     fenced @ SinkError::Fenced { .. } => fenced,
-                    SinkError::Kafka { source, .. } => SinkError::Unusable {
+                    SinkError::Kafka { source, .. } | SinkError::Rebalanced { source, .. } => SinkError::Unusable {
                         transactional_id: self.transactional_id.clone().unwrap_or_default(),
                         failed: e.to_string().into(),
                         source,
@@ -254,7 +320,7 @@ impl Writer {
                     other => other,
                 });
             }
-            if matches!(e, SinkError::Fenced { .. }) || attempt >= TRANSACTION_ATTEMPTS {
+            if matches!(e, SinkError::Fenced { .. } | SinkError::Rebalanced { .. }) || attempt >= TRANSACTION_ATTEMPTS {
                 return Err(e);
             }
             tracing::warn!(error = %e, attempt, "a Kafka transaction failed and was aborted; writing it again");
@@ -282,6 +348,7 @@ impl Writer {
             (code, Some(id)) if fenced(code) || fenced(fatal) => {
                 SinkError::Fenced { transactional_id: id.clone(), source }
             }
+            (code, Some(_)) if rebalanced(code) => SinkError::Rebalanced { source },
             _ => SinkError::Kafka { what: what.to_owned(), source },
         }
     }
@@ -322,6 +389,20 @@ fn fenced(code: Option<RDKafkaErrorCode>) -> bool {
     )
 }
 
+/// Whether `code` says the consumer group's coordinator refused the
+/// offsets of a member whose group generation is over (KIP-447).
+fn rebalanced(code: Option<RDKafkaErrorCode>) -> bool {
+    matches!(
+        code,
+        Some(
+            RDKafkaErrorCode::IllegalGeneration
+                | RDKafkaErrorCode::UnknownMemberId
+                | RDKafkaErrorCode::FencedInstanceId
+                | RDKafkaErrorCode::RebalanceInProgress
+        )
+    )
+}
+
 /// The producers of a sink.
 pub(crate) struct Producers {
     config: SinkConfig,
@@ -331,17 +412,22 @@ pub(crate) struct Producers {
     /// With [`Fencing::PerGroup`]: the producer of each group taken, and
     /// the generation of the group.
     groups: Mutex<HashMap<StreamId, (Millis, Arc<Writer>)>>,
-    /// The furthest record written of each group, by any of the producers.
+    /// The furthest record written of each group, by any of the producers
+    /// (or found when the group was taken).
     recorded: Recorded,
+    /// With [`Fencing::Group`], once joined: the consumer group's
+    /// membership, and the assignment.
+    member: Mutex<Option<Member>>,
+    membership: std::sync::OnceLock<Arc<Membership>>,
 }
 
 impl Producers {
     /// The producers of a sink with `config`; the process's producer is
     /// created (and its id initialised) now. Blocking.
     pub(crate) fn new(config: &SinkConfig) -> Result<Self, SinkError> {
-        let process = match (&config.delivery, config.fencing) {
+        let process = match (&config.delivery, &config.fencing) {
             (Delivery::ExactlyOnce { .. }, Fencing::PerGroup) => None,
-            (Delivery::ExactlyOnce { transactional_id }, Fencing::Process) => {
+            (Delivery::ExactlyOnce { transactional_id }, Fencing::Process | Fencing::Group(_)) => {
                 Some(Mutex::new(Arc::new(Writer::new(config, Some(transactional_id.clone()))?)))
             }
             (Delivery::AtLeastOnce, _) => Some(Mutex::new(Arc::new(Writer::new(config, None)?))),
@@ -351,7 +437,42 @@ impl Producers {
             process,
             groups: Mutex::new(HashMap::new()),
             recorded: Recorded::default(),
+            member: Mutex::new(None),
+            membership: std::sync::OnceLock::new(),
         })
+    }
+
+    /// With [`Fencing::Group`]: joins the consumer group (once) and returns
+    /// its assignment. Blocking.
+    pub(crate) fn join(&self) -> Result<Arc<Membership>, SinkError> {
+        let Fencing::Group(settings) = &self.config.fencing else { return Err(SinkError::NoGroup) };
+        let mut member = self.member.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(m) = self.membership.get() {
+            return Ok(m.clone());
+        }
+        let joined = Member::join(&self.config.brokers(), settings, self.config.timeout)?;
+        let membership = joined.membership.clone();
+        *member = Some(joined);
+        Ok(self.membership.get_or_init(|| membership).clone())
+    }
+
+    /// Leaves the consumer group (its partitions go to the other members).
+    /// Blocking.
+    pub(crate) fn leave(&self) {
+        let member = self.member.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(member);
+    }
+
+    /// The group was taken with its checkpoint record at `at`: a record
+    /// alone not beyond it is not written.
+    pub(crate) fn found(&self, group: StreamId, at: (Millis, Millis)) {
+        self.recorded.wrote(group, at);
+    }
+
+    /// With [`Fencing::Group`]: the epoch under which `group` is assigned
+    /// here now.
+    pub(crate) fn assigned(&self, group: StreamId) -> Option<u64> {
+        self.membership.get().and_then(|m| m.epoch_of(group))
     }
 
     fn groups(&self) -> MutexGuard<'_, HashMap<StreamId, (Millis, Arc<Writer>)>> {
@@ -364,7 +485,7 @@ impl Producers {
     /// producer. Blocking.
     pub(crate) fn fence(&self, generation: Millis, group: StreamId) -> Result<(), SinkError> {
         let Delivery::ExactlyOnce { transactional_id } = &self.config.delivery else { return Ok(()) };
-        if self.process.is_some() {
+        if self.process.is_some() || matches!(self.config.fencing, Fencing::Group(_)) {
             return Ok(());
         }
         let writer = Arc::new(Writer::new(&self.config, Some(format!("{transactional_id}.{group}")))?);
@@ -391,29 +512,40 @@ impl Producers {
         self.groups().get(&group).map(|(_, w)| w.clone()).ok_or(SinkError::NotHeld(group))
     }
 
-    /// Writes a window of `record`'s group and its record (see
-    /// [`Writer::write`]) with the group's producer.
+    /// Writes `write` (see [`Writer::write`]) with its group's producer.
     ///
     /// A group's producer that was fenced or can no longer write is
     /// forgotten (that producer: not one a later take of the group made
     /// meanwhile): its reader leaves the group, and takes it again (through
     /// a new producer) only with a lease. The process's producer that can no
     /// longer write is replaced by a new one of the same id, which aborts
-    /// what the old one left open, and the window is written with it.
-    /// Blocking.
-    pub(crate) fn write(
-        &self,
-        messages: (&str, &[(String, String)]),
-        record: &GroupRecord<'_>,
-    ) -> Result<(), SinkError> {
-        let writer = self.writer(record.group)?;
-        match (writer.write(messages, record, &self.recorded), &self.process) {
+    /// what the old one left open, and the window is written with it. With
+    /// [`Fencing::Group`], a process's producer that was fenced (its
+    /// transaction outlived the transaction timeout, say) is replaced too,
+    /// and the window's group left until it is taken again. Blocking.
+    pub(crate) fn write(&self, write: &Write<'_>) -> Result<(), SinkError> {
+        let group_mode = matches!(self.config.fencing, Fencing::Group(_));
+        let membership = if group_mode {
+            match self.membership.get() {
+                Some(m) => Some(m.as_ref()),
+                None => return Err(SinkError::NotAssigned(write.group)),
+            }
+        } else {
+            None
+        };
+        let writer = self.writer(write.group)?;
+        match (writer.write(write, &self.recorded, membership), &self.process) {
             (Err(SinkError::Unusable { .. }), Some(process)) => {
                 tracing::warn!("the Kafka producer can no longer write; it is replaced");
-                self.replace(process, &writer)?.write(messages, record, &self.recorded)
+                self.replace(process, &writer)?.write(write, &self.recorded, membership)
+            }
+            (Err(e @ SinkError::Fenced { .. }), Some(process)) if group_mode => {
+                tracing::warn!(error = %e, "the Kafka producer was fenced; it is replaced");
+                self.replace(process, &writer)?;
+                Err(e)
             }
             (Err(e @ (SinkError::Fenced { .. } | SinkError::Unusable { .. })), _) => {
-                self.forget(record.group, &writer);
+                self.forget(write.group, &writer);
                 Err(e)
             }
             (written, _) => written,
@@ -482,6 +614,8 @@ mod tests {
             process: None,
             groups: Mutex::new(HashMap::new()),
             recorded: Recorded::default(),
+            member: Mutex::new(None),
+            membership: std::sync::OnceLock::new(),
         };
         let group = StreamId::from_bytes([7; 16]);
         let older = Arc::new(Writer::new(&config, None).expect("a producer"));
@@ -502,5 +636,8 @@ mod tests {
         assert!(fenced(Some(RDKafkaErrorCode::Fenced)));
         assert!(!fenced(Some(RDKafkaErrorCode::RequestTimedOut)));
         assert!(!fenced(None));
+        assert!(rebalanced(Some(RDKafkaErrorCode::IllegalGeneration)));
+        assert!(rebalanced(Some(RDKafkaErrorCode::UnknownMemberId)));
+        assert!(!rebalanced(Some(RDKafkaErrorCode::ProducerFenced)));
     }
 }

@@ -22,6 +22,16 @@
 //! Windows without an envelope write nothing: reading them again after a
 //! restart delivers nothing twice.
 //!
+//! **Bounded transactions**: a window of more than
+//! [`SinkConfig::max_transaction_messages`] messages or
+//! [`SinkConfig::max_transaction_bytes`] bytes (a long catch-up window, a
+//! burst of writes) goes out in parts as its rows come, each part one
+//! transaction with the group's positions record (per stream, the last row
+//! committed); the last part carries the window's end as the group's
+//! progress. A consumer that reads the group again skips the rows the
+//! positions name, so a crash between two parts repeats and loses nothing
+//! ([`crate::positions`]). No window is too big to commit.
+//!
 //! **Keys** ([`KeyMode`]): Kafka keeps order per partition only, and puts a
 //! message in the partition its key hashes to; so the key decides which
 //! changes a consumer sees in write order. By default a message is keyed by
@@ -34,13 +44,14 @@
 //! Kafka partition, seen before or after their changes. That is why it is
 //! not the default. Range deletes make no row event and are not written.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardwise::session::schema::KeyspaceMetadata;
 use shardwise_cdc::checkpoint::log_name;
-use shardwise_cdc::checkpoint::record::{record_key, RecordFold};
+use shardwise_cdc::checkpoint::record::record_key;
 use shardwise_cdc::debezium::{Envelopes, JsonSchemas, KeyColumns, Source, TableTypes, TypeError};
 use shardwise_cdc::{
     Change, ChangeWithImages, Consumer, ConsumerError, ConsumerFactory, GroupInfo, ImagesConsumer, Millis, ReadWindow,
@@ -48,7 +59,8 @@ use shardwise_cdc::{
 };
 
 use crate::checkpoints::KafkaCheckpoints;
-use crate::producers::{Fencing, GroupRecord, Producers};
+use crate::positions::{positions_key, Positions, RowAt, Skip};
+use crate::producers::{Fencing, Producers, Write};
 use crate::topic::Tail;
 use crate::Brokers;
 use crate::SinkError;
@@ -151,8 +163,15 @@ pub struct SinkConfig {
     /// How long Kafka keeps a transaction open before it aborts it (60 s
     /// by default; below the lease TTL for readers with leases, so that a
     /// holder that hangs mid-window holds `read_committed` consumers back
-    /// no longer than its lease).
+    /// no longer than its lease; with [`Fencing::Group`], what a killed
+    /// sink's open transaction holds the group's next holder back).
     pub transaction_timeout: Duration,
+    /// The most messages one transaction holds (10,000 by default): a
+    /// window with more goes out in parts, each with its positions.
+    pub max_transaction_messages: usize,
+    /// The most bytes of keys and values one transaction holds (8 MiB by
+    /// default; a message alone may exceed it).
+    pub max_transaction_bytes: usize,
 }
 
 impl SinkConfig {
@@ -179,6 +198,8 @@ impl SinkConfig {
             types: None,
             timeout: Duration::from_secs(30),
             transaction_timeout: Duration::from_secs(60),
+            max_transaction_messages: 10_000,
+            max_transaction_bytes: 8 << 20,
         }
     }
 
@@ -233,19 +254,30 @@ pub struct SinkStats {
     /// Changes that make no Debezium row event (range deletes, TTL
     /// expirations): not written.
     pub no_event: u64,
+    /// Transactions that held a part of a window (one over the bounds),
+    /// each with its positions.
+    pub parts: u64,
+    /// Changes not written again because a part of their window was
+    /// committed before (read again after a restart or a takeover).
+    pub skipped: u64,
 }
 
 pub(crate) struct Shared {
     pub(crate) config: SinkConfig,
     envelopes: Envelopes,
     /// The checkpoint topic, followed once a checkpoint is first read.
-    pub(crate) tail: Mutex<Option<Arc<Tail<RecordFold>>>>,
+    pub(crate) tail: Mutex<Option<Arc<Tail<crate::checkpoints::SinkFold>>>>,
     /// The log as the records name it ([`SinkConfig::record_log`]).
     log: String,
     pub(crate) producers: Producers,
+    /// Per group: the positions committed of a window split into parts
+    /// (seeded when a group is taken or resumed, moved by each part).
+    positions: Mutex<HashMap<StreamId, Positions>>,
     messages: AtomicU64,
     windows: AtomicU64,
     no_event: AtomicU64,
+    parts: AtomicU64,
+    skipped: AtomicU64,
 }
 
 /// The Kafka sink; cheap to clone.
@@ -288,20 +320,44 @@ impl KafkaSink {
                 tail: Mutex::new(None),
                 log,
                 producers,
+                positions: Mutex::new(HashMap::new()),
                 messages: AtomicU64::new(0),
                 windows: AtomicU64::new(0),
                 no_event: AtomicU64::new(0),
+                parts: AtomicU64::new(0),
+                skipped: AtomicU64::new(0),
             }),
         })
     }
 
-    /// Creates the changes' topic (`partitions` partitions) and the
-    /// compacted checkpoint topic (one partition) if they do not exist.
+    /// Creates the changes' topic (`partitions` partitions), the
+    /// compacted checkpoint topic (one partition) and, with
+    /// [`Fencing::Group`], the control topic, if they do not exist.
     pub async fn create_topics(&self, partitions: i32) -> Result<(), SinkError> {
         let c = &self.shared.config;
         let brokers = c.brokers();
         crate::topic::create_topic(&brokers, &c.topic, partitions, false).await?;
-        crate::topic::create_topic(&brokers, &c.checkpoint_topic, 1, true).await
+        crate::topic::create_topic(&brokers, &c.checkpoint_topic, 1, true).await?;
+        if let Fencing::Group(group) = &c.fencing {
+            crate::topic::create_topic(&brokers, &group.control_topic, group.partitions.max(1), false).await?;
+        }
+        Ok(())
+    }
+
+    /// With [`Fencing::Group`]: joins the consumer group on the control
+    /// topic (once; it must exist, [`KafkaSink::create_topics`]) and returns
+    /// its assignment, to build the reader with
+    /// ([`shardwise_cdc::CdcReaderBuilder::assignment`]). Blocking. Without
+    /// it, [`SinkError::NoGroup`].
+    pub fn join_group(&self) -> Result<Arc<dyn shardwise_cdc::Assignment>, SinkError> {
+        let membership: Arc<dyn shardwise_cdc::Assignment> = self.shared.producers.join()?;
+        Ok(membership)
+    }
+
+    /// Leaves the consumer group, if joined: its partitions go to the other
+    /// members at once (rather than after the session timeout). Blocking.
+    pub fn leave_group(&self) {
+        self.shared.producers.leave();
     }
 
     /// The checkpoint store to build the reader with.
@@ -312,8 +368,19 @@ impl KafkaSink {
     /// The consumer factory to build the reader with.
     pub fn factory(&self) -> Arc<dyn ConsumerFactory> {
         let sink = self.clone();
-        Arc::new(move |_: &GroupInfo| -> Box<dyn Consumer> {
-            Box::new(WithImages::new(WindowBuffer { sink: sink.clone(), messages: Vec::new() }))
+        Arc::new(move |info: &GroupInfo| -> Box<dyn Consumer> {
+            let group = info.streams.key();
+            let committed = sink.positions_of(info.generation, group);
+            Box::new(WithImages::new(WindowBuffer {
+                sink: sink.clone(),
+                generation: info.generation,
+                group,
+                epoch: info.epoch,
+                skip: Skip::new(committed.as_ref()),
+                messages: Vec::new(),
+                bytes: 0,
+                last: HashMap::new(),
+            }))
         })
     }
 
@@ -324,7 +391,58 @@ impl KafkaSink {
             messages: s.messages.load(Ordering::Relaxed),
             windows: s.windows.load(Ordering::Relaxed),
             no_event: s.no_event.load(Ordering::Relaxed),
+            parts: s.parts.load(Ordering::Relaxed),
+            skipped: s.skipped.load(Ordering::Relaxed),
         }
+    }
+
+    /// The positions committed of `group` of `generation`, if a window of it
+    /// was split.
+    fn positions_of(&self, generation: Millis, group: StreamId) -> Option<Positions> {
+        let positions = self.shared.positions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        positions.get(&group).filter(|p| p.generation == generation).cloned()
+    }
+
+    /// `group` was taken (or resumed) with these positions found in the
+    /// checkpoint topic.
+    pub(crate) fn found_positions(&self, group: StreamId, found: Option<Positions>) {
+        let mut positions = self.shared.positions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match found {
+            Some(p) => positions.insert(group, p),
+            None => positions.remove(&group),
+        };
+    }
+
+    /// The log as the records name it ([`SinkConfig::record_log`]).
+    pub(crate) fn record_log(&self) -> &str {
+        &self.shared.log
+    }
+
+    /// Writes a part of a window of `group` (read under `epoch`): its
+    /// envelopes and the group's `positions` (the last row of each stream
+    /// committed with it), one transaction. Blocking; errors as
+    /// [`KafkaSink::write_window`]'s.
+    fn write_part(
+        &self,
+        messages: &[(String, String)],
+        group: StreamId,
+        epoch: u64,
+        positions: &Positions,
+    ) -> Result<(), SinkError> {
+        let s = &*self.shared;
+        let key = positions_key(&record_key(&s.log, group));
+        let value = positions.value();
+        s.producers.write(&Write {
+            messages: (&s.config.topic, messages),
+            checkpoints: &s.config.checkpoint_topic,
+            group,
+            record: None,
+            positions: Some((&key, &value)),
+            epoch,
+        })?;
+        s.messages.fetch_add(messages.len() as u64, Ordering::Relaxed);
+        s.parts.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Writes a window's envelopes (key, value) and the group's record: one
@@ -332,7 +450,7 @@ impl KafkaSink {
     /// Blocking. A producer that a later holder of the group fenced fails
     /// with [`SinkError::Fenced`], and is forgotten.
     pub fn write_window(&self, messages: &[(String, String)], window: &ReadWindow) -> Result<(), SinkError> {
-        self.write(messages, window.generation, window.streams.key(), window.to)?;
+        self.write(messages, window.generation, window.streams.key(), window.to, window.epoch)?;
         let s = &*self.shared;
         s.messages.fetch_add(messages.len() as u64, Ordering::Relaxed);
         s.windows.fetch_add(1, Ordering::Relaxed);
@@ -348,8 +466,24 @@ impl KafkaSink {
     /// record (the one compaction keeps) never goes back. Other readers
     /// sharing the table wait for such records at a generation's end.
     /// Blocking; errors as [`KafkaSink::write_window`]'s.
+    ///
+    /// With [`Fencing::Group`], written only while the group is assigned
+    /// here (under any epoch); the reader's own saves go through
+    /// [`KafkaCheckpoints`], which checks the epoch they were read under.
     pub fn write_progress(&self, generation: Millis, group: StreamId, progress: Millis) -> Result<(), SinkError> {
-        self.write(&[], generation, group, progress)
+        let epoch = self.shared.producers.assigned(group).unwrap_or(0);
+        self.write(&[], generation, group, progress, epoch)
+    }
+
+    /// [`KafkaSink::write_progress`] of a group read under `epoch`.
+    pub(crate) fn write_progress_of(
+        &self,
+        generation: Millis,
+        group: StreamId,
+        progress: Millis,
+        epoch: u64,
+    ) -> Result<(), SinkError> {
+        self.write(&[], generation, group, progress, epoch)
     }
 
     fn write(
@@ -358,50 +492,114 @@ impl KafkaSink {
         generation: Millis,
         group: StreamId,
         progress: Millis,
+        epoch: u64,
     ) -> Result<(), SinkError> {
         let s = &*self.shared;
         let key = record_key(&s.log, group);
-        let record = GroupRecord { topic: &s.config.checkpoint_topic, key: &key, group, at: (generation, progress) };
-        s.producers.write((&s.config.topic, messages), &record)
+        s.producers.write(&Write {
+            messages: (&s.config.topic, messages),
+            checkpoints: &s.config.checkpoint_topic,
+            group,
+            record: Some((&key, (generation, progress))),
+            positions: None,
+            epoch,
+        })
     }
 }
 
-/// One group's consumer: the envelopes of the window being read.
+/// One group's consumer: the envelopes of the window being read (or of
+/// its part not committed yet).
 struct WindowBuffer {
     sink: KafkaSink,
+    generation: Millis,
+    group: StreamId,
+    /// The hold the consumer reads under.
+    epoch: u64,
+    /// What parts committed before hold already (see [`crate::positions`]).
+    skip: Skip,
     messages: Vec<(String, String)>,
+    /// Bytes of the messages' keys and values.
+    bytes: usize,
+    /// Per stream, the last row read by this consumer.
+    last: HashMap<StreamId, RowAt>,
+}
+
+impl WindowBuffer {
+    /// Whether the messages buffered make a transaction as big as allowed.
+    fn full(&self) -> bool {
+        let c = &self.sink.shared.config;
+        self.messages.len() >= c.max_transaction_messages.max(1) || self.bytes >= c.max_transaction_bytes.max(1)
+    }
+
+    /// Commits the messages buffered as a part of the window, with the
+    /// positions they reach.
+    fn write_part(&mut self) -> Result<(), ConsumerError> {
+        let mut positions =
+            self.sink.positions_of(self.generation, self.group).unwrap_or(Positions::new(self.generation));
+        positions.merge(&self.last);
+        let result = self.sink.write_part(&self.messages, self.group, self.epoch, &positions);
+        self.messages.clear();
+        self.bytes = 0;
+        result.map_err(consumer_error)?;
+        self.sink.found_positions(self.group, Some(positions));
+        Ok(())
+    }
+}
+
+/// A sink error as the reader sees it: the group's hold is over (it is
+/// left), or the reader stops.
+fn consumer_error(e: SinkError) -> ConsumerError {
+    match e {
+        e @ (SinkError::Fenced { .. }
+        | SinkError::NotHeld(_)
+        | SinkError::Unusable { .. }
+        | SinkError::NotAssigned(_)
+        | SinkError::Rebalanced { .. }) => ConsumerError::Fenced(Box::new(e)),
+        e => ConsumerError::failed(e),
+    }
 }
 
 impl ImagesConsumer for WindowBuffer {
     fn consume(&mut self, change: ChangeWithImages) -> Result<(), ConsumerError> {
+        if self.skip.skips(&change.delta) {
+            self.sink.shared.skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        self.last.insert(change.delta.stream_id, RowAt::of(&change.delta));
         let (c, envelopes) = (&self.sink.shared.config, &self.sink.shared.envelopes);
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         match envelopes.envelope(&change, now_ms) {
             Some(e) => {
                 let key = c.key.message_key(envelopes, &change.delta, e.key);
+                self.bytes += key.len() + e.value.len();
                 self.messages.push((key, e.value));
             }
             None => {
                 self.sink.shared.no_event.fetch_add(1, Ordering::Relaxed);
             }
         }
+        if self.full() {
+            self.write_part()?;
+        }
         Ok(())
     }
 
     fn window_end(&mut self, window: &ReadWindow) -> Result<(), ConsumerError> {
-        if self.messages.is_empty() {
-            return Ok(());
+        self.last.clear();
+        if !self.messages.is_empty() {
+            let result = self.sink.write_window(&self.messages, window);
+            // Written, or to be read again from the last checkpoint: either
+            // way this window's envelopes are not kept.
+            self.messages.clear();
+            self.bytes = 0;
+            result.map_err(consumer_error)?;
         }
-        let result = self.sink.write_window(&self.messages, window);
-        // Written, or to be read again from the last checkpoint: either way
-        // this window's envelopes are not kept.
-        self.messages.clear();
-        result.map_err(|e| match e {
-            e @ (SinkError::Fenced { .. } | SinkError::NotHeld(_) | SinkError::Unusable { .. }) => {
-                ConsumerError::Fenced(Box::new(e))
-            }
-            e => ConsumerError::failed(e),
-        })
+        // The window is read: positions before its end are inert.
+        if let Some(mut positions) = self.sink.positions_of(self.generation, self.group) {
+            positions.prune(window.to);
+            self.sink.found_positions(self.group, Some(positions));
+        }
+        Ok(())
     }
 }
 
@@ -417,7 +615,7 @@ mod tests {
         let config = SinkConfig::new("b:9092", "shop", "ks", "t");
         assert_eq!((config.topic.as_str(), config.checkpoint_topic.as_str()), ("shop.ks.t", "shop.ks.t.checkpoints"));
         assert_eq!(config.delivery, Delivery::ExactlyOnce { transactional_id: "shardwise-cdc-shop.ks.t".into() });
-        assert_eq!((config.fencing, &config.key), (Fencing::Process, &KeyMode::PartitionKey(Vec::new())));
+        assert_eq!((&config.fencing, &config.key), (&Fencing::Process, &KeyMode::PartitionKey(Vec::new())));
         assert_eq!(config.record_log(), "shop.ks.t/ks.t_scylla_cdc_log");
     }
 

@@ -107,7 +107,7 @@ pub use generation::{GenerationError, GenerationSource, VnodeGenerations};
 pub use images::{ChangeWithImages, ImagesConsumer, WithImages};
 pub use lease::{LeaseConfig, LeaseError, LeaseTable};
 pub use plan::{Action, GroupId, GroupInfo, GroupState, PlanError, Planner, PlannerConfig, ReadWindow};
-pub use reader::{CdcError, CdcReader, CdcReaderBuilder, CdcReaderHandle, GroupLag, ReaderProgress};
+pub use reader::{Assignment, CdcError, CdcReader, CdcReaderBuilder, CdcReaderHandle, GroupLag, ReaderProgress};
 pub use row::{CdcRow, LogPage, LogSchema, Operation, RowError, RowIndex, SchemaError};
 pub use stream::{StreamGroup, StreamId, StreamIdError};
 pub use tablets::TabletGenerations;

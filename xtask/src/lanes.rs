@@ -62,6 +62,7 @@ pub struct Outcome {
 const KNOWN_SECONDS: &[(&str, u32)] = &[
     ("driver/test/driver", 290),
     ("cdc-kafka/test/sink", 97),
+    ("cdc-kafka/test/group", 180),
     ("cdc/test/crash", 85),
     ("cdc-tools/test/printer", 78),
     ("cdc-kafka/test/nemesis", 77),

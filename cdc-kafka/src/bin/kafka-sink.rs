@@ -15,7 +15,18 @@
 //! restarts it). With `--lease-keyspace ks2`, any number of sinks share the
 //! table: each writes the groups it holds a lease of, each group with its
 //! own transactional id, so that a takeover fences the group's earlier
-//! holder in Kafka (`tests/sink.rs` pauses one past its lease).
+//! holder in Kafka (`tests/sink.rs` pauses one past its lease). With
+//! `--group-id G --reader-name NAME` they share it on Kafka's own group
+//! protocol instead, as the members of consumer group G: the group
+//! coordinator assigns the CDC stream groups (through the partitions of a
+//! control topic), and every transaction is fenced by the group's
+//! generation (KIP-447), with one producer per process, transactional id
+//! `shardwise-cdc-TOPIC.NAME` (`tests/group.rs` kills one and pauses
+//! another past its session timeout).
+//!
+//! A window of more than `--max-transaction-messages` messages or
+//! `--max-transaction-bytes` bytes is written in parts, each a transaction
+//! with the positions it reached, which a restart resumes from exactly.
 //!
 //! Messages are keyed by the table's partition key (`--key partition`, the
 //! default): Kafka orders messages within a partition only, and this way
@@ -27,9 +38,10 @@
 //! in another Kafka partition and be seen before or after their changes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
-use shardwise_cdc_kafka::{Delivery, Fencing, KafkaSink, KeyMode, SinkConfig};
+use shardwise_cdc_kafka::{Delivery, Fencing, GroupSettings, KafkaSink, KeyMode, SinkConfig};
 use shardwise_cdc_tools::reading::positive_seconds;
 
 /// Writes the changes of a CDC-enabled table to Kafka as Debezium envelopes.
@@ -98,6 +110,34 @@ struct Args {
     /// shared in the checkpoint topic).
     #[command(flatten)]
     leases: shardwise_cdc_tools::leasing::LeaseArgs,
+    /// Share the table with the other sinks of this Kafka consumer group
+    /// (the same GROUP for all): Kafka's group coordinator assigns each its
+    /// CDC stream groups, and each transaction is fenced by the group's
+    /// generation (KIP-447). Needs --reader-name (or --transactional-id):
+    /// this sink's name in the group, kept across restarts.
+    #[arg(long, value_name = "GROUP", conflicts_with_all = ["lease_keyspace", "at_least_once"])]
+    group_id: Option<String>,
+    /// With --group-id: the control topic, whose partitions the members are
+    /// assigned (default: CHECKPOINT_TOPIC.groups).
+    #[arg(long, requires = "group_id")]
+    control_topic: Option<String>,
+    /// With --group-id: the control topic's partitions when the sink
+    /// creates it (the most sinks that share the work).
+    #[arg(long, default_value_t = 32)]
+    group_partitions: i32,
+    /// With --group-id: seconds a silent member (killed, paused, cut off)
+    /// keeps its groups before the others get them (Kafka's
+    /// session.timeout.ms; at least the broker's minimum, 6 s by default).
+    #[arg(long, default_value_t = 10.0)]
+    group_session_timeout: f64,
+    /// The most messages one transaction holds: a window with more is
+    /// written in parts, each with the positions it reached.
+    #[arg(long, default_value_t = 10_000)]
+    max_transaction_messages: usize,
+    /// The most bytes of keys and values one transaction holds (a window
+    /// with more is written in parts).
+    #[arg(long, default_value_t = 8 << 20)]
+    max_transaction_bytes: usize,
     /// No transactions: a crash may write the last window's changes twice.
     #[arg(long, conflicts_with = "transactional_id")]
     at_least_once: bool,
@@ -115,6 +155,14 @@ struct Args {
     #[arg(long, default_value_t = 30.0)]
     kafka_timeout: f64,
 }
+
+/// With `--group-id`: how long Kafka keeps a transaction open before it
+/// aborts it (Kafka Streams' default with exactly once).
+const GROUP_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// With `--group-id`: how often the reader follows the assignment (and
+/// reads the other members' progress).
+const GROUP_FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The value of `--key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +226,22 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if args.leases.lease_keyspace.is_some() {
         positive_seconds("lease-heartbeat", args.leases.lease_heartbeat)?;
     }
+    let group_session = positive_seconds("group-session-timeout", args.group_session_timeout)?;
+    if args.group_id.is_some() {
+        if args.group_partitions < 1 {
+            return Err(
+                format!("--group-partitions {}: a topic has at least one partition", args.group_partitions).into()
+            );
+        }
+        if args.leases.reader_name.is_none() && args.transactional_id.is_none() {
+            return Err("--group-id needs --reader-name NAME (or --transactional-id): this sink's name in the group, \
+                        kept across restarts, so that a restart aborts what the run before it left open"
+                .into());
+        }
+    }
+    if args.max_transaction_messages < 1 || args.max_transaction_bytes < 1 {
+        return Err("--max-transaction-messages and --max-transaction-bytes are at least 1".into());
+    }
     // The file's settings first, so that -X changes them.
     let mut kafka_settings = match &args.kafka_properties {
         Some(file) => shardwise_cdc_kafka::brokers::read_properties(file)?,
@@ -203,8 +267,28 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     config.delivery = match (&args.transactional_id, args.at_least_once) {
         (_, true) => Delivery::AtLeastOnce,
         (Some(id), false) => Delivery::ExactlyOnce { transactional_id: id.clone() },
-        (None, false) => config.delivery,
+        (None, false) => match (&args.group_id, &args.leases.reader_name) {
+            // One producer per member, its id kept across restarts.
+            (Some(_), Some(name)) => {
+                Delivery::ExactlyOnce { transactional_id: format!("shardwise-cdc-{}.{name}", config.topic) }
+            }
+            _ => config.delivery,
+        },
     };
+    config.max_transaction_messages = args.max_transaction_messages;
+    config.max_transaction_bytes = args.max_transaction_bytes;
+    if let Some(group_id) = &args.group_id {
+        let mut group = GroupSettings::new(group_id.clone(), &config.checkpoint_topic);
+        if let Some(topic) = &args.control_topic {
+            group.control_topic = topic.clone();
+        }
+        group.partitions = args.group_partitions;
+        group.session_timeout = group_session;
+        config.fencing = Fencing::Group(group);
+        // What a killed member's open transaction holds its groups' next
+        // holder (and read_committed consumers) back.
+        config.transaction_timeout = GROUP_TRANSACTION_TIMEOUT;
+    }
     // The table's column types, and the columns of its partition key
     // unless the keys are the connector's.
     config.key = args.key.mode();
@@ -221,6 +305,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let sink = tokio::task::spawn_blocking(move || KafkaSink::new(config)).await??;
     sink.create_topics(args.partitions).await?;
+    let assignment = match &args.group_id {
+        Some(_) => {
+            let s = sink.clone();
+            Some(tokio::task::spawn_blocking(move || s.join_group()).await??)
+        }
+        None => None,
+    };
 
     let mut builder = args
         .reading
@@ -230,6 +321,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .checkpoints(Arc::new(sink.checkpoints()), checkpoint_interval);
     if let Some(leases) = leases {
         builder = builder.leases(leases);
+    }
+    if let Some(assignment) = assignment {
+        builder = builder.assignment(assignment, GROUP_FOLLOW_INTERVAL);
     }
     let reader = builder.build(sink.factory()).await?;
     args.reading.serve_metrics("kafka-sink", &reader, &args.keyspace, &args.table).await?;
@@ -243,7 +337,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             handle.stop();
         }
     });
-    reader.join().await?;
+    let joined = reader.join().await;
+    // Its groups go to the other members now, not after the session timeout.
+    let leaving = sink.clone();
+    tokio::task::spawn_blocking(move || leaving.leave_group()).await?;
+    joined?;
     let s = sink.stats();
     if s.no_event > 0 {
         eprintln!(
@@ -251,7 +349,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             s.no_event
         );
     }
-    eprintln!("[kafka-sink] done: {} messages in {} windows", s.messages, s.windows);
+    eprintln!(
+        "[kafka-sink] done: {} messages in {} windows and {} parts of windows; {} changes skipped as written before",
+        s.messages, s.windows, s.parts, s.skipped
+    );
     Ok(())
 }
 

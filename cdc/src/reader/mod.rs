@@ -39,7 +39,9 @@
 //! says until when each lease is surely held, which the workers check
 //! themselves; `saves` counts the checkpoint saves under way, which a
 //! handover waits for. `progress` counts what the workers delivered and
-//! says how far behind each group is ([`CdcReader::progress`]).
+//! says how far behind each group is ([`CdcReader::progress`]). A reader
+//! whose groups are assigned from outside ([`CdcReaderBuilder::assignment`],
+//! a Kafka consumer group's) runs `assigned` in the lease holder's place.
 //!
 //! The planner's clock (`clock`) is the earlier of the local one and the
 //! cluster's, so that a reader whose clock runs ahead of the nodes' does
@@ -209,6 +211,7 @@ pub struct CdcReaderBuilder {
     streams_per_query: usize,
     windows_in_flight: InFlight,
     leases: Option<LeaseConfig>,
+    assignment: Option<(Arc<dyn Assignment>, Duration)>,
 }
 
 /// Windows in flight per worker, as configured.
@@ -267,6 +270,7 @@ impl CdcReaderBuilder {
             streams_per_query: MAX_STREAMS_PER_QUERY,
             windows_in_flight: InFlight::Adaptive { max: DEFAULT_MAX_IN_FLIGHT },
             leases: None,
+            assignment: None,
         }
     }
 
@@ -405,6 +409,18 @@ impl CdcReaderBuilder {
         self
     }
 
+    /// Shares the table with other readers as `assignment` says (a Kafka
+    /// consumer group's assignment, say) instead of through leases: each
+    /// reads only the groups assigned to it, follows the assignment every
+    /// `interval`, fences each group it is given in the checkpoint store
+    /// and reads it from the progress found there (see [`Assignment`]).
+    /// Needs [checkpoints](Self::checkpoints) in a store all the readers
+    /// share; not with [leases](Self::leases).
+    pub fn assignment(mut self, assignment: Arc<dyn Assignment>, interval: Duration) -> Self {
+        self.assignment = Some((assignment, interval.max(Duration::from_millis(10))));
+        self
+    }
+
     /// Where generations come from (default: [`TabletGenerations`] for a
     /// keyspace with tablets, else [`VnodeGenerations`]).
     pub fn generation_source(mut self, source: Arc<dyn GenerationSource>) -> Self {
@@ -463,6 +479,15 @@ impl CdcReaderBuilder {
             }
             Some(config) => Some(config.check().map_err(CdcError::Config)?),
         };
+        match (&self.assignment, &self.leases, &self.checkpoints) {
+            (Some(_), Some(_), _) => {
+                return Err(CdcError::Config("groups come from leases or from an assignment, not both".into()));
+            }
+            (Some(_), None, None) => {
+                return Err(CdcError::Config("an assignment needs a checkpoint store that all readers share".into()));
+            }
+            _ => {}
+        }
         self.check_table().await?;
         let sharding = self.session.connections().iter().find_map(|c| c.sharding().copied());
         let workers = self.workers;
@@ -476,7 +501,7 @@ impl CdcReaderBuilder {
         config.workers = workers;
         let mut planner =
             Planner::new(config)?.with_assignment(move |g: &StreamGroup| worker_of(&sharding, g, workers));
-        if self.leases.is_some() {
+        if self.leases.is_some() || self.assignment.is_some() {
             planner = planner.with_leases();
         }
         let log = format!("{}_scylla_cdc_log", self.table);
@@ -532,7 +557,8 @@ impl CdcReaderBuilder {
             written: tokio::sync::Mutex::new(HashMap::new()),
             leaving: AtomicBool::new(false),
             leave: Notify::new(),
-            deadlines: self.leases.as_ref().map(|_| Deadlines::default()),
+            deadlines: (self.leases.is_some() || self.assignment.is_some()).then(Deadlines::default),
+            assignment: self.assignment.as_ref().map(|(a, _)| a.clone()),
             sharding,
             clock: ClusterClock::default(),
             counters: Counters::default(),
@@ -584,6 +610,23 @@ impl CdcReaderBuilder {
             }
             _ => None,
         };
+        let holder = match (holder, self.assignment, &shared.checkpoints) {
+            (None, Some((assignment, interval)), Some(store)) => {
+                let assigned = Assigned::new(shared.clone(), store.clone(), assignment, interval);
+                let thread = std::thread::Builder::new()
+                    .name("cdc-assigned".into())
+                    .spawn(move || {
+                        let runtime = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .map_err(|e| CdcError::Worker(e.to_string()))?;
+                        runtime.block_on(assigned.run())
+                    })
+                    .map_err(|e| CdcError::Worker(e.to_string()))?;
+                Some(thread)
+            }
+            (holder, ..) => holder,
+        };
         Ok(CdcReader { shared, threads, holder })
     }
 
@@ -612,6 +655,7 @@ impl CdcReaderBuilder {
     }
 }
 
+mod assigned;
 mod clock;
 mod deadlines;
 mod holder;
@@ -623,6 +667,8 @@ mod worker;
 use clock::ClusterClock;
 use deadlines::Deadlines;
 
+use assigned::Assigned;
+pub use assigned::Assignment;
 use holder::Holder;
 use saves::Saves;
 use worker::Worker;
@@ -773,6 +819,8 @@ struct Shared {
     leave: Notify,
     /// With leases: until when each is surely held.
     deadlines: Option<Deadlines<StreamId>>,
+    /// With an assignment: which groups this reader may read.
+    assignment: Option<Arc<dyn Assignment>>,
     /// The cluster's sharding (of the first node that reports one): what
     /// groups a generation's streams by shard.
     sharding: Option<ShardingInfo>,
@@ -808,9 +856,11 @@ impl Shared {
     }
 
     /// Whether this reader may read `group` now: always without leases,
-    /// else only while its lease is surely held.
+    /// else only while its lease is surely held; with an assignment, only
+    /// while it is assigned here.
     fn holds(&self, group: StreamId) -> bool {
         self.deadlines.as_ref().is_none_or(|d| d.holds(group, std::time::Instant::now()))
+            && self.assignment.as_ref().is_none_or(|a| a.holds(group).is_some())
     }
 
     /// Leaves `group` of the current generation (its lease is lost), if
@@ -846,13 +896,20 @@ impl Shared {
     /// group in it was read to that generation's end, so it moves nothing
     /// back, and the readers still in that generation wait for it (its
     /// leases are no longer renewed, and a save retried after they lapsed
-    /// would otherwise leave its groups unsaved for good).
+    /// would otherwise leave its groups unsaved for good). With an
+    /// assignment it goes with epoch 0, whatever the group's hold was: the
+    /// group may have been assigned again since (a new epoch, never fenced
+    /// here since this reader left the generation), and a store that checks
+    /// epochs against the assignment would refuse it, while no later save
+    /// of the group can pass that generation's end ([`Assignment`]).
     async fn save(&self, checkpoint: crate::checkpoint::Checkpoint) -> Result<(), CdcError> {
         let Some(store) = &self.checkpoints else { return Ok(()) };
         let mut checkpoint = checkpoint;
         let current = self.planner().generation();
         if current == Some(checkpoint.generation) {
             checkpoint.groups.retain(|g| self.holds(g.group));
+        } else if self.assignment.is_some() {
+            checkpoint.groups.iter_mut().for_each(|g| g.epoch = 0);
         }
         let mut written = self.written.lock().await;
         let generation = checkpoint.generation;
