@@ -12,7 +12,8 @@
 //!   the field types do (`&'a str`, `&'a [u8]`).
 //! - [`macro@SerializeValue`] and [`macro@DeserializeValue`]: a struct with
 //!   named fields is a value of a user-defined type (UDT), anywhere a value
-//!   goes: a column, a bind value, inside collections, tuples and `Option`.
+//!   goes: a column, a bind value, inside collections, tuples and `Option`;
+//!   a tuple struct of one field (`struct UserId(Uuid)`) is its field's value.
 //!
 //! ```
 //! use shardwise_macros::{DeserializeRow, DeserializeValue, SerializeValue, SerializeValues};
@@ -52,6 +53,7 @@
 //!   from a frame that `udt_de` shares;
 //! - `udt_ser`: `#[derive(SerializeValue)]`;
 //! - `udt_de`: `#[derive(DeserializeValue)]`;
+//! - `newtype`: both value derives on a one-field tuple struct;
 //! - `tests`: compile errors of the derives, checked on the macro functions.
 //!
 //! ## The protocol crate's path
@@ -89,16 +91,71 @@
 //! | attribute | on | effect |
 //! |---|---|---|
 //! | `#[shardwise(crate = "path")]` | struct | path of the protocol crate |
-//! | `#[shardwise(flavor = "in_order")]` | struct | `SerializeValues`, `DeserializeRow`: match bind markers or columns by position, not by name (`"by_name"` is the default); refused on the UDT derives |
+//! | `#[shardwise(flavor = "in_order")]` | struct | `SerializeValues`, `DeserializeRow`: match bind markers or columns by position, not by name (`"by_name"` is the default); names are not compared one by one (the official `enforce_order` compares them), but `SerializeValues` refuses fields named after the markers in another order; refused on the UDT derives |
+//! | `#[shardwise(skip_name_checks)]` | struct | with `flavor = "in_order"` only: `SerializeValues` accepts fields named like the markers in another order; `rename` is refused with it (as official); a compile error elsewhere |
 //! | `#[shardwise(rename = "name")]` | field | the column, bind marker or UDT field name, instead of the field's name |
 //! | `#[shardwise(skip)]` | field | `SerializeValues`, `SerializeValue`: not sent; `DeserializeRow`, `DeserializeValue`: not read, set to `Default::default()` |
+//! | `#[shardwise(flatten)]` | field | `SerializeValues`, `DeserializeRow`: the field's type (a struct with the same derive and flavor) contributes its fields as if they were the parent's, matched by name or taking their positions in order; not with `rename`; a compile error on the UDT derives |
+//! | `#[shardwise(default_when_null)]` | field | `DeserializeRow`, `DeserializeValue`: a null column or UDT field (or one past the end of a shorter UDT value) reads as `Default::default()`; ignored by `SerializeValues` and `SerializeValue` (as official) |
+//! | `#[shardwise(allow_missing)]` | field | `DeserializeValue`: a UDT type without the field (an older type, before `ALTER TYPE ... ADD`) reads it as `Default::default()`; a compile error on `SerializeValue` (a value is written the same whatever the type, so a field the type lacks cannot be left out) and on the row derives |
 //!
-//! Enums, unions, tuple structs and unit structs are rejected at compile
-//! time (values without names are better written as tuples):
+//! A flattened struct:
+//!
+//! ```
+//! use shardwise_macros::{DeserializeRow, SerializeValues};
+//!
+//! /// The key of `events (tenant text, id bigint, note text, PRIMARY KEY (tenant, id))`.
+//! #[derive(SerializeValues, DeserializeRow)]
+//! struct Key<'a> {
+//!     tenant: &'a str,
+//!     id: i64,
+//! }
+//!
+//! /// A whole row: `tenant`, `id` and `note`, by name in any order.
+//! #[derive(SerializeValues, DeserializeRow)]
+//! struct Event<'a> {
+//!     #[shardwise(flatten)]
+//!     key: Key<'a>,
+//!     #[shardwise(default_when_null)]
+//!     note: String,
+//! }
+//! ```
+//!
+//! ## Newtypes
+//!
+//! `#[derive(SerializeValue, DeserializeValue)]` on a tuple struct of one
+//! field is that field's value (its type checks, encoding, and borrowing):
+//!
+//! ```
+//! use shardwise_macros::{DeserializeValue, SerializeValue};
+//!
+//! /// A `uuid` column, typed.
+//! #[derive(Clone, Copy, SerializeValue, DeserializeValue)]
+//! struct UserId(uuid::Uuid);
+//!
+//! /// A `text` column, borrowed from the response.
+//! #[derive(SerializeValue, DeserializeValue)]
+//! struct Nick<'a>(&'a str);
+//! ```
+//!
+//! Enums, unions, unit structs and tuple structs of several fields are
+//! rejected at compile time (values without names are better written as
+//! tuples; an enum is a hand-written impl, see the porting guide):
 //!
 //! ```compile_fail
 //! #[derive(shardwise_macros::DeserializeRow)]
 //! struct Pair(i64, String);
+//! ```
+//!
+//! An attribute a derive cannot honour is a compile error naming it:
+//!
+//! ```compile_fail
+//! #[derive(shardwise_macros::SerializeValue)]
+//! struct Profile {
+//!     nick: String,
+//!     #[shardwise(allow_missing)] // only DeserializeValue can leave it out
+//!     badge: Option<String>,
+//! }
 //! ```
 
 #![forbid(unsafe_code)]
@@ -141,6 +198,11 @@ use syn::{parse_macro_input, DeriveInput};
 /// count and the types are checked, names are not, except that fields
 /// carrying the markers' names in another order are refused (an
 /// `EncodeError::InvalidValue`), as surely a mistake.
+///
+/// A `#[shardwise(flatten)]` field (a struct deriving `SerializeValues` with
+/// the same flavor) contributes its values as if they were the struct's
+/// own: by name, each of its markers is matched like the struct's fields;
+/// in order, it takes as many positions as it has values.
 ///
 /// Generic structs and structs with lifetimes (`struct W<'a> { name: &'a str }`)
 /// are supported; fields whose type mentions a type parameter get a
@@ -198,7 +260,11 @@ pub fn derive_serialize_values(input: TokenStream) -> TokenStream {
 ///
 /// A struct with one lifetime parameter borrows from the frame with it
 /// (`impl<'a> DeserializeRow<'a> for R<'a>`); fields with
-/// `#[shardwise(skip)]` are not read but set to `Default::default()`.
+/// `#[shardwise(skip)]` are not read but set to `Default::default()`, and
+/// fields with `#[shardwise(default_when_null)]` are `Default::default()`
+/// when their column is null. A `#[shardwise(flatten)]` field (a struct
+/// deriving `DeserializeRow` with the same flavor) reads its own columns,
+/// by name among the struct's, or at its positions in order.
 ///
 /// ```
 /// use shardwise_macros::DeserializeRow;
@@ -244,7 +310,13 @@ pub fn derive_deserialize_row(input: TokenStream) -> TokenStream {
 ///
 /// The derived type is a value like any other: a column, a bind value,
 /// inside `Option`, lists, sets, maps and tuples, and in a
-/// `#[derive(SerializeValues)]` struct.
+/// `#[derive(SerializeValues)]` struct. `#[shardwise(default_when_null)]`
+/// is accepted and ignored (it is for reading); `allow_missing` is a
+/// compile error, since a value is written the same whatever the type.
+///
+/// On a tuple struct of one field (`struct UserId(Uuid)`), the derive
+/// writes the field's value: `check_type`, `encoded_len` and `encode` are
+/// the field's.
 ///
 /// ```
 /// use shardwise_macros::SerializeValue;
@@ -299,6 +371,13 @@ pub fn derive_serialize_value(input: TokenStream) -> TokenStream {
 ///   and another fails with `UnexpectedNull`. A field's error is wrapped
 ///   in `DeserializeError::Field` naming it; a null UDT value is
 ///   `UnexpectedNull` (read an `Option` of the struct).
+///
+/// Field attributes: `#[shardwise(default_when_null)]` reads a null field
+/// (or one past the end of a shorter value) as `Default::default()`;
+/// `#[shardwise(allow_missing)]` accepts a type without the field (an older
+/// type, before `ALTER TYPE ... ADD`) and sets it to `Default::default()`.
+/// On a tuple struct of one field, the derive reads the field's value, and
+/// borrows where the field does (`struct Nick<'a>(&'a str)`).
 ///
 /// The struct borrows from the frame where its fields do (`&'a str`), as
 /// `DeserializeRow` does, and is a value like any other: a column, inside
