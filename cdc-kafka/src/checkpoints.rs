@@ -136,9 +136,12 @@ impl CheckpointStore for KafkaCheckpoints {
         Box::pin(async move {
             let fold = self.blocking(|this| this.read_all()).await?;
             let checkpoint = self.checkpoint(&fold.records, table);
-            // Resuming: the groups' positions, for windows split in parts.
-            for g in checkpoint.iter().flat_map(|cp| &cp.groups) {
-                self.sink.found_positions(g.group, self.positions(&fold, g.group));
+            // Resuming: the positions of windows split in parts, of every
+            // group this sink recorded them for, with a checkpoint record or
+            // not (a group's first window may be all it wrote); each applies
+            // to its own generation only.
+            for (group, positions) in fold.positions_of(self.sink.record_log()) {
+                self.sink.found_positions(group, Some(positions));
             }
             Ok(checkpoint)
         })
@@ -227,6 +230,18 @@ pub(crate) struct SinkFold {
 }
 
 impl SinkFold {
+    /// The positions records of the log `record_log` names, by group.
+    fn positions_of(&self, record_log: &str) -> Vec<(StreamId, Positions)> {
+        let prefix = format!("{record_log}/");
+        self.positions
+            .iter()
+            .filter_map(|(key, positions)| {
+                let group = record_key_of(key)?.strip_prefix(&prefix)?.parse().ok()?;
+                Some((group, positions.clone()))
+            })
+            .collect()
+    }
+
     /// Folds one message of the checkpoint topic `topic`: a positions
     /// record, else a checkpoint record (see [`fold_message`]).
     fn add(&mut self, topic: &str, m: &TopicMessage) {
@@ -297,5 +312,32 @@ mod tests {
         }
         let cp = fold.checkpoint(LOG).expect("the records");
         assert_eq!(cp.groups.iter().map(|g| (g.group, g.progress)).collect::<Vec<_>>(), [(group, Millis(200))]);
+    }
+
+    /// Positions records are folded apart (the latest of each key), and
+    /// found per group of the log whether the group has a checkpoint
+    /// record or not; a bad one is skipped.
+    #[test]
+    fn positions_records_are_found_for_every_group() {
+        let (a, b) = (StreamId::from_bytes([7; 16]), StreamId::from_bytes([8; 16]));
+        let mut fold = SinkFold::default();
+        let rows = |g: StreamId| positions_key(&format!("{LOG}/{g}"));
+        let time = "b223c55e-6d07-11ea-7654-24e4fb3f20b9";
+        for m in [
+            message(0, Some(&format!("{LOG}/{a}")), Some("1000 100")),
+            message(1, Some(&rows(a)), Some(&format!("1000 {a}@{time}#1"))),
+            message(2, Some(&rows(a)), Some(&format!("1000 {a}@{time}#2"))),
+            message(3, Some(&rows(b)), Some(&format!("1000 {b}@{time}#0"))),
+            message(4, Some(&rows(b)), Some("not positions")),
+            message(5, Some(&positions_key(&format!("other/{a}"))), Some("1000")),
+        ] {
+            fold.add("checkpoints", &m);
+        }
+        let mut found = fold.positions_of(LOG);
+        found.sort_by_key(|(g, _)| *g);
+        let seqs: Vec<(StreamId, Vec<i32>)> =
+            found.iter().map(|(g, p)| (*g, p.streams.values().map(|r| r.seq).collect())).collect();
+        assert_eq!(seqs, [(a, vec![2]), (b, vec![0])], "the latest of a, b's readable one, none of another log's");
+        assert_eq!(fold.records.checkpoint(LOG).map(|cp| cp.groups.len()), Some(1), "positions are no checkpoint");
     }
 }
