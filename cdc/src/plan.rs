@@ -273,6 +273,9 @@ pub struct Planner {
     fetch: Fetch,
     final_check: FinalCheck,
     resume: Option<HashMap<StreamId, Millis>>,
+    /// `resume` holds a progress per stream, not per group
+    /// ([`Planner::restore_streams`]).
+    resume_per_stream: bool,
     /// The generation a restored checkpoint names: the first one fetched.
     resume_at: Option<Millis>,
     last_checkpoint: Option<Millis>,
@@ -409,6 +412,7 @@ impl Planner {
             fetch: Fetch { due: Some(Millis::MIN), in_flight: false },
             final_check: FinalCheck::NotNeeded,
             resume: None,
+            resume_per_stream: false,
             resume_at: None,
             last_checkpoint: None,
             dirty: false,
@@ -561,6 +565,24 @@ impl Planner {
         }
         self.resume_at = Some(checkpoint.generation);
         self.resume = Some(checkpoint.groups.iter().map(|g| (g.group, g.progress)).collect());
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Resumes from a progress per stream (everything of stream `s` before
+    /// `streams[s]` was read) of `generation`, as another library saved it
+    /// (`scylla-cdc` keeps one checkpoint row per stream): each group
+    /// resumes at the earliest progress of its streams, and a group with a
+    /// stream that has none at the configured start (or the generation's
+    /// timestamp, if later), as [`Planner::restore`] does. Rows of a stream
+    /// before its own progress are the reader's to skip.
+    pub fn restore_streams(&mut self, generation: Millis, streams: HashMap<StreamId, Millis>) -> Result<(), PlanError> {
+        if self.current.is_some() || self.fetch.in_flight {
+            return Err(PlanError::AlreadyStarted);
+        }
+        self.resume_at = Some(generation);
+        self.resume = Some(streams);
+        self.resume_per_stream = true;
         self.dirty = false;
         Ok(())
     }
@@ -979,6 +1001,7 @@ impl Planner {
         // generation that followed its checkpoint's).
         self.start = Millis::MIN;
         let resume = self.resume.take().unwrap_or_default();
+        let per_stream = std::mem::take(&mut self.resume_per_stream);
         // A record covers its group's streams, and names the group by its
         // first stream. A saved key that is no group here means the streams
         // were grouped otherwise when it was saved (another
@@ -986,7 +1009,7 @@ impl Planner {
         // streams of several records, so every group resumes at the
         // earliest record. Repeats, never a stream resumed past its own
         // progress.
-        let regrouped = resume.keys().any(|k| !generation.groups.iter().any(|g| g.key() == *k));
+        let regrouped = !per_stream && resume.keys().any(|k| !generation.groups.iter().any(|g| g.key() == *k));
         let earliest = resume.values().min().copied();
         let groups = generation
             .groups
@@ -998,6 +1021,10 @@ impl Planner {
                     None => i % self.workers,
                 };
                 let saved = match (regrouped, earliest) {
+                    _ if per_stream => {
+                        // The earliest of its streams; none if one has none.
+                        streams.streams().iter().try_fold(Millis::MAX, |at, s| resume.get(s).map(|p| at.min(*p)))
+                    }
                     (true, Some(earliest)) => Some(earliest),
                     _ => resume.get(&streams.key()).copied(),
                 };
@@ -1567,6 +1594,34 @@ mod tests {
         p.next_generation_found(Millis(gen1), fours).unwrap();
         p.acquire_fenced(GroupId(0), Some(Millis(T0 - 10 * MIN)), 1).unwrap();
         assert_eq!(p.progress(GroupId(0)), Some(Millis(T0 - 20 * MIN)));
+    }
+
+    /// A progress per stream (`scylla-cdc`'s checkpoints): each group
+    /// resumes at the earliest of its streams, a group with a stream
+    /// without one at the configured start.
+    #[test]
+    fn restore_streams_resumes_each_group_at_its_earliest_stream() {
+        let gen1 = T0 - 30 * MIN;
+        let stream = |n| group(n).key();
+        let pairs: Vec<StreamGroup> =
+            [0..2, 2..4, 4..6].into_iter().map(|r| StreamGroup::new(r.map(stream)).unwrap()).collect();
+        let progress = HashMap::from([
+            (stream(0), Millis(T0 - 10 * MIN)),
+            (stream(1), Millis(T0 - 12 * MIN)),
+            (stream(2), Millis(T0 - 5 * MIN)),
+            (stream(3), Millis(T0 - 5 * MIN)),
+            (stream(4), Millis(T0 - 1 * MIN)),
+        ]);
+        let start = T0 - 15 * MIN;
+        let mut p = Planner::new(config(start)).unwrap();
+        p.restore_streams(Millis(gen1), progress.clone()).unwrap();
+        let mut sim = Sim::new(p, T0, vec![Gen { ts: gen1, groups: pairs.clone(), published: 0 }]);
+        sim.run(T0);
+        assert!(matches!(sim.fetches[0], (_, Action::FetchFirstGeneration { at }) if at.0 == gen1));
+        assert_eq!(sim.windows(&pairs[0])[0].0, T0 - 12 * MIN, "the earlier of its two streams");
+        assert_eq!(sim.windows(&pairs[1])[0].0, T0 - 5 * MIN);
+        assert_eq!(sim.windows(&pairs[2])[0].0, start, "stream 5 has no progress: the configured start");
+        assert_eq!(sim.p.restore_streams(Millis(gen1), progress), Err(PlanError::AlreadyStarted));
     }
 
     #[test]

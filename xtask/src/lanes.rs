@@ -69,6 +69,7 @@ const KNOWN_SECONDS: &[(&str, u32)] = &[
     ("emu/test/front", 67),
     ("cdc/test/cdc", 66),
     ("testkit/test/harness", 54),
+    ("benches/test/cutover", 36),
     ("driver/test/allocations", 11),
     ("cdc-tools/test/replicator", 9),
     ("cdc-kafka/example/embedded_sink", 8),

@@ -12,7 +12,9 @@
 //! futures, so a store can be shared as `Arc<dyn CheckpointStore>`.
 //!
 //! [`record`] writes checkpoints as key/value records, for stores outside
-//! the cluster (the Kafka sink keeps them in a compacted topic).
+//! the cluster (the Kafka sink keeps them in a compacted topic);
+//! [`scylla_cdc`] reads the checkpoints `scylla-cdc` saved, to take over
+//! from it.
 //!
 //! # The table of [`TableCheckpointStore`]
 //!
@@ -54,6 +56,7 @@ use crate::stream::StreamId;
 use crate::sync::Mutex;
 
 pub mod record;
+pub mod scylla_cdc;
 use crate::time::Millis;
 use crate::BoxFuture;
 

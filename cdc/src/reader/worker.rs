@@ -562,7 +562,10 @@ impl Worker {
                 if let (Some(schema), Some(consumer)) = (&route.schema, consumer) {
                     let page = LogPage::new(schema, rows, &mut self.rows)?;
                     let mut consumed = 0;
-                    if skip.is_empty() && !remember {
+                    // A generation taken over from scylla-cdc: a stream's
+                    // rows before its own start were read by it.
+                    let starts = self.shared.stream_starts.as_ref().and_then(|s| s.of(window));
+                    if skip.is_empty() && !remember && starts.is_none() {
                         for row in page.iter() {
                             consumer.consume(row)?;
                             consumed += 1;
@@ -570,7 +573,13 @@ impl Worker {
                     } else {
                         let mut counts = StreamCounts { skip, delivered, run: None };
                         for row in page.iter() {
-                            if counts.admit(row.stream_id()) {
+                            let stream = row.stream_id();
+                            // Counted first: a retried window skips by counts.
+                            let admitted = counts.admit(stream);
+                            let before_start = starts
+                                .and_then(|s| s.get(&stream))
+                                .is_some_and(|start| Millis(row.time_micros().div_euclid(1000)) < *start);
+                            if admitted && !before_start {
                                 consumer.consume(row)?;
                                 consumed += 1;
                             }
