@@ -141,8 +141,9 @@ impl Metrics {
     }
 
     /// A request with `params` started `at` (the instant it read as it
-    /// started).
-    pub(crate) fn started(&self, at: Instant, params: &Params<'_>) {
+    /// started). `params` by value: a borrow of a local in the request's
+    /// async fn would keep the local in its future's state.
+    pub(crate) fn started(&self, at: Instant, params: Params<'_>) {
         let kind = match (params.page_size, params.paging_state) {
             (None, _) => RequestKind::Unpaged,
             (Some(_), None) => RequestKind::FirstPage,
@@ -520,7 +521,7 @@ mod tests {
                     std::thread::spawn(move || {
                         let at = Instant::now();
                         for i in 0..N {
-                            m.started(std::hint::black_box(at), &params);
+                            m.started(std::hint::black_box(at), params);
                             m.request(Duration::from_micros(u64::from(i % 4096) + t as u64), i % 1000 != 0);
                         }
                     })

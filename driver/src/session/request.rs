@@ -112,7 +112,7 @@ impl Session {
                 (own, _) => own,
             },
         };
-        self.inner.metrics.started(started, &params);
+        self.inner.metrics.started(started, params);
         // A timeout past what the clock can count (`Duration::MAX`) is none.
         let deadline = settings.request_timeout.and_then(|t| Some(RequestDeadline { at: started.checked_add(t)?, t }));
         // Rare paths (speculative executions, a schema change; a USE and a
