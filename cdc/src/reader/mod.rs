@@ -59,11 +59,12 @@ use shardwise::protocol::token::Token;
 use shardwise::{Connection, ConnectionError, ExecutionError, Session, Statement};
 use tokio::sync::{mpsc, Notify};
 
+use crate::checkpoint::scylla_cdc::ScyllaCdcCheckpoints;
 use crate::checkpoint::{CheckpointError, CheckpointStore, GroupProgress};
 use crate::consumer::{Change, Consumer, ConsumerError, ConsumerFactory};
 use crate::generation::{GenerationError, GenerationSource, VnodeGenerations};
 use crate::lease::{LeaseConfig, LeaseError};
-use crate::plan::{GroupInfo, PlanError, Planner, PlannerConfig};
+use crate::plan::{GroupInfo, PlanError, Planner, PlannerConfig, ReadWindow};
 use crate::row::{RowError, SchemaError};
 use crate::stream::{StreamGroup, StreamId};
 use crate::sync::Mutex;
@@ -211,6 +212,8 @@ pub struct CdcReaderBuilder {
     streams_per_query: usize,
     windows_in_flight: InFlight,
     leases: Option<LeaseConfig>,
+    /// `scylla-cdc`'s checkpoint table to take over from (keyspace, table).
+    scylla_cdc: Option<(String, String)>,
     assignment: Option<(Arc<dyn Assignment>, Duration)>,
 }
 
@@ -271,6 +274,7 @@ impl CdcReaderBuilder {
             windows_in_flight: InFlight::Adaptive { max: DEFAULT_MAX_IN_FLIGHT },
             leases: None,
             assignment: None,
+            scylla_cdc: None,
         }
     }
 
@@ -421,6 +425,21 @@ impl CdcReaderBuilder {
         self
     }
 
+    /// Takes over from `scylla-cdc`: when the reader has no checkpoint of
+    /// its own yet (no [checkpoint store](Self::checkpoints), or nothing
+    /// saved in it for this table), it resumes each stream where
+    /// `scylla-cdc` saved it in its checkpoint table `keyspace.table` (see
+    /// [`crate::checkpoint::scylla_cdc`]): each group from the earliest of
+    /// its streams, and every stream's rows before its own saved time
+    /// skipped, so nothing `scylla-cdc` saved as read is read again and
+    /// nothing after it is missed. Streams it saved nothing for start at the
+    /// configured [start](Self::start). Stop the `scylla-cdc` reader first:
+    /// its checkpoint is read once, as the reader is built.
+    pub fn resume_from_scylla_cdc(mut self, keyspace: &str, table: &str) -> Self {
+        self.scylla_cdc = Some((keyspace.into(), table.into()));
+        self
+    }
+
     /// Where generations come from (default: [`TabletGenerations`] for a
     /// keyspace with tablets, else [`VnodeGenerations`]).
     pub fn generation_source(mut self, source: Arc<dyn GenerationSource>) -> Self {
@@ -506,9 +525,23 @@ impl CdcReaderBuilder {
         }
         let log = format!("{}_scylla_cdc_log", self.table);
         let checkpoint_key = crate::checkpoint::log_name(&self.keyspace, &self.table);
+        let mut restored = false;
         if let Some((store, _)) = &self.checkpoints {
             if let Some(cp) = store.load(&checkpoint_key).await? {
                 planner.restore(&cp)?;
+                restored = true;
+            }
+        }
+        let mut stream_starts = None;
+        if let (Some((keyspace, table)), false) = (&self.scylla_cdc, restored) {
+            if let Some(saved) = ScyllaCdcCheckpoints::load(&self.session, keyspace, table).await? {
+                tracing::info!(
+                    generation = ?saved.generation,
+                    streams = saved.streams.len(),
+                    "resuming from scylla-cdc's checkpoints"
+                );
+                planner.restore_streams(saved.generation, saved.streams.clone())?;
+                stream_starts = Some(StreamStarts::new(saved));
             }
         }
         let grouping = grouping(self.streams_per_query, &sharding);
@@ -562,6 +595,7 @@ impl CdcReaderBuilder {
             sharding,
             clock: ClusterClock::default(),
             counters: Counters::default(),
+            stream_starts,
         });
         if let Err(e) = shared.clock.measure(&shared.session).await {
             // Measured again when the workers look for generations.
@@ -722,8 +756,31 @@ impl Consumer for ChannelConsumer {
 /// one `IN ?` query per window, in chunks of this size.
 const MAX_STREAMS_PER_QUERY: usize = 64;
 
-fn quote(name: &str) -> String {
+pub(crate) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Where each stream of a generation taken over from another library
+/// starts: its rows before that are skipped (their group may start
+/// earlier, at the earliest of its streams).
+#[derive(Debug)]
+struct StreamStarts {
+    generation: Millis,
+    starts: HashMap<StreamId, Millis>,
+    /// The latest start: windows from there on skip nothing.
+    latest: Millis,
+}
+
+impl StreamStarts {
+    fn new(saved: ScyllaCdcCheckpoints) -> Self {
+        let latest = saved.streams.values().max().copied().unwrap_or(Millis::MIN);
+        StreamStarts { generation: saved.generation, starts: saved.streams, latest }
+    }
+
+    /// The starts that apply to `window`: `None` when it skips nothing.
+    fn of(&self, window: &ReadWindow) -> Option<&HashMap<StreamId, Millis>> {
+        (window.generation == self.generation && window.from < self.latest).then_some(&self.starts)
+    }
 }
 
 /// A reader's first heartbeat in the lease table of `config`, and its
@@ -828,6 +885,9 @@ struct Shared {
     clock: ClusterClock,
     /// Rows and windows delivered, windows retried.
     counters: Counters,
+    /// Each stream's own start in the generation taken over from
+    /// `scylla-cdc` ([`CdcReaderBuilder::resume_from_scylla_cdc`]).
+    stream_starts: Option<StreamStarts>,
 }
 
 impl Shared {
