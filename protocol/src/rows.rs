@@ -66,9 +66,10 @@ impl ResultMetadata {
             None
         };
         let global = flags & flag::GLOBAL_TABLES_SPEC != 0;
-        let specs = if flags & flag::NO_METADATA != 0 {
-            None
-        } else if known.is_some_and(|known| known.len() == columns_count && specs_match(r, global, known)) {
+        // Skipped by the server, or read in place and equal to the known ones.
+        let left_out = flags & flag::NO_METADATA != 0
+            || known.is_some_and(|known| known.len() == columns_count && specs_match(r, global, known));
+        let specs = if left_out {
             None
         } else {
             Some(decode_specs(r, global, columns_count)?)
