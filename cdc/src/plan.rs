@@ -1610,7 +1610,7 @@ mod tests {
             (stream(1), Millis(T0 - 12 * MIN)),
             (stream(2), Millis(T0 - 5 * MIN)),
             (stream(3), Millis(T0 - 5 * MIN)),
-            (stream(4), Millis(T0 - 1 * MIN)),
+            (stream(4), Millis(T0 - MIN)),
         ]);
         let start = T0 - 15 * MIN;
         let mut p = Planner::new(config(start)).unwrap();

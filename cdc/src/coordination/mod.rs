@@ -90,6 +90,8 @@ pub(crate) struct Timing {
     pub(crate) heartbeat: Duration,
     /// How long after its renewal was sent a lease is surely held.
     pub(crate) held_for: Duration,
+    /// The longest a request may take ([`crate::LeaseConfig`]'s bound).
+    pub(crate) query_bound: Duration,
 }
 
 /// A seeded generator of jitter (xorshift; jitter needs no better).
@@ -112,11 +114,11 @@ impl Jitter {
 
 /// The reader's planner, as the protocol needs to see it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct View {
+pub(crate) struct View<'a> {
     /// The current generation (none before the first).
     pub(crate) generation: Option<Millis>,
     /// Its groups, in order ([`crate::Planner::groups`]).
-    pub(crate) groups: Vec<GroupState>,
+    pub(crate) groups: &'a [GroupState],
     /// Whether a generation was left whose final checkpoint is not taken
     /// yet ([`crate::Planner::left_pending`]).
     pub(crate) left_pending: bool,
@@ -124,7 +126,7 @@ pub(crate) struct View {
     pub(crate) saves_quiet: bool,
 }
 
-impl View {
+impl View<'_> {
     fn group(&self, group: GroupId) -> Option<&GroupState> {
         self.groups.get(group.0 as usize).filter(|g| g.group == group)
     }
@@ -398,7 +400,7 @@ impl Coordinator {
 
     /// Starts a heartbeat at `now`. The leases held are renewed first, so
     /// that the heartbeat's other queries never delay their renewal.
-    pub(crate) fn heartbeat(&mut self, now: Duration, view: &View) -> Step {
+    pub(crate) fn heartbeat(&mut self, now: Duration, view: &View<'_>) -> Step {
         // Deadlines of other generations' groups are no longer looked at.
         let keys: HashSet<StreamId> = view.groups.iter().map(|g| g.key).collect();
         self.deadlines.retain(|k, _| keys.contains(k));
@@ -409,7 +411,7 @@ impl Coordinator {
 
     /// Leaves the groups whose leases could not be renewed in time (after
     /// every heartbeat, failed or not).
-    pub(crate) fn expire(&mut self, now: Duration, view: &View) {
+    pub(crate) fn expire(&mut self, now: Duration, view: &View<'_>) {
         for g in view.groups.iter().filter(|g| g.owned) {
             if !self.holds(g.key, now) {
                 tracing::warn!(group = %g.key, "a CDC lease could not be renewed in time; its group is left");
@@ -425,7 +427,7 @@ impl Coordinator {
     }
 
     /// The answer to the request under way, at `now`.
-    pub(crate) fn answer(&mut self, answer: Answer, now: Duration, view: &View) -> Step {
+    pub(crate) fn answer(&mut self, answer: Answer, now: Duration, view: &View<'_>) -> Step {
         match (std::mem::replace(&mut self.phase, Phase::Idle), answer) {
             (Phase::Renewing { owned, sent }, Answer::Renewed(result)) => self.renewed(owned, sent, result),
             (Phase::Recording, Answer::Recorded(result)) => {
@@ -462,6 +464,11 @@ impl Coordinator {
                     }
                     self.effects.push(Effect::Unhold(keys.clone()));
                     let count = keys.len();
+                    // A lease taken back on this heartbeat and handed over
+                    // is not fenced and read after its row is deleted.
+                    let mut beat = beat;
+                    let given: HashSet<StreamId> = keys.iter().copied().collect();
+                    beat.taken.retain(|(g, _)| !given.contains(&g.key));
                     self.issue(Phase::ReleasingHandover { count, beat }, Request::Release { groups: keys })
                 }
                 Err(e) => {
@@ -487,7 +494,7 @@ impl Coordinator {
                             beat.taken.push((*g, sent));
                         }
                     }
-                    self.fence(beat)
+                    self.fence(beat, now)
                 }
                 Err(e) => self.done(Err(e)),
             },
@@ -566,9 +573,15 @@ impl Coordinator {
     /// The members and leases read at `now`: leases the table says are
     /// this reader's but its planner does not read are taken back (a claim
     /// whose answer was lost, or a lease kept while its fence waits).
-    fn read(&mut self, members: Vec<String>, leases: HashMap<StreamId, String>, now: Duration, view: &View) -> Step {
+    fn read(
+        &mut self,
+        members: Vec<String>,
+        leases: HashMap<StreamId, String>,
+        now: Duration,
+        view: &View<'_>,
+    ) -> Step {
         let Some(generation) = view.generation else { return self.done(Ok(())) };
-        let groups = view.groups.clone();
+        let groups = view.groups.to_vec();
         let by_key: HashMap<StreamId, GroupState> = groups.iter().map(|g| (g.key, *g)).collect();
         self.free_since.retain(|k, _| by_key.contains_key(k) && !leases.contains_key(k));
         self.backoff.retain(|k, _| by_key.contains_key(k));
@@ -607,7 +620,7 @@ impl Coordinator {
         mut beat: Box<Beat>,
         result: Result<(Vec<StreamId>, bool), CdcError>,
         now: Duration,
-        view: &View,
+        view: &View<'_>,
     ) -> Step {
         let renewed: HashSet<StreamId> = match result {
             Ok((renewed, _)) => renewed.into_iter().collect(),
@@ -638,7 +651,7 @@ impl Coordinator {
         if release.is_empty() {
             return self.claim(beat, now);
         }
-        for g in &release {
+        for g in release.iter().filter(|g| g.owned) {
             self.effects.push(Effect::Leave { generation: beat.generation, group: g.group });
         }
         // Windows being read and checkpoint saves that may hold an older
@@ -652,11 +665,13 @@ impl Coordinator {
     }
 
     /// The workers left the groups to release, or the wait is over.
-    fn idle(&mut self, release: Vec<GroupState>, beat: Box<Beat>, now: Duration, view: &View) -> Step {
+    fn idle(&mut self, release: Vec<GroupState>, beat: Box<Beat>, now: Duration, view: &View<'_>) -> Step {
         let quiet = view.saves_quiet;
         let mut leaving = Vec::new();
         for g in release {
-            if quiet && !view.reading(g.group) {
+            // A group not read here (a lease taken back on this heartbeat)
+            // has nothing to wait for, and is not to be read on.
+            if !g.owned || (quiet && !view.reading(g.group)) {
                 leaving.push(g);
             } else {
                 // Only the holder changes a group's epoch, and it has not
@@ -690,16 +705,23 @@ impl Coordinator {
             .collect();
         claim.extend(stale);
         if claim.is_empty() {
-            return self.fence(beat);
+            return self.fence(beat, sent);
         }
         self.issue(Phase::Claiming { sent, beat }, Request::Claim { groups: claim })
     }
 
     /// Fences the groups taken together, past their backoff; the others
-    /// keep their leases and are fenced on a later heartbeat.
-    fn fence(&mut self, beat: Box<Beat>) -> Step {
-        let Beat { mut taken, now, generation, .. } = *beat;
-        taken.retain(|(g, _)| self.backoff.get(&g.key).is_none_or(|(_, at)| *at <= now));
+    /// keep their leases and are fenced on a later heartbeat. So are those
+    /// whose lease may run out before the fence is answered (a claim
+    /// answered late: the reader was paused): a fence applied after the
+    /// lease expired would take the group from its next holder while it
+    /// reads it. Taken back on the next heartbeat, they are fenced then.
+    fn fence(&mut self, beat: Box<Beat>, now: Duration) -> Step {
+        let Beat { mut taken, generation, now: due, .. } = *beat;
+        let (held_for, bound) = (self.timing.held_for, self.timing.query_bound);
+        taken.retain(|(g, sent)| {
+            self.backoff.get(&g.key).is_none_or(|(_, at)| *at <= due) && *sent + held_for >= now + bound
+        });
         if taken.is_empty() {
             return self.issue(Phase::Loading, Request::LoadGeneration(generation));
         }
@@ -719,7 +741,7 @@ impl Coordinator {
         generation: Millis,
         fences: Vec<Result<Fence, CdcError>>,
         now: Duration,
-        view: &View,
+        view: &View<'_>,
     ) -> Step {
         let mut fences = fences.into_iter();
         let mut fresh = Vec::new();
@@ -767,6 +789,7 @@ mod tests {
             ttl: Duration::from_secs(10),
             heartbeat: Duration::from_secs(2),
             held_for: Duration::from_millis(8500),
+            query_bound: Duration::from_secs(4),
         }
     }
 
@@ -774,23 +797,20 @@ mod tests {
         StreamId::from_bytes([n; 16])
     }
 
-    fn view(owned: &[bool]) -> View {
-        View {
-            generation: Some(Millis(1)),
-            groups: (0u32..)
-                .zip(owned)
-                .map(|(i, o)| GroupState {
-                    group: GroupId(i),
-                    key: key(i as u8 + 1),
-                    owned: *o,
-                    reading: false,
-                    progress: Millis(1),
-                    epoch: 0,
-                })
-                .collect(),
-            left_pending: false,
-            saves_quiet: true,
-        }
+    fn view(owned: &[bool]) -> View<'static> {
+        let groups: Vec<GroupState> = (0u32..)
+            .zip(owned)
+            .map(|(i, o)| GroupState {
+                group: GroupId(i),
+                key: key(i as u8 + 1),
+                owned: *o,
+                reading: false,
+                progress: Millis(1),
+                epoch: 0,
+            })
+            .collect();
+        // Leaked: a test's few bytes.
+        View { generation: Some(Millis(1)), groups: Vec::leak(groups), left_pending: false, saves_quiet: true }
     }
 
     /// One reader, two free groups: renew (nothing), read the table, claim
@@ -859,6 +879,59 @@ mod tests {
         for (i, w) in waits.iter().enumerate() {
             let beats = f64::from(2u32.pow(i as u32).min(MAX_FENCE_BACKOFF));
             assert!(*w >= beats * 0.5 && *w < beats * 1.5, "failure {}: {w} heartbeats", i + 1);
+        }
+    }
+
+    /// A lease the table says is this reader's but its planner does not
+    /// read is taken back; when it is also one too many (above quota) and
+    /// handed over on the same heartbeat, it is not fenced and read after
+    /// its row was deleted. Found by the simulator (seed 1): the reader
+    /// started the group it had just released, and another reader claimed
+    /// and read it at the same time.
+    #[test]
+    fn a_lease_taken_back_and_handed_over_is_not_read() {
+        let mut c = Coordinator::new("a".into(), "g".into(), timing(), Jitter::new(7));
+        let v = view(&[true, false]);
+        let t = Duration::from_secs(100);
+        c.heartbeat(t, &v);
+        c.answer(Answer::Renewed(Ok((vec![key(1)], true))), t, &v);
+        let leases: HashMap<StreamId, String> = [(key(1), "a".to_string()), (key(2), "a".to_string())].into();
+        let members = vec!["a".to_string(), "b".to_string()];
+        let step = c.answer(Answer::Table(Ok((members, leases))), t, &v);
+        let Step::Issue(Request::Renew { groups, grouping: false }) = step else { panic!("{step:?}") };
+        assert_eq!(groups, vec![key(2)], "taken back");
+        let step = c.answer(Answer::Renewed(Ok((vec![key(2)], true))), t, &v);
+        let Step::Issue(Request::AwaitIdle { groups, .. }) = step else { panic!("{step:?}") };
+        assert_eq!(groups, vec![GroupId(1)], "one above quota: handed over");
+        let step = c.answer(Answer::Idle, t, &v);
+        assert!(matches!(step, Step::Issue(Request::Save(_))), "{step:?}");
+        let step = c.answer(Answer::Saved(Ok(())), t, &v);
+        let Step::Issue(Request::Release { groups }) = step else { panic!("{step:?}") };
+        assert_eq!(groups, vec![key(2)]);
+        let step = c.answer(Answer::Released(Ok(vec![key(2)])), t, &v);
+        assert!(matches!(step, Step::Issue(Request::LoadGeneration(_))), "not fenced: {step:?}");
+        let effects: Vec<Effect> = c.effects().collect();
+        assert!(!effects.iter().any(|e| matches!(e, Effect::Start { .. } | Effect::Keep { .. })), "{effects:?}");
+    }
+
+    /// A claim answered so late that its lease may run out before a fence
+    /// is answered (the reader was paused after sending it) is not fenced:
+    /// the fence could take the group from the reader that claimed it
+    /// after the lease expired, while that reader reads it. Found by the
+    /// simulator: the paused reader fenced on resuming, and the group's
+    /// holder read on with an epoch fenced since.
+    #[test]
+    fn a_claim_answered_late_is_not_fenced() {
+        for (late, fenced) in [(Duration::from_secs(1), true), (Duration::from_secs(5), false)] {
+            let mut c = Coordinator::new("a".into(), "g".into(), timing(), Jitter::new(7));
+            let v = view(&[false]);
+            let t = Duration::from_secs(100);
+            c.heartbeat(t, &v);
+            c.answer(Answer::Renewed(Ok((vec![], true))), t, &v);
+            let step = c.answer(Answer::Table(Ok((vec!["a".into()], HashMap::new()))), t, &v);
+            assert!(matches!(step, Step::Issue(Request::Claim { .. })), "{step:?}");
+            let step = c.answer(Answer::Claimed(Ok(vec![key(1)])), t + late, &v);
+            assert_eq!(matches!(step, Step::Issue(Request::Fence { .. })), fenced, "{late:?} late: {step:?}");
         }
     }
 

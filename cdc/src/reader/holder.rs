@@ -76,7 +76,12 @@ impl Holder {
         for b in config.name.bytes() {
             seed = (seed ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
-        let timing = Timing { ttl: config.ttl, heartbeat: config.heartbeat, held_for: config.held_for() };
+        let timing = Timing {
+            ttl: config.ttl,
+            heartbeat: config.heartbeat,
+            held_for: config.held_for(),
+            query_bound: config.query_bound(),
+        };
         let coordinator = Coordinator::new(config.name.clone(), grouping, timing, Jitter::new(seed));
         Holder { shared, store, config, ttl, origin: Instant::now(), coordinator }
     }
@@ -84,17 +89,6 @@ impl Holder {
     /// The coordinator's time.
     fn now(&self) -> Duration {
         self.origin.elapsed()
-    }
-
-    /// The planner as the coordinator sees it.
-    fn view(&self) -> View {
-        let planner = self.shared.planner();
-        View {
-            generation: planner.generation(),
-            groups: planner.groups(),
-            left_pending: planner.left_pending(),
-            saves_quiet: self.shared.saves.quiet(),
-        }
     }
 
     /// Heartbeats until the reader is joined or dropped, then gives every
@@ -106,11 +100,12 @@ impl Holder {
             // (up to a tenth early, so that readers drift apart).
             let now = self.now();
             let next = self.origin + self.coordinator.next_heartbeat(now);
-            let step = self.coordinator.heartbeat(now, &self.view());
+            let step = look(&self.shared, |view| self.coordinator.heartbeat(now, view));
             if let Err(e) = self.drive(step).await {
                 tracing::warn!(error = %e, "a lease heartbeat failed; retrying");
             }
-            self.coordinator.expire(self.now(), &self.view());
+            let now = self.now();
+            look(&self.shared, |view| self.coordinator.expire(now, view));
             if let Err(e) = self.apply() {
                 tracing::warn!(error = %e, "leaving the CDC groups whose leases ran out failed");
             }
@@ -141,8 +136,8 @@ impl Holder {
                 Step::Issue(request) => request,
             };
             let answer = self.carry_out(request).await;
-            let (now, view) = (self.now(), self.view());
-            step = self.coordinator.answer(answer, now, &view);
+            let now = self.now();
+            step = look(&self.shared, |view| self.coordinator.answer(answer, now, view));
         }
     }
 
@@ -261,4 +256,13 @@ impl Holder {
             Request::Depart => Answer::Departed(self.bounded(table.leave(log, name)).await),
         }
     }
+}
+
+/// `f` of the planner as the coordinator sees it now.
+fn look<T>(shared: &Shared, f: impl FnOnce(&View<'_>) -> T) -> T {
+    let (generation, groups, left_pending) = {
+        let planner = shared.planner();
+        (planner.generation(), planner.groups(), planner.left_pending())
+    };
+    f(&View { generation, groups: &groups, left_pending, saves_quiet: shared.saves.quiet() })
 }
