@@ -507,8 +507,10 @@ mod tests {
 
     /// A tripwire: each layer of futures under `execute` copies the whole
     /// state once per request, and each layer returns the result, so
-    /// neither must grow unnoticed. The future is 1,160 bytes in a debug
-    /// build here: 1,152 before the settings were resolved once per request
+    /// neither must grow unnoticed. The future is 1,176 bytes in a debug
+    /// build here: 1,160 before the profile handles (the profiles the
+    /// statement's and the session's default handle point to, held for the
+    /// request: the settings borrow from them); 1,152 before the settings were resolved once per request
     /// (the retry loop resolved them again; it now borrows the request's);
     /// 1,112 before a retry session per request, the observer
     /// and unpaged requests (their values kept across the attempt; an
@@ -527,7 +529,7 @@ mod tests {
         let write = future_size(|s, p| s.execute(p, (1_i64, 2_i64, "text")));
         let result = std::mem::size_of::<crate::QueryResult>();
         eprintln!("execute: {write} bytes, result: {result} bytes");
-        assert!(write <= 1_160, "the request future grew to {write} bytes");
+        assert!(write <= 1_176, "the request future grew to {write} bytes");
         assert!(result <= 180, "the result grew to {result} bytes");
     }
 }
