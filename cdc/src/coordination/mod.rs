@@ -63,6 +63,9 @@ use crate::reader::CdcError;
 use crate::stream::StreamId;
 use crate::time::Millis;
 
+#[cfg(test)]
+mod sim;
+
 /// The most heartbeats a failed fence waits before it is tried again.
 pub(crate) const MAX_FENCE_BACKOFF: u32 = 8;
 
