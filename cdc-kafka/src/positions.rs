@@ -205,6 +205,7 @@ mod tests {
             time,
             batch_seq_no: seq,
             operation: Operation::Insert,
+            expiration: false,
             ttl: None,
             end_of_batch: true,
             columns: Vec::new(),

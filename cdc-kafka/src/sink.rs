@@ -656,6 +656,7 @@ mod tests {
             time: "b223c55e-6d07-11ea-7654-24e4fb3f20b9".parse().expect("a timeuuid"),
             batch_seq_no: 0,
             operation,
+            expiration: false,
             ttl: None,
             end_of_batch: true,
             columns: vec![

@@ -135,6 +135,9 @@ pub struct Change {
     pub batch_seq_no: i32,
     /// `cdc$operation`.
     pub operation: Operation,
+    /// A delete Scylla made itself because the data's TTL ran out
+    /// ([`CdcRow::is_expiration`]).
+    pub expiration: bool,
     /// `cdc$ttl`.
     pub ttl: Option<i64>,
     /// `cdc$end_of_batch`.
@@ -169,6 +172,7 @@ impl Change {
             time: row.time(),
             batch_seq_no: row.batch_seq_no(),
             operation: row.operation(),
+            expiration: row.is_expiration(),
             ttl: row.ttl(),
             end_of_batch: row.end_of_batch(),
             columns,

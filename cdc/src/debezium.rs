@@ -205,9 +205,13 @@ impl Envelopes {
     }
 
     /// The envelope of `change`, made at `now_ms` (milliseconds since the
-    /// epoch); `None` for an operation that makes no row event.
+    /// epoch); `None` for an operation that makes no row event (TTL
+    /// expiries included: nobody wrote them).
     pub fn envelope(&self, change: &ChangeWithImages, now_ms: i64) -> Option<Envelope> {
         let delta = &change.delta;
+        if delta.expiration {
+            return None;
+        }
         let op = op(delta.operation)?;
         let key = self.key(delta, KeyColumns::Primary);
         let mut v = String::with_capacity(512);

@@ -37,7 +37,8 @@ pub fn log_page(data: &[u8]) {
         // there, never their fallbacks.
         assert_eq!(row.raw_column(stream_id), Some(&row.stream_id().as_bytes()[..]));
         let code = row.raw_column(operation).and_then(operation_code);
-        assert_eq!(code, Some(i32::from(row.operation().code())));
+        assert_eq!(code.map(i32::abs), Some(i32::from(row.operation().code())));
+        assert_eq!(code.is_some_and(|c| c < 0), row.is_expiration());
         let _ = (row.stream_id(), row.time(), row.time_micros(), row.batch_seq_no(), row.ttl(), row.end_of_batch());
         let _ = row.operation();
         for c in schema.columns() {

@@ -51,6 +51,16 @@ pub(crate) fn json_value(out: &mut String, v: &CqlValue) {
     }
 }
 
+/// A short name of a change's operation: its operation's, or for a TTL
+/// expiry `service-row-delete` and `service-partition-delete`.
+pub fn change_name(change: &Change) -> &'static str {
+    match (change.expiration, change.operation) {
+        (true, Operation::RowDelete) => "service-row-delete",
+        (true, Operation::PartitionDelete) => "service-partition-delete",
+        (_, op) => operation_name(op),
+    }
+}
+
 /// A short name of an operation.
 pub fn operation_name(op: Operation) -> &'static str {
     match op {
@@ -64,8 +74,6 @@ pub fn operation_name(op: Operation) -> &'static str {
         Operation::RangeDeleteEndInclusive => "range-end-incl",
         Operation::RangeDeleteEndExclusive => "range-end-excl",
         Operation::PostImage => "post-image",
-        Operation::ServiceRowDelete => "service-row-delete",
-        Operation::ServicePartitionDelete => "service-partition-delete",
     }
 }
 
@@ -84,7 +92,7 @@ pub fn human(change: &Change) -> String {
         rem / 60 % 60,
         rem % 60,
         micros.rem_euclid(1_000_000),
-        operation_name(change.operation),
+        change_name(change),
         change.stream_id,
         change.batch_seq_no
     );
@@ -131,7 +139,7 @@ pub(crate) fn json_string(out: &mut String, s: &str) {
 pub fn json(change: &Change) -> String {
     let mut s = String::with_capacity(128);
     let _ = write!(s, "{{\"time_us\":{},\"operation\":", change.time_micros());
-    json_string(&mut s, operation_name(change.operation));
+    json_string(&mut s, change_name(change));
     let _ = write!(
         s,
         ",\"stream_id\":\"{}\",\"batch_seq_no\":{},\"end_of_batch\":{},\"ttl\":",
@@ -211,6 +219,7 @@ mod tests {
             time: uuid::Uuid::parse_str("b223c55e-6d07-11ea-7654-24e4fb3f20b9").unwrap(),
             batch_seq_no: 0,
             operation: Operation::Insert,
+            expiration: false,
             ttl: Some(60),
             end_of_batch: true,
             columns: vec![

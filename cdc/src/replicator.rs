@@ -204,6 +204,10 @@ impl RowTranslator {
 
     /// The writes for one log row (none for images and expirations).
     pub fn translate(&mut self, row: &CdcRow<'_>, out: &mut Vec<Write>) -> Result<(), ConsumerError> {
+        if row.is_expiration() {
+            // The replica's copy carries the TTL its write had: it expires there too.
+            return Ok(());
+        }
         let ts = CqlValue::BigInt(row.time_micros());
         let ttl = CqlValue::Int(row.ttl().map_or(0, |t| i32::try_from(t).unwrap_or(i32::MAX)));
         match row.operation() {

@@ -62,9 +62,11 @@ pub enum Operation {
     Update = 1,
     /// An insert: row marker and cells (2).
     Insert = 2,
-    /// A clustering row deleted (3).
+    /// A clustering row deleted (3), or deleted by Scylla itself when its
+    /// TTL ran out (−3: [`CdcRow::is_expiration`]), as `scylla-cdc` reads
+    /// both: a `match` on row deletes sees expiries too.
     RowDelete = 3,
-    /// A partition deleted (4).
+    /// A partition deleted (4), or expired (−4: [`CdcRow::is_expiration`]).
     PartitionDelete = 4,
     /// Start of a range delete, bound included (5).
     RangeDeleteStartInclusive = 5,
@@ -76,10 +78,6 @@ pub enum Operation {
     RangeDeleteEndExclusive = 8,
     /// The row after the change (9).
     PostImage = 9,
-    /// A row deleted by Scylla itself: TTL expiry (−3).
-    ServiceRowDelete = -3,
-    /// A partition deleted by Scylla itself: TTL expiry (−4).
-    ServicePartitionDelete = -4,
 }
 
 impl Operation {
@@ -97,20 +95,17 @@ impl Operation {
             7 => RangeDeleteEndInclusive,
             8 => RangeDeleteEndExclusive,
             9 => PostImage,
-            -3 => ServiceRowDelete,
-            -4 => ServicePartitionDelete,
+            // Expiries (TTL): the delete they are, told apart by the row.
+            -3 => RowDelete,
+            -4 => PartitionDelete,
             _ => return None,
         })
     }
 
-    /// The code stored in `cdc$operation`.
+    /// The code of the operation in `cdc$operation` (the positive one of a
+    /// delete: an expiry's is its negation).
     pub fn code(self) -> i8 {
         self as i8
-    }
-
-    /// Whether Scylla deleted the data because it expired (codes −3, −4).
-    pub fn is_expiration(self) -> bool {
-        matches!(self, Operation::ServiceRowDelete | Operation::ServicePartitionDelete)
     }
 
     /// Whether the row is a pre- or post-image rather than a change.
@@ -655,6 +650,7 @@ impl fmt::Debug for CdcRow<'_> {
             .field("time", &self.time())
             .field("batch_seq_no", &self.batch_seq_no())
             .field("operation", &self.operation())
+            .field("expiration", &self.is_expiration())
             .field("ttl", &self.ttl())
             .field("end_of_batch", &self.end_of_batch())
             .finish_non_exhaustive()
@@ -702,6 +698,13 @@ impl<'a> CdcRow<'a> {
             .and_then(known_operation)
             // Checked with the page: never taken.
             .unwrap_or(Operation::Update)
+    }
+
+    /// Whether Scylla deleted the data itself because its TTL ran out
+    /// (`cdc$operation` −3 or −4, read as [`Operation::RowDelete`] and
+    /// [`Operation::PartitionDelete`]), as `scylla-cdc`'s `is_expiration`.
+    pub fn is_expiration(&self) -> bool {
+        slice(self.raw, self.spans, self.schema.operation).and_then(operation_code).is_some_and(|code| code < 0)
     }
 
     /// `cdc$ttl`: the TTL of the written cells in seconds, if any.
@@ -920,16 +923,16 @@ pub(crate) mod tests {
     fn operations() {
         for code in -128..=127i8 {
             match Operation::from_code(code) {
-                Some(op) => assert_eq!(op.code(), code),
+                Some(op) => assert_eq!(op.code(), code.abs(), "an expiry is the delete it is"),
                 None => assert_eq!(Operation::try_from(code), Err(RowError::UnknownOperation(i32::from(code)))),
             }
         }
         let known: Vec<i8> = (-128..=127).filter(|c| Operation::from_code(*c).is_some()).collect();
         assert_eq!(known, vec![-4, -3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
-        assert!(Operation::ServiceRowDelete.is_expiration() && Operation::ServicePartitionDelete.is_expiration());
-        assert!(!Operation::RowDelete.is_expiration());
+        assert_eq!(Operation::from_code(-3), Some(Operation::RowDelete));
+        assert_eq!(Operation::from_code(-4), Some(Operation::PartitionDelete));
         assert!(Operation::PreImage.is_image() && Operation::PostImage.is_image() && !Operation::Insert.is_image());
-        assert!(Operation::RangeDeleteEndExclusive.is_delete() && Operation::ServiceRowDelete.is_delete());
+        assert!(Operation::RangeDeleteEndExclusive.is_delete() && Operation::RowDelete.is_delete());
         assert!(!Operation::Update.is_delete());
     }
 
@@ -1029,10 +1032,11 @@ pub(crate) mod tests {
             assert_eq!(r.raw_value("v"), None);
 
             let r = all[2];
-            assert_eq!(r.operation(), Operation::ServicePartitionDelete);
-            assert!(r.operation().is_expiration() && r.end_of_batch());
+            assert_eq!(r.operation(), Operation::PartitionDelete, "an expiry is the delete it is");
+            assert!(r.is_expiration() && r.end_of_batch());
+            assert!(!all[0].is_expiration() && !all[1].is_expiration());
             assert_eq!(r.value::<Option<i32>>("ck"), Ok(None));
-            assert!(format!("{r:?}").contains("ServicePartitionDelete"));
+            assert!(format!("{r:?}").contains("PartitionDelete") && format!("{r:?}").contains("expiration: true"));
         }
     }
 
@@ -1230,6 +1234,7 @@ pub(crate) mod tests {
         let rows = Rows::from_raw(metadata, &[borrowed]).unwrap();
         let mut index = RowIndex::default();
         let page = LogPage::new(&schema, &rows, &mut index).unwrap();
-        assert_eq!(page.row(0).unwrap().operation(), Operation::ServiceRowDelete);
+        assert_eq!(page.row(0).unwrap().operation(), Operation::RowDelete);
+        assert!(page.row(0).unwrap().is_expiration());
     }
 }

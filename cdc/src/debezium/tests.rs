@@ -34,6 +34,7 @@ fn change(operation: Operation, columns: Vec<ChangeColumn>) -> Change {
         time: uuid::Uuid::parse_str(TIME).unwrap(),
         batch_seq_no: 0,
         operation,
+        expiration: false,
         ttl: None,
         end_of_batch: true,
         columns,
@@ -341,9 +342,12 @@ fn a_partition_key_mode_keys_a_partition_delete_as_its_rows() {
 
 #[test]
 fn what_makes_no_row_event_makes_no_envelope() {
-    for op in [Operation::RangeDeleteStartInclusive, Operation::ServiceRowDelete, Operation::PostImage] {
+    for op in [Operation::RangeDeleteStartInclusive, Operation::PostImage] {
         assert!(envelope(&alone(small(op, None, false)), &SOURCE, 0).is_none(), "{op:?}");
     }
+    let expired = Change { expiration: true, ..small(Operation::RowDelete, None, false) };
+    assert!(envelope(&alone(expired), &SOURCE, 0).is_none(), "a TTL expiry");
+    assert!(envelope(&alone(small(Operation::RowDelete, None, false)), &SOURCE, 0).is_some());
     assert_eq!(SOURCE.topic(), "cluster.ks.t");
 }
 
