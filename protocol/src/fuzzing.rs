@@ -116,6 +116,7 @@ pub fn response(data: &[u8]) {
         opcode,
         length: body.len() as u32,
     };
+    metadata_id_response(&header, &body);
     let Ok(resp) = Response::decode(&header, body) else { return };
     for (key, value) in &resp.custom_payload {
         if let (crate::tablets::PAYLOAD_KEY, Some(value)) = (key.as_str(), value) {
@@ -138,6 +139,20 @@ pub fn response(data: &[u8]) {
             .expect("own header decodes");
         let back = Response::decode(&h, Bytes::copy_from_slice(&again[HEADER_LEN..]));
         assert_eq!(back.as_ref().ok(), Some(&resp), "response re-encoding changed it");
+    }
+}
+
+/// The response decoded on a connection that negotiated
+/// `SCYLLA_USE_METADATA_ID` (v4 PREPARED answers carry a result metadata
+/// id): what decodes survives a re-encoding and decodes the same way again.
+fn metadata_id_response(header: &EnvelopeHeader, body: &[u8]) {
+    let Ok(resp) = Response::decode_ext(header, Bytes::copy_from_slice(body), None, true) else { return };
+    let mut again = Vec::new();
+    if resp.encode(header.version, 0, &mut again).is_ok() {
+        let h = EnvelopeHeader::decode(again.first_chunk::<HEADER_LEN>().expect("encoded a header"), usize::MAX)
+            .expect("own header decodes");
+        let back = Response::decode_ext(&h, Bytes::copy_from_slice(&again[HEADER_LEN..]), None, true);
+        assert_eq!(back.as_ref().ok(), Some(&resp), "response re-encoding (metadata id) changed it");
     }
 }
 
@@ -178,11 +193,14 @@ pub fn request(data: &[u8]) {
     let [op, v, body @ ..] = data else { return };
     let Ok(opcode) = Opcode::from_byte(*op) else { return };
     let version = version(*v);
-    let Ok(req) = AnyRequest::decode(opcode, version, body) else { return };
-    let mut again = Vec::new();
-    if req.encode(version, 0, 0, &mut again).is_ok() {
-        let back = AnyRequest::decode(opcode, version, &again[HEADER_LEN..]);
-        assert_eq!(back.as_ref().ok(), Some(&req), "request re-encoding changed it");
+    // Without and with `SCYLLA_USE_METADATA_ID` (a v4 EXECUTE then carries a metadata id).
+    for metadata_id in [false, true] {
+        let Ok(req) = AnyRequest::decode_ext(opcode, version, metadata_id, body) else { continue };
+        let mut again = Vec::new();
+        if req.encode(version, 0, 0, &mut again).is_ok() {
+            let back = AnyRequest::decode_ext(opcode, version, metadata_id, &again[HEADER_LEN..]);
+            assert_eq!(back.as_ref().ok(), Some(&req), "request re-encoding changed it");
+        }
     }
 }
 
@@ -404,6 +422,17 @@ mod tests {
         out
     }
 
+    /// A v4 PREPARED with a result metadata id after the statement id, as
+    /// ScyllaDB answers with `SCYLLA_USE_METADATA_ID` (no bind markers, one
+    /// result column `ks.t.v text`).
+    fn v4_prepared_with_metadata_id() -> Vec<u8> {
+        let mut out = vec![0x84, 0, 0, 0, 0x08, 0, 0, 0, 0];
+        out.extend([0, 0, 0, 4, 0, 1, 0xAA, 0, 2, b'M', b'D']);
+        out.extend([0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, b'k', b's', 0, 1, b't']);
+        out.extend([0, 0, 0, 1, 0, 0, 0, 1, 0, 2, b'k', b's', 0, 1, b't', 0, 1, b'v', 0, 0x0D]);
+        out
+    }
+
     /// The seed corpora of this crate's targets.
     fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         let mut out = vec![
@@ -416,6 +445,9 @@ mod tests {
             ("response", "void_result", vec![0x84, 0, 0, 0, 0x08, 0, 0, 0, 4, 0, 0, 0, 1]),
             ("response", "void_with_tablet_route", void_with_tablet_route()),
             ("request", "query", vec![0x07, 1, 0, 0, 0, 1, b'x', 0, 1, 0, 0, 0, 0]),
+            // v4 EXECUTE with a result metadata id (SCYLLA_USE_METADATA_ID): id, metadata id, ONE, skip metadata.
+            ("request", "v4_execute_metadata_id", vec![0x0A, 0, 0, 1, 0xAA, 0, 2, b'M', b'D', 0, 1, 0x02]),
+            ("response", "v4_prepared_metadata_id", v4_prepared_with_metadata_id()),
             ("value", "int", vec![0, 0x09, 0, 0, 0, 42]),
         ];
         let list = ColumnType::List(Box::new(ColumnType::Text));

@@ -19,6 +19,23 @@ use crate::response::{code, ErrorResponse, Response, ResponseMessage};
 use crate::tablets::TABLETS_ROUTING_V1;
 use crate::{DecodeError, EncodeError};
 
+/// Scylla's extension bringing v5's result metadata ids to v4
+/// (docs/protocol.md §1.8): negotiated whenever offered.
+pub const USE_METADATA_ID: &str = "SCYLLA_USE_METADATA_ID";
+/// The informational key with the host id of the node that accepted the
+/// connection (docs/protocol.md §1.2): never echoed in STARTUP.
+pub const HOST_ID: &str = "SCYLLA_HOST_ID";
+
+/// The node's host id as its SUPPORTED tells it (`SCYLLA_HOST_ID`), when it
+/// does and the value is one UUID.
+pub fn host_id(supported: &[(String, Vec<String>)]) -> Option<uuid::Uuid> {
+    let (_, values) = supported.iter().find(|(k, _)| k == HOST_ID)?;
+    match values.as_slice() {
+        [one] => uuid::Uuid::try_parse(one).ok(),
+        _ => None,
+    }
+}
+
 /// Scylla's extension marking prepared LWT statements.
 pub const LWT_MARK: &str = "SCYLLA_LWT_ADD_METADATA_MARK";
 /// The name of the mask in its value.
@@ -95,6 +112,12 @@ pub struct Established {
     pub lz4: bool,
     /// The server's SUPPORTED options.
     pub supported: Vec<(String, Vec<String>)>,
+    /// `SCYLLA_USE_METADATA_ID` was negotiated: on v4, PREPARED and EXECUTE
+    /// carry result metadata ids (decode with `metadata_id` set, e.g.
+    /// [`crate::response::Response::decode_ext`]).
+    pub metadata_id: bool,
+    /// The node's host id from `SCYLLA_HOST_ID`, when it sent one.
+    pub host_id: Option<uuid::Uuid>,
     /// The decoder, in the mode the connection continues in, with any bytes
     /// the server sent after its last handshake answer.
     pub decoder: FrameDecoder,
@@ -128,6 +151,7 @@ pub struct Handshake {
     outgoing: Vec<u8>,
     supported: Vec<(String, Vec<String>)>,
     lz4: bool,
+    metadata_id: bool,
 }
 
 impl Handshake {
@@ -143,6 +167,7 @@ impl Handshake {
             outgoing: Vec::new(),
             supported: Vec::new(),
             lz4: false,
+            metadata_id: false,
         };
         h.queue(&Options)?;
         Ok(h)
@@ -241,6 +266,8 @@ impl Handshake {
         (self.state == State::Done).then(|| Established {
             version: self.config.version,
             lz4: self.lz4,
+            metadata_id: self.metadata_id,
+            host_id: host_id(&self.supported),
             supported: self.supported,
             decoder: self.decoder,
             framer: self.framer,
@@ -280,6 +307,11 @@ impl Handshake {
         // Tablets routing: the servers say where a misrouted request's tablet is.
         if self.supported.iter().any(|(k, _)| k == TABLETS_ROUTING_V1) {
             options.push((TABLETS_ROUTING_V1, ""));
+        }
+        // Result metadata ids on v4 (v5 has them anyway; Scylla accepts the key on both).
+        self.metadata_id = self.supported.iter().any(|(k, _)| k == USE_METADATA_ID);
+        if self.metadata_id {
+            options.push((USE_METADATA_ID, ""));
         }
         // Scylla marks prepared conditional statements.
         let lwt = lwt_mask(&self.supported).map(|mask| format!("{LWT_MASK_NAME}={mask}"));
@@ -465,6 +497,38 @@ mod tests {
         h.handle_input(&server.answer(ResponseMessage::Ready));
         assert_eq!(h.poll().expect("poll"), Step::Done);
         assert_eq!(lwt_mask(&h.finish().expect("established").supported), Some(1 << 31));
+    }
+
+    /// `SCYLLA_USE_METADATA_ID` is echoed when offered (and only then), and
+    /// `SCYLLA_HOST_ID` is read but never echoed (docs/protocol.md §1.2, §1.8).
+    #[test]
+    fn metadata_id_negotiated_and_host_id_known() {
+        let host = "6ab4e7a1-1d3c-4d4c-9a57-0e1c1f6f2b11";
+        for (offered, host_id) in [(true, Some(host)), (false, None), (true, Some("not a uuid"))] {
+            let mut server = Server::new(ProtocolVersion::V4);
+            let mut h = Handshake::new(config(ProtocolVersion::V4, false)).expect("new");
+            server.read(&sent(&mut h));
+            let mut keys = vec![("CQL_VERSION".to_owned(), vec!["3.3.1".to_owned()])];
+            if offered {
+                keys.push((USE_METADATA_ID.to_owned(), vec![]));
+            }
+            if let Some(id) = host_id {
+                keys.push((HOST_ID.to_owned(), vec![id.to_owned()]));
+            }
+            h.handle_input(&server.answer(ResponseMessage::Supported(keys)));
+            assert_eq!(h.poll().expect("poll"), Step::NeedInput);
+            let startup = server.read(&sent(&mut h));
+            assert_eq!(option(&startup[0], USE_METADATA_ID), offered.then_some(""));
+            assert_eq!(option(&startup[0], HOST_ID), None, "an informational key is not echoed");
+            h.handle_input(&server.answer(ResponseMessage::Ready));
+            assert_eq!(h.poll().expect("poll"), Step::Done);
+            let est = h.finish().expect("established");
+            assert_eq!(est.metadata_id, offered);
+            let expected = host_id.and_then(|id| uuid::Uuid::try_parse(id).ok());
+            assert_eq!(est.host_id, expected, "{host_id:?}");
+        }
+        assert_eq!(host_id(&[(HOST_ID.to_owned(), vec![])]), None, "no value");
+        assert_eq!(host_id(&[(HOST_ID.to_owned(), vec![host.to_owned(), host.to_owned()])]), None, "two values");
     }
 
     /// A server that answers before it is asked (or two answers read at

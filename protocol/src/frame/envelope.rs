@@ -28,6 +28,12 @@ impl ProtocolVersion {
             ProtocolVersion::V5 => 5,
         }
     }
+    /// Whether PREPARED and EXECUTE carry a result metadata id: always in
+    /// v5, in v4 when the connection negotiated Scylla's
+    /// `SCYLLA_USE_METADATA_ID` (`negotiated`; docs/protocol.md §1.8).
+    pub fn carries_metadata_id(self, negotiated: bool) -> bool {
+        self == ProtocolVersion::V5 || negotiated
+    }
     /// The version for a wire number (direction bit ignored).
     pub fn from_number(n: u8) -> Result<Self, DecodeError> {
         match n & 0x7f {

@@ -1,5 +1,6 @@
-//! EXECUTE: `<id [short bytes]>`, in v5 `<result_metadata_id [short
-//! bytes]>`, then `<query_parameters>`.
+//! EXECUTE: `<id [short bytes]>`, in v5 (or v4 with Scylla's
+//! `SCYLLA_USE_METADATA_ID`, docs/protocol.md §1.8) `<result_metadata_id
+//! [short bytes]>`, then `<query_parameters>`.
 
 use bytes::BufMut;
 
@@ -15,7 +16,9 @@ use crate::types::ser::{RawValues, SerializeValues};
 pub struct Execute<'a, V> {
     /// The prepared statement id.
     pub id: &'a [u8],
-    /// The result metadata id from PREPARE (v5; written as empty when absent).
+    /// The result metadata id from PREPARE (v5: written as empty when
+    /// absent; v4: written when present, which only a connection that
+    /// negotiated `SCYLLA_USE_METADATA_ID` has, PREPARE having given it).
     pub result_metadata_id: Option<&'a [u8]>,
     /// Parameters and values.
     pub params: QueryParameters<'a, V>,
@@ -24,10 +27,17 @@ pub struct Execute<'a, V> {
 impl<'a> Execute<'a, RawValues<'a>> {
     /// Decodes the body.
     pub fn decode(version: ProtocolVersion, r: &mut Reader<'a>) -> Result<Self, DecodeError> {
+        Self::decode_ext(version, false, r)
+    }
+
+    /// Decodes the body on a connection that negotiated Scylla's
+    /// `SCYLLA_USE_METADATA_ID` when `metadata_id` is set (a v4 EXECUTE then
+    /// carries the result metadata id as v5's does).
+    pub fn decode_ext(version: ProtocolVersion, metadata_id: bool, r: &mut Reader<'a>) -> Result<Self, DecodeError> {
         let id = r.short_bytes("statement id")?;
-        let result_metadata_id = match version {
-            ProtocolVersion::V5 => Some(r.short_bytes("result metadata id")?),
-            ProtocolVersion::V4 => None,
+        let result_metadata_id = match version.carries_metadata_id(metadata_id) {
+            true => Some(r.short_bytes("result metadata id")?),
+            false => None,
         };
         Ok(Execute { id, result_metadata_id, params: QueryParameters::decode(version, r)? })
     }
@@ -40,14 +50,14 @@ impl<V: SerializeValues> Request for Execute<'_, V> {
             return Err(EncodeError::InvalidValue { what: "EXECUTE", reason: "the keyspace is fixed at prepare time" });
         }
         let mut n = codec::short_bytes_len("statement id", self.id)?;
-        if version == ProtocolVersion::V5 {
+        if version == ProtocolVersion::V5 || self.result_metadata_id.is_some() {
             n += codec::short_bytes_len("result metadata id", self.result_metadata_id.unwrap_or(&[]))?;
         }
         Ok(n + self.params.encoded_len(version)?)
     }
     fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
         codec::put_short_bytes(buf, self.id);
-        if version == ProtocolVersion::V5 {
+        if version == ProtocolVersion::V5 || self.result_metadata_id.is_some() {
             codec::put_short_bytes(buf, self.result_metadata_id.unwrap_or(&[]));
         }
         self.params.encode(version, buf);

@@ -102,6 +102,17 @@ pub enum AnyRequest<'a> {
 impl<'a> AnyRequest<'a> {
     /// Decodes a request body. Fails on response opcodes and trailing bytes.
     pub fn decode(opcode: Opcode, version: ProtocolVersion, body: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::decode_ext(opcode, version, false, body)
+    }
+
+    /// [`Self::decode`] on a connection that negotiated Scylla's
+    /// `SCYLLA_USE_METADATA_ID` when `metadata_id` is set ([`Execute::decode_ext`]).
+    pub fn decode_ext(
+        opcode: Opcode,
+        version: ProtocolVersion,
+        metadata_id: bool,
+        body: &'a [u8],
+    ) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);
         let req = match opcode {
             Opcode::Startup => AnyRequest::Startup(Startup::decode(&mut r)?),
@@ -109,7 +120,7 @@ impl<'a> AnyRequest<'a> {
             Opcode::Options => AnyRequest::Options(Options),
             Opcode::Query => AnyRequest::Query(Query::decode(version, &mut r)?),
             Opcode::Prepare => AnyRequest::Prepare(Prepare::decode(version, &mut r)?),
-            Opcode::Execute => AnyRequest::Execute(Execute::decode(version, &mut r)?),
+            Opcode::Execute => AnyRequest::Execute(Execute::decode_ext(version, metadata_id, &mut r)?),
             Opcode::Register => AnyRequest::Register(Register::decode(&mut r)?),
             Opcode::Batch => AnyRequest::Batch(Batch::decode(version, &mut r)?),
             other => return Err(DecodeError::UnknownCode { what: "request opcode", value: (other as u8).into() }),

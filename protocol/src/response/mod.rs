@@ -99,6 +99,18 @@ impl Response {
         body: Bytes,
         known: Option<&[ColumnSpec]>,
     ) -> Result<Self, DecodeError> {
+        Self::decode_ext(header, body, known, false)
+    }
+
+    /// [`Self::decode_known`] on a connection that negotiated Scylla's
+    /// `SCYLLA_USE_METADATA_ID` when `metadata_id` is set: a v4 PREPARED then
+    /// carries a result metadata id ([`ResultMessage::decode_ext`]).
+    pub fn decode_ext(
+        header: &EnvelopeHeader,
+        body: Bytes,
+        known: Option<&[ColumnSpec]>,
+        metadata_id: bool,
+    ) -> Result<Self, DecodeError> {
         if !header.is_response {
             return Err(DecodeError::Invalid { what: "envelope", reason: "a request where a response was expected" });
         }
@@ -130,7 +142,7 @@ impl Response {
             ),
             Opcode::Result => {
                 let start = body.len() - r.remaining();
-                let result = ResultMessage::decode_known(version, body, start, known)?;
+                let result = ResultMessage::decode_ext(version, metadata_id, body, start, known)?;
                 return Ok(Response { tracing_id, warnings, custom_payload, message: ResponseMessage::Result(result) });
             }
             Opcode::Event => ResponseMessage::Event(Event::decode(&mut r)?),

@@ -14,7 +14,10 @@ use crate::types::ColumnSpec;
 pub struct Prepared {
     /// The statement id to send in EXECUTE.
     pub id: Bytes,
-    /// The result metadata id (v5).
+    /// The result metadata id: v5, or v4 with Scylla's
+    /// `SCYLLA_USE_METADATA_ID` (docs/protocol.md §1.8). On v4 it is written
+    /// when present; the reader must be told whether to expect it
+    /// ([`ResultMessage::decode_ext`]).
     pub result_metadata_id: Option<Bytes>,
     /// Bind markers and partition key indexes.
     pub metadata: PreparedMetadata,
@@ -54,30 +57,38 @@ impl ResultMessage {
         start: usize,
         known: Option<&[ColumnSpec]>,
     ) -> Result<Self, DecodeError> {
+        Self::decode_ext(version, false, body, start, known)
+    }
+
+    /// [`Self::decode_known`] on a connection that negotiated Scylla's
+    /// `SCYLLA_USE_METADATA_ID` when `metadata_id` is set: a v4 PREPARED then
+    /// carries a result metadata id after the statement id, as in v5.
+    pub fn decode_ext(
+        version: ProtocolVersion,
+        metadata_id: bool,
+        body: Bytes,
+        start: usize,
+        known: Option<&[ColumnSpec]>,
+    ) -> Result<Self, DecodeError> {
         let kind = Reader::new(body.get(start..).unwrap_or_default()).i32("result kind")?;
         if kind == 0x0002 {
             return Ok(ResultMessage::Rows(Rows::decode_known(body, start + 4, known)?));
         }
         let mut r = Reader::new(body.get(start + 4..).unwrap_or_default());
-        let msg = Self::decode_other(version, kind, &mut r, &body)?;
+        let msg = Self::decode_other(version.carries_metadata_id(metadata_id), kind, &mut r, &body)?;
         r.finish("result")?;
         Ok(msg)
     }
 
-    fn decode_other(
-        version: ProtocolVersion,
-        kind: i32,
-        r: &mut Reader<'_>,
-        body: &Bytes,
-    ) -> Result<Self, DecodeError> {
+    fn decode_other(metadata_id: bool, kind: i32, r: &mut Reader<'_>, body: &Bytes) -> Result<Self, DecodeError> {
         match kind {
             0x0001 => Ok(ResultMessage::Void),
             0x0003 => Ok(ResultMessage::SetKeyspace(r.string("keyspace")?.to_owned())),
             0x0004 => {
                 let id = Bytes::copy_from_slice(r.short_bytes("statement id")?);
-                let result_metadata_id = match version {
-                    ProtocolVersion::V5 => Some(Bytes::copy_from_slice(r.short_bytes("result metadata id")?)),
-                    ProtocolVersion::V4 => None,
+                let result_metadata_id = match metadata_id {
+                    true => Some(Bytes::copy_from_slice(r.short_bytes("result metadata id")?)),
+                    false => None,
                 };
                 let metadata = PreparedMetadata::decode(r)?;
                 let mut result_metadata = ResultMetadata::decode(r, body)?;
@@ -103,7 +114,7 @@ impl ResultMessage {
             ResultMessage::Prepared(p) => {
                 buf.put_i32(0x0004);
                 codec::write_short_bytes(buf, "statement id", &p.id)?;
-                if version == ProtocolVersion::V5 {
+                if version == ProtocolVersion::V5 || p.result_metadata_id.is_some() {
                     let id = p.result_metadata_id.as_deref().unwrap_or_default();
                     codec::write_short_bytes(buf, "result metadata id", id)?;
                 }
