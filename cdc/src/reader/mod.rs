@@ -661,7 +661,7 @@ impl CdcReaderBuilder {
             }
             (holder, ..) => holder,
         };
-        Ok(CdcReader { shared, threads, holder })
+        Ok(CdcReader { shared, threads, holder, detached: false })
     }
 
     /// Starts the workers with an asynchronous consumer per stream group
@@ -1001,6 +1001,11 @@ impl Shared {
         self.wake.notify_waiters();
     }
 
+    fn stop_at(&self, at: SystemTime) {
+        self.planner().set_end(Millis::from_system_time(at));
+        self.wake.notify_waiters();
+    }
+
     fn start_leaving(&self) {
         self.leaving.store(true, Ordering::Release);
         self.leave.notify_waiters();
@@ -1013,11 +1018,16 @@ impl Shared {
     }
 }
 
-/// A running reader.
+/// A running reader. Dropping it stops it (after the current windows, as
+/// [`CdcReader::stop`]), as dropping `scylla-cdc`'s handle did; keep it
+/// and [`join`](CdcReader::join) it, or [`detach`](CdcReader::detach) it to
+/// let it run on.
 pub struct CdcReader {
     shared: Arc<Shared>,
     threads: Vec<std::thread::JoinHandle<Result<(), CdcError>>>,
     holder: Option<std::thread::JoinHandle<Result<(), CdcError>>>,
+    /// Left to run on when dropped ([`CdcReader::detach`]).
+    detached: bool,
 }
 
 impl std::fmt::Debug for CdcReader {
@@ -1041,6 +1051,22 @@ impl CdcReader {
     /// is saved first when checkpoints are on).
     pub fn stop(&self) {
         self.shared.stop();
+    }
+
+    /// Moves the end to `at`, as `scylla-cdc`'s `stop_at`: the reader reads
+    /// every change before `at` (once it is a safety interval in the past)
+    /// and then finishes, as one built with [`CdcReaderBuilder::end`] does.
+    /// Windows already read past an earlier `at` stay read.
+    pub fn stop_at(&self, at: SystemTime) {
+        self.shared.stop_at(at);
+    }
+
+    /// Lets the reader run on after this value is dropped: what it reads
+    /// goes to its consumers until the returned handle stops it (or its end
+    /// is reached). Its workers' errors are then only logged.
+    pub fn detach(mut self) -> CdcReaderHandle {
+        self.detached = true;
+        self.handle()
     }
 
     /// How far the reader has read and how far behind it is: per group it
@@ -1101,12 +1127,14 @@ impl CdcReader {
 
 impl Drop for CdcReader {
     fn drop(&mut self) {
-        // Sharing the table and not joined: the workers stop, and the lease
-        // holder ends (leases it cannot give up expire). Without leases the
-        // workers run on, as before.
-        if self.holder.is_some() {
+        // Not joined nor detached: the workers stop after their current
+        // windows, and a lease holder ends (leases it cannot give up
+        // expire).
+        if !self.detached && !self.threads.is_empty() {
             self.shared.stop();
-            self.shared.start_leaving();
+            if self.holder.is_some() {
+                self.shared.start_leaving();
+            }
         }
     }
 }
@@ -1124,6 +1152,11 @@ impl std::fmt::Debug for CdcReaderHandle {
 }
 
 impl CdcReaderHandle {
+    /// See [`CdcReader::stop_at`].
+    pub fn stop_at(&self, at: SystemTime) {
+        self.shared.stop_at(at);
+    }
+
     /// See [`CdcReader::stop`].
     pub fn stop(&self) {
         self.shared.stop();

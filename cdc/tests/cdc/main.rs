@@ -9,6 +9,7 @@
 //! * [`checkpoint`]: resuming from the table-backed checkpoint store;
 //! * [`leases`]: the lease table (one holder at a time, expiry, members)
 //!   and the settings of readers that share a table;
+//! * [`lifecycle`]: `stop_at`, a dropped reader stopping, a detached one running on;
 //! * [`faults`]: the reader's log queries stalled (through a fault proxy
 //!   between the front and the server), then released or not; delayed,
 //!   dropped, blackholed, closed, reset and cut mid-window;
@@ -27,6 +28,7 @@ mod engine;
 mod faults;
 mod images;
 mod leases;
+mod lifecycle;
 mod readme;
 mod replicator;
 mod replicator_types;
