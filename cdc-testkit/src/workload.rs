@@ -82,15 +82,16 @@ pub fn expected_of(plan: &[(i32, i32, Operation, Option<i64>)]) -> Ops {
     expected
 }
 
-/// A workload write's request timeout, retries included: every
-/// acknowledged write took less.
-pub const WRITE_TIMEOUT: Duration = Duration::from_millis(1000);
+/// How long a workload write may take before the test gives up on it: a
+/// write with no answer in 10 s is a hang, not a loaded machine. It used to
+/// be 1 s, and every CDC test failed when a 2-core machine shared with
+/// others was slow to answer one write (issue 54).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The safety interval of readers that follow a live workload: longer than
-/// any acknowledged write took. A change's `cdc$time` is taken when its write
-/// starts, and its window is read a safety interval after that: a write
-/// acknowledged later than that may be missed, by ScyllaDB's CDC as by any
-/// reader of it (`cdc/tests/crash.rs`).
+/// The safety interval of readers that follow a live workload. A change's
+/// `cdc$time` is taken when its write starts, and its window is read a
+/// safety interval after that: a write acknowledged later than that may be
+/// missed, by ScyllaDB's CDC as by any reader of it (`cdc/tests/crash.rs`).
 pub const SAFETY: Duration = Duration::from_millis(1500);
 
 /// [`SAFETY`] as a command-line value in seconds, for the tools' `--safety`.
@@ -98,9 +99,47 @@ pub fn safety_arg() -> String {
     SAFETY.as_secs_f64().to_string()
 }
 
+/// A workload write acknowledged [`SAFETY`] or more after it started: a
+/// reader with that safety interval may have read its window before the
+/// change was there, and missed it without any fault of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateWrite {
+    pub keyspace: String,
+    /// Its index in the plan.
+    pub index: usize,
+    pub pk: i32,
+    pub op: Operation,
+    pub v: Option<i64>,
+    pub took: Duration,
+}
+
+static LATE: Mutex<Vec<LateWrite>> = Mutex::new(Vec::new());
+
+/// The late writes of this process's workloads so far (see [`LateWrite`]).
+pub fn late_writes() -> Vec<LateWrite> {
+    LATE.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// The late writes as a sentence for a failure message ("" when none).
+fn late_note() -> String {
+    let late = late_writes();
+    if late.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = late
+        .iter()
+        .map(|l| format!("{}: write {} ({:?} of pk {}) took {:?}", l.keyspace, l.index, l.op, l.pk, l.took))
+        .collect();
+    format!(
+        "; {} writes of this process were acknowledged past the safety interval {SAFETY:?} (a loaded machine), \
+         a reader may have missed them: {}",
+        late.len(),
+        each.join(", ")
+    )
+}
+
 /// Writes the planned changes, `per_tick` of them every `tick` (all at once
-/// with a zero tick), each within [`WRITE_TIMEOUT`] (checked: a slower write
-/// fails the test, as a reader with [`SAFETY`] could miss it).
+/// with a zero tick), each within [`WRITE_TIMEOUT`]; see [`write_until`].
 pub async fn write(
     session: &Session,
     ks: &str,
@@ -113,6 +152,20 @@ pub async fn write(
 
 /// As [`write()`], stopping at `until` if given: how many of the planned
 /// changes were written (and acknowledged).
+///
+/// The safety reasoning, and why a slow write no longer fails here: the
+/// checks of the tests compare what a reader with [`SAFETY`] delivered with
+/// the plan, exactly. That is sound for every write acknowledged within
+/// `SAFETY` of its start. A slower one (a loaded machine) is not a fault of
+/// the reader, and the reader may still have read it (it usually does: its
+/// windows lag more than the safety interval): so it is not failed here, but
+/// recorded ([`late_writes`], and a line on stderr), and a check that then
+/// finds a change missing names the late writes in its message
+/// ([`check_resumed`]). A write with no answer within [`WRITE_TIMEOUT`]
+/// fails the test: it may or may not have been applied, and writing it
+/// again would put a second change in the log that the plan does not have.
+/// Only a write that was never sent (no connection) is tried again, until
+/// `WRITE_TIMEOUT` after its first try.
 pub async fn write_until(
     session: &Session,
     ks: &str,
@@ -135,14 +188,28 @@ pub async fn write_until(
             tokio::time::sleep(tick).await;
         }
         let began = std::time::Instant::now();
-        match op {
-            Operation::Insert => session.execute(&insert, (pk, ck, v.expect("v"))).await.map(drop),
-            Operation::Update => session.execute(&update, (v.expect("v"), pk, ck)).await.map(drop),
-            _ => session.execute(&delete, (pk, ck)).await.map(drop),
+        loop {
+            let done = match op {
+                Operation::Insert => session.execute(&insert, (pk, ck, v.expect("v"))).await.map(drop),
+                Operation::Update => session.execute(&update, (v.expect("v"), pk, ck)).await.map(drop),
+                _ => session.execute(&delete, (pk, ck)).await.map(drop),
+            };
+            match done {
+                Ok(()) => break,
+                Err(shardwise::ExecutionError::NoConnection) if began.elapsed() < WRITE_TIMEOUT => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("write {i} ({op:?} of pk {pk}), bounded by {WRITE_TIMEOUT:?}: {e}"),
+            }
         }
-        .unwrap_or_else(|e| panic!("write {i} ({op:?} of pk {pk}), bounded by {WRITE_TIMEOUT:?}: {e}"));
         let took = began.elapsed();
-        assert!(took < SAFETY, "write {i} took {took:?}, past a live reader's safety interval {SAFETY:?}");
+        if took >= SAFETY {
+            eprintln!(
+                "workload: write {i} ({op:?} of pk {pk}) in {ks} took {took:?}, past the safety interval {SAFETY:?}"
+            );
+            let late = LateWrite { keyspace: ks.to_string(), index: i, pk, op, v, took };
+            LATE.lock().unwrap_or_else(|e| e.into_inner()).push(late);
+        }
     }
     plan.len()
 }
@@ -176,16 +243,17 @@ pub fn check_resumed(expected: &Ops, first: &Ops, second: &Ops) -> usize {
         let a = first.get(pk).cloned().unwrap_or_default();
         let b = second.get(pk).cloned().unwrap_or_default();
         assert!(a.len() <= ops.len() && b.len() <= ops.len(), "pk {pk}: more changes than written");
-        assert_eq!(&a[..], &ops[..a.len()], "pk {pk}: first run in write order");
+        assert_eq!(&a[..], &ops[..a.len()], "pk {pk}: first run in write order{}", late_note());
         let resumed_at = ops.len() - b.len();
         assert!(
             resumed_at <= a.len(),
-            "pk {pk}: rows missed between runs ({} + {} of {})",
+            "pk {pk}: rows missed between runs ({} + {} of {}){}",
             a.len(),
             b.len(),
-            ops.len()
+            ops.len(),
+            late_note()
         );
-        assert_eq!(&b[..], &ops[resumed_at..], "pk {pk}: second run in write order");
+        assert_eq!(&b[..], &ops[resumed_at..], "pk {pk}: second run in write order{}", late_note());
         repeated += a.len() - resumed_at;
     }
     for pk in first.keys().chain(second.keys()) {

@@ -9,6 +9,7 @@
 //! package can locate its binaries (`CARGO_BIN_EXE_printer`). The setup and
 //! the workload are those of `shardwise-cdc`'s tests, included by path.
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -486,8 +487,10 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
 /// loses nothing either (its windows are merely late).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_printer_whose_clock_is_skewed_loses_nothing() {
-    let installed = Command::new("faketime").args(["-f", "+0s", "true"]).status().is_ok_and(|s| s.success());
-    assert!(installed, "faketime is missing: `apt-get install faketime` (.ci/run installs it)");
+    // libfaketime preloaded into the printer itself (not the `faketime`
+    // wrapper, which forks it: killing the wrapper left the printer running
+    // after the test, issue 54), in its own process group, killed as a group.
+    let library = faketime_library();
     let (front, session, ks) = common::front_and_keyspace("cdc_skew").await;
     create_table(&session, &ks).await;
     let dir = std::env::temp_dir().join(format!("shardwise-cdc-skew-{}-{ks}", std::process::id()));
@@ -503,8 +506,11 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     let mut children = Vec::new();
     for (skew, name) in [("+2s", "ahead"), ("-2s", "behind")] {
         let out = dir.join(format!("{name}.jsonl"));
-        let child = Command::new("faketime")
-            .args(["-f", skew, env!("CARGO_BIN_EXE_printer")])
+        let child = Command::new(env!("CARGO_BIN_EXE_printer"))
+            .env("LD_PRELOAD", &library)
+            .env("FAKETIME", skew)
+            .env_remove("FAKETIME_TIMESTAMP_FILE")
+            .process_group(0)
             .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--json"])
             .args(["--start-unix-ms", &ms(start).to_string()])
             .args(live_reading("1"))
@@ -523,8 +529,7 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     for (name, child, out) in &mut children {
         assert!(child.try_wait().expect("try_wait").is_none(), "the printer {name} runs on");
-        child.kill().expect("kill");
-        let _ = child.wait();
+        kill_group(child);
         let (seen, n) = read_output(out);
         for (pk, ops) in &expected {
             assert_eq!(seen.get(pk), Some(ops), "clock {name}: pk {pk}, every change once, in write order");
@@ -532,6 +537,15 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
         assert_eq!(n, plan.len(), "clock {name}: every change once");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Kills `child` and every process of its group (it was spawned with
+/// `process_group(0)`: the group's id is its pid), then reaps it.
+fn kill_group(child: &mut Child) {
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The library `faketime` preloads, as it sets `LD_PRELOAD` for its
