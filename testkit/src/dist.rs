@@ -232,7 +232,7 @@ fn resolve_with_maven(dir: &Path, a: &Artifact) -> Result<()> {
             artifact: format!("{}:{}:{}", a.group, a.artifact, a.version),
             dir: dir.into(),
             status,
-            tail: crate::node::tail_lines(&log_path, 30),
+            tail: crate::process::tail_lines(&log_path, 30),
             log: log_path,
         });
     }

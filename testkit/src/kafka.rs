@@ -35,8 +35,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::class_archive::{self, Archive};
 use crate::dist::{cache_root, ensure_jars, find_java, Artifact};
 use crate::error::{HarnessError, Result};
-use crate::node::{signal_group, tail_lines, wait_or_kill, LAUNCHER};
+use crate::node::LAUNCHER;
 use crate::ports::free_ports;
+use crate::process::{signal_group, tail_lines, wait_or_kill};
 
 /// The Kafka release the harness runs.
 pub const KAFKA_VERSION: &str = "3.9.1";

@@ -49,6 +49,7 @@ pub mod fault;
 pub mod kafka;
 pub mod node;
 pub mod ports;
+pub mod process;
 pub mod raw;
 pub mod samples;
 pub mod shared;

@@ -30,7 +30,7 @@ use std::time::Instant;
 use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::{Node, NodeConfig};
 
-use crate::test::workspace_root;
+use crate::steps::workspace_root;
 
 struct Options {
     quick: bool,

@@ -166,7 +166,7 @@ pub fn run(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let root = crate::test::workspace_root();
+    let root = crate::steps::workspace_root();
     let (results, charts) = (root.join("benches").join("results"), root.join("benches").join("charts"));
     let outcome = if check { stale(&results, &charts) } else { write_all(&results, &charts).map(|()| Vec::new()) };
     match outcome {
@@ -677,7 +677,7 @@ mod tests {
     /// memory, byte for byte, with no chart left over.
     #[test]
     fn committed_charts_are_up_to_date() {
-        let root = crate::test::workspace_root();
+        let root = crate::steps::workspace_root();
         let stale = stale(&root.join("benches/results"), &root.join("benches/charts")).expect("the committed results");
         assert!(stale.is_empty(), "run `cargo xtask charts`; out of date: {stale:?}");
     }

@@ -115,7 +115,7 @@ pub fn build_all(root: &Path, quiet_and_nice: Option<&Path>) -> Result<(), Strin
     let mut cmd = cargo_nightly();
     if let Some(log) = quiet_and_nice {
         cmd = nice(cmd);
-        crate::test::output_to(&mut cmd, log)?;
+        crate::steps::output_to(&mut cmd, log)?;
     }
     match cmd.current_dir(root).args(["fuzz", "build"]).stdin(Stdio::null()).status() {
         Ok(s) if s.success() => Ok(()),
@@ -256,7 +256,7 @@ pub fn run(args: &[String]) -> ExitCode {
         }
     };
     crate::install_interrupt_handler();
-    let root = crate::test::workspace_root();
+    let root = crate::steps::workspace_root();
     let all = match targets(&root) {
         Ok(Some(t)) => t,
         Ok(None) => {

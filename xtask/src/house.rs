@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use crate::interrupted;
-use crate::test::{banner, cargo, output_to, run_status, Run, Status, Step};
+use crate::steps::{banner, cargo, output_to, run_status, Run, Status, Step};
 
 /// The outside-path check and the import circles of `driver` and `emu`, and
 /// `cargo fmt --check` (workspace and fuzz crate).
@@ -38,16 +38,18 @@ pub fn checks(root: &Path, run: &mut Run) {
         }
         Err(e) => run.record("outside paths", t, Status::Failed, e),
     }
-    // The driver's and the emulation front's files stand in layers (issue 41).
-    for crate_dir in ["driver", "emu"] {
+    // Every crate's files stand in layers (issues 41 and 54).
+    for crate_dir in crate::imports::workspace_crates(root) {
         banner(&format!("no import circle in {crate_dir} (cargo xtask imports {crate_dir})"));
         let t = Instant::now();
         let step = format!("import circles ({crate_dir})");
-        match crate::imports::check(root, crate_dir) {
-            Ok(report) if report.circles.is_empty() => run.record(&step, t, Status::Passed, ""),
+        match crate::imports::check(root, &crate_dir) {
             Ok(report) => {
-                eprint!("{}", report.render(crate_dir));
-                run.record(&step, t, Status::Failed, format!("{} in {crate_dir}", report.circles.len()));
+                let (status, note) = judge_circles(&crate_dir, &report);
+                if status == Status::Failed {
+                    eprint!("{}", report.render(&crate_dir));
+                }
+                run.record(&step, t, status, note);
             }
             Err(e) => run.record(&step, t, Status::Failed, e),
         }
@@ -87,6 +89,30 @@ pub fn checks(root: &Path, run: &mut Run) {
             Ok(()) => run.record(name, t, Status::Passed, ""),
             Err(e) => run.record(name, t, Status::Failed, e),
         }
+    }
+}
+
+/// The crates whose import circles were found when the check came to cover
+/// every crate (issue 54, part 6), with the files in them: in other
+/// engineers' code at the time, left to them. A crate not named here may
+/// have none; one named may not get more files in circles (a new circle
+/// fails), and one with fewer passes with a note to lower its entry.
+pub(crate) const KNOWN_CIRCLES: &[(&str, usize)] = &[("cdc", 3), ("cdc-kafka", 3), ("cdc-tools", 2), ("protocol", 5)];
+
+/// The verdict on one crate's import circles (see [`KNOWN_CIRCLES`]).
+pub(crate) fn judge_circles(crate_dir: &str, report: &crate::imports::Report) -> (Status, String) {
+    let in_circles: usize = report.circles.iter().map(|c| c.files.len()).sum();
+    let allowed = KNOWN_CIRCLES.iter().find(|(c, _)| *c == crate_dir).map_or(0, |(_, n)| *n);
+    if in_circles == 0 && allowed == 0 {
+        (Status::Passed, String::new())
+    } else if in_circles > allowed {
+        let note =
+            format!("{} circles, {in_circles} files in them, in {crate_dir} (known: {allowed})", report.circles.len());
+        (Status::Failed, note)
+    } else if in_circles < allowed {
+        (Status::Passed, format!("{in_circles} files in circles, fewer than the {allowed} known: lower KNOWN_CIRCLES"))
+    } else {
+        (Status::Passed, format!("{in_circles} files in known circles (KNOWN_CIRCLES, house.rs)"))
     }
 }
 
@@ -183,5 +209,43 @@ pub fn run_all(root: &Path, run: &mut Run) {
     checks(root, run);
     for step in builds(root, Mode::Foreground) {
         run.add(step);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A crate of `files` (name, text) read by the import check.
+    fn report(files: &[(&str, &str)]) -> crate::imports::Report {
+        let read = |p: &Path| files.iter().find(|(n, _)| Path::new(n) == p).map(|(_, t)| t.to_string());
+        crate::imports::analyse(Path::new("lib.rs"), &read)
+    }
+
+    #[test]
+    fn a_circle_in_any_crate_fails_the_house_and_a_known_one_may_not_grow() {
+        let layered =
+            report(&[("lib.rs", "mod a;\nmod b;\n"), ("a.rs", "pub fn f() {}\n"), ("b.rs", "use crate::a::f;\n")]);
+        assert_eq!(judge_circles("somecrate", &layered).0, Status::Passed);
+        let circle = report(&[
+            ("lib.rs", "mod a;\nmod b;\n"),
+            ("a.rs", "use crate::b::g;\npub fn f() {}\n"),
+            ("b.rs", "use crate::a::f;\npub fn g() {}\n"),
+        ]);
+        assert_eq!(circle.circles.len(), 1);
+        let (status, note) = judge_circles("somecrate", &circle);
+        assert_eq!(status, Status::Failed, "{note}");
+        // A known crate passes with its circles, not with more files in them.
+        assert_eq!(judge_circles("cdc-tools", &circle).0, Status::Passed);
+        assert_eq!(judge_circles("cdc-tools", &layered).0, Status::Passed);
+        let (status, note) = judge_circles("cdc-tools", &layered);
+        assert!(status == Status::Passed && note.contains("lower KNOWN_CIRCLES"), "{note}");
+        let three = report(&[
+            ("lib.rs", "mod a;\nmod b;\nmod c;\n"),
+            ("a.rs", "use crate::b::g;\npub fn f() {}\n"),
+            ("b.rs", "use crate::c::h;\npub fn g() {}\n"),
+            ("c.rs", "use crate::a::f;\npub fn h() {}\n"),
+        ]);
+        assert_eq!(judge_circles("cdc-tools", &three).0, Status::Failed);
     }
 }

@@ -73,7 +73,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// The folders under `root` that hold a crate with a `src/lib.rs` or `src/main.rs`.
-fn workspace_crates(root: &Path) -> Vec<String> {
+pub(crate) fn workspace_crates(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(root) {
         for e in entries.flatten() {

@@ -6,6 +6,16 @@
 //! tests with servers of their own are serialized inside one process, runs
 //! as several parts, one process each. A binary's output is kept and printed
 //! whole when it ends, so the log reads as cargo's does.
+//!
+//! A binary reports instead of hanging or leaking (issue 54): each runs in
+//! its own process group, and one still running past its limit ([`limit`]:
+//! a generous multiple of its known seconds, at most 15 minutes) has its
+//! group killed, its log printed and its run failed while the other lanes
+//! go on. Every process a binary starts carries a mark in its environment
+//! (`SHARDWISE_XTASK_JOB`, inherited by its children and theirs, kept when
+//! one is reparented to init): once the binary ended, any process still
+//! holding its mark is a leftover, named with its command line, killed, and
+//! the binary's run failed.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -15,7 +25,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::interrupted;
-use crate::test::Failures;
+use crate::steps::Failures;
 
 /// Lanes when neither `--lanes` nor `SHARDWISE_TEST_LANES` says: one per
 /// four cores, at least one. The tests are CPU-bound on the project's 2-core
@@ -45,7 +55,24 @@ pub struct Job {
     pub args: Vec<String>,
     /// Expected seconds, to start the longest jobs first.
     pub weight: u32,
+    /// How long it may run before it is killed and failed ([`limit`]).
+    pub timeout: Duration,
 }
+
+/// The longest a binary that took `weight` seconds in one lane may run: four
+/// times that (a loaded machine, another lane beside it), at least five
+/// minutes (a small binary's cluster start on a slow machine), at most 15
+/// (a hang costs the run a quarter hour, not CI's 90 minutes).
+/// `SHARDWISE_TEST_TIMEOUT` (seconds) replaces it for every binary.
+pub fn limit(weight: u32, env: Option<&str>) -> Duration {
+    if let Some(seconds) = env.and_then(|v| v.trim().parse::<u64>().ok()).filter(|s| *s > 0) {
+        return Duration::from_secs(seconds);
+    }
+    Duration::from_secs((u64::from(weight) * 4).clamp(5 * 60, 15 * 60))
+}
+
+/// The environment variable that marks every process a job starts.
+pub const MARK: &str = "SHARDWISE_XTASK_JOB";
 
 /// How a job ended.
 #[derive(Debug)]
@@ -128,10 +155,12 @@ pub fn find_bin(messages: &str, name: &str) -> Option<PathBuf> {
 /// The jobs for `binaries`, longest first. `list` gives a binary's test
 /// names (for binaries run as parts); when it fails, the binary runs whole.
 pub fn plan(binaries: &[Binary], list: impl Fn(&Binary) -> Result<Vec<String>, String>) -> Vec<Job> {
+    let env_timeout = std::env::var("SHARDWISE_TEST_TIMEOUT").ok();
     let mut jobs = Vec::new();
     for b in binaries {
         let weight = KNOWN_SECONDS.iter().find(|(n, _)| *n == b.name).map_or(1, |(_, s)| *s);
-        let whole = Job { binary: b.clone(), label: b.name.clone(), args: Vec::new(), weight };
+        let timeout = limit(weight, env_timeout.as_deref());
+        let whole = Job { binary: b.clone(), label: b.name.clone(), args: Vec::new(), weight, timeout };
         let Some((_, parts)) = PARTS.iter().find(|(n, _)| *n == b.name) else {
             jobs.push(whole);
             continue;
@@ -144,7 +173,10 @@ pub fn plan(binaries: &[Binary], list: impl Fn(&Binary) -> Result<Vec<String>, S
                 continue;
             }
         };
-        jobs.extend(split(b, &names, parts, weight));
+        jobs.extend(split(b, &names, parts, weight).into_iter().map(|mut j| {
+            j.timeout = limit(j.weight, env_timeout.as_deref());
+            j
+        }));
     }
     // Stable: equal weights keep cargo's order.
     jobs.sort_by_key(|j| std::cmp::Reverse(j.weight));
@@ -177,7 +209,8 @@ fn split(b: &Binary, names: &[String], parts: &[Part], weight: u32) -> Vec<Job> 
         .map(|(i, (group, seconds))| {
             let mut args = vec!["--exact".to_string()];
             args.extend(group);
-            Job { binary: b.clone(), label: format!("{} [{}/{count}]", b.name, i + 1), args, weight: seconds }
+            let label = format!("{} [{}/{count}]", b.name, i + 1);
+            Job { binary: b.clone(), label, args, weight: seconds, timeout: limit(seconds, None) }
         })
         .collect()
 }
@@ -230,24 +263,46 @@ pub fn run(jobs: Vec<Job>, lanes: usize, env: &[(String, String)], log_dir: &Pat
 }
 
 fn run_job(job: &Job, env: &[(String, String)], log_dir: &Path) -> (Outcome, String) {
+    use std::os::unix::process::CommandExt;
     let started = Instant::now();
     let file_name: String =
         job.label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     let log_path = log_dir.join(format!("{file_name}.log"));
+    // The mark: unique to this run of this job (the pid of xtask, the log's name).
+    let mark = format!("{}/{file_name}/", std::process::id());
     let mut cmd = Command::new(&job.binary.path);
     cmd.args(&job.args)
         .current_dir(&job.binary.manifest_dir)
         .env("CARGO_MANIFEST_DIR", &job.binary.manifest_dir)
-        .envs(env.iter().map(|(k, v)| (k, v)));
-    let status = crate::test::output_to(&mut cmd, &log_path)
-        .and_then(|cmd| cmd.status().map_err(|e| format!("running {}: {e}", job.binary.path.display())));
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(MARK, &mark)
+        .process_group(0);
+    let status = crate::steps::output_to(&mut cmd, &log_path)
+        .and_then(|cmd| cmd.spawn().map_err(|e| format!("running {}: {e}", job.binary.path.display())))
+        .and_then(|mut child| wait_within(&mut child, job.timeout));
+    let leftovers = reap_marked(&mark, LEFTOVER_GRACE);
     let mut log = std::fs::read_to_string(&log_path).unwrap_or_default();
     let mut failures = Failures::default();
     log.lines().for_each(|l| failures.see(l));
-    let passed = match status {
-        Ok(s) if s.success() => true,
-        Ok(s) => {
+    let mut passed = match status {
+        Ok(Ended::Exited(s)) if s.success() => true,
+        Ok(Ended::Exited(s)) => {
             failures.lines.insert(0, format!("{} exited with {s}", job.label));
+            false
+        }
+        Ok(Ended::TimedOut) => {
+            let note = format!(
+                "{} ran past its limit of {} s (it took about {} s in one lane; SHARDWISE_TEST_TIMEOUT): killed",
+                job.label,
+                job.timeout.as_secs(),
+                job.weight
+            );
+            log.push_str(&format!("\nxtask test: {note}\n"));
+            failures.lines.insert(0, note);
+            false
+        }
+        Ok(Ended::Interrupted) => {
+            failures.lines.insert(0, format!("{}: interrupted, killed", job.label));
             false
         }
         Err(e) => {
@@ -256,8 +311,114 @@ fn run_job(job: &Job, env: &[(String, String)], log_dir: &Path) -> (Outcome, Str
             false
         }
     };
+    if !leftovers.is_empty() {
+        let note = format!("{}: {} processes it started were left running (killed):", job.label, leftovers.len());
+        log.push_str(&format!("\nxtask test: {note}\n"));
+        failures.lines.push(note);
+        for (pid, command) in &leftovers {
+            log.push_str(&format!("  pid {pid}: {command}\n"));
+            failures.lines.push(format!("  pid {pid}: {command}"));
+        }
+        passed = false;
+    }
     let outcome = Outcome { label: job.label.clone(), took: started.elapsed(), passed, failures: failures.lines };
     (outcome, log)
+}
+
+/// How long processes a binary started may take to end after it (a
+/// launcher stops its server once its lifeline closes).
+const LEFTOVER_GRACE: Duration = if cfg!(test) { Duration::from_secs(1) } else { Duration::from_secs(20) };
+
+/// How a job's process ended.
+enum Ended {
+    Exited(std::process::ExitStatus),
+    /// Past its limit: its process group was killed.
+    TimedOut,
+    /// The run was interrupted: its process group was killed.
+    Interrupted,
+}
+
+/// Waits for `child` (the leader of its own process group) up to `limit`;
+/// past it, or once the run is interrupted, kills the group and reaps it.
+fn wait_within(child: &mut std::process::Child, limit: Duration) -> Result<Ended, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(Ended::Exited(status)),
+            Ok(None) => {}
+            Err(e) => return Err(format!("could not wait: {e}")),
+        }
+        let ended = if interrupted() {
+            Ended::Interrupted
+        } else if Instant::now() >= deadline {
+            Ended::TimedOut
+        } else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        kill_group(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        return Ok(ended);
+    }
+}
+
+/// SIGKILL to every process of group `pgid`.
+fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// The processes (pid, command line) whose environment holds a `MARK` that
+/// starts with `mark`, from `/proc` (none where there is no `/proc`).
+pub fn marked(mark: &str) -> Vec<(u32, String)> {
+    let needle = format!("{MARK}={mark}");
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(e.path().join("environ")) else { continue };
+        if !environ.split(|b| *b == 0).any(|v| v.starts_with(needle.as_bytes())) {
+            continue;
+        }
+        // A zombie's environment reads empty; one that still reads is alive.
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let words: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        found.push((pid, words.join(" ")));
+    }
+    found.sort();
+    found
+}
+
+/// The processes still marked `mark` after `grace` (a launcher that stops
+/// its server once its lifeline closed may take a few seconds), each then
+/// killed.
+pub fn reap_marked(mark: &str, grace: Duration) -> Vec<(u32, String)> {
+    let deadline = Instant::now() + grace;
+    loop {
+        let left = marked(mark);
+        if left.is_empty() {
+            return left;
+        }
+        if Instant::now() >= deadline {
+            for (pid, _) in &left {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).stderr(Stdio::null()).status();
+            }
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[cfg(test)]
@@ -363,6 +524,7 @@ mod tests {
             label: label.into(),
             args: Vec::new(),
             weight: 1,
+            timeout: Duration::from_secs(60),
         };
         let jobs = vec![job("yes", "/bin/true"), job("no", "/bin/false"), job("missing", "/no/such/binary")];
         let mut outcomes = run(jobs, 2, &[], &dir);
@@ -371,6 +533,73 @@ mod tests {
         assert_eq!(verdicts, [("missing", false), ("no", false), ("yes", true)]);
         assert!(outcomes[0].failures[0].starts_with("missing: running /no/such/binary"));
         assert!(outcomes[1].failures[0].starts_with("no exited with"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn limits_are_a_multiple_of_the_known_seconds_within_five_and_fifteen_minutes() {
+        assert_eq!(limit(1, None), Duration::from_secs(300));
+        assert_eq!(limit(130, None), Duration::from_secs(520));
+        assert_eq!(limit(290, None), Duration::from_secs(900));
+        assert_eq!(limit(290, Some("42")), Duration::from_secs(42));
+        assert_eq!(limit(290, Some("no")), Duration::from_secs(900));
+    }
+
+    /// A script job: `sh -c SCRIPT` written as an executable file.
+    fn script_job(dir: &Path, label: &str, script: &str, timeout: Duration) -> Job {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(label);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Job {
+            binary: Binary { name: label.into(), path, manifest_dir: dir.to_path_buf() },
+            label: label.into(),
+            args: Vec::new(),
+            weight: 1,
+            timeout,
+        }
+    }
+
+    #[test]
+    fn a_binary_past_its_limit_is_killed_and_failed_and_the_others_go_on() {
+        let dir = std::env::temp_dir().join(format!("xtask-lanes-limit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jobs = vec![
+            script_job(&dir, "hangs", "echo before the hang; sleep 60", Duration::from_millis(700)),
+            script_job(&dir, "quick", "echo quick", Duration::from_secs(30)),
+        ];
+        let t = Instant::now();
+        let mut outcomes = run(jobs, 1, &[], &dir);
+        assert!(t.elapsed() < Duration::from_secs(20), "the hang was waited for: {:?}", t.elapsed());
+        outcomes.sort_by(|a, b| a.label.cmp(&b.label));
+        assert!(!outcomes[0].passed, "{:?}", outcomes[0]);
+        assert!(outcomes[0].failures[0].contains("ran past its limit of 0 s"), "{:?}", outcomes[0].failures);
+        assert!(outcomes[1].passed, "{:?}", outcomes[1]);
+        let log = std::fs::read_to_string(dir.join("hangs.log")).unwrap();
+        assert!(log.contains("before the hang"), "{log}");
+        // The group was killed: its `sleep` too (it carried the mark).
+        assert!(marked(&format!("{}/hangs/", std::process::id())).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_process_left_behind_by_a_binary_is_named_killed_and_fails_it() {
+        let dir = std::env::temp_dir().join(format!("xtask-lanes-leak-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A daemon in a session of its own (as a wrapper's fork reparented
+        // to init): the group kill would not reach it, the mark does.
+        let leaky = "setsid sleep 321 </dev/null >/dev/null 2>&1 &\nsleep 0.2\necho done";
+        let jobs = vec![script_job(&dir, "leaky", leaky, Duration::from_secs(30))];
+        let outcomes = run(jobs, 1, &[], &dir);
+        assert!(!outcomes[0].passed, "{:?}", outcomes[0]);
+        let failures = outcomes[0].failures.join("\n");
+        assert!(failures.contains("1 processes it started were left running"), "{failures}");
+        assert!(failures.contains("sleep 321"), "{failures}");
+        let gone = Instant::now() + Duration::from_secs(5);
+        while !marked(&format!("{}/leaky/", std::process::id())).is_empty() {
+            assert!(Instant::now() < gone, "the leftover was not killed");
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -33,6 +33,7 @@ mod house;
 mod imports;
 mod lanes;
 mod paths;
+mod steps;
 mod test;
 
 /// Set by the first Ctrl-C (or SIGTERM): finish the current step, skip the
@@ -168,7 +169,7 @@ fn main() -> ExitCode {
         Some("charts") => charts::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("house") => test::run_house(),
-        Some("features") => features::run(&test::workspace_root()),
+        Some("features") => features::run(&steps::workspace_root()),
         Some("imports") => imports::run(&args[1..]),
         Some("nemesis") => nemesis(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
@@ -226,7 +227,7 @@ fn demo(args: &[String]) -> ExitCode {
     }
     eprintln!("xtask demo: building the demo in release (the first build takes a few minutes)...");
     let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .current_dir(test::workspace_root())
+        .current_dir(steps::workspace_root())
         .args(["run", "--quiet", "--release", "--package", "xtask", "--bin", "demo"])
         .status();
     match status {

@@ -174,7 +174,7 @@ mod tests {
     use super::*;
 
     fn root() -> PathBuf {
-        crate::test::workspace_root()
+        crate::steps::workspace_root()
     }
 
     fn whats(rel: &str, crate_dir: &str, text: &str) -> Vec<String> {

@@ -1,14 +1,15 @@
 //! `cargo xtask test`: every test tier in one command, against a Cassandra
 //! this process starts and always stops.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use testkit::{Node, NodeConfig};
 
 use crate::interrupted;
+use crate::steps::{banner, cargo, output_to, run_status, suffix, workspace_root, Failures, Run, Status, Step};
 
 /// A Cassandra node that serves many test runs: the suite's shared node,
 /// and `cargo xtask emu`'s, which developers point test runs at
@@ -93,102 +94,6 @@ pub fn parse_args(args: &[String], env_seconds: Option<&str>, env_lanes: Option<
     Ok(o)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Status {
-    Passed,
-    Failed,
-    Skipped,
-}
-
-/// A step of the run. The house's builds make theirs on their own thread
-/// (see `house.rs`); they are recorded when it is joined.
-#[derive(Debug)]
-pub(crate) struct Step {
-    name: String,
-    status: Status,
-    note: String,
-    took: Duration,
-    /// Where its output went; printed whole when it failed.
-    pub(crate) log: Option<PathBuf>,
-}
-
-impl Step {
-    pub(crate) fn new(name: &str, started: Instant, status: Status, note: impl Into<String>) -> Step {
-        Step { name: name.to_string(), status, note: note.into(), took: started.elapsed(), log: None }
-    }
-}
-
-pub(crate) struct Run {
-    steps: Vec<Step>,
-}
-
-impl Run {
-    pub(crate) fn record(&mut self, name: &str, started: Instant, status: Status, note: impl Into<String>) {
-        self.add(Step::new(name, started, status, note));
-    }
-
-    /// Records a step, first printing its log if it failed.
-    pub(crate) fn add(&mut self, step: Step) {
-        if let (Status::Failed, Some(log)) = (&step.status, &step.log) {
-            match std::fs::read_to_string(log) {
-                Ok(text) => eprintln!("\n==== xtask test: {} ({})\n{text}", step.name, log.display()),
-                Err(e) => eprintln!("\nxtask test: cannot read {}: {e}", log.display()),
-            }
-        }
-        let tag = match step.status {
-            Status::Passed => "PASS",
-            Status::Failed => "FAIL",
-            Status::Skipped => "SKIP",
-        };
-        eprintln!("\nxtask test: {tag} {} ({:.1} s){}", step.name, step.took.as_secs_f64(), suffix(&step.note));
-        self.steps.push(step);
-    }
-
-    pub(crate) fn skip_rest(&mut self, names: &[&str]) {
-        for n in names {
-            self.record(n, Instant::now(), Status::Skipped, "interrupted");
-        }
-    }
-}
-
-fn suffix(note: &str) -> String {
-    if note.is_empty() {
-        String::new()
-    } else {
-        format!(": {note}")
-    }
-}
-
-pub(crate) fn banner(text: &str) {
-    eprintln!("\n==== xtask test: {text}");
-}
-
-pub fn workspace_root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
-}
-
-/// The `cargo` that runs this xtask (same toolchain), else `cargo` on PATH.
-pub(crate) fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-}
-
-pub(crate) fn run_status(cmd: &mut Command) -> Result<(), String> {
-    match cmd.status() {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("exited with {s}")),
-        Err(e) => Err(format!("could not run: {e}")),
-    }
-}
-
-/// Points `cmd`'s output (stdout and stderr, in order) at a new file `log`,
-/// and its input at nothing: for a command that runs beside others.
-pub(crate) fn output_to<'a>(cmd: &'a mut Command, log: &Path) -> Result<&'a mut Command, String> {
-    let out = std::fs::File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| format!("creating {}: {e}", log.display()))?;
-    Ok(cmd.stdin(Stdio::null()).stdout(out).stderr(err))
-}
-
 /// Runs `cargo test`, passing its output through, and on failure names the
 /// failed tests and their panics in the error (the summary is often all a CI
 /// log keeps of a long run).
@@ -251,30 +156,6 @@ impl Timings {
             for (seconds, name) in slowest.iter().take(n).filter(|s| s.0 >= 1.0) {
                 eprintln!("  {seconds:>8.1} s  {name}");
             }
-        }
-    }
-}
-
-/// What a `cargo test` output says of its failures: each failed test, and
-/// each panic with the line after it (the message).
-#[derive(Default)]
-pub(crate) struct Failures {
-    pub(crate) lines: Vec<String>,
-    after_panic: bool,
-}
-
-impl Failures {
-    pub(crate) fn see(&mut self, line: &str) {
-        if std::mem::take(&mut self.after_panic) {
-            if let Some(last) = self.lines.last_mut() {
-                last.push(' ');
-                last.push_str(line.trim());
-            }
-        } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... FAILED")) {
-            self.lines.push(format!("failed: {name}"));
-        } else if line.contains("panicked at") {
-            self.lines.push(format!("  {}", line.trim()));
-            self.after_panic = true;
         }
     }
 }
@@ -346,7 +227,11 @@ pub fn run(args: &[String]) -> ExitCode {
 
     // 2. Workspace tests (unit, integration against the server, loom models
     //    compiled without `--cfg loom`), then doc tests.
+    // Every process the suite's cargo commands start carries the run's mark
+    // (see lanes.rs): what still holds it at the end was left behind.
+    let run_mark = format!("{}/", std::process::id());
     let with_server = |cmd: &mut Command| {
+        cmd.env(crate::lanes::MARK, format!("{run_mark}cargo/"));
         match &server {
             Some(addr) => cmd.env(testkit::SHARDWISE_CASSANDRA, addr),
             // Tests start their own server (testkit::shared_node) then.
@@ -454,6 +339,19 @@ pub fn run(args: &[String]) -> ExitCode {
         for step in steps {
             run.add(step);
         }
+    }
+
+    // 7. No process any test started is left (the lanes check each binary
+    //    as it ends; this catches the rest: doc tests, `--only` runs).
+    banner("no process the tests started is left");
+    let t = Instant::now();
+    let left = crate::lanes::reap_marked(&run_mark, std::time::Duration::from_secs(20));
+    if left.is_empty() {
+        run.record("leftover processes", t, Status::Passed, "");
+    } else {
+        let lines: Vec<String> = left.iter().map(|(pid, cmd)| format!("pid {pid}: {cmd}")).collect();
+        let note = format!("{} processes left running (killed)\n{}", left.len(), lines.join("\n"));
+        run.record("leftover processes", t, Status::Failed, note);
     }
 
     // The build outputs of a clean run fill tens of gigabytes: say how much
