@@ -38,6 +38,20 @@ pub fn checks(root: &Path, run: &mut Run) {
         }
         Err(e) => run.record("outside paths", t, Status::Failed, e),
     }
+    // Every guarantee the README marks has a row in the claims ledger, and
+    // every test the ledger names exists (issue 54).
+    banner("the claims ledger (docs/claims.md) names tests that exist and every marked guarantee");
+    let t = Instant::now();
+    match crate::claims::check(root) {
+        Ok(found) if found.is_empty() => run.record("claims ledger", t, Status::Passed, ""),
+        Ok(found) => {
+            for f in &found {
+                eprintln!("  {f}");
+            }
+            run.record("claims ledger", t, Status::Failed, found.join("\n"));
+        }
+        Err(e) => run.record("claims ledger", t, Status::Failed, e),
+    }
     // Every crate's files stand in layers (issues 41 and 54).
     for crate_dir in crate::imports::workspace_crates(root) {
         banner(&format!("no import circle in {crate_dir} (cargo xtask imports {crate_dir})"));

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 mod bench;
 mod charts;
+mod claims;
 mod features;
 mod fuzz;
 mod house;
