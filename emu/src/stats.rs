@@ -58,6 +58,8 @@ pub(crate) struct Counters {
     pub(crate) cdc_refused: AtomicU64,
     pub(crate) cdc_log_failures: AtomicU64,
     pub(crate) lwt_unshaped: AtomicU64,
+    pub(crate) metadata_skipped: AtomicU64,
+    pub(crate) metadata_changed: AtomicU64,
 }
 
 pub(crate) fn inc(c: &AtomicU64) {
@@ -136,6 +138,13 @@ pub struct FrontStats {
     /// Scylla's (the front could not tell which row they address, or could
     /// not read it).
     pub lwt_unshaped: u64,
+    /// Rows answers to v4 EXECUTEs with `SCYLLA_USE_METADATA_ID` sent
+    /// without their column metadata (the client asked to skip it and its
+    /// metadata id was current).
+    pub metadata_skipped: u64,
+    /// Rows answers to v4 EXECUTEs with `SCYLLA_USE_METADATA_ID` that carried
+    /// `Metadata_changed` (the client's metadata id was stale).
+    pub metadata_changed: u64,
 }
 
 impl FrontStats {
@@ -257,6 +266,8 @@ impl Counters {
             cdc_refused: get(&self.cdc_refused),
             cdc_log_failures: get(&self.cdc_log_failures),
             lwt_unshaped: get(&self.lwt_unshaped),
+            metadata_skipped: get(&self.metadata_skipped),
+            metadata_changed: get(&self.metadata_changed),
         }
     }
 

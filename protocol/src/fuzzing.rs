@@ -279,6 +279,14 @@ pub fn sharding(data: &[u8]) {
     let mut r = Reader::new(data);
     let (Ok(token), Ok(low), Ok(high)) = (r.i64("token"), r.u16("low port"), r.u16("high port")) else { return };
     let Ok(supported) = r.string_multimap("supported") else { return };
+    // The other informational keys of SUPPORTED: a host id read is the one
+    // value's, and writes back as it was read (lowercase hyphenated aside).
+    let owned: Vec<(String, Vec<String>)> =
+        supported.iter().map(|(k, v)| ((*k).to_owned(), v.iter().map(|s| (*s).to_owned()).collect())).collect();
+    if let Some(id) = crate::handshake::host_id(&owned) {
+        let written = owned.iter().find(|(k, _)| k == crate::handshake::HOST_ID).and_then(|(_, v)| v.first());
+        assert_eq!(written.and_then(|w| uuid::Uuid::try_parse(w).ok()), Some(id));
+    }
     let info = ShardingInfo::from_supported(&supported);
     let again = ShardingInfo::from_entries(supported.iter().map(|(k, v)| (*k, v.iter())));
     assert_eq!(info, again, "the two readers of SUPPORTED disagree");

@@ -125,9 +125,16 @@ pub async fn fetch_nodes_at(
         )
         .await?;
     let mut nodes = Vec::new();
-    if let Some(row) = local.first_row::<LocalRow>().map_err(rows_error)? {
+    if let Some(mut row) = local.first_row::<LocalRow>().map_err(rows_error)? {
+        // ScyllaDB said the node's host id in SUPPORTED (SCYLLA_HOST_ID,
+        // docs/protocol.md §1.2): it stands in for a row without one.
+        row.0 = row.0.or(conn.host_id());
         nodes.extend(local_node(row, addr));
     }
+    // The connected node is the one whose host id the handshake gave (or
+    // system.local's): a peers row naming it again is not another node.
+    let connected = nodes.first().map(|n| n.host_id).or(conn.host_id());
+    let is_other = |n: &NodeInfo| Some(n.host_id) != connected;
     let port = addr.port();
     let v2 = conn
         .execute(
@@ -142,7 +149,9 @@ pub async fn fetch_nodes_at(
         Ok(result) => {
             for row in result.rows::<PeerV2Row>().map_err(rows_error)? {
                 nodes.extend(
-                    peer_v2_node(row.map_err(|e| rows_error(e.into()))?, port).and_then(|n| translated(n, translator)),
+                    peer_v2_node(row.map_err(|e| rows_error(e.into()))?, port)
+                        .filter(is_other)
+                        .and_then(|n| translated(n, translator)),
                 );
             }
         }
@@ -156,7 +165,9 @@ pub async fn fetch_nodes_at(
                 .await?;
             for row in result.rows::<PeerRow>().map_err(rows_error)? {
                 nodes.extend(
-                    peer_node(row.map_err(|e| rows_error(e.into()))?, port).and_then(|n| translated(n, translator)),
+                    peer_node(row.map_err(|e| rows_error(e.into()))?, port)
+                        .filter(is_other)
+                        .and_then(|n| translated(n, translator)),
                 );
             }
         }

@@ -305,6 +305,8 @@ mod tests {
             version: ProtocolVersion::V4,
             lz4,
             supported: Vec::new(),
+            metadata_id: false,
+            host_id: None,
             decoder: FrameDecoder::new(),
             framer: Framer::established(ProtocolVersion::V4, lz4),
         }

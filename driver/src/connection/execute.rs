@@ -75,7 +75,8 @@ async fn prepare_until(
 ) -> Result<PreparedStatement, ExecutionError> {
     let prepare = request::Prepare { query: text, keyspace: None };
     let envelope = conn.send_with(0, deadline, |write| Ok(write.write(&prepare))).await?;
-    match Response::from_envelope(envelope)?.message {
+    let metadata_id = conn.uses_metadata_id();
+    match Response::decode_ext(&envelope.header, envelope.body, None, metadata_id)?.message {
         ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, *p, conn.lwt_mask())),
         ResponseMessage::Error(e) => Err(e.into()),
         _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
@@ -126,7 +127,8 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
         let forgotten = {
             // Result columns that equal the cached ones are read in place.
             let known = statement.result_specs();
-            let response = Response::decode_known(&envelope.header, envelope.body, known.as_deref())?;
+            let response =
+                Response::decode_ext(&envelope.header, envelope.body, known.as_deref(), conn.uses_metadata_id())?;
             match response.message {
                 ResponseMessage::Result(result) => {
                     if let (ResultMessage::Rows(rows), Some(p)) = (&result, statement.as_prepared()) {

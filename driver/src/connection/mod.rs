@@ -119,6 +119,11 @@ pub(crate) struct Inner {
     pub(crate) sharding: Option<ShardingInfo>,
     /// Scylla's LWT mark in prepared metadata flags (0: not negotiated).
     pub(crate) lwt_mask: u32,
+    /// `SCYLLA_USE_METADATA_ID` negotiated: v4 PREPARED answers carry result
+    /// metadata ids (docs/protocol.md §1.8).
+    pub(crate) metadata_id: bool,
+    /// The node's host id from `SCYLLA_HOST_ID` in SUPPORTED.
+    pub(crate) host_id: Option<uuid::Uuid>,
     pub(crate) streams: Streams<Delivered>,
     pub(crate) queue: WriteQueue,
     /// Set when requests may write the socket themselves (`direct.rs`).
@@ -425,6 +430,19 @@ impl Connection {
         self.inner().lwt_mask
     }
 
+    /// Whether the connection negotiated `SCYLLA_USE_METADATA_ID` (result
+    /// metadata ids on v4, so prepared statements may skip result metadata
+    /// safely; docs/protocol.md §1.8).
+    pub fn uses_metadata_id(&self) -> bool {
+        self.inner().metadata_id
+    }
+
+    /// The node's host id, as its SUPPORTED said it (`SCYLLA_HOST_ID`,
+    /// ScyllaDB only): known from the handshake, before any query.
+    pub fn host_id(&self) -> Option<uuid::Uuid> {
+        self.inner().host_id
+    }
+
     /// Sends OPTIONS and waits for SUPPORTED: a liveness probe.
     pub async fn ping(&self) -> Result<(), ExecutionError> {
         self.send(&Options, 0).await.map(drop)
@@ -574,6 +592,8 @@ mod tests {
             version: ProtocolVersion::V4,
             lz4: false,
             supported: Vec::new(),
+            metadata_id: false,
+            host_id: None,
             decoder: FrameDecoder::new(),
             framer: Framer::established(ProtocolVersion::V4, false),
         }

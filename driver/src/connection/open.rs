@@ -171,6 +171,8 @@ impl Connection {
             supported: h.supported,
             sharding,
             lwt_mask,
+            metadata_id: h.metadata_id,
+            host_id: h.host_id,
             streams: Streams::new(config.max_streams),
             queue: Queue::with_capacity(capacity),
             direct: write.shared().filter(|_| !h.lz4).map(|socket| direct::Direct::new(socket, h.version)),

@@ -42,6 +42,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, node: usize, client: TcpStream, s
             shard,
             pending: Mutex::new(HashMap::new()),
             lwt_mark: AtomicBool::new(false),
+            metadata_id: AtomicBool::new(false),
             tablets_routing: AtomicBool::new(false),
             keyspace: Mutex::new(Keyspace::default()),
             to_client: ctx,

@@ -29,6 +29,9 @@
 //!   done its part (CDC log creation or mirroring, clean-up on DROP).
 //! - `SCYLLA_LWT_ADD_METADATA_MARK`: when negotiated, PREPARED answers of
 //!   conditional statements get bit 31 of their bind-metadata flags set.
+//! - `SCYLLA_USE_METADATA_ID`: when negotiated, v4 PREPARED answers get a
+//!   result metadata id and EXECUTEs are answered as ScyllaDB answers them
+//!   (skipped columns, `Metadata_changed`), see [`metadata_id`].
 //! - TOPOLOGY_CHANGE/STATUS_CHANGE events carry the front's address instead
 //!   of the Cassandra node's.
 //!
@@ -62,6 +65,7 @@ use frame::{error_frame, frame, response_frame};
 
 mod connection;
 mod frame;
+mod metadata_id;
 mod request;
 mod response;
 
@@ -96,6 +100,14 @@ enum Pending {
     /// A request that reached a node or shard holding no replica of its
     /// tablet: its answer gets the tablet's routing payload.
     Tablet(TabletRoute),
+    /// A v4 EXECUTE with `SCYLLA_USE_METADATA_ID`: sent to Cassandra
+    /// without the id and asking for the metadata; its rows are answered as
+    /// ScyllaDB does ([`metadata_id::answer`]), then get `route` if any.
+    MetadataId {
+        client_id: Bytes,
+        skip: bool,
+        route: Option<TabletRoute>,
+    },
 }
 pub(crate) struct Conn {
     shared: Arc<Shared>,
@@ -105,6 +117,8 @@ pub(crate) struct Conn {
     lwt_mark: AtomicBool,
     /// The client negotiated `TABLETS_ROUTING_V1`.
     tablets_routing: AtomicBool,
+    /// The client negotiated `SCYLLA_USE_METADATA_ID`.
+    metadata_id: AtomicBool,
     keyspace: Mutex<Keyspace>,
     to_client: Outbox,
     to_upstream: Outbox,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes};
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, ProtocolVersion};
+use shardwise_protocol::handshake::USE_METADATA_ID;
 use shardwise_protocol::request::{
     encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Startup, StatementKind,
 };
@@ -30,7 +31,8 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
     let h = env.header;
     inc(&conn.shared.counters.requests);
     let emu = conn.shared.config.emu_keyspace.as_str();
-    let decoded = AnyRequest::decode(h.opcode, h.version, &env.body);
+    let metadata_id = conn.metadata_id.load(Ordering::Relaxed);
+    let decoded = AnyRequest::decode_ext(h.opcode, h.version, metadata_id, &env.body);
     match decoded {
         Ok(AnyRequest::Options(_)) => {
             let message = ResponseMessage::Supported(conn.shared.supported(conn.node, conn.shard));
@@ -51,6 +53,8 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                     conn.lwt_mark.store(true, Ordering::Relaxed);
                 } else if k == TABLETS_ROUTING_V1 {
                     conn.tablets_routing.store(true, Ordering::Relaxed);
+                } else if k == USE_METADATA_ID {
+                    conn.metadata_id.store(true, Ordering::Relaxed);
                 } else if !(k.starts_with("SCYLLA_") || k.starts_with("TABLETS_") || k == "CLIENT_OPTIONS") {
                     options.push((k, v));
                 }
@@ -234,10 +238,28 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                     ..e.params.clone()
                 };
                 let lwt = Lwt::of(conditional, e.params.serial_consistency, e.params.skip_metadata);
-                let request = Execute { params, ..e };
+                // Cassandra's v4 knows no metadata id.
+                let request = Execute { params, result_metadata_id: None, ..e };
                 if let Some(frame) = encode(&h, &request) {
                     cdc_write(conn, h, frame, vec![item], ts, e.params.consistency, lwt, tablet);
                 }
+                return;
+            }
+            if let Some(client_id) = e.result_metadata_id {
+                // SCYLLA_USE_METADATA_ID: the id stays here, Cassandra sends the columns.
+                let skip = e.params.skip_metadata;
+                let params = QueryParameters { skip_metadata: false, ..e.params };
+                let request = Execute { id: e.id, result_metadata_id: None, params };
+                let Some(frame) = encode(&h, &request) else {
+                    conn.reply_error(h.stream, 0x000A, "EXECUTE not re-encodable");
+                    return;
+                };
+                let client_id = Bytes::copy_from_slice(client_id);
+                // A prepared USE has no rows, and its answer is awaited already.
+                if !info.is_use {
+                    conn.pend(h.stream, Pending::MetadataId { client_id, skip, route: tablet });
+                }
+                conn.forward_routed(&h, &frame[shardwise_protocol::frame::HEADER_LEN..], miss);
                 return;
             }
             if let Some(route) = tablet {
@@ -291,7 +313,12 @@ pub(super) fn prepare_lwt_dialect(
                     m.insert(owned.prepared.id.clone(), Arc::new(info));
                 }
                 inc(&conn.shared.counters.prepared_learned);
-                let message = ResponseMessage::Result(ResultMessage::Prepared(Box::new(owned.prepared)));
+                let mut prepared = owned.prepared;
+                if conn.metadata_id.load(Ordering::Relaxed) {
+                    let specs = prepared.result_metadata.specs.as_deref().unwrap_or_default();
+                    prepared.result_metadata_id = Some(super::metadata_id::of(specs));
+                }
+                let message = ResponseMessage::Result(ResultMessage::Prepared(Box::new(prepared)));
                 conn.reply(response_frame(h.stream, message));
             }
             Some(Err((code, message))) => conn.reply_error(h.stream, code, &message),

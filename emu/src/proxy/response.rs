@@ -41,12 +41,16 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
         }
         Some(Pending::Prepare { lwt, text, at }) => {
             let keyspace = at.keyspace.clone();
-            let body = learn_prepared(conn, &env, lwt, &text, at);
+            let mut body = learn_prepared(conn, &env, lwt, &text, at);
             let conditional = match classify(&text) {
                 Dml::Parsed(statement) if statement.is_conditional() => Some(statement),
                 _ => None,
             };
+            let metadata_id = conn.metadata_id.load(Ordering::Relaxed);
             let Some(statement) = conditional else {
+                if metadata_id {
+                    body = super::metadata_id::prepared(&h, &body);
+                }
                 let _ = conn.to_client.send(frame(&h, h.flags.0, &body));
                 return;
             };
@@ -61,11 +65,18 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
                         Ok(Response { message: ResponseMessage::Result(ResultMessage::Prepared(mut p)), .. }),
                     ) => {
                         p.result_metadata = shape.metadata(false);
+                        if metadata_id {
+                            let specs = p.result_metadata.specs.as_deref().unwrap_or_default();
+                            p.result_metadata_id = Some(super::metadata_id::of(specs));
+                        }
                         response_frame(h.stream, ResponseMessage::Result(ResultMessage::Prepared(p)))
                     }
                     _ => None,
                 };
-                let _ = conn.to_client.send(prepared.unwrap_or_else(|| frame(&h, h.flags.0, &body)));
+                let _ = conn.to_client.send(prepared.unwrap_or_else(|| {
+                    let body = if metadata_id { super::metadata_id::prepared(&h, &body) } else { body };
+                    frame(&h, h.flags.0, &body)
+                }));
             });
         }
         Some(Pending::SchemaTables(read)) => {
@@ -74,6 +85,13 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
         }
         Some(Pending::Tablet(route)) => {
             let _ = conn.to_client.send(with_tablet_route(&h, &env.body, &route));
+        }
+        Some(Pending::MetadataId { client_id, skip, route }) => {
+            let body = super::metadata_id::answer(conn, &h, &env.body, &client_id, skip);
+            let _ = conn.to_client.send(match route {
+                Some(route) => with_tablet_route(&h, &body, &route),
+                None => frame(&h, h.flags.0, &body),
+            });
         }
         Some(Pending::Use) => {
             let set = match Response::decode(&h, env.body.clone()) {

@@ -126,6 +126,9 @@ impl Shared {
             one("SCYLLA_LWT_ADD_METADATA_MARK", "LWT_OPTIMIZATION_META_BIT_MASK=2147483648".into()),
             one("SCYLLA_RATE_LIMIT_ERROR", "ERROR_CODE=61440".into()),
             one("TABLETS_ROUTING_V1", String::new()),
+            // Result metadata ids on v4 (docs/protocol.md §1.8; ScyllaDB's
+            // docs/dev/protocol-extensions.md, "Negotiate sending metadata id").
+            one("SCYLLA_USE_METADATA_ID", String::new()),
         ];
         if let Some(id) = n.host_id {
             v.push(one("SCYLLA_HOST_ID", id.hyphenated().to_string()));

@@ -13,6 +13,7 @@ mod cdc_replay;
 mod cdc_scylla_workload;
 mod describe;
 mod lwt;
+mod metadata_id;
 mod python;
 mod scylla_cdc;
 mod scylla_driver;
