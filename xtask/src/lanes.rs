@@ -326,8 +326,9 @@ fn run_job(job: &Job, env: &[(String, String)], log_dir: &Path) -> (Outcome, Str
 }
 
 /// How long processes a binary started may take to end after it (a
-/// launcher stops its server once its lifeline closes).
-const LEFTOVER_GRACE: Duration = if cfg!(test) { Duration::from_secs(1) } else { Duration::from_secs(20) };
+/// launcher stops its server once its lifeline closes, and a JVM on a
+/// loaded 2-core machine may take half a minute to shut down).
+const LEFTOVER_GRACE: Duration = if cfg!(test) { Duration::from_secs(1) } else { Duration::from_secs(60) };
 
 /// How a job's process ended.
 enum Ended {

@@ -345,7 +345,7 @@ pub fn run(args: &[String]) -> ExitCode {
     //    as it ends; this catches the rest: doc tests, `--only` runs).
     banner("no process the tests started is left");
     let t = Instant::now();
-    let left = crate::lanes::reap_marked(&run_mark, std::time::Duration::from_secs(20));
+    let left = crate::lanes::reap_marked(&run_mark, std::time::Duration::from_secs(60));
     if left.is_empty() {
         run.record("leftover processes", t, Status::Passed, "");
     } else {
