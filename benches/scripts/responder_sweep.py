@@ -42,8 +42,22 @@ def main():
     ap.add_argument("--driver-cpus", default="1")
     ap.add_argument("--bin", default="target/release")
     ap.add_argument("--out", default="target/responder-sweep")
+    ap.add_argument("--summary-only", action="store_true",
+                    help="only write DIR/summary.md from the JSON files already in DIR")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.summary_only:
+        summary = []
+        for workload in a.workloads.split(","):
+            for threads in a.threads.split(","):
+                s = collected(a, workload, threads)
+                if s:
+                    summary.append(s)
+        md = summary_markdown(a, summary)
+        with open(os.path.join(a.out, "summary.md"), "w") as f:
+            f.write(md)
+        print(md)
+        return
     pin = os.cpu_count() >= 2
     responder_cmd = [
         os.path.join(a.bin, "responder"),
@@ -110,6 +124,22 @@ def sweep(a, pin, workload, threads):
     return {"workload": workload, "threads": threads, "peak": peak, "cells": cells}
 
 
+def collected(a, workload, threads):
+    """The cells of one sweep already on disk (a sweep cut short has fewer)."""
+    cells = []
+    for name in ["closed"] + [f"r{int(f * 100)}" for f in FRACTIONS]:
+        path = os.path.join(a.out, f"{workload}-t{threads}-{name}.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            c = json.load(f)
+        cells.append((name, c.get("rate"), c))
+    if not cells or cells[0][0] != "closed":
+        return None
+    peak = med([r["official"]["throughput"] for r in cells[0][2]["runs"]])
+    return {"workload": workload, "threads": threads, "peak": peak, "cells": cells}
+
+
 def summary_markdown(a, summary):
     out = []
     for s in summary:
@@ -121,9 +151,9 @@ def summary_markdown(a, summary):
         out.append(
             "| load | rate/s | CPU µs/req shardwise | official | CPU ratio | p50 ms s / o | p99 ms s / o | "
             "p99.9 ms s / o | max ms s / o | p50 ratio | p99 ratio | p99.9 ratio | max ratio | "
-            "p99 ratio per round |"
+            "p99 ratio per round | from the send: p99 ratio | p99.9 ratio |"
         )
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
         for name, rate, c in s["cells"]:
             runs = c["runs"]
             ms = lambda d, k: med([r[d][k] for r in runs])
@@ -138,7 +168,8 @@ def summary_markdown(a, summary):
                 f"{ms('shardwise', 'p99_ms'):.3f} / {ms('official', 'p99_ms'):.3f} | "
                 f"{ms('shardwise', 'p999_ms'):.3f} / {ms('official', 'p999_ms'):.3f} | "
                 f"{ms('shardwise', 'max_ms'):.3f} / {ms('official', 'max_ms'):.3f} | "
-                f"{m['p50']:.3f} | **{m['p99']:.3f}** | **{m['p999']:.3f}** | {m['max']:.3f} | {per_round} |"
+                f"{m['p50']:.3f} | **{m['p99']:.3f}** | **{m['p999']:.3f}** | {m['max']:.3f} | {per_round} | "
+                f"{m.get('svc_p99', float('nan')):.3f} | {m.get('svc_p999', float('nan')):.3f} |"
             )
         out.append("")
     return "\n".join(out) + "\n"

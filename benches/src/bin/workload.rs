@@ -26,7 +26,10 @@
 //! Measured per run (after the warm-up): elapsed, throughput, latency
 //! percentiles (HDR histogram, from just before `execute` to the decoded
 //! answer; with `--rate`, from the time the request was due on the rate's
-//! timeline, so that queueing behind a slow answer counts: open loop), client CPU (user + system of the whole process from
+//! timeline, so that queueing behind a slow answer counts: open loop; and,
+//! beside them, from the send: without the wait for the request's turn,
+//! which at a rate includes the wake-up up to 1 ms after the due time that
+//! tokio's timer granularity adds), client CPU (user + system of the whole process from
 //! `getrusage(RUSAGE_SELF)`, so the drivers' background tasks count), CPU
 //! utilisation, CPU per request, heap allocations per request (a counting
 //! global allocator), errors.
@@ -443,6 +446,9 @@ fn load_rows(c: &Common) -> u64 {
 /// What one thread (task) collects.
 struct ThreadStats {
     histogram: Histogram<u64>,
+    /// Latency from just before `execute` (the same as `histogram` in a
+    /// closed loop; without the wait for the request's turn at a rate).
+    service: Histogram<u64>,
     ops: u64,
     errors: u64,
     missing_rows: u64,
@@ -454,6 +460,7 @@ impl ThreadStats {
         Ok(ThreadStats {
             // Nanoseconds, 1 ns .. 100 s, 3 significant digits.
             histogram: Histogram::new_with_bounds(1, 100_000_000_000, 3)?,
+            service: Histogram::new_with_bounds(1, 100_000_000_000, 3)?,
             ops: 0,
             errors: 0,
             missing_rows: 0,
@@ -559,11 +566,13 @@ async fn one_loop<D: Driver>(l: Arc<Loops<D>>) {
             l.db.read((cycle % phase.rows.max(1)) as i64).await
         };
         let ns = t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        let service_ns = now.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
         let mut s = l.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.ops += 1;
         match result {
             Ok(found) => {
                 s.histogram.saturating_record(ns.max(1));
+                s.service.saturating_record(service_ns.max(1));
                 if !found {
                     s.missing_rows += 1;
                 }
@@ -607,6 +616,12 @@ struct RunReport {
     cpu_us_per_op: f64,
     allocs: u64,
     allocs_per_op: f64,
+    /// Latency from just before `execute` (at a rate: without the wait for
+    /// the request's turn, and so without tokio's 1 ms timer granularity).
+    svc_p50_ms: f64,
+    svc_p99_ms: f64,
+    svc_p999_ms: f64,
+    svc_max_ms: f64,
 }
 
 async fn run_phase<D: Driver>(
@@ -654,9 +669,11 @@ async fn measure<D: Driver>(db: D, c: &Common, driver: DriverKind) -> anyhow::Re
     drop(db);
 
     let mut hist = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)?;
+    let mut service = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)?;
     let (mut ops, mut errors, mut missing_rows, mut first_error) = (0u64, 0u64, 0u64, None);
     for s in stats {
         hist.add(&s.histogram)?;
+        service.add(&s.service)?;
         ops += s.ops;
         errors += s.errors;
         missing_rows += s.missing_rows;
@@ -692,6 +709,10 @@ async fn measure<D: Driver>(db: D, c: &Common, driver: DriverKind) -> anyhow::Re
         cpu_us_per_op: per_op(cpu_s * 1e6),
         allocs,
         allocs_per_op: per_op(allocs as f64),
+        svc_p50_ms: ms(service.value_at_quantile(0.5)),
+        svc_p99_ms: ms(service.value_at_quantile(0.99)),
+        svc_p999_ms: ms(service.value_at_quantile(0.999)),
+        svc_max_ms: ms(service.max()),
     })
 }
 
@@ -799,6 +820,10 @@ fn report_fields(r: &RunReport) -> String {
         r.cpu_util,
         r.cpu_us_per_op,
         r.allocs_per_op,
+        r.svc_p50_ms,
+        r.svc_p99_ms,
+        r.svc_p999_ms,
+        r.svc_max_ms,
     ];
     let mut f = vec![
         r.driver.name().to_string(),
@@ -820,8 +845,8 @@ fn report_fields(r: &RunReport) -> String {
 /// The inverse of [`report_fields`].
 fn parse_report_fields(line: &str) -> anyhow::Result<RunReport> {
     let f: Vec<&str> = line.split('\t').collect();
-    if f.len() != 25 {
-        bail!("a report line of {} fields, not 25: {line:?}", f.len());
+    if f.len() != 29 {
+        bail!("a report line of {} fields, not 29: {line:?}", f.len());
     }
     let int = |i: usize| f[i].parse::<u64>().with_context(|| format!("report field {i}: {:?}", f[i]));
     let num = |i: usize| f[i].parse::<f64>().with_context(|| format!("report field {i}: {:?}", f[i]));
@@ -850,7 +875,11 @@ fn parse_report_fields(line: &str) -> anyhow::Result<RunReport> {
         cpu_util: num(21)?,
         cpu_us_per_op: num(22)?,
         allocs_per_op: num(23)?,
-        first_error: Some(f[24].to_string()).filter(|e| !e.is_empty()),
+        svc_p50_ms: num(24)?,
+        svc_p99_ms: num(25)?,
+        svc_p999_ms: num(26)?,
+        svc_max_ms: num(27)?,
+        first_error: Some(f[28].to_string()).filter(|e| !e.is_empty()),
     })
 }
 
@@ -907,6 +936,10 @@ fn print_report(r: &RunReport) {
         "    Latency [ms]  mean {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
         r.mean_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms
     );
+    println!(
+        "  from the send [ms]  p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
+        r.svc_p50_ms, r.svc_p99_ms, r.svc_p999_ms, r.svc_max_ms
+    );
     if let Some(e) = &r.first_error {
         println!("      First error  {e}");
     }
@@ -918,7 +951,8 @@ fn report_json(r: &RunReport) -> String {
         "{{\"driver\": {}, \"workload\": {}, \"threads\": {}, \"concurrency\": {}, \"connections\": {}, \"protocol\": {}, \
          \"elapsed_s\": {}, \"ops\": {}, \"errors\": {}, \"missing_rows\": {}, \"throughput\": {}, \"mean_ms\": {}, \"p50_ms\": {}, \
          \"p90_ms\": {}, \"p99_ms\": {}, \"p999_ms\": {}, \"max_ms\": {}, \"cpu_user_s\": {}, \"cpu_sys_s\": {}, \"cpu_s\": {}, \
-         \"cpu_util_pct\": {}, \"cpu_us_per_op\": {}, \"allocs\": {}, \"allocs_per_op\": {}, \"first_error\": {}}}",
+         \"cpu_util_pct\": {}, \"cpu_us_per_op\": {}, \"allocs\": {}, \"allocs_per_op\": {}, \"svc_p50_ms\": {}, \"svc_p99_ms\": {}, \
+         \"svc_p999_ms\": {}, \"svc_max_ms\": {}, \"first_error\": {}}}",
         json::string(r.driver.name()),
         json::string(r.workload.name()),
         r.threads,
@@ -943,6 +977,10 @@ fn report_json(r: &RunReport) -> String {
         json::number(r.cpu_us_per_op),
         r.allocs,
         json::number(r.allocs_per_op),
+        json::number(r.svc_p50_ms),
+        json::number(r.svc_p99_ms),
+        json::number(r.svc_p999_ms),
+        json::number(r.svc_max_ms),
         r.first_error.as_deref().map(json::string).unwrap_or_else(|| "null".into()),
     )
 }
@@ -957,6 +995,9 @@ struct Ratios {
     /// The tail beyond p99: what an open-loop run (`--rate`) shows most.
     p999: f64,
     max: f64,
+    /// p99 and p99.9 from the send (see [`RunReport::svc_p99_ms`]).
+    svc_p99: f64,
+    svc_p999: f64,
 }
 
 impl Ratios {
@@ -968,6 +1009,8 @@ impl Ratios {
             p99: s.p99_ms / o.p99_ms,
             p999: s.p999_ms / o.p999_ms,
             max: s.max_ms / o.max_ms,
+            svc_p99: s.svc_p99_ms / o.svc_p99_ms,
+            svc_p999: s.svc_p999_ms / o.svc_p999_ms,
         }
     }
 }
@@ -1004,6 +1047,8 @@ fn compare_summary(runs: Vec<(RunReport, RunReport)>) -> Comparison {
         p99: pick(|r| r.p99),
         p999: pick(|r| r.p999),
         max: pick(|r| r.max),
+        svc_p99: pick(|r| r.svc_p99),
+        svc_p999: pick(|r| r.svc_p999),
     };
     let median_allocs = (
         median(runs.iter().map(|(s, _)| s.allocs_per_op).collect()),
@@ -1063,13 +1108,13 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
         c.consistency.to_ascii_uppercase(),
         cmp.runs.len()
     );
-    md.push_str("| round | driver | protocol | ops/s | CPU µs/op | CPU util % | allocs/op | p50 ms | p99 ms | p99.9 ms | max ms | errors |\n");
-    md.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| round | driver | protocol | ops/s | CPU µs/op | CPU util % | allocs/op | p50 ms | p99 ms | p99.9 ms | max ms | from the send: p50, p99, p99.9 ms | errors |\n");
+    md.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (i, (s, o)) in cmp.runs.iter().enumerate() {
         for r in [s, o] {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+                "| {} | {} | {} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3}, {:.3}, {:.3} | {} |",
                 i + 1,
                 r.driver.name(),
                 r.protocol,
@@ -1081,31 +1126,36 @@ fn comparison_markdown(c: &Common, cmp: &Comparison, label: Option<&str>) -> Str
                 r.p99_ms,
                 r.p999_ms,
                 r.max_ms,
+                r.svc_p50_ms,
+                r.svc_p99_ms,
+                r.svc_p999_ms,
                 r.errors
             );
         }
     }
     md.push_str(
-        "\n| shardwise / official | CPU per request | throughput | p50 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        "\n| shardwise / official | CPU per request | throughput | p50 | p99 | p99.9 | max | p99 from the send | p99.9 from the send |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (i, r) in cmp.ratios.iter().enumerate() {
         let _ = writeln!(
             md,
-            "| round {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            "| round {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
             i + 1,
             r.cpu_per_op,
             r.throughput,
             r.p50,
             r.p99,
             r.p999,
-            r.max
+            r.max,
+            r.svc_p99,
+            r.svc_p999
         );
     }
     let m = &cmp.median;
     let _ = writeln!(
         md,
-        "| **median** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** |",
-        m.cpu_per_op, m.throughput, m.p50, m.p99, m.p999, m.max
+        "| **median** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** | **{:.3}** |",
+        m.cpu_per_op, m.throughput, m.p50, m.p99, m.p999, m.max, m.svc_p99, m.svc_p999
     );
     let _ = writeln!(
         md,
@@ -1136,13 +1186,15 @@ fn comparison_json(c: &Common, cmp: &Comparison, label: Option<&str>) -> String 
     j.push_str(&runs.join(", "));
     let ratio = |r: &Ratios| {
         format!(
-            "{{\"cpu_per_op\": {}, \"throughput\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {}}}",
+            "{{\"cpu_per_op\": {}, \"throughput\": {}, \"p50\": {}, \"p99\": {}, \"p999\": {}, \"max\": {}, \"svc_p99\": {}, \"svc_p999\": {}}}",
             json::number(r.cpu_per_op),
             json::number(r.throughput),
             json::number(r.p50),
             json::number(r.p99),
             json::number(r.p999),
-            json::number(r.max)
+            json::number(r.max),
+            json::number(r.svc_p99),
+            json::number(r.svc_p999)
         )
     };
     let ratios: Vec<String> = cmp.ratios.iter().map(ratio).collect();
@@ -1295,6 +1347,10 @@ mod tests {
             cpu_us_per_op: 750.0,
             allocs: 11_000,
             allocs_per_op: 11.0,
+            svc_p50_ms: 0.5,
+            svc_p99_ms: 1.5,
+            svc_p999_ms: 2.5,
+            svc_max_ms: 4.5,
         };
         let back = parse_report_fields(&report_fields(&r)).expect("parse");
         let expected = RunReport { first_error: Some("timed out after 5 s".into()), ..r };
@@ -1334,6 +1390,10 @@ mod tests {
                 cpu_us_per_op: 33.0,
                 allocs: 0,
                 allocs_per_op: 0.0,
+                svc_p50_ms: 1.0,
+                svc_p99_ms: 3.0,
+                svc_p999_ms: p999_ms,
+                svc_max_ms: max_ms,
             }))
             .expect("parse");
             r.driver = driver;
