@@ -687,6 +687,7 @@ struct Reader {
     /// batch, two per fenced chunk (a serial read and a batch).
     beat_budget: usize,
     beat_requests: usize,
+    beat_started: Time,
     next_op: u64,
 }
 
@@ -774,6 +775,7 @@ pub(super) struct Sim {
     /// Ownership changes seen by the survey.
     moves: u64,
     moves_at_settle: Option<u64>,
+    settled_at: Time,
     /// `SHARDWISE_SIM_TRACE=<group>`: that group's history, printed.
     trace: Option<StreamId>,
 }
@@ -814,6 +816,7 @@ impl Sim {
             calm_from: 0,
             moves: 0,
             moves_at_settle: None,
+            settled_at: 0,
             trace: None,
         };
         sim.trace = std::env::var("SHARDWISE_SIM_TRACE")
@@ -916,6 +919,7 @@ impl Sim {
             beat_refusals: 0,
             beat_budget: 0,
             beat_requests: 0,
+            beat_started: 0,
             next_op: 0,
         });
         self.report.joins += 1;
@@ -1140,6 +1144,7 @@ impl Sim {
         reader.beat_refusals = 0;
         reader.beat_budget = 0;
         reader.beat_requests = 0;
+        reader.beat_started = now;
         self.holder_step(r, step);
     }
 
@@ -1191,7 +1196,9 @@ impl Sim {
                  {moved} groups (bound {bound})"
             ));
         }
-        if !self.chaos() && self.moves_at_settle.is_some() && active {
+        // Heartbeats that started once the readers settled.
+        let steady = self.moves_at_settle.is_some() && self.readers[r].beat_started > self.settled_at;
+        if !self.chaos() && steady && active {
             let lwts = self.readers[r].beat_lwts;
             self.report.steady.push((held, lwts));
             if lwts as usize != batches(held + 1, BATCH_ROWS) {
@@ -1586,6 +1593,7 @@ impl Sim {
         }
         if unread == 0 && now > self.calm_from && self.moves_at_settle.is_none() && self.balanced() {
             self.moves_at_settle = Some(self.moves);
+            self.settled_at = now;
         }
     }
 
