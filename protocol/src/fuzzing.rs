@@ -197,7 +197,7 @@ pub fn request(data: &[u8]) {
     for metadata_id in [false, true] {
         let Ok(req) = AnyRequest::decode_ext(opcode, version, metadata_id, body) else { continue };
         let mut again = Vec::new();
-        if req.encode(version, 0, 0, &mut again).is_ok() {
+        if req.encode_ext(version, metadata_id, 0, 0, &mut again).is_ok() {
             let back = AnyRequest::decode_ext(opcode, version, metadata_id, &again[HEADER_LEN..]);
             assert_eq!(back.as_ref().ok(), Some(&req), "request re-encoding changed it");
         }

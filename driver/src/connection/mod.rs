@@ -57,7 +57,7 @@ use std::time::Instant;
 
 use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::{Envelope, ProtocolVersion, HEADER_LEN};
-use shardwise_protocol::request::{encode_request, write_request, Options, Request};
+use shardwise_protocol::request::{encode_request, write_request, Negotiated, Options, Request};
 use shardwise_protocol::response::Event;
 use shardwise_protocol::sharding::ShardingInfo;
 use shardwise_protocol::EncodeError;
@@ -464,6 +464,10 @@ impl TryWrite<'_, '_> {
     /// Offers `request` to the write buffer (see the type's docs).
     pub(crate) fn write<R: Request>(self, request: &R) -> Poll<Result<(), ExecutionError>> {
         let TryWrite { inner, id, flags, cx } = self;
+        // A v4 EXECUTE carries a result metadata id exactly when this
+        // connection negotiated SCYLLA_USE_METADATA_ID, whatever the
+        // statement holds (it may have been prepared on another node).
+        let request = &Negotiated { request, metadata_id: inner.metadata_id };
         let version = inner.version;
         let body_len = request.body_len(version)?;
         let total = HEADER_LEN + body_len;

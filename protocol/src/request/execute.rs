@@ -16,9 +16,9 @@ use crate::types::ser::{RawValues, SerializeValues};
 pub struct Execute<'a, V> {
     /// The prepared statement id.
     pub id: &'a [u8],
-    /// The result metadata id from PREPARE (v5: written as empty when
-    /// absent; v4: written when present, which only a connection that
-    /// negotiated `SCYLLA_USE_METADATA_ID` has, PREPARE having given it).
+    /// The result metadata id from PREPARE, written as empty when absent,
+    /// in v5 and in v4 with `SCYLLA_USE_METADATA_ID` (encode through
+    /// [`super::Negotiated`]); a plain v4 EXECUTE leaves it out.
     pub result_metadata_id: Option<&'a [u8]>,
     /// Parameters and values.
     pub params: QueryParameters<'a, V>,
@@ -46,18 +46,24 @@ impl<'a> Execute<'a, RawValues<'a>> {
 impl<V: SerializeValues> Request for Execute<'_, V> {
     const OPCODE: Opcode = Opcode::Execute;
     fn body_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
+        self.body_len_ext(version, false)
+    }
+    fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
+        self.encode_body_ext(version, false, buf)
+    }
+    fn body_len_ext(&self, version: ProtocolVersion, metadata_id: bool) -> Result<usize, EncodeError> {
         if self.params.keyspace.is_some() {
             return Err(EncodeError::InvalidValue { what: "EXECUTE", reason: "the keyspace is fixed at prepare time" });
         }
         let mut n = codec::short_bytes_len("statement id", self.id)?;
-        if version == ProtocolVersion::V5 || self.result_metadata_id.is_some() {
+        if version.carries_metadata_id(metadata_id) {
             n += codec::short_bytes_len("result metadata id", self.result_metadata_id.unwrap_or(&[]))?;
         }
         Ok(n + self.params.encoded_len(version)?)
     }
-    fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
+    fn encode_body_ext(&self, version: ProtocolVersion, metadata_id: bool, buf: &mut impl BufMut) {
         codec::put_short_bytes(buf, self.id);
-        if version == ProtocolVersion::V5 || self.result_metadata_id.is_some() {
+        if version.carries_metadata_id(metadata_id) {
             codec::put_short_bytes(buf, self.result_metadata_id.unwrap_or(&[]));
         }
         self.params.encode(version, buf);

@@ -38,6 +38,41 @@ pub trait Request {
     /// Writes the body. Only called after [`Self::body_len`] succeeded, and
     /// writes exactly that many bytes.
     fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut);
+    /// [`Self::body_len`] on a connection that negotiated Scylla's
+    /// `SCYLLA_USE_METADATA_ID` when `metadata_id` is set (only EXECUTE
+    /// differs: a v4 EXECUTE then carries a result metadata id).
+    fn body_len_ext(&self, version: ProtocolVersion, metadata_id: bool) -> Result<usize, EncodeError> {
+        let _ = metadata_id;
+        self.body_len(version)
+    }
+    /// [`Self::encode_body`] on a connection that negotiated
+    /// `SCYLLA_USE_METADATA_ID` when `metadata_id` is set.
+    fn encode_body_ext(&self, version: ProtocolVersion, metadata_id: bool, buf: &mut impl BufMut) {
+        let _ = metadata_id;
+        self.encode_body(version, buf)
+    }
+}
+
+/// `request` as a connection that negotiated `SCYLLA_USE_METADATA_ID` (when
+/// `metadata_id` is set) writes it: a v4 EXECUTE carries its result metadata
+/// id, empty when it has none, as v5's does; without the extension a v4
+/// EXECUTE never carries one. Every encoder takes it as a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Negotiated<'r, R> {
+    /// The request.
+    pub request: &'r R,
+    /// `SCYLLA_USE_METADATA_ID` was negotiated.
+    pub metadata_id: bool,
+}
+
+impl<R: Request> Request for Negotiated<'_, R> {
+    const OPCODE: Opcode = R::OPCODE;
+    fn body_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
+        self.request.body_len_ext(version, self.metadata_id)
+    }
+    fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
+        self.request.encode_body_ext(version, self.metadata_id, buf)
+    }
 }
 
 /// Writes a whole envelope (header and body) for `request` into `buf`,
@@ -160,6 +195,23 @@ impl<'a> AnyRequest<'a> {
             AnyRequest::Execute(r) => encode_request(r, version, stream, flags, buf),
             AnyRequest::Register(r) => encode_request(r, version, stream, flags, buf),
             AnyRequest::Batch(r) => encode_request(r, version, stream, flags, buf),
+        }
+    }
+    /// [`Self::encode`] on a connection that negotiated Scylla's
+    /// `SCYLLA_USE_METADATA_ID` when `metadata_id` is set ([`Negotiated`]).
+    pub fn encode_ext(
+        &self,
+        version: ProtocolVersion,
+        metadata_id: bool,
+        stream: i16,
+        flags: u8,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize, EncodeError> {
+        match self {
+            AnyRequest::Execute(request) => {
+                encode_request(&Negotiated { request, metadata_id }, version, stream, flags, buf)
+            }
+            other => other.encode(version, stream, flags, buf),
         }
     }
 }

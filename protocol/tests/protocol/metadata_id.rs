@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{EnvelopeHeader, Opcode, ProtocolVersion, HEADER_LEN};
-use shardwise_protocol::request::{encode_request, AnyRequest, Execute, QueryParameters};
+use shardwise_protocol::request::{encode_request, AnyRequest, Execute, Negotiated, QueryParameters};
 use shardwise_protocol::response::{Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::types::ser::RawValues;
 use shardwise_protocol::types::ColumnType;
@@ -64,20 +64,34 @@ fn a_v4_execute_sends_the_id_before_its_parameters() {
         skip_metadata: true,
         ..QueryParameters::new(Consistency::One, RawValues { names: None, values: vec![] })
     };
-    let execute = Execute { id: &[0xAA, 0xBB], result_metadata_id: Some(b"MD"), params: params.clone() };
+    let execute = Execute { id: &[0xAA, 0xBB], result_metadata_id: Some(b"MD"), params };
     let mut wire = Vec::new();
-    encode_request(&execute, V4, 3, 0, &mut wire).expect("encodes");
+    encode_request(&Negotiated { request: &execute, metadata_id: true }, V4, 3, 0, &mut wire).expect("encodes");
     // <id><result metadata id><consistency ONE><flags: skip metadata>
     assert_eq!(&wire[HEADER_LEN..], [0, 2, 0xAA, 0xBB, 0, 2, b'M', b'D', 0, 1, 0x02]);
     let back = AnyRequest::decode_ext(Opcode::Execute, V4, true, &wire[HEADER_LEN..]).expect("decodes");
-    assert_eq!(back, AnyRequest::Execute(execute));
+    assert_eq!(back, AnyRequest::Execute(execute.clone()));
     // A server without the extension reads the id as the parameters.
     assert!(AnyRequest::decode(Opcode::Execute, V4, &wire[HEADER_LEN..]).is_err());
-    // No id known (the extension not negotiated): v4's EXECUTE as it was.
-    let plain = Execute { id: &[0xAA, 0xBB], result_metadata_id: None, params };
+    // Not negotiated: v4's EXECUTE as it was, even for a statement that
+    // has an id (prepared on another node that offered the extension).
+    for request in [&execute, &Execute { result_metadata_id: None, ..execute.clone() }] {
+        for metadata_id in [None, Some(false)] {
+            let mut wire = Vec::new();
+            match metadata_id {
+                None => encode_request(request, V4, 3, 0, &mut wire),
+                Some(metadata_id) => encode_request(&Negotiated { request, metadata_id }, V4, 3, 0, &mut wire),
+            }
+            .expect("encodes");
+            assert_eq!(&wire[HEADER_LEN..], [0, 2, 0xAA, 0xBB, 0, 1, 0x02]);
+        }
+    }
+    // Negotiated, but a statement without an id (prepared where the
+    // extension was not offered): an empty id, which the server finds stale.
+    let without = Execute { result_metadata_id: None, ..execute };
     let mut wire = Vec::new();
-    encode_request(&plain, V4, 3, 0, &mut wire).expect("encodes");
-    assert_eq!(&wire[HEADER_LEN..], [0, 2, 0xAA, 0xBB, 0, 1, 0x02]);
+    encode_request(&Negotiated { request: &without, metadata_id: true }, V4, 3, 0, &mut wire).expect("encodes");
+    assert_eq!(&wire[HEADER_LEN..], [0, 2, 0xAA, 0xBB, 0, 0, 0, 1, 0x02]);
 }
 
 #[test]
