@@ -31,7 +31,7 @@
 //!   conditional statements get bit 31 of their bind-metadata flags set.
 //! - `SCYLLA_USE_METADATA_ID`: when negotiated, v4 PREPARED answers get a
 //!   result metadata id and EXECUTEs are answered as ScyllaDB answers them
-//!   (skipped columns, `Metadata_changed`), see [`metadata_id`].
+//!   (skipped columns, `Metadata_changed`), see `proxy/metadata_id.rs`.
 //! - TOPOLOGY_CHANGE/STATUS_CHANGE events carry the front's address instead
 //!   of the Cassandra node's.
 //!
