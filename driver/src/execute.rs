@@ -23,7 +23,7 @@ use std::sync::Arc;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::request::{self, Execute, Query, QueryParameters, Request, StatementKind};
 use shardwise_protocol::token::Token;
-use shardwise_protocol::types::ser::{InMarkerOrder, SerializeValues};
+use shardwise_protocol::types::ser::{DynValues, InMarkerOrder, SerializeValues};
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
@@ -106,6 +106,15 @@ pub trait Executable<V> {
     fn route(&self, _values: &V) -> Option<Route<'_>> {
         None
     }
+
+    /// An unprepared statement with bind values, and the values: the
+    /// session prepares it first (once per text: the session caches it)
+    /// and executes it prepared, as the official driver does, so that the
+    /// values are checked against the markers' types, bound by name where
+    /// they are named, and the request routed to its replicas.
+    fn prepare_first<'v>(&'v self, _values: &'v V) -> Option<(&'v Statement, &'v (dyn DynValues + Sync + 'v))> {
+        None
+    }
 }
 
 /// Where an execution goes: its table and its partition key's token.
@@ -129,7 +138,23 @@ fn prepared_route<'a, V: SerializeValues + ?Sized>(p: &'a PreparedStatement, val
     Some(Route { keyspace: spec.keyspace.as_str(), table: spec.table.as_str(), token, lwt: p.is_lwt() })
 }
 
-impl<V: SerializeValues> Executable<V> for Statement {
+/// Values matched to bind markers by name cannot go with a statement whose
+/// markers are unknown (they would be bound in field order).
+fn positional<V: SerializeValues + ?Sized>(values: &V) -> Result<(), EncodeError> {
+    if values.by_name() {
+        return Err(EncodeError::InvalidValue {
+            what: "bind values",
+            reason: "values matched to the markers by name need a prepared statement (Session::prepare, Session::prepare_batch)",
+        });
+    }
+    Ok(())
+}
+
+/// Through a session, an unprepared statement with values is prepared first
+/// ([`Executable::prepare_first`]); sent as it is (on a chosen
+/// [`Connection`](crate::Connection), or without values), its values go
+/// positionally, and values bound by name are refused.
+impl<V: SerializeValues + Sync> Executable<V> for Statement {
     fn options(&self) -> &StatementOptions {
         self.options()
     }
@@ -139,7 +164,11 @@ impl<V: SerializeValues> Executable<V> for Statement {
         params: Params<'_>,
         visitor: R,
     ) -> Result<R::Output, EncodeError> {
+        positional(values)?;
         Ok(visitor.visit(&Query { query: self.text(), params: params.query(values) }))
+    }
+    fn prepare_first<'v>(&'v self, values: &'v V) -> Option<(&'v Statement, &'v (dyn DynValues + Sync + 'v))> {
+        (values.count() > 0).then_some((self, values as &(dyn DynValues + Sync)))
     }
 }
 
@@ -212,6 +241,9 @@ impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
     fn route(&self, values: &V) -> Option<Route<'_>> {
         (**self).route(values)
     }
+    fn prepare_first<'v>(&'v self, values: &'v V) -> Option<(&'v Statement, &'v (dyn DynValues + Sync + 'v))> {
+        (**self).prepare_first(values)
+    }
 }
 
 /// A statement that can be part of a batch.
@@ -232,8 +264,8 @@ impl BatchEntry for Statement {
     fn kind(&self) -> StatementKind<'_> {
         StatementKind::Query(self.text())
     }
-    fn check<V: SerializeValues>(&self, _: &V) -> Result<(), EncodeError> {
-        Ok(())
+    fn check<V: SerializeValues>(&self, values: &V) -> Result<(), EncodeError> {
+        positional(values)
     }
     fn prepared(&self) -> Option<&PreparedStatement> {
         None

@@ -77,6 +77,9 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
                 fn encode_for(&self, specs: &[#krate::types::ColumnSpec], buf: &mut impl #krate::bytes::BufMut) {
                     #derived::encode_by_name(self, specs, buf)
                 }
+                fn by_name(&self) -> bool {
+                    true
+                }
             },
             by_name(&input, &fields),
         ),

@@ -99,6 +99,9 @@ async fn reprepare(
     Ok(())
 }
 
+/// How many times one attempt prepares its statement again.
+const MAX_REPREPARES: u32 = 3;
+
 /// Runs `statement` on one chosen connection: builds the request in place,
 /// decodes the answer, follows `METADATA_CHANGED` and re-prepares on
 /// `UNPREPARED`, calling `on_reprepared` with the prepared statement once it
@@ -117,7 +120,10 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
 ) -> Result<QueryResult, ExecutionError> {
     let mut on_reprepared = Some(on_reprepared);
     let flags = if statement.options().tracing { Flags::TRACING } else { 0 };
-    let mut reprepared = false;
+    // A node may forget the statement again right after it was prepared
+    // there (a schema change of its table invalidates it while requests
+    // race it): a few times, within the deadline.
+    let mut reprepares = 0;
     loop {
         // Only references to the statement and the values are held across
         // the await; the request is built inside the connection's write.
@@ -146,9 +152,13 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                         }
                     }
                     // Only rows read the specs: a write's answer takes no
-                    // reference to them.
+                    // reference to them. The ones the rows were decoded
+                    // against: another request may have replaced the
+                    // statement's meanwhile (a table altered), and rows
+                    // whose columns were left out as equal to these must be
+                    // read with these.
                     let specs = match &result {
-                        ResultMessage::Rows(_) => statement.result_specs(),
+                        ResultMessage::Rows(_) => known,
                         _ => None,
                     };
                     return Ok(QueryResult {
@@ -159,7 +169,9 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                 }
                 ResponseMessage::Error(e) => {
                     let forgotten = match &e.kind {
-                        ErrorKind::Unprepared { id } => statement.prepared_with_id(id).filter(|_| !reprepared),
+                        ErrorKind::Unprepared { id } => {
+                            statement.prepared_with_id(id).filter(|_| reprepares < MAX_REPREPARES)
+                        }
                         _ => None,
                     };
                     match forgotten {
@@ -177,6 +189,6 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
         if let Some(report) = on_reprepared.take() {
             report(forgotten);
         }
-        reprepared = true;
+        reprepares += 1;
     }
 }

@@ -125,3 +125,43 @@ async fn unset_values_leave_columns_untouched() {
     s.execute(&upsert, (MaybeUnset::Set("bo"), MaybeUnset::<&str>::Unset, from_option, 1i64)).await.expect("partial");
     assert_eq!(users(&s, &ks).await, [(1, Some("bo".to_owned()), None, Some(2))]);
 }
+
+/// The bind values of `UPDATE users SET name = ?, email = ? WHERE id = ?`,
+/// by name, declared in another order than the markers.
+#[derive(shardwise::SerializeValues)]
+struct Contact<'a> {
+    id: i64,
+    email: &'a str,
+    name: &'a str,
+}
+
+/// An unprepared statement with values is prepared first (once: the
+/// session caches it), as the official driver does: a struct's fields are
+/// bound by name, values of the wrong type are refused before anything is
+/// sent. Sent as it is on a chosen connection, values bound by name are
+/// refused rather than bound in field order. Regression: they were sent
+/// positionally, so `Contact` wrote its email into `name`.
+#[tokio::test]
+async fn unprepared_statements_with_values_are_prepared_first() {
+    let (s, ks) = session(ProtocolVersion::V4).await;
+    let text = format!("UPDATE {ks}.users SET name = ?, email = ? WHERE id = ?");
+    let update = Statement::new(text.clone());
+    let before = s.metrics().prepares;
+    for id in [7i64, 8] {
+        s.execute(&update, Contact { id, email: "ann@example.com", name: "ann" }).await.expect("by name");
+    }
+    assert_eq!(s.metrics().prepares - before, 1, "prepared once, then taken from the cache");
+    let rows = users(&s, &ks).await;
+    assert_eq!(rows[0], (7, Some("ann".to_owned()), Some("ann@example.com".to_owned()), None), "bound by name");
+    let e = s.execute(&update, ("bo", "bo@example.com", 9i32)).await.expect_err("an int for a bigint marker");
+    assert!(matches!(e, shardwise::ExecutionError::Encode(_)), "refused before it is sent: {e}");
+    s.execute(&update, ("bo", "bo@example.com", 9i64)).await.expect("positional values, typed");
+
+    let conn = s.connections().into_iter().next().expect("a connection");
+    let params = shardwise::execute::Params::new(Consistency::One);
+    let e = conn
+        .execute(&update, &Contact { id: 10, email: "x", name: "y" }, params)
+        .await
+        .expect_err("by name on an unprepared statement sent as it is");
+    assert!(e.to_string().contains("need a prepared statement"), "{e}");
+}

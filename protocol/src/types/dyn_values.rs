@@ -38,6 +38,8 @@ pub trait DynValues {
     fn dyn_encode(&self, buf: &mut dyn BufMut);
     /// [`SerializeValues::encode_for`].
     fn dyn_encode_for(&self, specs: &[ColumnSpec], buf: &mut dyn BufMut);
+    /// [`SerializeValues::by_name`].
+    fn dyn_by_name(&self) -> bool;
 }
 
 impl<V: SerializeValues> DynValues for V {
@@ -58,6 +60,9 @@ impl<V: SerializeValues> DynValues for V {
     }
     fn dyn_encode_for(&self, specs: &[ColumnSpec], mut buf: &mut dyn BufMut) {
         self.encode_for(specs, &mut buf)
+    }
+    fn dyn_by_name(&self) -> bool {
+        self.by_name()
     }
 }
 
@@ -82,10 +87,13 @@ macro_rules! impl_dyn {
             fn encode_for(&self, specs: &[ColumnSpec], buf: &mut impl BufMut) {
                 self.dyn_encode_for(specs, buf)
             }
+            fn by_name(&self) -> bool {
+                self.dyn_by_name()
+            }
         }
     )*};
 }
-impl_dyn!(dyn DynValues + '_, dyn DynValues + Send + '_, dyn DynValues + Send + Sync + '_);
+impl_dyn!(dyn DynValues + '_, dyn DynValues + Send + '_, dyn DynValues + Sync + '_, dyn DynValues + Send + Sync + '_);
 
 #[cfg(test)]
 mod tests {

@@ -78,6 +78,12 @@ pub trait SerializeValues {
         let _ = specs;
         self.encode(buf)
     }
+    /// Whether the values are matched to the bind markers by name (a
+    /// struct that `#[derive(SerializeValues)]`), and so need the markers'
+    /// names: a statement without them (unprepared) cannot bind them.
+    fn by_name(&self) -> bool {
+        false
+    }
 }
 
 /// Bind values together with the bind markers of the prepared statement
@@ -138,6 +144,9 @@ impl<V: SerializeValues + ?Sized> SerializeValues for InMarkerOrder<'_, V> {
     }
     fn encode_for(&self, _specs: &[ColumnSpec], buf: &mut impl BufMut) {
         self.encode(buf)
+    }
+    fn by_name(&self) -> bool {
+        self.values.by_name()
     }
 }
 
@@ -962,6 +971,9 @@ macro_rules! impl_values_deref {
             }
             fn encode_for(&self, specs: &[ColumnSpec], buf: &mut impl BufMut) {
                 <$target as SerializeValues>::encode_for(self, specs, buf)
+            }
+            fn by_name(&self) -> bool {
+                <$target as SerializeValues>::by_name(self)
             }
         }
     )*};
