@@ -74,3 +74,29 @@ async fn a_prepared_select_skips_metadata_on_v4_and_follows_alter_table() {
     assert_eq!(front.stats().metadata_skipped - after.metadata_skipped, 3, "skipped again with the new id");
     assert_eq!(front.stats().metadata_changed, after.metadata_changed, "no change told twice");
 }
+
+/// The official driver negotiates the extension too (scylla 1.9): its
+/// prepared `SELECT *` through the front skips the metadata and reads the
+/// column added meanwhile, told by `Metadata_changed`.
+#[tokio::test]
+async fn the_official_driver_follows_alter_table_with_metadata_ids() {
+    let front = start_front(FrontConfig::default());
+    let s = crate::support::session(&front).await;
+    let ks = crate::support::keyspace(&s, "metaid_official").await;
+    s.query_unpaged(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, a int)"), &[]).await.expect("ddl");
+    s.query_unpaged(format!("INSERT INTO {ks}.t (pk, a) VALUES (1, 10)"), &[]).await.expect("insert");
+    let text = format!("SELECT * FROM {ks}.t WHERE pk = ?");
+    let select = s.prepare(text.as_str()).await.expect("prepare");
+    let before = front.stats();
+    let rows = s.execute_unpaged(&select, (1i32,)).await.expect("select").into_rows_result().expect("rows");
+    assert_eq!(rows.first_row::<(i32, i32)>().expect("two columns"), (1, 10));
+    assert_eq!(front.stats().metadata_skipped - before.metadata_skipped, 1, "metadata skipped");
+    s.query_unpaged(format!("ALTER TABLE {ks}.t ADD b text"), &[]).await.expect("alter");
+    s.query_unpaged(format!("UPDATE {ks}.t SET b = 'new' WHERE pk = 1"), &[]).await.expect("update");
+    // Prepared again by another client, so the EXECUTE is not UNPREPARED.
+    crate::support::session(&front).await.prepare(text.as_str()).await.expect("prepared elsewhere");
+    let before = front.stats();
+    let rows = s.execute_unpaged(&select, (1i32,)).await.expect("select").into_rows_result().expect("rows");
+    assert_eq!(rows.first_row::<(i32, i32, Option<String>)>().expect("three columns"), (1, 10, Some("new".into())));
+    assert_eq!(front.stats().metadata_changed - before.metadata_changed, 1, "Metadata_changed");
+}
