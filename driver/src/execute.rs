@@ -172,6 +172,17 @@ impl<V: SerializeValues + Sync> Executable<V> for Statement {
     }
 }
 
+impl PreparedStatement {
+    /// The token of the partition `values` bind (as the official
+    /// `PreparedStatement::calculate_token`): the values taken in the bind
+    /// markers' order, so a struct matched to them by name gives the token
+    /// its key has. `None` when the statement binds no whole key, a key
+    /// value is null, or the table's partitioner is not supported.
+    pub fn calculate_token<V: SerializeValues + ?Sized>(&self, values: &V) -> Option<Token> {
+        prepared_route(self, values).map(|route| route.token)
+    }
+}
+
 impl<V: SerializeValues> Executable<V> for PreparedStatement {
     fn options(&self) -> &StatementOptions {
         self.options()

@@ -165,3 +165,22 @@ async fn unprepared_statements_with_values_are_prepared_first() {
         .expect_err("by name on an unprepared statement sent as it is");
     assert!(e.to_string().contains("need a prepared statement"), "{e}");
 }
+
+/// `calculate_token` takes the values in the markers' order: a struct
+/// bound by name gives the token of the key it binds. Regression: the
+/// guide's recipe (`routing::partition_token(pk_indexes, &values, ..)`)
+/// took a by-name struct in field order, and hashed its email as the key.
+#[tokio::test]
+async fn a_token_is_calculated_from_values_bound_by_name() {
+    let (s, ks) = session(ProtocolVersion::V4).await;
+    let update = s.prepare(format!("UPDATE {ks}.users SET name = ?, email = ? WHERE id = ?")).await.expect("prepare");
+    let by_name = Contact { id: 42, email: "e@example.com", name: "n" };
+    let positional = ("n", "e@example.com", 42i64);
+    let token = update.calculate_token(&positional).expect("a token");
+    assert_eq!(update.calculate_token(&by_name), Some(token));
+    let key = s.prepare(format!("SELECT id FROM {ks}.users WHERE id = ?")).await.expect("prepare");
+    assert_eq!(key.calculate_token(&(42i64,)), Some(token), "the token of id 42");
+    let partitioner = update.partitioner().expect("murmur3");
+    let naive = shardwise::routing::partition_token(update.pk_indexes(), &by_name, partitioner);
+    assert_ne!(naive, Some(token), "field order hashes another column: the recipe's bug");
+}
