@@ -519,7 +519,7 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn printer under faketime");
-        children.push((name, child, out));
+        children.push((name, Group(Some(child)), out));
     }
     write(&session, &ks, &plan, 20, Duration::from_millis(100)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -528,8 +528,9 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     for (name, child, out) in &mut children {
-        assert!(child.try_wait().expect("try_wait").is_none(), "the printer {name} runs on");
-        kill_group(child);
+        let running = child.0.as_mut().map(|c| c.try_wait().expect("try_wait").is_none());
+        assert_eq!(running, Some(true), "the printer {name} runs on");
+        child.end();
         let (seen, n) = read_output(out);
         for (pk, ops) in &expected {
             assert_eq!(seen.get(pk), Some(ops), "clock {name}: pk {pk}, every change once, in write order");
@@ -539,13 +540,28 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Kills `child` and every process of its group (it was spawned with
-/// `process_group(0)`: the group's id is its pid), then reaps it.
-fn kill_group(child: &mut Child) {
-    let group = format!("-{}", child.id());
-    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
-    let _ = child.kill();
-    let _ = child.wait();
+/// A child in a process group of its own (spawned with `process_group(0)`:
+/// the group's id is its pid), killed with its group when it is ended or
+/// dropped: a failed assertion does not leave it running after the test.
+struct Group(Option<Child>);
+
+impl Group {
+    /// Kills the child and every process of its group, then reaps it (once:
+    /// its pid is not signalled again after it was reaped).
+    fn end(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 /// The library `faketime` preloads, as it sets `LD_PRELOAD` for its
