@@ -25,6 +25,18 @@ async fn session(version: ProtocolVersion, compression: Compression) -> Session 
         .expect("session")
 }
 
+/// A session through `proxy` alone (the fault proxy frames v4 only).
+async fn through(proxy: &FaultProxy) -> Session {
+    SessionBuilder::new()
+        .known_node_addr(proxy.addr())
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .discover_topology(false)
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session through the proxy")
+}
+
 async fn keyspace(s: &Session, prefix: &str) -> String {
     let ks = testkit::fresh_keyspace(prefix);
     for ddl in every_type_schema(&ks) {
@@ -418,14 +430,7 @@ async fn prepared_select_follows_alter_table() {
 #[tokio::test]
 async fn request_timeout_is_a_typed_error() {
     let proxy = FaultProxy::start(testkit::shared_node().expect("server")).expect("proxy");
-    let s = SessionBuilder::new()
-        .known_node_addr(proxy.addr())
-        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
-        .discover_topology(false)
-        .default_consistency(Consistency::One)
-        .build()
-        .await
-        .expect("session through the proxy");
+    let s = through(&proxy).await;
     proxy.set_rules(vec![Rule::new(Action::Delay(Duration::from_millis(500))).direction(Direction::ToClient)]);
     let slow = Statement::new("SELECT key FROM system.local").with_timeout(Duration::from_millis(50));
     let err = s.execute(&slow, ()).await.expect_err("timeout");
@@ -989,14 +994,7 @@ async fn metrics_count_requests_by_kind_connections_and_timeouts() {
 
     // A request timeout, through a proxy that holds the answers back.
     let proxy = FaultProxy::start(node).expect("proxy");
-    let slow = SessionBuilder::new()
-        .known_node_addr(proxy.addr())
-        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
-        .discover_topology(false)
-        .default_consistency(Consistency::One)
-        .build()
-        .await
-        .expect("session through the proxy");
+    let slow = through(&proxy).await;
     let before = slow.metrics();
     proxy.set_rules(vec![Rule::new(Action::Delay(Duration::from_millis(500))).direction(Direction::ToClient)]);
     let late = Statement::new("SELECT key FROM system.local").with_timeout(Duration::from_millis(50));
