@@ -715,15 +715,19 @@ impl Coordinator {
 
     /// Fences the groups taken together, past their backoff; the others
     /// keep their leases and are fenced on a later heartbeat. So are those
-    /// whose lease may run out before the fence is answered (a claim
-    /// answered late: the reader was paused): a fence applied after the
-    /// lease expired would take the group from its next holder while it
-    /// reads it. Taken back on the next heartbeat, they are fenced then.
+    /// whose lease may run out before the fence lands (a claim answered
+    /// late: the reader was paused): a fence applied after the lease
+    /// expired would take the group from its next holder while it reads
+    /// it. A lease is fenced only while it is surely held for the fence's
+    /// bound, or all but a heartbeat of its time when the bound is as long
+    /// (an answer within the bound leaves that much); the others are taken
+    /// back on the next heartbeat and fenced then.
     fn fence(&mut self, beat: Box<Beat>, now: Duration) -> Step {
         let Beat { mut taken, generation, now: due, .. } = *beat;
-        let (held_for, bound) = (self.timing.held_for, self.timing.query_bound);
+        let held_for = self.timing.held_for;
+        let margin = self.timing.query_bound.min(held_for.saturating_sub(self.timing.heartbeat));
         taken.retain(|(g, sent)| {
-            self.backoff.get(&g.key).is_none_or(|(_, at)| *at <= due) && *sent + held_for >= now + bound
+            self.backoff.get(&g.key).is_none_or(|(_, at)| *at <= due) && *sent + held_for >= now + margin
         });
         if taken.is_empty() {
             return self.issue(Phase::Loading, Request::LoadGeneration(generation));
