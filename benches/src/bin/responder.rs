@@ -648,3 +648,105 @@ fn finish(out: &mut [u8], start: usize) {
     let len = (out.len() - start - HEADER_LEN) as u32;
     out[start + 5..start + 9].copy_from_slice(&len.to_be_bytes());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server() -> Arc<Server> {
+        let cli = Cli::try_parse_from(["responder", "--shards", "3"]).expect("parse");
+        Arc::new(Server {
+            cli,
+            shard_aware_port: 19042,
+            prepared: RwLock::new(HashMap::new()),
+            next_shard: AtomicUsize::new(0),
+        })
+    }
+
+    #[test]
+    fn the_metadata_queries_are_typed_as_scylla_types_them() {
+        let q =
+            "SELECT host_id, rpc_address, data_center, rack, tokens, cluster_name FROM system.local WHERE key='local'";
+        let (columns, ks, table) = parse_select(q).expect("a select");
+        assert_eq!((ks.as_str(), table.as_str(), columns.len()), ("system", "local", 6));
+        let types: Vec<ColumnType> = columns.iter().map(|c| column_type(&ks, &table, c)).collect();
+        assert_eq!(
+            types,
+            [
+                ColumnType::Uuid,
+                ColumnType::Inet,
+                ColumnType::Text,
+                ColumnType::Text,
+                ColumnType::Set(Box::new(ColumnType::Text)),
+                ColumnType::Text
+            ]
+        );
+        let ResponseMessage::Result(ResultMessage::Rows(rows)) = server().query(q) else { panic!("not rows") };
+        assert_eq!(rows.rows_count(), 1);
+        let ResponseMessage::Result(ResultMessage::Rows(rows)) = server().query("SELECT peer FROM system.peers") else {
+            panic!("not rows")
+        };
+        assert_eq!(rows.rows_count(), 0);
+        assert!(
+            matches!(server().query("USE ks"), ResponseMessage::Result(ResultMessage::SetKeyspace(k)) if k == "ks")
+        );
+        assert!(matches!(
+            server().query("CREATE TABLE ks.t (a int PRIMARY KEY)"),
+            ResponseMessage::Result(ResultMessage::Void)
+        ));
+    }
+
+    #[test]
+    fn a_prepared_read_answers_twice_its_key_and_a_write_a_void() {
+        let s = server();
+        let mut conn = Conn { server: s.clone(), shard: 0, statements: HashMap::new() };
+        let select = "SELECT v1, v2 FROM ks.kv WHERE pk = ?";
+        let ResponseMessage::Result(ResultMessage::Prepared(p)) = s.prepare(select) else { panic!("not prepared") };
+        assert_eq!(p.metadata.pk_indexes, [0]);
+        assert_eq!(p.metadata.specs[0].typ, ColumnType::BigInt);
+        // EXECUTE: id, consistency ONE, flags VALUES | SKIP_METADATA, one bigint value 21.
+        let mut body = (p.id.len() as u16).to_be_bytes().to_vec();
+        body.extend_from_slice(&p.id);
+        body.extend_from_slice(&[0, 1, 0x03, 0, 1, 0, 0, 0, 8]);
+        body.extend_from_slice(&21i64.to_be_bytes());
+        let mut out = Vec::new();
+        conn.answer(4, 7, Opcode::Execute as u8, &body, &mut out);
+        let head: &[u8; HEADER_LEN] = out[..HEADER_LEN].try_into().expect("a header");
+        let header = shardwise_protocol::frame::EnvelopeHeader::decode(head, 1 << 20).expect("header");
+        assert_eq!((header.stream, header.opcode), (7, Opcode::Result));
+        let response = Response::decode(&header, Bytes::copy_from_slice(&out[HEADER_LEN..])).expect("response");
+        let ResponseMessage::Result(ResultMessage::Rows(rows)) = response.message else { panic!("not rows") };
+        assert_eq!(rows.rows_count(), 1);
+        let v1 = &rows.raw_rows()[..12];
+        assert_eq!(v1, [&8i32.to_be_bytes()[..], &42i64.to_be_bytes()].concat());
+
+        let insert = "INSERT INTO ks.kv (pk, v1, v2) VALUES (?, ?, ?)";
+        let ResponseMessage::Result(ResultMessage::Prepared(p)) = s.prepare(insert) else { panic!("not prepared") };
+        let types: Vec<&ColumnType> = p.metadata.specs.iter().map(|s| &s.typ).collect();
+        assert_eq!(types, [&ColumnType::BigInt, &ColumnType::BigInt, &ColumnType::Text]);
+        let mut body = (p.id.len() as u16).to_be_bytes().to_vec();
+        body.extend_from_slice(&p.id);
+        body.extend_from_slice(&[0, 1, 0]);
+        out.clear();
+        conn.answer(4, 8, Opcode::Execute as u8, &body, &mut out);
+        assert_eq!(&out[HEADER_LEN..], 1i32.to_be_bytes());
+        // An unknown id is UNPREPARED; a v5 request a protocol error.
+        out.clear();
+        conn.answer(4, 9, Opcode::Execute as u8, &[0, 2, 9, 9, 0, 1, 0], &mut out);
+        assert_eq!(out[4], Opcode::Error as u8);
+        assert_eq!(&out[HEADER_LEN..HEADER_LEN + 4], code::UNPREPARED.to_be_bytes());
+        out.clear();
+        conn.answer(5, 1, Opcode::Options as u8, &[], &mut out);
+        assert_eq!(&out[HEADER_LEN..HEADER_LEN + 4], code::PROTOCOL_ERROR.to_be_bytes());
+    }
+
+    #[test]
+    fn supported_names_the_shard_and_the_shard_aware_port() {
+        let conn = Conn { server: server(), shard: 2, statements: HashMap::new() };
+        let supported = ResponseMessage::Supported(conn.supported());
+        assert_eq!(supported.supported_option("SCYLLA_SHARD"), Some("2"));
+        assert_eq!(supported.supported_option("SCYLLA_NR_SHARDS"), Some("3"));
+        assert_eq!(supported.supported_option("SCYLLA_SHARD_AWARE_PORT"), Some("19042"));
+        assert_eq!(supported.supported_option("SCYLLA_SHARDING_ALGORITHM"), Some("biased-token-round-robin"));
+    }
+}
