@@ -23,7 +23,7 @@ use std::sync::Arc;
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::request::{self, Execute, Query, QueryParameters, Request, StatementKind};
 use shardwise_protocol::token::Token;
-use shardwise_protocol::types::ser::{DynValues, InMarkerOrder, SerializeValues};
+use shardwise_protocol::types::ser::{InMarkerOrder, SerializeValues};
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
@@ -106,15 +106,6 @@ pub trait Executable<V> {
     fn route(&self, _values: &V) -> Option<Route<'_>> {
         None
     }
-
-    /// An unprepared statement with bind values, and the values: the
-    /// session prepares it first (once per text: the session caches it)
-    /// and executes it prepared, as the official driver does, so that the
-    /// values are checked against the markers' types, bound by name where
-    /// they are named, and the request routed to its replicas.
-    fn prepare_first<'v>(&'v self, _values: &'v V) -> Option<(&'v Statement, &'v (dyn DynValues + Sync + 'v))> {
-        None
-    }
 }
 
 /// Where an execution goes: its table and its partition key's token.
@@ -150,11 +141,10 @@ fn positional<V: SerializeValues + ?Sized>(values: &V) -> Result<(), EncodeError
     Ok(())
 }
 
-/// Through a session, an unprepared statement with values is prepared first
-/// ([`Executable::prepare_first`]); sent as it is (on a chosen
-/// [`Connection`](crate::Connection), or without values), its values go
-/// positionally, and values bound by name are refused.
-impl<V: SerializeValues + Sync> Executable<V> for Statement {
+/// An unprepared statement's values go positionally (its markers' names and
+/// types are unknown); values matched by name are refused, never bound in
+/// field order. Prepare a statement that carries values.
+impl<V: SerializeValues> Executable<V> for Statement {
     fn options(&self) -> &StatementOptions {
         self.options()
     }
@@ -166,9 +156,6 @@ impl<V: SerializeValues + Sync> Executable<V> for Statement {
     ) -> Result<R::Output, EncodeError> {
         positional(values)?;
         Ok(visitor.visit(&Query { query: self.text(), params: params.query(values) }))
-    }
-    fn prepare_first<'v>(&'v self, values: &'v V) -> Option<(&'v Statement, &'v (dyn DynValues + Sync + 'v))> {
-        (values.count() > 0).then_some((self, values as &(dyn DynValues + Sync)))
     }
 }
 
@@ -251,9 +238,6 @@ impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
     }
     fn route(&self, values: &V) -> Option<Route<'_>> {
         (**self).route(values)
-    }
-    fn prepare_first<'v>(&'v self, values: &'v V) -> Option<(&'v Statement, &'v (dyn DynValues + Sync + 'v))> {
-        (**self).prepare_first(values)
     }
 }
 

@@ -69,11 +69,7 @@ impl ResultMetadata {
         // Skipped by the server, or read in place and equal to the known ones.
         let left_out = flags & flag::NO_METADATA != 0
             || known.is_some_and(|known| known.len() == columns_count && specs_match(r, global, known));
-        let specs = if left_out {
-            None
-        } else {
-            Some(decode_specs(r, global, columns_count)?)
-        };
+        let specs = if left_out { None } else { Some(decode_specs(r, global, columns_count)?) };
         Ok(ResultMetadata { columns_count, paging_state, new_metadata_id, specs })
     }
 

@@ -80,18 +80,6 @@ impl Session {
         self.request(statement, values, paging_state.map_or(Page::First, Page::After))
     }
 
-    /// An unprepared statement with values, prepared first (through the
-    /// session's cache) and executed prepared with the statement's options.
-    async fn request_prepared_first(
-        &self,
-        unprepared: &crate::statement::Statement,
-        values: &(dyn shardwise_protocol::types::ser::DynValues + Sync + '_),
-        page: Page<'_>,
-    ) -> Result<QueryResult, ExecutionError> {
-        let prepared = self.prepare(unprepared.clone()).await?;
-        self.request::<_, &(dyn shardwise_protocol::types::ser::DynValues + Sync), _>(&prepared, values, page).await
-    }
-
     /// One request: `values` owned or borrowed.
     async fn request<E: Executable<V>, V, B: Borrow<V>>(
         &self,
@@ -100,11 +88,6 @@ impl Session {
         page: Page<'_>,
     ) -> Result<QueryResult, ExecutionError> {
         let values = values.borrow();
-        if let Some((unprepared, values)) = statement.prepare_first(values) {
-            // Boxed: a path that would otherwise make every request's
-            // future larger.
-            return Box::pin(self.request_prepared_first(unprepared, values, page)).await;
-        }
         let started = Instant::now();
         let options = statement.options();
         // The request's settings, resolved here and nowhere else.

@@ -135,35 +135,28 @@ struct Contact<'a> {
     name: &'a str,
 }
 
-/// An unprepared statement with values is prepared first (once: the
-/// session caches it), as the official driver does: a struct's fields are
-/// bound by name, values of the wrong type are refused before anything is
-/// sent. Sent as it is on a chosen connection, values bound by name are
-/// refused rather than bound in field order. Regression: they were sent
-/// positionally, so `Contact` wrote its email into `name`.
+/// Values matched to the markers by name cannot go with an unprepared
+/// statement (its markers' names are unknown): refused, never bound in
+/// field order; prepared, the same struct binds by name. Regression: they
+/// were sent positionally, so `Contact` wrote its email into `name`.
 #[tokio::test]
-async fn unprepared_statements_with_values_are_prepared_first() {
+async fn values_bound_by_name_need_a_prepared_statement() {
     let (s, ks) = session(ProtocolVersion::V4).await;
     let text = format!("UPDATE {ks}.users SET name = ?, email = ? WHERE id = ?");
-    let update = Statement::new(text.clone());
-    let before = s.metrics().prepares;
-    for id in [7i64, 8] {
-        s.execute(&update, Contact { id, email: "ann@example.com", name: "ann" }).await.expect("by name");
-    }
-    assert_eq!(s.metrics().prepares - before, 1, "prepared once, then taken from the cache");
+    let e = s
+        .execute(&Statement::new(text.clone()), Contact { id: 7, email: "ann@example.com", name: "ann" })
+        .await
+        .expect_err("by name on an unprepared statement");
+    assert!(e.to_string().contains("need a prepared statement"), "{e}");
+    let mut batch: Batch = Batch::default();
+    batch.append_statement(text.clone());
+    let contact = Contact { id: 7, email: "ann@example.com", name: "ann" };
+    let e = s.execute(&batch, [&contact as &dyn DynValues]).await.expect_err("by name in a batch not prepared");
+    assert!(e.to_string().contains("need a prepared statement"), "{e}");
+    let update = s.prepare(text).await.expect("prepare");
+    s.execute(&update, Contact { id: 7, email: "ann@example.com", name: "ann" }).await.expect("by name, prepared");
     let rows = users(&s, &ks).await;
     assert_eq!(rows[0], (7, Some("ann".to_owned()), Some("ann@example.com".to_owned()), None), "bound by name");
-    let e = s.execute(&update, ("bo", "bo@example.com", 9i32)).await.expect_err("an int for a bigint marker");
-    assert!(matches!(e, shardwise::ExecutionError::Encode(_)), "refused before it is sent: {e}");
-    s.execute(&update, ("bo", "bo@example.com", 9i64)).await.expect("positional values, typed");
-
-    let conn = s.connections().into_iter().next().expect("a connection");
-    let params = shardwise::execute::Params::new(Consistency::One);
-    let e = conn
-        .execute(&update, &Contact { id: 10, email: "x", name: "y" }, params)
-        .await
-        .expect_err("by name on an unprepared statement sent as it is");
-    assert!(e.to_string().contains("need a prepared statement"), "{e}");
 }
 
 /// `calculate_token` takes the values in the markers' order: a struct
