@@ -232,7 +232,10 @@ mod tests {
         let again = e.answered_by("127.0.0.8:9042".parse().expect("addr"), None);
         assert!(again.to_string().contains("127.0.0.7:9042"), "the first node stays");
         let t = ExecutionError::AttemptTimeout { after: std::time::Duration::from_secs(2), node, shard: None };
-        assert_eq!(t.to_string(), "no answer from 127.0.0.7:9042 within the attempt timeout of 2s");
+        assert_eq!(
+            t.to_string(),
+            "no answer from 127.0.0.7:9042 within the attempt timeout of 2s (SessionConfig::attempt_timeout, or the statement's)"
+        );
     }
 
     #[test]

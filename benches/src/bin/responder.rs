@@ -448,7 +448,8 @@ impl Server {
             "tokens" => {
                 let n = self.cli.tokens.max(1);
                 let step = (u64::MAX / u64::from(n)) as i64;
-                let tokens: Vec<String> = (0..n).map(|i| (i64::MIN + step * i64::from(i)).to_string()).collect();
+                let tokens: Vec<String> =
+                    (0..n).map(|i| i64::MIN.wrapping_add(step.wrapping_mul(i64::from(i))).to_string()).collect();
                 Some(collection(&tokens))
             }
             _ => None,
