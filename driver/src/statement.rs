@@ -297,14 +297,16 @@ impl PreparedStatement {
 /// ```
 /// # use shardwise::statement::Batch;
 /// # use shardwise::protocol::types::ser::DynValues;
+/// let rows = [(1, "one"), (2, "two")];
+/// let gone = (3,);
 /// let mut batch: Batch = Batch::default();
 /// let mut values: Vec<&dyn DynValues> = Vec::new();
-/// for (pk, v) in [(1, "one"), (2, "two")] {
+/// for row in &rows {
 ///     batch.append_statement("INSERT INTO ks.t (pk, v) VALUES (?, ?)");
-///     values.push(&(pk, v));
+///     values.push(row);
 /// }
 /// batch.append_statement("DELETE FROM ks.t WHERE pk = ?");
-/// values.push(&(3,));
+/// values.push(&gone);
 /// // let batch = session.prepare_batch(&batch).await?; // typed and routed
 /// // session.execute(&batch, &values).await?;
 /// # assert_eq!(batch.statements().len(), values.len());
