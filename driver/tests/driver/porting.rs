@@ -140,7 +140,6 @@ struct Contact<'a> {
 /// field order; prepared, the same struct binds by name. Regression: they
 /// were sent positionally, so `Contact` wrote its email into `name`.
 #[tokio::test]
-#[ignore = "passes in `cargo test -p shardwise`, fails in the workspace build of `cargo xtask test` (by_name() false there): under investigation"]
 async fn values_bound_by_name_need_a_prepared_statement() {
     let (s, ks) = session(ProtocolVersion::V4).await;
     let text = format!("UPDATE {ks}.users SET name = ?, email = ? WHERE id = ?");
