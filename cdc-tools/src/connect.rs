@@ -121,7 +121,9 @@ mod tests {
         let none = ConnectArgs::default().builder("127.0.0.1:9042").expect("builder");
         assert!(none.config().connection.authenticator.is_none() && none.config().connection.tls.is_none());
         assert!(none.config().connection.shard_aware_port, "the shard-aware port by default");
-        assert_eq!(none.config().connection.heartbeat_interval, Some(CONNECTION_HEARTBEAT));
+        // Claim `tools-heartbeat`: 5 s when the flag is not given.
+        assert_eq!(none.config().connection.heartbeat_interval, Some(Duration::from_secs(5)));
+        assert_eq!(none.config().connection.heartbeat_timeout, Duration::from_secs(5));
         let beat = ConnectArgs { connection_heartbeat: Some(0.5), ..ConnectArgs::default() };
         let beat = beat.builder("n").expect("builder").config().connection.clone();
         assert_eq!(

@@ -110,6 +110,98 @@ pub fn check(root: &Path) -> Result<Vec<String>, String> {
     not_reused(&xtask, &tests)
 }
 
+/// The TLS crates (rustls, ring, aws-lc) in the driver's dependency tree
+/// with `features` (`--no-default-features` or nothing): the README says
+/// `default-features = false` leaves rustls out.
+pub fn tls_crates(root: &Path, features: &[&str]) -> Result<Vec<String>, String> {
+    let out = crate::steps::cargo()
+        .current_dir(root)
+        .args(["tree", "-p", "shardwise", "-e", "normal,build", "--prefix", "none", "-f", "{p}"])
+        .args(features)
+        .output()
+        .map_err(|e| format!("could not run cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo tree: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let mut found: Vec<String> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| ["rustls", "ring", "aws-lc"].iter().any(|t| name.starts_with(t)))
+        .map(str::to_string)
+        .collect();
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
+/// The workspace's `rust-version` and the dependencies of the publishable
+/// crates (normal and build edges, on this platform) that declare a later
+/// one: a user's build with the stated minimum would fail on them.
+pub fn later_rust_versions(root: &Path) -> Result<(String, Vec<String>), String> {
+    let rustc = std::process::Command::new("rustc").arg("-vV").output().map_err(|e| format!("rustc -vV: {e}"))?;
+    let host = String::from_utf8_lossy(&rustc.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .ok_or("rustc -vV names no host")?;
+    let out = crate::steps::cargo()
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1", "--filter-platform", &host])
+        .output()
+        .map_err(|e| format!("could not run cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo metadata: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let meta: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata: {e}"))?;
+    let packages = meta["packages"].as_array().ok_or("no packages in cargo metadata")?;
+    let by_id: HashMap<&str, &Value> = packages.iter().filter_map(|p| Some((p["id"].as_str()?, p))).collect();
+    let version = |p: &Value| -> Option<(u64, u64)> {
+        let mut parts = p["rust_version"].as_str()?.split('.').map(|n| n.parse::<u64>().ok());
+        Some((parts.next()??, parts.next().flatten().unwrap_or(0)))
+    };
+    let workspace = meta["workspace_members"].as_array().ok_or("no workspace members")?;
+    let published: Vec<&str> = workspace
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|id| by_id.get(id).is_some_and(|p| p["publish"] != serde_json::json!([])))
+        .collect();
+    let ours = published
+        .iter()
+        .find_map(|id| by_id.get(id).and_then(|p| p["rust_version"].as_str()))
+        .ok_or("no rust-version on the publishable crates")?
+        .to_string();
+    let minimum = published.iter().find_map(|id| by_id.get(id).and_then(|p| version(p))).ok_or("rust-version")?;
+    let nodes: HashMap<&str, &Value> = meta["resolve"]["nodes"]
+        .as_array()
+        .ok_or("no resolve graph")?
+        .iter()
+        .filter_map(|n| Some((n["id"].as_str()?, n)))
+        .collect();
+    let (mut stack, mut seen) = (published.clone(), HashSet::new());
+    let mut later = Vec::new();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        if let Some(p) = by_id.get(id) {
+            if version(p).is_some_and(|v| v > minimum) {
+                let text = |k: &str| p[k].as_str().unwrap_or("?").to_string();
+                later.push(format!("{} {} (rust-version {})", text("name"), text("version"), text("rust_version")));
+            }
+        }
+        for dep in nodes.get(id).and_then(|n| n["deps"].as_array()).map(Vec::as_slice).unwrap_or_default() {
+            let runtime = dep["dep_kinds"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k["kind"].is_null() || k["kind"] == "build"));
+            if let (true, Some(pkg)) = (runtime, dep["pkg"].as_str()) {
+                stack.push(pkg);
+            }
+        }
+    }
+    later.sort();
+    Ok((ours, later))
+}
+
 pub fn run(root: &Path) -> ExitCode {
     match check(root) {
         Ok(missing) if missing.is_empty() => {
@@ -133,6 +225,31 @@ pub fn run(root: &Path) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Claim `msrv` (docs/claims.md): no dependency of a publishable crate
+    /// needs a later Rust than the workspace's `rust-version` (clippy's
+    /// `incompatible_msrv`, on by default, checks the standard library's
+    /// APIs against it).
+    #[test]
+    fn no_dependency_needs_a_later_rust_than_the_stated_minimum() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
+        let (ours, later) = later_rust_versions(root).expect("cargo metadata");
+        assert!(later.is_empty(), "dependencies needing more than Rust {ours}: {later:?}");
+        let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+        assert!(readme.contains(&format!("need Rust {ours} ")), "the README states Rust {ours}");
+    }
+
+    /// Claim `no-rustls` (docs/claims.md): the driver without its default
+    /// features has no TLS crate in its tree, and with them it has rustls
+    /// (so the check can see one).
+    #[test]
+    fn the_driver_without_default_features_has_no_rustls() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
+        let without = tls_crates(root, &["--no-default-features"]).expect("cargo tree");
+        assert!(without.is_empty(), "TLS crates without default features: {without:?}");
+        let with = tls_crates(root, &[]).expect("cargo tree");
+        assert!(with.iter().any(|c| c == "rustls"), "rustls not found with the default features: {with:?}");
+    }
 
     fn unit(pkg: &str, features: &[&str], deps: &[usize]) -> Value {
         serde_json::json!({

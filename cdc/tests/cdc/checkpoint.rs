@@ -76,6 +76,19 @@ async fn resumes_from_the_table_checkpoint_without_missing_a_row() {
     let done = store.load(log).await.expect("load").expect("checkpoint");
     let end_ms = end.duration_since(UNIX_EPOCH).expect("epoch").as_millis() as i64;
     assert!(done.groups.iter().all(|g| g.progress.0 >= end_ms), "{done:?}");
+
+    // Claim `cdc-ttl`: every saved row expires 7 days after its save.
+    let ttls = session
+        .execute(
+            &shardwise::Statement::new(format!("SELECT TTL(progress) FROM {ks}.cdc_checkpoints WHERE table_name = ?")),
+            (log.as_str(),),
+        )
+        .await
+        .expect("TTLs");
+    let ttls: Vec<Option<i32>> = ttls.rows::<(Option<i32>,)>().expect("types").map(|r| r.expect("row").0).collect();
+    let week = 7 * 24 * 3600;
+    assert!(ttls.iter().flatten().count() >= done.groups.len(), "a TTL on every group row: {ttls:?}");
+    assert!(ttls.iter().flatten().all(|t| (week - 600..=week).contains(t)), "7-day TTLs: {ttls:?}");
 }
 
 /// Readers of two tables with the same name in two keyspaces share one
