@@ -274,7 +274,9 @@ async fn tablets_are_learned_from_misroutes_and_then_hit() {
         stats.misses(),
         stats.hit_rate()
     );
-    assert!(learning.misses() > 0, "the merges moved tablets: the session had to learn again");
+    // Claim `tablets-relearn`: at most one miss per merged tablet (4), then 100%.
+    let tablets = merged.tablets().len() as u64;
+    assert!((1..=tablets).contains(&learning.misses()), "the session learned each merged tablet once:\n{learning}");
     assert_eq!(stats.misses(), 0, "{TABLET_WRITES} writes once the merged tablets are learned: every one a hit");
 }
 

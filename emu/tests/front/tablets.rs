@@ -227,8 +227,10 @@ async fn splits_and_merges_show_in_system_tablets_and_the_official_driver_follow
         after.misses(),
         after.hit_rate()
     );
-    assert!(learning.misses() > 0, "the merges moved tablets: the driver had to learn again");
-    assert!(after.hit_rate() >= 0.999, "hit rate {:.4} after the merges:\n{after}", after.hit_rate());
+    // Claim `tablets-relearn`: at most one miss per merged tablet (4), then 100%.
+    let tablets = merged.tablets().len() as u64;
+    assert!((1..=tablets).contains(&learning.misses()), "one miss per moved tablet at most:\n{learning}");
+    assert_eq!(after.misses(), 0, "hit rate {:.4} after the merges, not 100%:\n{after}", after.hit_rate());
 
     assert!(front.resize_tablets(&ks, "nope", Resize::Split).await.expect("no table").is_none());
     let id = table_id(&session, &ks, "kv").await;
