@@ -227,6 +227,7 @@ impl Writer {
         write: &Write<'_>,
         recorded: &Recorded,
         membership: Option<&Membership>,
+        aborted: &AtomicU64,
     ) -> Result<(), SinkError> {
         let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, at)) = write.record {
@@ -234,7 +235,7 @@ impl Writer {
                 return Ok(());
             }
         }
-        self.deliver(write, membership)?;
+        self.deliver(write, membership, aborted)?;
         if let Some((_, at)) = write.record {
             recorded.wrote(write.group, at);
         }
@@ -259,7 +260,12 @@ impl Writer {
     /// with the consumer's group metadata: a transaction of an earlier
     /// group generation is refused ([`SinkError::Rebalanced`]), aborted,
     /// and not tried again.
-    fn deliver(&self, write: &Write<'_>, membership: Option<&Membership>) -> Result<(), SinkError> {
+    fn deliver(
+        &self,
+        write: &Write<'_>,
+        membership: Option<&Membership>,
+        aborted: &AtomicU64,
+    ) -> Result<(), SinkError> {
         let value = write.record.map(|(key, (generation, progress))| (key, record_value(generation, progress)));
         let send_all = || -> Result<(), SinkError> {
             let (topic, messages) = write.messages;
@@ -323,6 +329,7 @@ impl Writer {
             if matches!(e, SinkError::Fenced { .. } | SinkError::Rebalanced { .. }) || attempt >= TRANSACTION_ATTEMPTS {
                 return Err(e);
             }
+            aborted.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, attempt, "a Kafka transaction failed and was aborted; writing it again");
             attempt += 1;
         }
@@ -419,6 +426,11 @@ pub(crate) struct Producers {
     /// membership, and the assignment.
     member: Mutex<Option<Member>>,
     membership: std::sync::OnceLock<Arc<Membership>>,
+    /// Transactions aborted and written again ([`crate::SinkStats::aborted`]).
+    pub(crate) aborted: AtomicU64,
+    /// Producers replaced because they could no longer write
+    /// ([`crate::SinkStats::replaced`]).
+    pub(crate) replaced: AtomicU64,
 }
 
 impl Producers {
@@ -439,6 +451,8 @@ impl Producers {
             recorded: Recorded::default(),
             member: Mutex::new(None),
             membership: std::sync::OnceLock::new(),
+            aborted: AtomicU64::new(0),
+            replaced: AtomicU64::new(0),
         })
     }
 
@@ -534,10 +548,10 @@ impl Producers {
             None
         };
         let writer = self.writer(write.group)?;
-        match (writer.write(write, &self.recorded, membership), &self.process) {
+        match (writer.write(write, &self.recorded, membership, &self.aborted), &self.process) {
             (Err(SinkError::Unusable { .. }), Some(process)) => {
                 tracing::warn!("the Kafka producer can no longer write; it is replaced");
-                self.replace(process, &writer)?.write(write, &self.recorded, membership)
+                self.replace(process, &writer)?.write(write, &self.recorded, membership, &self.aborted)
             }
             (Err(e @ SinkError::Fenced { .. }), Some(process)) if group_mode => {
                 tracing::warn!(error = %e, "the Kafka producer was fenced; it is replaced");
@@ -558,6 +572,7 @@ impl Producers {
         let mut current = process.lock().unwrap_or_else(PoisonError::into_inner);
         if Arc::ptr_eq(&current, broken) {
             *current = Arc::new(Writer::new(&self.config, broken.transactional_id.clone())?);
+            self.replaced.fetch_add(1, Ordering::Relaxed);
         }
         Ok(current.clone())
     }
@@ -616,6 +631,8 @@ mod tests {
             recorded: Recorded::default(),
             member: Mutex::new(None),
             membership: std::sync::OnceLock::new(),
+            aborted: AtomicU64::new(0),
+            replaced: AtomicU64::new(0),
         };
         let group = StreamId::from_bytes([7; 16]);
         let older = Arc::new(Writer::new(&config, None).expect("a producer"));

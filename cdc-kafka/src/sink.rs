@@ -260,6 +260,14 @@ pub struct SinkStats {
     /// Changes not written again because a part of their window was
     /// committed before (read again after a restart or a takeover).
     pub skipped: u64,
+    /// Transactions that failed without a fence (messages timed out while
+    /// the broker or this process was paused) and were aborted and written
+    /// again.
+    pub aborted: u64,
+    /// Producers replaced because they could no longer write (their
+    /// transaction could not even be aborted: the new producer's
+    /// initialisation aborts it), the write then made by the new one.
+    pub replaced: u64,
 }
 
 pub(crate) struct Shared {
@@ -393,6 +401,8 @@ impl KafkaSink {
             no_event: s.no_event.load(Ordering::Relaxed),
             parts: s.parts.load(Ordering::Relaxed),
             skipped: s.skipped.load(Ordering::Relaxed),
+            aborted: s.producers.aborted.load(Ordering::Relaxed),
+            replaced: s.producers.replaced.load(Ordering::Relaxed),
         }
     }
 

@@ -393,10 +393,19 @@ async fn a_transaction_that_fails_while_kafka_is_paused_is_aborted_and_written_a
 
     kafka.pause();
     let (s, w) = (sink.clone(), window(group, 100, 200));
+    let started = std::time::Instant::now();
     let writing = tokio::task::spawn_blocking(move || s.write_window(&message("second"), &w));
     tokio::time::sleep(Duration::from_millis(3500)).await;
     kafka.resume();
     writing.await.expect("join").expect("the window is written once Kafka is back");
+    // Claim `kafka-abort-retry`: the first try failed (not merely a write
+    // that waited for the broker): its transaction was aborted and written
+    // again, or, when even the abort failed, the producer was replaced (the
+    // new one's initialisation aborts the open transaction) and wrote it.
+    // Here it is the second: librdkafka calls the failed abort fatal.
+    let stats = sink.stats();
+    eprintln!("{stats:?} after {:?}", started.elapsed());
+    assert!(stats.aborted + stats.replaced >= 1, "the write only waited: {stats:?}");
 
     let bk = brokers.clone();
     let values: Vec<String> = tokio::task::spawn_blocking(move || committed(&bk, "stalled"))

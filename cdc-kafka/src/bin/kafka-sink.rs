@@ -297,12 +297,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         config.schemas = shardwise_cdc::debezium::JsonSchemas::With;
     }
     let leases = args.leases.config(&session, &args.connect).await?;
-    if let Some(ttl) = args.leases.ttl() {
-        // A producer per group, so that a takeover fences the group's
-        // earlier holder; its transactions last no longer than a lease.
-        config.fencing = Fencing::PerGroup;
-        config.transaction_timeout = ttl;
-    }
+    leased_transactions(&mut config, &args);
     let sink = tokio::task::spawn_blocking(move || KafkaSink::new(config)).await??;
     sink.create_topics(args.partitions).await?;
     let assignment = match &args.group_id {
@@ -356,6 +351,16 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// With leases (`--lease-keyspace`): a producer per group, so that a
+/// takeover fences the group's earlier holder, and transactions that last
+/// no longer than a lease.
+fn leased_transactions(config: &mut SinkConfig, args: &Args) {
+    if let Some(ttl) = args.leases.ttl() {
+        config.fencing = Fencing::PerGroup;
+        config.transaction_timeout = ttl;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,6 +394,22 @@ mod tests {
         assert_eq!(key(&["--key", "partition"]), partition);
         assert_eq!(key(&["--key", "connector"]), Ok((KeyArg::Connector, KeyMode::PrimaryKey)));
         assert_eq!(key(&["--key=primary"]), Ok((KeyArg::Connector, KeyMode::PrimaryKey)), "the earlier name");
+    }
+
+    /// Claim `kafka-txn-in-lease`: with leases, a transaction lasts no
+    /// longer than a lease (Kafka aborts it at the lease TTL), each group
+    /// with a producer of its own.
+    #[test]
+    fn with_leases_transactions_last_no_longer_than_a_lease() {
+        let config = || SinkConfig::new("127.0.0.1:1", "cluster", "ks", "t");
+        let args = parse(&["--lease-keyspace", "leases", "--lease-ttl", "7"]).expect("flags");
+        let mut leased = config();
+        leased_transactions(&mut leased, &args);
+        assert_eq!(leased.transaction_timeout, Duration::from_secs(7));
+        assert!(matches!(leased.fencing, Fencing::PerGroup), "{:?}", leased.fencing);
+        let mut alone = config();
+        leased_transactions(&mut alone, &parse(&[]).expect("flags"));
+        assert_eq!(alone.transaction_timeout, config().transaction_timeout, "no leases: the default");
     }
 
     /// A bad `--key` is the parser's error (its value refused), saying which

@@ -247,6 +247,14 @@ async fn under_load(
         }
     }
     assert_eq!(tally.hung, 0, "{name}: requests hung");
+    // A fault of the network ends requests in connection errors and timeouts
+    // only: a decode or protocol error would mean a broken stream was read.
+    let foreign: Vec<_> = tally
+        .failed
+        .keys()
+        .filter(|k| !(k.starts_with("Connection::") || *k == "Timeout" || *k == "NoConnection"))
+        .collect();
+    assert!(foreign.is_empty(), "{name}: errors that a network fault cannot explain: {:?}", tally.failed);
     assert!(!tally.acknowledged.is_empty(), "{name}: nothing written");
     // Writing again after the fault.
     let after = tally.first_success_after(Duration::from_millis(800 + 1500));
@@ -305,13 +313,16 @@ async fn dropped_connections() {
 /// Every open connection reset (RST) under load.
 #[tokio::test]
 async fn reset_connections() {
-    bounded(under_load("reset", Injected::OpenConnections, FaultProxy::reset_open_connections, |_| {})).await;
+    let t = bounded(under_load("reset", Injected::OpenConnections, FaultProxy::reset_open_connections, |_| {})).await;
+    // The driver saw the resets: requests in flight on them failed with them.
+    let seen = ["Connection::Io", "Connection::Closed"].iter().filter_map(|k| t.failed.get(*k)).sum::<usize>();
+    assert!(seen > 0, "no request ended in the reset: {:?}", t.failed);
 }
 
 /// Two RESULT frames cut in half, each closing its connection.
 #[tokio::test]
 async fn cut_frames() {
-    bounded(under_load(
+    let t = bounded(under_load(
         "cut frame",
         Injected::Frames(2),
         |p| {
@@ -321,6 +332,13 @@ async fn cut_frames() {
         FaultProxy::clear_rules,
     ))
     .await;
+    // Each cut closed its connection: the requests on it end as closed, never
+    // as a frame decoded from half a frame (checked in `under_load`).
+    assert!(
+        t.failed.get("Connection::Closed").is_some_and(|&n| n > 0),
+        "no connection closed by a cut: {:?}",
+        t.failed
+    );
 }
 
 /// Every open connection silenced, and new ones accepted but never
