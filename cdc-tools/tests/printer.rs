@@ -482,9 +482,12 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
 /// A printer whose clock runs 2 s ahead of the cluster's (`faketime`)
 /// still prints every change of a live workload: it reads a window only
 /// once the cluster's clock, not its own, is past the window's end and the
-/// safety interval (0.3 s here). By its own clock it would read windows
-/// that writes still land in, and miss those writes. A clock 2 s behind
-/// loses nothing either (its windows are merely late).
+/// safety interval (1.5 s here, below the skew). By its own clock it would
+/// read windows that writes still land in, and miss those writes. A clock
+/// 2 s behind loses nothing either (its windows are merely late). The
+/// skews are seen acting in the printers' Debezium envelopes, whose `ts_ms`
+/// is the printer's clock: when it printed its last change, 2 s ahead of
+/// the test's clock (and 2 s behind), less the time the test took to see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     // libfaketime preloaded into the printer itself (not the `faketime`
@@ -511,7 +514,7 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
             .env("FAKETIME", skew)
             .env_remove("FAKETIME_TIMESTAMP_FILE")
             .process_group(0)
-            .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--json"])
+            .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--debezium", "cluster"])
             .args(["--start-unix-ms", &ms(start).to_string()])
             .args(live_reading("1"))
             .stdout(Stdio::from(std::fs::File::create(&out).expect("output file")))
@@ -523,19 +526,41 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     }
     write(&session, &ks, &plan, 20, Duration::from_millis(100)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while children.iter().any(|(_, _, out)| lines_in(out) < plan.len()) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    // When the test saw each printer's last change (by its own clock, the
+    // cluster's): the printer printed it at most one poll before.
+    let mut done_at = [None; 2];
+    while done_at.iter().any(Option::is_none) && Instant::now() < deadline {
+        for (i, (_, _, out)) in children.iter().enumerate() {
+            if done_at[i].is_none() && lines_in(out) >= plan.len() {
+                done_at[i] = Some(ms(SystemTime::now()) as i64);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    for (name, child, out) in &mut children {
+    for ((name, child, out), done_at) in children.iter_mut().zip(done_at) {
         let running = child.0.as_mut().map(|c| c.try_wait().expect("try_wait").is_none());
         assert_eq!(running, Some(true), "the printer {name} runs on");
         child.end();
-        let (seen, n) = read_output(out);
+        let text = std::fs::read_to_string(&out).expect("read output");
+        let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+        let (mut seen, mut last) = (Ops::new(), i64::MIN);
+        for line in complete.lines() {
+            let ((pk, op, v), printed) = envelope_of(line);
+            seen.entry(pk).or_default().push((op, v));
+            last = last.max(printed);
+        }
         for (pk, ops) in &expected {
             assert_eq!(seen.get(pk), Some(ops), "clock {name}: pk {pk}, every change once, in write order");
         }
-        assert_eq!(n, plan.len(), "clock {name}: every change once");
+        assert_eq!(complete.lines().count(), plan.len(), "clock {name}: every change once");
+        // The skew acted: the printer's clock (its envelopes' `ts_ms`) when
+        // it printed its last change, against the test's when it saw it
+        // (up to one 50 ms poll later, and a loaded machine's delay).
+        let shift = done_at.map(|seen| last - seen);
+        eprintln!("clock {name}: {shift:?} ms against the test's");
+        let expected = if *name == "ahead" { 1000..2100 } else { -3000..-1000 };
+        assert!(shift.is_some_and(|s| expected.contains(&s)), "clock {name}: {shift:?} ms, expected in {expected:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
