@@ -111,6 +111,29 @@ impl ProducerContext for Deliveries {
     }
 }
 
+/// Initialises the producer's transactions, trying again while the broker
+/// says a later try may succeed: a transaction coordinator still loading
+/// its log (a broker just started or moved, "Coordinator load in
+/// progress") refuses the first tries. Up to [`INIT_ATTEMPTS`] tries, 100 ms
+/// apart and doubling up to 2 s.
+fn init_transactions(producer: &ThreadedProducer<Deliveries>, timeout: Duration) -> Result<(), KafkaError> {
+    let mut pause = Duration::from_millis(100);
+    for _ in 1..INIT_ATTEMPTS {
+        match producer.init_transactions(timeout) {
+            Err(KafkaError::Transaction(e)) if e.is_retriable() => {
+                tracing::debug!(error = %e, "initialising transactions: trying again");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            done => return done,
+        }
+    }
+    producer.init_transactions(timeout)
+}
+
+/// Tries of [`init_transactions`].
+const INIT_ATTEMPTS: u32 = 8;
+
 /// The settings of a producer for `config` with `transactional_id` (none:
 /// no transactions).
 pub(crate) fn producer_config(config: &SinkConfig, transactional_id: Option<&str>) -> ClientConfig {
@@ -205,7 +228,7 @@ impl Writer {
             .create_with_context(Deliveries::default())
             .map_err(SinkError::kafka("creating the producer"))?;
         if let Some(id) = &transactional_id {
-            producer.init_transactions(config.timeout).map_err(|source| {
+            init_transactions(&producer, config.timeout).map_err(|source| {
                 let what = match producer.context().broker_error() {
                     Some(last) => format!("initialising transactions of {id} (the brokers' last error: {last})"),
                     None => format!("initialising transactions of {id}"),
