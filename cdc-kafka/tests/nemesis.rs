@@ -138,6 +138,20 @@ fn schedule(seed: u64, seconds: u64, readers: usize, layout: Layout) -> Vec<(Dur
             faults.push((at, node_down(&mut rng, Some(reader))));
             continue;
         }
+        if generations == 0 && at.as_secs() >= seconds / 2 {
+            // Once in every run at least: the streams change (a new
+            // generation, or a split of the tablets).
+            generations += 1;
+            let fault = match layout {
+                Layout::Vnodes => Fault::Generation,
+                Layout::Tablets => {
+                    tablets *= 2;
+                    Fault::Resize(Resize::Split)
+                }
+            };
+            faults.push((at, fault));
+            continue;
+        }
         let fault = match rng.range(0, 11) {
             0..=2 => Fault::Kill(reader, ms(&mut rng, 200, 3000)),
             3..=5 => Fault::Pause(reader, ms(&mut rng, TTL_MS + 500, TTL_MS + 3000)),
@@ -165,6 +179,21 @@ fn schedule(seed: u64, seconds: u64, readers: usize, layout: Layout) -> Vec<(Dur
             _ => Fault::Kill(reader, ms(&mut rng, 200, 3000)),
         };
         faults.push((at, fault));
+    }
+}
+
+/// Every schedule changes the streams at least once (a generation on
+/// vnodes, a split or merge on tablets), and the vnodes one takes a node
+/// down: a run drawn without them would test less than its seed says.
+#[test]
+fn every_schedule_changes_the_streams() {
+    for seed in 0..500u64 {
+        let seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let tablets = schedule(seed, 30, 4, Layout::Tablets);
+        assert!(tablets.iter().any(|(_, f)| matches!(f, Fault::Resize(_))), "seed {seed}: no resize: {tablets:?}");
+        let vnodes = schedule(seed, 45, 4, Layout::Vnodes);
+        assert!(vnodes.iter().any(|(_, f)| matches!(f, Fault::Generation)), "seed {seed}: no generation: {vnodes:?}");
+        assert!(vnodes.iter().any(|(_, f)| matches!(f, Fault::NodeDown(..))), "seed {seed}: no node down: {vnodes:?}");
     }
 }
 
