@@ -291,10 +291,7 @@ impl LeaseTable {
         let mut pages = self.session.execute_pages(select.with_idempotent(true), (log.to_owned(), MEMBER));
         let mut members = Vec::new();
         while let Some(page) = pages.next_page().await {
-            let page = page?;
-            for row in page.rows::<(&str,)>()? {
-                members.push(row.map_err(RowsAccessError::from)?.0.to_owned());
-            }
+            members_of_page(&page?, &mut members)?;
         }
         members.sort();
         Ok(members)
@@ -307,26 +304,16 @@ impl LeaseTable {
         let mut pages = self.session.execute_pages(select.with_idempotent(true), (log.to_owned(), LEASE));
         let mut leases = HashMap::new();
         while let Some(page) = pages.next_page().await {
-            let page = page?;
-            for row in page.rows::<(&str, Option<&str>)>()? {
-                let (item, owner) = row.map_err(RowsAccessError::from)?;
-                if let (Ok(group), Some(owner)) = (item.parse::<StreamId>(), owner) {
-                    leases.insert(group, owner.to_owned());
-                }
-            }
+            leases_of_page(&page?, &mut leases)?;
         }
         Ok(leases)
-    }
-
-    fn applied(result: &shardwise::QueryResult) -> Result<bool, LeaseError> {
-        result.applied().ok_or(LeaseError::NotConditional)
     }
 
     /// Takes the lease of `group` for `member` if nobody holds it.
     pub async fn claim(&self, log: &str, group: StreamId, member: &str, ttl: i32) -> Result<bool, LeaseError> {
         let insert = self.statement(self.claim_cql());
         let result = self.session.execute(&insert, (log, LEASE, group.to_string().as_str(), member, ttl)).await?;
-        Self::applied(&result)
+        was_applied(&result)
     }
 
     /// Extends the lease of `group` by `ttl` if `member` still holds it.
@@ -334,14 +321,14 @@ impl LeaseTable {
         let update = self.statement(self.renew_cql());
         let result =
             self.session.execute(&update, (ttl, member, log, LEASE, group.to_string().as_str(), member)).await?;
-        Self::applied(&result)
+        was_applied(&result)
     }
 
     /// Gives the lease of `group` up if `member` holds it.
     pub async fn release(&self, log: &str, group: StreamId, member: &str) -> Result<bool, LeaseError> {
         let delete = self.statement(self.release_cql());
         let result = self.session.execute(&delete, (log, LEASE, group.to_string().as_str(), member)).await?;
-        Self::applied(&result)
+        was_applied(&result)
     }
 
     /// Takes the leases of those of `groups` that nobody holds, for
@@ -423,7 +410,7 @@ impl LeaseTable {
                 let batch = Batch::logged(vec![statement.clone(); left.len()]).with_consistency(Consistency::Quorum);
                 let result =
                     self.session.execute(&batch, left.iter().map(|i| values(i.clone())).collect::<Vec<_>>()).await?;
-                if Self::applied(&result)? {
+                if was_applied(&result)? {
                     applied.extend(left);
                     break;
                 }
@@ -451,7 +438,7 @@ impl LeaseTable {
         // few times at most.
         for _ in 0..GROUPING_ATTEMPTS {
             let result = self.session.execute(&insert, (log, LEASE, GROUPING, grouping, ttl)).await?;
-            if Self::applied(&result)? {
+            if was_applied(&result)? {
                 return Ok(grouping.to_owned());
             }
             if let Some(recorded) = batch_owners(&result)?.remove(GROUPING).flatten() {
@@ -510,11 +497,40 @@ const GROUPING_ATTEMPTS: usize = 3;
 /// round whatever its size; this bounds the size of one mutation.
 pub const BATCH_ROWS: usize = 256;
 
+/// Appends the members of a page of `SELECT item` of the member partition.
+pub(crate) fn members_of_page(page: &shardwise::QueryResult, out: &mut Vec<String>) -> Result<(), LeaseError> {
+    for row in page.rows::<(&str,)>()? {
+        out.push(row.map_err(RowsAccessError::from)?.0.to_owned());
+    }
+    Ok(())
+}
+
+/// Adds the leases of a page of `SELECT item, owner` of the lease
+/// partition: group → holder. Rows whose item is not a stream id (the
+/// grouping's) or that have no owner are passed over.
+pub(crate) fn leases_of_page(
+    page: &shardwise::QueryResult,
+    out: &mut HashMap<StreamId, String>,
+) -> Result<(), LeaseError> {
+    for row in page.rows::<(&str, Option<&str>)>()? {
+        let (item, owner) = row.map_err(RowsAccessError::from)?;
+        if let (Ok(group), Some(owner)) = (item.parse::<StreamId>(), owner) {
+            out.insert(group, owner.to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// Whether a conditional write was applied (its `[applied]` column).
+pub(crate) fn was_applied(result: &shardwise::QueryResult) -> Result<bool, LeaseError> {
+    result.applied().ok_or(LeaseError::NotConditional)
+}
+
 /// The owners that a refused conditional batch names, by group: Cassandra
 /// answers the rows that exist, in clustering order; ScyllaDB one row per
 /// statement, `null` where the row does not exist. Either way a group's
 /// row is found by its `item`.
-fn batch_owners(result: &shardwise::QueryResult) -> Result<HashMap<String, Option<String>>, LeaseError> {
+pub(crate) fn batch_owners(result: &shardwise::QueryResult) -> Result<HashMap<String, Option<String>>, LeaseError> {
     use shardwise::protocol::types::CqlValue;
     let specs = result.column_specs().ok_or(LeaseError::NotConditional)?;
     let column = |name: &str| specs.iter().position(|s| s.name == name);

@@ -24,7 +24,7 @@
 
 use shardwise::protocol::response::ErrorKind;
 use shardwise::protocol::types::CqlTimestamp;
-use shardwise::{ExecutionError, RowsAccessError, Session, Statement};
+use shardwise::{ExecutionError, QueryResult, RowsAccessError, Session, Statement};
 
 use crate::generation::{metadata_consistency, GenerationError, GenerationSource};
 use crate::stream::{StreamGroup, StreamId};
@@ -67,7 +67,7 @@ impl TabletGenerations {
         let statement = query.clone().with_consistency(metadata_consistency(&self.session).await?);
         let values = (self.keyspace.as_str(), self.table.as_str(), CqlTimestamp::from(ts));
         let result = self.session.execute(&statement.with_idempotent(true), values).await?;
-        Ok(result.first_row::<(CqlTimestamp,)>()?.map(|(t,)| t.into()))
+        set_timestamp(&result)
     }
 
     /// The set's streams, one group each (the reader regroups them by the
@@ -83,20 +83,41 @@ impl TabletGenerations {
         let mut pages = self.session.execute_pages(statement, values);
         let mut groups = Vec::new();
         while let Some(page) = pages.next_page().await {
-            let page = page?;
-            let rows = page.raw_rows().ok_or(RowsAccessError::NotRows)?;
-            for row in rows.rows::<(&[u8],)>().map_err(RowsAccessError::from)? {
-                let (id,) = row.map_err(RowsAccessError::from)?;
-                let id =
-                    StreamId::from_slice(id).map_err(|source| GenerationError::StreamId { generation: set, source })?;
-                groups.extend(StreamGroup::new([id]));
-            }
+            groups_of_stream_page(&page?, set, &mut groups)?;
         }
         if groups.is_empty() {
             return Err(GenerationError::EmptyGeneration(set));
         }
         Ok(groups)
     }
+}
+
+/// The set's timestamp of a `SELECT timestamp FROM system.cdc_timestamps`
+/// answer: its first row, `None` with no row.
+pub(crate) fn set_timestamp(result: &QueryResult) -> Result<Option<Millis>, GenerationError> {
+    Ok(result.first_row::<(CqlTimestamp,)>()?.map(|(t,)| t.into()))
+}
+
+/// Appends one group per stream of a page of `SELECT stream_id FROM
+/// system.cdc_streams` (the streams of set `set`).
+pub(crate) fn groups_of_stream_page(
+    page: &QueryResult,
+    set: Millis,
+    out: &mut Vec<StreamGroup>,
+) -> Result<(), GenerationError> {
+    let rows = page.raw_rows().ok_or(RowsAccessError::NotRows)?;
+    for row in rows.rows::<(&[u8],)>().map_err(RowsAccessError::from)? {
+        let (id,) = row.map_err(RowsAccessError::from)?;
+        let id = StreamId::from_slice(id).map_err(|source| GenerationError::StreamId { generation: set, source })?;
+        out.extend(StreamGroup::new([id]));
+    }
+    Ok(())
+}
+
+/// Whether a `SELECT initial_tablets FROM system_schema.scylla_keyspaces`
+/// answer gives the keyspace an `initial_tablets` value.
+pub(crate) fn has_initial_tablets(result: &QueryResult) -> bool {
+    matches!(result.first_row::<(Option<i32>,)>(), Ok(Some((Some(_),))))
 }
 
 impl GenerationSource for TabletGenerations {
@@ -121,7 +142,7 @@ pub async fn uses_tablets(session: &Session, keyspace: &str) -> Result<bool, Exe
     let query = Statement::new("SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = ?")
         .with_idempotent(true);
     match session.execute(&query, (keyspace,)).await {
-        Ok(result) => Ok(matches!(result.first_row::<(Option<i32>,)>(), Ok(Some((Some(_),))))),
+        Ok(result) => Ok(has_initial_tablets(&result)),
         Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => Ok(false),
         Err(e) => Err(e),
     }

@@ -3,7 +3,9 @@
 //! and the system tables behind the topology (`system_rows`). They live
 //! here so that the unit tests run them on their seed inputs
 //! (`fuzz/seeds/<target>/`) too. Public only for the fuzz crate; any panic
-//! is a bug, errors are expected.
+//! is a bug, errors are expected. [`query_result`] hands the harnesses of
+//! other crates (the CDC engine's lease and tablet rows) a result as
+//! `Session::execute` returns one, so they fuzz their shipped decoders.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
@@ -27,6 +29,12 @@ use crate::cluster::ring::{ReplicaTable, ReplicationStrategy, TokenRing};
 use crate::cluster::topology::{self, NodeInfo};
 use crate::config::{Compression, ConnectionConfig};
 use crate::connection::handshake::{self, Failure};
+
+/// A page of `rows` as `Session::execute` returns it (no cached result
+/// metadata, no extras): what decoders of [`crate::QueryResult`]s read.
+pub fn query_result(rows: Rows) -> crate::QueryResult {
+    crate::QueryResult { result: shardwise_protocol::response::ResultMessage::Rows(rows), specs: None, extras: None }
+}
 
 // ---------------------------------------------------------------- typed rows
 

@@ -106,6 +106,7 @@
 //! - `tokens` (private): the CQL tokenizer the rewrites, properties, vector index, refusals, identity and guard read statements with.
 //! - `delay_line` (private): the cross-shard miss delay (one thread forwarding delayed requests).
 //! - `clock` (private): the wall clock in milliseconds and microseconds.
+//! - `fuzzing` (hidden, the `fuzzing` feature): the fuzz targets' harnesses for the rewriter, DESCRIBE and EXECUTE values.
 //!
 //! Layers (no module imports one above it; `cargo xtask imports emu` checks
 //! there is no circle): `error`, `clock`, `config`, `tokens`, `rng` at the
@@ -127,6 +128,9 @@ mod delay_line;
 pub mod describe;
 mod error;
 mod front;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generation;
 mod guard;
 mod identity;

@@ -219,7 +219,8 @@ fn properties(toks: &[Tok<'_>], with: usize) -> Vec<Property> {
         let (value, end) = match toks.get(v) {
             Some(b) if b.is_punct('{') => {
                 let end = item_end(toks, v);
-                (Value::Map(map_entries(&toks[v + 1..end])), end)
+                // An unclosed `{` at the end has no inside (and `end == v`).
+                (Value::Map(map_entries(toks.get(v + 1..end).unwrap_or_default())), end)
             }
             Some(_) => {
                 let end = item_end(toks, v);
@@ -336,6 +337,17 @@ mod tests {
             out.replace_range(start..end, &with);
         }
         Ok(out)
+    }
+
+    /// Regression (found by the `rewrite` fuzz target): a map value opened
+    /// as the statement's last token (`WITH comment = {`) sliced its inside
+    /// backwards and panicked; it is now an empty map, and Cassandra
+    /// reports the syntax error.
+    #[test]
+    fn a_map_left_open_at_the_end_is_not_a_panic() {
+        for s in ["ALTER TABLE ks.kv WITH comment = {", "CREATE TABLE t (p int PRIMARY KEY) WITH caching = {"] {
+            assert_eq!(run(s), Ok(s.to_string()), "{s}");
+        }
     }
 
     #[test]

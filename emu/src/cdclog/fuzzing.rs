@@ -1,7 +1,8 @@
 //! Fuzzing harness for the CQL text the front parses (the `dml` target in
 //! `fuzz/`): the statement is parsed, and when it is DML it is turned into
 //! mutations of the spec's example table and split into log rows. Any panic
-//! is a bug; errors are expected.
+//! is a bug; errors are expected. Its example table is also the one the
+//! `execute_values` harness ([`crate::fuzzing`]) binds values for.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use super::schema::TableSchema;
 use super::split::{records, Images};
 use crate::cdc::{BaseColumn, CdcOptions, ColumnKind, PreImage};
 
-fn schema() -> Option<Arc<TableSchema>> {
+pub(crate) fn schema() -> Option<Arc<TableSchema>> {
     let col = |name: &str, kind: ColumnKind, position: i32, typ: &str| BaseColumn {
         name: name.into(),
         kind,

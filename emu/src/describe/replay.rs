@@ -78,7 +78,9 @@ fn map_after(text: &str, name: &str) -> Option<(usize, usize)> {
             continue;
         }
         let boundary = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
-        if !in_string && boundary && lower[i..].starts_with(name) {
+        // Bytes, not `lower[i..]`: `i` may be inside a character (a quoted
+        // identifier's `é`), where slicing the text panics.
+        if !in_string && boundary && b[i..].starts_with(name.as_bytes()) {
             let mut j = i + name.len();
             while j < b.len() && b[j].is_ascii_whitespace() {
                 j += 1;
@@ -180,6 +182,17 @@ mod tests {
         assert_eq!(gc, "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '';\n");
         let kept = "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '' AND tombstone_gc = {'mode': 'immediate'}";
         assert_eq!(cassandra_properties(kept), None);
+    }
+
+    /// Regression (found by the `describe` fuzz target): a character of
+    /// more than one byte outside strings, before a property name, panicked
+    /// the scan (it sliced the text inside the character).
+    #[test]
+    fn names_that_are_not_ascii_are_passed_over() {
+        let text = "CREATE TABLE ks.\"tablé\" (p int PRIMARY KEY) WITH caching = {'enabled': 'false', 'keys': 'ALL'}";
+        let fixed = cassandra_properties(text).unwrap();
+        assert!(fixed.ends_with("caching = {'keys': 'NONE'}"), "{fixed}");
+        assert_eq!(cassandra_properties("ALTER TABLE \"ڄ\" WITH comment = 'x'"), None);
     }
 
     #[test]

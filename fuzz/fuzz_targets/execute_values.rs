@@ -1,0 +1,4 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    shardwise_emu::fuzzing::execute_values(data);
+});
