@@ -42,6 +42,8 @@
 //!   session's, each node's);
 //! - [`error`]: the error types;
 //! - `sync`: the synchronization primitives (loom-checkable);
+//! - `replaced`: a value read in place until first replaced (a prepared statement's result shape;
+//!   loom-checked);
 //! - `fuzzing` (hidden, the `fuzzing` feature): the harnesses of the fuzz targets that read what the driver reads.
 
 #![forbid(unsafe_code)]
@@ -64,6 +66,7 @@ mod metrics;
 pub mod observer;
 mod pool;
 pub mod profile;
+mod replaced;
 pub mod result;
 pub mod retry;
 pub mod routing;

@@ -2,8 +2,8 @@
 //! [`Batch`]es, all executed by `Session::execute`. Per-statement options
 //! ([`StatementOptions`]) override the session defaults.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,6 +12,8 @@ use shardwise_protocol::request::BatchType;
 use shardwise_protocol::response::Prepared;
 use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::types::ColumnSpec;
+
+use crate::replaced::Replaceable;
 
 /// Options of one statement; `None` means "the session default".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -157,13 +159,10 @@ pub(crate) struct PreparedInner {
     pub(crate) id: Bytes,
     pub(crate) bind_specs: Vec<ColumnSpec>,
     pub(crate) pk_indexes: Vec<u16>,
-    /// The result shape as prepared: read in place, with no shared word
-    /// written (no lock, no reference count), until it changes.
-    pub(crate) shape: ResultShape,
-    /// Set once the shape changed (a re-prepare, or an answer with new
-    /// result metadata); from then on `changed_shape` holds it.
-    pub(crate) shape_changed: AtomicBool,
-    pub(crate) changed_shape: RwLock<Option<ResultShape>>,
+    /// The result shape: as prepared, read in place, with no shared word
+    /// written (no lock, no reference count), until it changes (a
+    /// re-prepare, or an answer with new result metadata).
+    pub(crate) shape: Replaceable<ResultShape>,
     /// The table's partitioner ([`encode_partitioner`]), as the session
     /// learned it; Murmur3 until then.
     pub(crate) partitioner: AtomicU8,
@@ -208,9 +207,7 @@ impl PreparedStatement {
                 id: prepared.id,
                 bind_specs: prepared.metadata.specs,
                 pk_indexes: prepared.metadata.pk_indexes,
-                shape: ResultShape { metadata_id: prepared.result_metadata_id, specs },
-                shape_changed: AtomicBool::new(false),
-                changed_shape: RwLock::new(None),
+                shape: Replaceable::new(ResultShape { metadata_id: prepared.result_metadata_id, specs }),
                 partitioner: AtomicU8::new(encode_partitioner(Some(Partitioner::Murmur3))),
                 lwt,
             }),
@@ -262,15 +259,15 @@ impl PreparedStatement {
     /// one every request reads is the prepared one, in place: requests on
     /// different workers then share no written cache line here.
     pub(crate) fn with_shape<R>(&self, f: impl FnOnce(&ResultShape) -> R) -> R {
-        if !self.inner.shape_changed.load(Ordering::Acquire) {
-            return f(&self.inner.shape);
-        }
-        let changed = self.inner.changed_shape.read().unwrap_or_else(|e| e.into_inner());
-        f(changed.as_ref().unwrap_or(&self.inner.shape))
+        self.inner.shape.with(f)
     }
     pub(crate) fn set_shape(&self, shape: ResultShape) {
-        *self.inner.changed_shape.write().unwrap_or_else(|e| e.into_inner()) = Some(shape);
-        self.inner.shape_changed.store(true, Ordering::Release);
+        self.inner.shape.replace(shape);
+    }
+    /// Replaces the result shape with `f` of the current one, which no
+    /// other request replaces meanwhile.
+    pub(crate) fn update_shape(&self, f: impl FnOnce(&ResultShape) -> ResultShape) {
+        self.inner.shape.update(f);
     }
     options_setters!();
 }

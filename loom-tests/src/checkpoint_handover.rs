@@ -4,6 +4,11 @@
 //! the holder left the group; such a save is always written before the
 //! holder's final save of the group, never after it (which would set the
 //! group's progress back for its next holder).
+//!
+//! `Saves` is the shipped one; the planner is a stand-in (whether the group
+//! is held, and its progress, under a loom mutex): `shardwise-cdc`'s
+//! `Planner` compiles only with the crate's checkpoint types, which need
+//! the driver, so a loom build of it would build tokio under `cfg(loom)`.
 
 use loom::sync::{Arc, Mutex};
 use loom::thread;

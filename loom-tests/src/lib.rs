@@ -6,14 +6,22 @@
 //! under way that a lease handover waits for ([`saves`]), the deadlines
 //! of its leases that its workers check ([`deadlines`]), the requests
 //! waiting for room in the write buffer ([`room`]), whose turn it is to
-//! write a connection's socket ([`turn`]), and the monotonic timestamp
-//! generator ([`timestamp`]).
+//! write a connection's socket ([`turn`]) and what a request writing
+//! itself hands the writer task (the direct-write path), the monotonic
+//! timestamp generator ([`timestamp`]), the deadline sweeper's wake-up
+//! handshake ([`sweep`]), a prepared statement's result shape
+//! ([`replaced`]), the learned-tablets map ([`tablets`]), and the CDC
+//! reader's stop and leave signals ([`signal`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
 //! driver's `sync` module but backed by loom. The models therefore check
-//! exactly the code that ships, without building tokio under `cfg(loom)`.
-//! Run them with `cargo test -p shardwise-loom-tests --release`.
+//! exactly the code that ships, without building tokio under `cfg(loom)`;
+//! what tokio does (`Notify`) is a stand-in with its documented guarantee.
+//! Each model's module says how to see it fail (the ordering or the lock
+//! it checks taken out). Run them with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p shardwise-loom-tests --release`
+//! (as `cargo xtask test` does).
 
 pub mod sync {
     //! loom versions of the driver's synchronization primitives.
@@ -152,6 +160,13 @@ mod lease_deadlines;
 mod checkpoint_handover;
 
 #[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../cdc/src/reader/signal.rs"]
+pub mod signal;
+
+#[cfg(test)]
+mod signal_models;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
 #[path = "../../driver/src/connection/room.rs"]
 pub mod room;
 
@@ -165,12 +180,36 @@ pub mod turn;
 #[cfg(test)]
 mod turn_models;
 
+#[cfg(test)]
+mod direct_models;
+
 #[allow(dead_code, unreachable_pub, rustdoc::broken_intra_doc_links)]
 #[path = "../../driver/src/timestamp.rs"]
 pub mod timestamp;
 
 #[cfg(test)]
 mod timestamp_models;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/connection/sweep.rs"]
+pub mod sweep;
+
+#[cfg(test)]
+mod sweeper_models;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/replaced.rs"]
+pub mod replaced;
+
+#[cfg(test)]
+mod shape_models;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/cluster/tablets.rs"]
+pub mod tablets;
+
+#[cfg(test)]
+mod tablets_models;
 
 #[cfg(test)]
 mod support;

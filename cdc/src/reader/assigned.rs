@@ -25,7 +25,6 @@
 //! assignment's and the store's concern: the reader only keeps to what it
 //! is told.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,14 +74,16 @@ impl Assigned {
     /// failed round (a fence or a read of the store) is tried again on the
     /// next one; it never stops the reader.
     pub(super) async fn run(self) -> Result<(), CdcError> {
-        while !self.shared.leaving.load(Ordering::Acquire) {
+        // Taken before the flag is read: a leave during the round ends the
+        // sleep after it at once.
+        while let Some(left) = self.shared.leaving.ticket() {
             let next = Instant::now() + self.interval;
             if let Err(e) = self.round().await {
                 tracing::warn!(error = %e, "following the CDC group assignment failed; retrying");
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(next.into()) => {}
-                _ = self.shared.leave.notified() => {}
+                _ = left => {}
             }
         }
         Ok(())
@@ -120,7 +121,7 @@ impl Assigned {
         if let Some(saved) = self.store.load_generation(&self.shared.log, generation).await? {
             self.shared.planner().observe(&saved);
         }
-        self.shared.wake.notify_waiters();
+        self.shared.stopping.wake();
         Ok(())
     }
 

@@ -40,7 +40,6 @@
 //! applies its effects to the planner and the deadlines.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,7 +94,10 @@ impl Holder {
     /// lease up. Failed heartbeats are retried; they never stop the reader
     /// (a lease not renewed in time is left, see [`Coordinator::expire`]).
     pub(super) async fn run(mut self) -> Result<(), CdcError> {
-        while !self.shared.leaving.load(Ordering::Acquire) {
+        let shared = Arc::clone(&self.shared);
+        // Taken before the flag is read: a leave during the round ends the
+        // sleep after it at once.
+        while let Some(left) = shared.leaving.ticket() {
             // Heartbeats start a heartbeat apart however long each takes
             // (up to a tenth early, so that readers drift apart).
             let now = self.now();
@@ -115,7 +117,7 @@ impl Holder {
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(next.into()) => {}
-                _ = self.shared.leave.notified() => {}
+                _ = left => {}
             }
         }
         let step = self.coordinator.leave();
@@ -186,7 +188,7 @@ impl Holder {
                     }
                 }
                 Effect::Observe(saved) => self.shared.planner().observe(&saved),
-                Effect::Wake => self.shared.wake.notify_waiters(),
+                Effect::Wake => self.shared.stopping.wake(),
             }
         }
         Ok(())

@@ -42,6 +42,8 @@
 //! says how far behind each group is ([`CdcReader::progress`]). A reader
 //! whose groups are assigned from outside ([`CdcReaderBuilder::assignment`],
 //! a Kafka consumer group's) runs `assigned` in the lease holder's place.
+//! `signal` carries the stop and leave signals to whoever sleeps, without
+//! losing one raised just before the sleep (loom-checked).
 //!
 //! The planner's clock (`clock`) is the earlier of the local one and the
 //! cluster's, so that a reader whose clock runs ahead of the nodes' does
@@ -49,7 +51,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -584,12 +585,10 @@ impl CdcReaderBuilder {
             query_attempts: self.query_attempts,
             streams_per_query: self.streams_per_query,
             windows_in_flight: self.windows_in_flight,
-            stopped: AtomicBool::new(false),
-            wake: Notify::new(),
+            stopping: Signal::default(),
             saves: Saves::default(),
             written: tokio::sync::Mutex::new(HashMap::new()),
-            leaving: AtomicBool::new(false),
-            leave: Notify::new(),
+            leaving: Signal::default(),
             deadlines: (self.leases.is_some() || self.assignment.is_some()).then(Deadlines::default),
             assignment: self.assignment.as_ref().map(|(a, _)| a.clone()),
             sharding,
@@ -696,6 +695,7 @@ mod holder;
 mod limit;
 mod progress;
 mod saves;
+mod signal;
 mod worker;
 
 use clock::ClusterClock;
@@ -705,6 +705,7 @@ use assigned::Assigned;
 pub use assigned::Assignment;
 use holder::Holder;
 use saves::Saves;
+use signal::{Signal, Wakes};
 use worker::Worker;
 
 /// The consumer of [`CdcReaderBuilder::build_stream`]: owned changes into
@@ -861,8 +862,9 @@ struct Shared {
     query_attempts: u32,
     streams_per_query: usize,
     windows_in_flight: InFlight,
-    stopped: AtomicBool,
-    wake: Notify,
+    /// Raised when the workers are to stop; woken also when there may be
+    /// work for a sleeping worker (`signal.rs`).
+    stopping: Signal<Notify>,
     /// Checkpoint saves under way: a group is handed over only once none
     /// is (one may hold an older progress of it).
     saves: Saves,
@@ -870,10 +872,9 @@ struct Shared {
     /// group was saved at (per generation): a save that was overtaken
     /// (taken earlier, written later) leaves out what it would move back.
     written: tokio::sync::Mutex<HashMap<(Millis, StreamId), Millis>>,
-    /// Set when the reader is joined or dropped: the lease holder gives its
-    /// leases up and ends.
-    leaving: AtomicBool,
-    leave: Notify,
+    /// Raised when the reader is joined or dropped: the lease holder gives
+    /// its leases up and ends.
+    leaving: Signal<Notify>,
     /// With leases: until when each is surely held.
     deadlines: Option<Deadlines<StreamId>>,
     /// With an assignment: which groups this reader may read.
@@ -997,24 +998,36 @@ impl Shared {
     }
 
     fn stop(&self) {
-        self.stopped.store(true, Ordering::Release);
-        self.wake.notify_waiters();
+        self.stopping.raise();
     }
 
     fn stop_at(&self, at: SystemTime) {
         self.planner().set_end(Millis::from_system_time(at));
-        self.wake.notify_waiters();
+        self.stopping.wake();
     }
 
     fn start_leaving(&self) {
-        self.leaving.store(true, Ordering::Release);
-        self.leave.notify_waiters();
+        self.leaving.raise();
     }
 
     fn planner(&self) -> std::sync::MutexGuard<'_, Planner> {
         // A worker that panicked holding the lock left the planner as it
         // was between two calls: still consistent.
         self.planner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A ticket is a `Notified`, which `notify_waiters` wakes from its
+/// creation on, polled or not.
+impl Wakes for Notify {
+    type Ticket<'a> = tokio::sync::futures::Notified<'a>;
+
+    fn ticket(&self) -> Self::Ticket<'_> {
+        self.notified()
+    }
+
+    fn wake_all(&self) {
+        self.notify_waiters();
     }
 }
 

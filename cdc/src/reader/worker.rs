@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -24,6 +23,7 @@ use shardwise::execute::Params;
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::types::CqlTimestamp;
 use shardwise::{Connection, ExecutionError, PagingState, PreparedStatement, QueryResult};
+use tokio::sync::futures::Notified;
 
 use super::limit::InFlightLimit;
 use super::{CdcError, Shared};
@@ -98,14 +98,12 @@ impl Attempt {
     }
 }
 
-/// Sleeps for `d`, or until the reader is woken or stopped.
-async fn sleep(shared: &Shared, d: Duration) {
-    if shared.stopped.load(Ordering::Acquire) {
-        return;
-    }
+/// Sleeps for `d`, or until the reader is woken or stopped after `woken`
+/// was taken (`signal.rs`).
+async fn sleep(woken: Notified<'_>, d: Duration) {
     tokio::select! {
         _ = tokio::time::sleep(d) => {}
-        _ = shared.wake.notified() => {}
+        _ = woken => {}
     }
 }
 
@@ -182,7 +180,10 @@ impl Worker {
     }
 
     async fn serve(&mut self) -> Result<(), CdcError> {
-        while !self.shared.stopped.load(Ordering::Acquire) {
+        let shared = Arc::clone(&self.shared);
+        // Taken before the stop flag and the planner are read: a stop, or a
+        // wake-up (work for this worker), after that ends the sleep at once.
+        while let Some(woken) = shared.stopping.ticket() {
             let action = if self.in_flight.len() < self.limit.get() {
                 self.shared.planner().poll(self.index, self.now())
             } else {
@@ -193,9 +194,11 @@ impl Worker {
                 Action::Read(window) if !self.shared.holds(window.streams.key()) => self.lost(&window),
                 Action::Read(window) => self.request(window).await?,
                 Action::Sleep(until) if !self.in_flight.is_empty() => {
-                    self.wait_in_flight(until.duration_since(self.now())).await?;
+                    self.wait_in_flight(woken, until.duration_since(self.now())).await?;
                 }
-                Action::Idle if !self.in_flight.is_empty() => self.wait_in_flight(Duration::from_millis(50)).await?,
+                Action::Idle if !self.in_flight.is_empty() => {
+                    self.wait_in_flight(woken, Duration::from_millis(50)).await?
+                }
                 Action::FetchFirstGeneration { at } => {
                     self.shared.clock.refresh(&self.shared.session).await;
                     let found = self.shared.source.first_generation(at).await;
@@ -221,14 +224,14 @@ impl Worker {
                 Action::Sleep(until) => {
                     self.shared.clock.refresh(&self.shared.session).await;
                     let d = until.duration_since(self.now());
-                    sleep(&self.shared, d.max(Duration::from_millis(1))).await;
+                    sleep(woken, d.max(Duration::from_millis(1))).await;
                 }
                 Action::Idle => {
                     self.shared.clock.refresh(&self.shared.session).await;
-                    sleep(&self.shared, Duration::from_millis(50)).await
+                    sleep(woken, Duration::from_millis(50)).await
                 }
                 Action::Finished => {
-                    self.shared.wake.notify_waiters();
+                    self.shared.stopping.wake();
                     return Ok(());
                 }
             }
@@ -267,9 +270,9 @@ impl Worker {
         }
     }
 
-    /// Waits at most `d` (or until woken) for a first page in flight to
-    /// arrive, and reads that window.
-    async fn wait_in_flight(&mut self, d: Duration) -> Result<(), CdcError> {
+    /// Waits at most `d` (or until `woken` is) for a first page in flight
+    /// to arrive, and reads that window.
+    async fn wait_in_flight(&mut self, woken: Notified<'_>, d: Duration) -> Result<(), CdcError> {
         let arrived = {
             let in_flight = &mut self.in_flight;
             let next = std::future::poll_fn(|cx| {
@@ -283,7 +286,7 @@ impl Worker {
             });
             tokio::select! {
                 out = next => Some(out),
-                _ = sleep(&self.shared, d.max(Duration::from_millis(1))) => None,
+                _ = sleep(woken, d.max(Duration::from_millis(1))) => None,
             }
         };
         if let Some((asked, (window, place, first))) = arrived {
@@ -344,7 +347,7 @@ impl Worker {
                 self.timeouts.remove(&group);
                 self.shared.planner().window_done(group, window.to)?;
                 self.shared.counters.window();
-                self.shared.wake.notify_waiters();
+                self.shared.stopping.wake();
                 Ok(())
             }
             Err(e) if transient(&e) => {
@@ -394,7 +397,7 @@ impl Worker {
                     self.shared.planner().generation_fetch_failed(self.now());
                 } else {
                     self.shared.planner().next_generation_found(ts, streams)?;
-                    self.shared.wake.notify_waiters();
+                    self.shared.stopping.wake();
                 }
             }
             Err(e) => {

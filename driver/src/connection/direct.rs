@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::io;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use shardwise_protocol::frame::framer::{HEAD_ROOM, TAIL_ROOM};
 use shardwise_protocol::frame::{Framer, ProtocolVersion};
@@ -25,7 +25,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
-use super::turn::{Turn, WriterTurn};
+use super::turn::Handoff;
 use super::Inner;
 use crate::error::{ConnectionError, ExecutionError};
 
@@ -88,11 +88,10 @@ impl Sink for Shared {
 pub(crate) struct Direct {
     socket: Arc<OwnedWriteHalf>,
     version: ProtocolVersion,
-    /// Who writes now.
-    turn: Turn,
-    /// The holder of the turn's buffer: a request's run, and once it was
-    /// handed over, the part of it the socket did not take.
-    run: Mutex<Run>,
+    /// Who writes now, and the holder of the turn's buffer: a request's
+    /// run, and once it was handed over, the part of it the socket did not
+    /// take.
+    handoff: Handoff<Run>,
     /// Pings the writer task when a request handed it the turn.
     handed: Notify,
 }
@@ -119,7 +118,7 @@ struct Run {
 
 impl Direct {
     pub(super) fn new(socket: Arc<OwnedWriteHalf>, version: ProtocolVersion) -> Self {
-        Direct { socket, version, turn: Turn::default(), run: Mutex::new(Run::default()), handed: Notify::new() }
+        Direct { socket, version, handoff: Handoff::default(), handed: Notify::new() }
     }
 
     /// Writes `request` (of `body_len` bytes of body) on stream `id` now,
@@ -136,18 +135,20 @@ impl Direct {
         flags: u8,
         body_len: usize,
     ) -> Result<bool, ExecutionError> {
-        if inner.streams.in_flight() > 1 || !self.turn.try_requester() {
+        if inner.streams.in_flight() > 1 {
             return Ok(false);
         }
-        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
-        let sent = self.send(&mut run, request, id, flags, body_len);
-        drop(run);
-        if let Ok(Sent::Part) = sent {
-            self.turn.hand_over();
+        let Some((sent, handed)) = self.handoff.request(|run| {
+            let sent = self.send(run, request, id, flags, body_len);
+            let part = matches!(sent, Ok(Sent::Part));
+            (sent, part)
+        }) else {
+            return Ok(false);
+        };
+        if handed {
             self.handed.notify_one();
             return Ok(true);
         }
-        self.turn.end_requester();
         match sent? {
             Sent::Unsealed => Ok(false),
             Sent::Failed(e) => {
@@ -191,18 +192,14 @@ impl Direct {
             Err(e) => Sent::Failed(e),
         })
     }
+}
 
-    /// What a request handed over: the run, taken out while it is written
-    /// (no lock is held across the write), with the part still to write.
-    fn take_rest(&self) -> Run {
-        std::mem::take(&mut *self.run.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Gives the run's buffer back for the next request.
-    fn put_back(&self, mut run: Run) {
-        run.buf.clear();
-        run.wire = 0..0;
-        *self.run.lock().unwrap_or_else(|e| e.into_inner()) = run;
+impl Run {
+    /// The buffer, emptied for the next request.
+    fn emptied(mut self) -> Run {
+        self.buf.clear();
+        self.wire = 0..0;
+        self
     }
 }
 
@@ -237,24 +234,27 @@ pub(super) async fn write_in_turn<S: Sink>(inner: &Inner, socket: &mut S, buf: &
     let Some(direct) = &inner.direct else {
         return Ok(socket.write_all(buf).await?);
     };
+    // What a request handed over: its run, taken out while it is written,
+    // with the part still to write.
+    let mut rest = None;
     let written = async {
         loop {
-            match direct.turn.try_writer() {
-                WriterTurn::Taken => break,
-                WriterTurn::TakenOwing => {
-                    let run = direct.take_rest();
-                    socket.write_all(&run.buf[run.wire.clone()]).await?;
-                    direct.put_back(run);
+            match direct.handoff.try_writer() {
+                Some(taken) => {
+                    rest = taken;
                     break;
                 }
                 // A request writes without waiting: its turn ends soon.
-                WriterTurn::Busy => tokio::task::yield_now().await,
+                None => tokio::task::yield_now().await,
             }
+        }
+        if let Some(run) = &rest {
+            socket.write_all(&run.buf[run.wire.clone()]).await?;
         }
         socket.write_all(buf).await
     }
     .await;
-    direct.turn.end_writer();
+    direct.handoff.end_writer(rest.map(Run::emptied));
     Ok(written?)
 }
 
@@ -347,7 +347,7 @@ mod tests {
         answer(&mut server, stream);
         request.await.expect("answered");
         let direct = conn.inner().direct.as_ref().expect("direct");
-        assert_eq!(direct.turn.try_writer(), WriterTurn::Taken, "the turn was given back");
+        assert!(matches!(direct.handoff.try_writer(), Some(None)), "the turn was given back");
     }
 
     /// A run the socket takes only in part: the request hands the rest to
@@ -361,7 +361,7 @@ mod tests {
         let mut first = pin!(conn.send_with(0, None, |w| Ok(w.write(&query))));
         assert!(first.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
         let direct = conn.inner().direct.as_ref().expect("direct");
-        assert!(!direct.run.lock().expect("run").wire.is_empty(), "the socket took the whole run");
+        assert!(direct.handoff.peek(|run| !run.wire.is_empty()), "the socket took the whole run");
 
         let node = std::thread::spawn(move || {
             let mut texts = Vec::new();

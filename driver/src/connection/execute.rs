@@ -147,8 +147,12 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                         } else if let (Some(specs), Some(_)) = (&rows.metadata.specs, &known) {
                             // Without a metadata id (v4): the columns sent
                             // differ from the cached ones, which follow.
-                            let metadata_id = p.with_shape(|s| s.metadata_id.clone());
-                            p.set_shape(ResultShape { metadata_id, specs: Some(Arc::from(specs.clone())) });
+                            // (One update: a metadata id another answer
+                            // set meanwhile is kept.)
+                            p.update_shape(|s| ResultShape {
+                                metadata_id: s.metadata_id.clone(),
+                                specs: Some(Arc::from(specs.clone())),
+                            });
                         }
                     }
                     // Only rows read the specs: a write's answer takes no

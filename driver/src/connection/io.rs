@@ -176,19 +176,17 @@ fn dispatch(inner: &Inner, mut envelope: Envelope) -> Result<(), ConnectionError
 /// an earlier one. With requests of one timeout answered in time, it wakes
 /// about once per timeout.
 ///
-/// No deadline is missed: while it sweeps, `next_sweep` is `MAX`, so a
-/// request that stores its deadline behind the sweep pings it (both sides
-/// store, then load the other's word, all `SeqCst`); a ping that comes
-/// before the sweeper waits is kept by `Notify` as a permit.
+/// No deadline is missed: a request that stores its deadline behind the
+/// sweep pings it (`sweep.rs`, loom-checked); a ping that comes before the
+/// sweeper waits is kept by `Notify` as a permit.
 pub(super) async fn sweeper(inner: Arc<Inner>) {
-    use std::sync::atomic::Ordering::SeqCst;
     loop {
         if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
-        inner.next_sweep.store(u64::MAX, SeqCst);
+        inner.next_sweep.begin();
         let next = inner.streams.expire(inner.now_tick());
-        inner.next_sweep.store(next.unwrap_or(u64::MAX), SeqCst);
+        inner.next_sweep.end(next);
         let pinged = inner.sweep.notified();
         match next {
             None => pinged.await,

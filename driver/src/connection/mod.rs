@@ -32,6 +32,7 @@
 //! - `direct`, `turn`: a lone request writing the socket itself;
 //! - `room`: requests waiting for room in the write buffer;
 //! - `stream`: stream ids and the slots where answers meet their requests;
+//! - `sweep`: when the sweeper wakes next, and which requests ping it (loom-checked);
 //! - `closing`: how a connection closes while requests come and go (loom-checked);
 //! - `deadline`: a request's deadline and which timeout it is;
 //! - `execute`: the connection's own `execute` and `prepare`.
@@ -45,6 +46,7 @@ mod io;
 mod open;
 mod room;
 pub(crate) mod stream;
+mod sweep;
 mod turn;
 
 use std::future::Future;
@@ -143,7 +145,7 @@ pub(crate) struct Inner {
     pub(crate) epoch: tokio::time::Instant,
     /// When the sweeper wakes next (`Tick::MAX`: not before it is pinged, or
     /// sweeping now); a request with an earlier deadline pings it.
-    pub(crate) next_sweep: AtomicU64,
+    pub(crate) next_sweep: sweep::NextSweep,
     /// Pings the sweeper.
     pub(crate) sweep: Notify,
     /// `read_at` counts from here.
@@ -242,7 +244,7 @@ impl Inner {
             // enlarge every request's future (each layer copies it once).
             None => Box::pin(bounded(deadline, self.allocate_stream(ticks))).await?,
         };
-        if ticks != NO_DEADLINE && ticks < self.next_sweep.load(Ordering::SeqCst) {
+        if self.next_sweep.must_ping(ticks) {
             // The sweeper sleeps past this deadline (or is idle).
             self.sweep.notify_one();
         }

@@ -18,7 +18,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{broadcast, mpsc, Notify};
 
-use super::stream::{Streams, Tick};
+use super::stream::Streams;
+use super::sweep::NextSweep;
 use super::{direct, handshake, io, Connection, Inner, Owner};
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::ConnectionError;
@@ -184,7 +185,7 @@ impl Connection {
             events,
             max_orphans: config.max_orphans,
             epoch: tokio::time::Instant::now(),
-            next_sweep: AtomicU64::new(Tick::MAX),
+            next_sweep: NextSweep::default(),
             sweep: Notify::new(),
             read_epoch: Instant::now(),
             read_at: AtomicU64::new(0),

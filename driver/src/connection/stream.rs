@@ -78,10 +78,9 @@ impl<T> Page<T> {
     }
 
     fn set_deadline(&self, bit: usize, deadline: Tick) {
-        // SeqCst: the requester's store of a deadline and its later load of
-        // the sweeper's next wake-up, against the sweeper's store of that
-        // wake-up and its later loads of the deadlines (see `io::sweeper`).
-        self.deadlines[bit].store(deadline, Ordering::SeqCst);
+        // Ordered before the sweeper's loads of the deadlines by the fences
+        // of the request and the sweeper (`sweep.rs`).
+        self.deadlines[bit].store(deadline, Ordering::Relaxed);
     }
 
     /// The slot no longer waits for a deadline (answered, expired, given

@@ -12,9 +12,14 @@
 //!   the turn with it, to the writer task ([`Turn::hand_over`]), which
 //!   writes that rest before anything else ([`Turn::try_writer`]).
 //!
+//! [`Handoff`] is the turn with the buffer its holder writes from: what a
+//! request hands the writer task with the turn is in it. The writer task
+//! gives the buffer back before the turn, so that the next request to take
+//! the turn finds its buffer (and no rest of its own is overwritten).
+//!
 //! The module is kept free of tokio so that `loom-tests` can model it.
 
-use crate::sync::{AtomicU8, Ordering};
+use crate::sync::{AtomicU8, Mutex, Ordering};
 
 /// Nobody writes.
 const FREE: u8 = 0;
@@ -78,5 +83,65 @@ impl Turn {
     /// The writer task gives the turn back after its write.
     pub(crate) fn end_writer(&self) {
         self.state.store(FREE, Ordering::Release);
+    }
+}
+
+/// The turn, and the buffer of a request's run (`direct.rs`): see the
+/// module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Handoff<R> {
+    turn: Turn,
+    run: Mutex<R>,
+}
+
+impl<R: Default> Handoff<R> {
+    /// A request writes with `send` when nobody has the turn (`None`
+    /// otherwise, having done nothing). `send` fills the buffer, writes what
+    /// the socket takes without waiting, and says whether it left a rest in
+    /// the buffer: the turn then passes to the writer task with it (the
+    /// caller pings the writer task), else it is given back.
+    pub(crate) fn request<T>(&self, send: impl FnOnce(&mut R) -> (T, bool)) -> Option<(T, bool)> {
+        if !self.turn.try_requester() {
+            return None;
+        }
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        let (sent, rest) = send(&mut run);
+        drop(run);
+        if rest {
+            self.turn.hand_over();
+        } else {
+            self.turn.end_requester();
+        }
+        Some((sent, rest))
+    }
+
+    /// The writer task takes the turn: `None` while a request writes (it
+    /// never waits: try again after yielding); else the rest of a request's
+    /// run to write before anything else, if one was handed over, taken
+    /// out of the buffer (no lock is held across its write). The turn ends
+    /// with [`end_writer`](Self::end_writer).
+    pub(crate) fn try_writer(&self) -> Option<Option<R>> {
+        match self.turn.try_writer() {
+            WriterTurn::Taken => Some(None),
+            WriterTurn::TakenOwing => {
+                Some(Some(std::mem::take(&mut *self.run.lock().unwrap_or_else(|e| e.into_inner()))))
+            }
+            WriterTurn::Busy => None,
+        }
+    }
+
+    /// The writer task ends its turn, giving back the buffer it took (its
+    /// rest written, or the connection failing) first.
+    pub(crate) fn end_writer(&self, taken: Option<R>) {
+        if let Some(run) = taken {
+            *self.run.lock().unwrap_or_else(|e| e.into_inner()) = run;
+        }
+        self.turn.end_writer();
+    }
+
+    /// `f` of the buffer, for tests to look into.
+    #[cfg(test)]
+    pub(crate) fn peek<T>(&self, f: impl FnOnce(&R) -> T) -> T {
+        f(&self.run.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
