@@ -197,3 +197,28 @@ async fn a_statement_prepared_during_a_use_is_never_applied_unlogged() {
         }
     }
 }
+
+/// Claim `cdc-log-write-error`: a base write whose log write fails is
+/// answered with an error, never acknowledged as if it were logged. The
+/// log table is dropped behind the front's back (straight on Cassandra),
+/// so the front's log write fails after the base write was applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_log_write_is_an_error_to_the_client() {
+    let front = start_front(FrontConfig::default());
+    let session = session(&front).await;
+    let ks = fresh_keyspace("emu_log_fails");
+    setup(&session, &ks).await;
+    exec(&session, &format!("INSERT INTO {ks}.t (pk, v) VALUES (1, 1)")).await.expect("a logged write");
+    assert_eq!(front.stats().cdc_log_failures, 0);
+
+    let cassandra = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("Cassandra"))
+        .build()
+        .await
+        .expect("a session straight to Cassandra");
+    exec(&cassandra, &format!("DROP TABLE {ks}.t_scylla_cdc_log")).await.expect("the log dropped behind the front");
+
+    let e = exec(&session, &format!("INSERT INTO {ks}.t (pk, v) VALUES (2, 2)")).await.expect_err("an error");
+    assert!(e.contains("CDC log write failed"), "{e}");
+    assert_eq!(front.stats().cdc_log_failures, 1, "the failure counted");
+}
