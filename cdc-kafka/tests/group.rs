@@ -16,6 +16,7 @@
 //!   exactly what the parts committed.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -235,7 +236,15 @@ async fn the_group_coordinator_refuses_a_transaction_of_an_earlier_generation() 
     let mut kafka = tokio::task::spawn_blocking(Kafka::start).await.expect("join").unwrap_or_else(|e| panic!("{e}"));
     let brokers = kafka.addr().to_string();
     let b = brokers.clone();
-    let outcome = tokio::task::spawn_blocking(move || {
+    // The Kafka clients' calls run on a thread of their own, bounded: a
+    // call that never returns fails the test naming the step it was at,
+    // instead of hanging the test binary (`spawn_blocking` would be waited
+    // for when the test's runtime is dropped).
+    let step = Arc::new(Mutex::new("starting"));
+    let at = step.clone();
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let at = |name: &'static str| *at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = name;
         let brokers: shardwise_cdc_kafka::Brokers = b.as_str().into();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         rt.block_on(async {
@@ -274,11 +283,13 @@ async fn the_group_coordinator_refuses_a_transaction_of_an_earlier_generation() 
         };
         let mut offsets = TopicPartitionList::new();
         offsets.add_partition_offset("zombie-control", 0, Offset::Offset(0)).expect("offset");
+        at("the zombie joins");
         let zombie = member("zombie");
         assigned(&zombie);
         let stale = zombie.group_metadata().expect("metadata");
         // The zombie stops polling; a new member joins and, once the
         // zombie's rebalance timeout passed, holds every partition.
+        at("the live member joins");
         let live = member("live");
         assigned(&live);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -286,6 +297,7 @@ async fn the_group_coordinator_refuses_a_transaction_of_an_earlier_generation() 
             assert!(Instant::now() < deadline, "the live member holds both partitions");
             let _ = live.poll(Duration::from_millis(100));
         }
+        at("the zombie's transaction");
         let late = producer("zombie-producer");
         late.begin_transaction().expect("begin");
         late.send(BaseRecord::to("zombie-out").key("k").payload("zombie")).map_err(|(e, _)| e).expect("send");
@@ -296,18 +308,26 @@ async fn the_group_coordinator_refuses_a_transaction_of_an_earlier_generation() 
         if !committed_anyway {
             let _ = late.abort_transaction(Duration::from_secs(20));
         }
+        at("the live member's transaction");
         let fresh = producer("live-producer");
         fresh.begin_transaction().expect("begin");
         fresh.send(BaseRecord::to("zombie-out").key("k").payload("live")).map_err(|(e, _)| e).expect("send");
         let metadata = live.group_metadata().expect("metadata");
         fresh.send_offsets_to_transaction(&offsets, &metadata, Duration::from_secs(20)).expect("offsets accepted");
         fresh.commit_transaction(Duration::from_secs(20)).expect("committed");
-        drop(zombie);
-        (code, committed_anyway)
-    })
-    .await
-    .expect("join");
-    let (code, committed_anyway) = outcome;
+        at("done");
+        let _ = done.send((code, committed_anyway));
+        // Not closed: closing a consumer that left a rebalance unserved
+        // (the zombie, on purpose) can block in librdkafka for good; the
+        // test process ends them.
+        std::mem::forget((zombie, live));
+    });
+    let waited = tokio::task::spawn_blocking(move || outcome.recv_timeout(Duration::from_secs(240))).await;
+    let step = *step.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (code, committed_anyway) = match waited.expect("join") {
+        Ok(outcome) => outcome,
+        Err(e) => panic!("the Kafka calls did not finish ({e}) at the step: {step}"),
+    };
     assert!(!committed_anyway, "the zombie's transaction must not commit");
     assert!(
         matches!(code, Some(RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::IllegalGeneration)),

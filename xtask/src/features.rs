@@ -113,6 +113,7 @@ pub fn check(root: &Path) -> Result<Vec<String>, String> {
 /// The TLS crates (rustls, ring, aws-lc) in the driver's dependency tree
 /// with `features` (`--no-default-features` or nothing): the README says
 /// `default-features = false` leaves rustls out.
+#[cfg(test)]
 pub fn tls_crates(root: &Path, features: &[&str]) -> Result<Vec<String>, String> {
     let out = crate::steps::cargo()
         .current_dir(root)
@@ -138,6 +139,7 @@ pub fn tls_crates(root: &Path, features: &[&str]) -> Result<Vec<String>, String>
 /// The workspace's `rust-version` and the dependencies of the publishable
 /// crates (normal and build edges, on this platform) that declare a later
 /// one: a user's build with the stated minimum would fail on them.
+#[cfg(test)]
 pub fn later_rust_versions(root: &Path) -> Result<(String, Vec<String>), String> {
     let rustc = std::process::Command::new("rustc").arg("-vV").output().map_err(|e| format!("rustc -vV: {e}"))?;
     let host = String::from_utf8_lossy(&rustc.stdout)
