@@ -610,7 +610,13 @@ async fn replaying_the_log_reproduces_the_base_table() {
                     let ok = x.len() == y.len()
                         && x.iter().zip(y).all(|(x, y)| match (x, y) {
                             (None, None) => true,
-                            (Some(x), Some(y)) => *y >= *x && i64::from(*y - *x) <= slack,
+                            // The replay was written later, so its TTL runs out
+                            // later, but it is read after the base: a second may
+                            // tick between the two reads.
+                            (Some(x), Some(y)) => {
+                                let d = i64::from(*y) - i64::from(*x);
+                                (-1..=slack).contains(&d)
+                            }
                             _ => false,
                         });
                     if !ok {
