@@ -139,11 +139,8 @@ pub fn read_properties(path: &Path) -> Result<Vec<(String, String)>, SinkError> 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::properties::tests::pairs;
     use super::*;
-
-    fn pairs(settings: &[(&str, &str)]) -> Vec<(String, String)> {
-        settings.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-    }
 
     #[test]
     fn a_properties_file_names_itself_in_its_errors_and_refuses_the_sinks_settings() {

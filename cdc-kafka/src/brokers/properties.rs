@@ -163,10 +163,11 @@ pub fn fuzz_properties(data: &[u8]) {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn pairs(settings: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// Owned settings of `settings` (also for the tests of `brokers`).
+    pub(crate) fn pairs(settings: &[(&str, &str)]) -> Vec<(String, String)> {
         settings.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
