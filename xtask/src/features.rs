@@ -90,17 +90,20 @@ pub fn not_reused(xtask_graph: &Value, test_graph: &Value) -> Result<Vec<String>
     Ok(missing)
 }
 
-fn unit_graph(root: &Path, args: &[&str]) -> Result<Value, String> {
-    let out = crate::fuzz::cargo_nightly()
-        .current_dir(root)
-        .args(args)
-        .args(["--unit-graph", "-Z", "unstable-options"])
-        .output()
-        .map_err(|e| format!("could not run cargo +nightly: {e}"))?;
+/// What `cmd` (`what`, for the errors) prints, or its error output.
+fn stdout_of(cmd: &mut std::process::Command, what: &str) -> Result<Vec<u8>, String> {
+    let out = cmd.output().map_err(|e| format!("could not run {what}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("cargo +nightly {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!("{what}: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo's unit graph: {e}"))
+    Ok(out.stdout)
+}
+
+fn unit_graph(root: &Path, args: &[&str]) -> Result<Value, String> {
+    let mut cmd = crate::fuzz::cargo_nightly();
+    cmd.current_dir(root).args(args).args(["--unit-graph", "-Z", "unstable-options"]);
+    let graph = stdout_of(&mut cmd, &format!("cargo +nightly {}", args.join(" ")))?;
+    serde_json::from_slice(&graph).map_err(|e| format!("cargo's unit graph: {e}"))
 }
 
 /// Compares the two builds; `Ok(list)` names what the test build compiles again.
@@ -115,16 +118,12 @@ pub fn check(root: &Path) -> Result<Vec<String>, String> {
 /// `default-features = false` leaves rustls out.
 #[cfg(test)]
 pub fn tls_crates(root: &Path, features: &[&str]) -> Result<Vec<String>, String> {
-    let out = crate::steps::cargo()
-        .current_dir(root)
+    let mut cmd = crate::steps::cargo();
+    cmd.current_dir(root)
         .args(["tree", "-p", "shardwise", "-e", "normal,build", "--prefix", "none", "-f", "{p}"])
-        .args(features)
-        .output()
-        .map_err(|e| format!("could not run cargo tree: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("cargo tree: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    let tree = String::from_utf8_lossy(&out.stdout);
+        .args(features);
+    let tree = stdout_of(&mut cmd, "cargo tree")?;
+    let tree = String::from_utf8_lossy(&tree);
     let mut found: Vec<String> = tree
         .lines()
         .filter_map(|l| l.split_whitespace().next())
@@ -141,20 +140,15 @@ pub fn tls_crates(root: &Path, features: &[&str]) -> Result<Vec<String>, String>
 /// one: a user's build with the stated minimum would fail on them.
 #[cfg(test)]
 pub fn later_rust_versions(root: &Path) -> Result<(String, Vec<String>), String> {
-    let rustc = std::process::Command::new("rustc").arg("-vV").output().map_err(|e| format!("rustc -vV: {e}"))?;
-    let host = String::from_utf8_lossy(&rustc.stdout)
+    let rustc = stdout_of(std::process::Command::new("rustc").arg("-vV"), "rustc -vV")?;
+    let host = String::from_utf8_lossy(&rustc)
         .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
         .ok_or("rustc -vV names no host")?;
-    let out = crate::steps::cargo()
-        .current_dir(root)
-        .args(["metadata", "--format-version", "1", "--filter-platform", &host])
-        .output()
-        .map_err(|e| format!("could not run cargo metadata: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("cargo metadata: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    let meta: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata: {e}"))?;
+    let mut cmd = crate::steps::cargo();
+    cmd.current_dir(root).args(["metadata", "--format-version", "1", "--filter-platform", &host]);
+    let meta: Value =
+        serde_json::from_slice(&stdout_of(&mut cmd, "cargo metadata")?).map_err(|e| format!("cargo metadata: {e}"))?;
     let packages = meta["packages"].as_array().ok_or("no packages in cargo metadata")?;
     let by_id: HashMap<&str, &Value> = packages.iter().filter_map(|p| Some((p["id"].as_str()?, p))).collect();
     let version = |p: &Value| -> Option<(u64, u64)> {
