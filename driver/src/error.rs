@@ -102,6 +102,25 @@ pub enum ExecutionError {
     /// No node could be reached.
     #[error("no connection available")]
     NoConnection,
+    /// The load-balancing policy (the statement's profile's, or the
+    /// session's) planned no node for the request: e.g. a
+    /// [`SingleTargetLoadBalancingPolicy`](crate::load_balancing::SingleTargetLoadBalancingPolicy)
+    /// whose node the session does not know (not in the topology, or
+    /// ignored by the distance policy or a host filter).
+    #[error("the load-balancing policy {policy} planned no node for the request (a node the session does not know?)")]
+    EmptyPlan {
+        /// The policy, as its `Debug` form shows it (a single target names its node).
+        policy: Box<str>,
+    },
+    /// None of the nodes the load-balancing policy planned has a
+    /// connection (down, or not connected yet); no other node is tried.
+    #[error(
+        "no connection to the nodes the load-balancing policy planned (the last: {last}; down, or not connected yet)"
+    )]
+    PlanUnavailable {
+        /// The last node of the plan that was tried.
+        last: SocketAddr,
+    },
     /// Schema agreement was not reached in time after a schema change.
     #[error("schema agreement not reached within {0:?} (SessionConfig::schema_agreement_timeout)")]
     SchemaAgreementTimeout(std::time::Duration),

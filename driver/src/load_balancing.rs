@@ -1,6 +1,7 @@
 //! Load-balancing policies: the application's plan for each request
 //! (see [`LoadBalancingPolicy`]); without one, the session's built-in plan,
-//! which [`DefaultPolicy`] returns.
+//! which [`DefaultPolicy`] returns. [`SingleTargetLoadBalancingPolicy`]
+//! sends to one chosen node.
 //!
 //! Load balancing as a policy of the application's: the plan of a request
 //! (which nodes, in which order, on which shard) from its routing
@@ -10,7 +11,9 @@
 //! Without a policy (the default), a request walks the built-in plan in
 //! place (see the `plan` module): token, tablet and shard aware, local rack
 //! then datacenter then remote, latency awareness, nodes that are down last.
-//! A policy set with [`SessionBuilder::load_balancing`] writes the plan
+//! A policy set with [`SessionBuilder::load_balancing`], or with
+//! [`ExecutionProfile::load_balancing_policy`] for the statements run with
+//! that profile (a profile without one plans as the session does), writes the plan
 //! into a buffer instead, once per attempt that needs a node (the first,
 //! and each retry on the next node), so a policy that is a pure function of
 //! what it is given walks one plan per request. The built-in plan is
@@ -18,7 +21,8 @@
 //! returns it, for policies that reorder or filter it.
 //!
 //! A policy costs an allocation per attempt (the plan's buffer) and the
-//! policy's own work; the session without one pays nothing for this module.
+//! policy's own work; a request without one (neither its profile's nor the
+//! session's) pays nothing for this module.
 //!
 //! The types a policy sees live here, below the session: the session's
 //! configuration holds a policy, and the session's plan shows itself to one
@@ -26,6 +30,7 @@
 //! `ClusterSource`), so this module needs nothing of the session.
 //!
 //! [`SessionBuilder::load_balancing`]: crate::SessionBuilder::load_balancing
+//! [`ExecutionProfile::load_balancing_policy`]: crate::ExecutionProfile::load_balancing_policy
 
 use std::net::SocketAddr;
 
@@ -34,6 +39,9 @@ use shardwise_protocol::token::Token;
 use uuid::Uuid;
 
 use crate::cluster::NodeInfo;
+
+mod single_target;
+pub use single_target::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
 
 /// What a request tells a policy about itself.
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +77,9 @@ pub struct Target {
 pub trait LoadBalancingPolicy: Send + Sync + std::fmt::Debug {
     /// Pushes the targets a request tries, in order, onto `plan` (empty
     /// when called). Targets without a connection are skipped; a plan with
-    /// none that connects fails the request with `NoConnection`.
+    /// none that connects fails the request with
+    /// [`PlanUnavailable`](crate::ExecutionError::PlanUnavailable), and an
+    /// empty one with [`EmptyPlan`](crate::ExecutionError::EmptyPlan).
     fn plan(&self, request: &RoutingInfo<'_>, cluster: &ClusterView<'_>, plan: &mut Vec<Target>);
 }
 

@@ -1,6 +1,6 @@
 //! Execution profiles: named bundles of how a request runs (consistency,
 //! serial consistency, request and attempt timeouts, retry policy,
-//! speculative execution, latency awareness). A statement carries one
+//! speculative execution, latency awareness, load-balancing policy). A statement carries one
 //! ([`with_profile`](crate::Statement::with_profile)); the session has a
 //! default one ([`SessionBuilder::default_profile`](crate::SessionBuilder::default_profile)).
 //! For each setting the statement's own option wins, then its profile's,
@@ -23,6 +23,7 @@ use std::time::Duration;
 use shardwise_protocol::consistency::Consistency;
 
 use crate::latency::LatencyAwareness;
+use crate::load_balancing::LoadBalancingPolicy;
 use crate::observer::RequestObserver;
 use crate::retry::RetryPolicy;
 
@@ -38,7 +39,9 @@ pub struct SpeculativePolicy {
 
 /// A named bundle of execution settings: consistency, serial consistency,
 /// request and attempt timeouts, retry policy, speculative execution,
-/// latency awareness (the load-balancing setting a request can change). For
+/// latency awareness, and a load-balancing policy of its own (e.g. one
+/// that sends to another datacenter, or to one node:
+/// [`SingleTargetLoadBalancingPolicy`](crate::load_balancing::SingleTargetLoadBalancingPolicy)). For
 /// each setting a statement's own option wins, then its profile's, then the
 /// session's; a profile leaves unset what it does not say.
 ///
@@ -68,6 +71,7 @@ pub struct ExecutionProfile {
     pub(crate) speculative: Option<Option<SpeculativePolicy>>,
     pub(crate) latency_awareness: Option<Option<LatencyAwareness>>,
     pub(crate) observer: Option<Arc<dyn RequestObserver>>,
+    pub(crate) load_balancing: Option<Arc<dyn LoadBalancingPolicy>>,
 }
 
 impl ExecutionProfile {
@@ -119,6 +123,15 @@ impl ExecutionProfile {
     /// instead of the session's.
     pub fn request_observer(mut self, o: Arc<dyn RequestObserver>) -> Self {
         self.observer = Some(o);
+        self
+    }
+    /// The load-balancing policy that plans the requests run with this
+    /// profile, instead of the session's
+    /// ([`SessionBuilder::load_balancing`](crate::SessionBuilder::load_balancing),
+    /// else the built-in plan). A profile without one plans as the session
+    /// does.
+    pub fn load_balancing_policy(mut self, p: Arc<dyn LoadBalancingPolicy>) -> Self {
+        self.load_balancing = Some(p);
         self
     }
     /// A handle to this profile, to give to statements and re-point later.
@@ -184,22 +197,22 @@ impl PartialEq for ExecutionProfileHandle {
 
 impl Eq for ExecutionProfileHandle {}
 
-/// Profiles are equal when they set the same things (the same retry policy
-/// object).
+/// Whether both are unset, or both the same object.
+fn same_object<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
+}
+
+/// Profiles are equal when they set the same things (the same retry,
+/// observer and load-balancing objects).
 impl PartialEq for ExecutionProfile {
     fn eq(&self, other: &Self) -> bool {
-        let same_retry = match (&self.retry_policy, &other.retry_policy) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        };
-        let same_observer = match (&self.observer, &other.observer) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        };
-        same_retry
-            && same_observer
+        same_object(&self.retry_policy, &other.retry_policy)
+            && same_object(&self.observer, &other.observer)
+            && same_object(&self.load_balancing, &other.load_balancing)
             && self.name == other.name
             && self.consistency == other.consistency
             && self.serial_consistency == other.serial_consistency

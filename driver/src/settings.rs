@@ -14,6 +14,7 @@ use std::time::Duration;
 use shardwise_protocol::consistency::Consistency;
 
 use crate::latency::LatencyAwareness;
+use crate::load_balancing::LoadBalancingPolicy;
 use crate::observer::RequestObserver;
 use crate::profile::{ExecutionProfile, SpeculativePolicy};
 use crate::retry::RetryPolicy;
@@ -39,6 +40,9 @@ pub(crate) struct AttemptSettings<'a> {
     pub(crate) retry_policy: &'a Arc<dyn RetryPolicy>,
     pub(crate) latency_awareness: Option<LatencyAwareness>,
     pub(crate) observer: Option<&'a Arc<dyn RequestObserver>>,
+    /// The policy that plans each attempt's node; `None`: the built-in
+    /// plan, walked in place.
+    pub(crate) load_balancing: Option<&'a Arc<dyn LoadBalancingPolicy>>,
 }
 
 /// The profiles a request consults, as their handles pointed as it
@@ -91,6 +95,7 @@ impl<'a> Settings<'a> {
                 retry_policy: profiles.get(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
                 latency_awareness: profiles.get(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
                 observer: profiles.get(|p| p.observer.as_ref()).or(config.observer.as_ref()),
+                load_balancing: profiles.get(|p| p.load_balancing.as_ref()).or(config.load_balancing.as_ref()),
             },
         }
     }
@@ -197,6 +202,42 @@ mod tests {
         let only_default = Settings::of(&none, Profiles(None, Some(&default)), &config);
         assert_eq!(only_default.consistency, Consistency::Three);
         assert_eq!(Settings::of(&none, Profiles(None, None), &config).request_timeout, config.request_timeout);
+    }
+
+    /// The load-balancing policy: the statement's profile's, else the
+    /// default handle's profile's, else the session's, else none (the
+    /// built-in plan); a profile without one does not hide the session's.
+    #[test]
+    fn the_load_balancing_policy_of_the_profile_then_of_the_session() {
+        use crate::load_balancing::{DefaultPolicy, LoadBalancingPolicy};
+        let is = |got: Option<&Arc<dyn LoadBalancingPolicy>>, want: &Arc<dyn LoadBalancingPolicy>| {
+            got.is_some_and(|g| Arc::ptr_eq(g, want))
+        };
+        let session_policy: Arc<dyn LoadBalancingPolicy> = Arc::new(DefaultPolicy);
+        let profile_policy: Arc<dyn LoadBalancingPolicy> = Arc::new(DefaultPolicy);
+        let default_policy: Arc<dyn LoadBalancingPolicy> = Arc::new(DefaultPolicy);
+        let none = StatementOptions::default();
+        let plain = SessionConfig::default();
+        assert!(Settings::of(&none, None, &plain).attempts.load_balancing.is_none(), "the built-in plan");
+        let config = SessionConfig { load_balancing: Some(session_policy.clone()), ..SessionConfig::default() };
+        let own = ExecutionProfile::new("own").load_balancing_policy(profile_policy.clone());
+        let default = ExecutionProfile::new("default").load_balancing_policy(default_policy.clone());
+        let silent = ExecutionProfile::new("silent").consistency(Consistency::One);
+        fn of<'a>(
+            none: &'a StatementOptions,
+            profiles: Profiles<'a>,
+            config: &'a SessionConfig,
+        ) -> Option<&'a Arc<dyn LoadBalancingPolicy>> {
+            Settings::of(none, profiles, config).attempts.load_balancing
+        }
+        let got = |profiles, config| of(&none, profiles, config);
+        assert!(is(got(Profiles(Some(&own), Some(&default)), &config), &profile_policy), "the statement's profile");
+        assert!(is(got(Profiles(Some(&silent), Some(&default)), &config), &default_policy), "the default handle's");
+        assert!(is(got(Profiles(Some(&silent), None), &config), &session_policy), "the session's");
+        assert!(is(got(Profiles(Some(&own), None), &plain), &profile_policy), "over the built-in plan");
+        assert!(got(Profiles(Some(&silent), None), &plain).is_none());
+        assert_ne!(own, ExecutionProfile::new("own"), "the policy counts in equality");
+        assert_eq!(own, own.clone());
     }
 
     /// Statements holding one handle follow it when it is re-pointed; a

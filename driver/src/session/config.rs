@@ -342,6 +342,9 @@ impl SessionBuilder {
         if let Some(v) = &p.observer {
             c.observer = Some(v.clone());
         }
+        if let Some(v) = &p.load_balancing {
+            c.load_balancing = Some(v.clone());
+        }
         self
     }
     /// Custom authentication.

@@ -35,12 +35,14 @@ use crate::load_balancing::{ClusterSource, ClusterView, LoadBalancingPolicy, Nod
 use crate::pool::NodePool;
 use uuid::Uuid;
 
-/// What a request's plan needs to know of it besides its route (for a
-/// load-balancing policy).
+/// What a request's plan needs to know of it besides its route: the
+/// load-balancing policy that plans it (its profile's, else the session's;
+/// `None`: the built-in plan), and what that policy is told.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Ask {
+pub(super) struct Ask<'p> {
     pub(super) consistency: shardwise_protocol::consistency::Consistency,
     pub(super) idempotent: bool,
+    pub(super) policy: Option<&'p dyn LoadBalancingPolicy>,
 }
 
 /// What a plan asks of a node.
@@ -310,7 +312,7 @@ impl Session {
         from: usize,
         route: Option<Route<'_>>,
         penalty: Option<Penalty>,
-        ask: Ask,
+        ask: Ask<'_>,
     ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
         let token = route.map(|r| r.token);
         // A table with tablets: the tablet's replicas when it is known, else
@@ -345,7 +347,7 @@ impl Session {
             lwt,
             penalty,
         };
-        if let Some(policy) = &self.inner.config.load_balancing {
+        if let Some(policy) = ask.policy {
             let request = RoutingInfo {
                 table: route.map(|r| (r.keyspace, r.table)),
                 token,
@@ -354,7 +356,7 @@ impl Session {
                 idempotent: ask.idempotent,
                 seed,
             };
-            return self.pick_by_policy(policy.as_ref(), &request, state, &plan, from);
+            return self.pick_by_policy(policy, &request, state, &plan, from);
         }
         match plan.pick(from, |node| self.node_unavailable(node)) {
             Some((position, node, conn)) => Ok((position, node.clone(), conn)),
@@ -364,6 +366,11 @@ impl Session {
 
     /// [`Session::pick`] under the application's policy: the target at
     /// position `from` of the plan it writes, or after it, that connects.
+    /// A plan without targets fails with [`ExecutionError::EmptyPlan`]
+    /// (naming the policy: a single target that the cluster does not have,
+    /// say); one whose targets from `from` on have no connection, with
+    /// [`ExecutionError::PlanUnavailable`] naming the last of them (no other
+    /// node is tried: the policy chose these).
     fn pick_by_policy(
         &self,
         policy: &dyn LoadBalancingPolicy,
@@ -374,6 +381,10 @@ impl Session {
     ) -> Result<(usize, Arc<NodePool>, Connection), ExecutionError> {
         let mut targets = Vec::new();
         policy.plan(request, &ClusterView::new(&PolicyView { state, plan }), &mut targets);
+        if targets.is_empty() {
+            return Err(ExecutionError::EmptyPlan { policy: format!("{policy:?}").into() });
+        }
+        let mut unavailable = None;
         for (position, target) in targets.iter().enumerate().skip(from) {
             let Some(node) = state.nodes.get(target.node) else { continue };
             let conn = match target.shard {
@@ -382,10 +393,16 @@ impl Session {
             };
             match conn {
                 Some(conn) => return Ok((position, node.clone(), conn)),
-                None => self.node_unavailable(node),
+                None => {
+                    self.node_unavailable(node);
+                    unavailable = Some(node.addr);
+                }
             }
         }
-        Err(ExecutionError::NoConnection)
+        match unavailable {
+            Some(last) => Err(ExecutionError::PlanUnavailable { last }),
+            None => Err(ExecutionError::NoConnection),
+        }
     }
 
     /// The latency penalty of a request's plan under `config`: the best

@@ -30,7 +30,11 @@ impl Session {
             0,
             None,
             None,
-            Ask { consistency: self.inner.config.consistency, idempotent: true },
+            Ask {
+                consistency: self.inner.config.consistency,
+                idempotent: true,
+                policy: self.inner.config.load_balancing.as_deref(),
+            },
         )?;
         self.inner.metrics.prepare();
         let p = conn.prepare(statement.text()).await?;

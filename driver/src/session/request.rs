@@ -251,7 +251,8 @@ impl Session {
         let seed = super::plan::next_seed();
         let route = statement.route(values);
         let (mut position, mut node, mut conn) = self.with_state(|state| {
-            let ask = Ask { consistency: params.consistency, idempotent };
+            let ask =
+                Ask { consistency: params.consistency, idempotent, policy: settings.load_balancing.map(|p| &**p) };
             self.pick(state, seed, node_offset, route, Session::penalty(state, settings.latency_awareness), ask)
         })?;
         let (result, conn) = loop {
@@ -359,7 +360,11 @@ impl Session {
                     // The view as it is now: a retry may follow a topology change.
                     let state = self.state();
                     let penalty = Session::penalty(&state, settings.latency_awareness);
-                    let ask = Ask { consistency: params.consistency, idempotent };
+                    let ask = Ask {
+                        consistency: params.consistency,
+                        idempotent,
+                        policy: settings.load_balancing.map(|p| &**p),
+                    };
                     (position, node, conn) =
                         self.pick(&state, seed, position + 1, route, penalty, ask).map_err(|_| error.clone())?;
                 }
