@@ -19,5 +19,6 @@ mod send;
 mod session;
 mod shard_port;
 mod shards;
+mod single_target;
 mod tls;
 mod topology_refresh;
