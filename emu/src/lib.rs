@@ -46,9 +46,11 @@
 //!   in Scylla's words and size the table's tablets; a secondary index's
 //!   hidden table `<index>_index` (and a materialized view) gets tablets of
 //!   its own.
-//! - **Properties** (`properties`): Scylla-only table and keyspace
-//!   properties accepted at ScyllaDB's defaults, refused otherwise; names
-//!   ScyllaDB does not know refused in its words.
+//! - **Properties** (`properties`, `tombstone_gc`): Scylla-only table and
+//!   keyspace properties accepted at ScyllaDB's defaults, refused otherwise
+//!   (`tombstone_gc` accepted with every value ScyllaDB takes, kept by the
+//!   front and shown by DESCRIBE); names ScyllaDB does not know refused in
+//!   its words.
 //!
 //! With several Cassandra nodes there is one front per node
 //! ([`Front::start_cluster`]), each on its node's address and all on the same
@@ -98,6 +100,7 @@
 //! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
 //! - `tablets_ddl` (private): tablets DDL refused or recorded around Cassandra (flavour, hints).
 //! - `properties` (private): Scylla-only table and keyspace properties accepted at their defaults or refused, unknown ones in Scylla's words.
+//! - `tombstone_gc` (private): ScyllaDB's `tombstone_gc` table option, checked in its words, its defaults (repair for base tables, timeout for CDC logs), kept per table.
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontHandle`], their listeners and the accept loop.
 //! - `shared` (private): the state every connection shares (`Shared`); its submodules own CDC DDL (`cdc_ddl`), tablets (`tablets`: maps, rows, stream sets, resizes; [`Resize`]), generations (`generations`) and the schema cache (`schema_cache`).
@@ -111,7 +114,7 @@
 //! Layers (no module imports one above it; `cargo xtask imports emu` checks
 //! there is no circle): `error`, `clock`, `config`, `tokens`, `rng` at the
 //! bottom; then the pure parts (`cdc`, `generation`, `tablets`,
-//! `tablet_options`, `tablet_streams`, `properties`, `vector_index`,
+//! `tablet_options`, `tablet_streams`, `tombstone_gc`, `properties`, `vector_index`,
 //! `rewrite`, `cdclog`'s parser and builders) and `admin`, `system_tables`;
 //! then `shared`; then what reads it per request (`guard`, `refusals`,
 //! `tablets_ddl`, `lwt`, `describe`, `cdclog::synth`); then `proxy`; then
@@ -149,6 +152,7 @@ pub mod tablet_streams;
 pub mod tablets;
 mod tablets_ddl;
 mod tokens;
+mod tombstone_gc;
 pub mod transcript;
 pub mod vector_index;
 

@@ -31,10 +31,11 @@
 //! What each Scylla-only property is accepted with (ScyllaDB's default,
 //! which is how Cassandra behaves): `synchronous_updates` false,
 //! `paxos_grace_seconds` 864000 (ScyllaDB's default, the default
-//! `gc_grace_seconds`), `tombstone_gc` mode `timeout` with the default
-//! propagation delay of 3600 s, `per_partition_rate_limit` with no limit,
-//! keyspace `storage` of type `LOCAL`. `cdc` and `tablets` are the
-//! business of [`crate::rewrite`]. Cassandra-only properties
+//! `gc_grace_seconds`), `per_partition_rate_limit` with no limit,
+//! keyspace `storage` of type `LOCAL`. `tombstone_gc` is accepted with
+//! every value ScyllaDB accepts, checked in its words and kept by the front
+//! ([`crate::tombstone_gc`]). `cdc` and `tablets` are the business of
+//! [`crate::rewrite`]. Cassandra-only properties
 //! (`additional_write_policy`, `read_repair`, `memtable`,
 //! `incremental_backups`, `allow_auto_snapshot`, `extensions`, ...) are
 //! unknown to ScyllaDB and refused as such.
@@ -43,6 +44,7 @@
 //! are a sorted map), so the first unknown name by order is the one named.
 
 use crate::tokens::{Kind, Tok};
+use crate::tombstone_gc::TombstoneGc;
 
 const SYNTAX: i32 = 0x2000;
 const INVALID: i32 = 0x2200;
@@ -91,9 +93,6 @@ const KEYSPACE_KNOWN: &[&str] = &["durable_writes", "replication", "tablets"];
 /// ScyllaDB's default `paxos_grace_seconds` (the default `gc_grace_seconds`).
 const DEFAULT_PAXOS_GRACE_SECONDS: &str = "864000";
 
-/// ScyllaDB's default propagation delay of `tombstone_gc` mode `timeout`.
-const DEFAULT_PROPAGATION_DELAY: &str = "3600";
-
 /// A byte-range replacement of the statement text.
 pub(crate) type Edit = (usize, usize, String);
 
@@ -113,11 +112,21 @@ enum Value {
     Map(Vec<(String, String)>),
 }
 
+/// What a statement's properties call for, when they are not refused.
+#[derive(Debug, Default)]
+pub(crate) struct Checked {
+    /// The edits that take out the accepted Scylla-only properties.
+    pub(crate) edits: Vec<Edit>,
+    /// The table's `tombstone_gc`, when given (taken out, kept by the front).
+    pub(crate) tombstone_gc: Option<TombstoneGc>,
+}
+
 /// What a statement's properties call for: the edits that take out the
-/// accepted Scylla-only ones, or Scylla's (or the front's) refusal.
-pub(crate) fn check(text: &str, toks: &[Tok<'_>]) -> Result<Vec<Edit>, (i32, String)> {
-    let Some(keyspace) = statement_kind(toks) else { return Ok(Vec::new()) };
-    let Some(with) = with_at(toks) else { return Ok(Vec::new()) };
+/// accepted Scylla-only ones (and the `tombstone_gc` given), or Scylla's (or
+/// the front's) refusal.
+pub(crate) fn check(text: &str, toks: &[Tok<'_>]) -> Result<Checked, (i32, String)> {
+    let Some(keyspace) = statement_kind(toks) else { return Ok(Checked::default()) };
+    let Some(with) = with_at(toks) else { return Ok(Checked::default()) };
     let props = properties(toks, with);
     let mut names: Vec<&str> = props.iter().map(|p| p.name.as_str()).collect();
     names.sort_unstable();
@@ -132,7 +141,17 @@ pub(crate) fn check(text: &str, toks: &[Tok<'_>]) -> Result<Vec<Edit>, (i32, Str
         }
     }
     let mut strip = Vec::new();
+    let mut tombstone_gc = None;
     for (i, p) in props.iter().enumerate() {
+        if !keyspace && p.name == "tombstone_gc" {
+            if let Value::Map(entries) = &p.value {
+                let options =
+                    TombstoneGc::parse(entries).map_err(|e| (crate::tombstone_gc::CONFIG_ERROR, e.to_string()))?;
+                tombstone_gc = Some(options);
+                strip.push(i);
+                continue;
+            }
+        }
         let accepted = if keyspace {
             match p.name.as_str() {
                 "storage" => storage_is_local(&p.value),
@@ -166,7 +185,7 @@ pub(crate) fn check(text: &str, toks: &[Tok<'_>]) -> Result<Vec<Edit>, (i32, Str
         // `ALTER KEYSPACE k WITH storage = {...}` alone: nothing would be left.
         return Err((INVALID, "The Scylla emulation front does not reproduce altering a keyspace's storage".into()));
     }
-    Ok(removals(text, toks, with, &props, &strip))
+    Ok(Checked { edits: removals(text, toks, with, &props, &strip), tombstone_gc })
 }
 
 /// `Some(true)` for a keyspace statement, `Some(false)` for a table or view
@@ -275,11 +294,6 @@ fn scylla_default(name: &str, value: &Value) -> bool {
         // `get_boolean`: "1", "true" and "yes" are true, anything else false.
         ("synchronous_updates", Value::Simple(v)) => !matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"),
         ("paxos_grace_seconds", Value::Simple(v)) => v == DEFAULT_PAXOS_GRACE_SECONDS,
-        ("tombstone_gc", Value::Map(entries)) => entries.iter().all(|(k, v)| match k.as_str() {
-            "mode" => v.eq_ignore_ascii_case("timeout"),
-            "propagation_delay_in_seconds" => v == DEFAULT_PROPAGATION_DELAY,
-            _ => false,
-        }),
         ("per_partition_rate_limit", Value::Map(entries)) => entries.is_empty(),
         _ => false,
     }
@@ -331,7 +345,7 @@ mod tests {
 
     fn run(s: &str) -> Result<String, (i32, String)> {
         let toks = tokenize(s).unwrap();
-        let edits = check(s, &toks)?;
+        let edits = check(s, &toks)?.edits;
         let mut out = s.to_string();
         for (start, end, with) in edits.into_iter().rev() {
             out.replace_range(start..end, &with);
@@ -358,7 +372,7 @@ mod tests {
         let e = run("CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy'} AND graph = 1").unwrap_err();
         assert_eq!(e, (0x2000, "Unknown property 'graph'".to_string()));
         // An unknown name wins over a value the front would refuse.
-        let e = run("ALTER TABLE t WITH tombstone_gc = {'mode': 'repair'} AND memtable = 'x'").unwrap_err();
+        let e = run("ALTER TABLE t WITH tombstone_gc = {'mode': 'bogus'} AND memtable = 'x'").unwrap_err();
         assert_eq!(e.1, "Unknown property 'memtable'");
     }
 
@@ -384,7 +398,6 @@ mod tests {
         for refused in [
             "ALTER TABLE t WITH synchronous_updates = true",
             "ALTER TABLE t WITH paxos_grace_seconds = 10",
-            "ALTER TABLE t WITH tombstone_gc = {'mode': 'repair'}",
             "ALTER TABLE t WITH per_partition_rate_limit = {'max_writes_per_second': 10}",
             "ALTER TABLE t WITH scylla_encryption_options = {'cipher_algorithm': 'AES/ECB/PKCS5Padding'}",
             "CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy'} AND storage = {'type': 'S3'}",
@@ -394,6 +407,32 @@ mod tests {
             assert_eq!(code, 0x2200, "{refused}");
             assert!(message.contains("does not reproduce"), "{refused}: {message}");
         }
+    }
+
+    #[test]
+    fn tombstone_gc_is_taken_out_with_any_value_scylla_accepts_and_kept() {
+        let s = "CREATE TABLE t (p int PRIMARY KEY) WITH tombstone_gc = {'mode': 'repair', 'propagation_delay_in_seconds': 120} AND comment = 'x'";
+        let toks = tokenize(s).unwrap();
+        let checked = check(s, &toks).unwrap();
+        assert_eq!(
+            checked.tombstone_gc.map(|g| g.to_string()).as_deref(),
+            Some("{'mode': 'repair', 'propagation_delay_in_seconds': '120'}")
+        );
+        assert_eq!(run(s).unwrap(), "CREATE TABLE t (p int PRIMARY KEY) WITH comment = 'x'");
+        for mode in ["timeout", "disabled", "immediate", "repair"] {
+            let s = format!("ALTER TABLE t WITH tombstone_gc = {{'mode': '{mode}'}}");
+            assert_eq!(run(&s).unwrap(), "ALTER TABLE t WITH cdc = false", "{s}");
+        }
+        assert_eq!(
+            run("ALTER TABLE t WITH tombstone_gc = {'mode': 'never'}").unwrap_err(),
+            (0x2300, "Invalid value for tombstone_gc option mode: never".to_string())
+        );
+        assert_eq!(
+            run("ALTER TABLE t WITH tombstone_gc = {'propagation_delay_in_seconds': '-1'}").unwrap_err(),
+            (0x2300, "Invalid value for tombstone_gc option propagation_delay_in_seconds: -1".to_string())
+        );
+        let none = "ALTER TABLE t WITH comment = 'x'";
+        assert!(check(none, &tokenize(none).unwrap()).unwrap().tombstone_gc.is_none());
     }
 
     #[test]

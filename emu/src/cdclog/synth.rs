@@ -479,6 +479,18 @@ pub(crate) fn raw_rows(result: ResultMessage) -> Result<Vec<Vec<Option<Bytes>>>,
 /// A cheap test before parsing: the first word of `text` (after blanks and
 /// comments) starts a DML statement.
 pub(crate) fn may_be_dml(text: &str) -> bool {
+    let word = leading_word(text);
+    ["insert", "update", "delete", "begin"].iter().any(|w| word.eq_ignore_ascii_case(w))
+}
+
+/// Whether `text` is a `BEGIN ... BATCH` statement (its first word, after
+/// blanks and comments, is `BEGIN`).
+pub(crate) fn is_batch_text(text: &str) -> bool {
+    leading_word(text).eq_ignore_ascii_case("begin")
+}
+
+/// The first word of `text` after blanks and comments.
+fn leading_word(text: &str) -> &str {
     let mut rest = text.trim_start();
     loop {
         if let Some(r) = rest.strip_prefix("--").or_else(|| rest.strip_prefix("//")) {
@@ -489,6 +501,6 @@ pub(crate) fn may_be_dml(text: &str) -> bool {
             break;
         }
     }
-    let word: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    ["insert", "update", "delete", "begin"].iter().any(|w| word.eq_ignore_ascii_case(w))
+    let end = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+    &rest[..end]
 }

@@ -29,8 +29,9 @@
 //! rows `NONE`, even when set so explicitly; compaction options equal to
 //! Cassandra's own additions (`max_threshold` 32, `min_threshold` 4) and
 //! `chunk_length_in_kb` 16 are left out even when given; `tombstone_gc`
-//! prints ScyllaDB's vnodes default for every base table of a vnodes
-//! keyspace and nothing in tablets keyspaces; dropped columns (`WITH
+//! prints what the front was given, else ScyllaDB's default (repair for a
+//! base table, timeout for a log: [`crate::tombstone_gc`]), and a
+//! restarted front has forgotten what it was given; dropped columns (`WITH
 //! INTERNALS`) are listed by drop time, then name (ScyllaDB iterates an
 //! unordered map and no upstream test pins an order); listings show Cassandra's system keyspaces
 //! and tables, not ScyllaDB's.
@@ -564,7 +565,7 @@ impl Ctx<'_> {
             && properties.caching.get("keys").is_some_and(|v| v == "NONE")
             && properties.caching.get("rows_per_partition").is_some_and(|v| v == "NONE");
         let cdc = if is_log { None } else { self.shared.registry.lock().ok().and_then(|r| r.options(ks, name)) };
-        let tombstone_gc = !is_log && self.keyspace(ks).await.is_ok_and(|k| k.tablets.is_none());
+        let tombstone_gc = Some(self.shared.tombstone_gc_of(ks, name, is_log));
         let extras = ScyllaExtras {
             caching_disabled,
             tablets: self

@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 
 use crate::cdc::CdcOptions;
+use crate::tombstone_gc::TombstoneGc;
 
 /// A keyspace as `system_schema.keyspaces` has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,13 +79,11 @@ pub(crate) struct ScyllaExtras {
     pub(crate) tablets: BTreeMap<String, String>,
     /// The table's `cdc` extension.
     pub(crate) cdc: Option<CdcOptions>,
-    /// The `tombstone_gc` extension ScyllaDB gives a new table.
-    pub(crate) tombstone_gc: bool,
+    /// The table's `tombstone_gc` extension (every table has one: the one
+    /// given or ScyllaDB's default, [`crate::tombstone_gc`]); `None` prints
+    /// none.
+    pub(crate) tombstone_gc: Option<TombstoneGc>,
 }
-
-/// The `tombstone_gc` ScyllaDB prints for a table created without one in a
-/// vnodes keyspace (ScyllaDB's DESCRIBE output of such tables).
-pub(crate) const DEFAULT_TOMBSTONE_GC: &str = "{'mode': 'timeout', 'propagation_delay_in_seconds': '3600'}";
 
 /// A table, everything DESCRIBE prints of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -359,8 +358,8 @@ impl Table {
             let map = cdc.to_map();
             lines.push(format!("cdc = {{{}}}", map_as_cql_param(map.iter().map(|(k, v)| (*k, v.as_str())))));
         }
-        if self.extras.tombstone_gc {
-            lines.push(format!("tombstone_gc = {DEFAULT_TOMBSTONE_GC}"));
+        if let Some(gc) = &self.extras.tombstone_gc {
+            lines.push(format!("tombstone_gc = {gc}"));
         }
         lines.join("\n    AND ")
     }

@@ -9,12 +9,10 @@
 //! CDC log has (Cassandra knows only `keys` and `rows_per_partition`). In a
 //! `CREATE TABLE`/`ALTER TABLE` the front renames the first and takes out
 //! the second (`'enabled': 'false'` meaning no caching: keys and rows
-//! `NONE`). The `tombstone_gc` ScyllaDB gives every new table (which the
-//! front prints) is taken out when it has the default value, which is what
-//! Cassandra's tables behave as; any other value stays and Cassandra refuses
-//! it. Everything else in the statement stays as written.
-
-use super::print::DEFAULT_TOMBSTONE_GC;
+//! `NONE`). The `tombstone_gc` ScyllaDB gives every table (which the front
+//! prints) stays: the front takes it, as ScyllaDB does, on the statement's
+//! way to Cassandra ([`crate::tombstone_gc`]). Everything else in the
+//! statement stays as written.
 
 /// The statement with ScyllaDB's property words replaced, or `None` when
 /// there is nothing to replace (or it is not a table DDL).
@@ -47,17 +45,6 @@ pub fn cassandra_properties(text: &str) -> Option<String> {
                 .map(|(k, v)| (k.clone(), if off { "NONE".to_string() } else { v.clone() }))
                 .collect();
             out.replace_range(start..end, &render(&fixed));
-            changed = true;
-        }
-    }
-    if let Some((start, end)) = map_after(&out, "tombstone_gc") {
-        let default = entries(&DEFAULT_TOMBSTONE_GC[1..DEFAULT_TOMBSTONE_GC.len() - 1])?;
-        let name = out[..start].to_ascii_lowercase().rfind("tombstone_gc")?;
-        let before = out[..name].trim_end();
-        if entries(&out[start + 1..end - 1])? == default && before.to_ascii_lowercase().ends_with("and") {
-            let cut = before.len() - 3;
-            let cut = out[..cut].trim_end().len();
-            out.replace_range(cut..end, "");
             changed = true;
         }
     }
@@ -175,12 +162,8 @@ mod tests {
         assert!(fixed.contains("comment = 'caching = {''enabled'': 1}'"), "{fixed}");
         let off = cassandra_properties("CREATE TABLE t (p int PRIMARY KEY) WITH caching = {'enabled': 'false', 'keys': 'ALL', 'rows_per_partition': 'ALL'}").unwrap();
         assert!(off.ends_with("caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}"), "{off}");
-        let gc = cassandra_properties(
-            "CREATE TABLE t (p int PRIMARY KEY) WITH comment = ''\n    AND tombstone_gc = {'mode': 'timeout', 'propagation_delay_in_seconds': '3600'};\n",
-        )
-        .unwrap();
-        assert_eq!(gc, "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '';\n");
-        let kept = "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '' AND tombstone_gc = {'mode': 'immediate'}";
+        // `tombstone_gc` is the properties check's (it is kept by the front).
+        let kept = "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '' AND tombstone_gc = {'mode': 'timeout', 'propagation_delay_in_seconds': '3600'}";
         assert_eq!(cassandra_properties(kept), None);
     }
 

@@ -72,6 +72,28 @@ pub(super) fn message_offset(header: &EnvelopeHeader, body: &[u8]) -> Option<usi
     }
     Some(body.len() - r.remaining())
 }
+/// A response with its warnings left out (the WARNING flag cleared): the
+/// answer ScyllaDB gives to a BATCH, which carries none of Cassandra's
+/// batch warnings (see `request::on_batch`). A body whose
+/// warnings cannot be read goes as it came.
+pub(super) fn without_warnings(header: &EnvelopeHeader, body: &[u8]) -> Bytes {
+    if !header.flags.has(Flags::WARNING) {
+        return frame(header, header.flags.0, body);
+    }
+    let mut r = Reader::new(body);
+    if header.flags.has(Flags::TRACING) && r.take(16, "tracing id").is_err() {
+        return frame(header, header.flags.0, body);
+    }
+    let start = body.len() - r.remaining();
+    if r.string_list("warnings").is_err() {
+        return frame(header, header.flags.0, body);
+    }
+    let end = body.len() - r.remaining();
+    let mut out = Vec::with_capacity(body.len() - (end - start));
+    out.extend_from_slice(&body[..start]);
+    out.extend_from_slice(&body[end..]);
+    frame(header, header.flags.0 & !Flags::WARNING, &out)
+}
 /// The id of a PREPARED result, read without decoding its metadata:
 /// `<kind [int]><id [short bytes]>` after the envelope's optional fields.
 pub(super) fn prepared_id(header: &EnvelopeHeader, body: &Bytes) -> Option<Bytes> {

@@ -92,6 +92,8 @@ enum Pending {
         table_tablets: Option<crate::tablet_options::TabletOptions>,
         /// The keyspace of an ALTER KEYSPACE.
         keyspace: Option<String>,
+        /// The table's `tombstone_gc`, kept once the statement succeeded.
+        tombstone_gc: Option<crate::tombstone_gc::TombstoneGc>,
     },
     Use,
     /// A read of `system_schema.tables`: its answer gets Scylla's rows
@@ -107,7 +109,12 @@ enum Pending {
         client_id: Bytes,
         skip: bool,
         route: Option<TabletRoute>,
+        /// A prepared `BEGIN ... BATCH`: answered without warnings.
+        batch: bool,
     },
+    /// A BATCH: answered without Cassandra's warnings, as ScyllaDB sends
+    /// none for batches (`request::on_batch`).
+    Batch,
 }
 pub(crate) struct Conn {
     shared: Arc<Shared>,
@@ -385,5 +392,6 @@ fn unrouted_info(text: &str, at: Resolution, conn: &Conn) -> StatementInfo {
         unparsed,
         is_use: rewrite::rewrite(text, &conn.shared.config.emu_keyspace, false).use_keyspace,
         table: None,
+        is_batch: synth::is_batch_text(text),
     }
 }

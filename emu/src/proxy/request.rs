@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes};
 use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, ProtocolVersion};
+use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion};
 use shardwise_protocol::handshake::USE_METADATA_ID;
 use shardwise_protocol::request::{
     encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Startup, StatementKind,
@@ -18,7 +18,9 @@ use shardwise_protocol::response::{
 use shardwise_protocol::tablets::{TabletRoute, TABLETS_ROUTING_V1};
 use shardwise_protocol::types::ser::RawValues;
 
-use super::frame::{encode, error_frame, frame, response_frame, route_payload, unprepared_frame, with_tablet_route};
+use super::frame::{
+    encode, error_frame, frame, response_frame, route_payload, unprepared_frame, with_tablet_route, without_warnings,
+};
 use super::{applied, classify, lwt_applied, unrouted_info, Conn, Dml, Lwt, Pending};
 use crate::cdclog::dml::Statement;
 use crate::cdclog::synth::{self, Item};
@@ -134,6 +136,10 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                     alter_keyspace_tablets_only(conn, h.stream, keyspace, choice);
                     return;
                 }
+                if let Some(message) = tombstone_gc_refusal(&conn.shared, &rw, current.as_deref()) {
+                    conn.reply_error(h.stream, crate::tombstone_gc::INVALID, message);
+                    return;
+                }
                 let vector = rw.vector_index.map(|v| v.resolved(current.clone()));
                 if let Some(message) =
                     vector_index_refusal(&conn.shared, vector.as_ref(), rw.cdc.as_ref(), &rw.table, current)
@@ -150,10 +156,14 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                         vector,
                         table_tablets: rw.table_tablets.and_then(Result::ok),
                         keyspace: rw.keyspace.filter(|_| rw.alter_keyspace),
+                        tombstone_gc: rw.tombstone_gc,
                     },
                 );
             } else if rw.use_keyspace {
                 conn.use_sent(h.stream);
+            } else if synth::is_batch_text(text) {
+                // No warnings on a batch's answer (see [`on_batch`]).
+                conn.pend(h.stream, Pending::Batch);
             } else if let Some(identity) = crate::identity::plan(text) {
                 match identity {
                     crate::identity::Identity::Tables(read) => {
@@ -257,13 +267,15 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                 let client_id = Bytes::copy_from_slice(client_id);
                 // A prepared USE has no rows, and its answer is awaited already.
                 if !info.is_use {
-                    conn.pend(h.stream, Pending::MetadataId { client_id, skip, route: tablet });
+                    conn.pend(h.stream, Pending::MetadataId { client_id, skip, route: tablet, batch: info.is_batch });
                 }
                 conn.forward_routed(&h, &frame[shardwise_protocol::frame::HEADER_LEN..], miss);
                 return;
             }
             if let Some(route) = tablet {
                 conn.pend(h.stream, Pending::Tablet(route));
+            } else if info.is_batch {
+                conn.pend(h.stream, Pending::Batch);
             }
             conn.forward_routed(&h, &env.body, miss);
         }
@@ -406,6 +418,10 @@ pub(super) fn on_batch(
         }
         return;
     }
+    // ScyllaDB sends no warnings with a batch's answer (scylladb#10196; its
+    // batch size checks only log, `verify_batch_size` in
+    // cql3/statements/batch_statement.cc): Cassandra's are left out.
+    conn.pend(h.stream, Pending::Batch);
     if texts.iter().all(Option::is_none) {
         conn.forward_routed(h, body, miss);
         return;
@@ -457,6 +473,7 @@ pub(super) fn cdc_write(
 ) {
     let conn = conn.clone();
     let conditional = lwt.is_some();
+    let batch = h.opcode == Opcode::Batch || items.iter().any(|i| matches!(*i.statement, Statement::Batch(_)));
     tokio::spawn(async move {
         let shared = &conn.shared;
         let log_cl = synth::log_consistency(cl);
@@ -540,9 +557,11 @@ pub(super) fn cdc_write(
             }
         }
         // A misrouted write to a tablets table carries its tablet, as on
-        // any other path.
+        // any other path; a batch goes without Cassandra's warnings (see
+        // [`on_batch`]).
         let answer = match &tablet {
             Some(route) => with_tablet_route(&answer.header, &answer.body, route),
+            None if batch => without_warnings(&answer.header, &answer.body),
             None => frame(&answer.header, answer.header.flags.0, &answer.body),
         };
         let _ = conn.to_client.send(answer);
@@ -564,6 +583,18 @@ pub(super) fn alter_keyspace_tablets_only(conn: &Arc<Conn>, stream: i16, keyspac
         };
         conn.reply(reply);
     });
+}
+/// ScyllaDB's refusal of `tombstone_gc` mode `repair` on a CDC log
+/// (`alter_table_statement.cc`, see [`crate::tombstone_gc`]).
+fn tombstone_gc_refusal(shared: &Shared, rw: &rewrite::Rewrite, current: Option<&str>) -> Option<&'static str> {
+    let options = rw.tombstone_gc?;
+    if options.mode != crate::tombstone_gc::Mode::Repair {
+        return None;
+    }
+    let (keyspace, table) = rw.table.as_ref()?;
+    let keyspace = keyspace.as_deref().or(current)?;
+    let is_log = shared.registry.lock().ok()?.is_log(keyspace, table);
+    is_log.then_some(crate::tombstone_gc::REPAIR_ON_LOG)
 }
 /// Scylla's refusal of a vector index, or of `WITH cdc` options too weak
 /// for the vector index a table has (see [`super::vector_index`]).

@@ -13,7 +13,9 @@ use shardwise_protocol::response::{
 };
 use shardwise_protocol::token::Partitioner;
 
-use super::frame::{error_frame, frame, message_offset, prepared_id, response_frame, with_tablet_route};
+use super::frame::{
+    error_frame, frame, message_offset, prepared_id, response_frame, with_tablet_route, without_warnings,
+};
 use super::{classify, unrouted_info, Conn, Dml, Pending};
 use crate::guard::Resolution;
 use crate::shared::StatementInfo;
@@ -83,13 +85,17 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
             let amended = message_offset(&h, &env.body).and_then(|at| crate::identity::amend(&read, &env.body, at));
             let _ = conn.to_client.send(frame(&h, h.flags.0, amended.as_ref().unwrap_or(&env.body)));
         }
+        Some(Pending::Batch) => {
+            let _ = conn.to_client.send(without_warnings(&h, &env.body));
+        }
         Some(Pending::Tablet(route)) => {
             let _ = conn.to_client.send(with_tablet_route(&h, &env.body, &route));
         }
-        Some(Pending::MetadataId { client_id, skip, route }) => {
+        Some(Pending::MetadataId { client_id, skip, route, batch }) => {
             let body = super::metadata_id::answer(conn, &h, &env.body, &client_id, skip);
             let _ = conn.to_client.send(match route {
                 Some(route) => with_tablet_route(&h, &body, &route),
+                None if batch => without_warnings(&h, &body),
                 None => frame(&h, h.flags.0, &body),
             });
         }
@@ -106,15 +112,15 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
             }
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Schema { cdc, table, tablets, vector, table_tablets, keyspace }) => {
+        Some(Pending::Schema { cdc, table, tablets, vector, table_tablets, keyspace, tombstone_gc }) => {
             let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
                 // Cassandra answers Void to an ALTER that changes nothing it
-                // knows (only Scylla's `cdc` or `tablets` map changed): the
-                // front does its part and answers what Scylla would, a
-                // Schema_change.
+                // knows (only Scylla's `cdc`, `tablets` or `tombstone_gc`
+                // changed): the front does its part and answers what Scylla
+                // would, a Schema_change.
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::Void), .. })
-                    if cdc.is_some() || table_tablets.is_some() =>
+                    if cdc.is_some() || table_tablets.is_some() || tombstone_gc.is_some() =>
                 {
                     let current = conn.current_keyspace();
                     let Some((Some(keyspace), name)) = table.map(|(ks, t)| (ks.or(current), t)) else {
@@ -174,6 +180,13 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
                     (&result, table_tablets, change.change, &change.target)
                 {
                     result = conn.shared.alter_tablet_options(keyspace, name, o).await;
+                }
+                if let (Ok(()), Some(options), SchemaChangeTarget::Table { keyspace, name }) =
+                    (&result, tombstone_gc, &change.target)
+                {
+                    if matches!(change.change, SchemaChangeType::Created | SchemaChangeType::Updated) {
+                        conn.shared.set_tombstone_gc(keyspace, name, options);
+                    }
                 }
                 match result {
                     Ok(()) if fabricated => {

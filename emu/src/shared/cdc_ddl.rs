@@ -152,9 +152,12 @@ impl Shared {
     pub(super) async fn schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), EmuError> {
         match (&change.target, change.change) {
             (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Dropped) => {
+                self.forget_tombstone_gc(keyspace, Some(name));
+                self.forget_tombstone_gc(keyspace, Some(&log_table_name(name)));
                 self.forget_tablets(keyspace, Some(name)).await?
             }
             (SchemaChangeTarget::Keyspace { keyspace }, SchemaChangeType::Dropped) => {
+                self.forget_tombstone_gc(keyspace, None);
                 self.forget_tablets(keyspace, None).await?
             }
             _ => {}

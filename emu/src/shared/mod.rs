@@ -28,6 +28,7 @@ use crate::clock::now_micros;
 use crate::config::FrontConfig;
 use crate::delay_line::DelayLine;
 use crate::stats::{Counters, FrontStats, NodeCounters};
+use crate::tombstone_gc::TombstoneGc;
 
 mod cdc_ddl;
 mod generations;
@@ -59,6 +60,8 @@ pub(crate) struct StatementInfo {
     pub(crate) is_use: bool,
     /// The table of its bound columns (keyspace, table), when it has any.
     pub(crate) table: Option<(String, String)>,
+    /// A `BEGIN ... BATCH` text: answered without Cassandra's warnings.
+    pub(crate) is_batch: bool,
 }
 
 pub(crate) struct NodeState {
@@ -93,6 +96,10 @@ pub(crate) struct Shared {
     pub(crate) last_timestamp: std::sync::atomic::AtomicI64,
     /// Tablets: keyspaces, maps, stream sets, hints, index tables.
     pub(crate) tablets: Tablets,
+    /// The `tombstone_gc` options given to tables (base or log) by
+    /// `(keyspace, table)`; a table not here has ScyllaDB's default
+    /// ([`crate::tombstone_gc`]).
+    pub(crate) tombstone_gc: Mutex<HashMap<(String, String), TombstoneGc>>,
 }
 
 impl NodeState {
@@ -166,5 +173,28 @@ impl Shared {
 
     fn emu(&self) -> &str {
         &self.config.emu_keyspace
+    }
+
+    /// Keeps the `tombstone_gc` a CREATE or ALTER gave `keyspace.table`.
+    pub(crate) fn set_tombstone_gc(&self, keyspace: &str, table: &str, options: TombstoneGc) {
+        if let Ok(mut m) = self.tombstone_gc.lock() {
+            m.insert((keyspace.to_string(), table.to_string()), options);
+        }
+    }
+
+    /// The `tombstone_gc` of `keyspace.table` as ScyllaDB would show it:
+    /// the one given, else the default for a base table or a CDC log.
+    pub(crate) fn tombstone_gc_of(&self, keyspace: &str, table: &str, log: bool) -> TombstoneGc {
+        let given =
+            self.tombstone_gc.lock().ok().and_then(|m| m.get(&(keyspace.to_string(), table.to_string())).copied());
+        given.unwrap_or_else(|| TombstoneGc::default_for(log))
+    }
+
+    /// Forgets the `tombstone_gc` of a dropped table (`Some`) or of every
+    /// table of a dropped keyspace.
+    fn forget_tombstone_gc(&self, keyspace: &str, table: Option<&str>) {
+        if let Ok(mut m) = self.tombstone_gc.lock() {
+            m.retain(|(k, t), _| !(k == keyspace && table.is_none_or(|table| table == t)));
+        }
     }
 }

@@ -116,7 +116,8 @@ async fn describe_hides_the_cdc_log_and_replays() {
          AND compression = {{'sstable_compression': 'org.apache.cassandra.io.compress.LZ4Compressor'}} \
          AND crc_check_chance = 1 AND default_time_to_live = 0 AND gc_grace_seconds = 0 \
          AND max_index_interval = 2048 AND memtable_flush_period_in_ms = 0 AND min_index_interval = 128 \
-         AND speculative_retry = '99.0PERCENTILE';"
+         AND speculative_retry = '99.0PERCENTILE' \
+         AND tombstone_gc = {{'mode': 'timeout', 'propagation_delay_in_seconds': '3600'}};"
     );
     assert_eq!(collapse(body), expected);
 

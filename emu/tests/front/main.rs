@@ -12,6 +12,7 @@ mod cdc_log;
 mod cdc_replay;
 mod cdc_scylla_workload;
 mod describe;
+mod fidelity;
 mod lwt;
 mod metadata_id;
 mod python;
