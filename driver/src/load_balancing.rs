@@ -106,13 +106,14 @@ pub struct NodeView<'a> {
     pub local: bool,
 }
 
-impl NodeView<'_> {
-    /// Its datacenter, when known.
-    pub fn datacenter(&self) -> Option<&str> {
+impl<'a> NodeView<'a> {
+    /// Its datacenter, when known (borrowed from the view's topology, not
+    /// from this copy of the node).
+    pub fn datacenter(&self) -> Option<&'a str> {
         self.info.and_then(|i| i.datacenter.as_deref())
     }
     /// Its rack, when known.
-    pub fn rack(&self) -> Option<&str> {
+    pub fn rack(&self) -> Option<&'a str> {
         self.info.and_then(|i| i.rack.as_deref())
     }
     /// Its host id, when known.
