@@ -11,6 +11,11 @@
 //!   the session does not know fails with `EmptyPlan`, one that is down with
 //!   `PlanUnavailable` (no other node is tried), and the other statements
 //!   keep working;
+//! - through the Scylla emulation front (4 shards), whose per-shard
+//!   counters show where each request arrived: a target with a shard gets
+//!   every request on that shard, routed or not (the routed ones off their
+//!   token's shard counted as misses), where the built-in plan puts each on
+//!   its token's shard;
 //! - on a 2-node cluster, the node's own `system.local` answers: a
 //!   statement sent by host id, or by address, reads the `host_id` of the
 //!   node it names, every time; a killed node's statements fail with
@@ -24,6 +29,7 @@ use shardwise::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy}
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::{ExecutionError, ExecutionProfile, PreparedStatement, Session, SessionBuilder, Statement};
+use shardwise_emu::{Front, FrontConfig, FrontHandle};
 use testkit::fault::{Direction, FaultProxy, OnAccept};
 use testkit::Cluster;
 use uuid::Uuid;
@@ -143,6 +149,75 @@ async fn a_profiles_single_target_gets_every_request_and_nothing_falls_back() {
         session.execute(&select, ()).await.expect("the session's plan goes on with node a");
     }
     assert_eq!(a.frames(Direction::ToServer, EXECUTE), before_a + 5);
+}
+
+const SHARDS: u16 = 4;
+
+/// Per shard of the front's one node: (routed hits, routed misses, unrouted).
+fn per_shard(front: &FrontHandle) -> Vec<(u64, u64, u64)> {
+    front.stats().nodes[0].shards.iter().map(|s| (s.hits, s.misses, s.unrouted)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_with_a_shard_gets_every_request_on_that_shard() {
+    let upstream = testkit::shared_node().expect("server");
+    let front = tokio::task::spawn_blocking(move || {
+        Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() })
+    })
+    .await
+    .expect("join")
+    .expect("front");
+    let session = SessionBuilder::new()
+        .known_node_addr(front.addr())
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session through the front");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while session.connections().len() < usize::from(SHARDS) {
+        assert!(Instant::now() < deadline, "only {} connections: {}", session.connections().len(), front.stats());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let node = session.topology().first().map(|n| n.host_id).expect("the front's node in the topology");
+    let ks = crate::common::simple_keyspace(&session, "single_shard").await;
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v int)")), ())
+        .await
+        .expect("table");
+    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
+
+    // The built-in plan: each write on its token's shard, over every shard.
+    front.reset_routing_stats();
+    for pk in 0..100i64 {
+        session.execute(&insert, (pk, 1)).await.expect("insert");
+    }
+    let spread = per_shard(&front);
+    assert!(spread.iter().all(|&(hits, misses, _)| hits > 0 && misses == 0), "on their own shards: {spread:?}");
+
+    // Shard 2 of the node, by host id: every write there.
+    let shard_2 = ExecutionProfile::new("shard-2")
+        .load_balancing_policy(SingleTargetLoadBalancingPolicy::new(NodeIdentifier::HostId(node), Some(2)));
+    let pinned = insert.clone().with_profile(shard_2.clone());
+    front.reset_routing_stats();
+    for pk in 0..100i64 {
+        session.execute(&pinned, (pk, 2)).await.expect("insert on shard 2");
+    }
+    let got = per_shard(&front);
+    let (hits, misses, _) = got[2];
+    assert_eq!(hits + misses, 100, "every write on shard 2: {got:?}");
+    assert!(misses > 0, "keys of other shards too, as misses: {got:?}");
+    assert!(got.iter().enumerate().all(|(s, &(h, m, _))| s == 2 || h + m == 0), "no other shard: {got:?}");
+
+    // Unrouted statements too.
+    front.reset_routing_stats();
+    let scan = Statement::new(format!("SELECT pk FROM {ks}.kv LIMIT 1")).with_profile(shard_2);
+    for _ in 0..20 {
+        session.execute(&scan, ()).await.expect("select on shard 2");
+    }
+    let got = per_shard(&front);
+    assert_eq!(got.iter().map(|s| s.2).collect::<Vec<_>>(), [0, 0, 20, 0], "unrouted, on shard 2: {got:?}");
+    drop(session);
+    front.stop();
 }
 
 /// The host id that the node answering `statement` gives for itself.
