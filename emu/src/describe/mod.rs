@@ -32,8 +32,9 @@
 //! prints what the front was given, else ScyllaDB's default (repair for a
 //! base table, timeout for a log: [`crate::tombstone_gc`]), and a
 //! restarted front has forgotten what it was given; dropped columns (`WITH
-//! INTERNALS`) are listed by drop time, then name (ScyllaDB iterates an
-//! unordered map and no upstream test pins an order); listings show Cassandra's system keyspaces
+//! INTERNALS`) are listed by name, last first (ScyllaDB iterates an
+//! unordered map: that is its order for a few columns, and the order
+//! test_cdc.py pins; see `print`); listings show Cassandra's system keyspaces
 //! and tables, not ScyllaDB's.
 
 pub(crate) mod print;

@@ -112,16 +112,17 @@ async fn insert_json_if_not_exists_is_unconditional_as_on_scylla() {
     let ks = fresh_keyspace("emu_lwt_json");
     for ddl in [
         testkit::create_keyspace(&ks, 1),
-        format!("CREATE TABLE {ks}.t (p int, c int, r int, s int STATIC, PRIMARY KEY (p, c))"),
+        format!("CREATE TABLE {ks}.json_lwt (p int, c int, r int, s int STATIC, PRIMARY KEY (p, c))"),
     ] {
         via_front.query_unpaged(ddl, &[]).await.expect("ddl");
     }
-    let insert = |p: i32, r: i32| format!(r#"INSERT INTO {ks}.t JSON '{{"p": {p}, "c": 1, "r": {r}}}' IF NOT EXISTS"#);
+    let insert =
+        |p: i32, r: i32| format!(r#"INSERT INTO {ks}.json_lwt JSON '{{"p": {p}, "c": 1, "r": {r}}}' IF NOT EXISTS"#);
     type Row = (i32, i32, Option<i32>, Option<i32>);
     let select = |p: i32| {
         let (session, ks) = (&via_front, &ks);
         async move {
-            let rows = session.query_unpaged(format!("SELECT p, c, s, r FROM {ks}.t WHERE p = {p}"), &[]).await;
+            let rows = session.query_unpaged(format!("SELECT p, c, s, r FROM {ks}.json_lwt WHERE p = {p}"), &[]).await;
             rows.expect("select")
                 .into_rows_result()
                 .expect("rows")
@@ -150,8 +151,10 @@ async fn insert_json_if_not_exists_is_unconditional_as_on_scylla() {
     assert_eq!(select(2).await, [(2, 1, None, Some(2))], "written although the row existed");
 
     // Prepared, with the JSON bound.
-    let prepared =
-        via_front.prepare(format!("INSERT INTO {ks}.t JSON ? IF NOT EXISTS")).await.expect("prepare JSON insert");
+    let prepared = via_front
+        .prepare(format!("INSERT INTO {ks}.json_lwt JSON ? IF NOT EXISTS"))
+        .await
+        .expect("prepare JSON insert");
     for r in [1, 3] {
         let answer =
             via_front.execute_unpaged(&prepared, (format!(r#"{{"p": 3, "c": 1, "r": {r}}}"#),)).await.expect("execute");
@@ -161,7 +164,7 @@ async fn insert_json_if_not_exists_is_unconditional_as_on_scylla() {
 
     // A plain conditional INSERT keeps its condition.
     let answer = via_front
-        .query_unpaged(format!("INSERT INTO {ks}.t (p, c, r) VALUES (2, 1, 9) IF NOT EXISTS"), &[])
+        .query_unpaged(format!("INSERT INTO {ks}.json_lwt (p, c, r) VALUES (2, 1, 9) IF NOT EXISTS"), &[])
         .await
         .expect("plain LWT");
     type Cas = (bool, Option<i32>, Option<i32>, Option<i32>, Option<i32>);
@@ -262,5 +265,63 @@ async fn tombstone_gc_is_kept_and_described_as_on_scylla() {
     s.query_unpaged(format!("CREATE TABLE {ks}.tgc_plain (p int PRIMARY KEY)"), &[]).await.expect("create a again");
     let desc = described(&s, &format!("DESC TABLE {ks}.tgc_plain"), "tgc_plain").await;
     assert!(desc.contains("tombstone_gc = {'mode': 'repair', 'propagation_delay_in_seconds': '3600'}"), "{desc}");
+    s.query_unpaged(format!("DROP KEYSPACE {ks}"), &[]).await.expect("drop keyspace");
+}
+
+/// A CDC log detached from its base (`cdc = {'enabled': false}`), the base
+/// altered (a column dropped, one added, a key column renamed), then
+/// re-attached: its DESCRIBE as ScyllaDB's (test/cqlpy/test_cdc.py
+/// `test_reattach_cdc_log_table_after_altering_base`, whose expected text
+/// this is, and `test_reattach_cdc_log_table_after_altering_base_schema`:
+/// the same DESCRIBE as a log that was never detached).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reattached_log_describes_as_on_scylla() {
+    let front = start_front(FrontConfig::default());
+    let s = session(&front).await;
+    // Both of ScyllaDB's keyspace flavours, as the upstream tests are run.
+    for tablets in [false, true] {
+        reattach_in(&s, tablets).await;
+    }
+}
+
+async fn reattach_in(s: &Session, tablets: bool) {
+    let ks = fresh_keyspace("emu_reattach");
+    let ddl = testkit::create_keyspace(&ks, 1);
+    let ddl = if tablets { format!("{ddl} AND tablets = {{'enabled': true}}") } else { ddl };
+    s.query_unpaged(ddl, &[]).await.expect("keyspace");
+    let schema = "(p int, v int, u int, a int, PRIMARY KEY (p, v)) WITH cdc = {'enabled': true}";
+    for t in ["reattached", "attached"] {
+        s.query_unpaged(format!("CREATE TABLE {ks}.{t} {schema}"), &[]).await.expect("create");
+    }
+    let table = format!("{ks}.reattached");
+    let log = format!("{table}_scylla_cdc_log");
+    s.query_unpaged(format!("INSERT INTO {table} (p, v, u, a) VALUES (1, 2, 3, 4)"), &[]).await.expect("insert");
+    s.query_unpaged(format!("ALTER TABLE {table} WITH cdc = {{'enabled': false}}"), &[]).await.expect("detach");
+    for t in ["reattached", "attached"] {
+        for alter in ["DROP a", "ADD b double", "RENAME v TO v2"] {
+            s.query_unpaged(format!("ALTER TABLE {ks}.{t} {alter}"), &[]).await.expect(alter);
+        }
+    }
+    s.query_unpaged(format!("INSERT INTO {table} (p, v2, u, b) VALUES (5, 6, 7, 9.2)"), &[]).await.expect("insert");
+    s.query_unpaged(format!("ALTER TABLE {table} WITH cdc = {{'enabled': true}}"), &[]).await.expect("re-attach");
+
+    let desc = described(s, &format!("DESC TABLE {log} WITH INTERNALS"), "reattached_scylla_cdc_log").await;
+    let expected = format!(
+        "CREATE TABLE {log} (\n    \"cdc$stream_id\" blob,\n    \"cdc$time\" timeuuid,\n    \"cdc$batch_seq_no\" int,\n    \
+         b double,\n    \"cdc$deleted_b\" boolean,\n    \"cdc$deleted_u\" boolean,\n    \"cdc$end_of_batch\" boolean,\n    \
+         \"cdc$operation\" tinyint,\n    \"cdc$ttl\" bigint,\n    p int,\n    u int,\n    v2 int,\n    v int,\n    \
+         \"cdc$deleted_a\" boolean,\n    a int,\n    PRIMARY KEY (\"cdc$stream_id\", \"cdc$time\", \"cdc$batch_seq_no\")\n)"
+    );
+    println!("{desc}");
+    assert!(desc.contains(&expected), "{desc}");
+    for dropped in ["v", "\"cdc$deleted_a\"", "a"] {
+        assert!(desc.contains(&format!("ALTER TABLE {log} DROP {dropped}")), "{dropped}: {desc}");
+    }
+
+    let plain = |name: &str| format!("DESC TABLE {ks}.{name}_scylla_cdc_log");
+    let reattached = described(s, &plain("reattached"), "reattached_scylla_cdc_log").await;
+    let attached = described(s, &plain("attached"), "attached_scylla_cdc_log").await;
+    println!("{attached}");
+    assert_eq!(reattached.replace("reattached", "attached"), attached);
     s.query_unpaged(format!("DROP KEYSPACE {ks}"), &[]).await.expect("drop keyspace");
 }
