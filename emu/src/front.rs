@@ -126,6 +126,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
     }
     admin.wait_schema_agreement(Duration::from_secs(20)).await?;
     let registry = system_tables::load_registry(&admin, &emu).await?;
+    let tombstone_gc = system_tables::load_tombstone_gc(&admin, &emu).await?;
 
     // Host ids by rpc address.
     let mut host_ids: HashMap<IpAddr, uuid::Uuid> = HashMap::new();
@@ -183,7 +184,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         log_writer: cdclog::writer::LogWriter::new(upstreams[0], credentials, 2),
         rng: std::sync::atomic::AtomicU64::new(now_ms() as u64 ^ u64::from(std::process::id()) << 32),
         last_timestamp: std::sync::atomic::AtomicI64::new(0),
-        tombstone_gc: Mutex::new(HashMap::new()),
+        tombstone_gc: Mutex::new(tombstone_gc),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {

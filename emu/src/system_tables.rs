@@ -33,6 +33,8 @@
 //!   tables in tablets keyspaces.
 //! - `cdc_options`: the front's memory of `WITH cdc = {...}` per base table
 //!   (not a Scylla table).
+//! - `tombstone_gc`: the front's memory of the `tombstone_gc` given to a
+//!   table (ScyllaDB keeps it in a schema extension; not a Scylla table).
 //! - `front_stats`: not a table at all; `SELECT * FROM <emu>.front_stats`
 //!   is answered by the front with its counters.
 //!
@@ -41,7 +43,7 @@
 //! the stand-in is more lenient so that any consistency level works on a
 //! one-node test cluster.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use shardwise_protocol::response::ResultMessage;
@@ -56,6 +58,7 @@ use super::generation::{Generation, StreamId, VnodeStreams};
 use super::stats::FrontStats;
 use super::tablet_streams::TabletStreams;
 use super::tablets::TabletMap;
+use super::tombstone_gc::TombstoneGc;
 use super::EmuError;
 
 /// DDL of the stand-in keyspace.
@@ -98,6 +101,10 @@ pub(crate) fn keyspace_ddl(emu: &str, replication_factor: usize) -> Vec<String> 
         format!(
             "CREATE TABLE IF NOT EXISTS {emu}.cdc_options (keyspace_name text, table_name text, options map<text, text>, \
              PRIMARY KEY (keyspace_name, table_name))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.tombstone_gc (keyspace_name text, table_name text, mode text, \
+             propagation_delay_in_seconds bigint, PRIMARY KEY (keyspace_name, table_name))"
         ),
     ]
 }
@@ -321,7 +328,7 @@ pub(crate) async fn forget_stream_sets(admin: &Admin, emu: &str, keyspace: &str,
 
 /// Forgets a dropped table.
 pub(crate) async fn forget_table(admin: &Admin, emu: &str, keyspace: &str, table: &str) -> Result<(), EmuError> {
-    forget_rows(admin, emu, &["scylla_tables", "cdc_options"], keyspace, table).await
+    forget_rows(admin, emu, &["scylla_tables", "cdc_options", "tombstone_gc"], keyspace, table).await
 }
 
 /// Deletes the rows of `keyspace.table` from the stand-in `tables`.
@@ -340,10 +347,50 @@ async fn forget_rows(admin: &Admin, emu: &str, tables: &[&str], keyspace: &str, 
 
 /// Forgets a dropped keyspace.
 pub(crate) async fn forget_keyspace(admin: &Admin, emu: &str, keyspace: &str) -> Result<(), EmuError> {
-    for t in ["scylla_tables", "cdc_options", "scylla_keyspaces"] {
+    for t in ["scylla_tables", "cdc_options", "scylla_keyspaces", "tombstone_gc"] {
         admin.query(&format!("DELETE FROM {emu}.{t} WHERE keyspace_name = {}", lit(keyspace))).await?;
     }
     Ok(())
+}
+
+/// Saves the `tombstone_gc` given to a table.
+pub(crate) async fn save_tombstone_gc(
+    admin: &Admin,
+    emu: &str,
+    keyspace: &str,
+    table: &str,
+    options: TombstoneGc,
+) -> Result<(), EmuError> {
+    admin
+        .query(&format!(
+            "INSERT INTO {emu}.tombstone_gc (keyspace_name, table_name, mode, propagation_delay_in_seconds) \
+             VALUES ({}, {}, {}, {})",
+            lit(keyspace),
+            lit(table),
+            lit(options.mode.as_str()),
+            options.propagation_delay_in_seconds
+        ))
+        .await
+        .map(drop)
+}
+
+/// The `tombstone_gc` given to tables through a front, by `(keyspace,
+/// table)` (a row ScyllaDB would not take is passed over).
+pub(crate) async fn load_tombstone_gc(
+    admin: &Admin,
+    emu: &str,
+) -> Result<HashMap<(String, String), TombstoneGc>, EmuError> {
+    let mut out = HashMap::new();
+    let query = format!("SELECT keyspace_name, table_name, mode, propagation_delay_in_seconds FROM {emu}.tombstone_gc");
+    for row in admin.rows(&query).await? {
+        let (Some(ks), Some(t), Some(mode)) = (text(&row[0]), text(&row[1]), text(&row[2])) else { continue };
+        let Some(CqlValue::BigInt(delay)) = row.get(3).cloned().flatten() else { continue };
+        let entries = [("mode".to_string(), mode), ("propagation_delay_in_seconds".to_string(), delay.to_string())];
+        if let Ok(options) = TombstoneGc::parse(&entries) {
+            out.insert((ks, t), options);
+        }
+    }
+    Ok(out)
 }
 
 /// Saves a base table's CDC options.

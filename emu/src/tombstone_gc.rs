@@ -26,10 +26,12 @@
 //! - an `ALTER` without the option keeps the table's (extensions not named
 //!   are carried over in `apply_to_builder`).
 //!
+//! The options given are kept in the front's keyspace (`tombstone_gc`, see
+//! [`crate::system_tables`]), so a restarted front still shows them.
+//!
 //! Deviation: the option is a record only. Cassandra collects tombstones by
 //! `gc_grace_seconds` whatever the mode says (there is no repair-driven
-//! collection behind the front), and a restarted front forgets the options
-//! it was given (they live in its memory, as per-table tablet hints do).
+//! collection behind the front).
 
 use std::fmt;
 
@@ -55,7 +57,8 @@ pub(crate) enum Mode {
 }
 
 impl Mode {
-    fn as_str(self) -> &'static str {
+    /// The mode's name, as ScyllaDB prints it.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Timeout => "timeout",
             Mode::Disabled => "disabled",

@@ -185,7 +185,7 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
                     (&result, tombstone_gc, &change.target)
                 {
                     if matches!(change.change, SchemaChangeType::Created | SchemaChangeType::Updated) {
-                        conn.shared.set_tombstone_gc(keyspace, name, options);
+                        result = conn.shared.set_tombstone_gc(keyspace, name, options).await;
                     }
                 }
                 match result {

@@ -175,11 +175,20 @@ impl Shared {
         &self.config.emu_keyspace
     }
 
-    /// Keeps the `tombstone_gc` a CREATE or ALTER gave `keyspace.table`.
-    pub(crate) fn set_tombstone_gc(&self, keyspace: &str, table: &str, options: TombstoneGc) {
+    /// Keeps the `tombstone_gc` a CREATE or ALTER gave `keyspace.table`
+    /// (in memory and in the front's keyspace).
+    pub(crate) async fn set_tombstone_gc(
+        &self,
+        keyspace: &str,
+        table: &str,
+        options: TombstoneGc,
+    ) -> Result<(), (i32, String)> {
         if let Ok(mut m) = self.tombstone_gc.lock() {
             m.insert((keyspace.to_string(), table.to_string()), options);
         }
+        crate::system_tables::save_tombstone_gc(&self.admin, self.emu(), keyspace, table, options)
+            .await
+            .map_err(crate::EmuError::code_and_message)
     }
 
     /// The `tombstone_gc` of `keyspace.table` as ScyllaDB would show it:
@@ -191,7 +200,8 @@ impl Shared {
     }
 
     /// Forgets the `tombstone_gc` of a dropped table (`Some`) or of every
-    /// table of a dropped keyspace.
+    /// table of a dropped keyspace, in memory (the rows in the front's
+    /// keyspace go with the table's others: `system_tables::forget_table`).
     fn forget_tombstone_gc(&self, keyspace: &str, table: Option<&str>) {
         if let Ok(mut m) = self.tombstone_gc.lock() {
             m.retain(|(k, t), _| !(k == keyspace && table.is_none_or(|table| table == t)));

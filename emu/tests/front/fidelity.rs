@@ -260,6 +260,16 @@ async fn tombstone_gc_is_kept_and_described_as_on_scylla() {
         assert!(desc.contains(kept), "after cdc enabled = {enabled}: {desc}");
     }
 
+    // A front started again still knows what it was given.
+    drop(s);
+    front.stop();
+    let front = start_front(FrontConfig::default());
+    let s = session(&front).await;
+    let desc = described(&s, &format!("DESC TABLE {ks}.{log} WITH INTERNALS"), log).await;
+    assert!(desc.contains(kept), "after a restart: {desc}");
+    let desc = described(&s, &format!("DESC TABLE {ks}.tgc_plain"), "tgc_plain").await;
+    assert!(desc.contains("tombstone_gc = {'mode': 'disabled', 'propagation_delay_in_seconds': '3600'}"), "{desc}");
+
     // Dropped and created again: the default again.
     s.query_unpaged(format!("DROP TABLE {ks}.tgc_plain"), &[]).await.expect("drop a");
     s.query_unpaged(format!("CREATE TABLE {ks}.tgc_plain (p int PRIMARY KEY)"), &[]).await.expect("create a again");
