@@ -265,9 +265,9 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes the messages and the records of `write`: one transaction, or
-    /// acknowledged messages without transactions. Blocking; the caller
-    /// holds `writing`.
+    /// Writes the messages and the records of `write`: one transaction, or,
+    /// without transactions, the messages acknowledged and then the
+    /// records. Blocking; the caller holds `writing`.
     ///
     /// A transaction that fails without this producer being fenced (its
     /// messages timed out while the process or the broker was paused, a
@@ -290,11 +290,14 @@ impl Writer {
         aborted: &AtomicU64,
     ) -> Result<(), SinkError> {
         let value = write.record.map(|(key, (generation, progress))| (key, record_value(generation, progress)));
-        let send_all = || -> Result<(), SinkError> {
+        let send_messages = || -> Result<(), SinkError> {
             let (topic, messages) = write.messages;
             for (k, v) in messages {
                 self.send(topic, k, v)?;
             }
+            Ok(())
+        };
+        let send_records = || -> Result<(), SinkError> {
             if let Some((key, value)) = &value {
                 self.send(write.checkpoints, key, value)?;
             }
@@ -304,7 +307,16 @@ impl Writer {
             Ok(())
         };
         if self.transactional_id.is_none() {
-            send_all()?;
+            // At least once: the records that say the messages were
+            // written are sent only once Kafka acknowledged the messages.
+            // Sent together, a record (in another partition) could be on
+            // the broker before them: a crash then, or a message refused,
+            // would lose the window rather than repeat it.
+            send_messages()?;
+            if !write.messages.1.is_empty() {
+                self.flushed()?;
+            }
+            send_records()?;
             return self.flushed();
         }
         let mut attempt = 1;
@@ -318,7 +330,8 @@ impl Writer {
             };
             let written = (|| {
                 self.producer.begin_transaction().map_err(|e| self.failed("beginning a transaction", e))?;
-                send_all()?;
+                send_messages()?;
+                send_records()?;
                 if let Some(held) = &held {
                     // On the log before the coordinator accepts the offsets
                     // (see `crate::group`).
@@ -399,8 +412,19 @@ impl Writer {
     }
 
     /// At least once: waits until Kafka acknowledged every queued message.
+    ///
+    /// The queue is watched in steps of a millisecond: the client's own
+    /// flush polls in steps of up to 100 ms while the producer's polling
+    /// thread serves the acknowledgements, so that each flush took about
+    /// 100 ms, twice a window. The queue counts a message until its
+    /// acknowledgement was served, so the failures are counted by then.
     fn flushed(&self) -> Result<(), SinkError> {
-        self.producer.flush(self.timeout).map_err(SinkError::kafka("flushing a window"))?;
+        let deadline = std::time::Instant::now() + self.timeout;
+        while self.producer.in_flight_count() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Returns at once when the queue is empty; else the timeout's error.
+        self.producer.flush(Duration::ZERO).map_err(SinkError::kafka("flushing a window"))?;
         let context = self.producer.context();
         let failed = context.failed.swap(0, Ordering::Relaxed);
         if failed > 0 {

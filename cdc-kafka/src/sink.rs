@@ -16,8 +16,10 @@
 //! (`docs/kafka-sink.md` §1 and §3).
 //!
 //! **At least once** ([`Delivery::AtLeastOnce`]): the same messages and
-//! records without a transaction; the window ends once Kafka acknowledged
-//! them all. A crash between the messages and the record repeats the window.
+//! records without a transaction; the records are sent once Kafka
+//! acknowledged the messages, and the window ends once it acknowledged the
+//! records too. A crash between the messages and the record repeats the
+//! window (what of it was on the broker), and none loses it.
 //!
 //! Windows without an envelope write nothing: reading them again after a
 //! restart delivers nothing twice.
