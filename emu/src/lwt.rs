@@ -194,6 +194,14 @@ impl Shared {
         Shape::of(schema, &statements, batch)
     }
 
+    /// The shape of an answer holding every column of `keyspace.table`
+    /// (`IF NOT EXISTS`'s), for a statement the front has no parse of.
+    pub(crate) async fn lwt_shape_of_table(&self, keyspace: &str, table: &str) -> Option<Shape> {
+        let schema = self.table_schema(keyspace, table).await.ok()??;
+        let columns = schema_order(&schema);
+        Some(Shape { schema, columns })
+    }
+
     /// The shape of the answer to a conditional write and the rows as they
     /// are before it, read at `serial`; `None` when the front cannot tell
     /// (the client then gets Cassandra's answer).

@@ -76,6 +76,10 @@ pub struct Rewrite {
     /// `CREATE TABLE`/`ALTER TABLE ... WITH tombstone_gc = {...}` (taken
     /// out, checked): the options the front keeps ([`crate::tombstone_gc`]).
     pub(crate) tombstone_gc: Option<crate::tombstone_gc::TombstoneGc>,
+    /// `INSERT INTO [ks.]t JSON ... IF NOT EXISTS` whose condition was taken
+    /// out ([`json_insert_conditions`]): its table, `(keyspace if qualified,
+    /// table)`, for the result columns ScyllaDB's PREPARED still announces.
+    pub(crate) json_insert_table: Option<(Option<String>, String)>,
 }
 
 /// An answer the front gives itself.
@@ -168,6 +172,14 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let json_conditions = json_insert_conditions(&toks);
     edits.extend(json_conditions.iter().map(|&(start, end)| (start, end, String::new())));
+    if !json_conditions.is_empty() && first == "insert" {
+        let a = toks.get(2).and_then(|t| t.ident());
+        out.json_insert_table = match (a, toks.get(3).is_some_and(|t| t.is_punct('.'))) {
+            (Some(ks), true) => toks.get(4).and_then(|t| t.ident()).map(|t| (Some(ks), t)),
+            (Some(t), false) => Some((None, t)),
+            (None, _) => None,
+        };
+    }
     match vector_index::scan(&toks) {
         Some(Ok((ddl, index_edits))) => {
             out.vector_index = Some(ddl);
@@ -780,6 +792,7 @@ mod tests {
         let rw = rewrite(r#"INSERT INTO ks.t JSON '{"p": 1, "c": 1}' IF NOT EXISTS"#, "emu", true);
         assert_eq!(rw.text.as_deref(), Some(r#"INSERT INTO ks.t JSON '{"p": 1, "c": 1}' "#));
         assert!(!rw.lwt, "not conditional on Scylla: no LWT mark");
+        assert_eq!(rw.json_insert_table, Some((Some("ks".to_string()), "t".to_string())));
         let rw = rewrite("insert into t json ? default unset if not exists using ttl 5", "emu", false);
         assert_eq!(rw.text.as_deref(), Some("insert into t json ? default unset  using ttl 5"));
         // In a batch the JSON insert is unconditional too, the other kept.

@@ -79,6 +79,9 @@ enum Pending {
         text: String,
         /// Where unqualified names pointed when the PREPARE was sent.
         at: Resolution,
+        /// A JSON insert whose `IF NOT EXISTS` the front took out: its
+        /// table (see [`crate::rewrite::Rewrite::json_insert_table`]).
+        json_table: Option<(Option<String>, String)>,
     },
     /// A write to a CDC table: the answer goes to the task that writes the log.
     Cdc(tokio::sync::oneshot::Sender<Envelope>),

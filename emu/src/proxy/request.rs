@@ -206,7 +206,8 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                     return prepare_lwt_dialect(conn, h, &env.body, statement, p.query, rw.lwt, text);
                 }
             }
-            conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt, text, at: conn.resolution(None) });
+            let json_table = rw.json_insert_table.clone();
+            conn.pend(h.stream, Pending::Prepare { lwt: rw.lwt, text, at: conn.resolution(None), json_table });
             match rw.text {
                 Some(text) => {
                     inc(&conn.shared.counters.rewritten);
@@ -338,7 +339,7 @@ pub(super) fn prepare_lwt_dialect(
                 if rewritten {
                     inc(&conn.shared.counters.rewritten);
                 }
-                conn.pend(h.stream, Pending::Prepare { lwt, text, at });
+                conn.pend(h.stream, Pending::Prepare { lwt, text, at, json_table: None });
                 conn.forward(&h, &body);
             }
         }

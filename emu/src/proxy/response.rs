@@ -41,9 +41,43 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
         Some(Pending::Cdc(tx)) => {
             let _ = tx.send(env);
         }
-        Some(Pending::Prepare { lwt, text, at }) => {
+        Some(Pending::Prepare { lwt, text, at, json_table }) => {
             let keyspace = at.keyspace.clone();
             let mut body = learn_prepared(conn, &env, lwt, &text, at);
+            if let Some((ks, table)) = json_table {
+                // ScyllaDB's PREPARED of `INSERT ... JSON ... IF NOT EXISTS`
+                // announces `[applied]` and every column although the
+                // statement runs unconditionally (scylladb#8682:
+                // `prepare_conditions` builds the CAS result metadata, the
+                // condition itself is never set; see `rewrite`).
+                let (conn, metadata_id) = (conn.clone(), conn.metadata_id.load(Ordering::Relaxed));
+                tokio::spawn(async move {
+                    let ks = ks.or(keyspace);
+                    let shape = match &ks {
+                        Some(ks) => conn.shared.lwt_shape_of_table(ks, &table).await,
+                        None => None,
+                    };
+                    let prepared = match (shape, Response::decode(&h, body.clone())) {
+                        (
+                            Some(shape),
+                            Ok(Response { message: ResponseMessage::Result(ResultMessage::Prepared(mut p)), .. }),
+                        ) => {
+                            p.result_metadata = shape.metadata(false);
+                            if metadata_id {
+                                let specs = p.result_metadata.specs.as_deref().unwrap_or_default();
+                                p.result_metadata_id = Some(super::metadata_id::of(specs));
+                            }
+                            response_frame(h.stream, ResponseMessage::Result(ResultMessage::Prepared(p)))
+                        }
+                        _ => None,
+                    };
+                    let _ = conn.to_client.send(prepared.unwrap_or_else(|| {
+                        let body = if metadata_id { super::metadata_id::prepared(&h, &body) } else { body };
+                        frame(&h, h.flags.0, &body)
+                    }));
+                });
+                return;
+            }
             let conditional = match classify(&text) {
                 Dml::Parsed(statement) if statement.is_conditional() => Some(statement),
                 _ => None,

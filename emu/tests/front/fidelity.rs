@@ -104,7 +104,8 @@ async fn batches_come_back_without_cassandras_warnings() {
 /// row written even when it exists. The reproducer upstream is
 /// `test_lwt_insert_json_if_not_exists` in test/cqlpy/test_lwt.py (xfail,
 /// #8682), on the same table; Cassandra passes it, so does a plain INSERT
-/// through the front.
+/// through the front. ScyllaDB's PREPARED of it still lists `[applied]`
+/// and the table's columns as its result columns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_json_if_not_exists_is_unconditional_as_on_scylla() {
     let front = start_front(FrontConfig::default());
@@ -155,6 +156,11 @@ async fn insert_json_if_not_exists_is_unconditional_as_on_scylla() {
         .prepare(format!("INSERT INTO {ks}.json_lwt JSON ? IF NOT EXISTS"))
         .await
         .expect("prepare JSON insert");
+    // Its PREPARED still announces the CAS columns (`prepare_conditions` builds them).
+    let names: Vec<String> =
+        prepared.get_current_result_set_col_specs().get().iter().map(|s| s.name().to_string()).collect();
+    assert_eq!(names, ["[applied]", "p", "c", "s", "r"], "PREPARED result metadata");
+    assert!(!prepared.is_confirmed_lwt(), "not an LWT to ScyllaDB");
     for r in [1, 3] {
         let answer =
             via_front.execute_unpaged(&prepared, (format!(r#"{{"p": 3, "c": 1, "r": {r}}}"#),)).await.expect("execute");
