@@ -80,6 +80,9 @@ pub struct Rewrite {
     /// out ([`json_insert_conditions`]): its table, `(keyspace if qualified,
     /// table)`, for the result columns ScyllaDB's PREPARED still announces.
     pub(crate) json_insert_table: Option<(Option<String>, String)>,
+    /// A `CREATE` statement (a `CREATE ... IF NOT EXISTS` of something that
+    /// exists changes nothing, and Cassandra answers Void).
+    pub(crate) create: bool,
 }
 
 /// An answer the front gives itself.
@@ -146,6 +149,7 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
     let first = toks.first().and_then(|t| t.ident()).unwrap_or_default();
     out.schema = matches!(first.as_str(), "create" | "alter" | "drop");
     out.use_keyspace = first == "use";
+    out.create = first == "create";
     let view = toks.get(1).is_some_and(|t| t.is_kw("MATERIALIZED")) && toks.get(2).is_some_and(|t| t.is_kw("VIEW"));
     if matches!(first.as_str(), "create" | "alter")
         && (view || toks.get(1).is_some_and(|t| t.is_kw("TABLE") || t.is_kw("COLUMNFAMILY")))

@@ -97,6 +97,8 @@ enum Pending {
         keyspace: Option<String>,
         /// The table's `tombstone_gc`, kept once the statement succeeded.
         tombstone_gc: Option<crate::tombstone_gc::TombstoneGc>,
+        /// A CREATE (never answered with a made-up Schema_change).
+        create: bool,
     },
     Use,
     /// A read of `system_schema.tables`: its answer gets Scylla's rows

@@ -157,6 +157,7 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                         table_tablets: rw.table_tablets.and_then(Result::ok),
                         keyspace: rw.keyspace.filter(|_| rw.alter_keyspace),
                         tombstone_gc: rw.tombstone_gc,
+                        create: rw.create,
                     },
                 );
             } else if rw.use_keyspace {

@@ -222,6 +222,24 @@ async fn tombstone_gc_is_kept_and_described_as_on_scylla() {
         .expect("alter tombstone_gc alone");
     let desc = described(&s, &format!("DESC TABLE {ks}.tgc_plain"), "tgc_plain").await;
     assert!(desc.contains("tombstone_gc = {'mode': 'disabled', 'propagation_delay_in_seconds': '3600'}"), "{desc}");
+    // `CREATE TABLE IF NOT EXISTS` of a table that exists changes nothing.
+    s.query_unpaged(
+        format!(
+            "CREATE TABLE IF NOT EXISTS {ks}.tgc_plain (p int PRIMARY KEY) WITH tombstone_gc = {{'mode': 'immediate'}}"
+        ),
+        &[],
+    )
+    .await
+    .expect("create if not exists");
+    let desc = described(&s, &format!("DESC TABLE {ks}.tgc_plain"), "tgc_plain").await;
+    assert!(desc.contains("tombstone_gc = {'mode': 'disabled', 'propagation_delay_in_seconds': '3600'}"), "{desc}");
+    s.query_unpaged(
+        format!("CREATE TABLE IF NOT EXISTS {ks}.tgc_plain (p int PRIMARY KEY) WITH cdc = {{'enabled': true}}"),
+        &[],
+    )
+    .await
+    .expect("create if not exists with cdc");
+    assert_eq!(front.cdc_options(&ks, "tgc_plain"), None, "no CDC turned on by a CREATE that did nothing");
     let bad = s.query_unpaged(format!("ALTER TABLE {ks}.tgc_plain WITH tombstone_gc = {{'mode': 'later'}}"), &[]).await;
     let message = format!("{:?}", bad.expect_err("bad mode"));
     assert!(message.contains("Invalid value for tombstone_gc option mode: later"), "{message}");
