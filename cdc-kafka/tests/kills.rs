@@ -413,25 +413,55 @@ fn after_records(
     n
 }
 
+/// The messages of `topic` and its records (`topic.checkpoints`) once two
+/// reads half a second apart find as many (up to 20 s).
+async fn settled(brokers: &str, topic: &'static str) -> (Vec<TopicMessage>, Vec<TopicMessage>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut before = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let b = brokers.to_owned();
+        let now =
+            tokio::task::spawn_blocking(move || (committed(&b, topic), committed(&b, &format!("{topic}.checkpoints"))))
+                .await
+                .expect("join");
+        let counts = (now.0.len(), now.1.len());
+        if before == Some(counts) {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "the topic {topic} still grows 20 s after the kill: {counts:?}");
+        before = Some(counts);
+    }
+}
+
 /// Claim `kafka-at-least-once`: "`--at-least-once` drops the transactions
-/// (a crash may repeat the window being written)". The sink, in windows of
-/// 1 s and groups of 4 streams, follows a workload and is killed (SIGKILL)
-/// while it writes a window: the broker is paused once the sink writes, so
-/// that its next window waits for the broker, and resumed after the kill
-/// (it then takes what the sink had sent). Restarted, it runs to the end.
+/// (a crash may repeat the window being written)". The sink (windows of
+/// 1 s, groups of 8 streams) follows a workload and is killed (SIGKILL)
+/// while it writes a window: the broker is paused 2 s after the sink wrote
+/// 100 messages (caught up, it is mostly between writes, so that its next
+/// window waits for the broker), the sink killed 1.5 s later, the broker
+/// resumed (it then takes what the sink had sent). A kill that caught a
+/// window's record rather than its messages leaves nothing to repeat: the
+/// sink is restarted and killed so again, up to [`ROUNDS`] times. Then,
+/// after the writes, it runs to the end.
 ///
-/// Every change is in the topic, in write order per key once the repeats
-/// are removed (each key: what the topic held at the kill, a prefix of its
-/// changes, then the rest of its changes from a point not after that
-/// prefix's end). And the repeats are exactly the window being written:
-/// a change held at the kill is repeated if and only if it is at or after
-/// the last checkpoint record of its group at the kill (the restart reads
-/// each group from there), and a group's repeats span less than one window.
-/// Fails if a change is lost (a record written before its messages
-/// acknowledged), out of order, repeated though before its group's record
-/// or not repeated though after it (a restart that resumed elsewhere), or
-/// if more than one window of a group is repeated; and if the kill repeated
-/// nothing (the moment missed: the fault did not act).
+/// A window `[from, to)` of a group is at most `--window` long, a group has
+/// one window at a time, and the restart reads each group from its last
+/// checkpoint record. So: every change is in the topic, in write order per
+/// key once the repeats are removed (each key: what the topic held at the
+/// last kill, a prefix of its changes, then the rest of its changes from a
+/// point not after that prefix's end); a change held at the kill is
+/// repeated if and only if it is at or after the last record of its group
+/// at the kill (its write time, `source.ts_us`, against the record's
+/// progress; the groups found by the shipped reader over the same streams,
+/// and checked against the sink's records); a group's repeats span less
+/// than one window; nothing else is repeated.
+///
+/// Fails if a change is lost (a record on the broker before its window's
+/// messages, as before this test), out of order, repeated though before its
+/// group's record or not repeated though after it (a restart that resumed
+/// elsewhere), if more than one window of a group is repeated, and if no
+/// kill repeated anything (the fault never acted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_at_least_once_sink_killed_mid_window_repeats_only_that_window() {
     let began = Instant::now();
@@ -483,14 +513,9 @@ async fn an_at_least_once_sink_killed_mid_window_repeats_only_that_window() {
         sink.kill();
         kafka.resume();
         // What the sink had sent lands once the broker reads it: the topic
-        // and the records then are what the restart finds.
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-        let b = brokers.clone();
-        let checkpoints = format!("{topic}.checkpoints");
-        let (at_kill, records) =
-            tokio::task::spawn_blocking(move || (committed(&b, topic), committed(&b, &checkpoints)))
-                .await
-                .expect("join");
+        // and the records, once they stay as they are, are what the restart
+        // finds.
+        let (at_kill, records) = settled(&brokers, topic).await;
         let saved = progress_by_group(&records);
         let mapped = groups_of(&session, &ks, (start, ms(SystemTime::now())), PER_QUERY).await;
         let pending = after_records(&per_key(&at_kill), &saved, &mapped, start);
@@ -569,7 +594,8 @@ async fn an_at_least_once_sink_killed_mid_window_repeats_only_that_window() {
     let n: usize = repeated.values().map(Vec::len).sum();
     assert_eq!(after.len(), total + n, "every change, and the repeats only");
     eprintln!(
-        "at least once: {} held at the kill of {total}; {n} repeated, in {} of {} groups ({:?}); {} messages in all",
+        "at least once: {rounds} rounds; {} held at the last kill of {total}; {n} repeated, in {} of {} groups \
+         ({:?}); {} messages in all",
         at_kill.len(),
         repeated.len(),
         recorded.len(),
