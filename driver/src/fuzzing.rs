@@ -33,7 +33,12 @@ use crate::connection::handshake::{self, Failure};
 /// A page of `rows` as `Session::execute` returns it (no cached result
 /// metadata, no extras): what decoders of [`crate::QueryResult`]s read.
 pub fn query_result(rows: Rows) -> crate::QueryResult {
-    crate::QueryResult { result: shardwise_protocol::response::ResultMessage::Rows(rows), specs: None, extras: None }
+    crate::QueryResult {
+        result: shardwise_protocol::response::ResultMessage::Rows(rows),
+        specs: None,
+        coordinator: crate::result::Coordinator::new(std::net::SocketAddr::from(([0, 0, 0, 0], 0)), None),
+        extras: None,
+    }
 }
 
 // ---------------------------------------------------------------- typed rows

@@ -30,6 +30,7 @@
 //! - [`result`]: query results and paging state;
 //! - [`profile`]: execution profiles (named bundles of execution settings) and speculative execution;
 //! - [`affinity`]: connection affinity, which of a node's connections a request takes;
+//! - [`history`]: an observer that keeps each request's attempts (node, timing, error, retry decision);
 //! - [`observer`]: a hook per request and attempt, for an application's own metrics;
 //! - [`retry`]: retry policies (a session per request, made at its first failure);
 //! - [`latency`]: latency awareness (each node's average, which nodes plans put last);
@@ -60,6 +61,7 @@ pub mod execute;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod history;
 pub mod latency;
 pub mod load_balancing;
 mod metrics;
@@ -88,7 +90,7 @@ pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsA
 pub use events::SessionEvent;
 pub use latency::LatencyAwareness;
 pub use metrics::{Latencies, MetricsSnapshot, NodeLatency, Rates};
-pub use result::{PagingState, QueryResult};
+pub use result::{Coordinator, PagingState, QueryResult};
 pub use session::{
     ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, RowStream, RowStreamError, Session, SessionBuilder,
     SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,

@@ -1,6 +1,8 @@
 //! The result of `Session::execute`: the decoded response (which owns the
-//! response buffer) plus what is needed to read its rows.
+//! response buffer) plus what is needed to read its rows, and the node that
+//! answered ([`Coordinator`]).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use shardwise_protocol::response::{ResultMessage, SchemaChange};
@@ -28,11 +30,63 @@ impl PagingState {
     }
 }
 
+/// The node, and the shard on a sharded node, that answered a request:
+/// the connection the successful attempt went through. Recorded inline in
+/// every result (a copy of the connection's address and shard), so it costs
+/// no allocation.
+///
+/// A node is named by the address the driver connects to (after address
+/// translation), as everywhere in shardwise: [`Session::topology`] gives its
+/// host id, datacenter and rack ([`Session::node_info`] finds it), and
+/// [`SingleTargetLoadBalancingPolicy::new`] takes it (with [`shard`]) to send
+/// a later statement to the same place.
+///
+/// [`Session::topology`]: crate::Session::topology
+/// [`Session::node_info`]: crate::Session::node_info
+/// [`SingleTargetLoadBalancingPolicy::new`]: crate::load_balancing::SingleTargetLoadBalancingPolicy::new
+/// [`shard`]: Coordinator::shard
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Coordinator {
+    node: SocketAddr,
+    shard: Option<u16>,
+}
+
+impl Coordinator {
+    /// The coordinator `node` (on `shard`, for a sharded node).
+    pub fn new(node: SocketAddr, shard: Option<u16>) -> Self {
+        Coordinator { node, shard }
+    }
+    /// The node: the address the connection was opened to.
+    pub fn node(&self) -> SocketAddr {
+        self.node
+    }
+    /// The official driver's name for [`Coordinator::node`].
+    pub fn connection_address(&self) -> SocketAddr {
+        self.node
+    }
+    /// The shard of the connection, on a sharded node (ScyllaDB); `None`
+    /// on Cassandra.
+    pub fn shard(&self) -> Option<u16> {
+        self.shard
+    }
+}
+
+impl std::fmt::Display for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.shard {
+            Some(shard) => write!(f, "{} shard {shard}", self.node),
+            None => write!(f, "{}", self.node),
+        }
+    }
+}
+
 /// The outcome of a request.
 #[derive(Debug)]
 pub struct QueryResult {
     pub(crate) result: ResultMessage,
     pub(crate) specs: Option<Arc<[ColumnSpec]>>,
+    /// Who answered.
+    pub(crate) coordinator: Coordinator,
     /// What few answers carry, boxed: inline, it would enlarge every
     /// result, which a request moves several times.
     pub(crate) extras: Option<Box<Extras>>,
@@ -62,9 +116,16 @@ impl Extras {
 
 impl QueryResult {
     /// An empty result, as a write answers (a failure the retry policy
-    /// chose to ignore).
-    pub(crate) fn void() -> Self {
-        QueryResult { result: ResultMessage::Void, specs: None, extras: None }
+    /// chose to ignore), from the node whose failure it stands for.
+    pub(crate) fn void(coordinator: Coordinator) -> Self {
+        QueryResult { result: ResultMessage::Void, specs: None, coordinator, extras: None }
+    }
+
+    /// The node (and shard) that answered the request: the last attempt's,
+    /// after retries; for a write error the retry policy chose to ignore,
+    /// the node whose error it was.
+    pub fn request_coordinator(&self) -> Coordinator {
+        self.coordinator
     }
 
     /// The result message itself.

@@ -195,6 +195,14 @@ impl Session {
         self.state().infos.clone()
     }
 
+    /// The node at `addr` (the address the driver connects to, as a
+    /// [`Coordinator`](crate::Coordinator) names it) as the last topology
+    /// reading found it: its host id, datacenter and rack; `None` for an
+    /// address it did not find, and without topology discovery.
+    pub fn node_info(&self, addr: SocketAddr) -> Option<NodeInfo> {
+        self.with_state(|state| state.infos.iter().find(|n| n.address == addr).cloned())
+    }
+
     /// A copy of the counters, request rates and latency histograms.
     pub fn metrics(&self) -> MetricsSnapshot {
         self.inner.metrics.snapshot(&self.state().nodes)

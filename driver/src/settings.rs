@@ -15,7 +15,7 @@ use shardwise_protocol::consistency::Consistency;
 
 use crate::latency::LatencyAwareness;
 use crate::load_balancing::LoadBalancingPolicy;
-use crate::observer::RequestObserver;
+use crate::observer::{RequestId, RequestObserver};
 use crate::profile::{ExecutionProfile, SpeculativePolicy};
 use crate::retry::RetryPolicy;
 use crate::session::SessionConfig;
@@ -40,9 +40,20 @@ pub(crate) struct AttemptSettings<'a> {
     pub(crate) retry_policy: &'a Arc<dyn RetryPolicy>,
     pub(crate) latency_awareness: Option<LatencyAwareness>,
     pub(crate) observer: Option<&'a Arc<dyn RequestObserver>>,
+    /// The request's id, which the observer's calls carry: set as the
+    /// request starts when it has an observer (resolving the settings
+    /// makes none).
+    pub(crate) request: Option<RequestId>,
     /// The policy that plans each attempt's node; `None`: the built-in
     /// plan, walked in place.
     pub(crate) load_balancing: Option<&'a Arc<dyn LoadBalancingPolicy>>,
+}
+
+impl<'a> AttemptSettings<'a> {
+    /// The observer with the request's id, once the request has one.
+    pub(crate) fn observed(&self) -> Option<(&'a Arc<dyn RequestObserver>, RequestId)> {
+        self.observer.zip(self.request)
+    }
 }
 
 /// The profiles a request consults, as their handles pointed as it
@@ -94,7 +105,12 @@ impl<'a> Settings<'a> {
                 }),
                 retry_policy: profiles.get(|p| p.retry_policy.as_ref()).unwrap_or(&config.retry_policy),
                 latency_awareness: profiles.get(|p| p.latency_awareness).unwrap_or(config.latency_awareness),
-                observer: profiles.get(|p| p.observer.as_ref()).or(config.observer.as_ref()),
+                observer: options
+                    .request_observer
+                    .as_ref()
+                    .or_else(|| profiles.get(|p| p.observer.as_ref()))
+                    .or(config.observer.as_ref()),
+                request: None,
                 load_balancing: profiles.get(|p| p.load_balancing.as_ref()).or(config.load_balancing.as_ref()),
             },
         }
@@ -207,6 +223,29 @@ mod tests {
     /// The load-balancing policy: the statement's profile's, else the
     /// default handle's profile's, else the session's, else none (the
     /// built-in plan); a profile without one does not hide the session's.
+    #[test]
+    fn the_statements_observer_then_its_profiles_then_the_sessions() {
+        use crate::history::HistoryCollector;
+        let is = |got: Option<&Arc<dyn RequestObserver>>, want: &Arc<dyn RequestObserver>| {
+            got.is_some_and(|g| Arc::ptr_eq(g, want))
+        };
+        let session_observer: Arc<dyn RequestObserver> = Arc::new(HistoryCollector::new());
+        let profile_observer: Arc<dyn RequestObserver> = Arc::new(HistoryCollector::new());
+        let own_observer: Arc<dyn RequestObserver> = Arc::new(HistoryCollector::new());
+        let config = SessionConfig { observer: Some(session_observer.clone()), ..SessionConfig::default() };
+        let profile = ExecutionProfile::new("observed").request_observer(profile_observer.clone());
+        let none = StatementOptions::default();
+        let own = StatementOptions { request_observer: Some(own_observer.clone()), ..StatementOptions::default() };
+        assert!(is(Settings::of(&own, Some(&profile), &config).attempts.observer, &own_observer), "the statement's");
+        assert!(is(Settings::of(&none, Some(&profile), &config).attempts.observer, &profile_observer), "the profile's");
+        assert!(is(Settings::of(&none, None, &config).attempts.observer, &session_observer), "the session's");
+        let plain = SessionConfig::default();
+        assert!(Settings::of(&none, None, &plain).attempts.observer.is_none());
+        assert!(Settings::of(&own, None, &config).attempts.request.is_none(), "resolving makes no request id");
+        assert_ne!(own, none, "the observer counts in equality");
+        assert_eq!(own, own.clone());
+    }
+
     #[test]
     fn the_load_balancing_policy_of_the_profile_then_of_the_session() {
         use crate::load_balancing::{DefaultPolicy, LoadBalancingPolicy};

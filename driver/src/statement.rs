@@ -13,10 +13,11 @@ use shardwise_protocol::response::Prepared;
 use shardwise_protocol::token::Partitioner;
 use shardwise_protocol::types::ColumnSpec;
 
+use crate::observer::RequestObserver;
 use crate::replaced::Replaceable;
 
 /// Options of one statement; `None` means "the session default".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct StatementOptions {
     /// Consistency level.
     pub consistency: Option<Consistency>,
@@ -40,7 +41,33 @@ pub struct StatementOptions {
     pub tracing: bool,
     /// The execution profile: settings this statement does not set itself.
     pub profile: Option<crate::profile::ExecutionProfileHandle>,
+    /// The observer of this statement's requests (the official driver's
+    /// history listener), instead of its profile's or the session's.
+    pub request_observer: Option<Arc<dyn RequestObserver>>,
 }
+
+/// Equal when every option is, observers by identity (the same object).
+impl PartialEq for StatementOptions {
+    fn eq(&self, other: &Self) -> bool {
+        let same_observer = match (&self.request_observer, &other.request_observer) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_observer
+            && self.consistency == other.consistency
+            && self.serial_consistency == other.serial_consistency
+            && self.page_size == other.page_size
+            && self.timestamp == other.timestamp
+            && self.idempotent == other.idempotent
+            && self.timeout == other.timeout
+            && self.attempt_timeout == other.attempt_timeout
+            && self.tracing == other.tracing
+            && self.profile == other.profile
+    }
+}
+
+impl Eq for StatementOptions {}
 
 macro_rules! options_setters {
     () => {
@@ -91,6 +118,14 @@ macro_rules! options_setters {
         /// shared with other statements and re-pointable at run time.
         pub fn with_profile(mut self, profile: impl Into<crate::profile::ExecutionProfileHandle>) -> Self {
             self.options.profile = Some(profile.into());
+            self
+        }
+        /// Tells `observer` of this statement's requests and each of their
+        /// attempts, instead of its profile's or the session's observer: a
+        /// [`HistoryCollector`](crate::history::HistoryCollector) keeps
+        /// them (the official driver's `set_history_listener`).
+        pub fn with_request_observer(mut self, observer: Arc<dyn RequestObserver>) -> Self {
+            self.options.request_observer = Some(observer);
             self
         }
         /// The statement's options.

@@ -168,6 +168,7 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                     return Ok(QueryResult {
                         specs,
                         result,
+                        coordinator: conn.coordinator(),
                         extras: Extras::of(response.tracing_id, response.warnings, tablet_of(&response.custom_payload)),
                     });
                 }

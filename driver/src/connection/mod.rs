@@ -357,6 +357,12 @@ impl Connection {
         self.inner().sharding.as_ref().map_or(0, ShardingInfo::shard)
     }
 
+    /// The node and shard of this connection, as a result names the node
+    /// that answered it (the shard only on a sharded server).
+    pub fn coordinator(&self) -> crate::result::Coordinator {
+        crate::result::Coordinator::new(self.addr(), self.sharding().map(|_| self.shard()))
+    }
+
     /// Whether the connection is closed.
     pub fn is_closed(&self) -> bool {
         self.inner().closed.load(Ordering::Acquire)

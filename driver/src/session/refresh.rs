@@ -250,11 +250,31 @@ impl Session {
         if asked == 0 {
             return Err(ExecutionError::NoConnection);
         }
-        versions.sort_unstable();
-        versions.dedup();
-        Ok(match versions.as_slice() {
-            [one] => Some(*one),
-            _ => None,
-        })
+        Ok(agreed(versions))
+    }
+}
+
+/// The one version all of `versions` (the nodes' answers) are, if they
+/// agree; `None` when they differ, or when no node named one.
+fn agreed(mut versions: Vec<Uuid>) -> Option<Uuid> {
+    versions.sort_unstable();
+    versions.dedup();
+    match versions.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_agree_only_when_every_node_names_the_same() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        assert_eq!(agreed(vec![a, a, a]), Some(a));
+        assert_eq!(agreed(vec![a]), Some(a));
+        assert_eq!(agreed(vec![a, b, a]), None, "one node lags");
+        assert_eq!(agreed(Vec::new()), None, "no node named a version");
     }
 }

@@ -34,7 +34,7 @@ use crate::connection::{execute_observed, Connection, Deadline, Expiry};
 use crate::error::ExecutionError;
 use crate::events::SessionEvent;
 use crate::execute::{Executable, Params, Route};
-use crate::observer::{AttemptInfo, RequestObserver};
+use crate::observer::{AttemptInfo, RequestId, RequestObserver};
 use crate::profile::{ExecutionProfileHandle, SpeculativePolicy};
 use crate::result::{PagingState, QueryResult};
 use crate::retry::{RequestInfo, RetryDecision};
@@ -123,7 +123,12 @@ impl Session {
         // `settings` would be carried in the request's future. The attempts'
         // part is lent to the retry loop (and to each speculative
         // execution), which reads it where it needs it: one copy, here.
-        let attempts = settings.attempts;
+        let mut attempts = settings.attempts;
+        if let Some(observer) = attempts.observer {
+            let request = RequestId::next();
+            observer.request_started(request);
+            attempts.request = Some(request);
+        }
         let speculative =
             settings.speculative.filter(|_| options.idempotent && self.with_state(|state| state.nodes.len() > 1));
         // The instant the last attempt ended, read for its node's latency,
@@ -132,14 +137,15 @@ impl Session {
         let result = match speculative {
             None => {
                 let timing = Timing { started, ended: Some(&mut ended), deadline };
-                self.run_with_retries(statement, values, params, &attempts, 0, timing).await
+                let plan = PlanStart { seed: super::plan::next_seed(), offset: 0 };
+                self.run_with_retries(statement, values, params, &attempts, plan, timing).await
             }
             Some(spec) => Box::pin(self.speculate(statement, values, params, &attempts, spec, deadline)).await,
         };
         let took = ended.map_or_else(|| started.elapsed(), |at: Instant| at.saturating_duration_since(started));
         // The result is handed on by value and never borrowed here: a local
         // borrowed in an async fn keeps its space in the future's state.
-        match self.finished(took, result, attempts.observer) {
+        match self.finished(took, result, attempts.observed()) {
             Ok(done) => done,
             Err(rare) => rare.await,
         }
@@ -153,11 +159,11 @@ impl Session {
         &self,
         took: std::time::Duration,
         result: Result<QueryResult, ExecutionError>,
-        observer: Option<&Arc<dyn RequestObserver>>,
+        observed: Option<(&Arc<dyn RequestObserver>, RequestId)>,
     ) -> Result<Result<QueryResult, ExecutionError>, RarePath<'_>> {
         self.inner.metrics.request(took, result.is_ok());
-        if let Some(observer) = observer {
-            observer.request_finished(result.as_ref().map(drop), took);
+        if let Some((observer, request)) = observed {
+            observer.request_finished(request, result.as_ref().map(drop), took);
         }
         match result {
             Ok(r) if r.schema_change().is_some() => Err(self.schema_changed(r)),
@@ -192,13 +198,17 @@ impl Session {
         spec: SpeculativePolicy,
         deadline: Option<RequestDeadline>,
     ) -> Result<QueryResult, ExecutionError> {
+        // One plan for every run of attempts, each starting further along
+        // it: with a seed of its own, a run's plan is another order, whose
+        // next position may well be the node the first run waits on.
+        let seed = super::plan::next_seed();
         let speculate = async {
             let mut attempts = vec![Some(Box::pin(self.run_with_retries(
                 statement,
                 values,
                 params,
                 attempts_settings,
-                0,
+                PlanStart { seed, offset: 0 },
                 Timing::now(),
             )))];
             let mut last_error = None;
@@ -219,7 +229,7 @@ impl Session {
                         values,
                         params,
                         attempts_settings,
-                        offset,
+                        PlanStart { seed, offset },
                         Timing::now(),
                     ))));
                 }
@@ -240,7 +250,7 @@ impl Session {
         values: &V,
         mut params: Params<'_>,
         settings: &AttemptSettings<'_>,
-        node_offset: usize,
+        plan: PlanStart,
         timing: Timing<'_>,
     ) -> Result<QueryResult, ExecutionError> {
         let Timing { started, mut ended, deadline } = timing;
@@ -248,12 +258,11 @@ impl Session {
         let idempotent = options.idempotent;
         let mut retries = 0;
         let mut retry_session = None;
-        let seed = super::plan::next_seed();
         let route = statement.route(values);
         let (mut position, mut node, mut conn) = self.with_state(|state| {
             let ask =
                 Ask { consistency: params.consistency, idempotent, policy: settings.load_balancing.map(|p| &**p) };
-            self.pick(state, seed, node_offset, route, Session::penalty(state, settings.latency_awareness), ask)
+            self.pick(state, plan.seed, plan.offset, route, Session::penalty(state, settings.latency_awareness), ask)
         })?;
         let (result, conn) = loop {
             // The first attempt leaves as the request starts: one clock read fewer.
@@ -279,8 +288,8 @@ impl Session {
                 (_, Some(r)) => Some(Deadline { at: r.at, expiry: Expiry::Request(r.t) }),
                 (_, None) => None,
             };
-            if let Some(o) = settings.observer {
-                o.attempt_started(&attempt_info(&conn, retries, node_offset, params.consistency, route));
+            if let Some((o, request)) = settings.observed() {
+                o.attempt_started(&attempt_info(request, &conn, retries, plan.offset, params.consistency, route));
             }
             let reprepared = |p: &PreparedStatement| self.reprepared(&conn, p);
             let attempt = execute_observed(&conn, statement, values, params, until.as_ref(), reprepared);
@@ -290,9 +299,9 @@ impl Session {
             match &result {
                 Err(error @ ExecutionError::Timeout(_)) => {
                     self.inner.metrics.timeout();
-                    if let Some(o) = settings.observer {
+                    if let Some((o, request)) = settings.observed() {
                         o.attempt_failed(
-                            &attempt_info(&conn, retries, node_offset, params.consistency, route),
+                            &attempt_info(request, &conn, retries, plan.offset, params.consistency, route),
                             error,
                             sent.elapsed(),
                             None,
@@ -319,9 +328,9 @@ impl Session {
             }
             let error = match result {
                 Ok(mut r) => {
-                    if let Some(o) = settings.observer {
+                    if let Some((o, request)) = settings.observed() {
                         o.attempt_succeeded(
-                            &attempt_info(&conn, retries, node_offset, params.consistency, route),
+                            &attempt_info(request, &conn, retries, plan.offset, params.consistency, route),
                             took,
                         );
                     }
@@ -337,9 +346,9 @@ impl Session {
             let session = retry_session.get_or_insert_with(|| settings.retry_policy.new_session());
             let request = RequestInfo { error: &error, idempotent, consistency: params.consistency, attempt: retries };
             let decision = session.decide(request);
-            if let Some(o) = settings.observer {
+            if let Some((o, request)) = settings.observed() {
                 o.attempt_failed(
-                    &attempt_info(&conn, retries, node_offset, params.consistency, route),
+                    &attempt_info(request, &conn, retries, plan.offset, params.consistency, route),
                     &error,
                     took,
                     Some(decision),
@@ -350,9 +359,9 @@ impl Session {
             }
             match decision {
                 RetryDecision::DontRetry => return Err(error),
-                RetryDecision::IgnoreWriteError => return Ok(QueryResult::void()),
+                RetryDecision::IgnoreWriteError => return Ok(QueryResult::void(conn.coordinator())),
                 RetryDecision::RetrySameNode(_) => {
-                    if let Some(c) = node.connection(seed) {
+                    if let Some(c) = node.connection(plan.seed) {
                         conn = c;
                     }
                 }
@@ -366,7 +375,7 @@ impl Session {
                         policy: settings.load_balancing.map(|p| &**p),
                     };
                     (position, node, conn) =
-                        self.pick(&state, seed, position + 1, route, penalty, ask).map_err(|_| error.clone())?;
+                        self.pick(&state, plan.seed, position + 1, route, penalty, ask).map_err(|_| error.clone())?;
                 }
             }
             retries += 1;
@@ -413,6 +422,7 @@ impl Session {
 /// retry loop keeps anyway, so that no request's future carries it across
 /// the attempt.
 fn attempt_info<'r>(
+    request: RequestId,
     conn: &Connection,
     retry: u32,
     speculative: usize,
@@ -420,6 +430,7 @@ fn attempt_info<'r>(
     route: Option<Route<'r>>,
 ) -> AttemptInfo<'r> {
     AttemptInfo {
+        request,
         node: conn.addr(),
         shard: conn.sharding().map(|_| conn.shard()),
         retry,
@@ -448,6 +459,15 @@ type RarePath<'a> = Pin<Box<dyn Future<Output = Result<QueryResult, ExecutionErr
 struct RequestDeadline {
     at: Instant,
     t: std::time::Duration,
+}
+
+/// Where a run of attempts starts in its request's plan: the request's
+/// seed (which orders the plan) and the position of its first node (0 for
+/// the request's own run, `n` for its `n`th speculative execution).
+#[derive(Debug, Clone, Copy)]
+struct PlanStart {
+    seed: usize,
+    offset: usize,
 }
 
 /// When a run of attempts started, where it writes when its last attempt
@@ -512,8 +532,11 @@ mod tests {
 
     /// A tripwire: each layer of futures under `execute` copies the whole
     /// state once per request, and each layer returns the result, so
-    /// neither must grow unnoticed. The future is 1,184 bytes in a debug
-    /// build here: 1,176 before the load-balancing policy of a profile (a
+    /// neither must grow unnoticed. The future is 1,200 bytes in a debug
+    /// build here: 1,192 before the plan's seed was handed to each run of
+    /// attempts (speculative executions walk the request's plan, not one
+    /// of their own); 1,184 before the request's id for its observer (an
+    /// `Option<RequestId>` of 8 bytes among the attempts' settings); 1,176 before the load-balancing policy of a profile (a
     /// reference among the attempts' settings, which the request keeps);
     /// 1,160 before the profile handles (the profiles the
     /// statement's and the session's default handle point to, held for the
@@ -529,14 +552,17 @@ mod tests {
     /// before the wait for a stream id and the re-prepare were boxed, the
     /// tracing span's wrapper was made only when a subscriber listens, and
     /// the result stopped being borrowed across an await. The result is
-    /// 168 bytes (320 before a prepared answer and the rare extras were
-    /// boxed).
+    /// 208 bytes: 168 before it recorded its coordinator inline (a
+    /// `SocketAddr` and the shard, 36 bytes, padded to 40; boxed it would
+    /// be an allocation per request, and few results carry extras to share
+    /// a box with); 320 before a prepared answer and the rare extras were
+    /// boxed.
     #[test]
     fn the_request_future_stays_small() {
         let write = future_size(|s, p| s.execute(p, (1_i64, 2_i64, "text")));
         let result = std::mem::size_of::<crate::QueryResult>();
         eprintln!("execute: {write} bytes, result: {result} bytes");
-        assert!(write <= 1_184, "the request future grew to {write} bytes");
-        assert!(result <= 180, "the result grew to {result} bytes");
+        assert!(write <= 1_200, "the request future grew to {write} bytes");
+        assert!(result <= 208, "the result grew to {result} bytes");
     }
 }

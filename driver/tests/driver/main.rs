@@ -11,6 +11,7 @@ mod connection;
 mod derives;
 mod faults;
 mod hostile_server;
+mod introspection;
 mod load_balancing;
 mod porting;
 mod readme;

@@ -847,7 +847,7 @@ async fn a_retry_session_changes_the_consistency_of_the_next_attempt() {
 /// session or on a profile (which wins).
 #[tokio::test]
 async fn a_request_observer_hears_every_attempt_and_request() {
-    use shardwise::observer::{AttemptInfo, RequestObserver};
+    use shardwise::observer::{AttemptInfo, RequestId, RequestObserver};
     use shardwise::retry::{DowngradingConsistencyRetryPolicy, RetryDecision};
     use shardwise::ExecutionProfile;
     use std::sync::{Arc, Mutex};
@@ -874,7 +874,7 @@ async fn a_request_observer_hears_every_attempt_and_request() {
             let unavailable = matches!(e, ExecutionError::Db(e) if matches!(e.kind, ErrorKind::Unavailable { .. }));
             self.push(format!("failed unavailable={unavailable} {d:?}"));
         }
-        fn request_finished(&self, outcome: Result<(), &ExecutionError>, took: Duration) {
+        fn request_finished(&self, _: RequestId, outcome: Result<(), &ExecutionError>, took: Duration) {
             assert!(took > Duration::ZERO);
             self.push(format!("finished ok={}", outcome.is_ok()));
         }

@@ -1,0 +1,245 @@
+//! What a service ported from the official driver asks of a request after
+//! the fact, written as its users write the calls, against the real
+//! Cassandra:
+//!
+//! - `result.request_coordinator()`: two proxies in front of one Cassandra
+//!   are two "nodes", and the proxy whose EXECUTE count grew is the node
+//!   each result names; on a session that discovers the topology, the node
+//!   it names is the one whose `system.local` answered, by host id;
+//! - a history of attempts per request, from a `HistoryCollector` set on
+//!   one statement (the official `set_history_listener`): a request whose
+//!   first node reset the connection shows that attempt failed with the
+//!   retry decision and the next one answered; a speculative execution
+//!   beside a slow node shows as a fiber of its own;
+//! - `check_schema_agreement()`: the version it agrees on is the node's
+//!   `system.local` schema version, before and after a schema change.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardwise::history::{AttemptResult, HistoryCollector, RequestResult};
+use shardwise::protocol::consistency::Consistency;
+use shardwise::protocol::frame::ProtocolVersion;
+use shardwise::retry::RetryDecision;
+use shardwise::{
+    ExecutionError, ExecutionProfile, PreparedStatement, Session, SessionBuilder, SpeculativePolicy, Statement,
+};
+use testkit::fault::{Action, Direction, FaultProxy, Rule};
+use uuid::Uuid;
+
+const EXECUTE: u8 = 0x0a;
+
+/// Two proxies in front of the shared node, and a session that knows them
+/// as two nodes.
+async fn two_nodes() -> (Session, [FaultProxy; 2]) {
+    let server = testkit::shared_node().expect("server");
+    let proxies = [FaultProxy::start(server).expect("proxy"), FaultProxy::start(server).expect("proxy")];
+    let session = SessionBuilder::new()
+        .known_node_addr(proxies[0].addr())
+        .known_node_addr(proxies[1].addr())
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .discover_topology(false)
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session through the proxies");
+    (session, proxies)
+}
+
+/// How many EXECUTE requests each proxy forwarded so far.
+fn executes(proxies: &[FaultProxy; 2]) -> [usize; 2] {
+    [0, 1].map(|i| proxies[i].frames(Direction::ToServer, EXECUTE))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_coordinator_is_the_node_that_answered() {
+    let (session, proxies) = two_nodes().await;
+    let select = session.prepare("SELECT release_version FROM system.local").await.expect("prepare");
+    let mut seen = [0; 2];
+    for _ in 0..20 {
+        let before = executes(&proxies);
+        let result = session.execute(&select, ()).await.expect("select");
+        let after = executes(&proxies);
+        let went = if after[0] > before[0] { 0 } else { 1 };
+        assert_eq!(after[went] - before[went], 1, "one request, one EXECUTE");
+        let coordinator = result.request_coordinator();
+        assert_eq!(coordinator.node(), proxies[went].addr(), "the result names the node it came from");
+        assert_eq!(coordinator.connection_address(), coordinator.node());
+        assert_eq!(coordinator.shard(), None, "Cassandra has no shards");
+        seen[went] += 1;
+    }
+    assert!(seen[0] > 0 && seen[1] > 0, "both nodes answered some: {seen:?}");
+}
+
+#[tokio::test]
+async fn request_coordinator_names_the_node_by_its_host_id() {
+    let node = testkit::shared_node().expect("server");
+    let session = SessionBuilder::new().known_node_addr(node).build().await.expect("session");
+    let local = Statement::new("SELECT host_id FROM system.local");
+    let result = session.execute(&local, ()).await.expect("system.local");
+    let (host_id,) = result.first_row::<(Uuid,)>().expect("typed").expect("a row");
+    let coordinator = result.request_coordinator();
+    assert_eq!(coordinator.node(), node);
+    let info = session.node_info(coordinator.node()).expect("the coordinator is in the topology");
+    assert_eq!(info.host_id, host_id, "the node that answered, by host id");
+    assert!(session.node_info(SocketAddr::from(([127, 0, 0, 1], 1))).is_none(), "an address of no node");
+
+    // Each page names its own coordinator.
+    let mut pages =
+        session.execute_pages(Statement::new("SELECT keyspace_name FROM system_schema.tables").with_page_size(5), ());
+    let mut n = 0;
+    while let Some(page) = pages.next_page().await {
+        assert_eq!(page.expect("page").request_coordinator().node(), node);
+        n += 1;
+    }
+    assert!(n > 1, "several pages: {n}");
+}
+
+/// Runs `select` until a request's history says `wanted` of it, at most
+/// `tries` times; returns that request's history and result's coordinator.
+async fn until<F>(
+    session: &Session,
+    select: &PreparedStatement,
+    history: &HistoryCollector,
+    tries: usize,
+    wanted: F,
+) -> Option<(shardwise::history::RequestHistory, SocketAddr)>
+where
+    F: Fn(&shardwise::history::RequestHistory) -> bool,
+{
+    for _ in 0..tries {
+        history.take_structured_history();
+        let coordinator = session.execute(select, ()).await.expect("select").request_coordinator().node();
+        let mut h = history.take_structured_history();
+        assert_eq!(h.requests.len(), 1, "the statement's collector hears its own requests: {h}");
+        let request = h.requests.remove(0);
+        if wanted(&request) {
+            return Some((request, coordinator));
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statements_history_shows_a_failed_attempt_and_the_retry() {
+    let (session, proxies) = two_nodes().await;
+    let history = Arc::new(HistoryCollector::new());
+    let select = session
+        .prepare("SELECT release_version FROM system.local")
+        .await
+        .expect("prepare")
+        .with_idempotent(true)
+        .with_request_observer(history.clone());
+    // Without faults: one attempt, answered, on the node the result names.
+    let result = session.execute(&select, ()).await.expect("select");
+    let h = history.take_structured_history();
+    let [request] = &h.requests[..] else { panic!("one request: {h}") };
+    assert!(matches!(request.result, Some(RequestResult::Success { .. })), "{h}");
+    let attempts: Vec<_> = request.attempts().collect();
+    let [only] = &attempts[..] else { panic!("one attempt: {h}") };
+    assert_eq!(only.node, result.request_coordinator().node());
+    assert!(matches!(only.result, Some(AttemptResult::Success { took }) if took > Duration::ZERO), "{h}");
+    assert_eq!((only.retry, only.consistency), (0, Consistency::One));
+    assert!(request.speculative_fibers.is_empty());
+
+    // Node 0 resets the connection on the next EXECUTE it gets: a request
+    // planned there first fails over to node 1.
+    proxies[0].add_rule(Rule::new(Action::Reset).direction(Direction::ToServer).opcode(EXECUTE).times(1));
+    let failed_over = until(&session, &select, &history, 40, |r| r.attempts().count() == 2).await;
+    let (request, coordinator) = failed_over.expect("a request planned on node 0 first");
+    let attempts: Vec<_> = request.attempts().collect();
+    assert_eq!(attempts[0].node, proxies[0].addr());
+    assert!(
+        matches!(
+            &attempts[0].result,
+            Some(AttemptResult::Error {
+                error: ExecutionError::Connection(_),
+                decision: Some(RetryDecision::RetryNextNode(None)),
+                ..
+            })
+        ),
+        "{attempts:?}"
+    );
+    assert_eq!((attempts[1].node, attempts[1].retry), (proxies[1].addr(), 1));
+    assert!(matches!(attempts[1].result, Some(AttemptResult::Success { .. })), "{attempts:?}");
+    assert!(attempts[1].started >= attempts[0].started);
+    assert!(matches!(request.result, Some(RequestResult::Success { .. })));
+    assert_eq!(coordinator, proxies[1].addr(), "the result names the node that answered");
+
+    // A statement without the collector is not heard by it.
+    session.execute(&Statement::new("SELECT release_version FROM system.local"), ()).await.expect("select");
+    assert!(history.clone_structured_history().requests.is_empty(), "another statement's request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_speculative_execution_is_a_fiber_of_its_own() {
+    let (session, proxies) = two_nodes().await;
+    let history = Arc::new(HistoryCollector::new());
+    let speculative = ExecutionProfile::new("speculative")
+        .speculative_execution(Some(SpeculativePolicy { delay: Duration::from_millis(30), max_extra: 1 }));
+    let select = session
+        .prepare("SELECT release_version FROM system.local")
+        .await
+        .expect("prepare")
+        .with_idempotent(true)
+        .with_profile(speculative)
+        .with_request_observer(history.clone());
+    // Node 0 answers late: a request sent there first is outrun by a
+    // speculative execution on node 1.
+    proxies[0].add_rule(Rule::new(Action::Delay(Duration::from_millis(400))).direction(Direction::ToClient));
+    let outrun = until(&session, &select, &history, 30, |r| {
+        r.fiber.attempts.first().is_some_and(|a| a.node == proxies[0].addr())
+            && r.speculative_fibers.first().is_some_and(|f| f.attempts.iter().any(|a| a.node == proxies[1].addr()))
+    })
+    .await;
+    let (request, coordinator) = outrun.expect("a request sent to the slow node first");
+    assert!(request.fiber.attempts[0].result.is_none(), "the outrun attempt has no answer: {request:?}");
+    let fiber = &request.speculative_fibers[0];
+    assert!(fiber.started > request.started, "the speculative fiber started later");
+    let answered = fiber.attempts.last().expect("an attempt");
+    assert_eq!(answered.node, proxies[1].addr());
+    assert!(matches!(answered.result, Some(AttemptResult::Success { .. })), "{request:?}");
+    assert_eq!(coordinator, proxies[1].addr(), "the speculative execution's node answered");
+    proxies[0].clear_rules();
+}
+
+/// The node's own schema version.
+async fn schema_version(session: &Session) -> Uuid {
+    let local = Statement::new("SELECT schema_version FROM system.local");
+    let r = session.execute(&local, ()).await.expect("system.local");
+    r.first_row::<(Uuid,)>().expect("typed").expect("a row").0
+}
+
+/// What `check_schema_agreement` says while the node's version stays put:
+/// other tests change the shared node's schema at any time, so it is
+/// asked again until the version read before and after it is the same.
+async fn agreement_on_a_steady_schema(session: &Session) -> (Option<Uuid>, Uuid) {
+    for _ in 0..50 {
+        let before = schema_version(session).await;
+        let agreed = session.check_schema_agreement().await.expect("asked");
+        if schema_version(session).await == before {
+            return (agreed, before);
+        }
+    }
+    panic!("the schema kept changing");
+}
+
+#[tokio::test]
+async fn check_schema_agreement_returns_the_agreed_version() {
+    let node = testkit::shared_node().expect("server");
+    let session = SessionBuilder::new().known_node_addr(node).build().await.expect("session");
+    let (before, version) = agreement_on_a_steady_schema(&session).await;
+    assert_eq!(before, Some(version), "the node's own version");
+
+    let ks = crate::common::simple_keyspace(&session, "agreement").await;
+    session.execute(&Statement::new(format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY)")), ()).await.expect("ddl");
+    let (after, version) = agreement_on_a_steady_schema(&session).await;
+    assert_eq!(after, Some(version));
+    assert_ne!(after, before, "a schema change makes another version");
+
+    // Through two proxies the "two nodes" are one server: they agree.
+    let (two, _proxies) = two_nodes().await;
+    let (agreed, version) = agreement_on_a_steady_schema(&two).await;
+    assert_eq!(agreed, Some(version));
+}
