@@ -26,7 +26,7 @@
 //! - `INSERT INTO t JSON ... IF NOT EXISTS`: the condition is taken out, so
 //!   the row is written whether it exists or not and the answer has no
 //!   rows, which is what ScyllaDB does (its known bug scylladb#8682, see
-//!   [`json_insert_conditions`]).
+//!   `json_insert_conditions`).
 //!
 //! The text is only tokenized when a cheap case-insensitive scan finds a
 //! word that could need a change, so ordinary statements cost one scan.

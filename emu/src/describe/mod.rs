@@ -30,7 +30,7 @@
 //! Cassandra's own additions (`max_threshold` 32, `min_threshold` 4) and
 //! `chunk_length_in_kb` 16 are left out even when given; `tombstone_gc`
 //! prints what the front was given, else ScyllaDB's default (repair for a
-//! base table, timeout for a log: [`crate::tombstone_gc`]); dropped columns (`WITH
+//! base table, timeout for a log: `tombstone_gc.rs`); dropped columns (`WITH
 //! INTERNALS`) are listed by name, last first (ScyllaDB iterates an
 //! unordered map: that is its order for a few columns, and the order
 //! test_cdc.py pins; see `print`); listings show Cassandra's system keyspaces
