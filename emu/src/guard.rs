@@ -7,7 +7,9 @@
 //! none, and *refused* whenever the front cannot tell:
 //!
 //! - the statement looks like DML but the front's parser could not read it,
-//!   and an identifier of the text is the name of a CDC table (anywhere);
+//!   and an identifier of the text is the name of a CDC table (anywhere),
+//!   or, for `INSERT INTO ks.t JSON ...` (which names its one table), `ks.t`
+//!   is a CDC table;
 //! - an unqualified table name is a CDC table somewhere, but the
 //!   connection's keyspace is unknown (no `USE` seen) or is changing (a
 //!   `USE` is on its way to Cassandra, so Cassandra may resolve the name
@@ -108,7 +110,30 @@ pub(crate) fn judge_unparsed(shared: &Shared, text: &str, why: &str) -> Verdict 
     let Ok(registry) = shared.registry.lock() else {
         return Verdict::Refused(0, "the Scylla emulation front lost its CDC registry".into());
     };
-    let names: Vec<String> = match tokenize(text) {
+    let toks = tokenize(text);
+    // `INSERT INTO ks.t JSON ...` writes `ks.t` and nothing else (the JSON
+    // is one string or marker): judged by that table alone, so that a CDC
+    // table of the same name elsewhere does not refuse it.
+    if let Some(toks) = &toks {
+        let qualified_json_insert = toks.first().is_some_and(|t| t.is_kw("INSERT"))
+            && toks.get(1).is_some_and(|t| t.is_kw("INTO"))
+            && toks.get(3).is_some_and(|t| t.is_punct('.'))
+            && toks.get(5).is_some_and(|t| t.is_kw("JSON"));
+        if let (true, Some(ks), Some(table)) =
+            (qualified_json_insert, toks.get(2).and_then(|t| t.ident()), toks.get(4).and_then(|t| t.ident()))
+        {
+            return match registry.options(&ks, &table) {
+                Some(o) if o.enabled => Verdict::Refused(
+                    INVALID,
+                    format!(
+                        "The Scylla emulation front cannot log this write to CDC table {table}, so it does not apply it: {why}"
+                    ),
+                ),
+                _ => Verdict::Plain,
+            };
+        }
+    }
+    let names: Vec<String> = match toks {
         Some(toks) => toks
             .iter()
             .filter(|t| matches!(t.kind, Kind::Ident | Kind::QuotedIdent))

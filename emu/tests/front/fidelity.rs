@@ -117,6 +117,19 @@ async fn insert_json_if_not_exists_is_unconditional_as_on_scylla() {
     ] {
         via_front.query_unpaged(ddl, &[]).await.expect("ddl");
     }
+    // A CDC table of the same name in another keyspace: the JSON inserts
+    // below name theirs, and go through (the front cannot log a JSON insert
+    // into the CDC table itself, and refuses that one).
+    let other = fresh_keyspace("emu_lwt_json_cdc");
+    for ddl in [
+        testkit::create_keyspace(&other, 1),
+        format!("CREATE TABLE {other}.json_lwt (p int PRIMARY KEY) WITH cdc = {{'enabled': true}}"),
+    ] {
+        via_front.query_unpaged(ddl, &[]).await.expect("ddl");
+    }
+    let refused = via_front.query_unpaged(format!(r#"INSERT INTO {other}.json_lwt JSON '{{"p": 1}}'"#), &[]).await;
+    let message = format!("{:?}", refused.expect_err("a JSON insert into a CDC table"));
+    assert!(message.contains("cannot log this write to CDC table json_lwt"), "{message}");
     let insert =
         |p: i32, r: i32| format!(r#"INSERT INTO {ks}.json_lwt JSON '{{"p": {p}, "c": 1, "r": {r}}}' IF NOT EXISTS"#);
     type Row = (i32, i32, Option<i32>, Option<i32>);
