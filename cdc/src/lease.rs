@@ -211,7 +211,8 @@ impl LeaseError {
                 ExecutionError::Timeout(_)
                 | ExecutionError::AttemptTimeout { .. }
                 | ExecutionError::Connection(_)
-                | ExecutionError::NoConnection,
+                | ExecutionError::NoConnection
+                | ExecutionError::PlanUnavailable { .. },
             ) => true,
             _ => false,
         }
@@ -677,6 +678,11 @@ mod tests {
         assert!(db(0x1002, ErrorKind::IsBootstrapping).is_transient());
         assert!(LeaseError::Timeout(Duration::from_secs(1)).is_transient());
         assert!(LeaseError::Query(ExecutionError::NoConnection).is_transient());
+        let planned = "127.0.0.1:9042".parse().expect("an address");
+        assert!(
+            LeaseError::Query(ExecutionError::PlanUnavailable { last: planned }).is_transient(),
+            "a session whose policy plans only nodes that are down (a single target) waits as for no connection"
+        );
         assert!(LeaseError::Query(ExecutionError::Timeout(Duration::from_secs(1))).is_transient());
         assert!(!db(0x2200, ErrorKind::ServerError).is_transient(), "invalid: no such table");
         assert!(!db(0x0000, ErrorKind::ServerError).is_transient());

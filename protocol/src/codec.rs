@@ -512,6 +512,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bytes_reads_values_nulls_and_names_what_is_short() {
+        let buf = [0, 0, 0, 2, 7, 8, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 5, 1];
+        let mut r = Reader::new(&buf);
+        assert_eq!(r.bytes("a"), Ok(Some(&[7, 8][..])));
+        assert_eq!(r.bytes("b"), Ok(None), "a negative length is null");
+        assert_eq!(r.bytes("c"), Ok(Some(&[][..])), "an empty value is not null");
+        let at = r.remaining();
+        assert_eq!(r.bytes("d"), Err(DecodeError::UnexpectedEnd { what: "d", needed: 5, remaining: 1 }));
+        assert_eq!(at, 5, "the length and the one byte after it");
+        let mut short = Reader::new(&[0, 0]);
+        assert_eq!(short.bytes("e"), Err(DecodeError::UnexpectedEnd { what: "e", needed: 4, remaining: 2 }));
+    }
+
+    #[test]
     fn vint_examples_from_the_spec() {
         for (v, expect) in [
             (127u64, &[0x7f][..]),

@@ -43,6 +43,15 @@ struct Options {
     cdc_load: Option<(u64, u64)>,
     /// `cdc_thesis compare --cores`.
     cdc_cores: Option<String>,
+    /// Instructions per request only: write them (`Write`) or check them
+    /// against the committed ones (`Check`).
+    instructions: Option<Instructions>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Instructions {
+    Write,
+    Check,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -55,11 +64,14 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         rounds: None,
         cdc_load: None,
         cdc_cores: None,
+        instructions: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => o.quick = true,
+            "--instructions" => o.instructions = Some(Instructions::Write),
+            "--check" => o.instructions = Some(Instructions::Check),
             "--no-cdc" => o.cdc = false,
             "--cdc-only" => o.workloads = false,
             "--duration" => o.duration = Some(it.next().ok_or("--duration takes a value (e.g. 10s)")?.clone()),
@@ -85,7 +97,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             other => {
                 return Err(format!(
                     "unknown option {other} (options: --quick --no-cdc --cdc-only --duration D --warmup D --rounds N \
-                     --cdc-load PxR --cdc-cores LIST)"
+                     --cdc-load PxR --cdc-cores LIST --instructions --check)"
                 ))
             }
         }
@@ -199,7 +211,7 @@ impl Drop for ReleaseFront {
 }
 
 /// Output of a shell-free command, trimmed; empty on failure.
-fn capture(cmd: &str, args: &[&str]) -> String {
+pub(crate) fn capture(cmd: &str, args: &[&str]) -> String {
     Command::new(cmd)
         .args(args)
         .output()
@@ -293,6 +305,13 @@ fn bench(o: &Options) -> Result<(), String> {
     let started = Instant::now();
     let root = workspace_root();
     let bin_dir = release_dir(&root);
+    if let Some(mode) = o.instructions {
+        banner("instructions and allocations per request (callgrind, against the responder)");
+        for bin in crate::instructions::binaries() {
+            build(&root, bin)?;
+        }
+        return crate::instructions::run(&root, &bin_dir, mode == Instructions::Check);
+    }
     let out_dir = root.join("benches").join("results");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
     let json_dir = out_dir.join("latest");

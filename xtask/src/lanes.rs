@@ -95,6 +95,7 @@ const KNOWN_SECONDS: &[(&str, u32)] = &[
     ("cdc-kafka/test/nemesis", 77),
     ("emu/test/front", 67),
     ("cdc/test/cdc", 66),
+    ("cdc-kafka/test/kills", 65),
     ("testkit/test/harness", 54),
     ("benches/test/cutover", 36),
     ("driver/test/allocations", 11),

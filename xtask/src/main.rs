@@ -32,6 +32,7 @@ mod features;
 mod fuzz;
 mod house;
 mod imports;
+mod instructions;
 mod lanes;
 mod paths;
 mod steps;
@@ -89,6 +90,11 @@ tasks:
     --cdc-only           skip step 3
     --duration D         run time per measured run (e.g. 10s, or a cycle count)
     --warmup D           warm-up before each run (default 1s)
+    --instructions       only user-space instructions and allocations per request, both drivers,
+                         under callgrind against the responder (write, read, batch of 4, paged
+                         read of 100 rows); writes benches/instructions.tsv
+    --check              the same, measured again and compared with benches/instructions.tsv:
+                         fails when a shardwise figure grew by more than 3% or allocates more
     --rounds N           rounds per comparison (default 3)
   charts [--check]     draw benches/results/*.json (the committed results) as SVG charts in
                        benches/charts/ (embedded in benches/RESULTS.md); --check only says

@@ -122,6 +122,11 @@ enum Canned {
         without_metadata: Vec<u8>,
         types: Vec<ColumnType>,
     },
+    /// `limit` rows of these columns (`SELECT … LIMIT n` with no `?`),
+    /// in pages of the request's page size: row `i` has every bigint
+    /// column `i` but the second, `2i`, and every text column the
+    /// constant.
+    Rows { specs: Vec<ColumnSpec>, limit: usize },
 }
 
 /// What every connection shares.
@@ -323,6 +328,11 @@ impl Conn {
                 c
             }
         };
+        if let Canned::Rows { specs, limit } = &*canned {
+            let message = page(specs, *limit, body)?;
+            respond(out, stream, message);
+            return Some(());
+        }
         let params = body.get(2 + id_len..)?;
         // consistency [short], flags [byte], values: count [short], [bytes]…
         let flags = *params.get(2)?;
@@ -330,6 +340,8 @@ impl Conn {
         header(out, stream, Opcode::Result);
         match &*canned {
             Canned::Void => out.put_i32(0x0001),
+            // Answered above.
+            Canned::Rows { .. } => return None,
             Canned::Row { with_metadata, without_metadata, types } => {
                 let first = if flags & 0x01 != 0 && u16::from_be_bytes([*params.get(3)?, *params.get(4)?]) > 0 {
                     let len = i32::from_be_bytes(params.get(5..9)?.try_into().ok()?);
@@ -505,6 +517,9 @@ fn prepared_shape(query: &str) -> (Vec<ColumnSpec>, Vec<ColumnSpec>, Canned) {
             .map(|name| spec(&ks, &t, name))
             .collect();
         let result: Vec<ColumnSpec> = columns.iter().map(|c| spec(&ks, &t, c)).collect();
+        if let (true, Some(limit)) = (markers.is_empty(), limit_of(&lower)) {
+            return (markers, result.clone(), Canned::Rows { specs: result, limit });
+        }
         let metadata = |specs: Option<Vec<ColumnSpec>>| {
             let mut b = Vec::new();
             let m = ResultMetadata { columns_count: result.len(), paging_state: None, new_metadata_id: None, specs };
@@ -531,6 +546,62 @@ fn prepared_shape(query: &str) -> (Vec<ColumnSpec>, Vec<ColumnSpec>, Canned) {
         _ => Vec::new(),
     };
     (markers, Vec::new(), Canned::Void)
+}
+
+/// `n` of a trailing `LIMIT n`.
+fn limit_of(lower: &str) -> Option<usize> {
+    let (_, n) = lower.rsplit_once(" limit ")?;
+    n.trim().parse().ok()
+}
+
+/// The page of a `Canned::Rows` statement an EXECUTE asks for: from the
+/// row its paging state names (a big-endian u32, the rows sent before),
+/// as many as its page size (all without one); the paging state of the
+/// next page when rows remain. `None` when the request does not decode.
+fn page(specs: &[ColumnSpec], limit: usize, body: &[u8]) -> Option<ResponseMessage> {
+    let mut r = shardwise_protocol::codec::Reader::new(body);
+    let execute = shardwise_protocol::request::Execute::decode(ProtocolVersion::V4, &mut r).ok()?;
+    let params = &execute.params;
+    let from = match params.paging_state {
+        Some(state) => u32::from_be_bytes(state.try_into().ok()?) as usize,
+        None => 0,
+    };
+    let size = params.page_size.filter(|&n| n > 0).map_or(limit, |n| n as usize);
+    let to = limit.min(from.saturating_add(size));
+    let values: Vec<Vec<Option<Vec<u8>>>> = (from..to)
+        .map(|i| {
+            let mut bigints = 0;
+            specs
+                .iter()
+                .map(|s| {
+                    let value = match s.typ {
+                        ColumnType::BigInt => {
+                            bigints += 1;
+                            Some((i as i64).wrapping_mul(if bigints == 2 { 2 } else { 1 }))
+                        }
+                        _ => None,
+                    };
+                    let mut v = Vec::new();
+                    match value {
+                        Some(n) => v.extend_from_slice(&n.to_be_bytes()),
+                        None => v = value_bytes(&s.typ, None),
+                    }
+                    Some(v)
+                })
+                .collect()
+        })
+        .collect();
+    let metadata = ResultMetadata {
+        columns_count: specs.len(),
+        paging_state: (to < limit).then(|| Bytes::copy_from_slice(&(to as u32).to_be_bytes())),
+        new_metadata_id: None,
+        specs: (!params.skip_metadata).then(|| specs.to_vec()),
+    };
+    let borrowed: Vec<Vec<Option<&[u8]>>> = values.iter().map(|r| r.iter().map(|v| v.as_deref()).collect()).collect();
+    Some(match Rows::from_raw(metadata, &borrowed) {
+        Ok(rows) => ResponseMessage::Result(ResultMessage::Rows(rows)),
+        Err(e) => server_error(format!("canned rows: {e}")),
+    })
 }
 
 /// The type of a column, as Scylla has it for the system tables both
@@ -739,6 +810,45 @@ mod tests {
         out.clear();
         conn.answer(5, 1, Opcode::Options as u8, &[], &mut out);
         assert_eq!(&out[HEADER_LEN..HEADER_LEN + 4], code::PROTOCOL_ERROR.to_be_bytes());
+    }
+
+    #[test]
+    fn a_limited_scan_is_answered_in_pages_of_the_requested_size() {
+        let s = server();
+        let mut conn = Conn { server: s.clone(), shard: 0, statements: HashMap::new() };
+        let scan = "SELECT pk, v1, v2 FROM ks.kv LIMIT 10";
+        let ResponseMessage::Result(ResultMessage::Prepared(p)) = s.prepare(scan) else { panic!("not prepared") };
+        assert!(p.metadata.specs.is_empty());
+        let mut state: Option<Vec<u8>> = None;
+        let mut seen = Vec::new();
+        for request in 0..5 {
+            assert!(request < 4, "the pages never end");
+            // EXECUTE: consistency ONE, flags PAGE_SIZE (| PAGING_STATE), page size 4.
+            let mut body = (p.id.len() as u16).to_be_bytes().to_vec();
+            body.extend_from_slice(&p.id);
+            body.extend_from_slice(&[0, 1, if state.is_some() { 0x0c } else { 0x04 }]);
+            body.extend_from_slice(&4i32.to_be_bytes());
+            if let Some(st) = &state {
+                body.extend_from_slice(&(st.len() as i32).to_be_bytes());
+                body.extend_from_slice(st);
+            }
+            let mut out = Vec::new();
+            conn.answer(4, 1, Opcode::Execute as u8, &body, &mut out);
+            let head: &[u8; HEADER_LEN] = out[..HEADER_LEN].try_into().expect("a header");
+            let header = shardwise_protocol::frame::EnvelopeHeader::decode(head, 1 << 20).expect("header");
+            let response = Response::decode(&header, Bytes::copy_from_slice(&out[HEADER_LEN..])).expect("response");
+            let ResponseMessage::Result(ResultMessage::Rows(rows)) = response.message else { panic!("not rows") };
+            for row in rows.rows::<(i64, i64, &str)>().expect("typed") {
+                let (pk, v1, v2) = row.expect("a row");
+                assert_eq!((v1, v2), (pk * 2, TEXT));
+                seen.push(pk);
+            }
+            state = rows.metadata.paging_state.as_ref().map(|b| b.to_vec());
+            if state.is_none() {
+                break;
+            }
+        }
+        assert_eq!(seen, (0..10).collect::<Vec<i64>>(), "pages of 4, 4 and 2 rows, in order");
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! Workloads, on `<keyspace>.kv (pk bigint PRIMARY KEY, v1 bigint, v2 text)`:
 //! `write` (prepared INSERT, pk = cycle), `read` (prepared SELECT by pk of
 //! the `--load N` rows loaded first), `mixed` (even cycles write, odd cycles
-//! read).
+//! read), `batch` (an unlogged batch of 4 prepared INSERTs), `paged` (100
+//! rows of a prepared `SELECT … LIMIT 100` in pages of 25: one request of
+//! the runner is the 4 pages).
 //!
 //! Threading, as latte does it: one tokio runtime per run, current-thread
 //! when `-t 1`, otherwise multi-thread with `-t` workers; one session shared
@@ -115,7 +117,7 @@ enum Command {
 
 #[derive(Args, Debug, Clone)]
 struct Common {
-    /// write | read | mixed.
+    /// write | read | mixed | batch | paged.
     #[arg(value_enum)]
     workload: WorkloadKind,
     /// Run time (`10s`, `500ms`, `2m`) or a number of cycles (`100000`).
@@ -180,6 +182,11 @@ enum WorkloadKind {
     Read,
     /// Half writes, half reads.
     Mixed,
+    /// An unlogged batch of 4 prepared INSERTs (pk 4·cycle … 4·cycle + 3).
+    Batch,
+    /// A prepared `SELECT pk, v1, v2 … LIMIT 100` read in pages of 25:
+    /// 100 rows in 4 requests (needs 100 rows loaded).
+    Paged,
 }
 
 impl WorkloadKind {
@@ -188,6 +195,8 @@ impl WorkloadKind {
             WorkloadKind::Write => "write",
             WorkloadKind::Read => "read",
             WorkloadKind::Mixed => "mixed",
+            WorkloadKind::Batch => "batch",
+            WorkloadKind::Paged => "paged",
         }
     }
 }
@@ -238,14 +247,23 @@ trait Driver: Send + Sync + 'static {
     fn write(&self, pk: i64) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// Prepared SELECT of row `pk`; `Ok(false)` when the row is missing.
     fn read(&self, pk: i64) -> impl Future<Output = anyhow::Result<bool>> + Send;
+    /// An unlogged batch of 4 prepared INSERTs, rows `4·n` … `4·n + 3`.
+    fn batch(&self, n: i64) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// The 100 rows of the `LIMIT 100` scan, page by page; `Ok(false)` when
+    /// fewer came or one is not as written.
+    fn paged(&self) -> impl Future<Output = anyhow::Result<bool>> + Send;
     /// Protocol version in use, for the report.
     fn protocol(&self) -> String;
 }
+
+type Prepared = shardwise::PreparedStatement;
 
 struct Shardwise {
     session: shardwise::Session,
     insert: shardwise::PreparedStatement,
     select: shardwise::PreparedStatement,
+    batch: shardwise::Batch<(Prepared, Prepared, Prepared, Prepared)>,
+    scan: shardwise::PreparedStatement,
 }
 
 impl Shardwise {
@@ -254,7 +272,10 @@ impl Shardwise {
         let (insert, select) = (insert_cql(&c.keyspace), select_cql(&c.keyspace));
         let insert = session.prepare(insert.as_str()).await.context("prepare INSERT (shardwise)")?;
         let select = session.prepare(select.as_str()).await.context("prepare SELECT (shardwise)")?;
-        Ok(Shardwise { session, insert, select })
+        let scan = session.prepare(scan_cql(&c.keyspace).as_str()).await.context("prepare scan (shardwise)")?;
+        let scan = scan.with_page_size(PAGE);
+        let batch = shardwise::Batch::unlogged((insert.clone(), insert.clone(), insert.clone(), insert.clone()));
+        Ok(Shardwise { session, insert, select, batch, scan })
     }
 }
 
@@ -292,6 +313,26 @@ impl Driver for Shardwise {
         let row: Option<(i64, &str)> = result.first_row()?;
         Ok(row.is_some_and(|(v1, v2)| v1 == pk.wrapping_mul(2) && !v2.is_empty()))
     }
+    async fn batch(&self, n: i64) -> anyhow::Result<()> {
+        let row = |pk: i64| ShardwiseRow { pk, v1: pk.wrapping_mul(2), v2: TEXT };
+        let pk = n.wrapping_mul(4);
+        let values = (row(pk), row(pk + 1), row(pk + 2), row(pk + 3));
+        self.session.execute(&self.batch, values).await?;
+        Ok(())
+    }
+    async fn paged(&self) -> anyhow::Result<bool> {
+        let (mut rows, mut good) = (0usize, true);
+        let mut pages = self.session.execute_pages(&self.scan, ());
+        while let Some(page) = pages.next_page().await {
+            let page = page?;
+            for row in page.rows::<(i64, i64, &str)>()? {
+                let (pk, v1, v2) = row?;
+                good &= v1 == pk.wrapping_mul(2) && !v2.is_empty();
+                rows += 1;
+            }
+        }
+        Ok(good && rows == SCANNED)
+    }
     fn protocol(&self) -> String {
         match self.session.connections().first() {
             Some(c) => format!("{:?}", c.version()),
@@ -304,6 +345,8 @@ struct Official {
     session: scylla::client::session::Session,
     insert: scylla::statement::prepared::PreparedStatement,
     select: scylla::statement::prepared::PreparedStatement,
+    batch: scylla::statement::batch::Batch,
+    scan: scylla::statement::prepared::PreparedStatement,
 }
 
 impl Official {
@@ -321,7 +364,13 @@ impl Official {
             .context("official driver session")?;
         let insert = session.prepare(insert_cql(&c.keyspace)).await.context("prepare INSERT (official)")?;
         let select = session.prepare(select_cql(&c.keyspace)).await.context("prepare SELECT (official)")?;
-        Ok(Official { session, insert, select })
+        let mut scan = session.prepare(scan_cql(&c.keyspace)).await.context("prepare scan (official)")?;
+        scan.set_page_size(PAGE);
+        let mut batch = scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
+        for _ in 0..4 {
+            batch.append_statement(insert.clone());
+        }
+        Ok(Official { session, insert, select, batch, scan })
     }
 }
 
@@ -335,6 +384,32 @@ impl Driver for Official {
         let rows = result.into_rows_result()?;
         let row: Option<(i64, &str)> = rows.maybe_first_row()?;
         Ok(row.is_some_and(|(v1, v2)| v1 == pk.wrapping_mul(2) && !v2.is_empty()))
+    }
+    async fn batch(&self, n: i64) -> anyhow::Result<()> {
+        let row = |pk: i64| OfficialRow { pk, v1: pk.wrapping_mul(2), v2: TEXT };
+        let pk = n.wrapping_mul(4);
+        let values = (row(pk), row(pk + 1), row(pk + 2), row(pk + 3));
+        self.session.batch(&self.batch, values).await?;
+        Ok(())
+    }
+    async fn paged(&self) -> anyhow::Result<bool> {
+        use scylla::response::PagingState;
+        use std::ops::ControlFlow;
+        let (mut rows, mut good) = (0usize, true);
+        let mut state = PagingState::start();
+        loop {
+            let (page, next) = self.session.execute_single_page(&self.scan, (), state).await?;
+            for row in page.into_rows_result()?.rows::<(i64, i64, &str)>()? {
+                let (pk, v1, v2) = row?;
+                good &= v1 == pk.wrapping_mul(2) && !v2.is_empty();
+                rows += 1;
+            }
+            match next.into_paging_control_flow() {
+                ControlFlow::Break(()) => break,
+                ControlFlow::Continue(s) => state = s,
+            }
+        }
+        Ok(good && rows == SCANNED)
     }
     fn protocol(&self) -> String {
         "V4".into()
@@ -371,6 +446,14 @@ fn insert_cql(ks: &str) -> String {
 
 fn select_cql(ks: &str) -> String {
     format!("SELECT v1, v2 FROM {ks}.kv WHERE pk = ?")
+}
+
+/// Rows of one `paged` request, and its page size.
+const SCANNED: usize = 100;
+const PAGE: i32 = 25;
+
+fn scan_cql(ks: &str) -> String {
+    format!("SELECT pk, v1, v2 FROM {ks}.kv LIMIT {SCANNED}")
 }
 
 // ---------------------------------------------------------------------------
@@ -435,7 +518,8 @@ async fn prepare_data(c: &Common) -> anyhow::Result<()> {
 fn load_rows(c: &Common) -> u64 {
     match (c.workload, c.load) {
         (_, Some(n)) => n,
-        (WorkloadKind::Write, None) => 0,
+        (WorkloadKind::Write | WorkloadKind::Batch, None) => 0,
+        (WorkloadKind::Paged, None) => SCANNED as u64,
         (_, None) => 100_000,
     }
 }
@@ -555,15 +639,14 @@ async fn one_loop<D: Driver>(l: Arc<Loops<D>>) {
         }
         let t0 = due.unwrap_or(now);
         let cycle = local * phase.threads + l.index;
-        let write = match phase.workload {
-            WorkloadKind::Write => true,
-            WorkloadKind::Read => false,
-            WorkloadKind::Mixed => cycle.is_multiple_of(2),
-        };
-        let result = if write {
-            l.db.write(cycle as i64).await.map(|()| true)
-        } else {
-            l.db.read((cycle % phase.rows.max(1)) as i64).await
+        let read = || l.db.read((cycle % phase.rows.max(1)) as i64);
+        let result = match phase.workload {
+            WorkloadKind::Write => l.db.write(cycle as i64).await.map(|()| true),
+            WorkloadKind::Read => read().await,
+            WorkloadKind::Mixed if cycle.is_multiple_of(2) => l.db.write(cycle as i64).await.map(|()| true),
+            WorkloadKind::Mixed => read().await,
+            WorkloadKind::Batch => l.db.batch(cycle as i64).await.map(|()| true),
+            WorkloadKind::Paged => l.db.paged().await,
         };
         let ns = t0.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
         let service_ns = now.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;

@@ -691,7 +691,8 @@ fn transient(e: &CdcError) -> bool {
             ExecutionError::Connection(_)
             | ExecutionError::Timeout(_)
             | ExecutionError::AttemptTimeout { .. }
-            | ExecutionError::NoConnection,
+            | ExecutionError::NoConnection
+            | ExecutionError::PlanUnavailable { .. },
         ) => true,
         CdcError::Connection(_) | CdcError::NoNodes => true,
         _ => false,

@@ -241,11 +241,17 @@ fn check<T: ?Sized>(typ: &ColumnType, ok: bool) -> Result<(), TypeCheckError> {
 
 /// The value, or [`DeserializeError::UnexpectedNull`] for `T`.
 fn non_null<'a, T: ?Sized>(v: Option<FrameSlice<'a>>) -> Result<FrameSlice<'a>, DeserializeError> {
-    v.ok_or(DeserializeError::UnexpectedNull { rust_type: std::any::type_name::<T>() })
+    // `ok_or_else`: an error built eagerly is dropped for every value that
+    // is there (the error type has drop glue), a call per column of every row.
+    v.ok_or_else(|| DeserializeError::UnexpectedNull { rust_type: std::any::type_name::<T>() })
 }
 
 /// Exactly `N` bytes.
 fn exact<const N: usize>(typ: &ColumnType, b: &[u8]) -> Result<[u8; N], DeserializeError> {
+    // The common case without a reader; the reader names what is wrong.
+    if let Ok(array) = <[u8; N]>::try_from(b) {
+        return Ok(array);
+    }
     let mut r = Reader::new(b);
     let out = r.array::<N>("value").map_err(|e| DeserializeError::malformed(typ, e))?;
     r.finish("value").map_err(|e| DeserializeError::malformed(typ, e))?;

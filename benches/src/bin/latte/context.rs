@@ -162,7 +162,9 @@ fn shardwise_overload(e: &shardwise::ExecutionError) -> bool {
     use shardwise::protocol::response::ErrorKind as K;
     use shardwise::ExecutionError as E;
     match e {
-        E::Timeout(_) | E::AttemptTimeout { .. } | E::Connection(_) | E::NoConnection => true,
+        E::Timeout(_) | E::AttemptTimeout { .. } | E::Connection(_) | E::NoConnection | E::PlanUnavailable { .. } => {
+            true
+        }
         E::Db(s) => matches!(
             s.error.kind,
             K::Overloaded | K::IsBootstrapping | K::Unavailable { .. } | K::ReadTimeout { .. } | K::WriteTimeout { .. }
