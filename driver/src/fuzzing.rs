@@ -36,7 +36,7 @@ pub fn query_result(rows: Rows) -> crate::QueryResult {
     crate::QueryResult {
         result: shardwise_protocol::response::ResultMessage::Rows(rows),
         specs: None,
-        coordinator: crate::result::Coordinator::new(std::net::SocketAddr::from(([0, 0, 0, 0], 0)), None),
+        coordinator: crate::result::Coordinator::of_connection(std::net::SocketAddr::from(([0, 0, 0, 0], 0)), None),
         extras: None,
     }
 }

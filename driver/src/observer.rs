@@ -61,7 +61,9 @@ impl std::fmt::Display for RequestId {
 pub struct AttemptInfo<'a> {
     /// The request it is an attempt of.
     pub request: RequestId,
-    /// The node.
+    /// The node, by its address as the driver knows it (the topology's,
+    /// after address translation; not the shard-aware port a connection
+    /// may have been opened to).
     pub node: SocketAddr,
     /// The shard of the connection, on a sharded node.
     pub shard: Option<u16>,

@@ -48,21 +48,35 @@ impl PagingState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Coordinator {
     node: SocketAddr,
+    /// The port the connection was opened to: the node's, or its
+    /// shard-aware port (same address, another port).
+    connection_port: u16,
     shard: Option<u16>,
 }
 
 impl Coordinator {
-    /// The coordinator `node` (on `shard`, for a sharded node).
-    pub fn new(node: SocketAddr, shard: Option<u16>) -> Self {
-        Coordinator { node, shard }
+    /// The connection at `addr` (on `shard`, for a sharded node), taken
+    /// for the node until the session names the node
+    /// ([`Coordinator::on_node`]).
+    pub(crate) fn of_connection(addr: SocketAddr, shard: Option<u16>) -> Self {
+        Coordinator { node: addr, connection_port: addr.port(), shard }
     }
-    /// The node: the address the connection was opened to.
+    /// The same connection, of the node at `node` (the pool's address: a
+    /// connection through the shard-aware port has another port).
+    pub(crate) fn on_node(self, node: SocketAddr) -> Self {
+        Coordinator { node, ..self }
+    }
+    /// The node: its address as the driver knows it (after address
+    /// translation), which the topology, the metrics and
+    /// `SingleTargetLoadBalancingPolicy` name it by.
     pub fn node(&self) -> SocketAddr {
         self.node
     }
-    /// The official driver's name for [`Coordinator::node`].
+    /// The address the connection was opened to: the node's, or its
+    /// shard-aware port on a ScyllaDB node. Not for telling nodes apart
+    /// (use [`Coordinator::node`]), as with the official driver.
     pub fn connection_address(&self) -> SocketAddr {
-        self.node
+        SocketAddr::new(self.node.ip(), self.connection_port)
     }
     /// The shard of the connection, on a sharded node (ScyllaDB); `None`
     /// on Cassandra.

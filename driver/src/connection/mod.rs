@@ -357,10 +357,11 @@ impl Connection {
         self.inner().sharding.as_ref().map_or(0, ShardingInfo::shard)
     }
 
-    /// The node and shard of this connection, as a result names the node
-    /// that answered it (the shard only on a sharded server).
-    pub fn coordinator(&self) -> crate::result::Coordinator {
-        crate::result::Coordinator::new(self.addr(), self.sharding().map(|_| self.shard()))
+    /// This connection as a result names who answered it (the shard only
+    /// on a sharded server); the session names the node by its pool's
+    /// address.
+    pub(crate) fn coordinator(&self) -> crate::result::Coordinator {
+        crate::result::Coordinator::of_connection(self.addr(), self.sharding().map(|_| self.shard()))
     }
 
     /// Whether the connection is closed.

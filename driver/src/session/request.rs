@@ -289,7 +289,15 @@ impl Session {
                 (_, None) => None,
             };
             if let Some((o, request)) = settings.observed() {
-                o.attempt_started(&attempt_info(request, &conn, retries, plan.offset, params.consistency, route));
+                o.attempt_started(&attempt_info(
+                    request,
+                    node.addr,
+                    &conn,
+                    retries,
+                    plan.offset,
+                    params.consistency,
+                    route,
+                ));
             }
             let reprepared = |p: &PreparedStatement| self.reprepared(&conn, p);
             let attempt = execute_observed(&conn, statement, values, params, until.as_ref(), reprepared);
@@ -301,7 +309,7 @@ impl Session {
                     self.inner.metrics.timeout();
                     if let Some((o, request)) = settings.observed() {
                         o.attempt_failed(
-                            &attempt_info(request, &conn, retries, plan.offset, params.consistency, route),
+                            &attempt_info(request, node.addr, &conn, retries, plan.offset, params.consistency, route),
                             error,
                             sent.elapsed(),
                             None,
@@ -328,9 +336,12 @@ impl Session {
             }
             let error = match result {
                 Ok(mut r) => {
+                    // The node by its pool's address: a connection through
+                    // the shard-aware port has another port.
+                    r.coordinator = r.coordinator.on_node(node.addr);
                     if let Some((o, request)) = settings.observed() {
                         o.attempt_succeeded(
-                            &attempt_info(request, &conn, retries, plan.offset, params.consistency, route),
+                            &attempt_info(request, node.addr, &conn, retries, plan.offset, params.consistency, route),
                             took,
                         );
                     }
@@ -348,7 +359,7 @@ impl Session {
             let decision = session.decide(request);
             if let Some((o, request)) = settings.observed() {
                 o.attempt_failed(
-                    &attempt_info(request, &conn, retries, plan.offset, params.consistency, route),
+                    &attempt_info(request, node.addr, &conn, retries, plan.offset, params.consistency, route),
                     &error,
                     took,
                     Some(decision),
@@ -359,7 +370,7 @@ impl Session {
             }
             match decision {
                 RetryDecision::DontRetry => return Err(error),
-                RetryDecision::IgnoreWriteError => return Ok(QueryResult::void(conn.coordinator())),
+                RetryDecision::IgnoreWriteError => return Ok(QueryResult::void(conn.coordinator().on_node(node.addr))),
                 RetryDecision::RetrySameNode(_) => {
                     if let Some(c) = node.connection(plan.seed) {
                         conn = c;
@@ -423,6 +434,7 @@ impl Session {
 /// the attempt.
 fn attempt_info<'r>(
     request: RequestId,
+    node: std::net::SocketAddr,
     conn: &Connection,
     retry: u32,
     speculative: usize,
@@ -431,7 +443,7 @@ fn attempt_info<'r>(
 ) -> AttemptInfo<'r> {
     AttemptInfo {
         request,
-        node: conn.addr(),
+        node,
         shard: conn.sharding().map(|_| conn.shard()),
         retry,
         speculative,

@@ -5,7 +5,10 @@
 //! - `result.request_coordinator()`: two proxies in front of one Cassandra
 //!   are two "nodes", and the proxy whose EXECUTE count grew is the node
 //!   each result names; on a session that discovers the topology, the node
-//!   it names is the one whose `system.local` answered, by host id;
+//!   it names is the one whose `system.local` answered, by host id; through
+//!   the Scylla emulation front (4 shards), the shard it names is the one
+//!   whose counters show the request (its token's, or the one a
+//!   single-target profile names);
 //! - a history of attempts per request, from a `HistoryCollector` set on
 //!   one statement (the official `set_history_listener`): a request whose
 //!   first node reset the connection shows that attempt failed with the
@@ -19,12 +22,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise::history::{AttemptResult, HistoryCollector, RequestResult};
+use shardwise::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::retry::RetryDecision;
 use shardwise::{
     ExecutionError, ExecutionProfile, PreparedStatement, Session, SessionBuilder, SpeculativePolicy, Statement,
 };
+use shardwise_emu::{Front, FrontConfig};
 use testkit::fault::{Action, Direction, FaultProxy, Rule};
 use uuid::Uuid;
 
@@ -94,6 +99,73 @@ async fn request_coordinator_names_the_node_by_its_host_id() {
         n += 1;
     }
     assert!(n > 1, "several pages: {n}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_coordinator_names_the_shard_on_a_sharded_node() {
+    const SHARDS: u16 = 4;
+    let upstream = testkit::shared_node().expect("server");
+    let front = tokio::task::spawn_blocking(move || {
+        Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() })
+    })
+    .await
+    .expect("join")
+    .expect("front");
+    let session = SessionBuilder::new()
+        .known_node_addr(front.addr())
+        .default_consistency(Consistency::One)
+        .build()
+        .await
+        .expect("session through the front");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while session.connections().len() < usize::from(SHARDS) {
+        assert!(std::time::Instant::now() < deadline, "only {} connections", session.connections().len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ks = crate::common::simple_keyspace(&session, "coordinator_shard").await;
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v int)")), ())
+        .await
+        .expect("table");
+    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
+    // Routed hits per shard of the front's one node.
+    let hits = || front.stats().nodes[0].shards.iter().map(|s| s.hits).collect::<Vec<_>>();
+    let mut shards_seen = std::collections::BTreeSet::new();
+    for pk in 0..40i64 {
+        let before = hits();
+        let result = session.execute(&insert, (pk, 1)).await.expect("insert");
+        let after = hits();
+        let coordinator = result.request_coordinator();
+        assert_eq!(session.nodes(), [coordinator.node()], "the front's node, by its address");
+        let connected = coordinator.connection_address();
+        assert_eq!(connected.ip(), coordinator.node().ip(), "the node's address, perhaps its shard-aware port");
+        let shard = coordinator.shard().expect("a sharded node names its shard");
+        let token = insert.calculate_token(&(pk, 1)).expect("a routed statement");
+        assert_eq!(Some(shard), session.shard_of(coordinator.node(), token), "its token's shard");
+        let grew: Vec<usize> = (0..before.len()).filter(|&s| after[s] > before[s]).collect();
+        assert_eq!(grew, [usize::from(shard)], "the front counted it on that shard");
+        shards_seen.insert(shard);
+    }
+    assert_eq!(shards_seen.len(), usize::from(SHARDS), "every shard answered some: {shards_seen:?}");
+
+    // The history names the same node and shard.
+    let history = Arc::new(HistoryCollector::new());
+    let observed = insert.clone().with_request_observer(history.clone());
+    let coordinator = session.execute(&observed, (7i64, 1)).await.expect("insert").request_coordinator();
+    let h = history.take_structured_history();
+    let attempt = h.requests[0].attempts().next().expect("an attempt");
+    assert_eq!((attempt.node, attempt.shard), (coordinator.node(), coordinator.shard()), "{h}");
+
+    // A statement a profile sends to shard 3: the result says so.
+    let node = session.topology().first().map(|n| n.host_id).expect("the front's node in the topology");
+    let shard_3 = ExecutionProfile::new("shard-3")
+        .load_balancing_policy(SingleTargetLoadBalancingPolicy::new(NodeIdentifier::HostId(node), Some(3)));
+    let scan = Statement::new(format!("SELECT pk FROM {ks}.kv LIMIT 1")).with_profile(shard_3);
+    for _ in 0..5 {
+        assert_eq!(session.execute(&scan, ()).await.expect("select").request_coordinator().shard(), Some(3));
+    }
+    drop(session);
+    front.stop();
 }
 
 /// Runs `select` until a request's history says `wanted` of it, at most
