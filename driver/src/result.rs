@@ -35,8 +35,10 @@ impl PagingState {
 /// every result (a copy of the connection's address and shard), so it costs
 /// no allocation.
 ///
-/// A node is named by the address the driver connects to (after address
-/// translation), as everywhere in shardwise: [`Session::topology`] gives its
+/// A node is named by its address as the driver knows it (after address
+/// translation; not the shard-aware port a connection may have been opened
+/// to, which [`Coordinator::connection_address`] gives), as everywhere in
+/// shardwise: [`Session::topology`] gives its
 /// host id, datacenter and rack ([`Session::node_info`] finds it), and
 /// [`SingleTargetLoadBalancingPolicy::new`] takes it (with [`shard`]) to send
 /// a later statement to the same place.
