@@ -185,6 +185,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         rng: std::sync::atomic::AtomicU64::new(now_ms() as u64 ^ u64::from(std::process::id()) << 32),
         last_timestamp: std::sync::atomic::AtomicI64::new(0),
         tombstone_gc: Mutex::new(tombstone_gc),
+        caching_enabled: Mutex::new(HashMap::new()),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {

@@ -119,6 +119,9 @@ pub(crate) struct Checked {
     pub(crate) edits: Vec<Edit>,
     /// The table's `tombstone_gc`, when given (taken out, kept by the front).
     pub(crate) tombstone_gc: Option<TombstoneGc>,
+    /// Whether the `caching` given is enabled, when given (see
+    /// [`caching_words`]).
+    pub(crate) caching_enabled: Option<bool>,
 }
 
 /// What a statement's properties call for: the edits that take out the
@@ -141,8 +144,16 @@ pub(crate) fn check(text: &str, toks: &[Tok<'_>]) -> Result<Checked, (i32, Strin
         }
     }
     let mut strip = Vec::new();
+    let mut replace = Vec::new();
     let mut tombstone_gc = None;
+    let mut caching_enabled = None;
     for (i, p) in props.iter().enumerate() {
+        if let (false, "caching", Value::Map(entries)) = (keyspace, p.name.as_str(), &p.value) {
+            let (words, enabled) = caching_words(entries);
+            caching_enabled = Some(enabled);
+            replace.extend(words.map(|w| (i, w)));
+            continue;
+        }
         if !keyspace && p.name == "tombstone_gc" {
             if let Value::Map(entries) = &p.value {
                 let options =
@@ -185,7 +196,7 @@ pub(crate) fn check(text: &str, toks: &[Tok<'_>]) -> Result<Checked, (i32, Strin
         // `ALTER KEYSPACE k WITH storage = {...}` alone: nothing would be left.
         return Err((INVALID, "The Scylla emulation front does not reproduce altering a keyspace's storage".into()));
     }
-    Ok(Checked { edits: removals(text, toks, with, &props, &strip), tombstone_gc })
+    Ok(Checked { edits: removals(text, toks, with, &props, &strip, &replace), tombstone_gc, caching_enabled })
 }
 
 /// `Some(true)` for a keyspace statement, `Some(false)` for a table or view
@@ -311,30 +322,58 @@ fn storage_is_local(value: &Value) -> bool {
 /// When nothing would be left after a table's `WITH`, what is left is
 /// `cdc = false` (Cassandra's own CDC flag, which the front always keeps
 /// off).
-fn removals(text: &str, toks: &[Tok<'_>], with: usize, props: &[Property], strip: &[usize]) -> Vec<Edit> {
-    if strip.is_empty() {
+fn removals(
+    text: &str,
+    toks: &[Tok<'_>],
+    with: usize,
+    props: &[Property],
+    strip: &[usize],
+    replace: &[(usize, String)],
+) -> Vec<Edit> {
+    if strip.is_empty() && replace.is_empty() {
         return Vec::new();
     }
     // Items after WITH: properties and other clauses, by token range.
-    let mut items: Vec<(usize, usize, bool)> = Vec::new(); // (start, end, stripped)
+    let mut items: Vec<(usize, usize, bool, Option<&str>)> = Vec::new(); // (start, end, stripped, new text)
     let mut i = with + 1;
     while i < toks.len() && !toks[i].is_punct(';') {
         let end = item_end(toks, i);
-        let stripped = props.iter().enumerate().any(|(n, p)| p.start == i && strip.contains(&n));
-        items.push((i, end, stripped));
+        let at = props.iter().position(|p| p.start == i);
+        let stripped = at.is_some_and(|n| strip.contains(&n));
+        let new = at.and_then(|n| replace.iter().find(|(r, _)| *r == n)).map(|(_, t)| t.as_str());
+        items.push((i, end, stripped, new));
         i = end + 1;
         if toks.get(i).is_some_and(|t| t.is_kw("AND")) {
             i += 1;
         }
     }
-    let kept: Vec<&(usize, usize, bool)> = items.iter().filter(|x| !x.2).collect();
+    let kept: Vec<&(usize, usize, bool, Option<&str>)> = items.iter().filter(|x| !x.2).collect();
     let Some(last) = items.last() else { return Vec::new() };
     let span_end = toks[last.1].end;
     if kept.is_empty() {
         return vec![(toks[with + 1].start, span_end, "cdc = false".to_string())];
     }
-    let kept: Vec<&str> = kept.iter().map(|(s, e, _)| &text[toks[*s].start..toks[*e].end]).collect();
+    let kept: Vec<&str> =
+        kept.iter().map(|(s, e, _, new)| new.unwrap_or(&text[toks[*s].start..toks[*e].end])).collect();
     vec![(toks[with + 1].start, span_end, kept.join(" AND "))]
+}
+
+/// A table's `caching` in Cassandra's words and whether it is enabled, as
+/// ScyllaDB reads it (`caching_options::from_map`: `enabled` defaults to
+/// true). ScyllaDB's `'enabled': 'false'` (which DESCRIBE prints for a CDC
+/// log) is no key of Cassandra's: it is taken out, and the keys and rows
+/// cached become `NONE` (no caching, what it means). `None` for the item
+/// text when there is nothing to change.
+fn caching_words(entries: &[(String, String)]) -> (Option<String>, bool) {
+    let Some((_, enabled)) = entries.iter().find(|(k, _)| k == "enabled") else { return (None, true) };
+    let off = enabled.eq_ignore_ascii_case("false");
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let inner: Vec<String> = entries
+        .iter()
+        .filter(|(k, _)| k != "enabled")
+        .map(|(k, v)| format!("{}: {}", quote(k), quote(if off { "NONE" } else { v })))
+        .collect();
+    (Some(format!("caching = {{{}}}", inner.join(", "))), !off)
 }
 
 #[cfg(test)]
@@ -433,6 +472,26 @@ mod tests {
         );
         let none = "ALTER TABLE t WITH comment = 'x'";
         assert!(check(none, &tokenize(none).unwrap()).unwrap().tombstone_gc.is_none());
+    }
+
+    #[test]
+    fn scyllas_caching_enabled_key_is_taken_out_and_kept() {
+        let alter = "ALTER TABLE ks.t_scylla_cdc_log WITH bloom_filter_fp_chance = 0.01\n    AND caching = {'enabled': 'false', 'keys': 'NONE', 'rows_per_partition': 'NONE'}\n    AND comment = 'caching = {''enabled'': 1}'";
+        assert_eq!(
+            run(alter).unwrap(),
+            "ALTER TABLE ks.t_scylla_cdc_log WITH bloom_filter_fp_chance = 0.01 AND caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'} AND comment = 'caching = {''enabled'': 1}'"
+        );
+        let checked = |s: &str| check(s, &tokenize(s).unwrap()).unwrap().caching_enabled;
+        assert_eq!(checked(alter), Some(false));
+        let off = "CREATE TABLE t (p int PRIMARY KEY) WITH caching = {'enabled': 'false', 'keys': 'ALL', 'rows_per_partition': 'ALL'}";
+        assert_eq!(
+            run(off).unwrap(),
+            "CREATE TABLE t (p int PRIMARY KEY) WITH caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}"
+        );
+        let plain = "ALTER TABLE t WITH caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}";
+        assert_eq!(run(plain).unwrap(), plain, "Cassandra's words stay");
+        assert_eq!(checked(plain), Some(true), "ScyllaDB's default: enabled");
+        assert_eq!(checked("ALTER TABLE t WITH comment = 'x'"), None);
     }
 
     #[test]

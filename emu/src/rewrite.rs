@@ -80,6 +80,10 @@ pub struct Rewrite {
     /// out ([`json_insert_conditions`]): its table, `(keyspace if qualified,
     /// table)`, for the result columns ScyllaDB's PREPARED still announces.
     pub(crate) json_insert_table: Option<(Option<String>, String)>,
+    /// `CREATE TABLE`/`ALTER TABLE ... WITH caching = {...}`: whether that
+    /// caching is enabled (ScyllaDB's `'enabled'` key, taken out:
+    /// `crate::properties`).
+    pub(crate) caching_enabled: Option<bool>,
     /// A `CREATE` statement (a `CREATE ... IF NOT EXISTS` of something that
     /// exists changes nothing, and Cassandra answers Void).
     pub(crate) create: bool,
@@ -437,9 +441,13 @@ fn scylla_properties(out: &mut Rewrite, original: &str) {
     let current = out.text.clone().unwrap_or_else(|| original.to_string());
     let Some(toks) = tokenize(&current) else { return };
     match super::properties::check(&current, &toks) {
-        Ok(checked) if checked.edits.is_empty() => out.tombstone_gc = checked.tombstone_gc,
+        Ok(checked) if checked.edits.is_empty() => {
+            out.tombstone_gc = checked.tombstone_gc;
+            out.caching_enabled = checked.caching_enabled;
+        }
         Ok(checked) => {
             out.tombstone_gc = checked.tombstone_gc;
+            out.caching_enabled = checked.caching_enabled;
             let mut edits = checked.edits;
             edits.sort_by_key(|e| e.0);
             let mut s = String::with_capacity(current.len());

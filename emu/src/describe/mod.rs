@@ -25,8 +25,9 @@
 //! Deviations, all because Cassandra keeps no record of them: a property
 //! left at Cassandra's default prints Cassandra's value (caching `keys ALL,
 //! rows_per_partition NONE` where ScyllaDB's default is `ALL`/`ALL`); a log
-//! shows `'enabled': 'false'` in its caching while its caching is keys and
-//! rows `NONE`, even when set so explicitly; compaction options equal to
+//! whose caching is keys and rows `NONE` shows `'enabled': 'false'` unless
+//! a caching without it was given through this front (which keeps that in
+//! memory only); compaction options equal to
 //! Cassandra's own additions (`max_threshold` 32, `min_threshold` 4) and
 //! `chunk_length_in_kb` 16 are left out even when given; `tombstone_gc`
 //! prints what the front was given, else ScyllaDB's default (repair for a
@@ -561,9 +562,16 @@ impl Ctx<'_> {
             })
             .collect();
         let is_log = self.log_base(ks, name).is_some() || self.shared.registry.lock().is_ok_and(|r| r.is_log(ks, name));
-        let caching_disabled = is_log
-            && properties.caching.get("keys").is_some_and(|v| v == "NONE")
-            && properties.caching.get("rows_per_partition").is_some_and(|v| v == "NONE");
+        // The caching given through the front says; else a log caching
+        // nothing has the disabled caching ScyllaDB gives a new log.
+        let caching_disabled = match self.shared.caching_enabled_of(ks, name) {
+            Some(enabled) => !enabled,
+            None => {
+                is_log
+                    && properties.caching.get("keys").is_some_and(|v| v == "NONE")
+                    && properties.caching.get("rows_per_partition").is_some_and(|v| v == "NONE")
+            }
+        };
         let cdc = if is_log { None } else { self.shared.registry.lock().ok().and_then(|r| r.options(ks, name)) };
         let tombstone_gc = Some(self.shared.tombstone_gc_of(ks, name, is_log));
         let extras = ScyllaExtras {

@@ -7,9 +7,9 @@
 //! Cassandra as written: `compression = {'sstable_compression': ...}`
 //! (Cassandra wants `class`) and the `'enabled'` key of `caching`, which a
 //! CDC log has (Cassandra knows only `keys` and `rows_per_partition`). In a
-//! `CREATE TABLE`/`ALTER TABLE` the front renames the first and takes out
-//! the second (`'enabled': 'false'` meaning no caching: keys and rows
-//! `NONE`). The `tombstone_gc` ScyllaDB gives every table (which the front
+//! `CREATE TABLE`/`ALTER TABLE` the front renames the first here; the
+//! second is the properties check's, which keeps whether caching is
+//! enabled (`crate::properties`). The `tombstone_gc` ScyllaDB gives every table (which the front
 //! prints) stays: the front takes it, as ScyllaDB does, on the statement's
 //! way to Cassandra ([`crate::tombstone_gc`]). Everything else in the
 //! statement stays as written.
@@ -30,19 +30,6 @@ pub fn cassandra_properties(text: &str) -> Option<String> {
             let fixed: Vec<(String, String)> = entries
                 .into_iter()
                 .map(|(k, v)| if k == "sstable_compression" { ("class".into(), v) } else { (k, v) })
-                .collect();
-            out.replace_range(start..end, &render(&fixed));
-            changed = true;
-        }
-    }
-    if let Some((start, end)) = map_after(&out, "caching") {
-        let entries = entries(&out[start + 1..end - 1])?;
-        if let Some((_, enabled)) = entries.iter().find(|(k, _)| k == "enabled") {
-            let off = enabled.eq_ignore_ascii_case("false");
-            let fixed: Vec<(String, String)> = entries
-                .iter()
-                .filter(|(k, _)| k != "enabled")
-                .map(|(k, v)| (k.clone(), if off { "NONE".to_string() } else { v.clone() }))
                 .collect();
             out.replace_range(start..end, &render(&fixed));
             changed = true;
@@ -157,11 +144,15 @@ mod tests {
     fn scylla_words_become_cassandra_words() {
         let alter = "ALTER TABLE ks.t_scylla_cdc_log WITH bloom_filter_fp_chance = 0.01\n    AND caching = {'enabled': 'false', 'keys': 'NONE', 'rows_per_partition': 'NONE'}\n    AND comment = 'caching = {''enabled'': 1}'\n    AND compression = {'sstable_compression': 'org.apache.cassandra.io.compress.LZ4Compressor'};\n";
         let fixed = cassandra_properties(alter).unwrap();
-        assert!(fixed.contains("caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}"), "{fixed}");
         assert!(fixed.contains("compression = {'class': 'org.apache.cassandra.io.compress.LZ4Compressor'}"), "{fixed}");
         assert!(fixed.contains("comment = 'caching = {''enabled'': 1}'"), "{fixed}");
-        let off = cassandra_properties("CREATE TABLE t (p int PRIMARY KEY) WITH caching = {'enabled': 'false', 'keys': 'ALL', 'rows_per_partition': 'ALL'}").unwrap();
-        assert!(off.ends_with("caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}"), "{off}");
+        // `caching`'s `'enabled'` is the properties check's (it keeps the flag).
+        assert!(
+            fixed.contains("caching = {'enabled': 'false', 'keys': 'NONE', 'rows_per_partition': 'NONE'}"),
+            "{fixed}"
+        );
+        let off = "CREATE TABLE t (p int PRIMARY KEY) WITH caching = {'enabled': 'false', 'keys': 'ALL', 'rows_per_partition': 'ALL'}";
+        assert_eq!(cassandra_properties(off), None);
         // `tombstone_gc` is the properties check's (it is kept by the front).
         let kept = "CREATE TABLE t (p int PRIMARY KEY) WITH comment = '' AND tombstone_gc = {'mode': 'timeout', 'propagation_delay_in_seconds': '3600'}";
         assert_eq!(cassandra_properties(kept), None);
@@ -172,9 +163,10 @@ mod tests {
     /// the scan (it sliced the text inside the character).
     #[test]
     fn names_that_are_not_ascii_are_passed_over() {
-        let text = "CREATE TABLE ks.\"tablé\" (p int PRIMARY KEY) WITH caching = {'enabled': 'false', 'keys': 'ALL'}";
+        let text =
+            "CREATE TABLE ks.\"tablé\" (p int PRIMARY KEY) WITH compression = {'sstable_compression': 'LZ4Compressor'}";
         let fixed = cassandra_properties(text).unwrap();
-        assert!(fixed.ends_with("caching = {'keys': 'NONE'}"), "{fixed}");
+        assert!(fixed.ends_with("compression = {'class': 'LZ4Compressor'}"), "{fixed}");
         assert_eq!(cassandra_properties("ALTER TABLE \"ڄ\" WITH comment = 'x'"), None);
     }
 

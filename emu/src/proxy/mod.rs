@@ -99,6 +99,9 @@ enum Pending {
         tombstone_gc: Option<crate::tombstone_gc::TombstoneGc>,
         /// A CREATE (never answered with a made-up Schema_change).
         create: bool,
+        /// Whether the table's `caching` given is enabled, kept once the
+        /// statement succeeded.
+        caching_enabled: Option<bool>,
     },
     Use,
     /// A read of `system_schema.tables`: its answer gets Scylla's rows

@@ -158,6 +158,7 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                         keyspace: rw.keyspace.filter(|_| rw.alter_keyspace),
                         tombstone_gc: rw.tombstone_gc,
                         create: rw.create,
+                        caching_enabled: rw.caching_enabled,
                     },
                 );
             } else if rw.use_keyspace {

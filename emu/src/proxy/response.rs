@@ -146,17 +146,31 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
             }
             let _ = conn.to_client.send(frame(&h, h.flags.0, &env.body));
         }
-        Some(Pending::Schema { cdc, table, tablets, vector, table_tablets, keyspace, tombstone_gc, create }) => {
+        Some(Pending::Schema {
+            cdc,
+            table,
+            tablets,
+            vector,
+            table_tablets,
+            keyspace,
+            tombstone_gc,
+            create,
+            caching_enabled,
+        }) => {
             let (change, fabricated) = match Response::decode(&h, env.body.clone()) {
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::SchemaChange(c)), .. }) => (c, false),
                 // Cassandra answers Void to an ALTER that changes nothing it
-                // knows (only Scylla's `cdc`, `tablets` or `tombstone_gc`
-                // changed): the front does its part and answers what Scylla
-                // would, a Schema_change. A CREATE answered Void (`IF NOT
+                // knows (only Scylla's `cdc`, `tablets`, `tombstone_gc` or
+                // caching's `enabled` changed): the front does its part and
+                // answers what Scylla would, a Schema_change. A CREATE answered Void (`IF NOT
                 // EXISTS` of a table that exists) changed nothing, on
                 // ScyllaDB too: it goes as it came.
                 Ok(Response { message: ResponseMessage::Result(ResultMessage::Void), .. })
-                    if !create && (cdc.is_some() || table_tablets.is_some() || tombstone_gc.is_some()) =>
+                    if !create
+                        && (cdc.is_some()
+                            || table_tablets.is_some()
+                            || tombstone_gc.is_some()
+                            || caching_enabled.is_some()) =>
                 {
                     let current = conn.current_keyspace();
                     let Some((Some(keyspace), name)) = table.map(|(ks, t)| (ks.or(current), t)) else {
@@ -222,6 +236,13 @@ pub(super) fn on_response(conn: &Arc<Conn>, env: Envelope) {
                 {
                     if matches!(change.change, SchemaChangeType::Created | SchemaChangeType::Updated) {
                         result = conn.shared.set_tombstone_gc(keyspace, name, options).await;
+                    }
+                }
+                if let (Ok(()), Some(enabled), SchemaChangeTarget::Table { keyspace, name }) =
+                    (&result, caching_enabled, &change.target)
+                {
+                    if matches!(change.change, SchemaChangeType::Created | SchemaChangeType::Updated) {
+                        conn.shared.set_caching_enabled(keyspace, name, enabled);
                     }
                 }
                 match result {

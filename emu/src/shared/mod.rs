@@ -100,6 +100,11 @@ pub(crate) struct Shared {
     /// `(keyspace, table)`; a table not here has ScyllaDB's default
     /// ([`crate::tombstone_gc`]).
     pub(crate) tombstone_gc: Mutex<HashMap<(String, String), TombstoneGc>>,
+    /// Whether the `caching` last given to a table is enabled (ScyllaDB's
+    /// `'enabled'` key, which Cassandra has not), by `(keyspace, table)`;
+    /// in memory only: a table not here is judged by its caching (a CDC
+    /// log caching nothing shows ScyllaDB's disabled caching).
+    pub(crate) caching_enabled: Mutex<HashMap<(String, String), bool>>,
 }
 
 impl NodeState {
@@ -199,11 +204,28 @@ impl Shared {
         given.unwrap_or_else(|| TombstoneGc::default_for(log))
     }
 
-    /// Forgets the `tombstone_gc` of a dropped table (`Some`) or of every
-    /// table of a dropped keyspace, in memory (the rows in the front's
+    /// Keeps whether the `caching` a CREATE or ALTER gave `keyspace.table`
+    /// is enabled.
+    pub(crate) fn set_caching_enabled(&self, keyspace: &str, table: &str, enabled: bool) {
+        if let Ok(mut m) = self.caching_enabled.lock() {
+            m.insert((keyspace.to_string(), table.to_string()), enabled);
+        }
+    }
+
+    /// Whether the `caching` given to `keyspace.table` is enabled, when one
+    /// was given through the front.
+    pub(crate) fn caching_enabled_of(&self, keyspace: &str, table: &str) -> Option<bool> {
+        self.caching_enabled.lock().ok()?.get(&(keyspace.to_string(), table.to_string())).copied()
+    }
+
+    /// Forgets the `tombstone_gc` and caching flag of a dropped table
+    /// (`Some`) or of every table of a dropped keyspace, in memory (the rows in the front's
     /// keyspace go with the table's others: `system_tables::forget_table`).
     fn forget_tombstone_gc(&self, keyspace: &str, table: Option<&str>) {
         if let Ok(mut m) = self.tombstone_gc.lock() {
+            m.retain(|(k, t), _| !(k == keyspace && table.is_none_or(|table| table == t)));
+        }
+        if let Ok(mut m) = self.caching_enabled.lock() {
             m.retain(|(k, t), _| !(k == keyspace && table.is_none_or(|table| table == t)));
         }
     }

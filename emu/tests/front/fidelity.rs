@@ -372,3 +372,34 @@ async fn reattach_in(s: &Session, tablets: bool) {
     assert_eq!(reattached.replace("reattached", "attached"), attached);
     s.query_unpaged(format!("DROP KEYSPACE {ks}"), &[]).await.expect("drop keyspace");
 }
+
+/// A CDC log's caching as ScyllaDB shows it: disabled when new
+/// (`'enabled': 'false'`, `caching_options::get_disabled_caching_options`),
+/// as given after an ALTER of the log, even when it caches nothing
+/// (test/cqlpy/test_describe.py `test_describe_cdc_log_table_opts`), and
+/// disabled again when an ALTER gives `'enabled': 'false'` (the log's ALTER
+/// that DESCRIBE prints, replayed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_caching_is_described_as_given() {
+    let front = start_front(FrontConfig::default());
+    let s = session(&front).await;
+    let ks = fresh_keyspace("emu_log_caching");
+    s.query_unpaged(testkit::create_keyspace(&ks, 1), &[]).await.expect("keyspace");
+    s.query_unpaged(format!("CREATE TABLE {ks}.cached (p int PRIMARY KEY, v int) WITH cdc = {{'enabled': true}}"), &[])
+        .await
+        .expect("create");
+    let log = "cached_scylla_cdc_log";
+    let disabled = "caching = {'enabled': 'false', 'keys': 'NONE', 'rows_per_partition': 'NONE'}";
+    let desc_query = format!("DESC TABLE {ks}.{log} WITH INTERNALS");
+    assert!(described(&s, &desc_query, log).await.contains(disabled), "a new log");
+    let alter = described(&s, &format!("DESCRIBE KEYSPACE {ks} WITH INTERNALS"), log).await;
+
+    let given = "caching = {'keys': 'NONE', 'rows_per_partition': 'NONE'}";
+    s.query_unpaged(format!("ALTER TABLE {ks}.{log} WITH {given}"), &[]).await.expect("alter caching");
+    let now = described(&s, &desc_query, log).await;
+    assert!(now.contains(&format!("AND {given}\n")), "as given: {now}");
+    // The log's ALTER from before, replayed: disabled again.
+    s.query_unpaged(alter, &[]).await.expect("replay");
+    assert!(described(&s, &desc_query, log).await.contains(disabled), "after the replay");
+    s.query_unpaged(format!("DROP KEYSPACE {ks}"), &[]).await.expect("drop keyspace");
+}
