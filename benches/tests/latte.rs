@@ -195,6 +195,58 @@ fn params_set_keyspace_count_and_length() {
     assert_eq!(v.chars().count(), 5);
 }
 
+/// As latte's own workloads are written: helpers in a sibling file loaded
+/// with `mod common;`, and the rows of `latte load` set by `prepare` through
+/// `ctx.load_cycle_count` (no `-d`, no `LOAD_COUNT`).
+#[test]
+fn sibling_modules_and_a_load_cycle_count_set_in_prepare() {
+    let node = node();
+    let ks = testkit::fresh_keyspace("latte_modules");
+    let dir = std::env::temp_dir().join(format!("shardwise-latte-modules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("common.rn"), "pub fn rows() { 23 }\npub fn double(i) { i * 2 }\n").expect("common.rn");
+    let main = dir.join("main.rn");
+    std::fs::write(
+        &main,
+        format!(
+            "mod common;\n\
+             pub async fn schema(ctx) {{\n\
+             ctx.execute(\"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}\").await?;\n\
+             ctx.execute(\"CREATE TABLE IF NOT EXISTS {ks}.kv (pk bigint PRIMARY KEY, v1 bigint)\").await?;\n}}\n\
+             pub async fn prepare(ctx) {{\n\
+             ctx.load_cycle_count = common::rows();\n\
+             ctx.prepare(\"w\", \"INSERT INTO {ks}.kv (pk, v1) VALUES (?, ?)\").await?;\n}}\n\
+             pub async fn load(ctx, i) {{\n\
+             ctx.execute_prepared(\"w\", [i, common::double(i)]).await?;\n}}\n"
+        ),
+    )
+    .expect("main.rn");
+    let s = main.to_str().expect("path");
+    for driver in DRIVERS {
+        ok(&["schema", s, &node, "--driver", driver]);
+        let out = ok(&["load", s, &node, "--driver", driver]);
+        assert_eq!(figure(&out, "Cycles"), 23, "{driver}: the count prepare set: {out}");
+        assert_eq!(count(&format!("SELECT count(*) FROM {ks}.kv")), 23, "{driver}");
+    }
+    let v1 = rt().block_on(async {
+        let s = session().await;
+        let r = s
+            .execute(&shardwise::Statement::new(format!("SELECT v1 FROM {ks}.kv WHERE pk = 22")), ())
+            .await
+            .expect("select");
+        r.first_row::<(i64,)>().expect("rows").expect("row 22").0
+    });
+    assert_eq!(v1, 44, "the sibling module's function wrote it");
+    // A negative count is the script's error, on one line.
+    std::fs::write(
+        &main,
+        "pub async fn prepare(ctx) {\n    ctx.load_cycle_count = -1;\n}\npub async fn load(ctx, i) { }\n",
+    )
+    .expect("main.rn");
+    fails(&["load", s, &node], &["load_cycle_count = -1"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_scripts_fail_with_one_line() {
     let node = node();

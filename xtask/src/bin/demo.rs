@@ -11,8 +11,12 @@
 //! Beside each phase it runs the same phase with the official driver (`scylla` 1.9, protocol
 //! v4 as it negotiates with Cassandra 5.0): same statements, loops, runtime and front, after
 //! the same warm-up, and prints the ratios shardwise / official, so a newcomer sees the
-//! difference that does not depend on the machine. Each driver warms up before its figures,
-//! and the measured halves alternate (shardwise, official, official, shardwise).
+//! difference that does not depend on the machine. Each driver warms up before its figures
+//! (writes before writes, reads before reads: a server whose read path is still being
+//! compiled would bill that to whichever driver reads first), the measured halves alternate
+//! (shardwise, official, official, shardwise), and each ratio is printed with the ratio of
+//! each pair of halves beside it: when the two disagree, the difference is the server's
+//! drift, not the drivers'.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -73,8 +77,12 @@ const LOOPS: usize = 256;
 /// Writes before anything is measured: a fresh JVM compiles its hot paths in
 /// the first seconds, and a demo measured then shows the server warming up.
 const WARM_TIME: Duration = Duration::from_secs(6);
-const WRITE_TIME: Duration = Duration::from_secs(5);
-const READ_TIME: Duration = Duration::from_secs(3);
+const WRITE_TIME: Duration = Duration::from_secs(6);
+const READ_TIME: Duration = Duration::from_secs(6);
+/// Reads before reads are measured, each driver in turn: the server's read path is
+/// compiled by its JIT in the first second of reads, and without this the first
+/// measured half (shardwise's) paid for it alone.
+const READ_WARM_TIME: Duration = Duration::from_secs(2);
 /// The official driver's warm-up: its own connections and the server's paths for them.
 const OFFICIAL_WARM_TIME: Duration = Duration::from_secs(2);
 const CDC_TIME: Duration = Duration::from_secs(5);
@@ -150,20 +158,39 @@ impl Official {
     }
 }
 
-/// Prints the official driver's figures of a phase and the ratios shardwise / official.
-fn beside(shardwise: &Phase, official: &Phase) {
-    let ratio = |s: f64, o: f64| if o > 0.0 { format!("{:.2}x", s / o) } else { "-".into() };
+/// Prints the official driver's figures of a phase and the ratios shardwise / official,
+/// each with the ratios of the two pairs of halves (first shardwise half against the first
+/// official one, second against second) in brackets: their disagreement is the spread.
+fn beside(shardwise: &Measured, official: &Measured) {
+    let ratio = |f: &dyn Fn(&Phase) -> f64| {
+        let r = |s: &Phase, o: &Phase| if f(o) > 0.0 { format!("{:.2}x", f(s) / f(o)) } else { "-".into() };
+        format!(
+            "{} ({}, {})",
+            r(&shardwise.all, &official.all),
+            r(&shardwise.halves[0], &official.halves[0]),
+            r(&shardwise.halves[1], &official.halves[1])
+        )
+    };
+    let o = &official.all;
     println!(
-        "  official driver: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.2} allocations per request \
-         — shardwise/official: throughput {}, p50 {}, p99 {}",
-        official.rate(),
-        official.latency.quantile(0.5) as f64 / 1000.0,
-        official.latency.quantile(0.99) as f64 / 1000.0,
-        official.allocations as f64 / official.requests.max(1) as f64,
-        ratio(shardwise.rate(), official.rate()),
-        ratio(shardwise.latency.quantile(0.5) as f64, official.latency.quantile(0.5) as f64),
-        ratio(shardwise.latency.quantile(0.99) as f64, official.latency.quantile(0.99) as f64),
+        "  official driver: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {:.2} allocations per request",
+        o.rate(),
+        o.latency.quantile(0.5) as f64 / 1000.0,
+        o.latency.quantile(0.99) as f64 / 1000.0,
+        o.allocations as f64 / o.requests.max(1) as f64,
     );
+    println!(
+        "  shardwise/official (halves in brackets): throughput {}, p50 {}, p99 {}",
+        ratio(&Phase::rate),
+        ratio(&|p: &Phase| p.latency.quantile(0.5) as f64),
+        ratio(&|p: &Phase| p.latency.quantile(0.99) as f64),
+    );
+}
+
+/// One driver's two measured halves, and both as one.
+struct Measured {
+    halves: [Phase; 2],
+    all: Phase,
 }
 
 async fn run(front: &FrontHandle) -> Result<()> {
@@ -207,7 +234,7 @@ async fn run(front: &FrontHandle) -> Result<()> {
     let before = front.stats();
     let (writes, official_writes, written) =
         alternate((&session, write), (&official, official_write), WRITE_TIME).await?;
-    println!("{}", writes.line("prepared writes"));
+    println!("{}", writes.all.line("prepared writes"));
     beside(&writes, &official_writes);
     // Every half wrote the keys from 0 on: each of them at least its measured requests.
     let written = written as i64;
@@ -235,9 +262,12 @@ async fn run(front: &FrontHandle) -> Result<()> {
         };
         checked
     };
+    println!("warming the server's reads up: {} s of reads with each driver (not measured)", READ_WARM_TIME.as_secs());
+    phase(&official, READ_WARM_TIME, official_read).await?;
+    phase(&session, READ_WARM_TIME, shardwise_read.clone()).await?;
     let (reads, official_reads, _) =
         alternate((&session, shardwise_read), (&official, official_read), READ_TIME).await?;
-    println!("{}", reads.line("single-row reads"));
+    println!("{}", reads.all.line("single-row reads"));
     beside(&reads, &official_reads);
     drop(official);
     let after = front.stats();
@@ -252,13 +282,13 @@ async fn run(front: &FrontHandle) -> Result<()> {
 
 /// Measures shardwise and the official driver for `time` each, in halves ordered
 /// shardwise, official, official, shardwise, so that a server or machine growing faster or
-/// slower during the demo favours neither; returns each driver's halves added up and the
-/// fewest requests any half measured.
+/// slower during the demo favours neither; returns each driver's halves and the fewest
+/// requests any half measured.
 async fn alternate<FS, FutS, FO, FutO>(
     shardwise: (&Session, FS),
     official: (&Arc<Official>, FO),
     time: Duration,
-) -> Result<(Phase, Phase, u64)>
+) -> Result<(Measured, Measured, u64)>
 where
     FS: Fn(Session, i64) -> FutS + Clone + Send + 'static,
     FutS: std::future::Future<Output = Result<()>> + Send,
@@ -271,7 +301,7 @@ where
     let o2 = phase(official.0, half, official.1).await?;
     let s2 = phase(shardwise.0, half, shardwise.1).await?;
     let fewest = [&s1, &o1, &o2, &s2].iter().map(|p| p.requests).min().unwrap_or(0);
-    Ok((s1.and(s2), o1.and(o2), fewest))
+    Ok((Measured::of(s1, s2), Measured::of(o1, o2), fewest))
 }
 
 /// What one measured phase saw.
@@ -282,18 +312,22 @@ struct Phase {
     latency: Histogram,
 }
 
-impl Phase {
-    /// Two phases of one driver as one.
-    fn and(self, other: Phase) -> Phase {
-        self.latency.absorb(&other.latency);
-        Phase {
-            requests: self.requests + other.requests,
-            elapsed: self.elapsed + other.elapsed,
-            allocations: self.allocations + other.allocations,
-            latency: self.latency,
-        }
+impl Measured {
+    fn of(first: Phase, second: Phase) -> Measured {
+        let latency = Histogram::new();
+        latency.absorb(&first.latency);
+        latency.absorb(&second.latency);
+        let all = Phase {
+            requests: first.requests + second.requests,
+            elapsed: first.elapsed + second.elapsed,
+            allocations: first.allocations + second.allocations,
+            latency,
+        };
+        Measured { halves: [first, second], all }
     }
+}
 
+impl Phase {
     /// Requests per second.
     fn rate(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
@@ -432,12 +466,14 @@ async fn cdc(session: &Session) -> Result<()> {
         written += n;
         sum += s;
     }
-    // A live reader has no end: wait for the last change (at most 10 s), then stop it.
+    // A live reader has no end: wait for the last change (at most 30 s: a loaded machine
+    // can hold a window back for seconds), then stop it.
     let waited = Instant::now();
     let distinct = |seen: &Mutex<Delivered>| seen.lock().map(|s| s.qty.len() as u64).unwrap_or(0);
-    while distinct(&seen) < written && waited.elapsed() < Duration::from_secs(10) {
+    while distinct(&seen) < written && waited.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let caught_up = waited.elapsed();
     reader.stop();
     reader.join().await?;
     let seen = seen.lock().map_err(|_| "a consumer panicked")?;
@@ -446,9 +482,11 @@ async fn cdc(session: &Session) -> Result<()> {
     let verdict = if got == written && got_sum == sum { "every change, checksum equal" } else { "MISMATCH" };
     println!(
         "CDC: {written} changes written, {got} delivered ({verdict}, {repeats} repeated); write to delivery \
-         p50 {:.0} ms, p99 {:.0} ms (window 250 ms, safety interval 100 ms)",
+         p50 {:.0} ms, p99 {:.0} ms (window 250 ms, safety interval 100 ms); the last change {:.1} s after the \
+         last write",
         delays.quantile(0.5) as f64 / 1000.0,
-        delays.quantile(0.99) as f64 / 1000.0
+        delays.quantile(0.99) as f64 / 1000.0,
+        caught_up.as_secs_f64()
     );
     if got != written || got_sum != sum {
         return Err(

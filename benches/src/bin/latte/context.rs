@@ -75,7 +75,13 @@ struct Shared {
     session: Session,
     prepared: RwLock<HashMap<String, Arc<Prepared>>>,
     start: Instant,
+    /// `ctx.load_cycle_count`, as a script's `prepare` may set it (latte's
+    /// rows for `load` when `-d` does not say); [`UNSET`] until then.
+    load_cycle_count: AtomicU64,
 }
+
+/// The value of [`Shared::load_cycle_count`] no script set.
+const UNSET: u64 = u64::MAX;
 
 /// Requests and rows of a phase, counted by the context's calls.
 #[derive(Debug, Default)]
@@ -254,7 +260,12 @@ impl Context {
             }
         };
         Ok(Context {
-            shared: Arc::new(Shared { session, prepared: RwLock::new(HashMap::new()), start: Instant::now() }),
+            shared: Arc::new(Shared {
+                session,
+                prepared: RwLock::new(HashMap::new()),
+                start: Instant::now(),
+                load_cycle_count: AtomicU64::new(UNSET),
+            }),
             counters: Arc::new(Counters::default()),
         })
     }
@@ -383,6 +394,31 @@ pub async fn prepare(ctx: Ref<Context>, key: Ref<str>, cql: Ref<str>) -> Result<
 #[rune::function(instance)]
 pub async fn execute_prepared(ctx: Ref<Context>, key: Ref<str>, params: Value) -> Result<(), CqlError> {
     ctx.execute_key(&key, &params).await.map_err(CqlError)
+}
+
+impl Context {
+    /// The `ctx.load_cycle_count` a script set, if one did.
+    pub fn load_cycle_count(&self) -> Option<u64> {
+        Some(self.shared.load_cycle_count.load(Ordering::Relaxed)).filter(|&n| n != UNSET)
+    }
+}
+
+/// `ctx.load_cycle_count = n` (in `prepare`, as latte's scripts set it):
+/// the cycles `latte load` runs when `-d` does not say. Shared by every
+/// clone of the context.
+pub fn set_load_cycle_count(ctx: &mut Context, n: i64) -> VmResult<()> {
+    match u64::try_from(n) {
+        Ok(n) if n != UNSET => {
+            ctx.shared.load_cycle_count.store(n, Ordering::Relaxed);
+            VmResult::Ok(())
+        }
+        _ => VmResult::panic(format!("ctx.load_cycle_count = {n}: a count of cycles is not negative")),
+    }
+}
+
+/// `ctx.load_cycle_count`: what a script set, else 0.
+pub fn get_load_cycle_count(ctx: &Context) -> i64 {
+    ctx.load_cycle_count().map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// `ctx.elapsed_secs()`: seconds since the context connected.

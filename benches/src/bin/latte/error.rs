@@ -53,7 +53,10 @@ pub enum LatteError {
         message: String,
     },
     /// `load` needs a count.
-    #[error("latte load: give the number of rows with -d N or define `pub const LOAD_COUNT` in the script")]
+    #[error(
+        "latte load: give the number of rows with -d N, set `ctx.load_cycle_count` in `prepare`, or define \
+         `pub const LOAD_COUNT` in the script"
+    )]
     NoLoadCount,
     /// Connecting failed.
     #[error("cannot connect to {nodes} with {driver}: {message}")]

@@ -205,6 +205,8 @@ pub fn module(params: Arc<HashMap<String, String>>) -> Result<Module, ContextErr
     m.function_meta(context::prepare)?;
     m.function_meta(context::execute_prepared)?;
     m.function_meta(context::elapsed_secs)?;
+    m.field_function(&rune::runtime::Protocol::SET, "load_cycle_count", context::set_load_cycle_count)?;
+    m.field_function(&rune::runtime::Protocol::GET, "load_cycle_count", context::get_load_cycle_count)?;
     m.function_meta(context::cql_error_display)?;
     m.function_meta(uuid_display)?;
     m.function_meta(hash)?;

@@ -15,7 +15,9 @@
 //! `--driver shardwise|scylla`. Both drivers speak protocol v4 unless
 //! `--protocol 5` (shardwise only). `load` calls `prepare`, `erase` (if
 //! defined) and then `load` for cycles 0..N, N from `-d` or the script's
-//! `LOAD_COUNT`; `run` calls `prepare` and then `run`.
+//! `ctx.load_cycle_count` (set by `prepare`) or `LOAD_COUNT`; `run` calls
+//! `prepare` and then `run`. A script's `mod name;` loads `name.rn` (or
+//! `name/mod.rn`) beside it, as latte's workloads split their helpers.
 //!
 //! Modules, one concept each:
 //! - `script`: compiling a script with the `latte` module, calling its functions;
@@ -217,11 +219,6 @@ fn phase(p: &Phase, command: &'static str) -> Result<(), LatteError> {
     let t = &p.target;
     let script = t.load_script()?;
     require(&script, command, command, ", i")?;
-    let interval = match (command, p.duration) {
-        (_, Some(d)) => d,
-        ("load", None) => Interval::Count(script.load_count().ok_or(LatteError::NoLoadCount)?),
-        (_, None) => Interval::Time(Duration::from_secs(60)),
-    };
     let threads = p.threads.get();
     let rt = runtime(threads)?;
     let ctx = rt.block_on(async {
@@ -234,6 +231,14 @@ fn phase(p: &Phase, command: &'static str) -> Result<(), LatteError> {
         }
         Ok::<_, LatteError>(ctx)
     })?;
+    // As latte: `-d`, else what `prepare` set `ctx.load_cycle_count` to, else `LOAD_COUNT`.
+    let interval = match (command, p.duration) {
+        (_, Some(d)) => d,
+        ("load", None) => {
+            Interval::Count(ctx.load_cycle_count().or_else(|| script.load_count()).ok_or(LatteError::NoLoadCount)?)
+        }
+        (_, None) => Interval::Time(Duration::from_secs(60)),
+    };
     let plan = |interval| Plan { function: command, interval, threads, concurrency: p.concurrency.get(), rate: p.rate };
     let measure = |interval| runner::run_phase(&script, &ctx, &plan(interval), &rt);
     if command == "run" && p.warmup != Interval::Count(0) && p.warmup != Interval::Time(Duration::ZERO) {

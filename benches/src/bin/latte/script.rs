@@ -94,7 +94,8 @@ impl Script {
 fn build(path: &Path, text: &str, context: &rune::Context) -> Result<Unit, LatteError> {
     let runtime_error = |e: &dyn std::fmt::Display| LatteError::Runtime(e.to_string());
     let mut sources = Sources::new();
-    let source = Source::new(path.display().to_string(), text).map_err(|e| runtime_error(&e))?;
+    // With its path, so that `mod name;` finds `name.rn` beside the script.
+    let source = Source::with_path(path.display().to_string(), text, path).map_err(|e| runtime_error(&e))?;
     let id = sources.insert(source).map_err(|e| runtime_error(&e))?;
     let mut diagnostics = Diagnostics::without_warnings();
     let result = rune::prepare(&mut sources).with_context(context).with_diagnostics(&mut diagnostics).build();
@@ -230,6 +231,22 @@ mod tests {
         let err = s.vm().call(["huge"], ()).expect_err("too long");
         assert!(err.to_string().contains("is over"), "{err}");
         assert!(s.vm().call(["negative"], ()).is_err());
+    }
+
+    #[test]
+    fn a_module_is_loaded_from_beside_the_script() {
+        let dir = std::env::temp_dir().join(format!("shardwise-latte-mod-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("nested")).expect("temp dir");
+        std::fs::write(dir.join("common.rn"), "pub fn g() { 40 }\n").expect("common.rn");
+        std::fs::write(dir.join("nested").join("mod.rn"), "pub fn h() { 2 }\n").expect("nested/mod.rn");
+        let main = dir.join("main.rn");
+        std::fs::write(&main, "mod common;\nmod nested;\npub fn f() { common::g() + nested::h() }\n").expect("main.rn");
+        let script = Script::load(&main, HashMap::new()).expect("compiles with its modules");
+        assert_eq!(call(&script, "f").as_integer::<i64>().expect("an integer"), 42);
+        std::fs::write(&main, "mod missing;\npub fn f() { 1 }\n").expect("main.rn");
+        let err = Script::load(&main, HashMap::new()).err().expect("a module that is not there");
+        assert!(err.to_string().contains("missing"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
