@@ -283,7 +283,7 @@ impl Session {
             let until = match (attempt_end, deadline) {
                 (Some((after, at)), request) if request.is_none_or(|r| at < r.at) => Some(Deadline {
                     at,
-                    expiry: Expiry::Attempt { after, node: conn.addr(), shard: conn.sharding().map(|_| conn.shard()) },
+                    expiry: Expiry::Attempt { after, node: node.addr, shard: conn.sharding().map(|_| conn.shard()) },
                 }),
                 (_, Some(r)) => Some(Deadline { at: r.at, expiry: Expiry::Request(r.t) }),
                 (_, None) => None,
@@ -350,7 +350,8 @@ impl Session {
                     }
                     break (r, conn);
                 }
-                Err(e) => e.answered_by(conn.addr(), conn.sharding().map(|_| conn.shard())),
+                // Named by the node's address, as results and observers name it.
+                Err(e) => e.answered_by(node.addr, conn.sharding().map(|_| conn.shard())),
             };
             self.note_failure(&node, &conn);
             // The request's retry session, made at its first failure.
