@@ -13,8 +13,13 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use shardwise_cdc::checkpoint::TableCheckpointStore;
-use shardwise_cdc::{CheckpointStore, Operation};
+use shardwise_cdc::{
+    CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Operation, StreamId,
+};
 
 use common::workload::{check_resumed, create_table, expected_of, plan, safety_arg, write, Ops};
 use common::{exit_of, held, signal};
@@ -96,6 +101,11 @@ fn times_in(path: &std::path::Path) -> std::collections::HashSet<(i32, i64, Opti
     complete.lines().map(|line| (number(line, "pk") as i32, number(line, "time_us"), v(line))).collect()
 }
 
+/// How much later than one checkpoint interval and one window after a
+/// group's saved progress its repeats may reach: a save's and a window's
+/// latency on a loaded machine.
+const SLACK_MS: i64 = 300;
+
 /// The reading flags of the printers that follow a live workload: 200 ms
 /// windows, the safety interval of live readers, `workers` workers, ONE.
 fn live_reading(workers: &str) -> Vec<String> {
@@ -105,10 +115,70 @@ fn live_reading(workers: &str) -> Vec<String> {
         .to_vec()
 }
 
+/// The stream group (its first stream id, as the checkpoint table's
+/// `group_id` names it) of each partition key's changes in `[start, end)`
+/// (Unix ms), as the shipped reader groups the streams with `per_query`
+/// streams to a query: the printer's grouping (same front, same shards,
+/// `--streams-per-query`). As `cdc-kafka/tests/kills.rs` finds them.
+async fn groups_of(session: &shardwise::Session, ks: &str, (start, end): (u64, u64), per_query: usize) -> Groups {
+    let found: Arc<Mutex<Groups>> = Arc::default();
+    let f = found.clone();
+    let factory: Arc<dyn ConsumerFactory> = Arc::new(move |info: &GroupInfo| -> Box<dyn Consumer> {
+        let (found, group) = (f.clone(), info.streams.key());
+        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
+            let had = *found.lock().expect("lock").entry(pk).or_insert(group);
+            assert_eq!(had, group, "pk {pk}: its changes in one group");
+            Ok(())
+        })
+    });
+    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
+    let reader = CdcReaderBuilder::new(session.clone(), ks, "t")
+        .start(at(start))
+        .end(at(end))
+        .window_size(Duration::from_secs(5))
+        .safety_interval(common::workload::SAFETY)
+        .sleep_interval(Duration::from_millis(50))
+        .workers(2)
+        .streams_per_query(per_query)
+        .build(factory)
+        .await
+        .expect("reader");
+    tokio::time::timeout(Duration::from_secs(120), reader.join())
+        .await
+        .expect("reading the log for the groups took over 120 s")
+        .expect("the groups read");
+    let found = found.lock().expect("lock").clone();
+    found
+}
+
+/// Each partition key's stream group.
+type Groups = HashMap<i32, StreamId>;
+
 fn lines_in(path: &std::path::Path) -> usize {
     std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
 }
 
+/// Claim `cdc-repeats-bounded` for one printer: killed (SIGKILL) while it
+/// follows a live workload and restarted, it prints every change, in write
+/// order per key, and repeats exactly what it read after each group's own
+/// last checkpoint: a change the killed run printed is printed again if and
+/// only if it is at or after the progress its group saved in the checkpoint
+/// table (each key's group found by the shipped reader with the printer's
+/// grouping, 64 streams to a query; every group holding changes has a
+/// saved progress); and each group's repeats lie less than one checkpoint
+/// interval (0.1 s) and one window (0.2 s), and [`SLACK_MS`], after its
+/// progress. When written: 2 to 13 repeats over 1 to 4 of 4 groups, at
+/// most 91 ms after their group's progress (the paced run below, at most
+/// 190 ms).
+///
+/// Fails if a group resumed before or after its own saved progress, or
+/// repeated more than the bound. Tried when it was written: with each key
+/// mapped to the group of the next key (pk + 1), it failed in one try of
+/// two ("pk 24, change at … µs: printed again is true, its group …'s saved
+/// progress … µs", 1.8 ms before it), the paced run below too ("printed again is
+/// false", 85 ms past it); it passes where the groups' saved progress is
+/// the same (a caught-up reader's groups are often at one horizon).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_printer_process_resumes_from_the_table_checkpoint() {
     killed_and_resumed("cdc_kill", &[]).await;
@@ -166,14 +236,21 @@ async fn killed_and_resumed(name: &str, extra: &[&str]) {
     let status = child.wait().expect("wait");
     assert!(!status.success(), "killed: {status:?}");
     let killed_at = lines_in(&out1);
-    // What the killed printer saved last (a save still in flight can only
-    // move it later).
-    let saved = store.load(&format!("{ks}.t_scylla_cdc_log")).await.expect("load").expect("a checkpoint");
-    let oldest_progress_us = saved.groups.iter().map(|g| g.progress.0 * 1000).min().expect("groups");
+    let log = format!("{ks}.t_scylla_cdc_log");
+    // What the killed printer saved last, each group's own progress (a
+    // save still in flight can only move it later).
+    let at_kill = store.load(&log).await.expect("load").expect("a checkpoint");
 
     // Restarted once the writes are done, now with an end: it resumes from
-    // the table and runs to the end.
+    // the table and runs to the end. The checkpoint it resumes from, read
+    // just before (a save in flight at the kill has landed by now).
     writer.await.expect("writer");
+    let saved = store.load(&log).await.expect("load").expect("a checkpoint");
+    assert_eq!(saved.generation, at_kill.generation, "one generation");
+    for g in &at_kill.groups {
+        let now = saved.progress_of(g.group);
+        assert!(now >= Some(g.progress), "group {}: {:?} saved at the kill, then {now:?}", g.group, g.progress);
+    }
     let end = SystemTime::now() + Duration::from_millis(500);
     let mut child = spawn_printer(front.addr(), &ks, ms(start), Some(ms(end)), &out2, extra);
     let status = exit_of(&mut child, Instant::now() + Duration::from_secs(120), "the restarted printer").await;
@@ -185,16 +262,54 @@ async fn killed_and_resumed(name: &str, extra: &[&str]) {
     let repeated = check_resumed(&expected, &first, &second);
     assert!(n2 < total, "the restart resumed from the checkpoint, not from the start ({n2} of {total})");
     assert_eq!(n1 + n2 - repeated, total, "every change printed");
-    // Only what was read after the last checkpoint is printed again: every
-    // change printed by both runs is later than the oldest group's saved
-    // progress.
+
+    // Each key's group, as the printer groups the streams (the default 64
+    // streams to a query); every group holding changes has a saved
+    // progress (the grouping is the printer's).
+    let groups = groups_of(&session, &ks, (ms(start), ms(end)), 64).await;
+    let from_of = |pk: i32| -> (StreamId, i64) {
+        let group = *groups.get(&pk).unwrap_or_else(|| panic!("pk {pk}: printed, so in the log: no group"));
+        let progress = saved.progress_of(group).unwrap_or_else(|| panic!("pk {pk}: group {group} has no progress"));
+        (group, progress.0 * 1000)
+    };
+    // Only what was read after its own group's last checkpoint is printed
+    // again, and all of it: a change the first run printed is printed
+    // again if and only if it is at or after the saved progress of its
+    // group (its `time_us` against the progress, in µs).
     let (times1, times2) = (times_in(&out1), times_in(&out2));
-    let again: Vec<_> = times2.iter().filter(|c| times1.contains(c)).collect();
-    assert_eq!(again.len(), repeated, "the changes printed twice");
-    let early: Vec<_> = again.iter().filter(|(_, t, _)| *t < oldest_progress_us).collect();
-    assert!(
-        early.is_empty(),
-        "printed again though saved before the kill (progress {oldest_progress_us} µs): {early:?}"
+    let mut again: HashMap<StreamId, Vec<i64>> = HashMap::new();
+    for &(pk, t, v) in &times1 {
+        let (group, from) = from_of(pk);
+        let printed_again = times2.contains(&(pk, t, v));
+        assert_eq!(
+            printed_again,
+            t >= from,
+            "pk {pk}, change at {t} µs: printed again is {printed_again}, its group {group}'s saved progress {from} µs"
+        );
+        if printed_again {
+            again.entry(group).or_default().push(t);
+        }
+    }
+    assert_eq!(again.values().map(Vec::len).sum::<usize>(), repeated, "the changes printed twice");
+    // What each group repeats lies within one checkpoint interval (0.1 s)
+    // and the window being read (0.2 s) after its saved progress, and
+    // SLACK for a loaded machine's save and read latency.
+    let mut per_group = Vec::new();
+    for (group, times) in &again {
+        let from = saved.progress_of(*group).expect("progress").0 * 1000;
+        let span_us = times.iter().max().expect("one") - from;
+        per_group.push((times.len(), span_us / 1000));
+        assert!(
+            span_us < (100 + 200 + SLACK_MS) * 1000,
+            "group {group}: repeats up to {span_us} µs after its saved progress {from} µs"
+        );
+    }
+    per_group.sort();
+    let oldest = saved.groups.iter().map(|g| g.progress.0).min().expect("groups");
+    let ahead: Vec<i64> = saved.groups.iter().map(|g| g.progress.0 - oldest).collect();
+    eprintln!(
+        "{} groups, ms ahead of the oldest {ahead:?}; repeats per group (count, ms after its progress): {per_group:?}",
+        saved.groups.len()
     );
     eprintln!("killed after {n1} changes; the restart printed {n2} ({repeated} again) of {total}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -349,9 +464,24 @@ fn spawn_sharing(
 /// its leases and resumed (SIGCONT). Every change is printed (count and
 /// checksum of the values), in write order per key within each printer;
 /// repeats (windows a printer had not saved, read again by the taker) stay
-/// under a fifth of the changes; the groups are spread; and the paused
-/// printer set no progress back: a printer started over the same range
-/// once all are done prints nothing.
+/// under a fifth of the changes, and per group (each key's group found by
+/// the shipped reader with the printers' grouping, 4 streams to a query;
+/// its takeovers from its fencing epoch in the checkpoint table): a group
+/// never taken over repeats nothing, and a group's repeats fall in at most
+/// one run per takeover (a run: repeats less than a second apart), each
+/// spanning less than one checkpoint interval (0.1 s), one window (0.2 s)
+/// and [`SLACK_MS`]; the groups are spread; and the paused printer set no
+/// progress back: a printer started over the same range once all are done
+/// prints nothing. When written: 0, 14, 7 and 4 repeats in four tries, in
+/// runs of at most 30 ms, one per group at most, in 16 or 17 groups.
+///
+/// Fails with more runs than takeovers (tried when it was written: with
+/// one takeover fewer counted per group), or a run longer than the bound.
+/// With each key mapped to the group of the next key it still passed (one
+/// try): by the end every group but a few had been taken over (epoch 2 or
+/// more), so the grouping barely matters here; the killed printer's test
+/// above is the one that checks repeats against each group's own saved
+/// progress.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn printers_share_a_table_through_leases_and_survive_a_kill() {
     let (front, session, ks) = common::front_and_keyspace("cdc_leases").await;
@@ -390,10 +520,19 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
         assert!(Instant::now() < deadline, "three printers spread the groups and print: {held:?}, {printed} lines");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    // The groups p2 holds, and then, killed, the progress it saved for
+    // them (its takers resume there or later: at its lease's end).
+    let log = format!("{ks}.t_scylla_cdc_log");
+    let leases = shardwise_cdc::LeaseTable::new(session.clone(), &ks, "cdc_leases");
+    let owners = leases.leases(&log).await.expect("the leases");
     children[1].kill().expect("SIGKILL");
     let status = children[1].wait().expect("wait");
     assert!(!status.success(), "killed: {status:?}");
     let killed_at = lines_in(&outs[1]);
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    let at_kill = store.load(&log).await.expect("load").expect("a checkpoint");
+    let killed_groups: Vec<StreamId> = owners.iter().filter(|(_, o)| o.as_str() == "p2").map(|(g, _)| *g).collect();
+    assert!(!killed_groups.is_empty(), "p2 held groups: {owners:?}");
     tokio::time::sleep(Duration::from_secs(1)).await;
     children.push(spawn_sharing(front.addr(), &ks, names[3], range, &outs[3]));
 
@@ -465,6 +604,69 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
     // load is one more.
     let repeated: usize = printers_of.values().map(|p| p.len() - 1).sum();
     assert!(repeated <= total / 5, "{repeated} of {total} printed more than once");
+    // Per group: the takeovers each group had, from the checkpoint table
+    // (each holder fences the group, raising its epoch by one: epoch 1,
+    // never taken over; graceful handovers count too, repeating nothing),
+    // read before p5 fences them all again; each key's group as the
+    // printers group the streams (4 to a query). A group never taken over
+    // repeats nothing; the repeats of a group, in time order, fall in at
+    // most one run per takeover (a new run after a gap of over a second),
+    // each spanning less than one checkpoint interval (0.1 s) and one
+    // window (0.2 s), and SLACK for a loaded machine.
+    let saved = store.load(&log).await.expect("load").expect("a checkpoint");
+    let key_groups = groups_of(&session, &ks, range, 4).await;
+    let pk_of: HashMap<i64, i32> = plan.iter().map(|&(pk, _, _, v)| (v.expect("a value"), pk)).collect();
+    let mut time_of = HashMap::new();
+    for out in &outs {
+        time_of.extend(times_in(out).into_iter().map(|(_, t, v)| (v.expect("a value"), t)));
+    }
+    let mut again: HashMap<StreamId, Vec<i64>> = HashMap::new();
+    let mut after_kill = 0;
+    for (v, printers) in &printers_of {
+        let pk = pk_of[v];
+        let group = *key_groups.get(&pk).unwrap_or_else(|| panic!("pk {pk}: printed, so in the log: no group"));
+        // What p2 printed and another printer again, of a group p2 held at
+        // the kill: at or after the progress p2 saved for that group.
+        if printers.len() > 1 && printers.contains(&1) && killed_groups.contains(&group) {
+            let from = at_kill.progress_of(group).map_or(range.0 as i64, |p| p.0) * 1000;
+            let t = time_of[v];
+            assert!(t >= from, "pk {pk}, value {v} at {t} µs: printed again, before its group {group}'s {from} µs");
+            after_kill += printers.len() - 1;
+        }
+        again.entry(group).or_default().extend(std::iter::repeat_n(time_of[v], printers.len() - 1));
+    }
+    let mut per_group = Vec::new();
+    for g in &saved.groups {
+        let mut times = again.remove(&g.group).unwrap_or_default();
+        times.sort_unstable();
+        let takeovers = g.epoch.saturating_sub(1) as usize;
+        let mut runs: Vec<(i64, i64)> = Vec::new();
+        for &t in &times {
+            match runs.last_mut() {
+                Some((_, last)) if t - *last <= 1_000_000 => *last = t,
+                _ => runs.push((t, t)),
+            }
+        }
+        let spans: Vec<i64> = runs.iter().map(|(first, last)| (last - first) / 1000).collect();
+        per_group.push((g.epoch, times.len(), spans.clone()));
+        assert!(
+            runs.len() <= takeovers,
+            "group {}: {} runs of repeats {spans:?} ms, {takeovers} takeovers",
+            g.group,
+            runs.len()
+        );
+        assert!(
+            spans.iter().all(|&ms| ms < 100 + 200 + SLACK_MS),
+            "group {}: runs of repeats spanning {spans:?} ms",
+            g.group
+        );
+    }
+    assert!(again.is_empty(), "repeats of groups with no saved progress: {again:?}");
+    eprintln!(
+        "per group (epoch, repeats, ms spanned by each run of repeats): {per_group:?}; {after_kill} repeats of \
+         what p2 printed in its {} groups",
+        killed_groups.len()
+    );
     // The paused printer set no progress back: one more printer over the
     // same range resumes at its end, and prints nothing.
     let again = dir.join("p5.jsonl");
