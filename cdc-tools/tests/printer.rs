@@ -168,9 +168,9 @@ fn lines_in(path: &std::path::Path) -> usize {
 /// grouping, 64 streams to a query; every group holding changes has a
 /// saved progress); and each group's repeats lie less than one checkpoint
 /// interval (0.1 s) and one window (0.2 s), and [`SLACK_MS`], after its
-/// progress. When written: 2 to 13 repeats over 1 to 4 of 4 groups, at
-/// most 91 ms after their group's progress (the paced run below, at most
-/// 190 ms).
+/// progress. When written, in six tries: 2 to 15 repeats over 1 to 4 of 4
+/// groups, at most 98 ms after their group's progress (the paced run below,
+/// five tries: at most 190 ms, its groups' progress up to 337 ms apart).
 ///
 /// Fails if a group resumed before or after its own saved progress, or
 /// repeated more than the bound. Tried when it was written: with each key
