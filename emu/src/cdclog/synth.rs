@@ -90,7 +90,9 @@ impl Shared {
         }
     }
 
-    async fn cdc_schema(&self, keyspace: &str, table: &str) -> Result<Option<Arc<TableSchema>>, EmuError> {
+    /// The schema the log rows of `keyspace.table` are built from (`None`
+    /// without CDC), cached until the next DDL on the table.
+    pub(crate) async fn cdc_schema(&self, keyspace: &str, table: &str) -> Result<Option<Arc<TableSchema>>, EmuError> {
         let Some(options) = self.registry.lock().ok().and_then(|r| r.options(keyspace, table)).filter(|o| o.enabled)
         else {
             return Ok(None);

@@ -150,6 +150,23 @@ impl Shared {
     }
 
     pub(super) async fn schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), EmuError> {
+        self.apply_schema_change(change, cdc).await?;
+        // The schema the log rows are built from, loaded now rather than by
+        // the first writes: a write's `cdc$time` is taken when it arrives,
+        // and a first write that loaded the schema itself (16 at once after
+        // CREATE TABLE, each reading `system_schema`) made its log row
+        // visible 100-250 ms later, behind a reader's safety interval, which
+        // skipped it (`xtask demo`: the first change of each writer lost).
+        if let (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Created | SchemaChangeType::Updated) =
+            (&change.target, change.change)
+        {
+            // A failure here is the first write's to report, as before.
+            let _ = self.cdc_schema(keyspace, name).await;
+        }
+        Ok(())
+    }
+
+    async fn apply_schema_change(&self, change: &SchemaChange, cdc: Option<CdcOptions>) -> Result<(), EmuError> {
         match (&change.target, change.change) {
             (SchemaChangeTarget::Table { keyspace, name }, SchemaChangeType::Dropped) => {
                 self.forget_tombstone_gc(keyspace, Some(name));

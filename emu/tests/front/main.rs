@@ -7,6 +7,7 @@
 mod support;
 
 mod cdc_ddl;
+mod cdc_first_writes;
 mod cdc_guard;
 mod cdc_log;
 mod cdc_replay;
