@@ -20,46 +20,14 @@
 
 use std::sync::Arc;
 
-use shardwise_protocol::consistency::Consistency;
-use shardwise_protocol::request::{self, Execute, Query, QueryParameters, Request, StatementKind};
+use shardwise_protocol::request::{self, Execute, Query, Request, StatementKind};
 use shardwise_protocol::token::Token;
 use shardwise_protocol::types::ser::{InMarkerOrder, SerializeValues};
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
 
+pub use crate::params::Params;
 use crate::statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};
-
-/// Per-attempt parameters resolved from the statement and session defaults.
-#[derive(Debug, Clone, Copy)]
-pub struct Params<'a> {
-    /// Consistency level.
-    pub consistency: Consistency,
-    /// Serial consistency.
-    pub serial_consistency: Option<Consistency>,
-    /// Page size.
-    pub page_size: Option<i32>,
-    /// Paging state of the page to fetch.
-    pub paging_state: Option<&'a [u8]>,
-    /// Client timestamp.
-    pub timestamp: Option<i64>,
-}
-
-impl<'a> Params<'a> {
-    /// Parameters at `consistency`, with nothing else set.
-    pub fn new(consistency: Consistency) -> Self {
-        Params { consistency, serial_consistency: None, page_size: None, paging_state: None, timestamp: None }
-    }
-
-    fn query<V>(&self, values: V) -> QueryParameters<'a, V> {
-        QueryParameters {
-            page_size: self.page_size,
-            paging_state: self.paging_state,
-            serial_consistency: self.serial_consistency,
-            timestamp: self.timestamp,
-            ..QueryParameters::new(self.consistency, values)
-        }
-    }
-}
 
 /// What receives the request an [`Executable`] builds, for the length of
 /// one synchronous call.

@@ -25,6 +25,7 @@
 //! - [`connection`]: one CQL connection (handshake, writer and reader tasks), and its own
 //!   `execute` and `prepare` (`connection/execute.rs`: one statement, no retries);
 //! - [`execute`]: how each kind of statement becomes a protocol request (the [`execute::Executable`] trait);
+//! - `params`: the parameters of one attempt ([`execute::Params`]), shared by requests and topology queries;
 //! - [`statement`]: statements, prepared statements, batches and their options;
 //! - [`routing`]: the token of a request's partition key;
 //! - [`result`]: query results and paging state;
@@ -66,6 +67,7 @@ pub mod latency;
 pub mod load_balancing;
 mod metrics;
 pub mod observer;
+mod params;
 mod pool;
 pub mod profile;
 mod replaced;

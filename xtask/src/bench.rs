@@ -211,7 +211,7 @@ impl Drop for ReleaseFront {
 }
 
 /// Output of a shell-free command, trimmed; empty on failure.
-pub(crate) fn capture(cmd: &str, args: &[&str]) -> String {
+fn capture(cmd: &str, args: &[&str]) -> String {
     Command::new(cmd)
         .args(args)
         .output()
@@ -310,7 +310,12 @@ fn bench(o: &Options) -> Result<(), String> {
         for bin in crate::instructions::binaries() {
             build(&root, bin)?;
         }
-        return crate::instructions::run(&root, &bin_dir, mode == Instructions::Check);
+        let stamp = format!(
+            "{} UTC, tree {}",
+            capture("date", &["-u", "+%Y-%m-%d %H:%M"]),
+            capture("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short", "HEAD"])
+        );
+        return crate::instructions::run(&root, &bin_dir, mode == Instructions::Check, &stamp);
     }
     let out_dir = root.join("benches").join("results");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;

@@ -51,7 +51,8 @@ pub struct Figure {
 
 /// Measures every figure; writes them (`check` false) or compares them
 /// with the committed ones (`check` true).
-pub fn run(root: &Path, release: &Path, check: bool) -> Result<(), String> {
+/// `stamp` (the date and tree) heads the written file.
+pub fn run(root: &Path, release: &Path, check: bool, stamp: &str) -> Result<(), String> {
     let valgrind = Command::new("valgrind").arg("--version").output();
     if !valgrind.is_ok_and(|o| o.status.success()) {
         return Err("valgrind is not installed (apt-get install valgrind): callgrind counts the instructions".into());
@@ -81,11 +82,7 @@ pub fn run(root: &Path, release: &Path, check: bool) -> Result<(), String> {
         }
         eprintln!("xtask bench: every shardwise figure within {:.0}% of {FIGURES}", TOLERANCE * 100.0);
     } else {
-        let header = format!(
-            "# cargo xtask bench --instructions, {} UTC, tree {}\n",
-            crate::bench::capture("date", &["-u", "+%Y-%m-%d %H:%M"]),
-            crate::bench::capture("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short", "HEAD"]),
-        );
+        let header = format!("# cargo xtask bench --instructions, {stamp}\n");
         std::fs::write(&path, header + &render(&figures)).map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!("xtask bench: wrote {}", path.display());
     }

@@ -1,10 +1,11 @@
-//! Cluster awareness: topology discovery ([`topology`]), the token ring and
+//! Cluster awareness: the nodes ([`node`]) and their discovery ([`topology`]), the token ring and
 //! replica placement ([`ring`]), the tablets learned from the servers
 //! ([`tablets`]), node distance ([`distance`]) and host filters ([`filter`]), and the translation of
 //! the peers' addresses into reachable ones ([`translation`]).
 
 pub mod distance;
 pub mod filter;
+pub mod node;
 pub mod ring;
 pub mod tablets;
 pub mod topology;
@@ -12,6 +13,6 @@ pub mod translation;
 
 pub use distance::{DistancePolicy, NodeDistance};
 pub use filter::{DatacenterFilter, HostFilter};
+pub use node::NodeInfo;
 pub use ring::{ReplicaTable, ReplicationStrategy, RingNode, TokenRing};
-pub use topology::NodeInfo;
 pub use translation::{AddressTranslator, TranslationError, UntranslatedPeer};

@@ -10,34 +10,14 @@ use shardwise_protocol::response::ErrorKind;
 use shardwise_protocol::token::{Partitioner, Token};
 use uuid::Uuid;
 
-use super::ring::{ReplicationStrategy, RingNode};
+use super::ring::ReplicationStrategy;
 use super::translation::{AddressTranslator, UntranslatedPeer};
 use crate::connection::Connection;
 use crate::error::ExecutionError;
-use crate::execute::Params;
+use crate::params::Params;
 use crate::statement::Statement;
 
-/// A node of the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeInfo {
-    /// Stable identity.
-    pub host_id: Uuid,
-    /// Address clients connect to.
-    pub address: SocketAddr,
-    /// Datacenter.
-    pub datacenter: Option<String>,
-    /// Rack.
-    pub rack: Option<String>,
-    /// Tokens owned.
-    pub tokens: Vec<Token>,
-}
-
-impl NodeInfo {
-    /// The node as the ring sees it.
-    pub fn ring_node(&self) -> RingNode {
-        RingNode { datacenter: self.datacenter.clone(), rack: self.rack.clone(), tokens: self.tokens.clone() }
-    }
-}
+pub use super::node::NodeInfo;
 
 fn tokens(set: Option<Vec<String>>) -> Vec<Token> {
     let mut t: Vec<Token> = set.unwrap_or_default().iter().filter_map(|s| s.parse().ok()).collect();
