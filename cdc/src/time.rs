@@ -7,6 +7,8 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+// `loom-tests` compiles this file (for `reader/clock.rs`) without the driver.
+#[cfg(not(loom))]
 use shardwise::protocol::types::CqlTimestamp;
 use uuid::Uuid;
 
@@ -65,12 +67,14 @@ impl fmt::Display for Millis {
     }
 }
 
+#[cfg(not(loom))]
 impl From<CqlTimestamp> for Millis {
     fn from(t: CqlTimestamp) -> Self {
         Millis(t.0)
     }
 }
 
+#[cfg(not(loom))]
 impl From<Millis> for CqlTimestamp {
     fn from(t: Millis) -> Self {
         CqlTimestamp(t.0)
@@ -103,7 +107,7 @@ pub fn timeuuid_micros(t: &Uuid) -> i64 {
     (ticks - GREGORIAN_OFFSET).div_euclid(10)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;

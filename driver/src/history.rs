@@ -20,7 +20,6 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use shardwise_protocol::consistency::Consistency;
@@ -28,6 +27,7 @@ use shardwise_protocol::consistency::Consistency;
 use crate::error::ExecutionError;
 use crate::observer::{AttemptInfo, RequestId, RequestObserver};
 use crate::retry::RetryDecision;
+use crate::sync::{Mutex, MutexGuard};
 
 /// Collects the history of every request it observes.
 ///
@@ -70,7 +70,7 @@ impl HistoryCollector {
         StructuredHistory { requests: std::mem::take(&mut *self.lock()) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<RequestHistory>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<RequestHistory>> {
         // A panic while holding it leaves whole entries: keep them.
         self.requests.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -302,7 +302,7 @@ fn write_attempt(f: &mut fmt::Formatter<'_>, start: SystemTime, attempt: &Attemp
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::error::ConnectionError;

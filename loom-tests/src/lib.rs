@@ -213,3 +213,37 @@ mod tablets_models;
 
 #[cfg(test)]
 mod support;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../cdc/src/time.rs"]
+pub mod time;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../cdc/src/reader/clock.rs"]
+pub mod clock;
+
+#[cfg(test)]
+mod clock_models;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links, rustdoc::broken_intra_doc_links)]
+#[path = "../../driver/src/error.rs"]
+pub mod error;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links, rustdoc::broken_intra_doc_links)]
+#[path = "../../driver/src/retry.rs"]
+pub mod retry;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links, rustdoc::broken_intra_doc_links)]
+#[path = "../../driver/src/observer.rs"]
+pub mod observer;
+
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links, rustdoc::broken_intra_doc_links)]
+#[path = "../../driver/src/history.rs"]
+pub mod history;
+
+#[cfg(test)]
+mod history_models;
+
+// `retry.rs`'s unit tests (plain tests, run here too) name it at the root.
+#[cfg(test)]
+pub use error::ConnectionError;

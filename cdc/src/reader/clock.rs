@@ -39,12 +39,16 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+// `loom-tests` models the clock's state without the driver: what queries
+// a node is left out there.
+#[cfg(not(loom))]
 use shardwise::{ExecutionError, RowsAccessError, Session, Statement};
 
 use crate::sync::{Mutex, MutexGuard};
 use crate::time::Millis;
 
 /// Why the cluster's time could not be read.
+#[cfg(not(loom))]
 #[derive(Debug, thiserror::Error)]
 pub(super) enum ClockError {
     /// The query failed.
@@ -115,7 +119,8 @@ impl ClusterClock {
 
     /// Claims a reading if none was begun in the last [`Self::REFRESH`]
     /// before `now`: whether the caller should read the cluster's time.
-    fn claim(&self, now: Instant) -> bool {
+    /// (`pub(super)` for `loom-tests`, which models it.)
+    pub(super) fn claim(&self, now: Instant) -> bool {
         let mut state = self.state();
         let due = state.tried.is_none_or(|at| now.saturating_duration_since(at) >= Self::REFRESH);
         if due {
@@ -125,7 +130,7 @@ impl ClusterClock {
     }
 
     /// A node read `cluster`, and its answer arrived at `at`.
-    fn record(&self, cluster: Millis, at: Instant) {
+    pub(super) fn record(&self, cluster: Millis, at: Instant) {
         let mut state = self.state();
         // Of two readings, the later one (a slow answer may come after a
         // faster, later query's).
@@ -135,6 +140,7 @@ impl ClusterClock {
     }
 
     /// Reads the time of a node of `session` and records it.
+    #[cfg(not(loom))]
     pub(super) async fn measure(&self, session: &Session) -> Result<(), ClockError> {
         self.state().tried = Some(Instant::now());
         let query = Statement::new("SELECT toUnixTimestamp(now()) FROM system.local");
@@ -152,6 +158,7 @@ impl ClusterClock {
     /// [`Self::REFRESH`]; a failure keeps the last reading. Cheap when not
     /// due (a lock and a comparison), so it may be called on every turn of
     /// a worker's loop; of workers calling it together, one reads.
+    #[cfg(not(loom))]
     pub(super) async fn refresh(&self, session: &Session) {
         if !self.claim(Instant::now()) {
             return;
@@ -163,7 +170,7 @@ impl ClusterClock {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
