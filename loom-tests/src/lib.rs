@@ -247,3 +247,8 @@ mod history_models;
 // `retry.rs`'s unit tests (plain tests, run here too) name it at the root.
 #[cfg(test)]
 pub use error::ConnectionError;
+
+pub mod metrics;
+
+#[cfg(test)]
+mod histogram_models;

@@ -23,10 +23,10 @@
 //!   (1.6 %) either way.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{stripe, STRIPES};
+use crate::sync::{AtomicU64, Ordering};
 
 /// Sub-buckets per power of two, as a power of two.
 const SUB_BITS: u32 = 5;
@@ -215,7 +215,7 @@ impl Latencies {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
