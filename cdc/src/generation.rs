@@ -24,7 +24,7 @@
 //! [`GenerationError::EmptyGeneration`], for the caller to retry later.
 
 use shardwise::protocol::consistency::Consistency;
-use shardwise::protocol::rows::Rows;
+use shardwise::protocol::rows::TypedRows;
 use shardwise::protocol::types::CqlTimestamp;
 use shardwise::{ExecutionError, RowsAccessError, Session, Statement};
 
@@ -103,12 +103,15 @@ struct Queries {
 impl Queries {
     fn new(keyspace: &str) -> Self {
         let timestamps = format!("SELECT time FROM {keyspace}.cdc_generation_timestamps WHERE key = 'timestamps'");
+        // Sent as text: each runs once per generation, where a PREPARE on
+        // every node would cost more than it saves.
         Queries {
-            at: Statement::new(format!("{timestamps} AND time <= ? ORDER BY time DESC LIMIT 1")),
-            next: Statement::new(format!("{timestamps} AND time > ? ORDER BY time ASC LIMIT 1")),
+            at: Statement::new(format!("{timestamps} AND time <= ? ORDER BY time DESC LIMIT 1")).sent_as_text(),
+            next: Statement::new(format!("{timestamps} AND time > ? ORDER BY time ASC LIMIT 1")).sent_as_text(),
             streams: Statement::new(format!(
                 "SELECT streams FROM {keyspace}.cdc_streams_descriptions_v2 WHERE time = ?"
-            )),
+            ))
+            .sent_as_text(),
         }
     }
 }
@@ -147,9 +150,9 @@ impl VnodeGenerations {
         let mut pages = self.session.execute_pages(statement, (CqlTimestamp::from(generation),));
         let mut groups = Vec::new();
         while let Some(page) = pages.next_page().await {
-            let page = page?;
-            let rows = page.raw_rows().ok_or(RowsAccessError::NotRows)?;
-            groups_of_rows(rows, generation, &mut groups)?;
+            // Typed through the result, not its raw rows: a prepared
+            // statement's pages may skip the columns the statement knows.
+            groups_of_typed_rows(page?.rows()?, generation, &mut groups)?;
         }
         if groups.is_empty() {
             return Err(GenerationError::EmptyGeneration(generation));
@@ -179,12 +182,21 @@ fn consistency_for(peers: i64) -> Consistency {
 
 /// Appends one group per row (vnode) of a `SELECT streams` page; rows
 /// with no streams are skipped.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn groups_of_rows(
-    rows: &Rows,
+    rows: &shardwise::protocol::rows::Rows,
     generation: Millis,
     out: &mut Vec<StreamGroup>,
 ) -> Result<(), GenerationError> {
-    for row in rows.rows::<(Vec<&[u8]>,)>().map_err(RowsAccessError::from)? {
+    groups_of_typed_rows(rows.rows().map_err(RowsAccessError::from)?, generation, out)
+}
+
+fn groups_of_typed_rows<'a>(
+    rows: TypedRows<'a, (Vec<&'a [u8]>,)>,
+    generation: Millis,
+    out: &mut Vec<StreamGroup>,
+) -> Result<(), GenerationError> {
+    for row in rows {
         let (streams,) = row.map_err(RowsAccessError::from)?;
         let ids = streams
             .into_iter()
@@ -219,6 +231,7 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     use super::*;
+    use shardwise::protocol::rows::Rows;
 
     #[test]
     fn queries_follow_the_spec() {

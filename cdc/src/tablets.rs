@@ -50,16 +50,20 @@ impl TabletGenerations {
     /// The stream sets of `keyspace.table` (the base table's names).
     pub fn new(session: Session, keyspace: &str, table: &str) -> Self {
         let timestamps = "SELECT timestamp FROM system.cdc_timestamps WHERE keyspace_name = ? AND table_name = ?";
+        // Sent as text, as the vnode generations' reads (`generation.rs`).
         TabletGenerations {
             session,
             keyspace: keyspace.to_owned(),
             table: table.to_owned(),
-            at: Statement::new(format!("{timestamps} AND timestamp <= ? ORDER BY timestamp DESC LIMIT 1")),
-            next: Statement::new(format!("{timestamps} AND timestamp > ? ORDER BY timestamp ASC LIMIT 1")),
+            at: Statement::new(format!("{timestamps} AND timestamp <= ? ORDER BY timestamp DESC LIMIT 1"))
+                .sent_as_text(),
+            next: Statement::new(format!("{timestamps} AND timestamp > ? ORDER BY timestamp ASC LIMIT 1"))
+                .sent_as_text(),
             streams: Statement::new(
                 "SELECT stream_id FROM system.cdc_streams WHERE keyspace_name = ? AND table_name = ? \
                  AND timestamp = ? AND stream_state = ?",
-            ),
+            )
+            .sent_as_text(),
         }
     }
 
@@ -105,8 +109,9 @@ pub(crate) fn groups_of_stream_page(
     set: Millis,
     out: &mut Vec<StreamGroup>,
 ) -> Result<(), GenerationError> {
-    let rows = page.raw_rows().ok_or(RowsAccessError::NotRows)?;
-    for row in rows.rows::<(&[u8],)>().map_err(RowsAccessError::from)? {
+    // Typed through the result, not its raw rows: a prepared statement's
+    // pages may skip the columns the statement knows.
+    for row in page.rows::<(&[u8],)>()? {
         let (id,) = row.map_err(RowsAccessError::from)?;
         let id = StreamId::from_slice(id).map_err(|source| GenerationError::StreamId { generation: set, source })?;
         out.extend(StreamGroup::new([id]));
@@ -140,7 +145,8 @@ impl GenerationSource for TabletGenerations {
 /// not a guess (reading the wrong streams would deliver nothing).
 pub async fn uses_tablets(session: &Session, keyspace: &str) -> Result<bool, ExecutionError> {
     let query = Statement::new("SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = ?")
-        .with_idempotent(true);
+        .with_idempotent(true)
+        .sent_as_text();
     match session.execute(&query, (keyspace,)).await {
         Ok(result) => Ok(has_initial_tablets(&result)),
         Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => Ok(false),

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use shardwise_protocol::request::{self, Execute, Query, Request, StatementKind};
 use shardwise_protocol::token::Token;
+use shardwise_protocol::types::ser::DynValues;
 use shardwise_protocol::types::ser::{InMarkerOrder, SerializeValues};
 use shardwise_protocol::types::ColumnSpec;
 use shardwise_protocol::EncodeError;
@@ -74,6 +75,15 @@ pub trait Executable<V> {
     fn route(&self, _values: &V) -> Option<Route<'_>> {
         None
     }
+
+    /// The unprepared statement to prepare before it runs with `values`:
+    /// one that carries values, as the official driver does, so that they
+    /// are checked against the markers' types, bound by name where named,
+    /// and the request routed by its key (the session caches what it
+    /// prepared, so this is one lookup after the first time).
+    fn to_prepare<'s>(&'s self, _values: &'s V) -> Option<(&'s Statement, &'s (dyn DynValues + Sync))> {
+        None
+    }
 }
 
 /// Where an execution goes: its table and its partition key's token.
@@ -109,12 +119,17 @@ fn positional<V: SerializeValues + ?Sized>(values: &V) -> Result<(), EncodeError
     Ok(())
 }
 
-/// An unprepared statement's values go positionally (its markers' names and
-/// types are unknown); values matched by name are refused, never bound in
-/// field order. Prepare a statement that carries values.
-impl<V: SerializeValues> Executable<V> for Statement {
+/// An unprepared statement that carries values is prepared by the session
+/// first ([`Executable::to_prepare`]); sent as it is (on a chosen
+/// connection, `Connection::execute`), its values go positionally (its
+/// markers' names and types are unknown), and values matched by name are
+/// refused, never bound in field order.
+impl<V: SerializeValues + Sync> Executable<V> for Statement {
     fn options(&self) -> &StatementOptions {
         self.options()
+    }
+    fn to_prepare<'s>(&'s self, values: &'s V) -> Option<(&'s Statement, &'s (dyn DynValues + Sync))> {
+        (!self.is_sent_as_text() && values.count() > 0).then_some((self, values))
     }
     fn with_request<R: RequestVisitor>(
         &self,
@@ -206,6 +221,9 @@ impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
     }
     fn route(&self, values: &V) -> Option<Route<'_>> {
         (**self).route(values)
+    }
+    fn to_prepare<'s>(&'s self, values: &'s V) -> Option<(&'s Statement, &'s (dyn DynValues + Sync))> {
+        (**self).to_prepare(values)
     }
 }
 

@@ -149,7 +149,11 @@ impl QueryResult {
         &self.result
     }
 
-    /// The page of rows, if the result has rows.
+    /// The page of rows as received, if the result has rows. A prepared
+    /// statement's page (an unprepared one with values is prepared first)
+    /// may come without its columns, which the statement knows: read rows
+    /// with [`QueryResult::rows`] and columns with
+    /// [`QueryResult::column_specs`], which fill them in.
     pub fn raw_rows(&self) -> Option<&Rows> {
         match &self.result {
             ResultMessage::Rows(rows) => Some(rows),

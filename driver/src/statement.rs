@@ -139,7 +139,10 @@ macro_rules! options_setters {
     };
 }
 
-/// An unprepared statement: its text is sent with every execution.
+/// An unprepared statement: its text is sent with every execution, or,
+/// when it carries values, the session prepares it first (once: prepared
+/// statements are cached) and runs the prepared statement, as the official
+/// driver does, unless [`Statement::sent_as_text`] says otherwise.
 ///
 /// ```
 /// # use shardwise::statement::Statement;
@@ -151,16 +154,29 @@ macro_rules! options_setters {
 pub struct Statement {
     text: Arc<str>,
     options: StatementOptions,
+    as_text: bool,
 }
 
 impl Statement {
     /// A statement with default options.
     pub fn new(text: impl Into<Arc<str>>) -> Self {
-        Statement { text: text.into(), options: StatementOptions::default() }
+        Statement { text: text.into(), options: StatementOptions::default(), as_text: false }
     }
     /// The CQL text.
     pub fn text(&self) -> &str {
         &self.text
+    }
+    /// Sent as text even with values, never prepared by the session: the
+    /// values go untyped and positionally (values matched by name are
+    /// refused), and the request is not routed by its key. For a statement
+    /// run once, where a PREPARE on every node costs more than it saves.
+    pub fn sent_as_text(mut self) -> Self {
+        self.as_text = true;
+        self
+    }
+    /// Whether [`Statement::sent_as_text`] was asked.
+    pub fn is_sent_as_text(&self) -> bool {
+        self.as_text
     }
     options_setters!();
 }

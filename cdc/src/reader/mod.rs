@@ -452,7 +452,8 @@ impl CdcReaderBuilder {
     async fn check_table(&self) -> Result<(), CdcError> {
         let query =
             Statement::new("SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?")
-                .with_idempotent(true);
+                .with_idempotent(true)
+                .sent_as_text();
         let exists = |table: String| {
             let query = query.clone();
             async move {

@@ -30,3 +30,18 @@ impl NodeInfo {
         RingNode { datacenter: self.datacenter.clone(), rack: self.rack.clone(), tokens: self.tokens.clone() }
     }
 }
+
+/// One replica of a token, as
+/// [`Session::token_endpoints`](crate::Session::token_endpoints) lists it:
+/// the node and, on ScyllaDB, the shard that owns the token there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replica {
+    /// The address the driver connects to.
+    pub addr: SocketAddr,
+    /// Its host id, when the topology is known.
+    pub host_id: Option<Uuid>,
+    /// The shard that owns the token on that node: the tablet's for a
+    /// table with tablets, else the node's sharding's; `None` when the
+    /// node is not sharded (Cassandra) or its sharding is not known yet.
+    pub shard: Option<u16>,
+}

@@ -26,6 +26,7 @@ use shardwise_protocol::token::Token;
 
 use super::snapshot::ClusterState;
 use super::Session;
+use crate::cluster::node::Replica;
 use crate::cluster::ring::NodeIndex;
 use crate::connection::Connection;
 use crate::error::ExecutionError;
@@ -423,6 +424,48 @@ impl Session {
             .iter()
             .filter_map(|r| routing.pool_of.get(*r).copied().flatten())
             .map(|p| state.nodes[p].addr)
+            .collect()
+    }
+}
+
+impl Session {
+    /// The replicas of `token` in `keyspace.table`, in the order a
+    /// token-aware request tries them (the official
+    /// `ClusterState::get_token_endpoints`): for a table with tablets,
+    /// those of the tablet holding the token, each with the tablet's shard;
+    /// for one without, the ring's replicas, each with the shard its
+    /// sharding gives the token. A table with tablets whose tablet is not
+    /// learned yet (tablets are learned from the answers) is routed as
+    /// requests route it: by the ring. Empty without topology or
+    /// replication information.
+    pub fn token_endpoints(&self, keyspace: &str, table: &str, token: Token) -> Vec<Replica> {
+        let state = self.state();
+        let host_id = |addr| state.infos.iter().find(|i| i.address == addr).map(|i| i.host_id);
+        let tablets = self.inner.tablets.table(keyspace, table);
+        if let Some(tablet) = tablets.as_ref().and_then(|t| t.find(token.value())) {
+            return tablet
+                .replicas
+                .iter()
+                .filter_map(|&(host, shard)| {
+                    let info = state.infos.iter().find(|i| i.host_id == host)?;
+                    Some(Replica { addr: info.address, host_id: Some(host), shard: Some(shard) })
+                })
+                .collect();
+        }
+        let Some(routing) = &state.routing else { return Vec::new() };
+        let Some(ring) = routing.table(keyspace) else { return Vec::new() };
+        ring.replicas(token)
+            .iter()
+            .filter_map(|r| routing.pool_of.get(*r).copied().flatten())
+            .map(|p| {
+                let pool = &state.nodes[p];
+                let shard = pool
+                    .slots
+                    .open_connections()
+                    .iter()
+                    .find_map(|c| c.sharding().map(|s| s.sharder().shard_of(token)));
+                Replica { addr: pool.addr, host_id: host_id(pool.addr), shard }
+            })
             .collect()
     }
 }

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shardwise_protocol::response::ResultMessage;
+use shardwise_protocol::types::ser::DynValues;
 use tracing::Instrument;
 
 use super::plan::Ask;
@@ -88,6 +89,11 @@ impl Session {
         page: Page<'_>,
     ) -> Result<QueryResult, ExecutionError> {
         let values = values.borrow();
+        if let Some((text, values)) = statement.to_prepare(values) {
+            // Boxed: the prepared request's state stays out of every
+            // request's future.
+            return Box::pin(self.prepared_first(text, values, page)).await;
+        }
         let started = Instant::now();
         let options = statement.options();
         // The request's settings, resolved here and nowhere else.
@@ -149,6 +155,18 @@ impl Session {
             Ok(done) => done,
             Err(rare) => rare.await,
         }
+    }
+
+    /// An unprepared statement with values, prepared (through the session's
+    /// cache, with the statement's options) and run as the prepared one.
+    async fn prepared_first(
+        &self,
+        statement: &crate::statement::Statement,
+        values: &(dyn DynValues + Sync),
+        page: Page<'_>,
+    ) -> Result<QueryResult, ExecutionError> {
+        let prepared = self.prepare(statement.clone()).await?;
+        self.request::<_, &(dyn DynValues + Sync), _>(&prepared, values, page).await
     }
 
     /// Counts the request (and tells the observer), and returns its result,

@@ -7,7 +7,7 @@
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::frame::ProtocolVersion;
 use shardwise::protocol::types::ser::{DynValues, MaybeUnset};
-use shardwise::{Batch, BatchStatement, Session, SessionBuilder, Statement};
+use shardwise::{Batch, BatchStatement, ExecutionError, Session, SessionBuilder, Statement};
 
 async fn session(version: ProtocolVersion) -> (Session, String) {
     let s = SessionBuilder::new()
@@ -135,28 +135,44 @@ struct Contact<'a> {
     name: &'a str,
 }
 
-/// Values matched to the markers by name cannot go with an unprepared
-/// statement (its markers' names are unknown): refused, never bound in
-/// field order; prepared, the same struct binds by name. Regression: they
-/// were sent positionally, so `Contact` wrote its email into `name`.
+/// An unprepared statement with values is prepared first, as the official
+/// driver's `query_unpaged` does: values matched to the markers by name
+/// bind by name (regression: they were sent positionally, so `Contact`
+/// wrote its email into `name`; then they were refused), and values are
+/// checked against the columns' types before anything is sent (an `i32`
+/// for a `bigint` is a typed error, where it went to the server untyped).
+/// It is prepared once: the session caches it. A batch that was not
+/// prepared still has no marker names: by-name values are refused there.
 #[tokio::test]
-async fn values_bound_by_name_need_a_prepared_statement() {
+async fn unprepared_statements_with_values_are_prepared_first() {
     let (s, ks) = session(ProtocolVersion::V4).await;
     let text = format!("UPDATE {ks}.users SET name = ?, email = ? WHERE id = ?");
-    let e = s
-        .execute(&Statement::new(text.clone()), Contact { id: 7, email: "ann@example.com", name: "ann" })
-        .await
-        .expect_err("by name on an unprepared statement");
-    assert!(e.to_string().contains("need a prepared statement"), "{e}");
-    let mut batch: Batch = Batch::default();
-    batch.append_statement(text.clone());
+    let prepares = s.metrics().prepares;
     let contact = Contact { id: 7, email: "ann@example.com", name: "ann" };
-    let e = s.execute(&batch, [&contact as &dyn DynValues]).await.expect_err("by name in a batch not prepared");
-    assert!(e.to_string().contains("need a prepared statement"), "{e}");
-    let update = s.prepare(text).await.expect("prepare");
-    s.execute(&update, Contact { id: 7, email: "ann@example.com", name: "ann" }).await.expect("by name, prepared");
+    s.execute(&Statement::new(text.clone()), &contact).await.expect("by name, unprepared");
     let rows = users(&s, &ks).await;
     assert_eq!(rows[0], (7, Some("ann".to_owned()), Some("ann@example.com".to_owned()), None), "bound by name");
+    let e = s
+        .execute(&Statement::new(text.clone()), ("bob", "bob@example.com", 8i32))
+        .await
+        .expect_err("an int for a bigint");
+    assert!(matches!(e, ExecutionError::Encode(_)), "a typed error, before sending: {e:?}");
+    s.execute(&Statement::new(text.clone()), ("bob", "bob@example.com", 8i64)).await.expect("positional");
+    assert_eq!(s.metrics().prepares - prepares, 1, "prepared once, then from the session's cache");
+    let rows = users(&s, &ks).await;
+    assert_eq!(rows[1].1.as_deref(), Some("bob"));
+    let mut batch: Batch = Batch::default();
+    batch.append_statement(text.clone());
+    let e = s.execute(&batch, [&contact as &dyn DynValues]).await.expect_err("by name in a batch not prepared");
+    assert!(e.to_string().contains("need a prepared statement"), "{e}");
+    // Sent as text when asked: untyped and positional, never prepared.
+    let as_text = Statement::new(text.clone()).sent_as_text();
+    let e = s.execute(&as_text, &contact).await.expect_err("by name, as text");
+    assert!(e.to_string().contains("need a prepared statement"), "{e}");
+    let e = s.execute(&as_text, ("cy", "cy@example.com", 9i32)).await.expect_err("an int for a bigint, as text");
+    assert!(matches!(e, ExecutionError::Db(_)), "refused by the server: {e:?}");
+    s.execute(&as_text, ("cy", "cy@example.com", 9i64)).await.expect("as text");
+    assert_eq!(s.metrics().prepares - prepares, 1, "nothing prepared for the text");
 }
 
 /// `calculate_token` takes the values in the markers' order: a struct

@@ -280,6 +280,64 @@ async fn tablets_are_learned_from_misroutes_and_then_hit() {
     assert_eq!(stats.misses(), 0, "{TABLET_WRITES} writes once the merged tablets are learned: every one a hit");
 }
 
+/// `Session::token_endpoints` (the official `get_token_endpoints`): for a
+/// table with tablets, the replica and shard of the tablet that holds the
+/// token, as the front placed it, once learned; for a table without, the
+/// node and the shard its sharding gives the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_endpoints_name_the_tablet_or_the_rings_replica_and_shard() {
+    let (front, session) = setup().await;
+    let ks = testkit::fresh_keyspace("endpoints");
+    let ddl = [
+        format!(
+            "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}} \
+             AND tablets = {{'enabled': true, 'initial': 8}}"
+        ),
+        format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)"),
+    ];
+    for text in ddl {
+        session.execute(&Statement::new(text), ()).await.expect("ddl");
+    }
+    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
+    let placed = front.tablets(&ks, "kv").expect("a tablets table in the front");
+    let node = session.nodes()[0];
+    let host = session.node_info(node).map(|n| n.host_id);
+    for pk in 0..64i64 {
+        session.execute(&insert, (pk, "learn")).await.expect("insert");
+    }
+    for pk in 0..64i64 {
+        let token = insert.calculate_token(&(pk, "x")).expect("a token");
+        let tablet = placed
+            .tablets()
+            .iter()
+            .find(|t| t.first_token < token.value() && token.value() <= t.last_token)
+            .expect("a tablet holds every token");
+        let endpoints = session.token_endpoints(&ks, "kv", token);
+        let want = shardwise::cluster::node::Replica { addr: node, host_id: host, shard: Some(tablet.replicas[0].1) };
+        assert_eq!(endpoints, [want], "pk {pk}: the tablet's replica and shard");
+    }
+    let vnodes = testkit::fresh_keyspace("endpoints_ring");
+    session
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE {vnodes} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            )),
+            (),
+        )
+        .await
+        .expect("ks");
+    let mut shards = std::collections::HashSet::new();
+    for pk in 0..64i64 {
+        let token = Partitioner::Murmur3.token_of_single(&pk.to_be_bytes());
+        let endpoints = session.token_endpoints(&vnodes, "kv", token);
+        let shard = session.shard_of(node, token);
+        assert!(shard.is_some(), "the front is sharded");
+        assert_eq!(endpoints, [shardwise::cluster::node::Replica { addr: node, host_id: host, shard }]);
+        shards.extend(shard);
+    }
+    assert!(shards.len() > 1, "the tokens spread over shards: {shards:?}");
+}
+
 /// Writes measured after learning.
 const TABLET_WRITES: i64 = 10_000;
 
