@@ -17,6 +17,7 @@ use shardwise_protocol::frame::Flags;
 use shardwise_protocol::request::{self, Request};
 use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
 use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY};
+use shardwise_protocol::types::ColumnSpec;
 
 use super::{Connection, Deadline, TryWrite};
 use crate::error::ExecutionError;
@@ -26,6 +27,18 @@ use crate::statement::{PreparedStatement, ResultShape};
 
 /// The `tablets-routing-v1` payload, when present and valid (an invalid
 /// one is ignored: the request itself succeeded).
+/// The columns of a `Metadata_changed` answer: the ones it sent, or, where
+/// they equal the cached ones and were therefore read in place (none
+/// decoded), those. Never none: a statement whose shape has an id and no
+/// columns would have a later answer read with no columns at all (seen as
+/// a race: another request had cached the new columns first).
+fn changed_specs(sent: Option<&[ColumnSpec]>, known: Option<&Arc<[ColumnSpec]>>) -> Option<Arc<[ColumnSpec]>> {
+    match sent {
+        Some(specs) => Some(Arc::from(specs)),
+        None => known.cloned(),
+    }
+}
+
 fn tablet_of(payload: &[(String, Option<Bytes>)]) -> Option<TabletRoute> {
     let (_, value) = payload.iter().find(|(k, _)| k == PAYLOAD_KEY)?;
     match TabletRoute::decode(value.as_deref()?) {
@@ -142,7 +155,7 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
                             // The table changed: the server sent the new columns and their id.
                             p.set_shape(ResultShape {
                                 metadata_id: Some(Bytes::copy_from_slice(id)),
-                                specs: rows.metadata.specs.clone().map(Arc::from),
+                                specs: changed_specs(rows.metadata.specs.as_deref(), known.as_ref()),
                             });
                         } else if let (Some(specs), Some(_)) = (&rows.metadata.specs, &known) {
                             // Without a metadata id (v4): the columns sent
@@ -195,5 +208,29 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
             report(forgotten);
         }
         reprepares += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shardwise_protocol::types::ColumnType;
+
+    use super::*;
+
+    fn spec(name: &str) -> ColumnSpec {
+        ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ: ColumnType::Int }
+    }
+
+    /// Regression (`session::prepared_select_follows_alter_table`, v5): an
+    /// answer with a new metadata id whose columns equalled the cached ones
+    /// (another request had cached them first) left the statement with an
+    /// id and no columns, and a request racing it read its rows with none.
+    #[test]
+    fn a_metadata_change_read_in_place_keeps_the_cached_columns() {
+        let known: Arc<[ColumnSpec]> = Arc::from(vec![spec("pk"), spec("a"), spec("b")]);
+        assert_eq!(changed_specs(None, Some(&known)).as_deref(), Some(&known[..]));
+        let sent = [spec("pk"), spec("c")];
+        assert_eq!(changed_specs(Some(&sent), Some(&known)).as_deref(), Some(&sent[..]));
+        assert_eq!(changed_specs(Some(&sent), None).as_deref(), Some(&sent[..]));
     }
 }
