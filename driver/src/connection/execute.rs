@@ -25,8 +25,6 @@ use crate::execute::{Executable, Params, RequestVisitor};
 use crate::result::{Extras, QueryResult};
 use crate::statement::{PreparedStatement, ResultShape};
 
-/// The `tablets-routing-v1` payload, when present and valid (an invalid
-/// one is ignored: the request itself succeeded).
 /// The columns of a `Metadata_changed` answer: the ones it sent, or, where
 /// they equal the cached ones and were therefore read in place (none
 /// decoded), those. Never none: a statement whose shape has an id and no
@@ -39,6 +37,8 @@ fn changed_specs(sent: Option<&[ColumnSpec]>, known: Option<&Arc<[ColumnSpec]>>)
     }
 }
 
+/// The `tablets-routing-v1` payload, when present and valid (an invalid
+/// one is ignored: the request itself succeeded).
 fn tablet_of(payload: &[(String, Option<Bytes>)]) -> Option<TabletRoute> {
     let (_, value) = payload.iter().find(|(k, _)| k == PAYLOAD_KEY)?;
     match TabletRoute::decode(value.as_deref()?) {
