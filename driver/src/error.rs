@@ -234,6 +234,11 @@ pub enum NewSessionError {
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(&'static str),
+    /// Client routes were asked for and none could be followed: the
+    /// cluster has no `system.client_routes` (not ScyllaDB 2026.1 or
+    /// later), or no node has a route under the connection ids given.
+    #[error("cannot follow client routes: {0}")]
+    ClientRoutes(String),
 }
 
 #[cfg(test)]

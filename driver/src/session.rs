@@ -109,6 +109,9 @@ pub(crate) struct SessionInner {
     schema_reads: tokio::sync::Mutex<()>,
     metrics: Metrics,
     events: broadcast::Sender<SessionEvent>,
+    /// The client routes followed (also the session's address
+    /// translator), when configured.
+    routes: Option<Arc<crate::cluster::ClientRoutes>>,
     /// Dropped with the session: tells background tasks to stop.
     shutdown: watch::Sender<()>,
 }

@@ -20,7 +20,8 @@ use crate::config::FrontConfig;
 use crate::delay_line::DelayLine;
 use crate::error::EmuError;
 use crate::generation::Generation;
-use crate::shared::{Generations, NodeState, Resize, SchemaCache, Shared, TabletKeyspace, Tablets};
+use crate::shared::client_routes::ClientRoute;
+use crate::shared::{Generations, NodeState, Resize, RouteListeners, SchemaCache, Shared, TabletKeyspace, Tablets};
 use crate::stats::{inc, Counters, FrontStats, NodeCounters, ShardCounters};
 use crate::tablet_streams::TabletStreams;
 use crate::tablets::TabletMap;
@@ -186,6 +187,7 @@ async fn setup(upstreams: Vec<SocketAddr>, config: FrontConfig) -> Result<Arc<Sh
         last_timestamp: std::sync::atomic::AtomicI64::new(0),
         tombstone_gc: Mutex::new(tombstone_gc),
         caching_enabled: Mutex::new(HashMap::new()),
+        route_listeners: RouteListeners::default(),
     });
     // Keyspaces created with tablets through a front before this one.
     for (keyspace, initial) in system_tables::tablet_keyspaces(&shared.admin, &emu).await? {
@@ -408,6 +410,32 @@ impl FrontHandle {
             let _ = tx.send(shared.create_generation(ms).await);
         });
         rx.recv().map_err(|_| EmuError::Protocol("generation task ended".into()))?
+    }
+
+    /// Sets client routes, as ScyllaDB's REST API does
+    /// (`POST /v2/client-routes`): each replaces the route of its
+    /// connection id and host id in `system.client_routes`, then one
+    /// `CLIENT_ROUTES_CHANGE` names them all to the connections registered
+    /// for it.
+    pub async fn set_client_routes(&self, routes: Vec<ClientRoute>) -> Result<(), EmuError> {
+        let shared = self.shared.clone();
+        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
+        runtime
+            .spawn(async move { shared.set_client_routes(&routes).await })
+            .await
+            .map_err(|e| EmuError::Protocol(format!("client routes task: {e}")))?
+    }
+
+    /// Removes the route of `connection_id` to `host_id`
+    /// (`DELETE /v2/client-routes`), then announces it.
+    pub async fn remove_client_route(&self, connection_id: &str, host_id: uuid::Uuid) -> Result<(), EmuError> {
+        let shared = self.shared.clone();
+        let connection_id = connection_id.to_owned();
+        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
+        runtime
+            .spawn(async move { shared.remove_client_route(&connection_id, host_id).await })
+            .await
+            .map_err(|e| EmuError::Protocol(format!("client routes task: {e}")))?
     }
 
     /// Stops the front: listeners close, client connections are dropped.

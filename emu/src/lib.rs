@@ -51,6 +51,12 @@
 //!   (`tombstone_gc` accepted with every value ScyllaDB takes, kept by the
 //!   front and shown by DESCRIBE); names ScyllaDB does not know refused in
 //!   its words.
+//! - **Client routes** (`shared::client_routes`, [`ClientRoute`]): ScyllaDB
+//!   2026.1's `system.client_routes` as a real table in the front's keyspace;
+//!   [`FrontHandle::set_client_routes`] writes routes (ScyllaDB takes them
+//!   through its REST API) and announces them with `CLIENT_ROUTES_CHANGE` to
+//!   the connections registered for it, which the front answers itself
+//!   (Cassandra knows no such event).
 //!
 //! With several Cassandra nodes there is one front per node
 //! ([`Front::start_cluster`]), each on its node's address and all on the same
@@ -59,7 +65,8 @@
 //!
 //! Deviations from Scylla, all deliberate: protocol v4 only (Scylla also
 //! speaks v3); `COMPRESSION` offers `lz4` only and answers uncompressed;
-//! `SCYLLA_USE_METADATA_ID` and the TLS shard-aware port are not offered;
+//! the TLS shard-aware port is not offered; client routes are set through
+//! [`FrontHandle`], not a REST API;
 //! `USING TIMEOUT ?` (a bound timeout) is refused; the CDC log's real
 //! placement in Cassandra is by Murmur3 of the stream id (the CDC partitioner
 //! is reported and used for shard accounting only); node-level routing is
@@ -103,7 +110,7 @@
 //! - `tombstone_gc` (private): ScyllaDB's `tombstone_gc` table option, checked in its words, its defaults (repair for base tables, timeout for CDC logs), kept per table.
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontHandle`], their listeners and the accept loop.
-//! - `shared` (private): the state every connection shares (`Shared`); its submodules own CDC DDL (`cdc_ddl`), tablets (`tablets`: maps, rows, stream sets, resizes; [`Resize`]), generations (`generations`) and the schema cache (`schema_cache`).
+//! - `shared` (private): the state every connection shares (`Shared`); its submodules own CDC DDL (`cdc_ddl`), tablets (`tablets`: maps, rows, stream sets, resizes; [`Resize`]), generations (`generations`), the schema cache (`schema_cache`) and client routes (`client_routes`; [`ClientRoute`]).
 //! - `config` (private): [`FrontConfig`] and [`TabletsMode`].
 //! - `error` (private): [`EmuError`], at the bottom so every module can return it.
 //! - `tokens` (private): the CQL tokenizer the rewrites, properties, vector index, refusals, identity and guard read statements with.
@@ -161,5 +168,6 @@ pub use config::{FrontConfig, TabletsMode};
 pub use error::EmuError;
 pub use front::{EmulatedNode, Front, FrontHandle};
 pub use generation::{Generation, StreamId, VnodeStreams};
+pub use shared::client_routes::ClientRoute;
 pub use shared::tablets::{Resize, MAX_EMULATED_TABLETS};
 pub use stats::{FrontStats, NodeStats, ShardStats};

@@ -131,6 +131,7 @@ pub fn may_need_rewrite(text: &str, emu_keyspace: &str) -> bool {
             "tablets",
             "cdc_timestamps",
             "cdc_streams",
+            "client_routes",
             "cdc$stream_id",
             "json",
             emu_keyspace,
@@ -242,7 +243,9 @@ pub fn rewrite(text: &str, emu_keyspace: &str, prepare: bool) -> Rewrite {
                 Some("system_schema") if table == "scylla_tables" || table == "scylla_keyspaces" => {
                     edits.push((t.start, t.end, emu_keyspace.to_string()))
                 }
-                Some("system") if ["tablets", "cdc_timestamps", "cdc_streams"].contains(&table.as_str()) => {
+                Some("system")
+                    if ["tablets", "cdc_timestamps", "cdc_streams", "client_routes"].contains(&table.as_str()) =>
+                {
                     edits.push((t.start, t.end, emu_keyspace.to_string()))
                 }
                 Some("system") if table == "peers_v2" => {

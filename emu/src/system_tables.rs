@@ -90,6 +90,10 @@ pub(crate) fn keyspace_ddl(emu: &str, replication_factor: usize) -> Vec<String> 
              stage text, transition text, session uuid, PRIMARY KEY (table_id, last_token))"
         ),
         format!(
+            "CREATE TABLE IF NOT EXISTS {emu}.client_routes (connection_id text, host_id uuid, address text, port int, \
+             tls_port int, alternator_port int, alternator_https_port int, PRIMARY KEY (connection_id, host_id))"
+        ),
+        format!(
             "CREATE TABLE IF NOT EXISTS {emu}.cdc_timestamps (keyspace_name text, table_name text, timestamp timestamp, \
              PRIMARY KEY ((keyspace_name, table_name), timestamp)) WITH CLUSTERING ORDER BY (timestamp DESC)"
         ),

@@ -87,10 +87,25 @@ fn translated(node: NodeInfo, translator: Option<&dyn AddressTranslator>) -> Opt
     }
 }
 
+/// The node read through the connection (at `node.address`), at the
+/// address `translator` gives it, if any
+/// ([`AddressTranslator::translate_connected`]).
+fn connected_translated(node: NodeInfo, translator: Option<&dyn AddressTranslator>) -> Option<NodeInfo> {
+    match translator.and_then(|t| t.translate_connected(node.host_id, node.address)) {
+        None => Some(node),
+        Some(Ok(address)) => Some(NodeInfo { address, ..node }),
+        Some(Err(error)) => {
+            tracing::warn!(host_id = %node.host_id, %error, "the connected node left out: its address has no translation");
+            None
+        }
+    }
+}
+
 /// Reads the nodes of the cluster through `conn`, a connection to the node
 /// whose client address is `addr` (a connection through the shard-aware
 /// port has another port than the node's address). The peers' addresses
-/// go through `translator`; the connected node keeps `addr`.
+/// go through `translator`; the connected node keeps `addr` unless the
+/// translator moves it.
 pub async fn fetch_nodes_at(
     conn: &Connection,
     addr: SocketAddr,
@@ -109,7 +124,7 @@ pub async fn fetch_nodes_at(
         // ScyllaDB said the node's host id in SUPPORTED (SCYLLA_HOST_ID,
         // docs/protocol.md §1.2): it stands in for a row without one.
         row.0 = row.0.or(conn.host_id());
-        nodes.extend(local_node(row, addr));
+        nodes.extend(local_node(row, addr).and_then(|n| connected_translated(n, translator)));
     }
     // The connected node is the one whose host id the handshake gave (or
     // system.local's): a peers row naming it again is not another node.

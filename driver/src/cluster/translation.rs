@@ -55,6 +55,20 @@ pub enum TranslationError {
 pub trait AddressTranslator: Send + Sync + std::fmt::Debug {
     /// The address to connect to for `peer`.
     fn translate(&self, peer: &UntranslatedPeer<'_>) -> Result<SocketAddr, TranslationError>;
+
+    /// The address to connect to for the node whose `system.local` the
+    /// topology was read from, through a connection to `connected`;
+    /// `None` (the default): `connected` itself, as the node answered
+    /// there. [`ClientRoutes`](super::routes::ClientRoutes) gives its
+    /// route, which may have moved since.
+    fn translate_connected(
+        &self,
+        host_id: Uuid,
+        connected: SocketAddr,
+    ) -> Option<Result<SocketAddr, TranslationError>> {
+        let _ = (host_id, connected);
+        None
+    }
 }
 
 impl AddressTranslator for HashMap<SocketAddr, SocketAddr> {

@@ -12,7 +12,7 @@ use shardwise_protocol::frame::ProtocolVersion;
 use super::Session;
 use crate::affinity::ConnectionAffinity;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
-use crate::cluster::{AddressTranslator, DistancePolicy, HostFilter, NodeDistance};
+use crate::cluster::{AddressTranslator, ClientRoutesConfig, DistancePolicy, HostFilter, NodeDistance};
 use crate::config::{Compression, ConnectionConfig, TlsConfig};
 use crate::error::NewSessionError;
 use crate::latency::LatencyAwareness;
@@ -120,6 +120,14 @@ pub struct SessionConfig {
     /// ones this client can reach; `None`: used as given. See
     /// [`AddressTranslator`].
     pub address_translator: Option<Arc<dyn AddressTranslator>>,
+    /// Follow ScyllaDB's client routes of these connection ids
+    /// (`system.client_routes`, PrivateLink-style endpoints): every node,
+    /// the contact point's included, is reached at its route, and routes
+    /// are followed as they change. `None` (the default): off. Not with
+    /// an [`address_translator`](Self::address_translator) (the routes are
+    /// the translation), and without the shard-aware port (an endpoint
+    /// forwards one port). See [`ClientRoutesConfig`].
+    pub client_routes: Option<ClientRoutesConfig>,
     /// Nodes the session may use at all, decided by code; refused ones
     /// are ignored. `None`: every node (the distance policy still
     /// applies). See [`HostFilter`].
@@ -192,6 +200,7 @@ impl Default for SessionConfig {
             topology_refresh_interval: Some(Duration::from_secs(60)),
             topology_event_delay: Duration::from_secs(1),
             address_translator: None,
+            client_routes: None,
             host_filter: None,
             timestamp_generator: None,
             observer: None,
@@ -477,6 +486,23 @@ impl SessionBuilder {
     /// ```
     pub fn address_translator(mut self, translator: Arc<dyn AddressTranslator>) -> Self {
         self.config.address_translator = Some(translator);
+        self
+    }
+
+    /// Follows ScyllaDB's client routes of `config`'s connection ids
+    /// ([`SessionConfig::client_routes`]); the known nodes are the
+    /// endpoints' addresses.
+    ///
+    /// ```
+    /// use shardwise::cluster::ClientRoutesConfig;
+    ///
+    /// let builder = shardwise::SessionBuilder::new()
+    ///     .known_node("privatelink-endpoint.example:9042")
+    ///     .client_routes(ClientRoutesConfig::new(["endpoint-1"]));
+    /// # let _ = builder;
+    /// ```
+    pub fn client_routes(mut self, config: ClientRoutesConfig) -> Self {
+        self.config.client_routes = Some(config);
         self
     }
 

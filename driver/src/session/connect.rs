@@ -13,7 +13,7 @@ use super::refresh::Partitioners;
 use super::snapshot::ClusterState;
 use super::{Session, SessionConfig, SessionInner};
 use crate::cluster::topology::{fetch_keyspaces, fetch_nodes, fetch_partitioners, TablePartitioners};
-use crate::cluster::{NodeDistance, NodeInfo, ReplicationStrategy};
+use crate::cluster::{ClientRoutes, NodeDistance, NodeInfo, ReplicationStrategy};
 use crate::config::ConnectionConfig;
 use crate::connection::Connection;
 use crate::error::{ConnectionError, ExecutionError, NewSessionError};
@@ -107,7 +107,11 @@ struct Discovered {
 async fn discover(
     conn: &Connection,
     translator: Option<&dyn crate::cluster::AddressTranslator>,
+    routes: Option<&ClientRoutes>,
 ) -> Result<Discovered, ExecutionError> {
+    if let Some(routes) = routes {
+        routes.reload(conn).await?;
+    }
     Ok(Discovered {
         nodes: fetch_nodes(conn, translator).await?,
         keyspaces: fetch_keyspaces(conn).await?,
@@ -129,26 +133,64 @@ impl Session {
                 "remote_connections_per_node must be at least 1 (to keep remote nodes out, do not use them in the distance policy)",
             ));
         }
+        let routes = match &config.client_routes {
+            None => None,
+            Some(_) if config.address_translator.is_some() => {
+                return Err(NewSessionError::Config("client routes and an address translator cannot be combined"))
+            }
+            Some(_) if !config.discover_topology => {
+                return Err(NewSessionError::Config("client routes need the topology discovered"))
+            }
+            Some(c) if c.connection_ids.is_empty() => {
+                return Err(NewSessionError::Config("client routes need at least one connection id"))
+            }
+            Some(c) => {
+                let routes = Arc::new(ClientRoutes::new(c.clone(), config.connection.tls.is_some()));
+                config.address_translator = Some(routes.clone());
+                // An endpoint forwards the route's port alone.
+                config.connection.shard_aware_port = false;
+                Some(routes)
+            }
+        };
         let addrs = resolve_all(&config.known_nodes).await?;
         let mut last_error = None;
         let mut discovered = None;
+        let mut discovery_error = None;
+        let mut reached = false;
         if config.discover_topology {
             for addr in &addrs {
                 match Connection::open(*addr, &config.connection).await {
-                    Ok(contact) => match discover(&contact, config.address_translator.as_deref()).await {
-                        Ok(d) if !d.nodes.is_empty() => {
-                            // Every other connection starts at the version the cluster
-                            // agreed on: a v4-only node (Scylla) would reject v5 on
-                            // each of them, at the cost of a second connect.
-                            config.connection.max_version = contact.version();
-                            discovered = Some(d);
-                            break;
+                    Ok(contact) => {
+                        reached = true;
+                        let translator = config.address_translator.as_deref();
+                        match discover(&contact, translator, routes.as_deref()).await {
+                            Ok(d) if !d.nodes.is_empty() => {
+                                // Every other connection starts at the version the cluster
+                                // agreed on: a v4-only node (Scylla) would reject v5 on
+                                // each of them, at the cost of a second connect.
+                                config.connection.max_version = contact.version();
+                                discovered = Some(d);
+                                break;
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(%addr, error = %e, "topology discovery failed");
+                                discovery_error = Some(e.to_string());
+                            }
                         }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(%addr, error = %e, "topology discovery failed"),
-                    },
+                    }
                     Err(e) => last_error = Some((*addr, e)),
                 }
+            }
+        }
+        if let (Some(routes), None) = (&routes, &discovered) {
+            // The contact points are the endpoints, not nodes: without a
+            // route to any node there is nothing to fall back on.
+            if reached {
+                let ids = routes.connection_ids().join(", ");
+                let why =
+                    discovery_error.unwrap_or_else(|| format!("no node has a route under the connection ids [{ids}]"));
+                return Err(NewSessionError::ClientRoutes(why));
             }
         }
         let workers = runtime_workers();
@@ -183,6 +225,7 @@ impl Session {
                 schema_reads: tokio::sync::Mutex::new(()),
                 metrics: Metrics::default(),
                 events: broadcast::channel(256).0,
+                routes,
                 shutdown,
             }),
         };

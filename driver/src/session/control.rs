@@ -6,6 +6,9 @@
 //! - STATUS_CHANGE DOWN: the node is marked down (plans skip it);
 //! - STATUS_CHANGE UP: the node is marked up when a connection is open,
 //!   its refill is woken, and the topology read again shortly after;
+//! - CLIENT_ROUTES_CHANGE (with [client routes](crate::cluster::routes)):
+//!   when it names a connection id followed, the routes and the topology
+//!   are read again at once;
 //! - TOPOLOGY_CHANGE: the topology is read again shortly after (events are
 //!   hints; several within
 //!   [`SessionConfig::topology_event_delay`](super::SessionConfig::topology_event_delay)
@@ -46,8 +49,14 @@ enum Ended {
     Shutdown,
 }
 
-async fn register(conn: &Connection) -> Result<(), ExecutionError> {
-    let register = Register { events: vec!["TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"] };
+/// Registers for the events the session reacts to; `routes`: ScyllaDB's
+/// `CLIENT_ROUTES_CHANGE` too (a server without it refuses the REGISTER).
+async fn register(conn: &Connection, routes: bool) -> Result<(), ExecutionError> {
+    let mut events = vec!["TOPOLOGY_CHANGE", "STATUS_CHANGE", "SCHEMA_CHANGE"];
+    if routes {
+        events.push("CLIENT_ROUTES_CHANGE");
+    }
+    let register = Register { events };
     match Response::from_envelope(conn.send(&register, 0).await?)?.message {
         ResponseMessage::Ready => Ok(()),
         ResponseMessage::Error(e) => Err(e.into()),
@@ -79,8 +88,10 @@ pub(super) async fn run(weak: Weak<SessionInner>, mut shutdown: watch::Receiver<
         };
         let mut events = conn.events();
         let timeout = session.inner.config.system_query_timeout;
-        let registered =
-            tokio::time::timeout(timeout, register(&conn)).await.unwrap_or(Err(ExecutionError::Timeout(timeout)));
+        let routes = session.inner.routes.is_some();
+        let registered = tokio::time::timeout(timeout, register(&conn, routes))
+            .await
+            .unwrap_or(Err(ExecutionError::Timeout(timeout)));
         if let Err(e) = registered {
             tracing::debug!(%addr, error = %e, "REGISTER failed");
             lost = Some(addr);
@@ -178,6 +189,14 @@ async fn listen(
                     }
                     Event::StatusChange { .. } | Event::TopologyChange { .. } => {
                         topology_due.get_or_insert(now + delay);
+                    }
+                    Event::ClientRoutesChange { connection_ids, host_ids, .. } => {
+                        // Written through group 0 before it is announced:
+                        // read at once (with the topology, through the
+                        // routes).
+                        if session.inner.routes.as_ref().is_some_and(|r| r.concerns(connection_ids, host_ids)) {
+                            topology_due = Some(now);
+                        }
                     }
                 }
                 session.inner.emit(SessionEvent::Database(event));

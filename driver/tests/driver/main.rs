@@ -5,6 +5,7 @@
 //! counting global allocator must see nothing but its one test.
 
 mod auth;
+mod client_routes;
 mod cluster;
 mod common;
 mod connection;

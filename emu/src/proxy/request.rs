@@ -10,7 +10,8 @@ use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::{Envelope, EnvelopeHeader, Flags, FrameDecoder, Opcode, ProtocolVersion};
 use shardwise_protocol::handshake::USE_METADATA_ID;
 use shardwise_protocol::request::{
-    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Startup, StatementKind,
+    encode_request, AnyRequest, Batch, BatchStatement, Execute, Query, QueryParameters, Register, Startup,
+    StatementKind,
 };
 use shardwise_protocol::response::{
     Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
@@ -26,6 +27,7 @@ use crate::cdclog::dml::Statement;
 use crate::cdclog::synth::{self, Item};
 use crate::guard::{Resolution, Verdict};
 use crate::rewrite::{self, LocalAnswer};
+use crate::shared::client_routes::CLIENT_ROUTES_CHANGE;
 use crate::shared::{Shared, StatementInfo};
 use crate::stats::inc;
 
@@ -283,6 +285,17 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
             conn.forward_routed(&h, &env.body, miss);
         }
         Ok(AnyRequest::Batch(b)) => on_batch(conn, &h, &env.body, b),
+        Ok(AnyRequest::Register(r)) if r.events.contains(&CLIENT_ROUTES_CHANGE) => {
+            // ScyllaDB's own event, which Cassandra would refuse: announced
+            // by the front, the others registered with Cassandra.
+            conn.shared.listen_for_routes(conn.to_client.clone());
+            let events: Vec<&str> = r.events.into_iter().filter(|e| *e != CLIENT_ROUTES_CHANGE).collect();
+            if events.is_empty() {
+                conn.reply(response_frame(h.stream, ResponseMessage::Ready));
+            } else if let Some(f) = encode(&h, &Register { events }) {
+                let _ = conn.to_upstream.send(f);
+            }
+        }
         _ => conn.forward(&h, &env.body),
     }
 }

@@ -346,7 +346,7 @@ pub(super) fn rewrite_event(conn: &Conn, env: &Envelope) -> Option<Bytes> {
     let event = match event {
         Event::TopologyChange { change, node } => Event::TopologyChange { change, node: map(node) },
         Event::StatusChange { change, node } => Event::StatusChange { change, node: map(node) },
-        Event::SchemaChange(_) => return None,
+        Event::SchemaChange(_) | Event::ClientRoutesChange { .. } => return None,
     };
     response_frame(-1, ResponseMessage::Event(event))
 }

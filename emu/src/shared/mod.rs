@@ -6,7 +6,8 @@
 //! - `cdc_ddl`: CDC DDL (log tables created, mirrored, dropped; options kept);
 //! - [`tablets`]: tablet keyspaces, maps, `system.tablets` rows, stream sets, resizes;
 //! - `generations`: the CDC generations published;
-//! - `schema_cache`: table schemas read for log synthesis and LWT answers.
+//! - `schema_cache`: table schemas read for log synthesis and LWT answers;
+//! - `client_routes`: `system.client_routes` and its change event.
 //!
 //! It sits below the front and the proxy: connections reach it through an
 //! `Arc`, and it imports neither.
@@ -31,10 +32,12 @@ use crate::stats::{Counters, FrontStats, NodeCounters};
 use crate::tombstone_gc::TombstoneGc;
 
 mod cdc_ddl;
+pub(crate) mod client_routes;
 mod generations;
 mod schema_cache;
 pub(crate) mod tablets;
 
+pub(crate) use client_routes::RouteListeners;
 pub(crate) use generations::Generations;
 pub(crate) use schema_cache::SchemaCache;
 pub(crate) use tablets::{Resize, TabletKeyspace, Tablets, MAX_EMULATED_TABLETS};
@@ -105,6 +108,8 @@ pub(crate) struct Shared {
     /// in memory only: a table not here is judged by its caching (a CDC
     /// log caching nothing shows ScyllaDB's disabled caching).
     pub(crate) caching_enabled: Mutex<HashMap<(String, String), bool>>,
+    /// The connections registered for `CLIENT_ROUTES_CHANGE`.
+    pub(crate) route_listeners: RouteListeners,
 }
 
 impl NodeState {

@@ -118,6 +118,19 @@ pub enum Event {
     },
     /// The schema changed.
     SchemaChange(SchemaChange),
+    /// ScyllaDB's client routes changed (`CLIENT_ROUTES_CHANGE`,
+    /// docs/protocol.md §1.9): the routes of `connection_ids[i]` to
+    /// `host_ids[i]` are to be read again from `system.client_routes`.
+    /// Lists of different lengths, or empty ones, mean every route.
+    ClientRoutesChange {
+        /// `UPDATE_NODES` (the only kind ScyllaDB sends).
+        change: String,
+        /// The connection ids whose routes changed.
+        connection_ids: Vec<String>,
+        /// The host ids (UUIDs as text), paired with `connection_ids` by
+        /// position.
+        host_ids: Vec<String>,
+    },
 }
 
 impl Event {
@@ -131,6 +144,13 @@ impl Event {
                 Ok(Event::StatusChange { change: r.string("status change")?.to_owned(), node: r.inet("node")? })
             }
             "SCHEMA_CHANGE" => Ok(Event::SchemaChange(SchemaChange::decode(r)?)),
+            "CLIENT_ROUTES_CHANGE" => {
+                let change = r.string("client routes change")?.to_owned();
+                let owned = |list: Vec<&str>| list.into_iter().map(str::to_owned).collect();
+                let connection_ids = owned(r.string_list("connection ids")?);
+                let host_ids = owned(r.string_list("host ids")?);
+                Ok(Event::ClientRoutesChange { change, connection_ids, host_ids })
+            }
             _ => Err(DecodeError::Invalid { what: "event type", reason: "unknown" }),
         }
     }
@@ -147,6 +167,12 @@ impl Event {
             Event::SchemaChange(c) => {
                 codec::write_string(buf, "event type", "SCHEMA_CHANGE")?;
                 c.encode(buf)?;
+            }
+            Event::ClientRoutesChange { change, connection_ids, host_ids } => {
+                codec::write_string(buf, "event type", "CLIENT_ROUTES_CHANGE")?;
+                codec::write_string(buf, "change", change)?;
+                codec::write_string_list(buf, "connection ids", connection_ids)?;
+                codec::write_string_list(buf, "host ids", host_ids)?;
             }
         }
         Ok(())

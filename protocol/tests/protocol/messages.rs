@@ -234,6 +234,14 @@ fn responses(version: ProtocolVersion) -> Vec<Response> {
             node: "[::1]:9042".parse().expect("addr"),
         })),
         Response::new(ResponseMessage::Event(Event::SchemaChange(schema))),
+        Response::new(ResponseMessage::Event(Event::ClientRoutesChange {
+            change: "UPDATE_NODES".into(),
+            connection_ids: vec!["c1".into(), "c1".into()],
+            host_ids: vec![
+                "4b8e7f3c-0c2f-4f55-9d9e-1f7a0b9d2a11".into(),
+                "0d7c2c1e-6a3b-4c0e-8f1d-2b3c4d5e6f70".into(),
+            ],
+        })),
         Response::new(ResponseMessage::AuthChallenge(Some(Bytes::from_static(b"challenge")))),
         Response::new(ResponseMessage::AuthSuccess(None)),
         traced,
