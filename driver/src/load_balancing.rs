@@ -20,6 +20,11 @@
 //! [`ClusterView::default_plan`], and [`DefaultPolicy`] is the policy that
 //! returns it, for policies that reorder or filter it.
 //!
+//! A policy also hears how each attempt it planned ended
+//! ([`LoadBalancingPolicy::on_request_success`] and
+//! [`on_request_failure`](LoadBalancingPolicy::on_request_failure)), to
+//! keep statistics of its own.
+//!
 //! A policy costs an allocation per attempt (the plan's buffer) and the
 //! policy's own work; a request without one (neither its profile's nor the
 //! session's) pays nothing for this module.
@@ -33,6 +38,7 @@
 //! [`ExecutionProfile::load_balancing_policy`]: crate::ExecutionProfile::load_balancing_policy
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::token::Token;
@@ -81,6 +87,28 @@ pub trait LoadBalancingPolicy: Send + Sync + std::fmt::Debug {
     /// [`PlanUnavailable`](crate::ExecutionError::PlanUnavailable), and an
     /// empty one with [`EmptyPlan`](crate::ExecutionError::EmptyPlan).
     fn plan(&self, request: &RoutingInfo<'_>, cluster: &ClusterView<'_>, plan: &mut Vec<Target>);
+
+    /// An attempt this policy planned got its answer from `node` after
+    /// `latency` (the official driver's callback of the same name; the
+    /// default does nothing). Called on the request's task, before its
+    /// result is handed back: keep it short.
+    fn on_request_success(&self, request: &RoutingInfo<'_>, latency: Duration, node: NodeView<'_>) {
+        let _ = (request, latency, node);
+    }
+
+    /// An attempt this policy planned failed at `node` after `latency`,
+    /// with `error` (before the retry policy decides whether another
+    /// attempt follows; not called when the whole request timed out). The
+    /// default does nothing.
+    fn on_request_failure(
+        &self,
+        request: &RoutingInfo<'_>,
+        latency: Duration,
+        node: NodeView<'_>,
+        error: &crate::ExecutionError,
+    ) {
+        let _ = (request, latency, node, error);
+    }
 }
 
 /// The built-in plan as a policy: [`ClusterView::default_plan`].

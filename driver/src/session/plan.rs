@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::token::Token;
 
 use super::snapshot::ClusterState;
@@ -349,20 +350,55 @@ impl Session {
             penalty,
         };
         if let Some(policy) = ask.policy {
-            let request = RoutingInfo {
-                table: route.map(|r| (r.keyspace, r.table)),
-                token,
-                lwt,
-                consistency: ask.consistency,
-                idempotent: ask.idempotent,
-                seed,
-            };
+            let request = Session::routing_info(route, ask.consistency, ask.idempotent, seed);
             return self.pick_by_policy(policy, &request, state, &plan, from);
         }
         match plan.pick(from, |node| self.node_unavailable(node)) {
             Some((position, node, conn)) => Ok((position, node.clone(), conn)),
             None => Err(ExecutionError::NoConnection),
         }
+    }
+
+    /// What a policy is told of a request ([`RoutingInfo`]).
+    pub(super) fn routing_info<'r>(
+        route: Option<Route<'r>>,
+        consistency: Consistency,
+        idempotent: bool,
+        seed: usize,
+    ) -> RoutingInfo<'r> {
+        RoutingInfo {
+            table: route.map(|r| (r.keyspace, r.table)),
+            token: route.map(|r| r.token),
+            lwt: route.is_some_and(|r| r.lwt),
+            consistency,
+            idempotent,
+            seed,
+        }
+    }
+
+    /// Tells `policy` how an attempt it planned ended at `node`: answered
+    /// (`error` none) or failed, after `latency`.
+    pub(super) fn tell_policy(
+        &self,
+        policy: &dyn LoadBalancingPolicy,
+        request: &RoutingInfo<'_>,
+        node: &Arc<NodePool>,
+        latency: std::time::Duration,
+        error: Option<&ExecutionError>,
+    ) {
+        self.with_state(|state| {
+            let index = state.nodes.iter().position(|p| Arc::ptr_eq(p, node));
+            let view = NodeView {
+                addr: node.addr,
+                info: state.infos.iter().find(|i| i.address == node.addr),
+                up: node.is_up(),
+                local: index.is_some_and(|i| i < state.local),
+            };
+            match error {
+                None => policy.on_request_success(request, latency, view),
+                Some(e) => policy.on_request_failure(request, latency, view, e),
+            }
+        });
     }
 
     /// [`Session::pick`] under the application's policy: the target at

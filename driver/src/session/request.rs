@@ -357,6 +357,10 @@ impl Session {
                     // The node by its pool's address: a connection through
                     // the shard-aware port has another port.
                     r.coordinator = r.coordinator.on_node(node.addr);
+                    if let Some(policy) = settings.load_balancing {
+                        let request = Session::routing_info(route, params.consistency, idempotent, plan.seed);
+                        self.tell_policy(&**policy, &request, &node, took, None);
+                    }
                     if let Some((o, request)) = settings.observed() {
                         o.attempt_succeeded(
                             &attempt_info(request, node.addr, &conn, retries, plan.offset, params.consistency, route),
@@ -372,6 +376,10 @@ impl Session {
                 Err(e) => e.answered_by(node.addr, conn.sharding().map(|_| conn.shard())),
             };
             self.note_failure(&node, &conn);
+            if let Some(policy) = settings.load_balancing {
+                let request = Session::routing_info(route, params.consistency, idempotent, plan.seed);
+                self.tell_policy(&**policy, &request, &node, took, Some(&error));
+            }
             // The request's retry session, made at its first failure.
             let session = retry_session.get_or_insert_with(|| settings.retry_policy.new_session());
             let request = RequestInfo { error: &error, idempotent, consistency: params.consistency, attempt: retries };

@@ -18,7 +18,9 @@
 //!   cluster (replication factor 3), whose per-node counters show which
 //!   node each request reached, every conditional write goes to its
 //!   partition's primary replica, while plain writes spread over the
-//!   replicas.
+//!   replicas;
+//! - a policy hears how each attempt it planned ended, answered or failed
+//!   (and where), through two proxies, one of which drops its answers.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -439,4 +441,93 @@ async fn lwt_requests_go_to_the_primary_replica_and_plain_ones_spread() {
     drop(session);
     front.stop();
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("join");
+}
+
+/// What [`Listening`] heard: (node, token, error text) per attempt.
+type Heard = std::sync::Mutex<Vec<(SocketAddr, Option<Token>, Option<String>)>>;
+
+/// Plans as the session does and keeps what it is told of each attempt.
+#[derive(Debug, Default)]
+struct Listening(Heard);
+
+impl LoadBalancingPolicy for Listening {
+    fn plan(&self, _: &RoutingInfo<'_>, cluster: &ClusterView<'_>, plan: &mut Vec<Target>) {
+        cluster.default_plan(plan);
+    }
+    fn on_request_success(
+        &self,
+        request: &RoutingInfo<'_>,
+        _: Duration,
+        node: shardwise::load_balancing::NodeView<'_>,
+    ) {
+        self.0.lock().expect("lock").push((node.addr, request.token, None));
+    }
+    fn on_request_failure(
+        &self,
+        request: &RoutingInfo<'_>,
+        _: Duration,
+        node: shardwise::load_balancing::NodeView<'_>,
+        error: &shardwise::ExecutionError,
+    ) {
+        self.0.lock().expect("lock").push((node.addr, request.token, Some(error.to_string())));
+    }
+}
+
+/// A policy hears each attempt it planned (the official driver's
+/// `on_request_success` / `on_request_failure`): through two proxies, one
+/// success per request at the node that answered, with the request's
+/// token; a statement the server refuses, one failure with its error; a
+/// node cut off mid-request, a failure there and a success at the other
+/// node, for the one request retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_hears_how_each_attempt_it_planned_ended() {
+    let server = testkit::shared_node().expect("server");
+    let (a, b) = (FaultProxy::start(server).expect("proxy"), FaultProxy::start(server).expect("proxy"));
+    let policy = Arc::new(Listening::default());
+    let session = SessionBuilder::new()
+        .known_node_addr(a.addr())
+        .known_node_addr(b.addr())
+        // v4: the proxies tell frames apart (v5 wraps them in segments).
+        .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
+        .discover_topology(false)
+        .default_consistency(Consistency::One)
+        .load_balancing(policy.clone())
+        .build()
+        .await
+        .expect("session");
+    let select = session.prepare("SELECT release_version FROM system.local").await.expect("prepare");
+    policy.0.lock().expect("lock").clear();
+    for _ in 0..10 {
+        session.execute(&select, ()).await.expect("select");
+    }
+    let heard = std::mem::take(&mut *policy.0.lock().expect("lock"));
+    assert_eq!(heard.len(), 10, "one success per request: {heard:?}");
+    assert!(heard.iter().all(|(node, _, e)| e.is_none() && [a.addr(), b.addr()].contains(node)), "{heard:?}");
+
+    let refused = session.execute(&Statement::new("SELECT * FROM system.no_such_table"), ()).await;
+    assert!(refused.is_err());
+    let heard = std::mem::take(&mut *policy.0.lock().expect("lock"));
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert!(heard[0].2.as_deref().is_some_and(|e| e.contains("no_such_table")), "the error: {heard:?}");
+
+    // Node a's answers are dropped: an idempotent read there times out
+    // (its attempt), and is retried at b.
+    a.add_rule(Rule::new(Action::DropFrame).direction(Direction::ToClient).opcode(RESULT));
+    let patient = select.clone().with_idempotent(true).with_attempt_timeout(Duration::from_millis(300));
+    let mut tries = 0;
+    loop {
+        policy.0.lock().expect("lock").clear();
+        session.execute(&patient, ()).await.expect("answered at b");
+        let heard = std::mem::take(&mut *policy.0.lock().expect("lock"));
+        if heard.len() == 2 {
+            assert_eq!(heard[0].0, a.addr(), "{heard:?}");
+            assert!(heard[0].2.is_some(), "a's attempt failed: {heard:?}");
+            assert_eq!((heard[1].0, heard[1].2.is_none()), (b.addr(), true), "then b answered: {heard:?}");
+            break;
+        }
+        assert_eq!(heard.len(), 1, "{heard:?}");
+        assert_eq!(heard[0].0, b.addr(), "planned at b first: {heard:?}");
+        tries += 1;
+        assert!(tries < 30, "never planned at a first");
+    }
 }
