@@ -58,6 +58,15 @@ pub struct ConnectionConfig {
     /// front of the regular port. The official driver's
     /// `disallow_shard_aware_port(true)` is this set to `false`.
     pub shard_aware_port: bool,
+    /// Negotiate ScyllaDB's tablets routing v2
+    /// (`TABLETS_ROUTING_V2_EXPERIMENTAL`, docs/protocol.md §1.7) where a
+    /// node offers it, instead of v1: every EXECUTE then carries a block of
+    /// the tablet version the driver knows, and a node answers with the
+    /// tablet's replicas (for strongly consistent tables the Raft leader
+    /// first) whenever that version is stale, not only when the request
+    /// missed. Off by default while ScyllaDB calls it experimental (its
+    /// nodes offer it only with the `strongly-consistent-tables` feature).
+    pub tablets_routing_v2: bool,
 }
 
 impl Default for ConnectionConfig {
@@ -77,6 +86,7 @@ impl Default for ConnectionConfig {
             tcp_nodelay: true,
             tls: None,
             shard_aware_port: true,
+            tablets_routing_v2: false,
         }
     }
 }

@@ -39,6 +39,11 @@ pub struct FrontConfig {
     /// (vnodes unless `tablets = {'enabled': true}`), as a Scylla configured
     /// so.
     pub tablets_mode: TabletsMode,
+    /// Scylla's experimental feature `strongly-consistent-tables`, which is
+    /// what makes it offer `TABLETS_ROUTING_V2_EXPERIMENTAL`
+    /// (docs/protocol.md §1.7; the front emulates the routing only, not
+    /// strongly consistent tables). Off, as in ScyllaDB.
+    pub strongly_consistent_tables: bool,
 }
 
 /// Scylla's `tablets_mode_for_new_keyspaces` (`enforced`, which refuses
@@ -67,6 +72,7 @@ impl Default for FrontConfig {
             worker_threads: 2,
             bind_ip: None,
             tablets_mode: TabletsMode::Disabled,
+            strongly_consistent_tables: false,
         }
     }
 }

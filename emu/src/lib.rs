@@ -16,7 +16,10 @@
 //!   `SCYLLA_PARTITIONER`, `SCYLLA_SHARDING_ALGORITHM`,
 //!   `SCYLLA_SHARDING_IGNORE_MSB`, `SCYLLA_SHARD_AWARE_PORT`,
 //!   `SCYLLA_LWT_ADD_METADATA_MARK`, `SCYLLA_RATE_LIMIT_ERROR`,
-//!   `TABLETS_ROUTING_V1`, `SCYLLA_HOST_ID`); connections on
+//!   `TABLETS_ROUTING_V1`, `SCYLLA_USE_METADATA_ID`, `SCYLLA_HOST_ID`, and
+//!   with [`FrontConfig::strongly_consistent_tables`]
+//!   `TABLETS_ROUTING_V2_EXPERIMENTAL`, whose EXECUTE byte the front takes
+//!   off and whose stale versions it answers with the tablet); connections on
 //!   the regular port get shards round-robin, connections on the shard-aware
 //!   port get `source_port % shards` (§2.4). Prepared requests whose
 //!   partition key is known are counted as shard hits or misses, with an

@@ -60,6 +60,7 @@ pub(crate) struct Counters {
     pub(crate) lwt_unshaped: AtomicU64,
     pub(crate) metadata_skipped: AtomicU64,
     pub(crate) metadata_changed: AtomicU64,
+    pub(crate) tablet_routes: AtomicU64,
 }
 
 pub(crate) fn inc(c: &AtomicU64) {
@@ -145,6 +146,9 @@ pub struct FrontStats {
     /// Rows answers to v4 EXECUTEs with `SCYLLA_USE_METADATA_ID` that carried
     /// `Metadata_changed` (the client's metadata id was stale).
     pub metadata_changed: u64,
+    /// Answers given a tablets routing payload (v1: a misrouted request;
+    /// v2: a request whose tablet version block was stale).
+    pub tablet_routes: u64,
 }
 
 impl FrontStats {
@@ -268,6 +272,7 @@ impl Counters {
             lwt_unshaped: get(&self.lwt_unshaped),
             metadata_skipped: get(&self.metadata_skipped),
             metadata_changed: get(&self.metadata_changed),
+            tablet_routes: get(&self.tablet_routes),
         }
     }
 

@@ -126,8 +126,32 @@ impl Tablet {
             .iter()
             .map(|&(node, shard)| Some(TabletReplica { host_id: host_id(node)?, shard }))
             .collect::<Option<Vec<_>>>()?;
-        Some(TabletRoute { first_token: self.first_token, last_token: self.last_token, replicas })
+        Some(TabletRoute { first_token: self.first_token, last_token: self.last_token, replicas, version: None })
     }
+
+    /// The `tablets-routing-v2` payload for it: as ScyllaDB sends it for an
+    /// eventually consistent table (`locator/tablets.cc`,
+    /// `check_tablet_version`), the replicas sorted by (host id, shard) and
+    /// the version hashed from that list.
+    pub fn route_v2(&self, host_id: impl Fn(usize) -> Option<uuid::Uuid>) -> Option<TabletRoute> {
+        let mut route = self.route(host_id)?;
+        route.replicas.sort_by_key(|r| (r.host_id, r.shard));
+        route.version = Some(version_of(&route.replicas));
+        Some(route)
+    }
+}
+
+/// The version of a tablet whose (sorted) replicas are `replicas`: a 64-bit
+/// hash of the list. ScyllaDB hashes it with xxHash64; the front with
+/// FNV-1a, which a client cannot tell apart (it only echoes the version).
+pub fn version_of(replicas: &[TabletReplica]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for r in replicas {
+        for byte in r.host_id.as_bytes().iter().chain(&u32::from(r.shard).to_be_bytes()) {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
 }
 
 /// The last token of tablet `i` of `2^bits`.

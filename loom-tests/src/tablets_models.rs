@@ -16,7 +16,7 @@ use crate::support::model;
 use crate::tablets::{Tablet, TabletMap};
 
 fn tablet(first: i64, last: i64, host: u128) -> Tablet {
-    Tablet { first_token: first, last_token: last, replicas: vec![(Uuid::from_u128(host), 0)] }
+    Tablet { first_token: first, last_token: last, replicas: vec![(Uuid::from_u128(host), 0)], version: None }
 }
 
 #[test]

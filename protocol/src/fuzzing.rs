@@ -119,7 +119,7 @@ pub fn response(data: &[u8]) {
     metadata_id_response(&header, &body);
     let Ok(resp) = Response::decode(&header, body) else { return };
     for (key, value) in &resp.custom_payload {
-        if let (crate::tablets::PAYLOAD_KEY, Some(value)) = (key.as_str(), value) {
+        if let (crate::tablets::PAYLOAD_KEY | crate::tablets::PAYLOAD_KEY_V2, Some(value)) = (key.as_str(), value) {
             tablet_route(value);
         }
     }
@@ -180,11 +180,14 @@ fn known_columns(header: &EnvelopeHeader, body: &[u8], resp: &Response, specs: &
 /// A `tablets-routing-v1` payload value: what decodes has a non-empty
 /// range and re-encodes to the same bytes (the layout has one form).
 pub fn tablet_route(value: &[u8]) {
-    let Ok(route) = crate::tablets::TabletRoute::decode(value) else { return };
-    assert!(route.first_token < route.last_token, "{route:?}");
-    let mut again = Vec::new();
-    route.encode(&mut again);
-    assert_eq!(again, value, "a tablet route re-encodes differently");
+    // As v1 and as v2 (the version after the replicas).
+    for route in [crate::tablets::TabletRoute::decode(value), crate::tablets::TabletRoute::decode_v2(value)] {
+        let Ok(route) = route else { continue };
+        assert!(route.first_token < route.last_token, "{route:?}");
+        let mut again = Vec::new();
+        route.encode(&mut again);
+        assert_eq!(again, value, "a tablet route re-encodes differently");
+    }
 }
 
 /// Decodes `data[2..]` as a request body (opcode from `data[0]`, version
@@ -418,6 +421,7 @@ mod tests {
             first_token: -100,
             last_token: 100,
             replicas: vec![crate::tablets::TabletReplica { host_id: uuid::Uuid::from_u128(7), shard: 1 }],
+            version: None,
         };
         let mut value = Vec::new();
         route.encode(&mut value);

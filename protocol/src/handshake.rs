@@ -16,7 +16,7 @@ use crate::frame::segment::SegmentCompression;
 use crate::frame::{FrameDecoder, Framer, ProtocolVersion};
 use crate::request::{encode_request, AuthResponse, Options, Request, Startup};
 use crate::response::{code, ErrorResponse, Response, ResponseMessage};
-use crate::tablets::TABLETS_ROUTING_V1;
+use crate::tablets::{TABLETS_ROUTING_V1, TABLETS_ROUTING_V2};
 use crate::{DecodeError, EncodeError};
 
 /// Scylla's extension bringing v5's result metadata ids to v4
@@ -59,6 +59,9 @@ pub struct HandshakeConfig {
     pub max_body: usize,
     /// `DRIVER_NAME` and `DRIVER_VERSION` of STARTUP.
     pub driver: (&'static str, &'static str),
+    /// Negotiate `TABLETS_ROUTING_V2_EXPERIMENTAL` when the server offers
+    /// it (instead of v1, never with it; docs/protocol.md §1.7).
+    pub tablets_routing_v2: bool,
 }
 
 /// Why a handshake failed.
@@ -116,6 +119,10 @@ pub struct Established {
     /// carry result metadata ids (decode with `metadata_id` set, e.g.
     /// [`crate::response::Response::decode_ext`]).
     pub metadata_id: bool,
+    /// `TABLETS_ROUTING_V2_EXPERIMENTAL` was negotiated: every EXECUTE ends
+    /// with a tablet version block (encode through
+    /// [`crate::request::Negotiated`]), and answers carry `tablets-routing-v2`.
+    pub tablets_v2: bool,
     /// The node's host id from `SCYLLA_HOST_ID`, when it sent one.
     pub host_id: Option<uuid::Uuid>,
     /// The decoder, in the mode the connection continues in, with any bytes
@@ -152,6 +159,7 @@ pub struct Handshake {
     supported: Vec<(String, Vec<String>)>,
     lz4: bool,
     metadata_id: bool,
+    tablets_v2: bool,
 }
 
 impl Handshake {
@@ -168,6 +176,7 @@ impl Handshake {
             supported: Vec::new(),
             lz4: false,
             metadata_id: false,
+            tablets_v2: false,
         };
         h.queue(&Options)?;
         Ok(h)
@@ -267,6 +276,7 @@ impl Handshake {
             version: self.config.version,
             lz4: self.lz4,
             metadata_id: self.metadata_id,
+            tablets_v2: self.tablets_v2,
             host_id: host_id(&self.supported),
             supported: self.supported,
             decoder: self.decoder,
@@ -304,8 +314,14 @@ impl Handshake {
                 self.decoder.set_v4_lz4(true);
             }
         }
-        // Tablets routing: the servers say where a misrouted request's tablet is.
-        if self.supported.iter().any(|(k, _)| k == TABLETS_ROUTING_V1) {
+        // Tablets routing: the servers say where a misrouted request's
+        // tablet is (v1), or where a request's tablet is when the client's
+        // version of it is stale (v2, asked for; v2 replaces v1).
+        let offered = |key: &str| self.supported.iter().any(|(k, _)| k == key);
+        self.tablets_v2 = self.config.tablets_routing_v2 && offered(TABLETS_ROUTING_V2);
+        if self.tablets_v2 {
+            options.push((TABLETS_ROUTING_V2, ""));
+        } else if offered(TABLETS_ROUTING_V1) {
             options.push((TABLETS_ROUTING_V1, ""));
         }
         // Result metadata ids on v4 (v5 has them anyway; Scylla accepts the key on both).
@@ -406,7 +422,7 @@ mod tests {
     }
 
     fn config(version: ProtocolVersion, lz4: bool) -> HandshakeConfig {
-        HandshakeConfig { version, lz4, max_body: 1 << 20, driver: ("shardwise", "0.1.0") }
+        HandshakeConfig { version, lz4, max_body: 1 << 20, driver: ("shardwise", "0.1.0"), tablets_routing_v2: false }
     }
 
     fn supported(lz4: bool) -> ResponseMessage {
@@ -497,6 +513,32 @@ mod tests {
         h.handle_input(&server.answer(ResponseMessage::Ready));
         assert_eq!(h.poll().expect("poll"), Step::Done);
         assert_eq!(lwt_mask(&h.finish().expect("established").supported), Some(1 << 31));
+    }
+
+    /// Tablets routing v2 replaces v1 when asked for and offered; asked for
+    /// and not offered, or offered and not asked for, v1.
+    #[test]
+    fn tablets_routing_v2_only_when_asked_for_and_offered() {
+        for (asked, offered) in [(true, true), (true, false), (false, true)] {
+            let mut server = Server::new(ProtocolVersion::V4);
+            let mut h =
+                Handshake::new(HandshakeConfig { tablets_routing_v2: asked, ..config(ProtocolVersion::V4, false) })
+                    .expect("new");
+            server.read(&sent(&mut h));
+            let mut keys = vec![(TABLETS_ROUTING_V1.to_owned(), vec![])];
+            if offered {
+                keys.push((TABLETS_ROUTING_V2.to_owned(), vec![]));
+            }
+            h.handle_input(&server.answer(ResponseMessage::Supported(keys)));
+            assert_eq!(h.poll().expect("poll"), Step::NeedInput);
+            let startup = server.read(&sent(&mut h));
+            let v2 = asked && offered;
+            assert_eq!(option(&startup[0], TABLETS_ROUTING_V2), v2.then_some(""), "{asked} {offered}");
+            assert_eq!(option(&startup[0], TABLETS_ROUTING_V1), (!v2).then_some(""), "never both");
+            h.handle_input(&server.answer(ResponseMessage::Ready));
+            assert_eq!(h.poll().expect("poll"), Step::Done);
+            assert_eq!(h.finish().expect("established").tablets_v2, v2);
+        }
     }
 
     /// `SCYLLA_USE_METADATA_ID` is echoed when offered (and only then), and

@@ -31,6 +31,8 @@ pub struct Tablet {
     pub last_token: i64,
     /// (host id, shard) of each replica.
     pub replicas: Vec<(Uuid, u16)>,
+    /// The tablet's version, when learned through tablets routing v2.
+    pub version: Option<u64>,
 }
 
 #[cfg(not(loom))]
@@ -40,6 +42,7 @@ impl From<TabletRoute> for Tablet {
             first_token: r.first_token,
             last_token: r.last_token,
             replicas: r.replicas.into_iter().map(|r| (r.host_id, r.shard)).collect(),
+            version: r.version,
         }
     }
 }
@@ -135,7 +138,7 @@ mod tests {
     use super::*;
 
     fn tablet(first: i64, last: i64, host: u128, shard: u16) -> Tablet {
-        Tablet { first_token: first, last_token: last, replicas: vec![(Uuid::from_u128(host), shard)] }
+        Tablet { first_token: first, last_token: last, replicas: vec![(Uuid::from_u128(host), shard)], version: None }
     }
 
     #[test]

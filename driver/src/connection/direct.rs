@@ -306,6 +306,7 @@ mod tests {
             lz4,
             supported: Vec::new(),
             metadata_id: false,
+            tablets_v2: false,
             host_id: None,
             decoder: FrameDecoder::new(),
             framer: Framer::established(ProtocolVersion::V4, lz4),

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use shardwise_protocol::frame::Flags;
 use shardwise_protocol::request::{self, Request};
 use shardwise_protocol::response::{ErrorKind, Response, ResponseMessage, ResultMessage};
-use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY};
+use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY, PAYLOAD_KEY_V2};
 use shardwise_protocol::types::ColumnSpec;
 
 use super::{Connection, Deadline, TryWrite};
@@ -37,14 +37,16 @@ fn changed_specs(sent: Option<&[ColumnSpec]>, known: Option<&Arc<[ColumnSpec]>>)
     }
 }
 
-/// The `tablets-routing-v1` payload, when present and valid (an invalid
-/// one is ignored: the request itself succeeded).
+/// The `tablets-routing-v1` (or `-v2`) payload, when present and valid
+/// (an invalid one is ignored: the request itself succeeded).
 fn tablet_of(payload: &[(String, Option<Bytes>)]) -> Option<TabletRoute> {
-    let (_, value) = payload.iter().find(|(k, _)| k == PAYLOAD_KEY)?;
-    match TabletRoute::decode(value.as_deref()?) {
+    let (key, value) = payload.iter().find(|(k, _)| k == PAYLOAD_KEY || k == PAYLOAD_KEY_V2)?;
+    let value = value.as_deref()?;
+    let route = if key == PAYLOAD_KEY { TabletRoute::decode(value) } else { TabletRoute::decode_v2(value) };
+    match route {
         Ok(route) => Some(route),
         Err(error) => {
-            tracing::debug!(%error, "ignoring an invalid tablets-routing-v1 payload");
+            tracing::debug!(%error, key, "ignoring an invalid tablets routing payload");
             None
         }
     }
@@ -71,7 +73,7 @@ impl Connection {
         values: &V,
         params: Params<'_>,
     ) -> Result<QueryResult, ExecutionError> {
-        execute_observed(self, statement, values, params, None, |_| {}).await
+        execute_observed(self, statement, values, params, None, None, |_| {}).await
     }
 
     /// Prepares a statement on this connection's node.
@@ -122,13 +124,15 @@ const MAX_REPREPARES: u32 = 3;
 /// `Session::execute` uses for each attempt (which reports a re-prepare as
 /// [`crate::SessionEvent::StatementReprepared`]), and `Connection::execute`
 /// for callers that pick their own connection (the CDC engine's per-shard
-/// workers).
+/// workers). `tablet_version_block` ends the EXECUTE on a connection with
+/// tablets routing v2.
 pub(crate) async fn execute_observed<E: Executable<V>, V>(
     conn: &Connection,
     statement: &E,
     values: &V,
     params: Params<'_>,
     deadline: Option<&Deadline>,
+    tablet_version_block: Option<u8>,
     on_reprepared: impl FnOnce(&PreparedStatement),
 ) -> Result<QueryResult, ExecutionError> {
     let mut on_reprepared = Some(on_reprepared);
@@ -140,7 +144,9 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
     loop {
         // Only references to the statement and the values are held across
         // the await; the request is built inside the connection's write.
-        let envelope = conn.send_with(flags, deadline, |write| statement.with_request(values, params, write)).await?;
+        let envelope = conn
+            .send_execute(flags, tablet_version_block, deadline, |write| statement.with_request(values, params, write))
+            .await?;
         // The answer lives in this block only, so that the rare re-prepare
         // below does not keep it in every request's future.
         let forgotten = {

@@ -124,6 +124,9 @@ pub(crate) struct Inner {
     /// `SCYLLA_USE_METADATA_ID` negotiated: v4 PREPARED answers carry result
     /// metadata ids (docs/protocol.md §1.8).
     pub(crate) metadata_id: bool,
+    /// `TABLETS_ROUTING_V2_EXPERIMENTAL` negotiated: every EXECUTE ends
+    /// with a tablet version block (docs/protocol.md §1.7).
+    pub(crate) tablets_v2: bool,
     /// The node's host id from `SCYLLA_HOST_ID` in SUPPORTED.
     pub(crate) host_id: Option<uuid::Uuid>,
     pub(crate) streams: Streams<Delivered>,
@@ -217,7 +220,7 @@ impl Inner {
     }
 
     pub(crate) async fn send<R: Request>(&self, request: &R, flags: u8) -> Result<Envelope, ExecutionError> {
-        self.send_with(flags, None, |write| Ok(write.write(request))).await
+        self.send_with(flags, None, None, |write| Ok(write.write(request))).await
     }
 
     /// Sends the request `build` hands to the [`TryWrite`] it is given, and
@@ -228,6 +231,7 @@ impl Inner {
     pub(crate) async fn send_with<B>(
         &self,
         flags: u8,
+        block: Option<u8>,
         deadline: Option<&Deadline>,
         build: B,
     ) -> Result<Envelope, ExecutionError>
@@ -249,7 +253,7 @@ impl Inner {
             self.sweep.notify_one();
         }
         let mut response = ResponseFuture { inner, id, sent: false, done: false };
-        std::future::poll_fn(|cx| match build(TryWrite { inner, id, flags, cx }) {
+        std::future::poll_fn(|cx| match build(TryWrite { inner, id, flags, block, cx }) {
             Err(e) => Poll::Ready(Err(e.into())),
             Ok(Poll::Ready(written)) => Poll::Ready(written),
             // The buffer is full: wait for room, but not past the deadline,
@@ -431,7 +435,22 @@ impl Connection {
         B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
     {
         // The connection's own future, not one wrapping it (one copy fewer).
-        self.inner().send_with(flags, deadline, build)
+        self.inner().send_with(flags, None, deadline, build)
+    }
+
+    /// [`Connection::send_with`] of an EXECUTE that ends with `block` under
+    /// tablets routing v2 (see [`TryWrite`]'s `block`).
+    pub(crate) fn send_execute<'a, B>(
+        &'a self,
+        flags: u8,
+        block: Option<u8>,
+        deadline: Option<&'a Deadline>,
+        build: B,
+    ) -> impl Future<Output = Result<Envelope, ExecutionError>> + use<'a, B>
+    where
+        B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
+    {
+        self.inner().send_with(flags, block, deadline, build)
     }
 
     /// The mask Scylla marks prepared LWT statements with (0 when it does not).
@@ -444,6 +463,12 @@ impl Connection {
     /// safely; docs/protocol.md §1.8).
     pub fn uses_metadata_id(&self) -> bool {
         self.inner().metadata_id
+    }
+
+    /// Whether this connection negotiated ScyllaDB's tablets routing v2
+    /// ([`ConnectionConfig::tablets_routing_v2`](crate::ConnectionConfig::tablets_routing_v2)).
+    pub fn uses_tablets_routing_v2(&self) -> bool {
+        self.inner().tablets_v2
     }
 
     /// The node's host id, as its SUPPORTED said it (`SCYLLA_HOST_ID`,
@@ -466,17 +491,24 @@ pub(crate) struct TryWrite<'a, 'c> {
     inner: &'a Inner,
     id: i16,
     flags: u8,
+    /// The tablet version block an EXECUTE ends with under tablets routing
+    /// v2 (`None`: block 0 of version 0, for a request whose tablet is not
+    /// known).
+    block: Option<u8>,
     cx: &'a mut Context<'c>,
 }
 
 impl TryWrite<'_, '_> {
     /// Offers `request` to the write buffer (see the type's docs).
     pub(crate) fn write<R: Request>(self, request: &R) -> Poll<Result<(), ExecutionError>> {
-        let TryWrite { inner, id, flags, cx } = self;
+        let TryWrite { inner, id, flags, block, cx } = self;
         // A v4 EXECUTE carries a result metadata id exactly when this
         // connection negotiated SCYLLA_USE_METADATA_ID, whatever the
-        // statement holds (it may have been prepared on another node).
-        let request = &Negotiated { request, metadata_id: inner.metadata_id };
+        // statement holds (it may have been prepared on another node); and
+        // ends with a tablet version block exactly when it negotiated
+        // tablets routing v2 (where one is required).
+        let tablet_version_block = inner.tablets_v2.then(|| block.unwrap_or(0));
+        let request = &Negotiated { request, metadata_id: inner.metadata_id, tablet_version_block };
         let version = inner.version;
         let body_len = request.body_len(version)?;
         let total = HEADER_LEN + body_len;
@@ -606,6 +638,7 @@ mod tests {
             lz4: false,
             supported: Vec::new(),
             metadata_id: false,
+            tablets_v2: false,
             host_id: None,
             decoder: FrameDecoder::new(),
             framer: Framer::established(ProtocolVersion::V4, false),

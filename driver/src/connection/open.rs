@@ -173,6 +173,7 @@ impl Connection {
             sharding,
             lwt_mask,
             metadata_id: h.metadata_id,
+            tablets_v2: h.tablets_v2,
             host_id: h.host_id,
             streams: Streams::new(config.max_streams),
             queue: Queue::with_capacity(capacity),

@@ -251,6 +251,7 @@ struct ConnectionSettings {
     versions: Option<(ProtocolVersion, ProtocolVersion)>,
     tls: Option<TlsConfig>,
     shard_aware_port: Option<bool>,
+    tablets_routing_v2: Option<bool>,
 }
 
 impl ConnectionSettings {
@@ -270,6 +271,9 @@ impl ConnectionSettings {
         }
         if let Some(on) = self.shard_aware_port {
             c.shard_aware_port = on;
+        }
+        if let Some(on) = self.tablets_routing_v2 {
+            c.tablets_routing_v2 = on;
         }
     }
 }
@@ -309,6 +313,14 @@ impl SessionBuilder {
     /// to the regular port only (see [`ConnectionConfig::shard_aware_port`]).
     pub fn disallow_shard_aware_port(mut self, disallow: bool) -> Self {
         self.set.shard_aware_port = Some(!disallow);
+        self.set.apply(&mut self.config.connection);
+        self
+    }
+    /// Whether to negotiate ScyllaDB's experimental tablets routing v2
+    /// where nodes offer it (see [`ConnectionConfig::tablets_routing_v2`];
+    /// off by default).
+    pub fn tablets_routing_v2(mut self, on: bool) -> Self {
+        self.set.tablets_routing_v2 = Some(on);
         self.set.apply(&mut self.config.connection);
         self
     }

@@ -359,6 +359,18 @@ impl Session {
         }
     }
 
+    /// The tablet version block of a request for `route` under tablets
+    /// routing v2: a block of the version of its tablet as last learned
+    /// (version 0 when unknown, or for a statement without a route), the
+    /// block's index drawn from the request's seed, so that successive
+    /// requests compare every part of the version (docs/protocol.md §1.7).
+    pub(super) fn tablet_version_block(&self, route: Option<Route<'_>>, seed: usize) -> Option<u8> {
+        let version = route
+            .and_then(|r| self.inner.tablets.table(r.keyspace, r.table)?.find(r.token.value())?.version)
+            .unwrap_or(0);
+        Some(shardwise_protocol::tablets::version_block(version, (seed % 16) as u8))
+    }
+
     /// What a policy is told of a request ([`RoutingInfo`]).
     pub(super) fn routing_info<'r>(
         route: Option<Route<'r>>,

@@ -406,3 +406,90 @@ async fn conditional_statements_are_marked_as_lwt() {
         .expect("lwt on Cassandra");
     assert!(!there.is_lwt(), "Cassandra offers no LWT mark");
 }
+
+/// ScyllaDB's tablets routing v2 (`TABLETS_ROUTING_V2_EXPERIMENTAL`, asked
+/// for with `tablets_routing_v2(true)`; the front offers it as ScyllaDB does
+/// with its `strongly-consistent-tables` feature): every connection
+/// negotiates it, every EXECUTE carries a block of the tablet version the
+/// session knows, and the front answers with the tablet and its version
+/// whenever the block is stale, a hit or not. Once every tablet is learned
+/// with its version, no write misses and no answer carries a route; after
+/// a split (new tablets, new versions) the session learns again and every
+/// write hits again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tablets_routing_v2_learns_tablet_versions_and_then_sends_no_route() {
+    let upstream = testkit::shared_node().expect("server");
+    let front = tokio::task::spawn_blocking(move || {
+        let config = FrontConfig { shards: SHARDS, strongly_consistent_tables: true, ..FrontConfig::default() };
+        Front::start(upstream, config)
+    })
+    .await
+    .expect("join")
+    .expect("front");
+    let session = SessionBuilder::new()
+        .known_node_addr(front.addr())
+        .default_consistency(Consistency::One)
+        .tablets_routing_v2(true)
+        .build()
+        .await
+        .expect("session through the front");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while session.connections().len() < usize::from(SHARDS) {
+        assert!(Instant::now() < deadline, "only {} connections: {}", session.connections().len(), front.stats());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(session.connections().iter().all(|c| c.uses_tablets_routing_v2()), "v2 negotiated everywhere");
+    let ks = testkit::fresh_keyspace("tablets_v2");
+    session
+        .execute(
+            &Statement::new(format!(
+                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}} \
+                 AND tablets = {{'enabled': true, 'initial': 16}}"
+            )),
+            (),
+        )
+        .await
+        .expect("ks");
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)")), ())
+        .await
+        .expect("table");
+    let insert =
+        Arc::new(session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare"));
+    let select = session.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?")).await.expect("prepare");
+
+    let routes = || front.stats().tablet_routes;
+    let before = routes();
+    let (learning, stats) = learn_then_write(&front, &session, &insert, 0).await;
+    let sent = routes() - before;
+    println!(
+        "v2: {} misses and {sent} routes while learning and writing; then {} misses",
+        learning.misses(),
+        stats.misses()
+    );
+    assert!(learning.misses() <= 16, "at most one miss per tablet: {learning}");
+    assert_eq!(stats.misses(), 0, "every write a hit once the tablets are learned");
+    // A route per tablet learned (the first request to each, unless its
+    // block happened to match by chance), and a few for blocks that
+    // matched the wrong version by chance before: far fewer than the
+    // requests, and none once every version is known.
+    assert!((1..=64).contains(&sent), "{sent} routes for {} requests", 300 + TABLET_WRITES);
+    let quiet = routes();
+    for pk in 0..200i64 {
+        let row = session.execute(&select, (pk,)).await.expect("select");
+        assert_eq!(row.rows::<(String,)>().expect("rows").count(), 1, "pk {pk} reads back");
+    }
+    assert_eq!(routes(), quiet, "every version current: no answer carries a route");
+
+    // A session that does not ask for v2 keeps v1 on the same front.
+    let v1 = SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("v1 session");
+    assert!(v1.connections().iter().all(|c| !c.uses_tablets_routing_v2()), "v2 only when asked for");
+    let row = v1.execute(&select, (7i64,)).await.expect("v1 select");
+    assert_eq!(row.rows::<(String,)>().expect("rows").count(), 1);
+
+    // A split: 32 tablets, each a new range under a new version.
+    let split = front.resize_tablets(&ks, "kv", Resize::Split).await.expect("split").expect("split");
+    assert_eq!(split.tablets().len(), 32);
+    let (_, stats) = learn_then_write(&front, &session, &insert, 100_000).await;
+    assert_eq!(stats.misses(), 0, "the split tablets are learned and hit");
+}

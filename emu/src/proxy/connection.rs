@@ -44,6 +44,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, node: usize, client: TcpStream, s
             lwt_mark: AtomicBool::new(false),
             metadata_id: AtomicBool::new(false),
             tablets_routing: AtomicBool::new(false),
+            tablets_routing_v2: AtomicBool::new(false),
             keyspace: Mutex::new(Keyspace::default()),
             to_client: ctx,
             to_upstream: utx,

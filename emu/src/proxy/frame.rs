@@ -7,7 +7,7 @@ use shardwise_protocol::codec::Reader;
 use shardwise_protocol::frame::{EnvelopeHeader, Flags, Opcode, ProtocolVersion, HEADER_LEN};
 use shardwise_protocol::request::{encode_request, Request};
 use shardwise_protocol::response::{Response, ResponseMessage};
-use shardwise_protocol::tablets::{TabletRoute, PAYLOAD_KEY};
+use shardwise_protocol::tablets::TabletRoute;
 
 pub(super) fn frame(header: &EnvelopeHeader, flags: u8, body: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());
@@ -102,14 +102,15 @@ pub(super) fn prepared_id(header: &EnvelopeHeader, body: &Bytes) -> Option<Bytes
     let id = r.short_bytes("prepared id").ok()?;
     Some(Bytes::copy_from_slice(id))
 }
-/// The `tablets-routing-v1` custom payload entry for `route`.
+/// The `tablets-routing-v1` (or, with a version, `-v2`) custom payload
+/// entry for `route`.
 pub(super) fn route_payload(route: &TabletRoute) -> (String, Option<Bytes>) {
     let mut value = Vec::new();
     route.encode(&mut value);
-    (PAYLOAD_KEY.to_string(), Some(Bytes::from(value)))
+    (route.payload_key().to_string(), Some(Bytes::from(value)))
 }
-/// A successful RESULT with the `tablets-routing-v1` payload added (any
-/// other answer, or one that has a payload already, goes as it came).
+/// A successful RESULT with the tablets routing payload added (any other
+/// answer, or one that has a payload already, goes as it came).
 pub(super) fn with_tablet_route(h: &EnvelopeHeader, body: &[u8], route: &TabletRoute) -> Bytes {
     let at = match message_offset(h, body) {
         Some(at) if h.opcode == Opcode::Result && !h.flags.has(Flags::CUSTOM_PAYLOAD) => at,
@@ -117,11 +118,12 @@ pub(super) fn with_tablet_route(h: &EnvelopeHeader, body: &[u8], route: &TabletR
     };
     let mut value = Vec::new();
     route.encode(&mut value);
-    let mut out = Vec::with_capacity(body.len() + 2 + 2 + PAYLOAD_KEY.len() + 4 + value.len());
+    let key = route.payload_key();
+    let mut out = Vec::with_capacity(body.len() + 2 + 2 + key.len() + 4 + value.len());
     out.extend_from_slice(&body[..at]);
     out.put_u16(1);
-    out.put_u16(PAYLOAD_KEY.len() as u16);
-    out.put_slice(PAYLOAD_KEY.as_bytes());
+    out.put_u16(key.len() as u16);
+    out.put_slice(key.as_bytes());
     out.put_i32(value.len() as i32);
     out.put_slice(&value);
     out.extend_from_slice(&body[at..]);

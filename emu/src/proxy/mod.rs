@@ -71,6 +71,17 @@ mod response;
 
 pub(crate) use connection::serve;
 
+/// The tablets routing a connection negotiated, for one request.
+#[derive(Debug, Clone, Copy)]
+enum Routing {
+    None,
+    V1,
+    /// With the request's tablet version block.
+    V2 {
+        block: u8,
+    },
+}
+
 /// What a request expects of its response.
 #[derive(Debug)]
 enum Pending {
@@ -132,6 +143,9 @@ pub(crate) struct Conn {
     lwt_mark: AtomicBool,
     /// The client negotiated `TABLETS_ROUTING_V1`.
     tablets_routing: AtomicBool,
+    /// The client negotiated `TABLETS_ROUTING_V2_EXPERIMENTAL`: its
+    /// EXECUTEs end with a tablet version block.
+    tablets_routing_v2: AtomicBool,
     /// The client negotiated `SCYLLA_USE_METADATA_ID`.
     metadata_id: AtomicBool,
     keyspace: Mutex<Keyspace>,
@@ -202,7 +216,7 @@ impl Conn {
     /// (`cql3/statements/batch_statement.cc`).
     fn route_batch_entry(&self, id: &[u8], values: &RawValues<'_>) -> Option<bool> {
         let c = self.shard_counters();
-        let (judged, _) = self.judge(id, values, false);
+        let (judged, _) = self.judge(id, values, Routing::None);
         match judged {
             Some(true) => inc(&c.batch_hits),
             Some(false) => inc(&c.batch_misses),
@@ -211,12 +225,27 @@ impl Conn {
         judged.map(|hit| !hit)
     }
 
-    /// Hit, miss or unrouted for a prepared statement's values, counted; for
-    /// a miss on a table with tablets, the tablet's routing payload when
-    /// the client negotiated it. `Some(true)` is a miss.
-    fn route_tablet(&self, id: &[u8], values: &RawValues<'_>) -> (Option<bool>, Option<TabletRoute>) {
+    /// Hit, miss or unrouted for a prepared statement's values, counted;
+    /// the tablet's routing payload when the client negotiated it and
+    /// ScyllaDB would send one: v1 on a miss, v2 (`block`, the EXECUTE's
+    /// tablet version block) when the block is not one of the tablet's
+    /// version. `Some(true)` is a miss.
+    fn route_tablet(
+        &self,
+        id: &[u8],
+        values: &RawValues<'_>,
+        block: Option<u8>,
+    ) -> (Option<bool>, Option<TabletRoute>) {
         let c = self.shard_counters();
-        let (judged, route) = self.judge(id, values, self.tablets_routing.load(Ordering::Relaxed));
+        let routing = match block {
+            Some(block) => Routing::V2 { block },
+            None if self.tablets_routing.load(Ordering::Relaxed) => Routing::V1,
+            None => Routing::None,
+        };
+        let (judged, route) = self.judge(id, values, routing);
+        if route.is_some() {
+            inc(&self.shared.counters.tablet_routes);
+        }
         match judged {
             Some(true) => inc(&c.hits),
             Some(false) => inc(&c.misses),
@@ -227,13 +256,15 @@ impl Conn {
 
     /// Whether a prepared statement's values reach their owner here
     /// (`Some(true)`), elsewhere (`Some(false)`) or cannot be told (`None`),
-    /// and, with `want_route`, the payload ScyllaDB would attach to the
+    /// and, under `routing`, the payload ScyllaDB would attach to the
     /// answer. A table with tablets is judged by its tablet's replicas (node
     /// and shard), others by the token's shard. As in ScyllaDB's
-    /// `check_locality` (`locator/tablets.cc`), a payload goes with every
+    /// `check_locality` (`locator/tablets.cc`), a v1 payload goes with every
     /// miss, wrong node or wrong shard, of a request on exactly one partition
-    /// of a tablets table.
-    fn judge(&self, id: &[u8], values: &RawValues<'_>, want_route: bool) -> (Option<bool>, Option<TabletRoute>) {
+    /// of a tablets table; as in its `check_tablet_version`, a v2 payload
+    /// with every such request whose version block is not the tablet's,
+    /// hit or miss.
+    fn judge(&self, id: &[u8], values: &RawValues<'_>, routing: Routing) -> (Option<bool>, Option<TabletRoute>) {
         let Some(info) = self.prepared_info(id) else { return (None, None) };
         if info.pk_indexes.is_empty() || values.names.is_some() {
             return (None, None);
@@ -243,9 +274,15 @@ impl Conn {
             Some(map) => map.tablet_of(token.value()).is_replica(self.node, self.shard),
             None => self.shared.sharder.shard_of(token) == self.shard,
         };
-        let route = |token: shardwise_protocol::token::Token| {
-            let map = tablets.as_ref().filter(|_| want_route)?;
-            map.tablet_of(token.value()).route(|n| self.shared.nodes.get(n).and_then(|n| n.host_id))
+        let host_id = |n: usize| self.shared.nodes.get(n).and_then(|n| n.host_id);
+        let route = |token: shardwise_protocol::token::Token| match routing {
+            Routing::None => None,
+            Routing::V1 => tablets.as_ref()?.tablet_of(token.value()).route(host_id),
+            Routing::V2 { block } => tablets
+                .as_ref()?
+                .tablet_of(token.value())
+                .route_v2(host_id)
+                .filter(|r| r.version.is_some_and(|v| !shardwise_protocol::tablets::block_matches(v, block))),
         };
         let tokens = if info.in_list {
             // `pk IN ?`: served where it arrives; a hit only when every key
@@ -267,8 +304,9 @@ impl Conn {
         let hit = tokens.iter().all(|&t| here(t));
         // A payload only for one partition: ScyllaDB checks locality only
         // when the request has exactly one partition key.
-        let payload = match tokens.as_slice() {
-            [token] if !hit => route(*token),
+        let payload = match (tokens.as_slice(), routing) {
+            ([token], Routing::V1) if !hit => route(*token),
+            ([token], Routing::V2 { .. }) => route(*token),
             _ => None,
         };
         (Some(hit), payload)

@@ -16,7 +16,7 @@ use shardwise_protocol::request::{
 use shardwise_protocol::response::{
     Response, ResponseMessage, ResultMessage, SchemaChange, SchemaChangeTarget, SchemaChangeType,
 };
-use shardwise_protocol::tablets::{TabletRoute, TABLETS_ROUTING_V1};
+use shardwise_protocol::tablets::{TabletRoute, TABLETS_ROUTING_V1, TABLETS_ROUTING_V2};
 use shardwise_protocol::types::ser::RawValues;
 
 use super::frame::{
@@ -34,6 +34,22 @@ use crate::stats::inc;
 pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope) {
     let h = env.header;
     inc(&conn.shared.counters.requests);
+    // Tablets routing v2: an EXECUTE ends with the client's tablet version
+    // block, which Cassandra must not see (ScyllaDB refuses an EXECUTE
+    // without it: `transport/server.cc`).
+    let (env, block) = match (h.opcode, conn.tablets_routing_v2.load(Ordering::Relaxed)) {
+        (Opcode::Execute, true) => match env.body.split_last() {
+            Some((&block, rest)) => {
+                let body = env.body.slice(..rest.len());
+                (Envelope { body, ..env }, Some(block))
+            }
+            None => {
+                conn.reply_error(h.stream, 0x000A, "EXECUTE without the tablet version block of TABLETS_ROUTING_V2");
+                return;
+            }
+        },
+        _ => (env, None),
+    };
     let emu = conn.shared.config.emu_keyspace.as_str();
     let metadata_id = conn.metadata_id.load(Ordering::Relaxed);
     let decoded = AnyRequest::decode_ext(h.opcode, h.version, metadata_id, &env.body);
@@ -57,6 +73,8 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                     conn.lwt_mark.store(true, Ordering::Relaxed);
                 } else if k == TABLETS_ROUTING_V1 {
                     conn.tablets_routing.store(true, Ordering::Relaxed);
+                } else if k == TABLETS_ROUTING_V2 && conn.shared.config.strongly_consistent_tables {
+                    conn.tablets_routing_v2.store(true, Ordering::Relaxed);
                 } else if k == USE_METADATA_ID {
                     conn.metadata_id.store(true, Ordering::Relaxed);
                 } else if !(k.starts_with("SCYLLA_") || k.starts_with("TABLETS_") || k == "CLIENT_OPTIONS") {
@@ -231,7 +249,7 @@ pub(super) fn on_request(conn: &Arc<Conn>, dec: &mut FrameDecoder, env: Envelope
                 conn.reply(Some(unprepared_frame(h.stream, e.id)));
                 return;
             };
-            let (routed, tablet) = conn.route_tablet(e.id, &e.params.values);
+            let (routed, tablet) = conn.route_tablet(e.id, &e.params.values, block);
             let miss = routed == Some(true);
             if info.is_use {
                 conn.use_sent(h.stream);

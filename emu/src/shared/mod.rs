@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use shardwise_protocol::sharding::{Sharder, BIASED_TOKEN_ROUND_ROBIN};
+use shardwise_protocol::tablets::TABLETS_ROUTING_V2;
 use shardwise_protocol::token::Partitioner;
 
 use crate::admin::Admin;
@@ -147,6 +148,9 @@ impl Shared {
             // docs/dev/protocol-extensions.md, "Negotiate sending metadata id").
             one("SCYLLA_USE_METADATA_ID", String::new()),
         ];
+        if self.config.strongly_consistent_tables {
+            v.push(one(TABLETS_ROUTING_V2, String::new()));
+        }
         if let Some(id) = n.host_id {
             v.push(one("SCYLLA_HOST_ID", id.hyphenated().to_string()));
         }

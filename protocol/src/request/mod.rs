@@ -53,25 +53,39 @@ pub trait Request {
     }
 }
 
-/// `request` as a connection that negotiated `SCYLLA_USE_METADATA_ID` (when
-/// `metadata_id` is set) writes it: a v4 EXECUTE carries its result metadata
-/// id, empty when it has none, as v5's does; without the extension a v4
-/// EXECUTE never carries one. Every encoder takes it as a request.
+/// `request` as a connection that negotiated Scylla's extensions writes
+/// it. With `SCYLLA_USE_METADATA_ID` (`metadata_id` set) a v4 EXECUTE
+/// carries its result metadata id, empty when it has none, as v5's does;
+/// without it a v4 EXECUTE never carries one. With
+/// `TABLETS_ROUTING_V2_EXPERIMENTAL` (`tablet_version_block` set) every
+/// EXECUTE ends with that byte ([`crate::tablets::version_block`]); other
+/// requests are unchanged. Every encoder takes it as a request.
 #[derive(Debug, Clone, Copy)]
 pub struct Negotiated<'r, R> {
     /// The request.
     pub request: &'r R,
     /// `SCYLLA_USE_METADATA_ID` was negotiated.
     pub metadata_id: bool,
+    /// Tablets routing v2 was negotiated: the block an EXECUTE ends with.
+    pub tablet_version_block: Option<u8>,
+}
+
+impl<R: Request> Negotiated<'_, R> {
+    fn trailer(&self) -> Option<u8> {
+        self.tablet_version_block.filter(|_| R::OPCODE == Opcode::Execute)
+    }
 }
 
 impl<R: Request> Request for Negotiated<'_, R> {
     const OPCODE: Opcode = R::OPCODE;
     fn body_len(&self, version: ProtocolVersion) -> Result<usize, EncodeError> {
-        self.request.body_len_ext(version, self.metadata_id)
+        Ok(self.request.body_len_ext(version, self.metadata_id)? + usize::from(self.trailer().is_some()))
     }
     fn encode_body(&self, version: ProtocolVersion, buf: &mut impl BufMut) {
-        self.request.encode_body_ext(version, self.metadata_id, buf)
+        self.request.encode_body_ext(version, self.metadata_id, buf);
+        if let Some(block) = self.trailer() {
+            buf.put_u8(block);
+        }
     }
 }
 
@@ -208,9 +222,13 @@ impl<'a> AnyRequest<'a> {
         buf: &mut Vec<u8>,
     ) -> Result<usize, EncodeError> {
         match self {
-            AnyRequest::Execute(request) => {
-                encode_request(&Negotiated { request, metadata_id }, version, stream, flags, buf)
-            }
+            AnyRequest::Execute(request) => encode_request(
+                &Negotiated { request, metadata_id, tablet_version_block: None },
+                version,
+                stream,
+                flags,
+                buf,
+            ),
             other => other.encode(version, stream, flags, buf),
         }
     }

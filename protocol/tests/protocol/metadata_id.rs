@@ -66,7 +66,14 @@ fn a_v4_execute_sends_the_id_before_its_parameters() {
     };
     let execute = Execute { id: &[0xAA, 0xBB], result_metadata_id: Some(b"MD"), params };
     let mut wire = Vec::new();
-    encode_request(&Negotiated { request: &execute, metadata_id: true }, V4, 3, 0, &mut wire).expect("encodes");
+    encode_request(
+        &Negotiated { request: &execute, metadata_id: true, tablet_version_block: None },
+        V4,
+        3,
+        0,
+        &mut wire,
+    )
+    .expect("encodes");
     // <id><result metadata id><consistency ONE><flags: skip metadata>
     assert_eq!(&wire[HEADER_LEN..], [0, 2, 0xAA, 0xBB, 0, 2, b'M', b'D', 0, 1, 0x02]);
     let back = AnyRequest::decode_ext(Opcode::Execute, V4, true, &wire[HEADER_LEN..]).expect("decodes");
@@ -80,7 +87,13 @@ fn a_v4_execute_sends_the_id_before_its_parameters() {
             let mut wire = Vec::new();
             match metadata_id {
                 None => encode_request(request, V4, 3, 0, &mut wire),
-                Some(metadata_id) => encode_request(&Negotiated { request, metadata_id }, V4, 3, 0, &mut wire),
+                Some(metadata_id) => encode_request(
+                    &Negotiated { request, metadata_id, tablet_version_block: None },
+                    V4,
+                    3,
+                    0,
+                    &mut wire,
+                ),
             }
             .expect("encodes");
             assert_eq!(&wire[HEADER_LEN..], [0, 2, 0xAA, 0xBB, 0, 1, 0x02]);
@@ -90,7 +103,14 @@ fn a_v4_execute_sends_the_id_before_its_parameters() {
     // extension was not offered): an empty id, which the server finds stale.
     let without = Execute { result_metadata_id: None, ..execute };
     let mut wire = Vec::new();
-    encode_request(&Negotiated { request: &without, metadata_id: true }, V4, 3, 0, &mut wire).expect("encodes");
+    encode_request(
+        &Negotiated { request: &without, metadata_id: true, tablet_version_block: None },
+        V4,
+        3,
+        0,
+        &mut wire,
+    )
+    .expect("encodes");
     assert_eq!(&wire[HEADER_LEN..], [0, 2, 0xAA, 0xBB, 0, 0, 0, 1, 0x02]);
 }
 
