@@ -94,7 +94,7 @@ pub use latency::LatencyAwareness;
 pub use metrics::{Latencies, MetricsSnapshot, NodeLatency, Rates};
 pub use result::{Coordinator, PagingState, QueryResult};
 pub use session::{
-    ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, RowStream, RowStreamError, Session, SessionBuilder,
-    SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,
+    ClusterInfo, ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, NodeState, RowStream, RowStreamError,
+    Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,
 };
 pub use statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};

@@ -14,6 +14,7 @@
 //! tells of itself; the rest, one concept a module:
 //!
 //! - `config`: [`SessionConfig`] and [`SessionBuilder`];
+//! - `cluster_info`: the cluster as one object ([`ClusterInfo`], [`Session::cluster_state`]);
 //! - `connect`: opening a session;
 //! - `snapshot`: the cluster snapshot (pools, ring, replica tables);
 //! - `plan`: the per-request query plan (which node, which shard);
@@ -30,6 +31,7 @@
 //! - [`trace`]: reading the trace of a request sent with tracing on;
 //! - [`schema`]: the schema metadata snapshot.
 
+mod cluster_info;
 mod config;
 mod connect;
 mod control;
@@ -52,6 +54,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use shardwise_protocol::token::Token;
 use tokio::sync::{broadcast, watch};
 
+pub use cluster_info::{ClusterInfo, NodeState};
 pub use config::{SessionBuilder, SessionConfig};
 pub use pager::Pager;
 pub use row_stream::{RowStream, RowStreamError};
@@ -112,6 +115,8 @@ pub(crate) struct SessionInner {
     /// The client routes followed (also the session's address
     /// translator), when configured.
     routes: Option<Arc<crate::cluster::ClientRoutes>>,
+    /// The cluster's name, as the contact point said it.
+    cluster_name: Option<Arc<str>>,
     /// Dropped with the session: tells background tasks to stop.
     shutdown: watch::Sender<()>,
 }

@@ -171,6 +171,14 @@ pub async fn fetch_nodes_at(
     Ok(nodes)
 }
 
+/// The cluster's name, from `system.local` through `conn`; `None` when the
+/// node does not say (or answers in another shape).
+pub async fn fetch_cluster_name(conn: &Connection) -> Option<String> {
+    let statement = Statement::new("SELECT cluster_name FROM system.local WHERE key = 'local'");
+    let result = conn.execute(&statement, &(), Params::new(Consistency::One)).await.ok()?;
+    result.first_row::<(Option<String>,)>().ok()??.0
+}
+
 /// Reads the replication strategy of every keyspace.
 pub async fn fetch_keyspaces(conn: &Connection) -> Result<HashMap<String, ReplicationStrategy>, ExecutionError> {
     let result = conn

@@ -12,7 +12,9 @@ use super::control;
 use super::refresh::Partitioners;
 use super::snapshot::ClusterState;
 use super::{Session, SessionConfig, SessionInner};
-use crate::cluster::topology::{fetch_keyspaces, fetch_nodes, fetch_partitioners, TablePartitioners};
+use crate::cluster::topology::{
+    fetch_cluster_name, fetch_keyspaces, fetch_nodes, fetch_partitioners, TablePartitioners,
+};
 use crate::cluster::{ClientRoutes, NodeDistance, NodeInfo, ReplicationStrategy};
 use crate::config::ConnectionConfig;
 use crate::connection::Connection;
@@ -99,6 +101,7 @@ async fn open_initial(
 
 /// What the first successful contact point told of the cluster.
 struct Discovered {
+    name: Option<String>,
     nodes: Vec<NodeInfo>,
     keyspaces: HashMap<String, ReplicationStrategy>,
     partitioners: Option<TablePartitioners>,
@@ -113,6 +116,7 @@ async fn discover(
         routes.reload(conn).await?;
     }
     Ok(Discovered {
+        name: fetch_cluster_name(conn).await,
         nodes: fetch_nodes(conn, translator).await?,
         keyspaces: fetch_keyspaces(conn).await?,
         partitioners: fetch_partitioners(conn).await?,
@@ -194,6 +198,7 @@ impl Session {
             }
         }
         let workers = runtime_workers();
+        let cluster_name = discovered.as_mut().and_then(|d| d.name.take()).map(Arc::from);
         let (state, strategies, partitioners) = match discovered {
             Some(d) => {
                 let strategies = Arc::new(d.keyspaces);
@@ -226,6 +231,7 @@ impl Session {
                 metrics: Metrics::default(),
                 events: broadcast::channel(256).0,
                 routes,
+                cluster_name,
                 shutdown,
             }),
         };

@@ -15,7 +15,9 @@
 //!   retry decision and the next one answered; a speculative execution
 //!   beside a slow node shows as a fiber of its own;
 //! - `check_schema_agreement()`: the version it agrees on is the node's
-//!   `system.local` schema version, before and after a schema change.
+//!   `system.local` schema version, before and after a schema change;
+//! - `cluster_state()`: the cluster name and every node as the system tables
+//!   and the front's sharding give them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -314,4 +316,47 @@ async fn check_schema_agreement_returns_the_agreed_version() {
     let (two, _proxies) = two_nodes().await;
     let (agreed, version) = agreement_on_a_steady_schema(&two).await;
     assert_eq!(agreed, Some(version));
+}
+
+/// `session.cluster_state()` (the official `get_cluster_state()`): on
+/// Cassandra, the cluster's name as `system.local` gives it and its one
+/// node with host id, datacenter and rack, up and connected, unsharded;
+/// through the Scylla emulation front (4 shards), the node's sharding; the
+/// replicas of a token are the session's `token_endpoints`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_state_names_the_cluster_and_every_node() {
+    let server = testkit::shared_node().expect("server");
+    let session = SessionBuilder::new().known_node_addr(server).build().await.expect("session");
+    let state = session.cluster_state();
+    let local = session
+        .execute(&Statement::new("SELECT cluster_name, host_id, data_center, rack FROM system.local"), ())
+        .await
+        .expect("local");
+    let (name, host_id, dc, rack) = local.first_row::<(String, Uuid, String, String)>().expect("row").expect("one row");
+    assert_eq!(state.cluster_name(), Some(name.as_str()));
+    let nodes = state.get_nodes_info();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let node = &nodes[0];
+    assert_eq!(
+        (node.address, node.host_id, node.datacenter.as_deref(), node.rack.as_deref()),
+        (server, Some(host_id), Some(dc.as_str()), Some(rack.as_str()))
+    );
+    assert!(node.up && node.local && node.is_connected(), "{node:?}");
+    assert_eq!(node.sharder(), None, "Cassandra is not sharded");
+    let ks = crate::common::simple_keyspace(&session, "cluster_state").await;
+    let token = shardwise::protocol::token::Token::from(42i64);
+    let endpoints = state.get_token_endpoints(&ks, "any", token);
+    assert_eq!(endpoints, session.token_endpoints(&ks, "any", token));
+    assert_eq!(endpoints.iter().map(|r| r.addr).collect::<Vec<_>>(), [server], "the one replica");
+
+    const SHARDS: u16 = 4;
+    let front = tokio::task::spawn_blocking(move || {
+        Front::start(server, FrontConfig { shards: SHARDS, ..FrontConfig::default() })
+    })
+    .await
+    .expect("join")
+    .expect("front");
+    let through = SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session through the front");
+    let sharder = through.cluster_state().get_nodes_info()[0].sharder().expect("a sharded node");
+    assert_eq!(sharder.nr_shards().get(), SHARDS);
 }
