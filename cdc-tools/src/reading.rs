@@ -28,6 +28,11 @@ pub struct ReadingArgs {
     /// Safety interval in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub safety: f64,
+    /// Trust this machine's clock alone, as `scylla-cdc` does, instead of
+    /// holding it to the cluster's: a clock ahead of the nodes' by more than
+    /// the safety interval then loses changes.
+    #[arg(long)]
+    pub local_clock: bool,
     /// Sleep between windows once caught up, in seconds.
     #[arg(long, default_value_t = 1.0)]
     pub sleep: f64,
@@ -135,6 +140,7 @@ impl ReadingArgs {
             .start(s.start)
             .window_size(s.window)
             .safety_interval(s.safety)
+            .cluster_clock(!self.local_clock)
             .sleep_interval(s.sleep)
             .consistency(s.consistency)
             .streams_per_query(self.streams_per_query)

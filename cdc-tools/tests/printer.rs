@@ -761,6 +761,8 @@ async fn printers_share_a_table_through_leases_and_survive_a_kill() {
 /// skews are seen acting in the printers' Debezium envelopes, whose `ts_ms`
 /// is the printer's clock: when it printed its last change, 2 s ahead of
 /// the test's clock (and 2 s behind), less the time the test took to see it.
+/// The negative control: a third printer 2 s ahead with `--local-clock`
+/// (its own clock alone) loses changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     // libfaketime preloaded into the printer itself (not the `faketime`
@@ -780,7 +782,9 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     // were written (or a deadline passes), then runs on a while longer in
     // case something comes twice.
     let mut children = Vec::new();
-    for (skew, name) in [("+2s", "ahead"), ("-2s", "behind")] {
+    // The negative control: a third printer 2 s ahead on its own clock
+    // (`--local-clock`, as `scylla-cdc` reads), which must lose changes.
+    for (skew, name, own) in [("+2s", "ahead", false), ("-2s", "behind", false), ("+2s", "ahead-local", true)] {
         let out = dir.join(format!("{name}.jsonl"));
         let child = Command::new(env!("CARGO_BIN_EXE_printer"))
             .env("LD_PRELOAD", &library)
@@ -789,6 +793,7 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
             .process_group(0)
             .args(["--node", &front.addr().to_string(), "--keyspace", &ks, "--table", "t", "--debezium", "cluster"])
             .args(["--start-unix-ms", &ms(start).to_string()])
+            .args(own.then_some("--local-clock"))
             .args(live_reading("1"))
             .stdout(Stdio::from(std::fs::File::create(&out).expect("output file")))
             .stderr(Stdio::null())
@@ -802,8 +807,9 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
     // When the test saw each printer's last change (by its own clock, the
     // cluster's): the printer printed it at most one poll before.
     let mut done_at = [None; 2];
+    let checked = &children[..2];
     while done_at.iter().any(Option::is_none) && Instant::now() < deadline {
-        for (i, (_, _, out)) in children.iter().enumerate() {
+        for (i, (_, _, out)) in checked.iter().enumerate() {
             if done_at[i].is_none() && lines_in(out) >= plan.len() {
                 done_at[i] = Some(ms(SystemTime::now()) as i64);
             }
@@ -811,6 +817,17 @@ async fn a_printer_whose_clock_is_skewed_loses_nothing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
+    // The printer on its own clock read each window about half a second
+    // before the cluster's clock reached its end: the writes that landed
+    // there afterwards are lost (by then it has read past every write).
+    let (name, mut child, out) = children.pop().expect("the control");
+    assert_eq!(child.0.as_mut().map(|c| c.try_wait().expect("try_wait").is_none()), Some(true), "{name} runs on");
+    child.end();
+    let text = std::fs::read_to_string(&out).expect("read output");
+    let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+    let printed = complete.lines().count();
+    eprintln!("clock {name}: printed {printed} of {} changes", plan.len());
+    assert!(printed < plan.len(), "a printer ahead on its own clock loses changes ({printed} of {})", plan.len());
     for ((name, child, out), done_at) in children.iter_mut().zip(done_at) {
         let running = child.0.as_mut().map(|c| c.try_wait().expect("try_wait").is_none());
         assert_eq!(running, Some(true), "the printer {name} runs on");

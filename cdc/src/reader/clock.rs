@@ -101,11 +101,20 @@ struct State {
 #[derive(Debug, Default)]
 pub(super) struct ClusterClock {
     state: Mutex<State>,
+    /// Never read the cluster's time: the local clock alone
+    /// (`CdcReaderBuilder::cluster_clock` off).
+    local_only: bool,
 }
 
 impl ClusterClock {
     /// How often [`ClusterClock::refresh`] reads the cluster's time again.
     pub(super) const REFRESH: Duration = Duration::from_secs(10);
+
+    /// A clock that never reads the cluster's time: the planner then runs
+    /// on the local clock alone.
+    pub(super) fn local_only() -> Self {
+        ClusterClock { local_only: true, ..ClusterClock::default() }
+    }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -142,6 +151,9 @@ impl ClusterClock {
     /// Reads the time of a node of `session` and records it.
     #[cfg(not(loom))]
     pub(super) async fn measure(&self, session: &Session) -> Result<(), ClockError> {
+        if self.local_only {
+            return Ok(());
+        }
         self.state().tried = Some(Instant::now());
         let query = Statement::new("SELECT toUnixTimestamp(now()) FROM system.local");
         let result = session.execute(&query, ()).await?;
@@ -160,7 +172,7 @@ impl ClusterClock {
     /// a worker's loop; of workers calling it together, one reads.
     #[cfg(not(loom))]
     pub(super) async fn refresh(&self, session: &Session) {
-        if !self.claim(Instant::now()) {
+        if self.local_only || !self.claim(Instant::now()) {
             return;
         }
         if let Err(e) = self.measure(session).await {

@@ -200,6 +200,7 @@ pub struct CdcReaderBuilder {
     duration: Option<Duration>,
     window: Duration,
     safety: Duration,
+    cluster_clock: bool,
     sleep: Duration,
     poll: Duration,
     page_size: i32,
@@ -261,6 +262,7 @@ impl CdcReaderBuilder {
             duration: None,
             window: Duration::from_secs(60),
             safety: Duration::from_secs(30),
+            cluster_clock: true,
             sleep: Duration::from_secs(10),
             poll: Duration::from_secs(10),
             page_size: 5000,
@@ -311,6 +313,17 @@ impl CdcReaderBuilder {
     /// Keep it above the writes' timeout.
     pub fn safety_interval(mut self, d: Duration) -> Self {
         self.safety = d;
+        self
+    }
+
+    /// Hold the planner's clock to the cluster's (the default: the earlier
+    /// of this machine's clock and the time a node gives, read every 10 s).
+    /// Off, this machine's clock alone, as `scylla-cdc` reads: a clock
+    /// ahead of the nodes' by more than the safety interval then reads
+    /// windows that writes still land in, and loses those writes
+    /// (`cdc-tools/tests/printer.rs` shows both).
+    pub fn cluster_clock(mut self, on: bool) -> Self {
+        self.cluster_clock = on;
         self
     }
 
@@ -593,7 +606,7 @@ impl CdcReaderBuilder {
             deadlines: (self.leases.is_some() || self.assignment.is_some()).then(Deadlines::default),
             assignment: self.assignment.as_ref().map(|(a, _)| a.clone()),
             sharding,
-            clock: ClusterClock::default(),
+            clock: if self.cluster_clock { ClusterClock::default() } else { ClusterClock::local_only() },
             counters: Counters::default(),
             stream_starts,
         });
