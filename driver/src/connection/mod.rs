@@ -434,8 +434,7 @@ impl Connection {
     where
         B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
     {
-        // The connection's own future, not one wrapping it (one copy fewer).
-        self.inner().send_with(flags, None, deadline, build)
+        self.send_execute(flags, None, deadline, build)
     }
 
     /// [`Connection::send_with`] of an EXECUTE that ends with `block` under
@@ -450,6 +449,7 @@ impl Connection {
     where
         B: Fn(TryWrite<'_, '_>) -> Result<Poll<Result<(), ExecutionError>>, EncodeError>,
     {
+        // The connection's own future, not one wrapping it (one copy fewer).
         self.inner().send_with(flags, block, deadline, build)
     }
 

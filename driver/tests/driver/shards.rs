@@ -19,23 +19,23 @@ use shardwise_emu::{Front, FrontConfig, FrontHandle, Resize};
 const SHARDS: u16 = 8;
 
 async fn start_front() -> FrontHandle {
+    start_front_with(FrontConfig { shards: SHARDS, ..FrontConfig::default() }).await
+}
+
+async fn start_front_with(config: FrontConfig) -> FrontHandle {
     let upstream = testkit::shared_node().expect("server");
-    tokio::task::spawn_blocking(move || {
-        Front::start(upstream, FrontConfig { shards: SHARDS, ..FrontConfig::default() })
-    })
-    .await
-    .expect("join")
-    .expect("front")
+    tokio::task::spawn_blocking(move || Front::start(upstream, config)).await.expect("join").expect("front")
 }
 
 /// A session through `front`, once it has a connection per shard.
 async fn session_through(front: &FrontHandle) -> Session {
-    let session = SessionBuilder::new()
-        .known_node_addr(front.addr())
-        .default_consistency(Consistency::One)
-        .build()
-        .await
-        .expect("session through the front");
+    session_through_with(front, |b| b).await
+}
+
+/// [`session_through`] with the builder's settings changed by `with`.
+async fn session_through_with(front: &FrontHandle, with: impl FnOnce(SessionBuilder) -> SessionBuilder) -> Session {
+    let builder = SessionBuilder::new().known_node_addr(front.addr()).default_consistency(Consistency::One);
+    let session = with(builder).build().await.expect("session through the front");
     // The per-shard connections open in the background.
     let deadline = Instant::now() + Duration::from_secs(20);
     while session.connections().len() < usize::from(SHARDS) {
@@ -217,16 +217,10 @@ async fn without_scylla_tables_every_table_is_murmur3() {
     session.execute(&read, (&id[..],)).await.expect("read");
 }
 
-/// A keyspace with tablets: the ring says nothing about where a key's
-/// tablet is, the front's answers to misrouted writes do. Once the session
-/// has learned a tablet from them, writes to it go to its shard: one miss
-/// per tablet while learning (16), then every one of 10,000 prepared writes
-/// a hit; after two merges, misses while learning again, then every write
-/// a hit again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tablets_are_learned_from_misroutes_and_then_hit() {
-    let (front, session) = setup().await;
-    let ks = testkit::fresh_keyspace("tablets");
+/// A fresh keyspace named after `prefix` with 16 tablets, and its table
+/// `kv (pk bigint PRIMARY KEY, v text)`.
+async fn tablets_table(session: &Session, prefix: &str) -> String {
+    let ks = testkit::fresh_keyspace(prefix);
     session
         .execute(
             &Statement::new(format!(
@@ -241,6 +235,19 @@ async fn tablets_are_learned_from_misroutes_and_then_hit() {
         .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)")), ())
         .await
         .expect("table");
+    ks
+}
+
+/// A keyspace with tablets: the ring says nothing about where a key's
+/// tablet is, the front's answers to misrouted writes do. Once the session
+/// has learned a tablet from them, writes to it go to its shard: one miss
+/// per tablet while learning (16), then every one of 10,000 prepared writes
+/// a hit; after two merges, misses while learning again, then every write
+/// a hit again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tablets_are_learned_from_misroutes_and_then_hit() {
+    let (front, session) = setup().await;
+    let ks = tablets_table(&session, "tablets").await;
     let tablets = front.tablets(&ks, "kv").expect("a tablets table in the front");
     assert_eq!(tablets.tablets().len(), 16);
     let insert =
@@ -419,42 +426,12 @@ async fn conditional_statements_are_marked_as_lwt() {
 /// every write hits again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tablets_routing_v2_learns_tablet_versions_and_then_sends_no_route() {
-    let upstream = testkit::shared_node().expect("server");
-    let front = tokio::task::spawn_blocking(move || {
-        let config = FrontConfig { shards: SHARDS, strongly_consistent_tables: true, ..FrontConfig::default() };
-        Front::start(upstream, config)
-    })
-    .await
-    .expect("join")
-    .expect("front");
-    let session = SessionBuilder::new()
-        .known_node_addr(front.addr())
-        .default_consistency(Consistency::One)
-        .tablets_routing_v2(true)
-        .build()
-        .await
-        .expect("session through the front");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while session.connections().len() < usize::from(SHARDS) {
-        assert!(Instant::now() < deadline, "only {} connections: {}", session.connections().len(), front.stats());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let front =
+        start_front_with(FrontConfig { shards: SHARDS, strongly_consistent_tables: true, ..FrontConfig::default() })
+            .await;
+    let session = session_through_with(&front, |b| b.tablets_routing_v2(true)).await;
     assert!(session.connections().iter().all(|c| c.uses_tablets_routing_v2()), "v2 negotiated everywhere");
-    let ks = testkit::fresh_keyspace("tablets_v2");
-    session
-        .execute(
-            &Statement::new(format!(
-                "CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}} \
-                 AND tablets = {{'enabled': true, 'initial': 16}}"
-            )),
-            (),
-        )
-        .await
-        .expect("ks");
-    session
-        .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)")), ())
-        .await
-        .expect("table");
+    let ks = tablets_table(&session, "tablets_v2").await;
     let insert =
         Arc::new(session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare"));
     let select = session.prepare(format!("SELECT v FROM {ks}.kv WHERE pk = ?")).await.expect("prepare");
