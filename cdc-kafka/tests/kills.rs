@@ -25,9 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use shardwise_cdc::{
-    CdcReaderBuilder, CdcRow, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Millis, Operation, StreamId,
-};
+use shardwise_cdc::{Millis, Operation, StreamId};
 use shardwise_cdc_kafka::topic::{read_topic, Isolation, TopicMessage};
 use shardwise_cdc_kafka::{Delivery, KafkaSink, KeyMode, SinkConfig, SinkError};
 use testkit::Kafka;
@@ -35,7 +33,7 @@ use testkit::Kafka;
 use shardwise_cdc_testkit as common;
 mod support;
 use common::exit_of;
-use common::workload::{create_table, plan, safety_arg, write, SAFETY};
+use common::workload::{create_table, groups_of, plan, safety_arg, write};
 use support::{committed, number_after};
 
 /// Unix milliseconds of `t`.
@@ -328,47 +326,6 @@ async fn a_sink_killed_at_drawn_moments_leaves_every_change_exactly_once() {
         everything - messages.len()
     );
     kafka.stop();
-}
-
-/// The stream group (its key, as checkpoint records name it) of each
-/// partition key's changes in `[start, end)`, as the shipped reader groups
-/// the streams with `per_query` streams to a query (the sink's grouping:
-/// same front, same shards).
-async fn groups_of(
-    session: &shardwise::Session,
-    ks: &str,
-    (start, end): (u64, u64),
-    per_query: usize,
-) -> HashMap<i32, StreamId> {
-    let found: Arc<Mutex<HashMap<i32, StreamId>>> = Arc::default();
-    let f = found.clone();
-    let factory: Arc<dyn ConsumerFactory> = Arc::new(move |info: &GroupInfo| -> Box<dyn Consumer> {
-        let (found, group) = (f.clone(), info.streams.key());
-        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
-            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
-            let had = *found.lock().expect("lock").entry(pk).or_insert(group);
-            assert_eq!(had, group, "pk {pk}: its changes in one group");
-            Ok(())
-        })
-    });
-    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
-    let reader = CdcReaderBuilder::new(session.clone(), ks, "t")
-        .start(at(start))
-        .end(at(end))
-        .window_size(Duration::from_secs(5))
-        .safety_interval(SAFETY)
-        .sleep_interval(Duration::from_millis(50))
-        .workers(2)
-        .streams_per_query(per_query)
-        .build(factory)
-        .await
-        .expect("reader");
-    tokio::time::timeout(Duration::from_secs(120), reader.join())
-        .await
-        .expect("reading the log for the groups took over 120 s")
-        .expect("the groups read");
-    let found = found.lock().expect("lock").clone();
-    found
 }
 
 /// The last checkpoint record of each group in `records` (key

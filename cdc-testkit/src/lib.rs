@@ -10,7 +10,8 @@
 //! - this file: the front, the session, keyspaces (plain and with tablets),
 //!   statements, child processes of the tools, lease counts;
 //! - [`workload`]: a seeded workload of writes, the consumer that collects what
-//!   the CDC readers see, and the checks of what a resumed reader saw.
+//!   the CDC readers see, the checks of what a resumed reader saw, and the
+//!   stream group of each key as the shipped reader groups them.
 
 pub mod workload;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use shardwise::{Session, Statement};
 use shardwise_cdc::{
-    CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Operation,
+    CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Operation, StreamId,
 };
 use shardwise_emu::FrontHandle;
 
@@ -260,4 +260,44 @@ pub fn check_resumed(expected: &Ops, first: &Ops, second: &Ops) -> usize {
         assert!(expected.contains_key(pk), "pk {pk} was never written");
     }
     repeated
+}
+
+/// Each partition key's stream group (its first stream id, as the
+/// checkpoint table's `group_id` names it).
+pub type Groups = HashMap<i32, StreamId>;
+
+/// The stream group of each partition key's changes to `ks.t` in
+/// `[start, end)` (Unix ms), as the shipped reader groups the streams with
+/// `per_query` streams to a query: the grouping of a tool reading through
+/// the same front with `--streams-per-query per_query`.
+pub async fn groups_of(session: &Session, ks: &str, (start, end): (u64, u64), per_query: usize) -> Groups {
+    let found: Arc<Mutex<Groups>> = Arc::default();
+    let f = found.clone();
+    let factory: Arc<dyn ConsumerFactory> = Arc::new(move |info: &GroupInfo| -> Box<dyn Consumer> {
+        let (found, group) = (f.clone(), info.streams.key());
+        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
+            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
+            let had = *found.lock().expect("lock").entry(pk).or_insert(group);
+            assert_eq!(had, group, "pk {pk}: its changes in one group");
+            Ok(())
+        })
+    });
+    let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+    let reader = CdcReaderBuilder::new(session.clone(), ks, "t")
+        .start(at(start))
+        .end(at(end))
+        .window_size(Duration::from_secs(5))
+        .safety_interval(SAFETY)
+        .sleep_interval(Duration::from_millis(50))
+        .workers(2)
+        .streams_per_query(per_query)
+        .build(factory)
+        .await
+        .expect("reader");
+    tokio::time::timeout(Duration::from_secs(120), reader.join())
+        .await
+        .expect("reading the log for the groups took over 120 s")
+        .expect("the groups read");
+    let found = found.lock().expect("lock").clone();
+    found
 }

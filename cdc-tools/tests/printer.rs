@@ -14,14 +14,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use shardwise_cdc::checkpoint::TableCheckpointStore;
-use shardwise_cdc::{
-    CdcReaderBuilder, CdcRow, CheckpointStore, Consumer, ConsumerError, ConsumerFactory, GroupInfo, Operation, StreamId,
-};
+use shardwise_cdc::{CheckpointStore, Operation, StreamId};
 
-use common::workload::{check_resumed, create_table, expected_of, plan, safety_arg, write, Ops};
+use common::workload::{check_resumed, create_table, expected_of, groups_of, plan, safety_arg, write, Ops};
 use common::{exit_of, held, signal};
 use shardwise_cdc_testkit as common;
 
@@ -171,46 +169,6 @@ fn live_reading(workers: &str) -> Vec<String> {
         .map(String::from)
         .to_vec()
 }
-
-/// The stream group (its first stream id, as the checkpoint table's
-/// `group_id` names it) of each partition key's changes in `[start, end)`
-/// (Unix ms), as the shipped reader groups the streams with `per_query`
-/// streams to a query: the printer's grouping (same front, same shards,
-/// `--streams-per-query`). As `cdc-kafka/tests/kills.rs` finds them.
-async fn groups_of(session: &shardwise::Session, ks: &str, (start, end): (u64, u64), per_query: usize) -> Groups {
-    let found: Arc<Mutex<Groups>> = Arc::default();
-    let f = found.clone();
-    let factory: Arc<dyn ConsumerFactory> = Arc::new(move |info: &GroupInfo| -> Box<dyn Consumer> {
-        let (found, group) = (f.clone(), info.streams.key());
-        Box::new(move |row: CdcRow<'_>| -> Result<(), ConsumerError> {
-            let pk: i32 = row.value::<Option<i32>>("pk")?.ok_or_else(|| ConsumerError::failed("no pk"))?;
-            let had = *found.lock().expect("lock").entry(pk).or_insert(group);
-            assert_eq!(had, group, "pk {pk}: its changes in one group");
-            Ok(())
-        })
-    });
-    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
-    let reader = CdcReaderBuilder::new(session.clone(), ks, "t")
-        .start(at(start))
-        .end(at(end))
-        .window_size(Duration::from_secs(5))
-        .safety_interval(common::workload::SAFETY)
-        .sleep_interval(Duration::from_millis(50))
-        .workers(2)
-        .streams_per_query(per_query)
-        .build(factory)
-        .await
-        .expect("reader");
-    tokio::time::timeout(Duration::from_secs(120), reader.join())
-        .await
-        .expect("reading the log for the groups took over 120 s")
-        .expect("the groups read");
-    let found = found.lock().expect("lock").clone();
-    found
-}
-
-/// Each partition key's stream group.
-type Groups = HashMap<i32, StreamId>;
 
 fn lines_in(path: &std::path::Path) -> usize {
     std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
