@@ -69,7 +69,9 @@
 //! Deviations from Scylla, all deliberate: protocol v4 only (Scylla also
 //! speaks v3); `COMPRESSION` offers `lz4` only and answers uncompressed;
 //! the TLS shard-aware port is not offered; client routes are set through
-//! [`FrontHandle`], not a REST API;
+//! [`FrontHandle`], not a REST API; a batch's size limit is the Cassandra
+//! behind's `batch_size_fail_threshold` (the testkit's Cassandra has
+//! ScyllaDB's 1 MiB; Cassandra's default is 50 KiB);
 //! `USING TIMEOUT ?` (a bound timeout) is refused; the CDC log's real
 //! placement in Cassandra is by Murmur3 of the stream id (the CDC partitioner
 //! is reported and used for shard accounting only); node-level routing is

@@ -343,6 +343,11 @@ impl NodeConfig {
         let mut entries: Vec<(&str, String)> = vec![
             ("cluster_name", format!("cluster_name: {}", yq(&self.cluster_name))),
             ("num_tokens", format!("num_tokens: {}", self.num_tokens)),
+            // ScyllaDB's `batch_size_fail_threshold_in_kb` (1024; Cassandra's
+            // default is 50 KiB), so that the emulation front refuses batches
+            // where ScyllaDB does. The warning threshold stays Cassandra's (the
+            // front strips batch warnings, as ScyllaDB sends none).
+            ("batch_size_fail_threshold", "batch_size_fail_threshold: 1024KiB".into()),
             ("partitioner", "partitioner: org.apache.cassandra.dht.Murmur3Partitioner".into()),
             (
                 "data_file_directories",

@@ -2,7 +2,9 @@
 //! front answering as ScyllaDB does (issue 55, front fidelity), each checked
 //! against the Cassandra behind first, so that a pass proves the front did
 //! the change: batches without warnings (scylladb#10196), and `INSERT JSON
-//! ... IF NOT EXISTS` without its condition (scylladb#8682).
+//! ... IF NOT EXISTS` without its condition (scylladb#8682). Batches are
+//! also refused at ScyllaDB's size threshold, which the testkit's Cassandra
+//! is configured with (there is nothing for the front to change).
 
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -95,6 +97,36 @@ async fn batches_come_back_without_cassandras_warnings() {
     assert_eq!(answer.warnings().count(), 0, "CDC BEGIN BATCH: {:?}", answer.warnings().collect::<Vec<_>>());
     assert_eq!(count(&via_front, &cdc).await, i64::from(2 * ROWS));
     assert_eq!(count(&via_front, &format!("{cdc}_scylla_cdc_log")).await, i64::from(2 * ROWS), "logged");
+}
+
+/// ScyllaDB refuses a multi-partition batch over its
+/// `batch_size_fail_threshold_in_kb` (1024 by default; `verify_batch_size`
+/// in cql3/statements/batch_statement.cc: "Batch too large"), Cassandra over
+/// 50 KiB by default: the testkit's Cassandra has ScyllaDB's threshold, so
+/// that through the front a 300 KiB batch is applied and one over 1 MiB is
+/// refused, in both words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_are_refused_at_scyllas_size_threshold() {
+    let front = start_front(FrontConfig::default());
+    let via_front = session(&front).await;
+    let ks = fresh_keyspace("emu_batch_size");
+    for ddl in [testkit::create_keyspace(&ks, 1), format!("CREATE TABLE {ks}.t (k int PRIMARY KEY, t text)")] {
+        via_front.query_unpaged(ddl, &[]).await.expect("ddl");
+    }
+    let table = format!("{ks}.t");
+    let rows = |from: i32, n: i32, kib: usize| -> Vec<String> {
+        let text = "x".repeat(kib * 1024);
+        (from..from + n).map(|k| format!("INSERT INTO {table} (k, t) VALUES ({k}, '{text}')")).collect()
+    };
+    let under = rows(0, 30, 10);
+    via_front.batch(&batch_of(&under), &vec![(); under.len()]).await.expect("a 300 KiB batch, under 1 MiB");
+    assert_eq!(count(&via_front, &table).await, 30, "applied");
+    let over = rows(100, 40, 30);
+    match via_front.batch(&batch_of(&over), &vec![(); over.len()]).await {
+        Err(e) => assert!(e.to_string().contains("Batch too large"), "ScyllaDB's words: {e}"),
+        Ok(_) => panic!("a 1.2 MiB batch over 40 partitions was applied"),
+    }
+    assert_eq!(count(&via_front, &table).await, 30, "nothing of the refused batch");
 }
 
 /// `INSERT INTO t JSON '...' IF NOT EXISTS` as ScyllaDB runs it (its known
