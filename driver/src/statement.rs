@@ -219,6 +219,9 @@ pub(crate) struct PreparedInner {
     pub(crate) partitioner: AtomicU8,
     /// Scylla marked it a lightweight transaction.
     pub(crate) lwt: bool,
+    /// The tracing ids of its PREPAREs, one per node, when it was prepared
+    /// with tracing on.
+    pub(crate) prepare_tracing_ids: std::sync::OnceLock<Vec<uuid::Uuid>>,
 }
 
 fn encode_partitioner(p: Option<Partitioner>) -> u8 {
@@ -261,6 +264,7 @@ impl PreparedStatement {
                 shape: Replaceable::new(ResultShape { metadata_id: prepared.result_metadata_id, specs }),
                 partitioner: AtomicU8::new(encode_partitioner(Some(Partitioner::Murmur3))),
                 lwt,
+                prepare_tracing_ids: std::sync::OnceLock::new(),
             }),
             options: StatementOptions::default(),
         }
@@ -269,6 +273,14 @@ impl PreparedStatement {
     /// The CQL text.
     pub fn text(&self) -> &str {
         &self.inner.text
+    }
+    /// The tracing ids of the PREPAREs that made it, one per node that
+    /// answered, when the statement given to
+    /// [`Session::prepare`](crate::Session::prepare) had tracing on (the
+    /// official driver's `get_prepare_tracing_ids`); empty otherwise, and
+    /// for a statement the session's cache answered without a PREPARE.
+    pub fn prepare_tracing_ids(&self) -> &[uuid::Uuid] {
+        self.inner.prepare_tracing_ids.get().map_or(&[], Vec::as_slice)
     }
     /// The server's statement id.
     pub fn id(&self) -> &[u8] {

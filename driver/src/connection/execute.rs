@@ -78,21 +78,37 @@ impl Connection {
 
     /// Prepares a statement on this connection's node.
     pub async fn prepare(&self, text: &str) -> Result<PreparedStatement, ExecutionError> {
-        prepare_until(self, text, None).await
+        prepare_until(self, text, None, false).await.map(|(p, _)| p)
+    }
+
+    /// [`Connection::prepare`] with tracing on when `tracing`: also the
+    /// PREPARE's tracing id.
+    pub(crate) async fn prepare_traced(
+        &self,
+        text: &str,
+        tracing: bool,
+    ) -> Result<(PreparedStatement, Option<uuid::Uuid>), ExecutionError> {
+        prepare_until(self, text, None, tracing).await
     }
 }
 
-/// Prepares `text` on `conn`, waiting until `deadline` at most.
+/// Prepares `text` on `conn` (traced when `tracing`), waiting until
+/// `deadline` at most; with the answer's tracing id.
 async fn prepare_until(
     conn: &Connection,
     text: &str,
     deadline: Option<&Deadline>,
-) -> Result<PreparedStatement, ExecutionError> {
+    tracing: bool,
+) -> Result<(PreparedStatement, Option<uuid::Uuid>), ExecutionError> {
     let prepare = request::Prepare { query: text, keyspace: None };
-    let envelope = conn.send_with(0, deadline, |write| Ok(write.write(&prepare))).await?;
+    let flags = if tracing { Flags::TRACING } else { 0 };
+    let envelope = conn.send_with(flags, deadline, |write| Ok(write.write(&prepare))).await?;
     let metadata_id = conn.uses_metadata_id();
-    match Response::decode_ext(&envelope.header, envelope.body, None, metadata_id)?.message {
-        ResponseMessage::Result(ResultMessage::Prepared(p)) => Ok(PreparedStatement::new(text, *p, conn.lwt_mask())),
+    let response = Response::decode_ext(&envelope.header, envelope.body, None, metadata_id)?;
+    match response.message {
+        ResponseMessage::Result(ResultMessage::Prepared(p)) => {
+            Ok((PreparedStatement::new(text, *p, conn.lwt_mask()), response.tracing_id))
+        }
         ResponseMessage::Error(e) => Err(e.into()),
         _ => Err(ExecutionError::UnexpectedResponse("PREPARE not answered with Prepared")),
     }
@@ -106,7 +122,7 @@ async fn reprepare(
     deadline: Option<&Deadline>,
 ) -> Result<(), ExecutionError> {
     tracing::debug!(addr = %conn.addr(), text = p.text(), "re-preparing");
-    let fresh = prepare_until(conn, p.text(), deadline).await?;
+    let (fresh, _) = prepare_until(conn, p.text(), deadline, false).await?;
     if fresh.id() != p.id() {
         return Err(ExecutionError::UnexpectedResponse("re-prepare returned another statement id"));
     }

@@ -37,7 +37,9 @@ impl Session {
             },
         )?;
         self.inner.metrics.prepare();
-        let p = conn.prepare(statement.text()).await?;
+        let tracing = statement.options().tracing;
+        let (p, traced) = conn.prepare_traced(statement.text(), tracing).await?;
+        let mut tracing_ids: Vec<uuid::Uuid> = traced.into_iter().collect();
         // Prepare on the other nodes too, so EXECUTE works wherever it goes.
         let others: Vec<Connection> = state
             .nodes
@@ -47,7 +49,12 @@ impl Session {
             .collect();
         drop(state);
         for c in others {
-            let _ = c.prepare(statement.text()).await;
+            if let Ok((_, Some(id))) = c.prepare_traced(statement.text(), tracing).await {
+                tracing_ids.push(id);
+            }
+        }
+        if tracing {
+            let _ = p.inner.prepare_tracing_ids.set(tracing_ids);
         }
         let table = p.bind_specs().first().map(|spec| (spec.keyspace.clone(), spec.table.clone()));
         if let Some((keyspace, table)) = table {

@@ -50,6 +50,8 @@ pub struct RowStream<R> {
     pending: Option<JoinHandle<Result<QueryResult, ExecutionError>>>,
     /// Pages requested so far.
     pages: usize,
+    /// The tracing ids of the pages received (with tracing on).
+    tracing_ids: Vec<uuid::Uuid>,
     done: bool,
 }
 
@@ -78,7 +80,16 @@ impl Session {
             let (session, statement, values) = (session.clone(), statement.clone(), values.clone());
             Box::pin(async move { session.execute_page(&*statement, &*values, state.as_ref()).await })
         });
-        RowStream { fetch, rows: Vec::new().into_iter(), page_len: 0, next: None, pending: None, pages: 0, done: false }
+        RowStream {
+            fetch,
+            rows: Vec::new().into_iter(),
+            page_len: 0,
+            next: None,
+            pending: None,
+            pages: 0,
+            tracing_ids: Vec::new(),
+            done: false,
+        }
     }
 }
 
@@ -86,6 +97,13 @@ impl<R: for<'a> DeserializeRow<'a>> RowStream<R> {
     /// Pages requested so far (the first one included).
     pub fn pages_requested(&self) -> usize {
         self.pages
+    }
+
+    /// The tracing id of every page received so far, in order, when the
+    /// statement has tracing on (the official `QueryPager::tracing_ids`);
+    /// each is read with [`Session::tracing_info`].
+    pub fn tracing_ids(&self) -> &[uuid::Uuid] {
+        &self.tracing_ids
     }
 
     /// The next row; `None` after the last one or after an error.
@@ -101,6 +119,7 @@ impl<R: for<'a> DeserializeRow<'a>> RowStream<R> {
     /// Takes a fetched page: its rows become the current ones.
     fn take_page(&mut self, page: QueryResult) -> Result<(), RowStreamError> {
         self.next = page.paging_state();
+        self.tracing_ids.extend(page.tracing_id());
         let rows: Vec<Result<R, RowsAccessError>> = match page.raw_rows() {
             Some(_) => page.rows::<R>()?.map(|r| r.map_err(RowsAccessError::from)).collect(),
             None => Vec::new(),

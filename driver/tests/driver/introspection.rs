@@ -16,6 +16,7 @@
 //!   beside a slow node shows as a fiber of its own;
 //! - `check_schema_agreement()`: the version it agrees on is the node's
 //!   `system.local` schema version, before and after a schema change;
+//! - tracing of PREPARE and of every page of a row stream;
 //! - `cluster_state()`: the cluster name and every node as the system tables
 //!   and the front's sharding give them.
 
@@ -359,4 +360,57 @@ async fn the_cluster_state_names_the_cluster_and_every_node() {
     let through = SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session through the front");
     let sharder = through.cluster_state().get_nodes_info()[0].sharder().expect("a sharded node");
     assert_eq!(sharder.nr_shards().get(), SHARDS);
+}
+
+/// Tracing beyond one request's answer, as the official driver offers it:
+/// a statement prepared with tracing on has its PREPARE's tracing id
+/// (`get_prepare_tracing_ids`), whose trace is a prepare; every page of a
+/// traced row stream has its own (`QueryPager::tracing_ids`), one per page
+/// requested, each a trace of its own. Without tracing, none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepares_and_every_page_of_a_stream_are_traced() {
+    let server = testkit::shared_node().expect("server");
+    let session = SessionBuilder::new().known_node_addr(server).build().await.expect("session");
+    let ks = crate::common::simple_keyspace(&session, "traced_pages").await;
+    session
+        .execute(&Statement::new(format!("CREATE TABLE {ks}.kv (pk int, ck int, PRIMARY KEY (pk, ck))")), ())
+        .await
+        .expect("table");
+    for ck in 0..10 {
+        session
+            .execute(&Statement::new(format!("INSERT INTO {ks}.kv (pk, ck) VALUES (1, {ck})")), ())
+            .await
+            .expect("row");
+    }
+    let text = format!("SELECT ck FROM {ks}.kv WHERE pk = ?");
+    let plain = session.prepare(text.clone()).await.expect("prepare");
+    assert!(plain.prepare_tracing_ids().is_empty(), "no tracing asked for");
+    let traced_text = format!("SELECT ck, pk FROM {ks}.kv WHERE pk = ?");
+    let prepared = session.prepare(Statement::new(traced_text).with_tracing(true)).await.expect("traced prepare");
+    let ids = prepared.prepare_tracing_ids().to_vec();
+    assert_eq!(ids.len(), 1, "one node, one PREPARE traced: {ids:?}");
+    let trace = crate::common::finished_trace(&session, ids[0]).await.expect("the PREPARE's trace");
+    assert_eq!(trace.command.as_deref(), Some("QUERY"), "{trace:?}");
+    assert!(trace.request.as_deref().is_some_and(|r| r.contains("Prepar")), "a prepare: {:?}", trace.request);
+
+    let statement = plain.clone().with_page_size(3).with_tracing(true);
+    let mut stream = session.execute_stream::<_, _, (i32,)>(statement, (1,));
+    let mut rows = 0;
+    while let Some(row) = stream.next_row().await {
+        row.expect("row");
+        rows += 1;
+    }
+    assert_eq!(rows, 10);
+    let pages = stream.tracing_ids().to_vec();
+    assert_eq!(pages.len(), stream.pages_requested(), "one tracing id per page: {pages:?}");
+    assert!(pages.len() >= 4, "10 rows at 3 a page: {} pages", pages.len());
+    let distinct: std::collections::BTreeSet<_> = pages.iter().collect();
+    assert_eq!(distinct.len(), pages.len(), "each page its own trace");
+    for id in &pages {
+        let trace = crate::common::finished_trace(&session, *id).await.expect("a page's trace");
+        assert_eq!(trace.command.as_deref(), Some("QUERY"), "EXECUTE is traced as a QUERY command: {trace:?}");
+    }
+    let mut untraced = session.execute_stream::<_, _, (i32,)>(plain.with_page_size(3), (1,));
+    while untraced.next_row().await.is_some() {}
+    assert!(untraced.tracing_ids().is_empty(), "no tracing, no ids");
 }
