@@ -152,8 +152,7 @@ async fn resolve(address: &str, port: u16) -> Option<SocketAddr> {
     if let Ok(ip) = address.parse::<IpAddr>() {
         return Some(SocketAddr::new(ip, port));
     }
-    let lookup = tokio::time::timeout(std::time::Duration::from_secs(5), tokio::net::lookup_host((address, port)));
-    lookup.await.ok()?.ok()?.next()
+    super::topology::lookup((address, port)).await.ok()?.into_iter().next()
 }
 
 /// One route per host out of `candidates`: the one of the connection id

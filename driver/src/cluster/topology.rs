@@ -171,6 +171,21 @@ pub async fn fetch_nodes_at(
     Ok(nodes)
 }
 
+/// How long one name may take to resolve (the official driver's
+/// `hostname_resolution_timeout` default).
+pub(crate) const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The addresses `target` (a name and a port) stands for, resolved on the
+/// runtime's blocking pool (`tokio::net::lookup_host`, so a slow resolver
+/// never stalls a worker) within [`RESOLVE_TIMEOUT`]; why not, as text.
+pub(crate) async fn lookup(target: impl tokio::net::ToSocketAddrs) -> Result<Vec<SocketAddr>, String> {
+    match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(target)).await {
+        Ok(Ok(addrs)) => Ok(addrs.collect()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
+    }
+}
+
 /// The cluster's name, from `system.local` through `conn`; `None` when the
 /// node does not say (or answers in another shape).
 pub async fn fetch_cluster_name(conn: &Connection) -> Option<String> {

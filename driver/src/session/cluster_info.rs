@@ -92,19 +92,19 @@ impl Session {
                 .nodes
                 .iter()
                 .enumerate()
-                .map(|(i, pool)| {
-                    let info = state.infos.iter().find(|n| n.address == pool.addr);
+                .filter_map(|(i, pool)| {
+                    let view = state.node_view(i)?;
                     let open = pool.slots.open_connections();
-                    NodeState {
-                        address: pool.addr,
-                        host_id: info.map(|n| n.host_id),
-                        datacenter: info.and_then(|n| n.datacenter.clone()),
-                        rack: info.and_then(|n| n.rack.clone()),
-                        local: i < state.local,
-                        up: pool.is_up(),
+                    Some(NodeState {
+                        address: view.addr,
+                        host_id: view.host_id(),
+                        datacenter: view.datacenter().map(str::to_owned),
+                        rack: view.rack().map(str::to_owned),
+                        local: view.local,
+                        up: view.up,
                         connections: open.len(),
                         sharder: open.iter().find_map(|c| c.sharding().map(|s| s.sharder())),
-                    }
+                    })
                 })
                 .collect()
         });

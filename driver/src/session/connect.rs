@@ -13,7 +13,7 @@ use super::refresh::Partitioners;
 use super::snapshot::ClusterState;
 use super::{Session, SessionConfig, SessionInner};
 use crate::cluster::topology::{
-    fetch_cluster_name, fetch_keyspaces, fetch_nodes, fetch_partitioners, TablePartitioners,
+    fetch_cluster_name, fetch_keyspaces, fetch_nodes, fetch_partitioners, lookup, TablePartitioners,
 };
 use crate::cluster::{ClientRoutes, NodeDistance, NodeInfo, ReplicationStrategy};
 use crate::config::ConnectionConfig;
@@ -23,13 +23,8 @@ use crate::events::SessionEvent;
 use crate::metrics::Metrics;
 use crate::pool::{runtime_workers, NodePool};
 
-/// How long one contact point's name may take to resolve (the official
-/// driver's `hostname_resolution_timeout` default).
-const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// A contact point's addresses: resolved on the runtime's blocking pool
-/// (`tokio::net::lookup_host`), so a slow resolver never stalls a worker;
-/// a host without a port means 9042.
+/// A contact point's addresses ([`lookup`]); a host without a port means
+/// 9042.
 async fn resolve(node: &str) -> Result<Vec<SocketAddr>, String> {
     if let Ok(addr) = node.parse::<SocketAddr>() {
         return Ok(vec![addr]);
@@ -39,11 +34,7 @@ async fn resolve(node: &str) -> Result<Vec<SocketAddr>, String> {
     } else {
         format!("{node}:9042")
     };
-    match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(with_port)).await {
-        Ok(Ok(addrs)) => Ok(addrs.collect()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
-    }
+    lookup(with_port).await
 }
 
 /// Every contact point's addresses, without repeats. A contact point that

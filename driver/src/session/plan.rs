@@ -399,13 +399,15 @@ impl Session {
         error: Option<&ExecutionError>,
     ) {
         self.with_state(|state| {
+            // A pool retired since the attempt began is no longer in the
+            // snapshot: not local.
             let index = state.nodes.iter().position(|p| Arc::ptr_eq(p, node));
-            let view = NodeView {
+            let view = index.and_then(|i| state.node_view(i)).unwrap_or_else(|| NodeView {
                 addr: node.addr,
                 info: state.infos.iter().find(|i| i.address == node.addr),
                 up: node.is_up(),
-                local: index.is_some_and(|i| i < state.local),
-            };
+                local: false,
+            });
             match error {
                 None => policy.on_request_success(request, latency, view),
                 Some(e) => policy.on_request_failure(request, latency, view, e),
@@ -532,13 +534,7 @@ impl<'a> ClusterSource<'a> for PolicyView<'a> {
 
     fn node(&self, index: usize) -> Option<NodeView<'a>> {
         let state: &'a ClusterState = self.state;
-        let pool = state.nodes.get(index)?;
-        Some(NodeView {
-            addr: pool.addr,
-            info: state.infos.iter().find(|i| i.address == pool.addr),
-            up: pool.is_up(),
-            local: index < state.local,
-        })
+        state.node_view(index)
     }
 
     fn replicas(&self, out: &mut Vec<Target>) {

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::{Session, SessionConfig};
 use crate::cluster::{NodeDistance, NodeInfo, ReplicaTable, ReplicationStrategy, TokenRing};
+use crate::load_balancing::NodeView;
 use crate::pool::NodePool;
 use crate::protocol::name_hash::BuildNameHasher;
 
@@ -124,6 +125,18 @@ impl ClusterState {
                 tables: Routing::slots(&strategies),
             }),
         }
+    }
+
+    /// The node at `index` of [`ClusterState::nodes`] as a policy (or the
+    /// cluster-state object) sees it: address, topology row, up, local.
+    pub(super) fn node_view(&self, index: usize) -> Option<NodeView<'_>> {
+        let pool = self.nodes.get(index)?;
+        Some(NodeView {
+            addr: pool.addr,
+            info: self.infos.iter().find(|i| i.address == pool.addr),
+            up: pool.is_up(),
+            local: index < self.local,
+        })
     }
 
     pub(super) fn pool(&self, addr: SocketAddr) -> Option<&Arc<NodePool>> {
