@@ -363,11 +363,19 @@ impl FrontHandle {
     ) -> Result<Option<Arc<TabletMap>>, EmuError> {
         let shared = self.shared.clone();
         let (keyspace, table) = (keyspace.to_owned(), table.to_owned());
+        self.on_runtime("resize", async move { shared.resize_tablets(&keyspace, &table, resize).await }).await
+    }
+
+    /// Runs `work` on the front's runtime (where its own connections to
+    /// Cassandra live) and waits for it; `what` names it in the error of a
+    /// task that died.
+    async fn on_runtime<T: Send + 'static>(
+        &self,
+        what: &str,
+        work: impl std::future::Future<Output = Result<T, EmuError>> + Send + 'static,
+    ) -> Result<T, EmuError> {
         let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
-        runtime
-            .spawn(async move { shared.resize_tablets(&keyspace, &table, resize).await })
-            .await
-            .map_err(|e| EmuError::Protocol(format!("resize task: {e}")))?
+        runtime.spawn(work).await.map_err(|e| EmuError::Protocol(format!("{what} task: {e}")))?
     }
 
     /// The base tables with CDC options.
@@ -393,11 +401,7 @@ impl FrontHandle {
     pub async fn new_generation_at(&self, at: SystemTime) -> Result<Generation, EmuError> {
         let ms = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
         let shared = self.shared.clone();
-        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
-        runtime
-            .spawn(async move { shared.create_generation(ms).await })
-            .await
-            .map_err(|e| EmuError::Protocol(format!("generation task: {e}")))?
+        self.on_runtime("generation", async move { shared.create_generation(ms).await }).await
     }
 
     /// [`new_generation_at`](Self::new_generation_at) for synchronous callers.
@@ -419,11 +423,7 @@ impl FrontHandle {
     /// for it.
     pub async fn set_client_routes(&self, routes: Vec<ClientRoute>) -> Result<(), EmuError> {
         let shared = self.shared.clone();
-        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
-        runtime
-            .spawn(async move { shared.set_client_routes(&routes).await })
-            .await
-            .map_err(|e| EmuError::Protocol(format!("client routes task: {e}")))?
+        self.on_runtime("client routes", async move { shared.set_client_routes(&routes).await }).await
     }
 
     /// Removes the route of `connection_id` to `host_id`
@@ -431,11 +431,7 @@ impl FrontHandle {
     pub async fn remove_client_route(&self, connection_id: &str, host_id: uuid::Uuid) -> Result<(), EmuError> {
         let shared = self.shared.clone();
         let connection_id = connection_id.to_owned();
-        let runtime = self.runtime.as_ref().ok_or_else(|| EmuError::Config("front stopped".into()))?;
-        runtime
-            .spawn(async move { shared.remove_client_route(&connection_id, host_id).await })
-            .await
-            .map_err(|e| EmuError::Protocol(format!("client routes task: {e}")))?
+        self.on_runtime("client routes", async move { shared.remove_client_route(&connection_id, host_id).await }).await
     }
 
     /// Stops the front: listeners close, client connections are dropped.

@@ -5,7 +5,7 @@
 //!
 //! ScyllaDB takes routes through its REST API and commits them through
 //! group 0 before it announces them; the front takes them through
-//! [`FrontHandle::set_client_route`](crate::FrontHandle::set_client_route),
+//! [`FrontHandle::set_client_routes`](crate::FrontHandle::set_client_routes),
 //! written before they are announced, in the same order.
 
 use std::sync::Mutex;
@@ -15,6 +15,7 @@ use shardwise_protocol::response::{Event, Response, ResponseMessage};
 use uuid::Uuid;
 
 use super::Shared;
+use crate::admin::lit;
 use crate::delay_line::Outbox;
 use crate::error::EmuError;
 
@@ -40,10 +41,6 @@ pub struct ClientRoute {
     pub tls_port: Option<u16>,
 }
 
-fn quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
 impl Shared {
     /// Announces CLIENT_ROUTES_CHANGE to the connection of `to` from now on.
     pub(crate) fn listen_for_routes(&self, to: Outbox) {
@@ -61,9 +58,9 @@ impl Shared {
             let cql = format!(
                 "INSERT INTO {}.client_routes (connection_id, host_id, address, port, tls_port) VALUES ({}, {}, {}, {}, {tls})",
                 self.emu(),
-                quoted(&r.connection_id),
+                lit(&r.connection_id),
                 r.host_id,
-                quoted(&r.address),
+                lit(&r.address),
                 r.port
             );
             self.admin.query(&cql).await?;
@@ -77,7 +74,7 @@ impl Shared {
         let cql = format!(
             "DELETE FROM {}.client_routes WHERE connection_id = {} AND host_id = {host_id}",
             self.emu(),
-            quoted(connection_id)
+            lit(connection_id)
         );
         self.admin.query(&cql).await?;
         self.announce_routes(vec![(connection_id.to_owned(), host_id)]);
