@@ -163,6 +163,7 @@ impl CheckpointStore for KafkaCheckpoints {
                                 SinkError::Fenced { .. }
                                 | SinkError::NotHeld(_)
                                 | SinkError::Unusable { .. }
+                                | SinkError::CommitUnknown { .. }
                                 | SinkError::NotAssigned(_)
                                 | SinkError::Rebalanced { .. },
                             ) => refused.push(g.group),

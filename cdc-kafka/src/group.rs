@@ -12,14 +12,26 @@
 //!   with the configured `group.id` (eager rebalancing: every rebalance
 //!   revokes every partition, then assigns anew). The assignment it gets is
 //!   what the reader reads ([`shardwise_cdc::Assignment`]); a partition
-//!   assigned anew gets a new epoch, which the groups taken under it carry.
-//!   A partition this member held before a rebalance it took part in (its
-//!   assignment not lost: no other member held the partition in between)
-//!   keeps its epoch, so its groups are read on without being fenced again.
+//!   assigned anew gets a new epoch, which the groups taken under it carry,
+//!   so they are taken again (their progress read from Kafka).
+//! * **A partition given back** to the member that held it before keeps its
+//!   epoch, so its groups are read on without being taken again, only if
+//!   nobody else wrote it in between. The member cannot tell that from the
+//!   rebalances it sees: a generation whose assignment never reached it (its
+//!   `SyncGroup` answered "rebalance in progress" because a third member
+//!   joined, while the leader got its own assignment and wrote under it)
+//!   looks like no generation at all, and reading on from its own progress
+//!   then wrote the other member's windows a second time. So every
+//!   transaction commits its control partition's offset with a tag as the
+//!   offset's metadata (this process's run and the epoch it held the
+//!   partition under, [`Held::offsets`]), and on a new assignment the member
+//!   fetches the offsets committed to the partitions it held (with
+//!   `read_committed`, librdkafka asks for stable offsets: the fetch waits
+//!   for transactions still open): a partition whose last commit is its own
+//!   tag under that epoch, or that nobody ever committed to, is kept
+//!   ([`kept`]); any other, or a fetch that fails, is taken anew.
 //! * **Revocation**: the rebalance callback clears the assignment at once:
-//!   no transaction of a revoked group begins after it (one of a partition
-//!   this member may keep waits for the assignment, and begins if it kept
-//!   it). It does not wait for
+//!   no transaction of a revoked group begins after it. It does not wait for
 //!   the one under way (which may be waiting for the rebalance itself: the
 //!   coordinator holds offset commits while the group rebalances); that one
 //!   commits only if the coordinator accepts its offsets under the
@@ -106,6 +118,32 @@ pub fn partition_of(group: StreamId, partitions: i32) -> i32 {
     i32::try_from(hash % partitions).unwrap_or(0)
 }
 
+/// The tag a transaction of this `run` commits its control partition's
+/// offset with, holding it under `epoch`.
+fn tag(run: &str, epoch: u64) -> String {
+    format!("shardwise {run} {epoch}")
+}
+
+/// Of the partitions given back (`back`, each with the epoch this run held
+/// it under), those to keep: the ones whose last committed offset in
+/// `committed` (of `topic`) carries this `run`'s tag under that epoch, or
+/// that nobody committed to. Any other commit is another member's (or
+/// another run's) since: the partition is taken anew.
+fn kept(back: &HashMap<i32, u64>, committed: &TopicPartitionList, topic: &str, run: &str) -> HashMap<i32, u64> {
+    back.iter()
+        .filter(|(p, epoch)| {
+            committed.find_partition(topic, **p).is_some_and(|e| {
+                e.error().is_ok()
+                    && match e.offset() {
+                        Offset::Invalid => e.metadata().is_empty(),
+                        _ => e.metadata() == tag(run, **epoch),
+                    }
+            })
+        })
+        .map(|(p, e)| (*p, *e))
+        .collect()
+}
+
 /// What the consumer group gave this sink.
 #[derive(Default)]
 struct Given {
@@ -113,12 +151,9 @@ struct Given {
     /// under.
     partitions: HashMap<i32, u64>,
     /// What the last revocation took, if this member took part in the
-    /// rebalance (its assignment was not lost): kept by the next one.
+    /// rebalance (its assignment was not lost): the partitions the next
+    /// assignment may keep ([`kept`]).
     revoked: HashMap<i32, u64>,
-    /// Between such a revocation and the next assignment: the partitions
-    /// revoked count as still held by the reader (a transaction waits for
-    /// the assignment, [`Membership::hold`]).
-    pending: bool,
     /// The consumer's group metadata as the assignment came (its member id
     /// and the group's generation): what every transaction is fenced with.
     metadata: Option<Arc<ConsumerGroupMetadata>>,
@@ -131,10 +166,10 @@ pub(crate) struct Membership {
     /// The control topic's partitions when the sink joined.
     partitions: i32,
     given: Mutex<Given>,
-    /// Signalled when the assignment changes.
-    changed: std::sync::Condvar,
     /// Epochs handed out so far.
     epochs: AtomicU64,
+    /// This run of the process, in the tags of its commits ([`tag`]).
+    run: String,
     /// Set when the coordinator refused a transaction's offsets (this
     /// member's generation is over): nothing is held until the next
     /// assignment.
@@ -149,16 +184,22 @@ pub(crate) struct Held<'a> {
     metadata: Arc<ConsumerGroupMetadata>,
     membership: &'a Membership,
     partition: i32,
+    /// The epoch the partition is held under.
+    epoch: u64,
 }
 
 impl Held<'_> {
     /// The offsets the transaction commits: its group's control partition,
-    /// at 0 (nothing is consumed; the commit is the fence).
+    /// at 0 (nothing is consumed; the commit is the fence), tagged with
+    /// this run and the hold's epoch ([`tag`]).
     pub(crate) fn offsets(&self) -> Result<TopicPartitionList, SinkError> {
         let mut offsets = TopicPartitionList::new();
         offsets
             .add_partition_offset(&self.membership.settings.control_topic, self.partition, Offset::Offset(0))
             .map_err(SinkError::kafka("the control partition's offset"))?;
+        for mut e in offsets.elements() {
+            e.set_metadata(tag(&self.membership.run, self.epoch));
+        }
         Ok(offsets)
     }
 
@@ -179,6 +220,20 @@ impl Held<'_> {
 }
 
 impl Membership {
+    /// Nothing assigned yet, on a control topic of `partitions` partitions.
+    fn new(settings: GroupSettings, partitions: i32) -> Self {
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Membership {
+            settings,
+            partitions,
+            given: Mutex::new(Given::default()),
+            epochs: AtomicU64::new(0),
+            run: format!("{}.{}", std::process::id(), started.as_nanos()),
+            stale: AtomicBool::new(false),
+            broken: Mutex::new(None),
+        }
+    }
+
     /// The epoch under which `group` is held now, if it is.
     pub(crate) fn epoch_of(&self, group: StreamId) -> Option<u64> {
         let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
@@ -186,16 +241,10 @@ impl Membership {
     }
 
     fn held_in(&self, given: &Given, group: StreamId) -> Option<u64> {
-        if self.stale.load(Ordering::Acquire) {
+        if self.stale.load(Ordering::Acquire) || given.metadata.is_none() {
             return None;
         }
-        let partition = partition_of(group, self.partitions);
-        match given.partitions.get(&partition) {
-            Some(epoch) if given.metadata.is_some() => Some(*epoch),
-            Some(_) => None,
-            None if given.pending => given.revoked.get(&partition).copied(),
-            None => None,
-        }
+        given.partitions.get(&partition_of(group, self.partitions)).copied()
     }
 
     /// Holds `group` for a transaction, if it is held under `epoch` (any
@@ -206,43 +255,39 @@ impl Membership {
             return Err(SinkError::ControlTopicChanged(reason));
         }
         let partition = partition_of(group, self.partitions);
-        let deadline = std::time::Instant::now() + self.settings.session_timeout.max(Duration::from_secs(1)) * 2;
-        let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
-        // Mid-rebalance, a partition this member may keep: wait for the
-        // assignment (and its metadata).
-        while given.pending && given.revoked.contains_key(&partition) && !self.stale.load(Ordering::Acquire) {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(SinkError::NotAssigned(group));
-            }
-            given = self.changed.wait_timeout(given, left).unwrap_or_else(PoisonError::into_inner).0;
-        }
+        let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
         match (self.held_in(&given, group), &given.metadata) {
             (Some(now), Some(metadata)) if epoch.is_none_or(|e| e == now) => {
-                Ok(Held { metadata: metadata.clone(), membership: self, partition })
+                Ok(Held { metadata: metadata.clone(), membership: self, partition, epoch: now })
             }
             _ => Err(SinkError::NotAssigned(group)),
         }
     }
 
-    /// The rebalance took the assignment away: nothing is held from now on
-    /// (a transaction under way goes on, fenced by its generation).
-    /// A `lost` assignment (this member was dropped from the group) keeps
-    /// nothing for the next one. A member whose transaction the coordinator refused counts as lost
-    /// too.
+    /// The rebalance took the assignment away (`lost`: this member was
+    /// dropped from the group): nothing is held from now on (a transaction
+    /// under way goes on, fenced by its generation).
+    /// A member whose transaction the coordinator refused counts as lost.
     fn revoke(&self, lost: bool) {
         let lost = lost || self.stale.load(Ordering::Acquire);
         let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
         let taken = std::mem::take(&mut given.partitions);
         given.revoked = if lost { HashMap::new() } else { taken };
-        given.pending = !lost;
         given.metadata = None;
-        self.changed.notify_all();
         tracing::info!(group_id = %self.settings.group_id, lost, "the control partitions were revoked");
     }
 
-    /// The rebalance assigned `partitions`, with the consumer's `metadata`.
-    fn assign(&self, partitions: HashSet<i32>, metadata: Option<ConsumerGroupMetadata>) {
+    /// The partitions of `assigned` that the last revocation took, with
+    /// their epochs: those the assignment may keep ([`kept`]).
+    fn given_back(&self, assigned: &HashSet<i32>) -> HashMap<i32, u64> {
+        let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        given.revoked.iter().filter(|(p, _)| assigned.contains(p)).map(|(p, e)| (*p, *e)).collect()
+    }
+
+    /// The rebalance assigned `partitions`, with the consumer's `metadata`;
+    /// those in `keep` keep the epoch given (see [`kept`]), the others get
+    /// a new one.
+    fn assign(&self, partitions: HashSet<i32>, metadata: Option<ConsumerGroupMetadata>, keep: &HashMap<i32, u64>) {
         if let Some(beyond) = partitions.iter().find(|p| **p >= self.partitions) {
             let reason = format!(
                 "{} has partition {beyond} now, {} when this sink joined: restart every sink of the group",
@@ -252,20 +297,18 @@ impl Membership {
             *self.broken.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
         }
         let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
-        let revoked = std::mem::take(&mut given.revoked);
-        given.pending = false;
-        let fresh = self.epochs.fetch_add(1, Ordering::AcqRel) + 1;
-        given.partitions = partitions.iter().map(|p| (*p, revoked.get(p).copied().unwrap_or(fresh))).collect();
+        given.revoked.clear();
+        let epoch = self.epochs.fetch_add(1, Ordering::AcqRel) + 1;
+        given.partitions = partitions.iter().map(|p| (*p, keep.get(p).copied().unwrap_or(epoch))).collect();
         tracing::info!(
             group_id = %self.settings.group_id,
-            epoch = fresh,
+            epoch,
             partitions = ?{ let mut p: Vec<_> = partitions.iter().copied().collect(); p.sort_unstable(); p },
-            kept = partitions.iter().filter(|p| revoked.contains_key(p)).count(),
+            kept = keep.len(),
             "control partitions assigned"
         );
         given.metadata = metadata.map(Arc::new);
         self.stale.store(false, Ordering::Release);
-        self.changed.notify_all();
     }
 }
 
@@ -302,9 +345,26 @@ impl ConsumerContext for MemberContext {
     /// metadata of the generation that made it.
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(list) = rebalance {
-            let topic = &self.membership.settings.control_topic;
+            let m = &self.membership;
+            let topic = &m.settings.control_topic;
             let partitions = list.elements().iter().filter(|e| e.topic() == topic).map(|e| e.partition()).collect();
-            self.membership.assign(partitions, consumer.group_metadata());
+            let back = m.given_back(&partitions);
+            let keep = if back.is_empty() {
+                HashMap::new()
+            } else {
+                let mut asked = TopicPartitionList::new();
+                for p in back.keys() {
+                    asked.add_partition(topic, *p);
+                }
+                match consumer.committed_offsets(asked, m.settings.session_timeout.max(Duration::from_secs(1))) {
+                    Ok(committed) => kept(&back, &committed, topic, &m.run),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the control partitions' commits could not be read; every partition is taken anew");
+                        HashMap::new()
+                    }
+                }
+            };
+            m.assign(partitions, consumer.group_metadata(), &keep);
         }
     }
 }
@@ -340,15 +400,7 @@ impl Member {
         if partitions < 1 {
             return Err(SinkError::Topic { topic: topic.clone(), code: RDKafkaErrorCode::UnknownTopicOrPartition });
         }
-        let membership = Arc::new(Membership {
-            settings: settings.clone(),
-            partitions,
-            given: Mutex::new(Given::default()),
-            changed: std::sync::Condvar::new(),
-            epochs: AtomicU64::new(0),
-            stale: AtomicBool::new(false),
-            broken: Mutex::new(None),
-        });
+        let membership = Arc::new(Membership::new(settings.clone(), partitions));
         let session = settings.session_timeout.as_millis().max(1);
         let context = MemberContext { membership: membership.clone() };
         let consumer: BaseConsumer<MemberContext> = brokers
@@ -391,5 +443,106 @@ impl Drop for Member {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A consumer's group metadata, as an assignment brings it (made
+    /// without connecting).
+    fn metadata() -> ConsumerGroupMetadata {
+        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("group.id", "g")
+            .create()
+            .expect("a consumer");
+        consumer.group_metadata().expect("group metadata")
+    }
+
+    /// Issue 51: a partition given back to the member that held it keeps
+    /// its epoch only when its last commit is this run's, under that epoch,
+    /// or nobody ever committed to it; a commit of another member (a
+    /// generation whose assignment never reached this one) or of another
+    /// run, an error, or no answer take it anew.
+    #[test]
+    fn a_partition_given_back_is_kept_only_if_its_last_commit_is_this_runs() {
+        let back = HashMap::from([(0, 7), (1, 7), (2, 7), (3, 7), (4, 7), (5, 7)]);
+        let mut committed = TopicPartitionList::new();
+        let mut commit = |p: i32, offset: Offset, metadata: &str| {
+            committed.add_partition_offset("control", p, offset).expect("an offset");
+            committed.find_partition("control", p).expect("added").set_metadata(metadata);
+        };
+        commit(0, Offset::Offset(0), &tag("run", 7));
+        commit(1, Offset::Invalid, "");
+        commit(2, Offset::Offset(0), &tag("other", 7));
+        commit(3, Offset::Offset(0), &tag("run", 6));
+        commit(4, Offset::Offset(0), "");
+        let kept = kept(&back, &committed, "control", "run");
+        assert_eq!(kept, HashMap::from([(0, 7), (1, 7)]), "own last commit, or none; 5 unanswered");
+    }
+
+    /// A revocation this member took part in offers its partitions to the
+    /// next assignment, which keeps the epochs it is told to keep and gives
+    /// the others a new one; a lost assignment (or a refused transaction)
+    /// offers nothing. Between the revocation and the assignment nothing is
+    /// held, and a window read under an epoch not kept is refused.
+    #[test]
+    fn an_assignment_keeps_the_epochs_it_is_told_to_and_no_others() {
+        let membership = Membership::new(GroupSettings::new("g", "cp"), 4);
+        let a = StreamId::from_bytes([3; 16]);
+        let b = (0..=u8::MAX)
+            .map(|n| {
+                let mut id = [3; 16];
+                id[15] = n;
+                StreamId::from_bytes(id)
+            })
+            .find(|b| partition_of(*b, 4) != partition_of(a, 4))
+            .expect("another partition");
+        let (pa, pb) = (partition_of(a, 4), partition_of(b, 4));
+        assert_ne!(pa, pb, "two partitions");
+        let both = HashSet::from([pa, pb]);
+        membership.assign(both.clone(), Some(metadata()), &HashMap::new());
+        let (ea, eb) = (membership.epoch_of(a).expect("a"), membership.epoch_of(b).expect("b"));
+
+        membership.revoke(false);
+        assert_eq!(membership.epoch_of(a), None, "nothing is held mid-rebalance");
+        assert!(matches!(membership.hold(a, Some(ea)), Err(SinkError::NotAssigned(_))));
+        let back = membership.given_back(&both);
+        assert_eq!(back, HashMap::from([(pa, ea), (pb, eb)]));
+        membership.assign(both.clone(), Some(metadata()), &HashMap::from([(pa, ea)]));
+        assert_eq!(membership.epoch_of(a), Some(ea), "kept");
+        let fresh = membership.epoch_of(b).expect("b again");
+        assert_ne!(fresh, eb, "taken anew");
+        assert!(membership.hold(a, Some(ea)).is_ok());
+        assert!(matches!(membership.hold(b, Some(eb)), Err(SinkError::NotAssigned(_))));
+        assert!(membership.given_back(&both).is_empty(), "offered to one assignment only");
+
+        membership.revoke(true);
+        assert!(membership.given_back(&both).is_empty(), "a lost assignment offers nothing");
+        membership.assign(both.clone(), Some(metadata()), &HashMap::new());
+        membership.hold(a, None).expect("held").refused();
+        membership.revoke(false);
+        assert!(membership.given_back(&both).is_empty(), "refused: counted as lost");
+    }
+
+    /// A refusal of the current assignment's transaction holds nothing
+    /// until the next assignment; a refusal under an assignment since
+    /// replaced changes nothing.
+    #[test]
+    fn a_refusal_holds_nothing_until_the_next_assignment() {
+        let membership = Membership::new(GroupSettings::new("g", "cp"), 4);
+        let group = StreamId::from_bytes([3; 16]);
+        let partitions = HashSet::from([partition_of(group, 4)]);
+        membership.assign(partitions.clone(), Some(metadata()), &HashMap::new());
+        let held = membership.hold(group, None).expect("held");
+        membership.assign(partitions.clone(), Some(metadata()), &HashMap::new());
+        held.refused();
+        assert!(membership.epoch_of(group).is_some(), "a refusal of the assignment before");
+        membership.hold(group, None).expect("held").refused();
+        assert_eq!(membership.epoch_of(group), None, "refused: nothing held");
+        membership.assign(partitions, Some(metadata()), &HashMap::new());
+        assert!(membership.epoch_of(group).is_some());
     }
 }

@@ -1,4 +1,7 @@
-#![forbid(unsafe_code)]
+// Unsafe code only in the unit tests' mock-broker helper (librdkafka's C
+// test API, `producers::tests`).
+#![cfg_attr(not(test), forbid(unsafe_code))]
+#![cfg_attr(test, deny(unsafe_code))]
 #![warn(missing_docs)]
 //! # shardwise-cdc-kafka
 //!
@@ -96,6 +99,19 @@ pub enum SinkError {
         /// Why the transaction failed.
         failed: Box<str>,
         /// Why aborting it failed.
+        source: KafkaError,
+    },
+    /// A transaction's commit was not confirmed (the coordinator did not
+    /// answer in time, tried [`crate::producers`]' attempts times): it may
+    /// have committed. It is not aborted nor written again; the producer is
+    /// replaced (its successor's initialisation completes or aborts it), and
+    /// the group is left, to be read again from what Kafka holds (a reader
+    /// without leases or a consumer group stops: restart it).
+    #[error("kafka producer {transactional_id}: a transaction's commit was not confirmed ({source}); it may have committed, so it is not written again")]
+    CommitUnknown {
+        /// The producer's id.
+        transactional_id: String,
+        /// The client's last error.
         source: KafkaError,
     },
     /// A window of a group this sink has no producer for: with

@@ -341,9 +341,13 @@ impl Writer {
                         .send_offsets_to_transaction(&offsets, held.metadata(), self.timeout)
                         .map_err(|e| self.failed("sending the group's offsets", e))?;
                 }
-                self.producer.commit_transaction(self.timeout).map_err(|e| self.failed("committing a window", e))
+                Ok(())
             })();
-            let Err(e) = written else { return Ok(()) };
+            let Err(e) = written.and_then(|()| self.commit()) else { return Ok(()) };
+            if let SinkError::CommitUnknown { .. } = e {
+                // Never aborted: its end may be on the coordinator's log.
+                return Err(e);
+            }
             if let (SinkError::Rebalanced { .. }, Some(held)) = (&e, &held) {
                 held.refused();
             }
@@ -368,6 +372,47 @@ impl Writer {
             aborted.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, attempt, "a Kafka transaction failed and was aborted; writing it again");
             attempt += 1;
+        }
+    }
+
+    /// Commits the open transaction. A commit that failed with an error a
+    /// later try may get past (it timed out, say, the coordinator slow to
+    /// answer) is resumed, up to [`TRANSACTION_ATTEMPTS`] tries, never
+    /// aborted: the coordinator may have the transaction's end already, and
+    /// aborting it (which librdkafka refuses then) and writing it again would
+    /// commit the window twice. A commit still unconfirmed after that, or
+    /// failed with an error that says neither (a fatal one), is
+    /// [`SinkError::CommitUnknown`]: the producer is replaced, whose
+    /// successor's initialisation completes or aborts it, and the group is
+    /// read again from what Kafka holds. A commit the broker refused
+    /// (librdkafka says it must be aborted) is the caller's to abort and
+    /// write again. Blocking.
+    fn commit(&self) -> Result<(), SinkError> {
+        let mut attempt = 1;
+        loop {
+            let error = match self.producer.commit_transaction(self.timeout) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let failed = self.failed("committing a window", error.clone());
+            let (resumable, abortable) = match &error {
+                KafkaError::Transaction(e) => (e.is_retriable(), e.txn_requires_abort()),
+                _ => (false, false),
+            };
+            match failed {
+                fenced @ SinkError::Fenced { .. } => return Err(fenced),
+                refused if abortable => return Err(refused),
+                _ if resumable && attempt < TRANSACTION_ATTEMPTS => {
+                    tracing::warn!(error = %error, attempt, "a Kafka transaction's commit is not confirmed yet; resuming it");
+                    attempt += 1;
+                }
+                _ => {
+                    return Err(SinkError::CommitUnknown {
+                        transactional_id: self.transactional_id.clone().unwrap_or_default(),
+                        source: error,
+                    })
+                }
+            }
         }
     }
 
@@ -596,6 +641,11 @@ impl Producers {
         };
         let writer = self.writer(write.group)?;
         match (writer.write(write, &self.recorded, membership, &self.aborted), &self.process) {
+            (Err(e @ SinkError::CommitUnknown { .. }), Some(process)) => {
+                tracing::warn!(error = %e, "a Kafka commit was not confirmed; the producer is replaced and the window not written again");
+                self.replace(process, &writer)?;
+                Err(e)
+            }
             (Err(SinkError::Unusable { .. }), Some(process)) => {
                 tracing::warn!("the Kafka producer can no longer write; it is replaced");
                 self.replace(process, &writer)?.write(write, &self.recorded, membership, &self.aborted)
@@ -605,7 +655,7 @@ impl Producers {
                 self.replace(process, &writer)?;
                 Err(e)
             }
-            (Err(e @ (SinkError::Fenced { .. } | SinkError::Unusable { .. })), _) => {
+            (Err(e @ (SinkError::Fenced { .. } | SinkError::Unusable { .. } | SinkError::CommitUnknown { .. })), _) => {
                 self.forget(write.group, &writer);
                 Err(e)
             }
@@ -692,6 +742,107 @@ mod tests {
         assert!(Arc::ptr_eq(&held, &newer), "the newer producer stays");
         producers.forget(group, &newer);
         assert!(matches!(producers.writer(group), Err(SinkError::NotHeld(g)) if g == group));
+    }
+
+    /// librdkafka's mock cluster of two brokers, hosted by a client of its
+    /// own (kept alive beside it), with `topics` of one partition.
+    struct Mock {
+        host: rdkafka::producer::BaseProducer,
+        servers: String,
+    }
+
+    impl Mock {
+        fn new(topics: &[&str]) -> Self {
+            let host: rdkafka::producer::BaseProducer =
+                ClientConfig::new().set("test.mock.num.brokers", "2").create().expect("a mock cluster");
+            let cluster = host.client().mock_cluster().expect("the mock cluster");
+            for topic in topics {
+                cluster.create_topic(topic, 1, 1).expect("a mock topic");
+            }
+            let servers = cluster.bootstrap_servers();
+            drop(cluster);
+            Mock { host, servers }
+        }
+
+        /// Delays the answer to the next `EndTxn` request each broker gets
+        /// by `delay`; the request itself is applied when it comes.
+        #[allow(unsafe_code)]
+        fn delay_next_end_txn(&self, delay: Duration) {
+            const END_TXN: i16 = 26;
+            let delay = i32::try_from(delay.as_millis()).expect("a delay in milliseconds");
+            // SAFETY: the mock cluster is owned by `self.host`, alive for
+            // the call; the variadic arguments are the (error code, delay in
+            // ms) pairs the C API reads, `cnt` (1) of them, as C ints.
+            unsafe {
+                let cluster = rdkafka_sys::rd_kafka_handle_mock_cluster(self.host.client().native_ptr());
+                assert!(!cluster.is_null(), "the host's mock cluster");
+                for broker in [1, 2] {
+                    let pushed = rdkafka_sys::rd_kafka_mock_broker_push_request_error_rtts(
+                        cluster,
+                        broker,
+                        END_TXN,
+                        1,
+                        rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
+                        delay,
+                    );
+                    assert_eq!(pushed, rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR);
+                }
+            }
+        }
+
+        /// The messages of `topic` committed (`read_committed`), by key.
+        fn committed(&self, topic: &str) -> Vec<String> {
+            use rdkafka::consumer::{BaseConsumer, Consumer};
+            use rdkafka::{Message, Offset, TopicPartitionList};
+            let consumer: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &self.servers)
+                .set("group.id", "reader")
+                .set("isolation.level", "read_committed")
+                .set("enable.partition.eof", "true")
+                .create()
+                .expect("a consumer");
+            let mut at = TopicPartitionList::new();
+            at.add_partition_offset(topic, 0, Offset::Beginning).expect("a partition");
+            consumer.assign(&at).expect("assigned");
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let mut keys = Vec::new();
+            while std::time::Instant::now() < deadline {
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Ok(m)) => keys.extend(m.key().map(|k| String::from_utf8_lossy(k).into_owned())),
+                    Some(Err(KafkaError::PartitionEOF(_))) => return keys,
+                    _ => {}
+                }
+            }
+            panic!("{topic} not read to its end in 20 s: {keys:?}");
+        }
+    }
+
+    /// Issue 51: a commit whose answer comes after the producer's timeout
+    /// (the coordinator has applied it) is resumed, not aborted and written
+    /// again: the window is committed once. Before, the abort was refused
+    /// (the commit was under way), the producer replaced and the window
+    /// written again: committed twice.
+    #[test]
+    fn a_commit_answered_late_is_resumed_and_commits_once() {
+        let mock = Mock::new(&["out", "cp"]);
+        let mut config = SinkConfig::new(&mock.servers, "n", "ks", "t");
+        config.delivery = Delivery::ExactlyOnce { transactional_id: "tx".into() };
+        (config.timeout, config.transaction_timeout) = (Duration::from_secs(2), Duration::from_secs(60));
+        let producers = Producers::new(&config).expect("the process's producer");
+        mock.delay_next_end_txn(Duration::from_millis(3_000));
+        let messages = [("k".to_owned(), "v".to_owned())];
+        let write = Write {
+            messages: ("out", &messages),
+            checkpoints: "cp",
+            group: StreamId::from_bytes([1; 16]),
+            record: Some(("r", (Millis(1), Millis(2)))),
+            positions: None,
+            epoch: 0,
+        };
+        producers.write(&write).expect("written");
+        assert_eq!(mock.committed("out"), ["k"], "the window committed once");
+        assert_eq!(mock.committed("cp"), ["r"]);
+        assert_eq!(producers.replaced.load(Ordering::Relaxed), 0, "the producer was kept");
     }
 
     #[test]

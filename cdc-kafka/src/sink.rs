@@ -565,6 +565,7 @@ fn consumer_error(e: SinkError) -> ConsumerError {
         e @ (SinkError::Fenced { .. }
         | SinkError::NotHeld(_)
         | SinkError::Unusable { .. }
+        | SinkError::CommitUnknown { .. }
         | SinkError::NotAssigned(_)
         | SinkError::Rebalanced { .. }) => ConsumerError::Fenced(Box::new(e)),
         e => ConsumerError::failed(e),
