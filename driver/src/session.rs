@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use shardwise_protocol::token::Token;
 use tokio::sync::{broadcast, watch};
 
-pub use cluster_info::{ClusterInfo, NodeState};
+pub use cluster_info::{ClusterInfo, NodeState, TokenError};
 pub use config::{SessionBuilder, SessionConfig};
 pub use pager::Pager;
 pub use row_stream::{RowStream, RowStreamError};

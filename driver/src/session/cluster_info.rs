@@ -4,17 +4,25 @@
 //! place, state, connections and sharding, and the replicas of a token.
 //!
 //! The nodes are a copy taken when asked; the replicas are read from the
-//! session's view when asked, tablets learned since included.
+//! session's view when asked, tablets learned since included. A token of a
+//! table's partition key ([`ClusterInfo::compute_token`]) comes from a
+//! statement the session prepares once for the table (and caches): its bind
+//! markers carry the key's types and names, so values are checked and
+//! matched by name exactly as a prepared statement's are.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use shardwise_protocol::sharding::Sharder;
 use shardwise_protocol::token::Token;
+use shardwise_protocol::types::ser::SerializeValues;
+use shardwise_protocol::EncodeError;
 use uuid::Uuid;
 
+use super::schema::SchemaError;
 use super::Session;
 use crate::cluster::node::Replica;
+use crate::error::ExecutionError;
 
 /// One node as [`ClusterInfo::get_nodes_info`] lists it (the official
 /// driver's `Node`).
@@ -82,6 +90,92 @@ impl ClusterInfo {
     pub fn get_token_endpoints(&self, keyspace: &str, table: &str, token: Token) -> Vec<Replica> {
         self.session.token_endpoints(keyspace, table, token)
     }
+
+    /// The token of the partition of `keyspace.table` whose key `values`
+    /// give (the official `ClusterState::compute_token`): the key's columns
+    /// in key order (a tuple), or a struct that derives `SerializeValues`,
+    /// matched by name. The values are checked against the key's types. The
+    /// first call for a table prepares `SELECT … WHERE` its key columns `= ?`
+    /// (one round trip; the session caches it), so the token is the one a
+    /// prepared statement of the table routes by, partitioner included.
+    pub async fn compute_token<V: SerializeValues + ?Sized>(
+        &self,
+        keyspace: &str,
+        table: &str,
+        values: &V,
+    ) -> Result<Token, TokenError> {
+        let no_table = || TokenError::NoTable { keyspace: keyspace.to_owned(), table: table.to_owned() };
+        let schema = self.session.schema().await?;
+        let ks = schema.keyspaces.get(keyspace).ok_or_else(no_table)?;
+        let key = match (ks.tables.get(table), ks.views.get(table)) {
+            (Some(t), _) => &t.partition_key,
+            (None, Some(v)) => &v.table.partition_key,
+            (None, None) => return Err(no_table()),
+        };
+        if key.is_empty() {
+            return Err(no_table());
+        }
+        if values.count() != key.len() {
+            return Err(TokenError::Count {
+                keyspace: keyspace.to_owned(),
+                table: table.to_owned(),
+                key: key.join(", "),
+                given: values.count(),
+            });
+        }
+        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+        let columns: Vec<String> = key.iter().map(|c| quote(c)).collect();
+        let text = format!(
+            "SELECT {} FROM {}.{} WHERE {}",
+            columns.join(", "),
+            quote(keyspace),
+            quote(table),
+            columns.iter().map(|c| format!("{c} = ?")).collect::<Vec<_>>().join(" AND ")
+        );
+        let prepared = self.session.prepare(text).await?;
+        values.check_types(prepared.bind_specs())?;
+        prepared.calculate_token(values).ok_or(TokenError::NoToken)
+    }
+}
+
+/// Why [`ClusterInfo::compute_token`] gave no token.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The schema could not be read.
+    #[error("reading the schema for a partition key: {0}")]
+    Schema(#[from] SchemaError),
+    /// No such table or view in the schema (the schema follows schema
+    /// events: one just created may not be in it yet).
+    #[error("no table or view {keyspace}.{table} in the schema")]
+    NoTable {
+        /// The keyspace asked for.
+        keyspace: String,
+        /// The table asked for.
+        table: String,
+    },
+    /// Not as many values as the partition key has columns.
+    #[error("the partition key of {keyspace}.{table} is ({key}): {given} values given")]
+    Count {
+        /// The keyspace.
+        keyspace: String,
+        /// The table.
+        table: String,
+        /// The key's columns, in key order.
+        key: String,
+        /// The values given.
+        given: usize,
+    },
+    /// Preparing the table's key statement failed.
+    #[error("preparing the partition key statement: {0}")]
+    Prepare(#[from] ExecutionError),
+    /// A value does not fit its key column (a type, a name).
+    #[error("the partition key values: {0}")]
+    Values(#[from] EncodeError),
+    /// A key value is null or unset, or the table's partitioner is not one
+    /// the driver implements.
+    #[error("no token: a key value is null or unset, or the table's partitioner is not implemented")]
+    NoToken,
 }
 
 impl Session {

@@ -362,6 +362,70 @@ async fn the_cluster_state_names_the_cluster_and_every_node() {
     assert_eq!(sharder.nr_shards().get(), SHARDS);
 }
 
+/// The key of `ks.pairs` as a struct matched by name (fields in another
+/// order than the key's columns).
+#[derive(shardwise::SerializeValues)]
+struct PairKey<'a> {
+    b: &'a str,
+    a: i32,
+}
+
+/// `compute_token` as the official `ClusterState::compute_token` is called:
+/// the token of a composite and of a single-column key is the server's own
+/// `token(..)` of that row, from a tuple in key order or a struct matched by
+/// name, and a prepared statement's `calculate_token` agrees; a wrong count,
+/// a wrong type, a null key value and an unknown table are typed errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compute_token_is_the_servers_token_of_the_key() {
+    use shardwise::protocol::token::Token;
+    use shardwise::session::TokenError;
+    let server = testkit::shared_node().expect("server");
+    let session = SessionBuilder::new().known_node_addr(server).build().await.expect("session");
+    let ks = crate::common::simple_keyspace(&session, "compute_token").await;
+    for ddl in [
+        format!("CREATE TABLE {ks}.pairs (a int, b text, c int, v int, PRIMARY KEY ((a, b), c))"),
+        format!("CREATE TABLE {ks}.single (k bigint PRIMARY KEY, v int)"),
+    ] {
+        session.execute(&Statement::new(ddl), ()).await.expect("table");
+    }
+    session.await_schema_agreement().await.expect("agreement");
+    let server_token = |text: String| {
+        let session = session.clone();
+        async move {
+            let result = session.execute(&Statement::new(text), ()).await.expect("token()");
+            let (token,) = result.first_row::<(i64,)>().expect("row").expect("a row");
+            Token::from(token)
+        }
+    };
+    session
+        .execute(&Statement::new(format!("INSERT INTO {ks}.pairs (a, b, c, v) VALUES (7, 'seven', 1, 1)")), ())
+        .await
+        .expect("insert");
+    session
+        .execute(&Statement::new(format!("INSERT INTO {ks}.single (k, v) VALUES (-3, 1)")), ())
+        .await
+        .expect("insert");
+    let pair = server_token(format!("SELECT token(a, b) FROM {ks}.pairs WHERE a = 7 AND b = 'seven'")).await;
+    let single = server_token(format!("SELECT token(k) FROM {ks}.single WHERE k = -3")).await;
+    assert_ne!(pair, single);
+
+    let state = session.cluster_state();
+    assert_eq!(state.compute_token(&ks, "pairs", &(7i32, "seven")).await.expect("a token"), pair);
+    assert_eq!(state.compute_token(&ks, "pairs", &PairKey { b: "seven", a: 7 }).await.expect("by name"), pair);
+    assert_eq!(state.compute_token(&ks, "single", &(-3i64,)).await.expect("a token"), single);
+    let prepared = session.prepare(format!("SELECT v FROM {ks}.pairs WHERE a = ? AND b = ?")).await.expect("prepare");
+    assert_eq!(prepared.calculate_token(&(7i32, "seven")), Some(pair));
+
+    let count = state.compute_token(&ks, "pairs", &(7i32,)).await;
+    assert!(matches!(&count, Err(TokenError::Count { key, given: 1, .. }) if key == "a, b"), "{count:?}");
+    let typed = state.compute_token(&ks, "single", &(-3i32,)).await;
+    assert!(matches!(typed, Err(TokenError::Values(_))), "an int for a bigint: {typed:?}");
+    let null = state.compute_token(&ks, "single", &(None::<i64>,)).await;
+    assert!(matches!(null, Err(TokenError::NoToken)), "{null:?}");
+    let missing = state.compute_token(&ks, "nothing", &(1i32,)).await;
+    assert!(matches!(missing, Err(TokenError::NoTable { .. })), "{missing:?}");
+}
+
 /// Tracing beyond one request's answer, as the official driver offers it:
 /// a statement prepared with tracing on has its PREPARE's tracing id
 /// (`get_prepare_tracing_ids`), whose trace is a prepare; every page of a
