@@ -348,6 +348,10 @@ impl NodeConfig {
             // where ScyllaDB does. The warning threshold stays Cassandra's (the
             // front strips batch warnings, as ScyllaDB sends none).
             ("batch_size_fail_threshold", "batch_size_fail_threshold: 1024KiB".into()),
+            // Materialized views on, as ScyllaDB has them (Cassandra 5.0
+            // keeps them off by default), so that views made through the
+            // emulation front are made.
+            ("materialized_views_enabled", "materialized_views_enabled: true".into()),
             ("partitioner", "partitioner: org.apache.cassandra.dht.Murmur3Partitioner".into()),
             (
                 "data_file_directories",

@@ -665,3 +665,51 @@ async fn a_secondary_index_has_tablets_of_its_own() {
     assert!(tablets_named(&session, &ks, "kv").await.is_empty());
     q(format!("DROP KEYSPACE {ks}")).await;
 }
+
+/// A materialized view in a tablets keyspace, as ScyllaDB keeps it (the
+/// migration manager makes a view's tablets as a table's;
+/// `test_tablets_are_dropped_when_dropping_view` in
+/// `test/cqlpy/test_tablets.py`): rows in `system.tablets` under a table id
+/// of its own, the keyspace's tablet count, gone with the view; and the view
+/// is made and read, with the Cassandra behind the front letting views be
+/// made as ScyllaDB does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_materialized_view_has_tablets_of_its_own_and_is_read() {
+    let (_front, session) = front_and_session().await;
+    let ks = tablets_keyspace(&session, "emu_tablets_view").await;
+    let q = |s: String| {
+        let session = session.clone();
+        async move { session.query_unpaged(s, &[]).await.expect("statement") }
+    };
+    q(format!(
+        "CREATE MATERIALIZED VIEW {ks}.kv_by_v AS SELECT pk, v FROM {ks}.kv \
+         WHERE v IS NOT NULL AND pk IS NOT NULL PRIMARY KEY (v, pk)"
+    ))
+    .await;
+    let base_id = table_id(&session, &ks, "kv").await;
+    let rows = tablets_named(&session, &ks, "kv_by_v").await;
+    assert_eq!(rows.len(), 8, "the keyspace's initial count: {rows:?}");
+    assert!(rows.iter().all(|r| r.0 == rows[0].0 && r.2 == 8), "{rows:?}");
+    assert_ne!(rows[0].0, base_id, "a table id of its own");
+
+    for (pk, v) in [(1i64, "a"), (2, "b"), (3, "a")] {
+        q(format!("INSERT INTO {ks}.kv (pk, v) VALUES ({pk}, '{v}')")).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let result = q(format!("SELECT pk FROM {ks}.kv_by_v WHERE v = 'a'")).await;
+        let mut pks: Vec<i64> =
+            result.into_rows_result().expect("rows").rows::<(i64,)>().expect("typed").map(|r| r.expect("row").0).collect();
+        pks.sort_unstable();
+        if pks == [1, 3] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the view has the base's rows: {pks:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    q(format!("DROP MATERIALIZED VIEW {ks}.kv_by_v")).await;
+    assert!(tablets_named(&session, &ks, "kv_by_v").await.is_empty(), "dropped with the view");
+    assert_eq!(tablets_named(&session, &ks, "kv").await.len(), 8, "the base keeps its own");
+    q(format!("DROP KEYSPACE {ks}")).await;
+}
