@@ -43,6 +43,7 @@
 //! Scylla checks the names before the values, in name order (its properties
 //! are a sorted map), so the first unknown name by order is the one named.
 
+use crate::admin::lit;
 use crate::tokens::{Kind, Tok};
 use crate::tombstone_gc::TombstoneGc;
 
@@ -367,11 +368,10 @@ fn removals(
 fn caching_words(entries: &[(String, String)]) -> (Option<String>, bool) {
     let Some((_, enabled)) = entries.iter().find(|(k, _)| k == "enabled") else { return (None, true) };
     let off = enabled.eq_ignore_ascii_case("false");
-    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
     let inner: Vec<String> = entries
         .iter()
         .filter(|(k, _)| k != "enabled")
-        .map(|(k, v)| format!("{}: {}", quote(k), quote(if off { "NONE" } else { v })))
+        .map(|(k, v)| format!("{}: {}", lit(k), lit(if off { "NONE" } else { v })))
         .collect();
     (Some(format!("caching = {{{}}}", inner.join(", "))), !off)
 }

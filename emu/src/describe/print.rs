@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::admin::lit as single_quote;
 use crate::cdc::CdcOptions;
 use crate::tombstone_gc::TombstoneGc;
 
@@ -111,10 +112,6 @@ pub(crate) fn maybe_quote(name: &str) -> String {
     }
 }
 
-/// `cql3::util::single_quote`.
-pub(crate) fn single_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
 
 /// A double as C++'s `ostream << double` writes it (`%g`, 6 significant
 /// digits): `0.01`, `1`, `0.5`, `1e-05`.

@@ -14,6 +14,8 @@
 //! way to Cassandra ([`crate::tombstone_gc`]). Everything else in the
 //! statement stays as written.
 
+use crate::admin::lit;
+
 /// The statement with ScyllaDB's property words replaced, or `None` when
 /// there is nothing to replace (or it is not a table DDL).
 pub fn cassandra_properties(text: &str) -> Option<String> {
@@ -130,8 +132,7 @@ fn split_colon(item: &str) -> Option<(&str, &str)> {
 }
 
 fn render(entries: &[(String, String)]) -> String {
-    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
-    let inner: Vec<String> = entries.iter().map(|(k, v)| format!("{}: {}", quote(k), quote(v))).collect();
+    let inner: Vec<String> = entries.iter().map(|(k, v)| format!("{}: {}", lit(k), lit(v))).collect();
     format!("{{{}}}", inner.join(", "))
 }
 
