@@ -1,9 +1,11 @@
 //! Connection settings shared by every connection of a session.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise_protocol::frame::ProtocolVersion;
+use shardwise_protocol::handshake::Identity;
 
 use crate::auth::AuthenticatorProvider;
 pub use crate::tls::{TlsConfig, TlsSetupError};
@@ -16,6 +18,52 @@ pub enum Compression {
     None,
     /// LZ4: v4 compresses each body, v5 each segment.
     Lz4,
+}
+
+/// Who the driver says it is when it opens a connection (the official
+/// driver's `SelfIdentity`, [`crate::SessionBuilder::custom_identity`]): by
+/// default the driver's name (`shardwise`) and version; an application name
+/// and version and a client id when set. Servers show them per connection
+/// (Cassandra in `system_views.clients`, ScyllaDB in `system.clients`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfIdentity(pub(crate) Identity);
+
+impl SelfIdentity {
+    /// The driver's own name and version, nothing else.
+    pub fn new() -> Self {
+        SelfIdentity(Identity::driver("shardwise", env!("CARGO_PKG_VERSION")))
+    }
+
+    /// Another driver name (a wrapper library's, say).
+    pub fn with_custom_driver_name(self, name: impl Into<Cow<'static, str>>) -> Self {
+        SelfIdentity(self.0.with_custom_driver_name(name))
+    }
+
+    /// Another driver version.
+    pub fn with_custom_driver_version(self, version: impl Into<Cow<'static, str>>) -> Self {
+        SelfIdentity(self.0.with_custom_driver_version(version))
+    }
+
+    /// The application's name.
+    pub fn with_application_name(self, name: impl Into<Cow<'static, str>>) -> Self {
+        SelfIdentity(self.0.with_application_name(name))
+    }
+
+    /// The application's version.
+    pub fn with_application_version(self, version: impl Into<Cow<'static, str>>) -> Self {
+        SelfIdentity(self.0.with_application_version(version))
+    }
+
+    /// An id of this client instance (a pod's name, say).
+    pub fn with_client_id(self, id: impl Into<Cow<'static, str>>) -> Self {
+        SelfIdentity(self.0.with_client_id(id))
+    }
+}
+
+impl Default for SelfIdentity {
+    fn default() -> Self {
+        SelfIdentity::new()
+    }
 }
 
 /// How connections are opened and run.
@@ -67,6 +115,8 @@ pub struct ConnectionConfig {
     /// missed. Off by default while ScyllaDB calls it experimental (its
     /// nodes offer it only with the `strongly-consistent-tables` feature).
     pub tablets_routing_v2: bool,
+    /// Who the driver says it is in each connection's STARTUP.
+    pub identity: SelfIdentity,
 }
 
 impl Default for ConnectionConfig {
@@ -87,6 +137,7 @@ impl Default for ConnectionConfig {
             tls: None,
             shard_aware_port: true,
             tablets_routing_v2: false,
+            identity: SelfIdentity::new(),
         }
     }
 }

@@ -86,7 +86,7 @@ pub mod tls;
 pub use shardwise_macros::{DeserializeRow, DeserializeValue, SerializeValue, SerializeValues};
 pub use shardwise_protocol as protocol;
 
-pub use config::{Compression, ConnectionConfig, TlsConfig};
+pub use config::{Compression, ConnectionConfig, SelfIdentity, TlsConfig};
 pub use connection::Connection;
 pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError, ServerError};
 pub use events::SessionEvent;

@@ -12,6 +12,8 @@
 //! STARTUP's answer, v5 segments after it), and tells a server that
 //! rejects the protocol version from any other refusal.
 
+use std::borrow::Cow;
+
 use crate::frame::segment::SegmentCompression;
 use crate::frame::{FrameDecoder, Framer, ProtocolVersion};
 use crate::request::{encode_request, AuthResponse, Options, Request, Startup};
@@ -48,6 +50,77 @@ pub fn lwt_mask(supported: &[(String, Vec<String>)]) -> Option<u32> {
     values.iter().find_map(|v| v.strip_prefix(LWT_MASK_NAME)?.strip_prefix('=')?.parse().ok()).filter(|&m| m != 0)
 }
 
+/// Who the client says it is in STARTUP (the official driver's
+/// `SelfIdentity`): the driver's name and version, and, when set, the
+/// application's name and version and a client id. Servers keep them per
+/// connection: Cassandra in `system_views.clients` (`driver_name`,
+/// `driver_version`, and every option in `client_options`), ScyllaDB in
+/// `system.clients`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    driver_name: Cow<'static, str>,
+    driver_version: Cow<'static, str>,
+    application_name: Option<Cow<'static, str>>,
+    application_version: Option<Cow<'static, str>>,
+    client_id: Option<Cow<'static, str>>,
+}
+
+impl Identity {
+    /// The driver `name` at `version`, nothing else said.
+    pub fn driver(name: &'static str, version: &'static str) -> Self {
+        Identity {
+            driver_name: Cow::Borrowed(name),
+            driver_version: Cow::Borrowed(version),
+            application_name: None,
+            application_version: None,
+            client_id: None,
+        }
+    }
+
+    /// Another driver name (`DRIVER_NAME`).
+    pub fn with_custom_driver_name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.driver_name = name.into();
+        self
+    }
+
+    /// Another driver version (`DRIVER_VERSION`).
+    pub fn with_custom_driver_version(mut self, version: impl Into<Cow<'static, str>>) -> Self {
+        self.driver_version = version.into();
+        self
+    }
+
+    /// The application's name (`APPLICATION_NAME`).
+    pub fn with_application_name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.application_name = Some(name.into());
+        self
+    }
+
+    /// The application's version (`APPLICATION_VERSION`).
+    pub fn with_application_version(mut self, version: impl Into<Cow<'static, str>>) -> Self {
+        self.application_version = Some(version.into());
+        self
+    }
+
+    /// An id of this client instance (`CLIENT_ID`).
+    pub fn with_client_id(mut self, id: impl Into<Cow<'static, str>>) -> Self {
+        self.client_id = Some(id.into());
+        self
+    }
+
+    /// The STARTUP options it makes, in that order.
+    fn options(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("DRIVER_NAME", Some(&self.driver_name)),
+            ("DRIVER_VERSION", Some(&self.driver_version)),
+            ("APPLICATION_NAME", self.application_name.as_ref()),
+            ("APPLICATION_VERSION", self.application_version.as_ref()),
+            ("CLIENT_ID", self.client_id.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?.as_ref())))
+    }
+}
+
 /// What the client asks for.
 #[derive(Debug, Clone)]
 pub struct HandshakeConfig {
@@ -57,8 +130,8 @@ pub struct HandshakeConfig {
     pub lz4: bool,
     /// The largest response body accepted.
     pub max_body: usize,
-    /// `DRIVER_NAME` and `DRIVER_VERSION` of STARTUP.
-    pub driver: (&'static str, &'static str),
+    /// Who the client says it is in STARTUP.
+    pub identity: Identity,
     /// Negotiate `TABLETS_ROUTING_V2_EXPERIMENTAL` when the server offers
     /// it (instead of v1, never with it; docs/protocol.md §1.7).
     pub tablets_routing_v2: bool,
@@ -305,8 +378,11 @@ impl Handshake {
         let lz4_offered =
             self.supported.iter().any(|(k, v)| k == "COMPRESSION" && v.iter().any(|c| c.eq_ignore_ascii_case("lz4")));
         self.lz4 = self.config.lz4 && lz4_offered;
-        let (name, version) = self.config.driver;
-        let mut options = vec![("CQL_VERSION", "3.0.0"), ("DRIVER_NAME", name), ("DRIVER_VERSION", version)];
+        // A copy: the options borrow it while the request is queued (no
+        // allocation for the default, borrowed names).
+        let identity = self.config.identity.clone();
+        let mut options = vec![("CQL_VERSION", "3.0.0")];
+        options.extend(identity.options());
         if self.lz4 {
             options.push(("COMPRESSION", "lz4"));
             if self.config.version == ProtocolVersion::V4 {
@@ -422,7 +498,13 @@ mod tests {
     }
 
     fn config(version: ProtocolVersion, lz4: bool) -> HandshakeConfig {
-        HandshakeConfig { version, lz4, max_body: 1 << 20, driver: ("shardwise", "0.1.0"), tablets_routing_v2: false }
+        HandshakeConfig {
+            version,
+            lz4,
+            max_body: 1 << 20,
+            identity: Identity::driver("shardwise", "0.1.0"),
+            tablets_routing_v2: false,
+        }
     }
 
     fn supported(lz4: bool) -> ResponseMessage {
@@ -456,6 +538,43 @@ mod tests {
     fn option<'a>(seen: &'a Seen, key: &str) -> Option<&'a str> {
         let Seen::Startup(options) = seen else { panic!("not STARTUP: {seen:?}") };
         options.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// STARTUP says who the client is: the driver's name and version, and
+    /// only the application name, version and client id that were set.
+    #[test]
+    fn startup_carries_the_identity_set() {
+        let startup_of = |identity: Identity| {
+            let mut server = Server::new(ProtocolVersion::V4);
+            let mut h =
+                Handshake::new(HandshakeConfig { identity, ..config(ProtocolVersion::V4, false) }).expect("new");
+            server.read(&sent(&mut h));
+            feed_slowly(&mut h, &server.answer(supported(false)));
+            server.read(&sent(&mut h)).remove(0)
+        };
+        let plain = startup_of(Identity::driver("shardwise", "0.1.0"));
+        assert_eq!(
+            (option(&plain, "DRIVER_NAME"), option(&plain, "DRIVER_VERSION")),
+            (Some("shardwise"), Some("0.1.0"))
+        );
+        for key in ["APPLICATION_NAME", "APPLICATION_VERSION", "CLIENT_ID"] {
+            assert_eq!(option(&plain, key), None, "{key} not set");
+        }
+        let service = startup_of(
+            Identity::driver("shardwise", "0.1.0")
+                .with_custom_driver_name("acme-driver")
+                .with_custom_driver_version(String::from("9"))
+                .with_application_name("billing")
+                .with_application_version("1.2.3")
+                .with_client_id("pod-7"),
+        );
+        let said: Vec<Option<&str>> =
+            ["DRIVER_NAME", "DRIVER_VERSION", "APPLICATION_NAME", "APPLICATION_VERSION", "CLIENT_ID"]
+                .iter()
+                .map(|key| option(&service, key))
+                .collect();
+        assert_eq!(said, [Some("acme-driver"), Some("9"), Some("billing"), Some("1.2.3"), Some("pod-7")]);
+        assert_eq!(option(&service, "CQL_VERSION"), Some("3.0.0"));
     }
 
     #[test]

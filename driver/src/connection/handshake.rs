@@ -49,7 +49,7 @@ pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         version,
         lz4: config.compression == Compression::Lz4,
         max_body: config.max_response_body,
-        driver: ("shardwise", env!("CARGO_PKG_VERSION")),
+        identity: config.identity.0.clone(),
         tablets_routing_v2: config.tablets_routing_v2,
     })?;
     // A server that does not know the version may just close the socket.

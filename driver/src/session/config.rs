@@ -13,7 +13,7 @@ use super::Session;
 use crate::affinity::ConnectionAffinity;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
 use crate::cluster::{AddressTranslator, ClientRoutesConfig, DistancePolicy, HostFilter, NodeDistance};
-use crate::config::{Compression, ConnectionConfig, TlsConfig};
+use crate::config::{Compression, ConnectionConfig, SelfIdentity, TlsConfig};
 use crate::error::NewSessionError;
 use crate::latency::LatencyAwareness;
 use crate::load_balancing::LoadBalancingPolicy;
@@ -252,6 +252,7 @@ struct ConnectionSettings {
     tls: Option<TlsConfig>,
     shard_aware_port: Option<bool>,
     tablets_routing_v2: Option<bool>,
+    identity: Option<SelfIdentity>,
 }
 
 impl ConnectionSettings {
@@ -274,6 +275,9 @@ impl ConnectionSettings {
         }
         if let Some(on) = self.tablets_routing_v2 {
             c.tablets_routing_v2 = on;
+        }
+        if let Some(identity) = &self.identity {
+            c.identity = identity.clone();
         }
     }
 }
@@ -321,6 +325,14 @@ impl SessionBuilder {
     /// off by default).
     pub fn tablets_routing_v2(mut self, on: bool) -> Self {
         self.set.tablets_routing_v2 = Some(on);
+        self.set.apply(&mut self.config.connection);
+        self
+    }
+    /// Who the driver says it is on every connection (the official
+    /// driver's `custom_identity`): an application name and version, a
+    /// client id, another driver name ([`SelfIdentity`]).
+    pub fn custom_identity(mut self, identity: SelfIdentity) -> Self {
+        self.set.identity = Some(identity);
         self.set.apply(&mut self.config.connection);
         self
     }

@@ -426,6 +426,61 @@ async fn compute_token_is_the_servers_token_of_the_key() {
     assert!(matches!(missing, Err(TokenError::NoTable { .. })), "{missing:?}");
 }
 
+/// The identity a session says it is (`custom_identity`, the official
+/// `SelfIdentity`) is what the server keeps of each of its connections:
+/// Cassandra's `system_views.clients` has the driver's name and version, and
+/// the application's name and version and the client id among the STARTUP
+/// options it keeps; a session that sets none says only the driver's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_sees_the_identity_the_session_says() {
+    use std::collections::HashMap;
+    let server = testkit::shared_node().expect("server");
+    let client_id = format!("pod-{}", std::process::id());
+    let identity = shardwise::SelfIdentity::new()
+        .with_application_name("billing")
+        .with_application_version("1.2.3")
+        .with_client_id(client_id.clone());
+    let session =
+        SessionBuilder::new().known_node_addr(server).custom_identity(identity).build().await.expect("session");
+    type Client = (Option<String>, Option<String>, Option<HashMap<String, String>>);
+    let clients = |session: Session| async move {
+        let result = session
+            .execute(
+                &Statement::new("SELECT driver_name, driver_version, client_options FROM system_views.clients"),
+                (),
+            )
+            .await
+            .expect("system_views.clients");
+        result.rows::<Client>().expect("typed").map(|r| r.expect("row")).collect::<Vec<Client>>()
+    };
+    let listed = clients(session.clone()).await;
+    let ours: Vec<&Client> =
+        listed.iter().filter(|c| c.2.as_ref().and_then(|o| o.get("CLIENT_ID")) == Some(&client_id)).collect();
+    assert!(!ours.is_empty(), "the session's connections are listed: {listed:?}");
+    for (name, version, options) in ours {
+        let options = options.as_ref().expect("options");
+        assert_eq!((name.as_deref(), version.as_deref()), (Some("shardwise"), Some(env!("CARGO_PKG_VERSION"))));
+        assert_eq!(options.get("APPLICATION_NAME").map(String::as_str), Some("billing"));
+        assert_eq!(options.get("APPLICATION_VERSION").map(String::as_str), Some("1.2.3"));
+    }
+
+    let plain = SessionBuilder::new()
+        .known_node_addr(server)
+        .custom_identity(shardwise::SelfIdentity::new().with_custom_driver_name("plain-driver"))
+        .build()
+        .await
+        .expect("session");
+    let listed = clients(plain).await;
+    let theirs: Vec<&Client> = listed.iter().filter(|c| c.0.as_deref() == Some("plain-driver")).collect();
+    assert!(!theirs.is_empty(), "{listed:?}");
+    for (_, _, options) in theirs {
+        let options = options.clone().unwrap_or_default();
+        for key in ["APPLICATION_NAME", "APPLICATION_VERSION", "CLIENT_ID"] {
+            assert!(!options.contains_key(key), "{key} not said: {options:?}");
+        }
+    }
+}
+
 /// Tracing beyond one request's answer, as the official driver offers it:
 /// a statement prepared with tracing on has its PREPARE's tracing id
 /// (`get_prepare_tracing_ids`), whose trace is a prepare; every page of a
