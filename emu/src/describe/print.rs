@@ -112,7 +112,6 @@ pub(crate) fn maybe_quote(name: &str) -> String {
     }
 }
 
-
 /// A double as C++'s `ostream << double` writes it (`%g`, 6 significant
 /// digits): `0.01`, `1`, `0.5`, `1e-05`.
 pub(crate) fn format_double(x: f64) -> String {

@@ -698,8 +698,13 @@ async fn a_materialized_view_has_tablets_of_its_own_and_is_read() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let result = q(format!("SELECT pk FROM {ks}.kv_by_v WHERE v = 'a'")).await;
-        let mut pks: Vec<i64> =
-            result.into_rows_result().expect("rows").rows::<(i64,)>().expect("typed").map(|r| r.expect("row").0).collect();
+        let mut pks: Vec<i64> = result
+            .into_rows_result()
+            .expect("rows")
+            .rows::<(i64,)>()
+            .expect("typed")
+            .map(|r| r.expect("row").0)
+            .collect();
         pks.sort_unstable();
         if pks == [1, 3] {
             break;
