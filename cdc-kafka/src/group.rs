@@ -31,7 +31,10 @@
 //!   tag under that epoch, or that nobody ever committed to, is kept
 //!   ([`kept`]); any other, or a fetch that fails, is taken anew.
 //! * **Revocation**: the rebalance callback clears the assignment at once:
-//!   no transaction of a revoked group begins after it. It does not wait for
+//!   no transaction of a revoked group begins after it (one of a partition
+//!   this member may keep waits for the assignment, and begins if the
+//!   partition was kept; the reader reads such a partition's groups on
+//!   meanwhile). It does not wait for
 //!   the one under way (which may be waiting for the rebalance itself: the
 //!   coordinator holds offset commits while the group rebalances); that one
 //!   commits only if the coordinator accepts its offsets under the
@@ -154,6 +157,11 @@ struct Given {
     /// rebalance (its assignment was not lost): the partitions the next
     /// assignment may keep ([`kept`]).
     revoked: HashMap<i32, u64>,
+    /// Between such a revocation and the next assignment: the partitions
+    /// revoked count as still held by the reader, which reads on, and a
+    /// transaction of one of them waits for the assignment
+    /// ([`Membership::hold`]), which keeps or replaces its epoch.
+    pending: bool,
     /// The consumer's group metadata as the assignment came (its member id
     /// and the group's generation): what every transaction is fenced with.
     metadata: Option<Arc<ConsumerGroupMetadata>>,
@@ -166,6 +174,8 @@ pub(crate) struct Membership {
     /// The control topic's partitions when the sink joined.
     partitions: i32,
     given: Mutex<Given>,
+    /// Signalled when the assignment changes.
+    changed: std::sync::Condvar,
     /// Epochs handed out so far.
     epochs: AtomicU64,
     /// This run of the process, in the tags of its commits ([`tag`]).
@@ -227,6 +237,7 @@ impl Membership {
             settings,
             partitions,
             given: Mutex::new(Given::default()),
+            changed: std::sync::Condvar::new(),
             epochs: AtomicU64::new(0),
             run: format!("{}.{}", std::process::id(), started.as_nanos()),
             stale: AtomicBool::new(false),
@@ -241,10 +252,16 @@ impl Membership {
     }
 
     fn held_in(&self, given: &Given, group: StreamId) -> Option<u64> {
-        if self.stale.load(Ordering::Acquire) || given.metadata.is_none() {
+        if self.stale.load(Ordering::Acquire) {
             return None;
         }
-        given.partitions.get(&partition_of(group, self.partitions)).copied()
+        let partition = partition_of(group, self.partitions);
+        match given.partitions.get(&partition) {
+            Some(epoch) if given.metadata.is_some() => Some(*epoch),
+            Some(_) => None,
+            None if given.pending => given.revoked.get(&partition).copied(),
+            None => None,
+        }
     }
 
     /// Holds `group` for a transaction, if it is held under `epoch` (any
@@ -255,7 +272,17 @@ impl Membership {
             return Err(SinkError::ControlTopicChanged(reason));
         }
         let partition = partition_of(group, self.partitions);
-        let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        let deadline = std::time::Instant::now() + self.settings.session_timeout.max(Duration::from_secs(1)) * 2;
+        let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        // Mid-rebalance, a partition this member may keep: wait for the
+        // assignment (and its metadata).
+        while given.pending && given.revoked.contains_key(&partition) && !self.stale.load(Ordering::Acquire) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(SinkError::NotAssigned(group));
+            }
+            given = self.changed.wait_timeout(given, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
         match (self.held_in(&given, group), &given.metadata) {
             (Some(now), Some(metadata)) if epoch.is_none_or(|e| e == now) => {
                 Ok(Held { metadata: metadata.clone(), membership: self, partition, epoch: now })
@@ -273,7 +300,9 @@ impl Membership {
         let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
         let taken = std::mem::take(&mut given.partitions);
         given.revoked = if lost { HashMap::new() } else { taken };
+        given.pending = !lost;
         given.metadata = None;
+        self.changed.notify_all();
         tracing::info!(group_id = %self.settings.group_id, lost, "the control partitions were revoked");
     }
 
@@ -298,6 +327,7 @@ impl Membership {
         }
         let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
         given.revoked.clear();
+        given.pending = false;
         let epoch = self.epochs.fetch_add(1, Ordering::AcqRel) + 1;
         given.partitions = partitions.iter().map(|p| (*p, keep.get(p).copied().unwrap_or(epoch))).collect();
         tracing::info!(
@@ -309,6 +339,7 @@ impl Membership {
         );
         given.metadata = metadata.map(Arc::new);
         self.stale.store(false, Ordering::Release);
+        self.changed.notify_all();
     }
 }
 
@@ -486,8 +517,10 @@ mod tests {
     /// A revocation this member took part in offers its partitions to the
     /// next assignment, which keeps the epochs it is told to keep and gives
     /// the others a new one; a lost assignment (or a refused transaction)
-    /// offers nothing. Between the revocation and the assignment nothing is
-    /// held, and a window read under an epoch not kept is refused.
+    /// offers nothing. Between the revocation and the assignment the
+    /// partitions revoked still count as held and their transactions wait:
+    /// one of a partition kept goes on, one read under an epoch not kept is
+    /// refused.
     #[test]
     fn an_assignment_keeps_the_epochs_it_is_told_to_and_no_others() {
         let membership = Membership::new(GroupSettings::new("g", "cp"), 4);
@@ -507,16 +540,23 @@ mod tests {
         let (ea, eb) = (membership.epoch_of(a).expect("a"), membership.epoch_of(b).expect("b"));
 
         membership.revoke(false);
-        assert_eq!(membership.epoch_of(a), None, "nothing is held mid-rebalance");
-        assert!(matches!(membership.hold(a, Some(ea)), Err(SinkError::NotAssigned(_))));
+        assert_eq!(membership.epoch_of(a), Some(ea), "read on mid-rebalance");
         let back = membership.given_back(&both);
         assert_eq!(back, HashMap::from([(pa, ea), (pb, eb)]));
-        membership.assign(both.clone(), Some(metadata()), &HashMap::from([(pa, ea)]));
+        // Transactions mid-rebalance wait for the assignment.
+        std::thread::scope(|scope| {
+            let waiting_a = scope.spawn(|| membership.hold(a, Some(ea)).map(|_| ()));
+            let waiting_b = scope.spawn(|| membership.hold(b, Some(eb)).map(|_| ()));
+            std::thread::sleep(Duration::from_millis(100));
+            membership.assign(both.clone(), Some(metadata()), &HashMap::from([(pa, ea)]));
+            assert!(waiting_a.join().expect("join").is_ok(), "kept: the transaction goes on");
+            let refused = waiting_b.join().expect("join");
+            assert!(matches!(refused, Err(SinkError::NotAssigned(_))), "taken anew: {refused:?}");
+        });
         assert_eq!(membership.epoch_of(a), Some(ea), "kept");
         let fresh = membership.epoch_of(b).expect("b again");
         assert_ne!(fresh, eb, "taken anew");
-        assert!(membership.hold(a, Some(ea)).is_ok());
-        assert!(matches!(membership.hold(b, Some(eb)), Err(SinkError::NotAssigned(_))));
+        assert!(membership.hold(b, Some(fresh)).is_ok());
         assert!(membership.given_back(&both).is_empty(), "offered to one assignment only");
 
         membership.revoke(true);

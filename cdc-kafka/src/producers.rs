@@ -692,7 +692,7 @@ impl Producers {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// librdkafka accepts the settings whatever the timeouts (it refuses a
@@ -746,13 +746,13 @@ mod tests {
 
     /// librdkafka's mock cluster of two brokers, hosted by a client of its
     /// own (kept alive beside it), with `topics` of one partition.
-    struct Mock {
+    pub(crate) struct Mock {
         host: rdkafka::producer::BaseProducer,
-        servers: String,
+        pub(crate) servers: String,
     }
 
     impl Mock {
-        fn new(topics: &[&str]) -> Self {
+        pub(crate) fn new(topics: &[&str]) -> Self {
             let host: rdkafka::producer::BaseProducer =
                 ClientConfig::new().set("test.mock.num.brokers", "2").create().expect("a mock cluster");
             let cluster = host.client().mock_cluster().expect("the mock cluster");
@@ -791,7 +791,7 @@ mod tests {
         }
 
         /// The messages of `topic` committed (`read_committed`), by key.
-        fn committed(&self, topic: &str) -> Vec<String> {
+        pub(crate) fn committed(&self, topic: &str) -> Vec<String> {
             use rdkafka::consumer::{BaseConsumer, Consumer};
             use rdkafka::{Message, Offset, TopicPartitionList};
             let consumer: BaseConsumer = ClientConfig::new()

@@ -599,7 +599,16 @@ impl ImagesConsumer for WindowBuffer {
 
     fn window_end(&mut self, window: &ReadWindow) -> Result<(), ConsumerError> {
         self.last.clear();
-        if !self.messages.is_empty() {
+        // While positions of parts are kept, the window ends with its record
+        // even when its last part took every message (or the parts of an
+        // earlier hold had, and every row was skipped): the positions are
+        // pruned below, and the next part's positions record, without them,
+        // would otherwise replace the one that has them while the group's
+        // progress is still before this window (a takeover then read the
+        // window again and wrote what the parts had committed a second
+        // time).
+        let positions = self.sink.positions_of(self.generation, self.group);
+        if !self.messages.is_empty() || positions.is_some_and(|p| !p.streams.is_empty()) {
             let result = self.sink.write_window(&self.messages, window);
             // Written, or to be read again from the last checkpoint: either
             // way this window's envelopes are not kept.
@@ -621,7 +630,55 @@ mod tests {
     use super::*;
     use shardwise::protocol::types::CqlValue;
     use shardwise::session::schema::{ClusteringOrder, ColumnKind, ColumnMetadata, TableMetadata};
-    use shardwise_cdc::{ChangeColumn, Operation};
+    use shardwise_cdc::{ChangeColumn, GroupId, Operation, StreamGroup};
+
+    /// Issue 51: a window written in parts whose last part took every
+    /// message still ends with its record (the group's progress at the
+    /// window's end) before its positions are pruned. Before, it wrote
+    /// none: the next window's part then replaced the positions record
+    /// without this window's rows while the progress was still before it,
+    /// and the group's next holder read the window again and wrote what
+    /// the parts had committed a second time. librdkafka's mock broker.
+    #[test]
+    fn a_window_whose_last_part_took_every_message_still_records_its_end() {
+        let mock = crate::producers::tests::Mock::new(&["out", "cp"]);
+        let mut config = SinkConfig::new(&mock.servers, "n", "ks", "t");
+        (config.topic, config.checkpoint_topic) = ("out".into(), "cp".into());
+        config.key = KeyMode::PrimaryKey;
+        config.max_transaction_messages = 2;
+        let log = config.record_log();
+        let sink = KafkaSink::new(config).expect("the sink");
+        let streams = StreamGroup::new([StreamId::from_bytes([0x7f; 16])]).expect("a group");
+        let group = streams.key();
+        let generation = Millis(1);
+        let mut buffer = WindowBuffer {
+            sink: sink.clone(),
+            generation,
+            group,
+            epoch: 0,
+            skip: Skip::new(None),
+            messages: Vec::new(),
+            bytes: 0,
+            last: HashMap::new(),
+        };
+        let window = |from: i64, to: i64| ReadWindow {
+            group: GroupId(0),
+            generation,
+            streams: streams.clone(),
+            from: Millis(from),
+            to: Millis(to),
+            epoch: 0,
+        };
+        for v in [1, 2] {
+            buffer.consume(change(Operation::Insert, 1, Some(v), Some(i64::from(v)))).expect("consumed");
+        }
+        let end = 2_000_000_000_000;
+        buffer.window_end(&window(0, end)).expect("the window ends");
+        assert_eq!(mock.committed("out").len(), 2, "the part's messages");
+        let fold = sink.checkpoints().read().expect("the checkpoint topic");
+        let progress = fold.checkpoint_of(&[log.as_str()]).and_then(|c| c.progress_of(group));
+        assert_eq!(progress, Some(Millis(end)), "the window's end is recorded");
+    }
 
     #[test]
     fn defaults_are_the_connectors_names_and_a_checkpoint_topic_per_sink() {
