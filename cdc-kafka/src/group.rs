@@ -24,12 +24,12 @@
 //!   then wrote the other member's windows a second time. So every
 //!   transaction commits its control partition's offset with a tag as the
 //!   offset's metadata (this process's run and the epoch it held the
-//!   partition under, [`Held::offsets`]), and on a new assignment the member
+//!   partition under, `Held::offsets`), and on a new assignment the member
 //!   fetches the offsets committed to the partitions it held (with
 //!   `read_committed`, librdkafka asks for stable offsets: the fetch waits
 //!   for transactions still open): a partition whose last commit is its own
 //!   tag under that epoch, or that nobody ever committed to, is kept
-//!   ([`kept`]); any other, or a fetch that fails, is taken anew.
+//!   (`kept`); any other, or a fetch that fails, is taken anew.
 //! * **Revocation**: the rebalance callback clears the assignment at once:
 //!   no transaction of a revoked group begins after it (one of a partition
 //!   this member may keep waits for the assignment, and begins if the
