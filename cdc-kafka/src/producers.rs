@@ -385,8 +385,9 @@ impl Writer {
     /// [`SinkError::CommitUnknown`]: the producer is replaced, whose
     /// successor's initialisation completes or aborts it, and the group is
     /// read again from what Kafka holds. A commit the broker refused
-    /// (librdkafka says it must be aborted) is the caller's to abort and
-    /// write again. Blocking.
+    /// (librdkafka says it must be aborted), or whose messages could not be
+    /// flushed before it was sent, is the caller's to abort and write
+    /// again. Blocking.
     fn commit(&self) -> Result<(), SinkError> {
         let mut attempt = 1;
         loop {
@@ -401,6 +402,10 @@ impl Writer {
             };
             match failed {
                 fenced @ SinkError::Fenced { .. } => return Err(fenced),
+                // The client's flush before the commit (rust-rdkafka's
+                // `commit_transaction` flushes first): the commit was never
+                // sent, and the transaction is the caller's to abort.
+                not_sent if attempt == 1 && matches!(error, KafkaError::Flush(_)) => return Err(not_sent),
                 refused if abortable => return Err(refused),
                 _ if resumable && attempt < TRANSACTION_ATTEMPTS => {
                     tracing::warn!(error = %error, attempt, "a Kafka transaction's commit is not confirmed yet; resuming it");
