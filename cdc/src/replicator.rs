@@ -57,6 +57,7 @@ use tokio::sync::mpsc;
 
 use crate::consumer::{Consumer, ConsumerError, ConsumerFactory};
 use crate::plan::{GroupInfo, ReadWindow};
+use crate::reader::quote;
 use crate::row::{CdcRow, Operation};
 
 /// Writes in flight per writer task.
@@ -181,10 +182,6 @@ pub struct Write {
     /// takes from its clock (not from the write timestamp), so that list
     /// writes applied out of order would order the elements differently.
     pub ordered: bool,
-}
-
-fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// Turns log rows into [`Write`]s for one destination table. Keeps the

@@ -123,7 +123,7 @@ impl ClusterInfo {
                 given: values.count(),
             });
         }
-        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+        let quote = super::keyspace::quoted;
         let columns: Vec<String> = key.iter().map(|c| quote(c)).collect();
         let text = format!(
             "SELECT {} FROM {}.{} WHERE {}",

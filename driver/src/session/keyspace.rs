@@ -63,9 +63,14 @@ fn keyspace_name(name: String, case_sensitive: bool) -> Result<String, Execution
     Ok(name.to_ascii_lowercase())
 }
 
+/// A CQL identifier quoted (`"name"`, inner quotes doubled).
+pub(super) fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 /// `USE keyspace` on one connection.
 pub(super) async fn use_keyspace_on(conn: &Connection, keyspace: &str) -> Result<(), ExecutionError> {
-    let cql = format!("USE \"{}\"", keyspace.replace('"', "\"\""));
+    let cql = format!("USE {}", quoted(keyspace));
     let q = Query { query: &cql, params: QueryParameters::new(Consistency::One, ()) };
     match Response::from_envelope(conn.send(&q, 0).await?)?.message {
         ResponseMessage::Result(ResultMessage::SetKeyspace(_)) => Ok(()),
