@@ -66,7 +66,8 @@ use crate::time::Millis;
 #[cfg(test)]
 mod sim;
 
-/// The most heartbeats a failed fence waits before it is tried again.
+/// The most heartbeats a failed fence waits before it is tried again
+/// (fewer with a short TTL: [`Timing::fence_backoff_cap`]).
 pub(crate) const MAX_FENCE_BACKOFF: u32 = 8;
 
 /// The driver answered otherwise than the protocol asked (a bug in the
@@ -95,6 +96,20 @@ pub(crate) struct Timing {
     pub(crate) held_for: Duration,
     /// The longest a request may take ([`crate::LeaseConfig`]'s bound).
     pub(crate) query_bound: Duration,
+}
+
+impl Timing {
+    /// The most heartbeats a failed fence backs off: [`MAX_FENCE_BACKOFF`],
+    /// and no more than two thirds of a TTL, so that even jittered up by
+    /// half a retry comes within a TTL. Once the faults stop, a group whose
+    /// fences failed is then read again within the TTL and a heartbeat that
+    /// a reader's death costs; with a cap of eight heartbeats a group whose
+    /// fences had failed four times waited up to 24 s (the simulator found
+    /// it, seed 16406026764264231434 run 7).
+    pub(crate) fn fence_backoff_cap(&self) -> u32 {
+        let beats = (self.ttl.as_secs_f64() * 2.0 / 3.0 / self.heartbeat.as_secs_f64().max(1e-3)).floor();
+        (beats as u32).clamp(1, MAX_FENCE_BACKOFF)
+    }
 }
 
 /// A seeded generator of jitter (xorshift; jitter needs no better).
@@ -739,7 +754,7 @@ impl Coordinator {
     /// The workers read each group fenced from now on, from the progress
     /// saved before the fence. A failed fence keeps the lease and is tried
     /// again after a backoff that doubles per failure (with jitter, at
-    /// most [`MAX_FENCE_BACKOFF`] heartbeats). Groups never saved get a
+    /// most [`Timing::fence_backoff_cap`] heartbeats). Groups never saved get a
     /// record at once, so that whoever takes them after this reader starts
     /// where this one did.
     fn fenced(
@@ -760,7 +775,7 @@ impl Coordinator {
                 }
                 failed => {
                     let failures = self.backoff.get(&g.key).map_or(0, |b| b.0).saturating_add(1);
-                    let beats = 2u32.saturating_pow(failures - 1).min(MAX_FENCE_BACKOFF);
+                    let beats = 2u32.saturating_pow(failures - 1).min(self.timing.fence_backoff_cap());
                     let wait = self.timing.heartbeat.mul_f64(f64::from(beats) * (0.5 + self.jitter.unit()));
                     self.backoff.insert(g.key, (failures, now + wait));
                     let error = failed.and_then(Result::err).map(|e| e.to_string()).unwrap_or_default();
@@ -857,10 +872,19 @@ mod tests {
 
     /// A failed fence keeps the lease and backs off: a doubling number of
     /// heartbeats, jittered between half and one and a half times, at most
-    /// eight.
+    /// eight, and at most two thirds of a TTL (here a TTL of 60 s and one
+    /// of 10 s).
     #[test]
     fn a_failed_fence_backs_off() {
-        let mut c = Coordinator::new("a".into(), "g".into(), timing(), Jitter::new(7));
+        for (ttl, cap) in [(60, 8), (10, 3)] {
+            let timing = Timing { ttl: Duration::from_secs(ttl), ..timing() };
+            assert_eq!(timing.fence_backoff_cap(), cap);
+            backs_off(timing, cap);
+        }
+    }
+
+    fn backs_off(timing: Timing, cap: u32) {
+        let mut c = Coordinator::new("a".into(), "g".into(), timing, Jitter::new(7));
         let v = view(&[false]);
         let mut t = Duration::from_secs(100);
         let mut waits = Vec::new();
@@ -884,7 +908,7 @@ mod tests {
             }
         }
         for (i, w) in waits.iter().enumerate() {
-            let beats = f64::from(2u32.pow(i as u32).min(MAX_FENCE_BACKOFF));
+            let beats = f64::from(2u32.pow(i as u32).min(cap));
             assert!(*w >= beats * 0.5 && *w < beats * 1.5, "failure {}: {w} heartbeats", i + 1);
         }
     }
