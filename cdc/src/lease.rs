@@ -238,14 +238,16 @@ impl LeaseTable {
         LeaseTable { session, name: format!("{keyspace}.{table}") }
     }
 
-    /// Creates the table if it does not exist.
+    /// Creates the table if it does not exist, and waits until every node
+    /// knows it ([`known_everywhere`](crate::checkpoint::known_everywhere)).
     pub async fn create_table(&self) -> Result<(), LeaseError> {
         let ddl = format!(
             "CREATE TABLE IF NOT EXISTS {} (log text, kind text, item text, owner text, \
              PRIMARY KEY ((log, kind), item))",
             self.name
         );
-        self.session.execute(&Statement::new(ddl), ()).await?;
+        let made = self.session.execute(&Statement::new(ddl), ()).await?;
+        crate::checkpoint::known_everywhere(&self.session, &made).await?;
         Ok(())
     }
 

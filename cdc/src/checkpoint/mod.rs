@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use shardwise::protocol::consistency::Consistency;
 use shardwise::protocol::types::CqlTimestamp;
-use shardwise::{Batch, ExecutionError, RowsAccessError, Session, Statement};
+use shardwise::{Batch, ExecutionError, QueryResult, RowsAccessError, Session, Statement};
 
 use crate::stream::StreamId;
 use crate::sync::Mutex;
@@ -303,8 +303,11 @@ impl TableCheckpointStore {
 
     /// Creates the table if it does not exist, and adds the `epoch` column
     /// to a table created before fencing existed.
+    /// Waits until every node knows the table, as
+    /// [`LeaseTable::create_table`](crate::LeaseTable::create_table) does.
     pub async fn create_table(&self) -> Result<(), CheckpointError> {
-        self.session.execute(&Statement::new(create_table_cql(&self.name)), ()).await?;
+        let made = self.session.execute(&Statement::new(create_table_cql(&self.name)), ()).await?;
+        known_everywhere(&self.session, &made).await?;
         let alter = Statement::new(format!("ALTER TABLE {} ADD epoch bigint", self.name));
         match self.session.execute(&alter, ()).await {
             // 0x2200: invalid, the column exists already.
@@ -548,6 +551,19 @@ where
 pub(crate) const GENERATION_MARKER: StreamId = StreamId::from_bytes([0; 16]);
 
 /// The DDL of the checkpoint table `name` (`keyspace.table`).
+/// After a `CREATE TABLE IF NOT EXISTS` answered `made`: waits until every
+/// node agrees on the schema. A table another reader made a moment ago is
+/// answered with no schema change (so the driver waits for nothing) by a
+/// coordinator that knows it, while other nodes may not yet: on three
+/// nodes, a printer started beside another failed its first lease request
+/// with "table does not exist" from such a node.
+pub(crate) async fn known_everywhere(session: &Session, made: &QueryResult) -> Result<(), ExecutionError> {
+    if made.schema_change().is_none() {
+        session.await_schema_agreement().await?;
+    }
+    Ok(())
+}
+
 fn create_table_cql(name: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {name} (table_name text, generation timestamp, group_id blob, \

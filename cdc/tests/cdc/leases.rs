@@ -45,6 +45,33 @@ async fn a_lease_has_one_holder_at_a_time() {
     assert!(table.claim(log, other, "b", 30).await.expect("claim"), "an expired lease is free");
 }
 
+/// A lease or checkpoint table that another reader made already is
+/// answered with no schema change (`CREATE TABLE IF NOT EXISTS` on a
+/// coordinator that knows it), so the driver waited for nothing, while
+/// other nodes could still lack it: on three nodes, one of two printers
+/// started together failed its first lease request with "table
+/// printer_leases does not exist" (nemesis seed 1796307662986711561). Now
+/// making a table waits for schema agreement either way, seen here as the
+/// session's schema agreement event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn making_a_table_that_exists_waits_until_every_node_knows_it() {
+    use shardwise::SessionEvent;
+
+    let (_front, session, ks) = setup("cdc_lease_agree").await;
+    let leases = LeaseTable::new(session.clone(), &ks, "cdc_leases");
+    let store = TableCheckpointStore::new(session.clone(), &ks, "cdc_checkpoints");
+    leases.create_table().await.expect("lease table");
+    store.create_table().await.expect("checkpoint table");
+    let agreed = |events: &mut tokio::sync::broadcast::Receiver<SessionEvent>| {
+        std::iter::from_fn(|| events.try_recv().ok()).filter(|e| matches!(e, SessionEvent::SchemaAgreement(_))).count()
+    };
+    let mut events = session.events();
+    leases.create_table().await.expect("lease table again");
+    assert_eq!(agreed(&mut events), 1, "the lease table, made already");
+    store.create_table().await.expect("checkpoint table again");
+    assert!(agreed(&mut events) >= 1, "the checkpoint table, made already");
+}
+
 /// Claims, renewals and releases of many leases, each in conditional
 /// batches of the lease partition (more groups than one batch holds):
 /// only free leases are claimed, only the holder's renewed and released,
