@@ -68,6 +68,16 @@ pub trait GenerationSource: Send + Sync {
     /// The stream groups of the generation with timestamp `generation`.
     fn streams(&self, generation: Millis) -> BoxFuture<'_, Result<Vec<StreamGroup>, GenerationError>>;
 
+    /// Whether each group [`Self::streams`] gives is one vnode's streams,
+    /// one per shard of the node that owned the vnode when the generation
+    /// was made, as in ScyllaDB's vnode generations. The reader then finds
+    /// a stream's shard from its vnode's number of streams, generation by
+    /// generation, instead of from the sharding of a node it is connected
+    /// to (nodes can have different shard counts). Default: `false`.
+    fn groups_are_vnodes(&self) -> bool {
+        false
+    }
+
     /// The generation to start reading at `ts` from: the one active then,
     /// or else the first one after it (reading starts before the first
     /// generation).
@@ -219,6 +229,12 @@ impl GenerationSource for VnodeGenerations {
 
     fn streams(&self, generation: Millis) -> BoxFuture<'_, Result<Vec<StreamGroup>, GenerationError>> {
         Box::pin(self.stream_groups(generation))
+    }
+
+    /// A row of `cdc_streams_descriptions_v2` is one vnode's streams, one
+    /// per shard of its owner then (`docs/cdc-log.md` §4.2).
+    fn groups_are_vnodes(&self) -> bool {
+        true
     }
 }
 

@@ -2,11 +2,12 @@
 //!
 //! `workers` OS threads each run a current-thread tokio runtime. Streams are
 //! grouped by the shard holding them (the CDC partitioner gives a stream's
-//! token, the cluster's sharding its shard) in groups of at most 64
-//! ([`CdcReaderBuilder::streams_per_query`]), a pure function of the
-//! generation, so that every reader names the same groups whatever nodes
-//! it is connected to; a group belongs to the worker of its shard
-//! (`shard % workers`). Which replica serves a window is decided per
+//! token; the shard count of its vnode's owner, which the generation itself
+//! records as the vnode's number of streams, gives its shard) in groups of
+//! at most 64 ([`CdcReaderBuilder::streams_per_query`]), a pure function of
+//! the generation, so that every reader names the same groups whatever
+//! nodes it is connected to, on nodes of different shard counts too; a
+//! group belongs to the worker of its shard (`shard % workers`). Which replica serves a window is decided per
 //! window. A worker opens its own connections — one per (node, shard) it
 //! reads, through Scylla's shard-aware port when the node offers it — so a window's query, its
 //! response buffer, the row views and the consumer all live on one thread,
@@ -524,6 +525,14 @@ impl CdcReaderBuilder {
         }
         self.check_table().await?;
         let sharding = self.session.connections().iter().find_map(|c| c.sharding().copied());
+        let source: Arc<dyn GenerationSource> = match self.generations {
+            Some(s) => s,
+            None if crate::tablets::uses_tablets(&self.session, &self.keyspace).await? => {
+                Arc::new(TabletGenerations::new(self.session.clone(), &self.keyspace, &self.table))
+            }
+            None => Arc::new(VnodeGenerations::new(self.session.clone())),
+        };
+        let shards = Shards { per_vnode: source.groups_are_vnodes(), sharding };
         let workers = self.workers;
         let mut config = PlannerConfig::new(start);
         config.end = end;
@@ -533,8 +542,7 @@ impl CdcReaderBuilder {
         config.generation_poll_interval = self.poll;
         config.checkpoint_interval = self.checkpoints.as_ref().map(|c| c.1);
         config.workers = workers;
-        let mut planner =
-            Planner::new(config)?.with_assignment(move |g: &StreamGroup| worker_of(&sharding, g, workers));
+        let mut planner = Planner::new(config)?.with_assignment(move |g: &StreamGroup| shards.worker_of(g, workers));
         if self.leases.is_some() || self.assignment.is_some() {
             planner = planner.with_leases();
         }
@@ -559,7 +567,7 @@ impl CdcReaderBuilder {
                 stream_starts = Some(StreamStarts::new(saved));
             }
         }
-        let grouping = grouping(self.streams_per_query, &sharding);
+        let grouping = shards.grouping(self.streams_per_query);
         if let (Some(config), Some(ttl)) = (&self.leases, lease_ttl) {
             // The first heartbeat: a lease table that cannot be written is
             // an error now, not a reader that never holds a group. A
@@ -570,13 +578,6 @@ impl CdcReaderBuilder {
                 return Err(CdcError::Grouping { recorded, ours: grouping });
             }
         }
-        let source: Arc<dyn GenerationSource> = match self.generations {
-            Some(s) => s,
-            None if crate::tablets::uses_tablets(&self.session, &self.keyspace).await? => {
-                Arc::new(TabletGenerations::new(self.session.clone(), &self.keyspace, &self.table))
-            }
-            None => Arc::new(VnodeGenerations::new(self.session.clone())),
-        };
         let text = format!(
             "SELECT * FROM {}.{} WHERE \"cdc$stream_id\" IN ? AND \"cdc$time\" >= minTimeuuid(?) AND \"cdc$time\" < minTimeuuid(?){}",
             quote(&self.keyspace),
@@ -605,7 +606,7 @@ impl CdcReaderBuilder {
             leaving: Signal::default(),
             deadlines: (self.leases.is_some() || self.assignment.is_some()).then(Deadlines::default),
             assignment: self.assignment.as_ref().map(|(a, _)| a.clone()),
-            sharding,
+            shards,
             clock: if self.cluster_clock { ClusterClock::default() } else { ClusterClock::local_only() },
             counters: Counters::default(),
             stream_starts,
@@ -709,6 +710,7 @@ mod holder;
 mod limit;
 mod progress;
 mod saves;
+mod shards;
 mod signal;
 mod worker;
 
@@ -719,6 +721,7 @@ use assigned::Assigned;
 pub use assigned::Assignment;
 use holder::Holder;
 use saves::Saves;
+use shards::{shard_of, Shards};
 use signal::{Signal, Wakes};
 use worker::Worker;
 
@@ -835,30 +838,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-/// How a reader groups a log's streams: everything besides the generation
-/// that decides its groups, as readers sharing a table record it beside
-/// their leases.
-fn grouping(streams_per_query: usize, sharding: &Option<ShardingInfo>) -> String {
-    match sharding {
-        Some(s) => format!(
-            "streams_per_query={streams_per_query} shards={} ignore_msb={}",
-            s.sharder().nr_shards(),
-            s.sharder().ignore_msb()
-        ),
-        None => format!("streams_per_query={streams_per_query} shards=none"),
-    }
-}
-
-/// The shard of `stream` under `sharding` (0 without).
-fn shard_of(sharding: &Option<ShardingInfo>, stream: StreamId) -> u16 {
-    sharding.as_ref().map_or(0, |s| s.sharder().shard_of(Token::new(stream.token())))
-}
-
-/// The worker of a group: the shard of its first stream, modulo workers.
-fn worker_of(sharding: &Option<ShardingInfo>, group: &StreamGroup, workers: usize) -> usize {
-    usize::from(shard_of(sharding, group.key())) % workers.max(1)
-}
-
 struct Shared {
     planner: Mutex<Planner>,
     source: Arc<dyn GenerationSource>,
@@ -893,9 +872,8 @@ struct Shared {
     deadlines: Option<Deadlines<StreamId>>,
     /// With an assignment: which groups this reader may read.
     assignment: Option<Arc<dyn Assignment>>,
-    /// The cluster's sharding (of the first node that reports one): what
-    /// groups a generation's streams by shard.
-    sharding: Option<ShardingInfo>,
+    /// How a generation's streams are grouped by shard.
+    shards: Shards,
     /// The planner's time.
     clock: ClusterClock,
     /// Rows and windows delivered, windows retried.
@@ -906,12 +884,12 @@ struct Shared {
 }
 
 impl Shared {
-    /// The shard of `stream` under the cluster's sharding (0 without):
-    /// with the generation, all that decides how streams are grouped, so
-    /// that every reader, whatever its open connections, groups a
-    /// generation alike.
-    fn shard_of(&self, stream: StreamId) -> u16 {
-        shard_of(&self.sharding, stream)
+    /// The shard of `stream`, one of the streams of `vnode` (a group of
+    /// its generation as the source gave it): with the generation, all that
+    /// decides how streams are grouped, so that every reader, whatever its
+    /// open connections, groups a generation alike.
+    fn shard_of(&self, vnode: &StreamGroup, stream: StreamId) -> u16 {
+        self.shards.of(vnode, stream)
     }
 
     /// Where a group's window is read now: the first replica of its

@@ -26,12 +26,13 @@ use shardwise::{Connection, ExecutionError, PagingState, PreparedStatement, Quer
 use tokio::sync::futures::Notified;
 
 use super::limit::InFlightLimit;
+use super::shards::regroup;
 use super::{CdcError, Shared};
 use crate::consumer::{Consumer, ConsumerError};
 use crate::generation::GenerationError;
 use crate::plan::{Action, GroupId, ReadWindow};
 use crate::row::{LogPage, LogSchema, RowIndex};
-use crate::stream::{StreamGroup, StreamId};
+use crate::stream::StreamId;
 use crate::time::Millis;
 
 /// A (node, shard): where a group's streams are read.
@@ -392,7 +393,8 @@ impl Worker {
         };
         match self.shared.source.streams(ts).await {
             Ok(groups) => {
-                let streams = regroup(&groups, self.shared.streams_per_query, |s| self.shared.shard_of(s));
+                let streams =
+                    regroup(&groups, self.shared.streams_per_query, |vnode, s| self.shared.shard_of(vnode, s));
                 if streams.is_empty() {
                     self.shared.planner().generation_fetch_failed(self.now());
                 } else {
@@ -647,28 +649,6 @@ impl Drop for StreamCounts<'_> {
     }
 }
 
-/// A generation's streams regrouped by shard, in chunks of `per_query` in
-/// stream order: one query per group and window,
-/// served by that shard alone. A pure function of the generation and the
-/// cluster's sharding, never of which nodes this reader is connected to:
-/// every reader, restarted or not, names the same groups, so that lease
-/// rows and checkpoints keyed by a group's first stream stay meaningful.
-fn regroup(groups: &[StreamGroup], per_query: usize, shard_of: impl Fn(StreamId) -> u16) -> Vec<StreamGroup> {
-    let mut by_shard: std::collections::BTreeMap<u16, Vec<StreamId>> = std::collections::BTreeMap::new();
-    for &s in groups.iter().flat_map(|g| g.streams()) {
-        by_shard.entry(shard_of(s)).or_default().push(s);
-    }
-    let mut streams: Vec<StreamGroup> = Vec::new();
-    for mut shard in by_shard.into_values() {
-        // In stream order, whatever order the generation lists them in.
-        shard.sort();
-        shard.dedup();
-        streams.extend(shard.chunks(per_query.max(1)).filter_map(|c| StreamGroup::new(c.iter().copied())));
-    }
-    streams.sort_by_key(StreamGroup::key);
-    streams
-}
-
 /// Errors that say the server has more than it can take: fewer windows in
 /// flight then.
 fn overload(e: &CdcError) -> bool {
@@ -705,25 +685,6 @@ mod tests {
 
     fn stream(n: u8) -> StreamId {
         StreamId::from_bytes([n; 16])
-    }
-
-    /// Streams regrouped by shard, in chunks, sorted by key: the same groups
-    /// whatever order the generation lists its groups in, and nothing but
-    /// the streams and their shards decides them (no connection state).
-    #[test]
-    fn regrouping_is_a_pure_function_of_the_streams_and_their_shards() {
-        let vnodes: Vec<StreamGroup> =
-            (0..6u8).filter_map(|v| StreamGroup::new((0..4u8).map(|s| stream(v * 16 + s)))).collect();
-        let shard_of = |s: StreamId| u16::from(s.as_bytes()[0] % 16 % 4);
-        let groups = regroup(&vnodes, 4, shard_of);
-        assert_eq!(groups.len(), 8, "4 shards of 6 streams, in chunks of 4");
-        for g in &groups {
-            let shard = shard_of(g.key());
-            assert!(g.streams().iter().all(|s| shard_of(*s) == shard), "a group is served by one shard");
-        }
-        let mut reversed = vnodes.clone();
-        reversed.reverse();
-        assert_eq!(regroup(&reversed, 4, shard_of), groups, "the generation's order does not matter");
     }
 
     /// Runs of a stream, a stream seen again after another, rows skipped
