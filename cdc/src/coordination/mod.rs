@@ -674,22 +674,32 @@ impl Coordinator {
         }
         // Windows being read and checkpoint saves that may hold an older
         // progress of them are waited for, one heartbeat at most, so that
-        // a slow window never holds up the renewal of the other leases. A
-        // group still read then is read on, and handed over on a later
-        // heartbeat.
-        let until = beat.now + self.timing.heartbeat;
+        // a slow window never holds up the renewal of the other leases,
+        // and no longer than a save can still be answered within the
+        // leases' deadlines (see `idle`). A group still read then is read
+        // on, and handed over on a later heartbeat.
+        let bound = self.timing.query_bound;
+        let in_time = release.iter().filter_map(|g| self.deadlines.get(&g.key)).min().map(|d| d.saturating_sub(bound));
+        let until = in_time.map_or(beat.now + self.timing.heartbeat, |t| t.min(beat.now + self.timing.heartbeat));
         let request = Request::AwaitIdle { groups: release.iter().map(|g| g.group).collect(), until };
         self.issue(Phase::AwaitingIdle { release, beat }, request)
     }
 
-    /// The workers left the groups to release, or the wait is over.
+    /// The workers left the groups to release, or the wait is over. A
+    /// group is handed over only while its lease is surely held for a
+    /// whole save: a save answered after the lease's deadline could find
+    /// the group fenced by its next holder, which then started from an
+    /// older progress and repeats what this reader read since. The others
+    /// are read on, and handed over on a later heartbeat.
     fn idle(&mut self, release: Vec<GroupState>, beat: Box<Beat>, now: Duration, view: &View<'_>) -> Step {
         let quiet = view.saves_quiet;
+        let bound = self.timing.query_bound;
         let mut leaving = Vec::new();
         for g in release {
+            let in_time = self.deadlines.get(&g.key).is_some_and(|until| now + bound <= *until);
             // A group not read here (a lease taken back on this heartbeat)
             // has nothing to wait for, and is not to be read on.
-            if !g.owned || (quiet && !view.reading(g.group)) {
+            if !g.owned || (quiet && in_time && !view.reading(g.group)) {
                 leaving.push(g);
             } else {
                 // Only the holder changes a group's epoch, and it has not
@@ -943,6 +953,38 @@ mod tests {
         assert!(matches!(step, Step::Issue(Request::LoadGeneration(_))), "not fenced: {step:?}");
         let effects: Vec<Effect> = c.effects().collect();
         assert!(!effects.iter().any(|e| matches!(e, Effect::Start { .. } | Effect::Keep { .. })), "{effects:?}");
+    }
+
+    /// A group above quota is handed over (its progress saved, then its
+    /// lease released) only while its lease is surely held for the save's
+    /// bound; found too late (the wait for the workers ran long after a
+    /// renewal), it is read on and handed over on a later heartbeat. Before,
+    /// the save went out with 3.5 s of the lease left and a 4 s bound: a save
+    /// answered past the deadline could meet the group's next holder, which
+    /// had started from an older progress and repeated what came since.
+    #[test]
+    fn a_handover_is_started_only_while_its_lease_outlasts_the_save() {
+        for (waited, handed_over) in [(Duration::from_secs(1), true), (Duration::from_secs(5), false)] {
+            let mut c = Coordinator::new("a".into(), "g".into(), timing(), Jitter::new(7));
+            let v = view(&[true, true]);
+            let t = Duration::from_secs(100);
+            c.heartbeat(t, &v);
+            c.answer(Answer::Renewed(Ok((vec![key(1), key(2)], true))), t, &v);
+            let leases: HashMap<StreamId, String> = [(key(1), "a".to_string()), (key(2), "a".to_string())].into();
+            let members = vec!["a".to_string(), "b".to_string()];
+            let step = c.answer(Answer::Table(Ok((members, leases))), t, &v);
+            let Step::Issue(Request::AwaitIdle { groups, .. }) = step else { panic!("{step:?}") };
+            assert_eq!(groups.len(), 1, "one above quota");
+            let _ = c.effects().count();
+            let step = c.answer(Answer::Idle, t + waited, &v);
+            let effects: Vec<Effect> = c.effects().collect();
+            if handed_over {
+                assert!(matches!(step, Step::Issue(Request::Save(_))), "{step:?}");
+            } else {
+                assert!(!matches!(step, Step::Issue(Request::Save(_))), "{step:?}");
+                assert!(effects.iter().any(|e| matches!(e, Effect::Keep { .. })), "read on: {effects:?}");
+            }
+        }
     }
 
     /// A claim answered so late that its lease may run out before a fence
