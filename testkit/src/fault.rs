@@ -180,6 +180,8 @@ struct Shared {
     frames: Mutex<BTreeMap<(usize, usize, u8), usize>>,
     /// Frames a rule acted on.
     acted: AtomicUsize,
+    /// Bytes read from silenced connections and discarded.
+    swallowed: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -220,6 +222,7 @@ impl FaultProxy {
             accepted: AtomicUsize::new(0),
             frames: Mutex::new(BTreeMap::new()),
             acted: AtomicUsize::new(0),
+            swallowed: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
         });
         let accepting = shared.clone();
@@ -307,6 +310,13 @@ impl FaultProxy {
     /// Frames a rule acted on (delayed, dropped, cut or reset) so far.
     pub fn frames_acted_on(&self) -> usize {
         self.shared.acted.load(Ordering::Acquire)
+    }
+
+    /// Bytes that reached the proxy on silenced connections (blackholed
+    /// open, or at accept) and went nowhere: what shows a partition cut
+    /// something off.
+    pub fn bytes_swallowed(&self) -> usize {
+        self.shared.swallowed.load(Ordering::Acquire)
     }
 
     fn open(&self) -> Vec<Arc<Conn>> {
@@ -460,6 +470,7 @@ fn pump(shared: &Shared, conn: &Conn, mut from: TcpStream, mut to: Option<TcpStr
             Err(_) => break false,
         };
         if conn.state() == SILENT || to.is_none() {
+            shared.swallowed.fetch_add(n, Ordering::AcqRel);
             continue;
         }
         frames.buf.extend_from_slice(&chunk[..n]);
@@ -654,6 +665,7 @@ mod tests {
         let (kind, got) = read_n(&mut a, 9).expect_err("silent");
         assert!(matches!(kind, ErrorKind::WouldBlock | ErrorKind::TimedOut), "{kind:?}");
         assert!(got.is_empty());
+        assert_eq!(proxy.bytes_swallowed(), 9, "the frame sent into the silence");
         let mut b = client(&proxy);
         b.write_all(&frame(0x05, 3, 0)).expect("write");
         assert_eq!(read_n(&mut b, 9).expect("new connection passes"), frame(0x05, 3, 0));
@@ -662,6 +674,7 @@ mod tests {
         let mut d = client(&proxy);
         d.write_all(&frame(0x05, 4, 0)).expect("write");
         assert!(read_n(&mut d, 9).is_err());
+        assert_eq!(proxy.bytes_swallowed(), 18, "and the one sent to a connection silent from its accept");
         // A frame rule that silences.
         proxy.on_accept(OnAccept::Forward);
         proxy.set_rules(vec![Rule::new(Action::Blackhole).opcode(0x0a)]);
