@@ -92,7 +92,7 @@ const KNOWN_SECONDS: &[(&str, u32)] = &[
     ("cdc-kafka/test/group", 180),
     ("cdc/test/crash", 85),
     ("cdc-tools/test/printer", 78),
-    ("cdc-kafka/test/nemesis", 77),
+    ("cdc-kafka/test/nemesis", 480),
     ("emu/test/front", 67),
     ("cdc/test/cdc", 66),
     ("cdc-kafka/test/kills", 65),
