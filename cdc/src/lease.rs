@@ -239,7 +239,8 @@ impl LeaseTable {
     }
 
     /// Creates the table if it does not exist, and waits until every node
-    /// knows it ([`known_everywhere`](crate::checkpoint::known_everywhere)).
+    /// knows it: a table another reader made a moment ago may not have
+    /// reached every node yet.
     pub async fn create_table(&self) -> Result<(), LeaseError> {
         let ddl = format!(
             "CREATE TABLE IF NOT EXISTS {} (log text, kind text, item text, owner text, \
