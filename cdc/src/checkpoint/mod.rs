@@ -303,6 +303,7 @@ impl TableCheckpointStore {
 
     /// Creates the table if it does not exist, and adds the `epoch` column
     /// to a table created before fencing existed.
+    ///
     /// Waits until every node knows the table, as
     /// [`LeaseTable::create_table`](crate::LeaseTable::create_table) does.
     pub async fn create_table(&self) -> Result<(), CheckpointError> {
@@ -550,7 +551,6 @@ where
 
 pub(crate) const GENERATION_MARKER: StreamId = StreamId::from_bytes([0; 16]);
 
-/// The DDL of the checkpoint table `name` (`keyspace.table`).
 /// After a `CREATE TABLE IF NOT EXISTS` answered `made`: waits until every
 /// node agrees on the schema. A table another reader made a moment ago is
 /// answered with no schema change (so the driver waits for nothing) by a
@@ -564,6 +564,7 @@ pub(crate) async fn known_everywhere(session: &Session, made: &QueryResult) -> R
     Ok(())
 }
 
+/// The DDL of the checkpoint table `name` (`keyspace.table`).
 fn create_table_cql(name: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {name} (table_name text, generation timestamp, group_id blob, \
