@@ -39,6 +39,25 @@ pub trait RequestVisitor {
     fn visit<R: Request>(self, request: &R) -> Self::Output;
 }
 
+/// The result columns one request was built against, noted while it is
+/// written (`Executable::with_request_noting`). A lock without allocation,
+/// held only to swap one pointer.
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct SentSpecs(std::sync::Mutex<Option<Arc<[ColumnSpec]>>>);
+
+impl SentSpecs {
+    fn note(&self, specs: Option<&Arc<[ColumnSpec]>>) {
+        // A poisoned lock holds a pointer all the same.
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = specs.cloned();
+    }
+
+    /// The columns last noted, taken out.
+    pub(crate) fn take(&self) -> Option<Arc<[ColumnSpec]>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+}
+
 /// Something `Session::execute` can run with values `V`.
 pub trait Executable<V> {
     /// The statement's options.
@@ -53,10 +72,19 @@ pub trait Executable<V> {
         visitor: R,
     ) -> Result<R::Output, EncodeError>;
 
-    /// Result columns known in advance (prepared statements), for results
-    /// that skip their metadata.
-    fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
-        None
+    /// [`Executable::with_request`], noting in `sent` the result columns
+    /// the request was built against: the ones a result that skips its
+    /// metadata is read with. (Taken after the answer came, they may be
+    /// another request's: a table altered meanwhile.)
+    #[doc(hidden)]
+    fn with_request_noting<R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+        _sent: &SentSpecs,
+    ) -> Result<R::Output, EncodeError> {
+        self.with_request(values, params, visitor)
     }
 
     /// The prepared statement with the given id, to re-prepare it after the
@@ -163,10 +191,45 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
         params: Params<'_>,
         visitor: R,
     ) -> Result<R::Output, EncodeError> {
+        self.build(values, params, visitor, None)
+    }
+    fn with_request_noting<R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+        sent: &SentSpecs,
+    ) -> Result<R::Output, EncodeError> {
+        self.build(values, params, visitor, Some(sent))
+    }
+    fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
+        (self.id() == id).then_some(self)
+    }
+    fn as_prepared(&self) -> Option<&PreparedStatement> {
+        Some(self)
+    }
+    fn route(&self, values: &V) -> Option<Route<'_>> {
+        prepared_route(self, values)
+    }
+}
+
+impl PreparedStatement {
+    /// The EXECUTE request of one attempt, its result columns noted in
+    /// `sent` from the same snapshot of the result shape.
+    fn build<V: SerializeValues, R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+        sent: Option<&SentSpecs>,
+    ) -> Result<R::Output, EncodeError> {
         values.check_types(self.bind_specs())?;
         // One snapshot of the result shape for the whole request: the size
         // and the bytes written must agree even if it changes meanwhile.
         self.with_shape(|shape| {
+            if let Some(sent) = sent {
+                sent.note(shape.specs.as_ref());
+            }
             // Values matched to the markers by name go in the markers' order.
             let mut query = params.query(InMarkerOrder::new(values, self.bind_specs()));
             // The result columns are cached: ask the server not to resend
@@ -184,18 +247,6 @@ impl<V: SerializeValues> Executable<V> for PreparedStatement {
             }))
         })
     }
-    fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
-        PreparedStatement::result_specs(self)
-    }
-    fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
-        (self.id() == id).then_some(self)
-    }
-    fn as_prepared(&self) -> Option<&PreparedStatement> {
-        Some(self)
-    }
-    fn route(&self, values: &V) -> Option<Route<'_>> {
-        prepared_route(self, values)
-    }
 }
 
 impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
@@ -210,8 +261,14 @@ impl<V, T: Executable<V> + ?Sized> Executable<V> for &T {
     ) -> Result<R::Output, EncodeError> {
         (**self).with_request(values, params, visitor)
     }
-    fn result_specs(&self) -> Option<Arc<[ColumnSpec]>> {
-        (**self).result_specs()
+    fn with_request_noting<R: RequestVisitor>(
+        &self,
+        values: &V,
+        params: Params<'_>,
+        visitor: R,
+        sent: &SentSpecs,
+    ) -> Result<R::Output, EncodeError> {
+        (**self).with_request_noting(values, params, visitor, sent)
     }
     fn prepared_with_id(&self, id: &[u8]) -> Option<&PreparedStatement> {
         (**self).prepared_with_id(id)

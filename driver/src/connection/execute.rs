@@ -21,7 +21,7 @@ use shardwise_protocol::types::ColumnSpec;
 
 use super::{Connection, Deadline, TryWrite};
 use crate::error::ExecutionError;
-use crate::execute::{Executable, Params, RequestVisitor};
+use crate::execute::{Executable, Params, RequestVisitor, SentSpecs};
 use crate::result::{Extras, QueryResult};
 use crate::statement::{PreparedStatement, ResultShape};
 
@@ -157,17 +157,22 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
     // there (a schema change of its table invalidates it while requests
     // race it): a few times, within the deadline.
     let mut reprepares = 0;
+    let sent = SentSpecs::default();
     loop {
         // Only references to the statement and the values are held across
         // the await; the request is built inside the connection's write.
         let envelope = conn
-            .send_execute(flags, tablet_version_block, deadline, |write| statement.with_request(values, params, write))
+            .send_execute(flags, tablet_version_block, deadline, |write| {
+                statement.with_request_noting(values, params, write, &sent)
+            })
             .await?;
         // The answer lives in this block only, so that the rare re-prepare
         // below does not keep it in every request's future.
         let forgotten = {
-            // Result columns that equal the cached ones are read in place.
-            let known = statement.result_specs();
+            // Result columns that equal the cached ones are read in place:
+            // the ones this request was sent with, whose metadata id let
+            // the server skip them.
+            let known = sent.take();
             let response =
                 Response::decode_ext(&envelope.header, envelope.body, known.as_deref(), conn.uses_metadata_id())?;
             match response.message {
@@ -235,9 +240,18 @@ pub(crate) async fn execute_observed<E: Executable<V>, V>(
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read, Write};
+
+    use shardwise_protocol::consistency::Consistency;
+    use shardwise_protocol::frame::{FrameDecoder, Framer, ProtocolVersion, HEADER_LEN};
+    use shardwise_protocol::handshake::Established;
+    use shardwise_protocol::response::Prepared;
+    use shardwise_protocol::rows::{PreparedMetadata, ResultMetadata, Rows};
     use shardwise_protocol::types::ColumnType;
 
     use super::*;
+    use crate::config::ConnectionConfig;
+    use crate::connection::direct::Shared;
 
     fn spec(name: &str) -> ColumnSpec {
         ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ: ColumnType::Int }
@@ -254,5 +268,82 @@ mod tests {
         let sent = [spec("pk"), spec("c")];
         assert_eq!(changed_specs(Some(&sent), Some(&known)).as_deref(), Some(&sent[..]));
         assert_eq!(changed_specs(Some(&sent), None).as_deref(), Some(&sent[..]));
+    }
+
+    /// Regression (`session::prepared_select_follows_alter_table`, v5, a
+    /// CI run): a request sent with the old metadata id got its rows
+    /// without metadata, but was read with the columns another request had
+    /// cached meanwhile (the table altered), and failed with a column
+    /// count mismatch. The rows are read with the columns the request was
+    /// sent with. A scripted node answers after the cache changed.
+    #[tokio::test]
+    async fn rows_without_metadata_are_read_with_the_columns_they_were_asked_with() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut node, _) = listener.accept().expect("accept");
+        node.set_read_timeout(Some(std::time::Duration::from_secs(5))).expect("timeout");
+        let (read, write) = client.into_split();
+        let established = Established {
+            version: ProtocolVersion::V4,
+            lz4: false,
+            supported: Vec::new(),
+            metadata_id: true,
+            tablets_v2: false,
+            host_id: None,
+            decoder: FrameDecoder::new(),
+            framer: Framer::established(ProtocolVersion::V4, false),
+        };
+        let config = ConnectionConfig { heartbeat_interval: None, ..Default::default() };
+        let conn = Connection::start(addr, read, Shared(Arc::new(write)), established, &config);
+
+        let two = vec![spec("pk"), spec("a")];
+        let select = PreparedStatement::new(
+            "SELECT * FROM ks.t WHERE pk = ?",
+            Prepared {
+                id: Bytes::from_static(b"id"),
+                result_metadata_id: Some(Bytes::from_static(b"two")),
+                metadata: PreparedMetadata { flags: 0, pk_indexes: vec![0], specs: vec![spec("pk")] },
+                result_metadata: ResultMetadata {
+                    columns_count: 2,
+                    paging_state: None,
+                    new_metadata_id: None,
+                    specs: Some(two.clone()),
+                },
+            },
+            0,
+        );
+        let (sent, cache_changed) = std::sync::mpsc::channel::<()>();
+        let changer = select.clone();
+        let script = std::thread::spawn(move || {
+            let mut header = [0u8; HEADER_LEN];
+            node.read_exact(&mut header).expect("the request's header");
+            let mut body = vec![0; u32::from_be_bytes([header[5], header[6], header[7], header[8]]) as usize];
+            node.read_exact(&mut body).expect("the request's body");
+            sent.send(()).expect("test");
+            // The table gained a column, and another answer cached it.
+            changer.set_shape(ResultShape {
+                metadata_id: Some(Bytes::from_static(b"three")),
+                specs: Some(Arc::from(vec![spec("pk"), spec("a"), spec("b")])),
+            });
+            // This request's rows, as the server read them before the
+            // change: 2 columns, left out as equal to the id sent.
+            let metadata = ResultMetadata { columns_count: 2, paging_state: None, new_metadata_id: None, specs: None };
+            let one = 1i32.to_be_bytes();
+            let ten = 10i32.to_be_bytes();
+            let rows = Rows::from_raw(metadata, &[vec![Some(&one[..]), Some(&ten[..])]]).expect("rows");
+            let mut answer = Vec::new();
+            Response::new(ResponseMessage::Result(ResultMessage::Rows(rows)))
+                .encode(ProtocolVersion::V4, i16::from_be_bytes([header[2], header[3]]), &mut answer)
+                .expect("encodes");
+            node.write_all(&answer).expect("answer");
+            body
+        });
+        let r = conn.execute(&select, &(1i32,), Params::new(Consistency::One)).await.expect("answered");
+        cache_changed.recv().expect("the node saw the request");
+        let body = script.join().expect("node");
+        assert!(body.windows(3).any(|w| w == b"two"), "sent with the old metadata id");
+        assert_eq!(r.first_row::<(i32, i32)>().expect("the columns asked with"), Some((1, 10)));
+        assert_eq!(select.result_specs().expect("specs").len(), 3, "the newer cache is kept");
     }
 }
