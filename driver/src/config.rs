@@ -1,6 +1,8 @@
 //! Connection settings shared by every connection of a session.
 
 use std::borrow::Cow;
+use std::net::IpAddr;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,6 +68,81 @@ impl Default for SelfIdentity {
     }
 }
 
+/// Options of every connection's TCP socket besides Nagle's algorithm
+/// ([`ConnectionConfig::tcp_nodelay`]); `None` leaves the system's default.
+/// The official driver's builder settings `local_ip_address` and
+/// `tcp_keepalive_interval` are [`crate::SessionBuilder::local_ip_address`]
+/// and [`crate::SessionBuilder::tcp_keepalive_interval`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// The local address connections are made from (of the nodes' address
+    /// family: a connection to a node of the other family fails).
+    pub local_ip_address: Option<IpAddr>,
+    /// TCP keepalive: the first probe after the connection was idle this
+    /// long, then one every this long (where the system lets the interval
+    /// be set).
+    pub keepalive_interval: Option<Duration>,
+    /// `SO_SNDBUF`.
+    pub send_buffer_size: Option<u32>,
+    /// `SO_RCVBUF`.
+    pub recv_buffer_size: Option<u32>,
+    /// `SO_REUSEADDR` (the official driver's `tcp_reuse_address`): a local
+    /// address and port may be bound again while an earlier connection
+    /// from them is in `TIME_WAIT`.
+    pub reuse_address: Option<bool>,
+    /// `SO_LINGER`: how long a close waits for unsent data.
+    /// `Duration::ZERO` resets the connection on close (the official
+    /// driver's `tcp_zero_linger`); a longer one blocks the thread that
+    /// drops the connection's socket (a runtime worker) for up to that
+    /// long, as the system's `close` does with it set.
+    pub linger: Option<Duration>,
+}
+
+/// The local ports a connection to a shard-aware port is made from (the
+/// port chooses the shard: `port % nr_shards`): an inclusive range within
+/// 1024..=65535, [`ShardAwarePortRange::EPHEMERAL_PORT_RANGE`] by default,
+/// as the official driver's type of this name. A range with no port of a
+/// shard leaves that shard's connections to the regular port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardAwarePortRange(RangeInclusive<u16>);
+
+impl ShardAwarePortRange {
+    /// 49152..=65535, the ports IANA leaves for dynamic use.
+    pub const EPHEMERAL_PORT_RANGE: ShardAwarePortRange = ShardAwarePortRange(49152..=65535);
+
+    /// `range`, unless it is empty or starts below 1024 (the ports a
+    /// system reserves).
+    pub fn new(range: impl Into<RangeInclusive<u16>>) -> Result<Self, InvalidShardAwarePortRange> {
+        let range = range.into();
+        if range.is_empty() || *range.start() < 1024 {
+            return Err(InvalidShardAwarePortRange { start: *range.start(), end: *range.end() });
+        }
+        Ok(ShardAwarePortRange(range))
+    }
+
+    /// The ports.
+    pub fn range(&self) -> RangeInclusive<u16> {
+        self.0.clone()
+    }
+}
+
+impl Default for ShardAwarePortRange {
+    fn default() -> Self {
+        ShardAwarePortRange::EPHEMERAL_PORT_RANGE
+    }
+}
+
+/// A shard-aware local port range that is empty or starts below 1024
+/// ([`ShardAwarePortRange::new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("shard-aware local port range {start}..={end} is empty or starts below 1024")]
+pub struct InvalidShardAwarePortRange {
+    /// The range's first port.
+    pub start: u16,
+    /// Its last port.
+    pub end: u16,
+}
+
 /// How connections are opened and run.
 #[derive(Debug, Clone)]
 pub struct ConnectionConfig {
@@ -97,6 +174,8 @@ pub struct ConnectionConfig {
     pub max_response_body: usize,
     /// Disable Nagle's algorithm.
     pub tcp_nodelay: bool,
+    /// The socket's other options.
+    pub socket: SocketOptions,
     /// TLS, when the server requires it.
     pub tls: Option<TlsConfig>,
     /// Open per-shard connections through the node's shard-aware port when
@@ -106,6 +185,8 @@ pub struct ConnectionConfig {
     /// front of the regular port. The official driver's
     /// `disallow_shard_aware_port(true)` is this set to `false`.
     pub shard_aware_port: bool,
+    /// The local ports connections to a shard-aware port are made from.
+    pub shard_aware_local_port_range: ShardAwarePortRange,
     /// Negotiate ScyllaDB's tablets routing v2
     /// (`TABLETS_ROUTING_V2_EXPERIMENTAL`, docs/protocol.md §1.7) where a
     /// node offers it, instead of v1: every EXECUTE then carries a block of
@@ -134,8 +215,10 @@ impl Default for ConnectionConfig {
             heartbeat_timeout: Duration::from_secs(30),
             max_response_body: 256 * 1024 * 1024,
             tcp_nodelay: true,
+            socket: SocketOptions::default(),
             tls: None,
             shard_aware_port: true,
+            shard_aware_local_port_range: ShardAwarePortRange::default(),
             tablets_routing_v2: false,
             identity: SelfIdentity::new(),
         }

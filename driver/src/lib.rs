@@ -86,7 +86,10 @@ pub mod tls;
 pub use shardwise_macros::{DeserializeRow, DeserializeValue, SerializeValue, SerializeValues};
 pub use shardwise_protocol as protocol;
 
-pub use config::{Compression, ConnectionConfig, SelfIdentity, TlsConfig};
+pub use config::{
+    Compression, ConnectionConfig, InvalidShardAwarePortRange, SelfIdentity, ShardAwarePortRange, SocketOptions,
+    TlsConfig,
+};
 pub use connection::Connection;
 pub use error::{ConnectionError, DbError, ExecutionError, NewSessionError, RowsAccessError, ServerError};
 pub use events::SessionEvent;
@@ -95,6 +98,6 @@ pub use metrics::{Latencies, MetricsSnapshot, NodeLatency, Rates};
 pub use result::{Coordinator, PagingState, QueryResult};
 pub use session::{
     ClusterInfo, ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, NodeState, RowStream, RowStreamError,
-    Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,
+    Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError, TracingInfoFetch,
 };
 pub use statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};

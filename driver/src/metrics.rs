@@ -60,9 +60,9 @@ fn stripe() -> usize {
     STRIPE.try_with(|s| *s).unwrap_or(0)
 }
 
-/// What a request asks for, counted as it starts.
+/// What a request asks for, counted as it starts (and again as it fails).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RequestKind {
+pub(crate) enum RequestKind {
     /// Every row in one response (`execute_unpaged`).
     Unpaged,
     /// A statement's first page (`execute`, which writes and batches use
@@ -90,7 +90,8 @@ pub(crate) struct Metrics {
     meter: Mutex<Meter>,
     /// Requests started, by kind.
     kinds: Box<[KindStripe]>,
-    errors: AtomicU64,
+    /// Requests that failed, by kind (rare: not striped).
+    errors: [AtomicU64; KINDS],
     retries: AtomicU64,
     timeouts: AtomicU64,
     attempt_timeouts: AtomicU64,
@@ -122,7 +123,7 @@ impl Metrics {
             next_tick: AtomicU64::new(meter.next_tick()),
             meter: Mutex::new(meter),
             kinds: (0..STRIPES).map(|_| KindStripe(std::array::from_fn(|_| counter()))).collect(),
-            errors: counter(),
+            errors: std::array::from_fn(|_| counter()),
             retries: counter(),
             timeouts: counter(),
             attempt_timeouts: counter(),
@@ -141,15 +142,17 @@ impl Metrics {
     }
 
     /// A request with `params` started `at` (the instant it read as it
-    /// started). `params` by value: a borrow of a local in the request's
-    /// async fn would keep the local in its future's state.
-    pub(crate) fn started(&self, at: Instant, params: Params<'_>) {
+    /// started); its kind, to count it by when it fails. `params` by value:
+    /// a borrow of a local in the request's async fn would keep the local
+    /// in its future's state.
+    pub(crate) fn started(&self, at: Instant, params: Params<'_>) -> RequestKind {
         let kind = match (params.page_size, params.paging_state) {
             (None, _) => RequestKind::Unpaged,
             (Some(_), None) => RequestKind::FirstPage,
             (Some(_), Some(_)) => RequestKind::NextPage,
         };
         self.started_kind(at, kind);
+        kind
     }
 
     fn started_kind(&self, at: Instant, kind: RequestKind) {
@@ -190,10 +193,10 @@ impl Metrics {
         Some(meter.rates(now, count))
     }
 
-    /// A request ended after `latency`, successfully or not.
-    pub(crate) fn request(&self, latency: Duration, ok: bool) {
+    /// A request of `kind` ended after `latency`, successfully or not.
+    pub(crate) fn request(&self, latency: Duration, ok: bool, kind: RequestKind) {
         if !ok {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+            self.errors[kind as usize].fetch_add(1, Ordering::Relaxed);
         }
         self.latency.record(latency);
     }
@@ -250,9 +253,13 @@ impl Metrics {
         let latency = self.latency.snapshot();
         let [unpaged, first_pages, next_pages] = self.started_count();
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let [unpaged_errors, first_page_errors, next_page_errors] = self.errors.each_ref().map(load);
         MetricsSnapshot {
             requests: latency.count(),
-            errors: load(&self.errors),
+            errors: unpaged_errors + first_page_errors + next_page_errors,
+            unpaged_errors,
+            first_page_errors,
+            next_page_errors,
             retries: load(&self.retries),
             timeouts: load(&self.timeouts),
             attempt_timeouts: load(&self.attempt_timeouts),
@@ -285,8 +292,15 @@ impl Metrics {
 pub struct MetricsSnapshot {
     /// Requests completed (successfully or not).
     pub requests: u64,
-    /// Requests that ended in an error.
+    /// Requests that ended in an error: the sum of the three below.
     pub errors: u64,
+    /// Of them, requests for every row in one response (the official
+    /// driver's `get_errors_unpaged_num`).
+    pub unpaged_errors: u64,
+    /// Of them, requests for a first page (what `first_pages` counts).
+    pub first_page_errors: u64,
+    /// Of them, requests for a page after a paging state.
+    pub next_page_errors: u64,
     /// Retries made.
     pub retries: u64,
     /// Requests that timed out (the request timeout).
@@ -364,6 +378,13 @@ impl MetricsSnapshot {
         self.latency.mean().map(|d| d.as_millis() as u64)
     }
 
+    /// The standard deviation of the latency in whole milliseconds, as the
+    /// official driver's `get_latency_std_dev_ms` (from bucket midpoints,
+    /// [`Latencies::std_dev`]).
+    pub fn latency_std_dev_ms(&self) -> Option<u64> {
+        self.latency.std_dev().map(|d| d.as_millis() as u64)
+    }
+
     /// The `percentile` (0.0..=100.0) of the latency in whole
     /// milliseconds, its bucket's midpoint, as the official driver's
     /// `get_latency_percentile_ms`. `None` when no request was counted or
@@ -394,7 +415,7 @@ mod tests {
             (5000, RequestKind::FirstPage),
         ] {
             m.started_kind(now, kind);
-            m.request(Duration::from_micros(us), us != 3);
+            m.request(Duration::from_micros(us), us != 3 && us != 5000, kind);
         }
         m.started_kind(now, RequestKind::FirstPage);
         m.retry();
@@ -408,7 +429,8 @@ mod tests {
         m.connect_failed(&ConnectionError::ConnectTimeout);
         m.connect_failed(&ConnectionError::Closed);
         let s = m.snapshot_at(now, Vec::new(), 1);
-        assert_eq!((s.requests, s.errors, s.retries, s.timeouts, s.attempt_timeouts), (5, 1, 1, 1, 1));
+        assert_eq!((s.requests, s.errors, s.retries, s.timeouts, s.attempt_timeouts), (5, 2, 1, 1, 1));
+        assert_eq!((s.unpaged_errors, s.first_page_errors, s.next_page_errors), (1, 1, 0));
         assert_eq!((s.unpaged, s.first_pages, s.next_pages), (1, 3, 2));
         assert_eq!((s.prepares, s.reprepares), (1, 1));
         assert_eq!((s.connections, s.connections_opened, s.connections_closed), (1, 2, 1));
@@ -418,6 +440,9 @@ mod tests {
         // Midpoints: (1.5 + 3.5 + 101 + 101 + 5056) / 5 µs.
         assert_eq!(s.latency.mean(), Some(Duration::from_nanos(1_052_600)));
         assert_eq!(s.latency_avg_ms(), Some(1));
+        // sqrt(mean of (midpoint - 1052.6 µs)^2): 2002.2 µs.
+        assert_eq!(s.latency.std_dev().map(|d| d.as_micros()), Some(2002));
+        assert_eq!(s.latency_std_dev_ms(), Some(2));
         assert_eq!(s.latency_percentile_ms(100.0), Some(5));
         assert_eq!(s.latency_percentile_ms(101.0), None);
     }
@@ -477,7 +502,7 @@ mod tests {
                             [RequestKind::Unpaged, RequestKind::FirstPage, RequestKind::NextPage][i as usize % 3];
                         // Virtual time moves on too: requests tick as well.
                         m.started_kind(epoch + Duration::from_micros(u64::from(i) * 500), kind);
-                        m.request(Duration::from_micros(1 << (t % 20)), i % 100 != 0);
+                        m.request(Duration::from_micros(1 << (t % 20)), i % 100 != 0, kind);
                     }
                 })
             })
@@ -493,6 +518,7 @@ mod tests {
         assert_eq!(s.requests, total);
         assert_eq!(s.unpaged + s.first_pages + s.next_pages, total);
         assert_eq!(s.errors, total / 100);
+        assert_eq!(s.unpaged_errors + s.first_page_errors + s.next_page_errors, s.errors);
         // The last tick counted every request, once.
         assert_eq!(m.meter.lock().expect("meter").counted(), total);
         assert!(s.rates.mean > 0.0);
@@ -521,8 +547,8 @@ mod tests {
                     std::thread::spawn(move || {
                         let at = Instant::now();
                         for i in 0..N {
-                            m.started(std::hint::black_box(at), params);
-                            m.request(Duration::from_micros(u64::from(i % 4096) + t as u64), i % 1000 != 0);
+                            let kind = m.started(std::hint::black_box(at), params);
+                            m.request(Duration::from_micros(u64::from(i % 4096) + t as u64), i % 1000 != 0, kind);
                         }
                     })
                 })

@@ -59,7 +59,7 @@ pub use config::{SessionBuilder, SessionConfig};
 pub use pager::Pager;
 pub use row_stream::{RowStream, RowStreamError};
 pub use schema::Schema;
-pub use trace::{TracingEvent, TracingInfo, TracingInfoError};
+pub use trace::{TracingEvent, TracingInfo, TracingInfoError, TracingInfoFetch};
 
 // Configuration the session is given, defined below it (the statements and
 // the pools read them too); kept here under their former paths.

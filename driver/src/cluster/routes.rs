@@ -152,7 +152,7 @@ async fn resolve(address: &str, port: u16) -> Option<SocketAddr> {
     if let Ok(ip) = address.parse::<IpAddr>() {
         return Some(SocketAddr::new(ip, port));
     }
-    super::topology::lookup((address, port)).await.ok()?.into_iter().next()
+    super::topology::lookup((address, port), Some(super::topology::RESOLVE_TIMEOUT)).await.ok()?.into_iter().next()
 }
 
 /// One route per host out of `candidates`: the one of the connection id

@@ -177,12 +177,24 @@ pub(crate) const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::fro
 
 /// The addresses `target` (a name and a port) stands for, resolved on the
 /// runtime's blocking pool (`tokio::net::lookup_host`, so a slow resolver
-/// never stalls a worker) within [`RESOLVE_TIMEOUT`]; why not, as text.
-pub(crate) async fn lookup(target: impl tokio::net::ToSocketAddrs) -> Result<Vec<SocketAddr>, String> {
-    match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(target)).await {
-        Ok(Ok(addrs)) => Ok(addrs.collect()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
+/// never stalls a worker) within `timeout` (none: as long as it takes);
+/// why not, as text.
+pub(crate) async fn lookup(
+    target: impl tokio::net::ToSocketAddrs,
+    timeout: Option<std::time::Duration>,
+) -> Result<Vec<SocketAddr>, String> {
+    within(timeout, tokio::net::lookup_host(target)).await?.map(Iterator::collect).map_err(|e| e.to_string())
+}
+
+/// What `answer` gives, unless it takes longer than `timeout` (none: no
+/// bound); why not, as text.
+async fn within<T>(
+    timeout: Option<std::time::Duration>,
+    answer: impl std::future::Future<Output = T>,
+) -> Result<T, String> {
+    match timeout {
+        Some(t) => tokio::time::timeout(t, answer).await.map_err(|_| format!("no answer within {t:?}")),
+        None => Ok(answer.await),
     }
 }
 
@@ -311,6 +323,18 @@ fn rows_error(_: crate::error::RowsAccessError) -> ExecutionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `hostname_resolution_timeout`: an answer later than the bound is
+    /// none (the name is then skipped as one that does not resolve); no
+    /// bound waits for it.
+    #[tokio::test]
+    async fn a_lookup_is_bounded_by_the_resolution_timeout() {
+        let never = std::future::pending::<()>();
+        let late = within(Some(std::time::Duration::from_millis(20)), never).await;
+        assert_eq!(late, Err("no answer within 20ms".to_owned()));
+        assert_eq!(within(None, std::future::ready(7)).await, Ok(7));
+        assert_eq!(within(Some(RESOLVE_TIMEOUT), std::future::ready(7)).await, Ok(7));
+    }
 
     fn node(id: u128, ip: [u8; 4], tokens: &[i64]) -> NodeInfo {
         NodeInfo {

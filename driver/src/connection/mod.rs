@@ -27,6 +27,7 @@
 //! rest, one concept a module:
 //!
 //! - `open`: opening a connection (socket, TLS, handshake, its tasks);
+//! - `socket`: the TCP socket, its local address and options;
 //! - `handshake`: the handshake over the protocol crate's state machine;
 //! - `io`: the writer, reader, sweeper and heartbeat tasks;
 //! - `direct`, `turn`: a lone request writing the socket itself;
@@ -45,6 +46,7 @@ pub(crate) mod handshake;
 mod io;
 mod open;
 mod room;
+mod socket;
 pub(crate) mod stream;
 mod sweep;
 mod turn;

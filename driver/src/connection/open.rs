@@ -15,12 +15,12 @@ use shardwise_protocol::handshake::{lwt_mask, Established};
 use shardwise_protocol::sharding::ShardingInfo;
 use swap_buffer_queue::Queue;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{broadcast, mpsc, Notify};
 
 use super::stream::Streams;
 use super::sweep::NextSweep;
-use super::{direct, handshake, io, Connection, Inner, Owner};
+use super::{direct, handshake, io, socket, Connection, Inner, Owner};
 use crate::config::{Compression, ConnectionConfig};
 use crate::error::ConnectionError;
 
@@ -81,20 +81,7 @@ impl Connection {
         version: ProtocolVersion,
     ) -> Result<Option<Connection>, ConnectionError> {
         tokio::time::timeout(config.connect_timeout, async {
-            let socket = match local_port {
-                None => TcpStream::connect(addr).await?,
-                Some(port) => {
-                    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-                    let unspecified: std::net::IpAddr = if addr.is_ipv4() {
-                        std::net::Ipv4Addr::UNSPECIFIED.into()
-                    } else {
-                        std::net::Ipv6Addr::UNSPECIFIED.into()
-                    };
-                    socket.bind(SocketAddr::new(unspecified, port))?;
-                    socket.connect(addr).await?
-                }
-            };
-            socket.set_nodelay(config.tcp_nodelay)?;
+            let socket = socket::connect(addr, local_port, config.tcp_nodelay, &config.socket).await?;
             match &config.tls {
                 None => {
                     let split = |s: TcpStream| {
@@ -219,7 +206,12 @@ impl Connection {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos() as usize);
             let nr = sharding.sharder().nr_shards();
-            let mut ports = crate::protocol::sharding::ShardPortIterator::new(shard, nr, 49152..=65535, start);
+            let mut ports = crate::protocol::sharding::ShardPortIterator::new(
+                shard,
+                nr,
+                config.shard_aware_local_port_range.range(),
+                start,
+            );
             let mut busy = 0;
             while busy < 8 {
                 let Some(local) = ports.next() else { break };
@@ -253,5 +245,59 @@ impl Connection {
             }
         }
         Self::open_at(addr, None, config, version).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::protocol::sharding::ShardingInfo;
+    use crate::{ConnectionConfig, InvalidShardAwarePortRange, ShardAwarePortRange};
+
+    use super::*;
+
+    /// `shard_aware_local_port_range`: a connection to shard 2 of 4 through
+    /// the shard-aware port comes from a port of the range set that
+    /// selects shard 2 (the node here notes the port and closes, so the
+    /// open fails, which does not matter to what is checked).
+    #[tokio::test]
+    async fn a_shard_aware_connection_comes_from_the_port_range_set() {
+        let aware = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let regular = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let regular_addr = regular.local_addr().expect("addr");
+        let port = aware.local_addr().expect("addr").port().to_string();
+        let supported = vec![
+            ("SCYLLA_SHARD", vec!["0"]),
+            ("SCYLLA_NR_SHARDS", vec!["4"]),
+            ("SCYLLA_SHARDING_IGNORE_MSB", vec!["12"]),
+            ("SCYLLA_PARTITIONER", vec!["org.apache.cassandra.dht.Murmur3Partitioner"]),
+            ("SCYLLA_SHARDING_ALGORITHM", vec!["biased-token-round-robin"]),
+            ("SCYLLA_SHARD_AWARE_PORT", vec![port.as_str()]),
+        ];
+        let sharding = ShardingInfo::from_supported(&supported).expect("valid").expect("sharded");
+        let config = ConnectionConfig {
+            shard_aware_local_port_range: ShardAwarePortRange::new(41000..=41099).expect("range"),
+            connect_timeout: Duration::from_millis(500),
+            ..Default::default()
+        };
+        let node = std::thread::spawn(move || aware.accept().map(|(_, peer)| peer.port()));
+        let regular_node = std::thread::spawn(move || drop(regular.accept()));
+        let _ = Connection::open_to_shard(regular_addr, 2, &sharding, &config).await;
+        let from = node.join().expect("node").expect("accepted");
+        regular_node.join().expect("regular node");
+        assert!((41000..=41099).contains(&from), "from port {from}");
+        assert_eq!(from % 4, 2, "port {from} selects shard 2");
+    }
+
+    /// As the official driver: empty ranges and ranges reaching below 1024
+    /// are refused.
+    #[test]
+    fn a_range_that_is_empty_or_below_1024_is_refused() {
+        assert_eq!(ShardAwarePortRange::new(1000..=2000), Err(InvalidShardAwarePortRange { start: 1000, end: 2000 }));
+        let (start, end) = (5000, 4999);
+        assert!(ShardAwarePortRange::new(start..=end).is_err(), "empty");
+        assert_eq!(ShardAwarePortRange::new(1024..=1024).map(|r| r.range()), Ok(1024..=1024));
+        assert_eq!(ShardAwarePortRange::default(), ShardAwarePortRange::EPHEMERAL_PORT_RANGE);
     }
 }

@@ -187,6 +187,24 @@ impl Latencies {
         Some(Duration::from_nanos(u64::try_from(mean).unwrap_or(u64::MAX)))
     }
 
+    /// The population standard deviation of the latencies, each counted at
+    /// its bucket's midpoint as [`Self::mean`] does. `None` when empty.
+    pub fn std_dev(&self) -> Option<Duration> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let mean = self.mean()?.as_nanos() as f64;
+        let squares: f64 = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| n as f64 * (midpoint_ns(i) as f64 - mean).powi(2))
+            .sum();
+        Some(Duration::from_nanos((squares / total as f64).sqrt() as u64))
+    }
+
     /// The lower end of the lowest bucket with a latency in it.
     pub fn min(&self) -> Option<Duration> {
         self.counts.iter().position(|&n| n > 0).map(|i| micros(bounds(i).0))

@@ -2,13 +2,14 @@
 //! them ([`SessionBuilder`]): everything a session is told before it
 //! connects, kept apart from what it does with it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
 use shardwise_protocol::frame::ProtocolVersion;
 
+use super::trace::TracingInfoFetch;
 use super::Session;
 use crate::affinity::ConnectionAffinity;
 use crate::auth::{AuthenticatorProvider, PlainTextAuthenticator};
@@ -95,6 +96,14 @@ pub struct SessionConfig {
     /// How long to wait for schema agreement (all of it: the nodes' answers
     /// included). 60 s by default, as the official driver.
     pub schema_agreement_timeout: Duration,
+    /// How long a contact point's name may take to resolve (`None`: as long
+    /// as the resolver takes). 5 s by default, as the official driver.
+    pub hostname_resolution_timeout: Option<Duration>,
+    /// How [`Session::tracing_info`](crate::Session::tracing_info) reads a
+    /// trace: how often the session row is read before the trace counts as
+    /// incomplete (10), how long apart (3 ms), and at what consistency
+    /// (ONE), as the official driver's `tracing_info_fetch_*` settings.
+    pub tracing_info_fetch: TracingInfoFetch,
     /// How long the session's own queries of system tables may take
     /// (topology and schema refreshes, a table's partitioner, REGISTER on
     /// the control connection): a node that stops answering must not hold
@@ -193,6 +202,8 @@ impl Default for SessionConfig {
             speculative: None,
             await_schema_agreement: true,
             schema_agreement_timeout: Duration::from_secs(60),
+            hostname_resolution_timeout: Some(crate::cluster::topology::RESOLVE_TIMEOUT),
+            tracing_info_fetch: TracingInfoFetch::default(),
             system_query_timeout: Duration::from_secs(10),
             discover_topology: true,
             distance: DistancePolicy::default(),
@@ -253,6 +264,10 @@ struct ConnectionSettings {
     shard_aware_port: Option<bool>,
     tablets_routing_v2: Option<bool>,
     identity: Option<SelfIdentity>,
+    nodelay: Option<bool>,
+    port_range: Option<crate::ShardAwarePortRange>,
+    local_ip: Option<Option<IpAddr>>,
+    keepalive: Option<Option<Duration>>,
 }
 
 impl ConnectionSettings {
@@ -278,6 +293,18 @@ impl ConnectionSettings {
         }
         if let Some(identity) = &self.identity {
             c.identity = identity.clone();
+        }
+        if let Some(on) = self.nodelay {
+            c.tcp_nodelay = on;
+        }
+        if let Some(range) = &self.port_range {
+            c.shard_aware_local_port_range = range.clone();
+        }
+        if let Some(ip) = self.local_ip {
+            c.socket.local_ip_address = ip;
+        }
+        if let Some(interval) = self.keepalive {
+            c.socket.keepalive_interval = interval;
         }
     }
 }
@@ -333,6 +360,42 @@ impl SessionBuilder {
     /// client id, another driver name ([`SelfIdentity`]).
     pub fn custom_identity(mut self, identity: SelfIdentity) -> Self {
         self.set.identity = Some(identity);
+        self.set.apply(&mut self.config.connection);
+        self
+    }
+    /// The local ports connections to a shard-aware port are made from
+    /// (49152..=65535 by default), as the official driver's method of this
+    /// name: for hosts whose firewall or other services leave a narrower
+    /// range free.
+    pub fn shard_aware_local_port_range(mut self, range: crate::ShardAwarePortRange) -> Self {
+        self.set.port_range = Some(range);
+        self.set.apply(&mut self.config.connection);
+        self
+    }
+    /// Whether connections disable Nagle's algorithm (the default: they
+    /// do), as the official driver's `tcp_nodelay`.
+    pub fn tcp_nodelay(mut self, nodelay: bool) -> Self {
+        self.set.nodelay = Some(nodelay);
+        self.set.apply(&mut self.config.connection);
+        self
+    }
+    /// The local address every connection is made from (`None`: the
+    /// system's choice, the default), as the official driver's
+    /// `local_ip_address`; it must be of the nodes' address family (see
+    /// [`SocketOptions`](crate::SocketOptions) for the other
+    /// socket options).
+    pub fn local_ip_address(mut self, ip: Option<impl Into<IpAddr>>) -> Self {
+        self.set.local_ip = Some(ip.map(Into::into));
+        self.set.apply(&mut self.config.connection);
+        self
+    }
+    /// TCP keepalive on every connection, probing after this long idle and
+    /// then every this long (off by default), as the official driver's
+    /// `tcp_keepalive_interval`; besides the CQL heartbeat
+    /// ([`ConnectionConfig::heartbeat_interval`]), it keeps idle
+    /// connections through firewalls and NAT that forget them.
+    pub fn tcp_keepalive_interval(mut self, interval: Duration) -> Self {
+        self.set.keepalive = Some(Some(interval));
         self.set.apply(&mut self.config.connection);
         self
     }
@@ -585,9 +648,39 @@ impl SessionBuilder {
         self
     }
 
-    /// How long to wait for schema agreement after DDL (default 10 s).
+    /// How long to wait for schema agreement after DDL (default 60 s).
     pub fn schema_agreement_timeout(mut self, t: Duration) -> Self {
         self.config.schema_agreement_timeout = t;
+        self
+    }
+
+    /// How often `tracing_info` reads a trace's session row before the
+    /// trace counts as incomplete (default 10), as the official driver's
+    /// method of this name.
+    pub fn tracing_info_fetch_attempts(mut self, attempts: std::num::NonZeroU32) -> Self {
+        self.config.tracing_info_fetch.attempts = attempts;
+        self
+    }
+
+    /// The pause between two reads of a trace's session row (default
+    /// 3 ms), as the official driver's method of this name.
+    pub fn tracing_info_fetch_interval(mut self, interval: Duration) -> Self {
+        self.config.tracing_info_fetch.interval = interval;
+        self
+    }
+
+    /// The consistency a trace is read at (default ONE), as the official
+    /// driver's method of this name.
+    pub fn tracing_info_fetch_consistency(mut self, consistency: Consistency) -> Self {
+        self.config.tracing_info_fetch.consistency = consistency;
+        self
+    }
+
+    /// How long a contact point's name may take to resolve (default 5 s;
+    /// `None`: no bound), as the official driver's method of this name. A
+    /// name that does not resolve in time is skipped while another does.
+    pub fn hostname_resolution_timeout(mut self, t: Option<Duration>) -> Self {
+        self.config.hostname_resolution_timeout = t;
         self
     }
 

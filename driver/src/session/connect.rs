@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
@@ -25,7 +26,7 @@ use crate::pool::{runtime_workers, NodePool};
 
 /// A contact point's addresses ([`lookup`]); a host without a port means
 /// 9042.
-async fn resolve(node: &str) -> Result<Vec<SocketAddr>, String> {
+async fn resolve(node: &str, timeout: Option<Duration>) -> Result<Vec<SocketAddr>, String> {
     if let Ok(addr) = node.parse::<SocketAddr>() {
         return Ok(vec![addr]);
     }
@@ -34,17 +35,17 @@ async fn resolve(node: &str) -> Result<Vec<SocketAddr>, String> {
     } else {
         format!("{node}:9042")
     };
-    lookup(with_port).await
+    lookup(with_port, timeout).await
 }
 
 /// Every contact point's addresses, without repeats. A contact point that
 /// does not resolve is skipped with a warning, as long as another does:
 /// one stale name among several must not keep a service from starting.
-async fn resolve_all(nodes: &[String]) -> Result<Vec<SocketAddr>, NewSessionError> {
+async fn resolve_all(nodes: &[String], timeout: Option<Duration>) -> Result<Vec<SocketAddr>, NewSessionError> {
     let mut addrs = Vec::new();
     let mut failed = Vec::new();
     for node in nodes {
-        match resolve(node).await {
+        match resolve(node, timeout).await {
             Ok(resolved) => {
                 for a in resolved {
                     if !addrs.contains(&a) {
@@ -115,6 +116,46 @@ async fn discover(
 }
 
 impl Session {
+    /// No node of the session has a connection left: the contact points
+    /// are resolved again (a name may stand for other addresses now, as a
+    /// Kubernetes service's after its pods moved) and the topology is read
+    /// through the first that answers; its nodes' pools then fill as after
+    /// any topology change. The node reached, or `None` when none was (or
+    /// the session does not discover the topology: its contact points are
+    /// its nodes, whose pools keep trying the addresses resolved at
+    /// start).
+    pub(super) async fn rediscover(&self) -> Option<SocketAddr> {
+        let config = &self.inner.config;
+        if !config.discover_topology {
+            return None;
+        }
+        let addrs = match resolve_all(&config.known_nodes, config.hostname_resolution_timeout).await {
+            Ok(addrs) => addrs,
+            Err(e) => {
+                tracing::warn!(error = %e, "no contact point resolves; the session has no node to reach");
+                return None;
+            }
+        };
+        for addr in addrs {
+            let conn = match Connection::open(addr, &config.connection).await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::debug!(%addr, error = %e, "contact point unreachable");
+                    continue;
+                }
+            };
+            let _guard = self.inner.refresh_lock.lock().await;
+            match self.read_topology(addr, &conn).await {
+                Ok(()) => {
+                    tracing::info!(%addr, "every node was unreachable: the topology read again through a contact point");
+                    return Some(addr);
+                }
+                Err(e) => tracing::warn!(%addr, error = %e, "topology read through a contact point failed"),
+            }
+        }
+        None
+    }
+
     /// Connects to `config`'s known nodes ([`super::SessionBuilder::build`]).
     pub(super) async fn connect(mut config: SessionConfig) -> Result<Session, NewSessionError> {
         if config.known_nodes.is_empty() {
@@ -147,7 +188,7 @@ impl Session {
                 Some(routes)
             }
         };
-        let addrs = resolve_all(&config.known_nodes).await?;
+        let addrs = resolve_all(&config.known_nodes, config.hostname_resolution_timeout).await?;
         let mut last_error = None;
         let mut discovered = None;
         let mut discovery_error = None;
@@ -279,10 +320,11 @@ mod tests {
     #[tokio::test]
     async fn an_unresolvable_contact_point_among_others_is_skipped() {
         let nodes = ["no-such-host.invalid".to_owned(), "127.0.0.1:9043".to_owned(), "localhost".to_owned()];
-        let addrs = resolve_all(&nodes).await.expect("the others resolve");
+        let addrs =
+            resolve_all(&nodes, Some(crate::cluster::topology::RESOLVE_TIMEOUT)).await.expect("the others resolve");
         assert!(addrs.contains(&"127.0.0.1:9043".parse().expect("addr")), "{addrs:?}");
         assert!(addrs.iter().any(|a| a.port() == 9042), "a host without a port means 9042: {addrs:?}");
-        match resolve_all(&nodes[..1]).await {
+        match resolve_all(&nodes[..1], None).await {
             Err(NewSessionError::Resolve(why)) => assert!(why.starts_with("no-such-host.invalid ("), "{why}"),
             other => panic!("expected Resolve, got {other:?}"),
         }

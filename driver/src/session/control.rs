@@ -21,7 +21,9 @@
 //! moves to another node at once, preferring up nodes and leaving the node
 //! it lost for last, registers again, emits
 //! [`SessionEvent::ControlConnectionChanged`], and reads topology and
-//! schema again, since events sent meanwhile were lost.
+//! schema again, since events sent meanwhile were lost. When no node has a
+//! connection for 2 s, the contact points are resolved again and the
+//! topology read through one of them (every node may have moved).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
@@ -40,6 +42,11 @@ use crate::pool::NodePool;
 
 /// Pause before trying again when no node can take the control connection.
 const RETRY: Duration = Duration::from_millis(200);
+
+/// After this many pauses in a row with no node to take the control
+/// connection (2 s), the session goes back to its contact points
+/// ([`Session::rediscover`]), and again after as many more.
+const REDISCOVER_AFTER: u32 = 10;
 
 /// How a registered control connection stopped listening.
 enum Ended {
@@ -76,16 +83,26 @@ async fn pause(shutdown: &mut watch::Receiver<()>, d: Duration) -> bool {
 pub(super) async fn run(weak: Weak<SessionInner>, mut shutdown: watch::Receiver<()>) {
     let mut lost: Option<SocketAddr> = None;
     let mut registered_before = false;
+    let mut without_node = 0;
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let session = Session { inner };
         let Some((addr, conn)) = session.control_candidate(lost) else {
+            without_node += 1;
+            if without_node >= REDISCOVER_AFTER {
+                without_node = 0;
+                tokio::select! {
+                    _ = session.rediscover() => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
             drop(session);
             if pause(&mut shutdown, RETRY).await {
                 return;
             }
             continue;
         };
+        without_node = 0;
         let mut events = conn.events();
         let timeout = session.inner.config.system_query_timeout;
         let routes = session.inner.routes.is_some();

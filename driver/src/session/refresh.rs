@@ -156,18 +156,24 @@ impl Session {
         }
         let _guard = self.inner.refresh_lock.lock().await;
         let (addr, conn) = self.system_connection().ok_or(ExecutionError::NoConnection)?;
+        self.read_topology(addr, &conn).await
+    }
+
+    /// The topology read through `conn` (to the node at `addr`) and swapped
+    /// in; the caller holds the refresh lock.
+    pub(super) async fn read_topology(&self, addr: SocketAddr, conn: &Connection) -> Result<(), ExecutionError> {
         let timeout = self.inner.config.system_query_timeout;
         if let Some(routes) = &self.inner.routes {
             // A failed read keeps the routes known (the nodes stay where
             // they are until a read succeeds).
-            match tokio::time::timeout(timeout, routes.reload(&conn)).await {
+            match tokio::time::timeout(timeout, routes.reload(conn)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::warn!(error = %e, "reading the client routes failed; the known ones are kept"),
                 Err(_) => tracing::warn!(?timeout, "reading the client routes timed out; the known ones are kept"),
             }
         }
         let translator = self.inner.config.address_translator.as_deref();
-        let fetch = crate::cluster::topology::fetch_nodes_at(&conn, addr, translator);
+        let fetch = crate::cluster::topology::fetch_nodes_at(conn, addr, translator);
         let infos = tokio::time::timeout(timeout, fetch).await.map_err(|_| ExecutionError::Timeout(timeout))??;
         if infos.is_empty() {
             return Err(ExecutionError::UnexpectedResponse("the topology lists no node"));

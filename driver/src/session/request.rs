@@ -118,7 +118,7 @@ impl Session {
                 (own, _) => own,
             },
         };
-        self.inner.metrics.started(started, params);
+        let kind = self.inner.metrics.started(started, params);
         // A timeout past what the clock can count (`Duration::MAX`) is none.
         let deadline = settings.request_timeout.and_then(|t| Some(RequestDeadline { at: started.checked_add(t)?, t }));
         // Rare paths (speculative executions, a schema change; a USE and a
@@ -151,7 +151,7 @@ impl Session {
         let took = ended.map_or_else(|| started.elapsed(), |at: Instant| at.saturating_duration_since(started));
         // The result is handed on by value and never borrowed here: a local
         // borrowed in an async fn keeps its space in the future's state.
-        match self.finished(took, result, attempts.observed()) {
+        match self.finished(took, kind, result, attempts.observed()) {
             Ok(done) => done,
             Err(rare) => rare.await,
         }
@@ -176,10 +176,11 @@ impl Session {
     fn finished(
         &self,
         took: std::time::Duration,
+        kind: crate::metrics::RequestKind,
         result: Result<QueryResult, ExecutionError>,
         observed: Option<(&Arc<dyn RequestObserver>, RequestId)>,
     ) -> Result<Result<QueryResult, ExecutionError>, RarePath<'_>> {
-        self.inner.metrics.request(took, result.is_ok());
+        self.inner.metrics.request(took, result.is_ok(), kind);
         if let Some((observer, request)) = observed {
             observer.request_finished(request, result.as_ref().map(drop), took);
         }

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use shardwise_protocol::consistency::Consistency;
@@ -26,6 +27,27 @@ use crate::statement::Statement;
 pub const TRACING_INFO_ATTEMPTS: u32 = 10;
 /// The pause between two reads of the session row.
 pub const TRACING_INFO_INTERVAL: Duration = Duration::from_millis(3);
+
+/// How a trace is read ([`SessionConfig::tracing_info_fetch`](crate::SessionConfig::tracing_info_fetch)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TracingInfoFetch {
+    /// Reads of the session row before the trace counts as incomplete.
+    pub attempts: NonZeroU32,
+    /// The pause between two of them.
+    pub interval: Duration,
+    /// The consistency of every read of the trace.
+    pub consistency: Consistency,
+}
+
+impl Default for TracingInfoFetch {
+    fn default() -> Self {
+        TracingInfoFetch {
+            attempts: NonZeroU32::new(TRACING_INFO_ATTEMPTS).unwrap_or(NonZeroU32::MIN),
+            interval: TRACING_INFO_INTERVAL,
+            consistency: Consistency::One,
+        }
+    }
+}
 
 /// A traced request, as the coordinator recorded it.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,31 +129,36 @@ type SessionRow<'a> = (
 
 impl Session {
     /// The trace of a request sent with tracing on, read once its session
-    /// row is complete (see the [module docs](self)).
+    /// row is complete (see the [module docs](self)), as
+    /// [`SessionConfig::tracing_info_fetch`](crate::SessionConfig::tracing_info_fetch)
+    /// says.
     pub async fn tracing_info(&self, id: Uuid) -> Result<TracingInfo, TracingInfoError> {
-        self.tracing_info_with(id, TRACING_INFO_ATTEMPTS, TRACING_INFO_INTERVAL).await
+        let fetch = self.inner.config.tracing_info_fetch;
+        self.tracing_info_with(id, fetch.attempts.get(), fetch.interval).await
     }
 
     /// [`tracing_info`](Self::tracing_info) with `attempts` reads of the
-    /// session row, `interval` apart.
+    /// session row, `interval` apart (at the session's
+    /// `tracing_info_fetch` consistency).
     pub async fn tracing_info_with(
         &self,
         id: Uuid,
         attempts: u32,
         interval: Duration,
     ) -> Result<TracingInfo, TracingInfoError> {
+        let consistency = self.inner.config.tracing_info_fetch.consistency;
         let query = |source| TracingInfoError::Query { id, source };
         let rows = |source| TracingInfoError::Rows { id, source };
         let session_row = Statement::new(
             "SELECT client, command, coordinator, duration, parameters, request, started_at \
              FROM system_traces.sessions WHERE session_id = ?",
         )
-        .with_consistency(Consistency::One)
+        .with_consistency(consistency)
         .with_idempotent(true);
         let events = Statement::new(
             "SELECT event_id, activity, source, source_elapsed, thread FROM system_traces.events WHERE session_id = ?",
         )
-        .with_consistency(Consistency::One)
+        .with_consistency(consistency)
         .with_idempotent(true);
         let attempts = attempts.max(1);
         for attempt in 1..=attempts {

@@ -426,6 +426,36 @@ async fn compute_token_is_the_servers_token_of_the_key() {
     assert!(matches!(missing, Err(TokenError::NoTable { .. })), "{missing:?}");
 }
 
+/// `local_ip_address` makes every connection of the session come from
+/// that address (127.0.0.2 here: the loopback network answers all of
+/// 127/8), as the server sees it; the TCP settings pass the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_sees_connections_from_the_local_address_set() {
+    let server = testkit::shared_node().expect("server");
+    let local: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+    let session = SessionBuilder::new()
+        .known_node_addr(server)
+        .local_ip_address(Some(local))
+        .tcp_keepalive_interval(std::time::Duration::from_secs(20))
+        .tcp_nodelay(false)
+        .custom_identity(shardwise::SelfIdentity::new().with_client_id("from-127.0.0.2"))
+        .build()
+        .await
+        .expect("session");
+    let result = session
+        .execute(&Statement::new("SELECT address, client_options FROM system_views.clients"), ())
+        .await
+        .expect("system_views.clients");
+    type Client = (Option<std::net::IpAddr>, Option<std::collections::HashMap<String, String>>);
+    let listed: Vec<Client> = result.rows::<Client>().expect("typed").map(|r| r.expect("row")).collect();
+    let ours: Vec<&Client> = listed
+        .iter()
+        .filter(|c| c.1.as_ref().and_then(|o| o.get("CLIENT_ID")).map(String::as_str) == Some("from-127.0.0.2"))
+        .collect();
+    assert!(!ours.is_empty(), "{listed:?}");
+    assert!(ours.iter().all(|c| c.0 == Some(local)), "every connection from {local}: {ours:?}");
+}
+
 /// The identity a session says it is (`custom_identity`, the official
 /// `SelfIdentity`) is what the server keeps of each of its connections:
 /// Cassandra's `system_views.clients` has the driver's name and version, and

@@ -16,6 +16,7 @@ mod introspection;
 mod load_balancing;
 mod porting;
 mod readme;
+mod rediscovery;
 mod schema;
 mod send;
 mod session;

@@ -610,6 +610,34 @@ async fn tracing_info_of_a_traced_read() {
     assert!(matches!(unknown, Err(shardwise::TracingInfoError::Incomplete { attempts: 2, .. })), "{unknown:?}");
 }
 
+/// The official driver's `tracing_info_fetch_*` settings are what
+/// `tracing_info` does: an unknown trace is given up after the attempts
+/// set, the interval apart, and every read is at the consistency set (THREE
+/// on one node: unavailable).
+#[tokio::test]
+async fn tracing_info_follows_the_fetch_settings() {
+    let build = |attempts: u32, consistency: Consistency| {
+        SessionBuilder::new()
+            .known_node_addr(testkit::shared_node().expect("server"))
+            .tracing_info_fetch_attempts(std::num::NonZeroU32::new(attempts).expect("non-zero"))
+            .tracing_info_fetch_interval(Duration::from_millis(100))
+            .tracing_info_fetch_consistency(consistency)
+            .build()
+    };
+    let s = build(3, Consistency::One).await.expect("session");
+    let started = std::time::Instant::now();
+    let unknown = s.tracing_info(uuid::Uuid::from_u128(7)).await;
+    assert!(matches!(unknown, Err(shardwise::TracingInfoError::Incomplete { attempts: 3, .. })), "{unknown:?}");
+    assert!(started.elapsed() >= Duration::from_millis(200), "two pauses: {:?}", started.elapsed());
+    let three = build(1, Consistency::Three).await.expect("session");
+    match three.tracing_info(uuid::Uuid::from_u128(7)).await {
+        Err(shardwise::TracingInfoError::Query { source: ExecutionError::Db(e), .. }) => {
+            assert!(matches!(e.kind, ErrorKind::Unavailable { consistency: Consistency::Three, .. }), "{e:?}")
+        }
+        other => panic!("expected an unavailable read, got {other:?}"),
+    }
+}
+
 /// `Session::execute_stream`: 100,000 rows as a stream of owned rows; the
 /// next page is requested only once half of the current one is taken; a
 /// server error mid-stream ends it with that error after the rows received.
@@ -973,14 +1001,18 @@ async fn metrics_count_requests_by_kind_connections_and_timeouts() {
     }
     let bad = Statement::new("SELECT nope FROM system.local");
     s.execute(&bad, ()).await.expect_err("no such column");
+    s.execute_unpaged(&bad, ()).await.expect_err("no such column, unpaged");
 
     let after = s.metrics();
     let delta = |f: fn(&shardwise::MetricsSnapshot) -> u64| f(&after) - f(&before);
     assert_eq!(delta(|m| m.first_pages), 20 + 1 + 1, "{after:?}");
-    assert_eq!(delta(|m| m.unpaged), 5);
+    assert_eq!(delta(|m| m.unpaged), 5 + 1);
     assert_eq!(delta(|m| m.next_pages), 2);
-    assert_eq!(delta(|m| m.requests), 29);
-    assert_eq!(delta(|m| m.errors), 1);
+    assert_eq!(delta(|m| m.requests), 30);
+    assert_eq!(delta(|m| m.errors), 2);
+    // By kind, as the official driver's `get_errors_unpaged_num` and
+    // the paged ones.
+    assert_eq!((delta(|m| m.unpaged_errors), delta(|m| m.first_page_errors), delta(|m| m.next_page_errors)), (1, 1, 0));
     assert_eq!(delta(|m| m.prepares), 1);
     assert_eq!(delta(|m| m.timeouts), 0);
     assert_eq!(after.latency.count(), after.requests);
