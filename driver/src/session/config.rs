@@ -267,7 +267,7 @@ struct ConnectionSettings {
     nodelay: Option<bool>,
     port_range: Option<crate::ShardAwarePortRange>,
     local_ip: Option<Option<IpAddr>>,
-    keepalive: Option<Option<Duration>>,
+    keepalive: Option<Duration>,
 }
 
 impl ConnectionSettings {
@@ -304,7 +304,7 @@ impl ConnectionSettings {
             c.socket.local_ip_address = ip;
         }
         if let Some(interval) = self.keepalive {
-            c.socket.keepalive_interval = interval;
+            c.socket.keepalive_interval = Some(interval);
         }
     }
 }
@@ -395,7 +395,7 @@ impl SessionBuilder {
     /// ([`ConnectionConfig::heartbeat_interval`]), it keeps idle
     /// connections through firewalls and NAT that forget them.
     pub fn tcp_keepalive_interval(mut self, interval: Duration) -> Self {
-        self.set.keepalive = Some(Some(interval));
+        self.set.keepalive = Some(interval);
         self.set.apply(&mut self.config.connection);
         self
     }

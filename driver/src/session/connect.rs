@@ -120,20 +120,19 @@ impl Session {
     /// are resolved again (a name may stand for other addresses now, as a
     /// Kubernetes service's after its pods moved) and the topology is read
     /// through the first that answers; its nodes' pools then fill as after
-    /// any topology change. The node reached, or `None` when none was (or
-    /// the session does not discover the topology: its contact points are
-    /// its nodes, whose pools keep trying the addresses resolved at
-    /// start).
-    pub(super) async fn rediscover(&self) -> Option<SocketAddr> {
+    /// any topology change. Nothing to do when the session does not
+    /// discover the topology: its contact points are its nodes, whose
+    /// pools keep trying the addresses resolved at start.
+    pub(super) async fn rediscover(&self) {
         let config = &self.inner.config;
         if !config.discover_topology {
-            return None;
+            return;
         }
         let addrs = match resolve_all(&config.known_nodes, config.hostname_resolution_timeout).await {
             Ok(addrs) => addrs,
             Err(e) => {
                 tracing::warn!(error = %e, "no contact point resolves; the session has no node to reach");
-                return None;
+                return;
             }
         };
         for addr in addrs {
@@ -148,12 +147,11 @@ impl Session {
             match self.read_topology(addr, &conn).await {
                 Ok(()) => {
                     tracing::info!(%addr, "every node was unreachable: the topology read again through a contact point");
-                    return Some(addr);
+                    return;
                 }
                 Err(e) => tracing::warn!(%addr, error = %e, "topology read through a contact point failed"),
             }
         }
-        None
     }
 
     /// Connects to `config`'s known nodes ([`super::SessionBuilder::build`]).
