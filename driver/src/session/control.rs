@@ -156,6 +156,11 @@ async fn listen(
 ) -> Ended {
     let mut next_periodic = interval.map(|i| Instant::now() + i);
     let mut topology_due: Option<Instant> = None;
+    // Events read but not yet told to subscribers: those of a burst whose
+    // schema is read once, after its last queued event (a migration, or
+    // other clients' DDL on a busy cluster, would otherwise queue a full
+    // schema read per event and leave the session behind by as many).
+    let mut held: Vec<Event> = Vec::new();
     loop {
         let deadline = [next_periodic, topology_due].into_iter().flatten().min();
         let timer = async {
@@ -165,6 +170,9 @@ async fn listen(
             }
         };
         let received = tokio::select! {
+            // Queued events first: `held` is empty whenever another branch
+            // is taken.
+            biased;
             e = events.recv() => Some(e),
             _ = conn.closed() => return Ended::Closed,
             _ = shutdown.changed() => return Ended::Shutdown,
@@ -191,14 +199,13 @@ async fn listen(
                 tracing::warn!(missed, "server events were dropped; reading topology and schema again");
                 topology_due = Some(now);
                 session.refresh_schema().await;
+                tell(&session, &mut held);
             }
             Some(Err(broadcast::error::RecvError::Closed)) => return Ended::Closed,
             Some(Ok(event)) => {
+                let schema = matches!(event, Event::SchemaChange(_));
                 match &event {
-                    Event::SchemaChange(change) => {
-                        session.forget_tablets(change);
-                        session.refresh_schema().await
-                    }
+                    Event::SchemaChange(change) => session.forget_tablets(change),
                     Event::StatusChange { change, node } if change == "DOWN" => session.node_reported_down(*node),
                     Event::StatusChange { change, node } if change == "UP" => {
                         session.node_reported_up(*node);
@@ -216,9 +223,23 @@ async fn listen(
                         }
                     }
                 }
-                session.inner.emit(SessionEvent::Database(event));
+                held.push(event);
+                if !schema || events.is_empty() {
+                    if held.iter().any(|e| matches!(e, Event::SchemaChange(_))) {
+                        session.refresh_schema().await;
+                    }
+                    tell(&session, &mut held);
+                }
             }
         }
+    }
+}
+
+/// Tells the session's subscribers the events `held`, in the order they
+/// came (schema changes once the schema was read again).
+fn tell(session: &Session, held: &mut Vec<Event>) {
+    for event in held.drain(..) {
+        session.inner.emit(SessionEvent::Database(event));
     }
 }
 

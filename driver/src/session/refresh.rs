@@ -98,16 +98,11 @@ impl Session {
     /// Re-reads every keyspace's replication and every table's partitioner
     /// (after a schema change): replica tables are computed afresh, and
     /// cached prepared statements take their table's new partitioner.
-    /// Forgets the learned tablets of a dropped or re-created keyspace or
-    /// table: its next requests learn the new ones.
+    /// Forgets the learned tablets of a dropped keyspace or table
+    /// ([`forgotten_by`]).
     pub(crate) fn forget_tablets(&self, change: &SchemaChange) {
-        if change.change == SchemaChangeType::Updated {
-            return;
-        }
-        match &change.target {
-            SchemaChangeTarget::Keyspace { keyspace } => self.inner.tablets.forget(keyspace, None),
-            SchemaChangeTarget::Table { keyspace, name } => self.inner.tablets.forget(keyspace, Some(name)),
-            _ => {}
+        if let Some((keyspace, table)) = forgotten_by(change) {
+            self.inner.tablets.forget(keyspace, table);
         }
     }
 
@@ -280,9 +275,47 @@ fn agreed(mut versions: Vec<Uuid>) -> Option<Uuid> {
     }
 }
 
+/// The keyspace (and table, `None` for the whole keyspace) whose learned
+/// tablets `change` makes stale: a dropped one's. Events reach the session
+/// late (the control connection reads a schema refresh per burst, and a
+/// busy cluster sends many), so a CREATED event may come after requests
+/// to the new table already learned its tablets: forgetting then would
+/// throw away what is current. A re-created table's old tablets went with
+/// its DROPPED event, which came first; a moved tablet is learned from the
+/// next answer anyway.
+fn forgotten_by(change: &SchemaChange) -> Option<(&str, Option<&str>)> {
+    if change.change != SchemaChangeType::Dropped {
+        return None;
+    }
+    match &change.target {
+        SchemaChangeTarget::Keyspace { keyspace } => Some((keyspace, None)),
+        SchemaChangeTarget::Table { keyspace, name } => Some((keyspace, Some(name))),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (the tablets routing v2 test's misses in CI): the
+    /// CREATED TABLE event of the test's own table, read by a control
+    /// connection busy with other tests' schema changes, arrived after the
+    /// session had learned the table's tablets and threw them away.
+    #[test]
+    fn only_a_drop_forgets_tablets() {
+        let table = |change| SchemaChange {
+            change,
+            target: SchemaChangeTarget::Table { keyspace: "ks".into(), name: "t".into() },
+        };
+        let keyspace = |change| SchemaChange { change, target: SchemaChangeTarget::Keyspace { keyspace: "ks".into() } };
+        assert_eq!(forgotten_by(&table(SchemaChangeType::Created)), None, "a late CREATED keeps what was learned");
+        assert_eq!(forgotten_by(&table(SchemaChangeType::Updated)), None);
+        assert_eq!(forgotten_by(&keyspace(SchemaChangeType::Created)), None);
+        assert_eq!(forgotten_by(&keyspace(SchemaChangeType::Updated)), None);
+        assert_eq!(forgotten_by(&table(SchemaChangeType::Dropped)), Some(("ks", Some("t"))));
+        assert_eq!(forgotten_by(&keyspace(SchemaChangeType::Dropped)), Some(("ks", None)));
+    }
 
     #[test]
     fn versions_agree_only_when_every_node_names_the_same() {

@@ -376,6 +376,13 @@ async fn learn_then_write(
     }
     let stats = front.stats();
     assert_eq!(stats.hits() + stats.misses(), TABLET_WRITES as u64, "every write routed");
+    if stats.misses() > 0 {
+        let m = session.metrics();
+        println!(
+            "misses after learning: {stats}\nlearning: {learning}\nsession: {} connections, {} opened, {} closed",
+            m.connections, m.connections_opened, m.connections_closed
+        );
+    }
     (learning, stats)
 }
 

@@ -71,6 +71,8 @@ struct FakeCluster {
     prepares: Mutex<HashMap<IpAddr, usize>>,
     /// Set: the next EXECUTE (on any server) is answered UNPREPARED.
     forget: AtomicBool,
+    /// Reads of `system_schema.keyspaces`, on every server.
+    keyspace_reads: AtomicUsize,
 }
 
 fn ip(last: u8) -> IpAddr {
@@ -103,7 +105,25 @@ fn rows(specs: Vec<ColumnSpec>, rows: Vec<Vec<Option<Vec<u8>>>>) -> ResponseMess
 
 impl FakeCluster {
     async fn start(addresses: &[IpAddr], topology: Vec<FakeNode>) -> Arc<FakeCluster> {
-        let port = testkit::ports::free_port(addresses).expect("a free port on every address");
+        // A port found free can be taken before it is bound (by another
+        // test's fake, or a connection's local port): bound on every
+        // address, or another port.
+        let mut listeners = Vec::new();
+        let mut port = 0;
+        for _ in 0..20 {
+            port = testkit::ports::free_port(addresses).expect("a free port on every address");
+            listeners.clear();
+            for &a in addresses {
+                match TcpListener::bind(SocketAddr::new(a, port)).await {
+                    Ok(l) => listeners.push((a, l)),
+                    Err(_) => break,
+                }
+            }
+            if listeners.len() == addresses.len() {
+                break;
+            }
+        }
+        assert_eq!(listeners.len(), addresses.len(), "no port to bind on every address");
         let cluster = Arc::new(FakeCluster {
             port,
             topology: Mutex::new(topology),
@@ -113,9 +133,10 @@ impl FakeCluster {
             alive: Mutex::new(HashMap::new()),
             prepares: Mutex::new(HashMap::new()),
             forget: AtomicBool::new(false),
+            keyspace_reads: AtomicUsize::new(0),
         });
-        for &a in addresses {
-            cluster.serve(a).await;
+        for (a, listener) in listeners {
+            cluster.serve(a, listener);
         }
         cluster
     }
@@ -165,8 +186,7 @@ impl FakeCluster {
         }
     }
 
-    async fn serve(self: &Arc<Self>, ip: IpAddr) {
-        let listener = TcpListener::bind(self.addr(ip)).await.expect("bind");
+    fn serve(self: &Arc<Self>, ip: IpAddr, listener: TcpListener) {
         let (alive, mut stopped) = watch::channel(true);
         self.alive.lock().expect("alive").insert(ip, alive);
         let open = self.open.lock().expect("open").entry(ip).or_default().clone();
@@ -302,6 +322,7 @@ impl FakeCluster {
             });
             rows(specs, peers.collect())
         } else if query.contains("FROM system_schema.keyspaces") {
+            self.keyspace_reads.fetch_add(1, Ordering::SeqCst);
             let specs = vec![
                 spec("keyspaces", "keyspace_name", ColumnType::Text),
                 spec(
@@ -472,6 +493,37 @@ async fn periodic_refresh_finds_changes_without_events() {
     let e = events.wait("periodic refresh", |e| refreshed(e).is_some_and(|(added, _, _)| !added.is_empty())).await;
     assert_eq!(refreshed(&e).map(|(added, _, _)| added.to_vec()), Some(vec![fake.addr(ip(3))]));
     until("connections to the node found by the periodic refresh", || fake.open_connections(ip(3)) > 0).await;
+}
+
+/// A burst of schema changes (a migration, or other clients' DDL on a
+/// busy cluster) is read once, after its last queued event, not once per
+/// event: a session reading each in turn fell seconds behind, and acted on
+/// stale events (it forgot tablets learned since). Every event still
+/// reaches subscribers, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_schema_changes_is_read_once() {
+    use shardwise::protocol::response::{SchemaChange, SchemaChangeTarget, SchemaChangeType};
+    let fake = FakeCluster::start(&[ip(1)], vec![node(1, 1, &[0])]).await;
+    let session = builder(&fake, ip(1)).topology_refresh_interval(None).build().await.expect("session");
+    let mut events = Events(session.events());
+    until("the control connection", || session.control_node().is_some()).await;
+    let created = |i: usize| {
+        Event::SchemaChange(SchemaChange {
+            change: SchemaChangeType::Created,
+            target: SchemaChangeTarget::Table { keyspace: "ks".into(), name: format!("t{i}") },
+        })
+    };
+    let before = fake.keyspace_reads.load(Ordering::SeqCst);
+    for i in 0..50 {
+        fake.push(created(i));
+    }
+    for i in 0..50 {
+        let want = SessionEvent::Database(created(i));
+        let told = events.wait("a schema change", |e| matches!(e, SessionEvent::Database(_))).await;
+        assert_eq!(told, want, "every event told, in order");
+    }
+    let reads = fake.keyspace_reads.load(Ordering::SeqCst) - before;
+    assert!((1..=10).contains(&reads), "50 schema changes read the keyspaces {reads} times");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
