@@ -97,7 +97,8 @@ pub use latency::LatencyAwareness;
 pub use metrics::{Latencies, MetricsSnapshot, NodeLatency, Rates};
 pub use result::{Coordinator, PagingState, QueryResult};
 pub use session::{
-    ClusterInfo, ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, NodeState, RowStream, RowStreamError,
-    Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError, TracingInfoFetch,
+    ClusterInfo, ConnectionAffinity, ExecutionProfile, ExecutionProfileHandle, NodeState, PoolSize, RowStream,
+    RowStreamError, Session, SessionBuilder, SessionConfig, SpeculativePolicy, TracingInfo, TracingInfoError,
+    TracingInfoFetch,
 };
 pub use statement::{Batch, BatchStatement, PreparedStatement, Statement, StatementOptions};

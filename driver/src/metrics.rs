@@ -31,6 +31,7 @@
 //! while snapshots tick, and checks that nothing is lost.
 
 mod histogram;
+mod percentile;
 mod rates;
 
 use std::net::SocketAddr;
@@ -102,6 +103,8 @@ pub(crate) struct Metrics {
     connect_failures: AtomicU64,
     connect_timeouts: AtomicU64,
     latency: LatencyHistogram,
+    /// The latency a percentile speculative execution waits, kept.
+    speculative_delay: percentile::PercentileCache,
 }
 
 impl Default for Metrics {
@@ -134,6 +137,7 @@ impl Metrics {
             connect_failures: counter(),
             connect_timeouts: counter(),
             latency: LatencyHistogram::default(),
+            speculative_delay: percentile::PercentileCache::default(),
         }
     }
 
@@ -193,6 +197,12 @@ impl Metrics {
         Some(meter.rates(now, count))
     }
 
+    /// The session's request latency at `percentile` (above 0, at most
+    /// 100) as of `at`, read from the histogram at most once per 100 ms
+    /// (see `percentile`); `None` before any request finished.
+    pub(crate) fn latency_at_percentile(&self, percentile: f64, at: Instant) -> Option<Duration> {
+        self.speculative_delay.get(&self.latency, percentile, self.nanos_since_epoch(at))
+    }
     /// A request of `kind` ended after `latency`, successfully or not.
     pub(crate) fn request(&self, latency: Duration, ok: bool, kind: RequestKind) {
         if !ok {

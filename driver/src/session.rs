@@ -22,6 +22,7 @@
 //!   settings resolved once, speculative execution, retries, each attempt on
 //!   the connection the plan picked;
 //! - `prepare`: preparing statements, once per text, on every node;
+//! - `prepared_cache`: the session's cache of them, bounded or not;
 //! - `keyspace`: `USE` on every connection;
 //! - `refill`: keeping every pool filled, watching its connections;
 //! - `refresh`: topology and schema refresh, schema agreement;
@@ -39,6 +40,7 @@ mod keyspace;
 mod pager;
 mod plan;
 mod prepare;
+mod prepared_cache;
 mod refill;
 mod refresh;
 mod request;
@@ -55,7 +57,7 @@ use shardwise_protocol::token::Token;
 use tokio::sync::{broadcast, watch};
 
 pub use cluster_info::{ClusterInfo, NodeState, TokenError};
-pub use config::{SessionBuilder, SessionConfig};
+pub use config::{PoolSize, SessionBuilder, SessionConfig};
 pub use pager::Pager;
 pub use row_stream::{RowStream, RowStreamError};
 pub use schema::Schema;
@@ -99,9 +101,8 @@ pub(crate) struct SessionInner {
     refresh_lock: tokio::sync::Mutex<()>,
     /// The node of the control connection.
     control: Mutex<Option<SocketAddr>>,
-    /// Prepared statements by (keyspace in effect when prepared, text): an
-    /// unqualified name means another table after `USE`.
-    prepared: Mutex<HashMap<(Option<String>, String), PreparedStatement>>,
+    /// Prepared statements by (keyspace in effect when prepared, text).
+    prepared: prepared_cache::PreparedCache<PreparedStatement>,
     keyspace: RwLock<Option<String>>,
     /// Tablets learned from the servers' answers.
     tablets: crate::cluster::tablets::TabletMap,

@@ -128,7 +128,7 @@ mod tests {
         let config = SessionConfig {
             consistency: Consistency::Quorum,
             request_timeout: Some(Duration::from_secs(12)),
-            speculative: Some(SpeculativePolicy { delay: Duration::from_millis(5), max_extra: 1 }),
+            speculative: Some(SpeculativePolicy::fixed(1, Duration::from_millis(5))),
             ..SessionConfig::default()
         };
         let none = StatementOptions::default();

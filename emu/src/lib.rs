@@ -84,7 +84,8 @@
 //! them) and `min_per_shard_tablet_count` does not change tablet counts;
 //! index tables get ids of the front's own (not in `system_schema.views`,
 //! forgotten by a restarted front); materialized views exist only when the
-//! Cassandra behind has them enabled (else the front refuses them).
+//! Cassandra behind has them enabled (else the front refuses them);
+//! `ZstdWithDictsCompressor` is kept and described as `ZstdCompressor`.
 //!
 //! The `shardwise-emu` binary runs a front in front of an already-running
 //! Cassandra; `cargo xtask emu` starts a Cassandra (through `testkit`) and a
@@ -112,6 +113,7 @@
 //! - `guard` (private): no write to a CDC table is applied without its log rows or an error.
 //! - `tablets_ddl` (private): tablets DDL refused or recorded around Cassandra (flavour, hints).
 //! - `properties` (private): Scylla-only table and keyspace properties accepted at their defaults or refused, unknown ones in Scylla's words.
+//! - `compression` (private): ScyllaDB's sstable compressors (its dictionary LZ4 the default) in Cassandra's options and back in DESCRIBE.
 //! - `tombstone_gc` (private): ScyllaDB's `tombstone_gc` table option, checked in its words, its defaults (repair for base tables, timeout for CDC logs), kept per table.
 //! - `refusals` (private): Scylla's refusals of CDC-related schema statements, in Scylla's words.
 //! - `front` (private): [`Front`], [`FrontHandle`], their listeners and the accept loop.
@@ -138,6 +140,7 @@ mod admin;
 pub mod cdc;
 pub mod cdclog;
 mod clock;
+mod compression;
 mod config;
 mod delay_line;
 pub mod describe;

@@ -10,10 +10,12 @@
 //! itself hands the writer task (the direct-write path), the monotonic
 //! timestamp generator ([`timestamp`]), the deadline sweeper's wake-up
 //! handshake ([`sweep`]), a prepared statement's result shape
-//! ([`replaced`]), the learned-tablets map ([`tablets`]), the CDC
+//! ([`replaced`]), the learned-tablets map ([`tablets`]), the session's
+//! cache of prepared statements ([`prepared_cache`]), the CDC
 //! reader's stop and leave signals ([`signal`]), the CDC reader's view of
 //! the cluster's time ([`clock`]), the request history collector
-//! ([`history`]) and the latency histogram ([`metrics::histogram`]).
+//! ([`history`]), the latency histogram ([`metrics::histogram`]) and the
+//! latency a percentile speculative execution waits ([`metrics::percentile`]).
 //!
 //! The modules under test are compiled here from their own source files
 //! (`#[path]`), against [`sync`], a facade with the same names as the
@@ -220,6 +222,13 @@ pub mod tablets;
 #[cfg(test)]
 mod tablets_models;
 
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
+#[path = "../../driver/src/session/prepared_cache.rs"]
+pub mod prepared_cache;
+
+#[cfg(test)]
+mod prepared_cache_models;
+
 #[cfg(test)]
 mod support;
 
@@ -262,3 +271,6 @@ pub mod metrics;
 
 #[cfg(test)]
 mod histogram_models;
+
+#[cfg(test)]
+mod percentile_models;

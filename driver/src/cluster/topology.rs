@@ -206,15 +206,26 @@ pub async fn fetch_cluster_name(conn: &Connection) -> Option<String> {
     result.first_row::<(Option<String>,)>().ok()??.0
 }
 
-/// Reads the replication strategy of every keyspace.
-pub async fn fetch_keyspaces(conn: &Connection) -> Result<HashMap<String, ReplicationStrategy>, ExecutionError> {
-    let result = conn
-        .execute(
-            &Statement::new("SELECT keyspace_name, replication FROM system_schema.keyspaces"),
-            &(),
-            Params::new(Consistency::One),
-        )
-        .await?;
+/// The `WHERE` clause of a `system_schema` read limited to `keyspaces`
+/// (every keyspace when empty: no clause). `keyspace_name` is the
+/// partition key of every `system_schema` table, so the server reads only
+/// those partitions.
+pub(crate) fn only(keyspaces: &[String]) -> String {
+    if keyspaces.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = keyspaces.iter().map(|k| format!("'{}'", k.replace('\'', "''"))).collect();
+    format!(" WHERE keyspace_name IN ({})", names.join(", "))
+}
+
+/// Reads the replication strategy of every keyspace (of `keyspaces`
+/// when it names any).
+pub async fn fetch_keyspaces(
+    conn: &Connection,
+    keyspaces: &[String],
+) -> Result<HashMap<String, ReplicationStrategy>, ExecutionError> {
+    let query = format!("SELECT keyspace_name, replication FROM system_schema.keyspaces{}", only(keyspaces));
+    let result = conn.execute(&Statement::new(query), &(), Params::new(Consistency::One)).await?;
     let mut out = HashMap::new();
     for row in result.rows::<(String, HashMap<String, String>)>().map_err(rows_error)? {
         let (name, replication) = row.map_err(|e| rows_error(e.into()))?;
@@ -237,8 +248,14 @@ pub(crate) fn table_partitioner(class: Option<&str>) -> Option<Partitioner> {
 /// Reads every table's partitioner from `system_schema.scylla_tables`;
 /// `None` when the cluster has no such table (Cassandra: every table uses
 /// the cluster's Murmur3 partitioner).
-pub async fn fetch_partitioners(conn: &Connection) -> Result<Option<TablePartitioners>, ExecutionError> {
-    let statement = Statement::new("SELECT keyspace_name, table_name, partitioner FROM system_schema.scylla_tables");
+pub async fn fetch_partitioners(
+    conn: &Connection,
+    keyspaces: &[String],
+) -> Result<Option<TablePartitioners>, ExecutionError> {
+    let statement = Statement::new(format!(
+        "SELECT keyspace_name, table_name, partitioner FROM system_schema.scylla_tables{}",
+        only(keyspaces)
+    ));
     let result = match conn.execute(&statement, &(), Params::new(Consistency::One)).await {
         Ok(r) => r,
         Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => return Ok(None),
@@ -323,6 +340,13 @@ fn rows_error(_: crate::error::RowsAccessError) -> ExecutionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keyspace_list_limits_reads_by_partition_key() {
+        assert_eq!(only(&[]), "", "no list: every keyspace");
+        let list = ["app".to_owned(), "o'brien".to_owned()];
+        assert_eq!(only(&list), " WHERE keyspace_name IN ('app', 'o''brien')", "quoted as CQL literals");
+    }
 
     /// `hostname_resolution_timeout`: an answer later than the bound is
     /// none (the name is then skipped as one that does not resolve); no

@@ -6,7 +6,11 @@
 //! reports `n` shards the slots are laid out again as `n × per_shard`,
 //! shard-major, and every connection already open moves to its shard's
 //! slots. A slot is empty, holds an open connection, or holds a connection
-//! that closed and waits to be replaced.
+//! that closed and waits to be replaced. Sized per host instead (the
+//! official `PoolSize::PerHost`), a sharded node's `t` connections go to
+//! its shards in turn: `⌈t / n⌉` slots per shard, of which the slots past
+//! the `t`-th in that order are never filled (a shard without one is
+//! served by another's connection).
 //!
 //! ```text
 //!   reader (request)            refiller (background task)        closer (connection watcher)
@@ -73,22 +77,36 @@ pub(crate) struct Installed<C> {
 struct Layout<C> {
     /// The node's shard count once a connection reported one.
     shards: Option<u16>,
+    /// Slots per shard, on a sharded node.
+    per_shard: usize,
+    /// Connections wanted in all: fewer than the slots when a host's are
+    /// spread over shards they do not divide evenly.
+    wanted: usize,
     /// `per_shard × shards` slots, shard-major (`per_node` when unsharded).
     slots: Vec<Option<C>>,
 }
 
 impl<C: PoolConnection> Layout<C> {
     fn new(shards: Option<u16>, sizes: Sizes) -> Self {
-        let n = sizes.slots(shards);
-        Layout { shards, slots: (0..n).map(|_| None).collect() }
+        let (per_shard, wanted, n) = sizes.layout(shards);
+        Layout { shards, per_shard, wanted, slots: (0..n).map(|_| None).collect() }
+    }
+
+    /// Whether slot `i` is ever filled: slot `k` of shard `s` is the
+    /// `k × shards + s`-th connection of the node.
+    fn is_wanted(&self, i: usize) -> bool {
+        match self.shards {
+            None => true,
+            Some(n) => (i % self.per_shard) * usize::from(n) + i / self.per_shard < self.wanted,
+        }
     }
 
     /// The slots serving `shard` (all of them on an unsharded node).
-    fn range(&self, shard: Option<u16>, per_shard: usize) -> std::ops::Range<usize> {
+    fn range(&self, shard: Option<u16>) -> std::ops::Range<usize> {
         match (self.shards, shard) {
             (Some(_), Some(s)) => {
-                let start = usize::from(s) * per_shard;
-                start..start + per_shard
+                let start = usize::from(s) * self.per_shard;
+                start..start + self.per_shard
             }
             _ => 0..self.slots.len(),
         }
@@ -96,31 +114,47 @@ impl<C: PoolConnection> Layout<C> {
 
     /// Puts `conn` into a free slot of `range`; gives it back when none is.
     fn place(&mut self, range: std::ops::Range<usize>, conn: C) -> Result<Option<C>, C> {
-        let free = self
-            .slots
-            .get(range.clone())
-            .and_then(|slots| slots.iter().position(|s| s.as_ref().is_none_or(PoolConnection::is_closed)));
+        let free = range.clone().find(|&i| {
+            self.is_wanted(i) && self.slots.get(i).is_some_and(|s| s.as_ref().is_none_or(PoolConnection::is_closed))
+        });
         match free {
-            Some(i) => Ok(self.slots[range.start + i].replace(conn)),
+            Some(i) => Ok(self.slots[i].replace(conn)),
             None => Err(conn),
         }
     }
 }
 
 /// How many connections a node gets: `per_shard` for each shard of a
-/// sharded node, `per_node` for a node that is not (or not yet known to
-/// be) sharded. Both at least 1.
+/// sharded node (or `per_host` in all, over its shards), `per_node` for a
+/// node that is not (or not yet known to be) sharded. Each at least 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Sizes {
     /// Per shard, on a sharded node.
     pub(crate) per_shard: usize,
     /// Per node, on a node without shards.
     pub(crate) per_node: usize,
+    /// In all on a sharded node, spread over its shards (instead of
+    /// `per_shard` each).
+    pub(crate) per_host: Option<usize>,
 }
 
 impl Sizes {
-    fn slots(self, shards: Option<u16>) -> usize {
-        shards.map_or(self.per_node, |n| self.per_shard * usize::from(n))
+    /// Sizes of `per_shard` per shard and `per_node` on an unsharded node.
+    #[cfg(any(test, loom))]
+    pub(crate) fn new(per_shard: usize, per_node: usize) -> Self {
+        Sizes { per_shard, per_node, per_host: None }
+    }
+
+    /// The layout for `shards`: slots per shard, connections wanted, slots.
+    fn layout(self, shards: Option<u16>) -> (usize, usize, usize) {
+        match (shards.map(usize::from), self.per_host) {
+            (None, _) => (self.per_node, self.per_node, self.per_node),
+            (Some(n), None) => (self.per_shard, self.per_shard * n, self.per_shard * n),
+            (Some(n), Some(total)) => {
+                let per_shard = total.div_ceil(n.max(1));
+                (per_shard, total, per_shard * n)
+            }
+        }
     }
 }
 
@@ -170,7 +204,6 @@ fn choose<C: PoolConnection>(slots: &[Option<C>], seed: usize, lane: Option<usiz
 /// [`choose`].
 fn on_shard<C: PoolConnection>(
     layout: &Layout<C>,
-    per_shard: usize,
     shard_of: impl FnOnce(&C) -> Option<u16>,
     seed: usize,
     lane: Option<usize>,
@@ -181,7 +214,7 @@ fn on_shard<C: PoolConnection>(
     if shard >= shards {
         return None;
     }
-    choose(&layout.slots[layout.range(Some(shard), per_shard)], seed, lane)
+    choose(&layout.slots[layout.range(Some(shard))], seed, lane)
 }
 
 /// The connections of one node. See the module docs.
@@ -196,12 +229,16 @@ impl<C: PoolConnection> Slots<C> {
     /// the node's sharding is unknown or when it is not sharded.
     #[cfg(any(test, loom))]
     pub(crate) fn new(per_shard: usize) -> Self {
-        Self::sized(Sizes { per_shard, per_node: per_shard })
+        Self::sized(Sizes::new(per_shard, per_shard))
     }
 
     /// Empty slots for `sizes` connections (each raised to 1 at least).
     pub(crate) fn sized(sizes: Sizes) -> Self {
-        let sizes = Sizes { per_shard: sizes.per_shard.max(1), per_node: sizes.per_node.max(1) };
+        let sizes = Sizes {
+            per_shard: sizes.per_shard.max(1),
+            per_node: sizes.per_node.max(1),
+            per_host: sizes.per_host.map(|n| n.max(1)),
+        };
         Slots { sizes, layout: RwLock::new(Layout::new(None, sizes)), refilling: AtomicBool::new(false) }
     }
 
@@ -220,7 +257,7 @@ impl<C: PoolConnection> Slots<C> {
     /// connection: the caller then falls back to [`Slots::pick_any`].
     #[cfg(any(test, loom))]
     pub(crate) fn pick_shard(&self, shard_of: impl FnOnce(&C) -> u16) -> Option<C> {
-        on_shard(&self.read(), self.sizes.per_shard, |c| Some(shard_of(c)), 0, None)
+        on_shard(&self.read(), |c| Some(shard_of(c)), 0, None)
     }
 
     /// The least loaded open connection of the node; ties go to the first
@@ -238,7 +275,7 @@ impl<C: PoolConnection> Slots<C> {
     pub(crate) fn pick(&self, shard_of: impl FnOnce(&C) -> Option<u16>, seed: usize, lane: Lane) -> Option<C> {
         let layout = self.read();
         let lane = lane.index(layout.shards.is_some());
-        on_shard(&layout, self.sizes.per_shard, shard_of, seed, lane).or_else(|| choose(&layout.slots, seed, lane))
+        on_shard(&layout, shard_of, seed, lane).or_else(|| choose(&layout.slots, seed, lane))
     }
 
     /// Whether some connection is open.
@@ -260,12 +297,12 @@ impl<C: PoolConnection> Slots<C> {
     /// The first slot without an open connection, as what to open for it.
     pub(crate) fn missing(&self) -> Option<Wanted<C>> {
         let layout = self.read();
-        let empty = layout.slots.iter().position(|s| usable(s).is_none())?;
+        let empty = (0..layout.slots.len()).find(|&i| layout.is_wanted(i) && usable(&layout.slots[i]).is_none())?;
         match layout.shards {
             None => Some(Wanted::Any),
             Some(_) => {
                 let sample = layout.slots.iter().flatten().next()?.clone();
-                let shard = u16::try_from(empty / self.sizes.per_shard).ok()?;
+                let shard = u16::try_from(empty / layout.per_shard).ok()?;
                 Some(Wanted::Shard { shard, sample })
             }
         }
@@ -291,13 +328,13 @@ impl<C: PoolConnection> Slots<C> {
                     dropped.push(c);
                     continue;
                 }
-                let range = layout.range(c.shard().map(|(s, _)| s), self.sizes.per_shard);
+                let range = layout.range(c.shard().map(|(s, _)| s));
                 if let Err(c) = layout.place(range, c) {
                     dropped.push(c);
                 }
             }
         }
-        let range = layout.range(reported.map(|(s, _)| s), self.sizes.per_shard);
+        let range = layout.range(reported.map(|(s, _)| s));
         match layout.place(range, conn) {
             Ok(replaced) => {
                 dropped.extend(replaced);
@@ -342,11 +379,12 @@ impl<C: PoolConnection> Slots<C> {
     #[allow(dead_code)]
     pub(crate) fn consistent(&self) -> bool {
         let layout = self.read();
-        layout.slots.len() == self.sizes.slots(layout.shards)
+        layout.slots.len() == self.sizes.layout(layout.shards).2
             && layout.slots.iter().enumerate().all(|(i, slot)| match (slot, layout.shards) {
                 (None, _) => true,
+                (Some(_), Some(_)) if !layout.is_wanted(i) => false,
                 (Some(c), None) => c.shard().is_none(),
-                (Some(c), Some(n)) => c.shard() == u16::try_from(i / self.sizes.per_shard).ok().map(|s| (s, n)),
+                (Some(c), Some(n)) => c.shard() == u16::try_from(i / layout.per_shard).ok().map(|s| (s, n)),
             })
     }
 }
@@ -413,6 +451,44 @@ mod tests {
         assert!(surplus(s.install(Fake::new(3, None))));
         assert_eq!(s.pick_shard(|_| 0), None, "no shards");
         assert!(s.pick_any(0).is_some());
+        assert!(s.consistent());
+    }
+
+    /// Sized per host (the official `PoolSize::PerHost`): a sharded node's
+    /// connections go to its shards in turn, no more than asked for; a
+    /// shard without one is served by another's.
+    #[test]
+    fn per_host_sizes_spread_the_hosts_connections_over_its_shards() {
+        let wanted_shards = |s: &Slots<Fake>| match s.missing() {
+            Some(Wanted::Shard { shard, .. }) => Some(shard),
+            _ => None,
+        };
+        let s = Slots::sized(Sizes { per_host: Some(3), ..Sizes::new(1, 3) });
+        placed(s.install(Fake::new(1, Some((0, 8)))));
+        assert_eq!(wanted_shards(&s), Some(1));
+        placed(s.install(Fake::new(2, Some((1, 8)))));
+        assert_eq!(wanted_shards(&s), Some(2));
+        assert!(surplus(s.install(Fake::new(9, Some((5, 8))))), "shard 5 gets none of the three");
+        placed(s.install(Fake::new(3, Some((2, 8)))));
+        assert_eq!(s.missing(), None, "three in all");
+        assert_eq!(s.open_connections().len(), 3);
+        assert!(s.pick(|_| Some(5), 0, Lane::Shared).is_some(), "another shard's connection serves shard 5");
+        assert!(s.consistent());
+
+        // Ten over eight shards: two on shards 0 and 1, one on the others.
+        let s = Slots::sized(Sizes { per_host: Some(10), ..Sizes::new(1, 10) });
+        let mut id = 0;
+        placed(s.install(Fake::new(id, Some((0, 8)))));
+        while let Some(shard) = wanted_shards(&s) {
+            id += 1;
+            placed(s.install(Fake::new(id, Some((shard, 8)))));
+        }
+        let mut per_shard = [0; 8];
+        for c in s.open_connections() {
+            per_shard[usize::from(c.shard.expect("sharded").0)] += 1;
+        }
+        assert_eq!(per_shard, [2, 2, 1, 1, 1, 1, 1, 1]);
+        assert!(surplus(s.install(Fake::new(99, Some((3, 8))))), "shard 3 has its one");
         assert!(s.consistent());
     }
 
@@ -536,7 +612,7 @@ mod tests {
     /// shards, `per_shard` each, and the least loaded is taken.
     #[test]
     fn lanes_and_per_node_slots_on_a_node_without_shards_only() {
-        let s = Slots::sized(Sizes { per_shard: 1, per_node: 3 });
+        let s = Slots::sized(Sizes::new(1, 3));
         assert!(s.consistent());
         let mut busy = Fake::new(1, None);
         busy.load = 5;

@@ -24,6 +24,18 @@ use crate::profile::{ExecutionProfile, ExecutionProfileHandle, SpeculativePolicy
 use crate::retry::{DefaultRetryPolicy, RetryPolicy};
 use crate::timestamp::TimestampGenerator;
 
+/// How many connections a node gets, in the official driver's words
+/// ([`SessionBuilder::pool_size`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolSize {
+    /// That many for each shard of a sharded node (for the node, on one
+    /// that is not sharded).
+    PerShard(std::num::NonZeroUsize),
+    /// That many for each node, a sharded one's spread over its shards in
+    /// turn.
+    PerHost(std::num::NonZeroUsize),
+}
+
 /// Session settings. Build with [`SessionBuilder`].
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -44,6 +56,13 @@ pub struct SessionConfig {
     /// shard on a sharded node, per node otherwise. Remote nodes are only
     /// fallbacks, so the default is 1. Ignored nodes get none.
     pub remote_connections_per_node: usize,
+    /// Whether `connections_per_node` and `remote_connections_per_node`
+    /// count a sharded node's connections in all, spread over its shards in
+    /// turn (the official `PoolSize::PerHost`; a shard left without one is
+    /// served by another's connection), instead of per shard (`false`, the
+    /// default, as the official `PoolSize::PerShard`). See
+    /// [`SessionBuilder::pool_size`].
+    pub connections_per_host: bool,
     /// Which of those connections a request takes.
     pub connection_affinity: ConnectionAffinity,
     /// Keyspace to `USE` on every connection.
@@ -109,8 +128,23 @@ pub struct SessionConfig {
     /// the control connection): a node that stops answering must not hold
     /// the refresh lock.
     pub system_query_timeout: Duration,
+    /// The most prepared statements the session's cache keeps (the
+    /// official `CachingSession`'s size): beyond it, the one used least
+    /// recently is dropped (it stays valid where it is held; asked for
+    /// again, it is prepared again). `None` (the default): no bound.
+    /// Statements run with values but not prepared (`Statement`s) go
+    /// through this cache too.
+    pub prepared_cache_capacity: Option<usize>,
     /// Discover the cluster's nodes from the contact points and route by token.
     pub discover_topology: bool,
+    /// The keyspaces whose replication (for routing by replica), table
+    /// partitioners and schema metadata the session reads; empty (the
+    /// default): every keyspace. Requests to a keyspace left out still
+    /// work, routed to any node (a table with tablets still learns its
+    /// tablets from the answers). As the official driver's
+    /// `keyspaces_to_fetch`: for a cluster with many keyspaces of which a
+    /// service uses few.
+    pub keyspaces_to_fetch: Vec<String>,
     /// Which nodes get connections, and in which order they are tried.
     pub distance: DistancePolicy,
     /// Latency awareness: nodes much slower than the fastest are tried
@@ -178,7 +212,7 @@ impl SessionConfig {
             ConnectionAffinity::Auto if per_node > workers => ConnectionAffinity::LeastLoaded,
             affinity => affinity,
         };
-        (Sizes { per_shard: n, per_node }, affinity)
+        (Sizes { per_shard: n, per_node, per_host: self.connections_per_host.then_some(n) }, affinity)
     }
 }
 
@@ -189,6 +223,7 @@ impl Default for SessionConfig {
             connection: ConnectionConfig::default(),
             connections_per_node: 1,
             remote_connections_per_node: 1,
+            connections_per_host: false,
             connection_affinity: ConnectionAffinity::Auto,
             keyspace: None,
             keyspace_case_sensitive: false,
@@ -206,6 +241,8 @@ impl Default for SessionConfig {
             tracing_info_fetch: TracingInfoFetch::default(),
             system_query_timeout: Duration::from_secs(10),
             discover_topology: true,
+            keyspaces_to_fetch: Vec::new(),
+            prepared_cache_capacity: None,
             distance: DistancePolicy::default(),
             latency_awareness: None,
             topology_refresh_interval: Some(Duration::from_secs(60)),
@@ -509,6 +546,21 @@ impl SessionBuilder {
         self.config.connections_per_node = n;
         self
     }
+    /// The local nodes' pool size as the official builder's `pool_size`
+    /// says it: [`PoolSize::PerShard`] is
+    /// [`connections_per_node`](Self::connections_per_node);
+    /// [`PoolSize::PerHost`] counts a sharded node's connections in all
+    /// ([`SessionConfig::connections_per_host`], which applies to remote
+    /// nodes' count too).
+    pub fn pool_size(mut self, size: PoolSize) -> Self {
+        let (n, per_host) = match size {
+            PoolSize::PerShard(n) => (n, false),
+            PoolSize::PerHost(n) => (n, true),
+        };
+        self.config.connections_per_node = n.get();
+        self.config.connections_per_host = per_host;
+        self
+    }
     /// Connections per node (per shard on a sharded node) to nodes at
     /// `distance`: [`NodeDistance::Local`] sets
     /// [`SessionConfig::connections_per_node`], [`NodeDistance::Remote`]
@@ -540,6 +592,20 @@ impl SessionBuilder {
     /// Whether to discover the cluster and route requests to replicas.
     pub fn discover_topology(mut self, on: bool) -> Self {
         self.config.discover_topology = on;
+        self
+    }
+    /// Bounds the session's cache of prepared statements
+    /// ([`SessionConfig::prepared_cache_capacity`]); `None`: no bound (the
+    /// default).
+    pub fn prepared_cache_capacity(mut self, capacity: Option<usize>) -> Self {
+        self.config.prepared_cache_capacity = capacity;
+        self
+    }
+    /// Reads the replication, partitioners and schema metadata of these
+    /// keyspaces only ([`SessionConfig::keyspaces_to_fetch`]); none: every
+    /// keyspace (the default).
+    pub fn keyspaces_to_fetch(mut self, keyspaces: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.config.keyspaces_to_fetch = keyspaces.into_iter().map(Into::into).collect();
         self
     }
     /// Prefers the nodes of `rack` in `datacenter`, then the datacenter's

@@ -103,6 +103,7 @@ async fn discover(
     conn: &Connection,
     translator: Option<&dyn crate::cluster::AddressTranslator>,
     routes: Option<&ClientRoutes>,
+    keyspaces: &[String],
 ) -> Result<Discovered, ExecutionError> {
     if let Some(routes) = routes {
         routes.reload(conn).await?;
@@ -110,8 +111,8 @@ async fn discover(
     Ok(Discovered {
         name: fetch_cluster_name(conn).await,
         nodes: fetch_nodes(conn, translator).await?,
-        keyspaces: fetch_keyspaces(conn).await?,
-        partitioners: fetch_partitioners(conn).await?,
+        keyspaces: fetch_keyspaces(conn, keyspaces).await?,
+        partitioners: fetch_partitioners(conn, keyspaces).await?,
     })
 }
 
@@ -197,7 +198,7 @@ impl Session {
                     Ok(contact) => {
                         reached = true;
                         let translator = config.address_translator.as_deref();
-                        match discover(&contact, translator, routes.as_deref()).await {
+                        match discover(&contact, translator, routes.as_deref(), &config.keyspaces_to_fetch).await {
                             Ok(d) if !d.nodes.is_empty() => {
                                 // Every other connection starts at the version the cluster
                                 // agreed on: a v4-only node (Scylla) would reject v5 on
@@ -253,8 +254,8 @@ impl Session {
                 partitioners: RwLock::new(Partitioners { tables: partitioners }),
                 refresh_lock: tokio::sync::Mutex::new(()),
                 control: Mutex::new(None),
+                prepared: super::prepared_cache::PreparedCache::new(config.prepared_cache_capacity),
                 config,
-                prepared: Mutex::new(HashMap::new()),
                 tablets: Default::default(),
                 schema: RwLock::new(None),
                 schema_reads: tokio::sync::Mutex::new(()),

@@ -12,13 +12,14 @@ use crate::statement::{Batch, BatchStatement, PreparedStatement, Statement};
 
 impl Session {
     /// Prepares a statement (once per text and keyspace set by `USE`:
-    /// prepared statements are cached).
+    /// prepared statements are cached, see
+    /// [`SessionConfig::prepared_cache_capacity`](crate::SessionConfig::prepared_cache_capacity)).
     pub async fn prepare(&self, statement: impl Into<Statement>) -> Result<PreparedStatement, ExecutionError> {
         let statement = statement.into();
         // Unqualified names resolve in the keyspace of the connection, so the
         // same text prepared after `USE` is another statement.
         let key = (self.keyspace(), statement.text().to_owned());
-        let cached = self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        let cached = self.inner.prepared.get(&key);
         if let Some(p) = cached {
             return Ok(with_options(p, &statement));
         }
@@ -61,7 +62,7 @@ impl Session {
             let partitioner = self.table_partitioner(&conn, keyspace, table).await;
             p.set_partitioner(partitioner);
         }
-        self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
+        self.inner.prepared.insert(key, p.clone());
         Ok(with_options(p, &statement))
     }
 

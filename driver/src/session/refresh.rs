@@ -110,17 +110,18 @@ impl Session {
         let guard = self.inner.refresh_lock.lock().await;
         let Some((_, conn)) = self.system_connection() else { return };
         let timeout = self.inner.config.system_query_timeout;
-        let keyspaces = match tokio::time::timeout(timeout, fetch_keyspaces(&conn))
-            .await
-            .unwrap_or(Err(ExecutionError::Timeout(timeout)))
-        {
-            Ok(k) => Arc::new(k),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot refresh keyspaces");
-                return;
-            }
-        };
-        match tokio::time::timeout(timeout, fetch_partitioners(&conn))
+        let keyspaces =
+            match tokio::time::timeout(timeout, fetch_keyspaces(&conn, &self.inner.config.keyspaces_to_fetch))
+                .await
+                .unwrap_or(Err(ExecutionError::Timeout(timeout)))
+            {
+                Ok(k) => Arc::new(k),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot refresh keyspaces");
+                    return;
+                }
+            };
+        match tokio::time::timeout(timeout, fetch_partitioners(&conn, &self.inner.config.keyspaces_to_fetch))
             .await
             .unwrap_or(Err(ExecutionError::Timeout(timeout)))
         {
@@ -130,8 +131,7 @@ impl Session {
         *self.inner.strategies.write().unwrap_or_else(|e| e.into_inner()) = keyspaces.clone();
         let state = self.state().with_strategies(keyspaces);
         self.set_state(state);
-        let prepared: Vec<PreparedStatement> =
-            self.inner.prepared.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let prepared: Vec<PreparedStatement> = self.inner.prepared.statements();
         for p in prepared {
             if let Some(spec) = p.bind_specs().first() {
                 p.set_partitioner(self.partitioner(&spec.keyspace, &spec.table));

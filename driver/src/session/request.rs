@@ -221,6 +221,11 @@ impl Session {
         // it: with a seed of its own, a run's plan is another order, whose
         // next position may well be the node the first run waits on.
         let seed = super::plan::next_seed();
+        let delay = match spec.percentile {
+            // Out of range, or nothing measured yet: the fixed delay.
+            Some(p) => self.inner.metrics.latency_at_percentile(p, Instant::now()).unwrap_or(spec.delay),
+            None => spec.delay,
+        };
         let speculate = async {
             let mut attempts = vec![Some(Box::pin(self.run_with_retries(
                 statement,
@@ -235,7 +240,7 @@ impl Session {
                 let can_add = attempts.len() <= spec.max_extra;
                 let add = {
                     let first = first_ok(&mut attempts, &mut last_error);
-                    let delay = tokio::time::sleep(spec.delay);
+                    let delay = tokio::time::sleep(delay);
                     tokio::select! {
                         r = first => return r,
                         _ = delay, if can_add => true,

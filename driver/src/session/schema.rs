@@ -155,7 +155,8 @@ async fn read<R>(session: &Session, table: &'static str, columns: &str) -> Resul
 where
     R: for<'a> shardwise_protocol::types::de::DeserializeRow<'a>,
 {
-    let statement = Statement::new(format!("SELECT {columns} FROM system_schema.{table}"))
+    let only = crate::cluster::topology::only(&session.inner.config.keyspaces_to_fetch);
+    let statement = Statement::new(format!("SELECT {columns} FROM system_schema.{table}{only}"))
         .with_consistency(Consistency::One)
         .with_idempotent(true)
         .with_page_size(5000);

@@ -252,7 +252,7 @@ async fn a_speculative_execution_is_a_fiber_of_its_own() {
     let (session, proxies) = two_nodes().await;
     let history = Arc::new(HistoryCollector::new());
     let speculative = ExecutionProfile::new("speculative")
-        .speculative_execution(Some(SpeculativePolicy { delay: Duration::from_millis(30), max_extra: 1 }));
+        .speculative_execution(Some(SpeculativePolicy::fixed(1, Duration::from_millis(30))));
     let select = session
         .prepare("SELECT release_version FROM system.local")
         .await
@@ -277,6 +277,38 @@ async fn a_speculative_execution_is_a_fiber_of_its_own() {
     assert!(matches!(answered.result, Some(AttemptResult::Success { .. })), "{request:?}");
     assert_eq!(coordinator, proxies[1].addr(), "the speculative execution's node answered");
     proxies[0].clear_rules();
+}
+
+/// `SpeculativePolicy::percentile` (the official percentile policy): the
+/// extra attempt leaves once the request has waited the session's latency
+/// at that percentile, here a local round trip, not the fixed delay (20 s)
+/// nor the slow node's answer (1 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_percentile_speculative_execution_waits_the_sessions_latency_at_it() {
+    let (session, proxies) = two_nodes().await;
+    let history = Arc::new(HistoryCollector::new());
+    let policy = SpeculativePolicy { delay: Duration::from_secs(20), ..SpeculativePolicy::percentile(1, 90.0) };
+    let select = session
+        .prepare("SELECT release_version FROM system.local")
+        .await
+        .expect("prepare")
+        .with_idempotent(true)
+        .with_profile(ExecutionProfile::new("p90").speculative_execution(Some(policy)))
+        .with_request_observer(history.clone());
+    for _ in 0..50 {
+        session.execute(&select, ()).await.expect("measured first");
+    }
+    let p90 = session.metrics().latency_percentile_ms(90.0).expect("a p90");
+    proxies[0].add_rule(Rule::new(Action::Delay(Duration::from_secs(1))).direction(Direction::ToClient));
+    let outrun = until(&session, &select, &history, 30, |r| {
+        r.fiber.attempts.first().is_some_and(|a| a.node == proxies[0].addr()) && !r.speculative_fibers.is_empty()
+    })
+    .await;
+    proxies[0].clear_rules();
+    let (request, coordinator) = outrun.expect("a request sent to the slow node first, then speculated");
+    let waited = request.speculative_fibers[0].started.duration_since(request.started).unwrap_or_default();
+    assert!(waited < Duration::from_millis(800), "speculated after {waited:?} (p90 {p90} ms)");
+    assert_eq!(coordinator, proxies[1].addr(), "the extra attempt answered");
 }
 
 /// The node's own schema version.
@@ -360,6 +392,36 @@ async fn the_cluster_state_names_the_cluster_and_every_node() {
     let through = SessionBuilder::new().known_node_addr(front.addr()).build().await.expect("session through the front");
     let sharder = through.cluster_state().get_nodes_info()[0].sharder().expect("a sharded node");
     assert_eq!(sharder.nr_shards().get(), SHARDS);
+}
+
+/// `keyspaces_to_fetch` (the official builder's): the session reads the
+/// replication, partitioners and schema of the keyspaces named only, by
+/// partition key; a request to another keyspace still works, routed
+/// without replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_reads_the_metadata_of_the_keyspaces_to_fetch_only() {
+    let server = testkit::shared_node().expect("server");
+    let setup = SessionBuilder::new().known_node_addr(server).build().await.expect("session");
+    let fetched = crate::common::simple_keyspace(&setup, "fetched").await;
+    let other = crate::common::simple_keyspace(&setup, "not_fetched").await;
+    for ks in [&fetched, &other] {
+        let ddl = format!("CREATE TABLE {ks}.t (pk int PRIMARY KEY, v int)");
+        setup.execute(&Statement::new(ddl), ()).await.expect("table");
+    }
+    let session = SessionBuilder::new()
+        .known_node_addr(server)
+        .keyspaces_to_fetch([fetched.as_str()])
+        .build()
+        .await
+        .expect("session");
+    let schema = session.schema().await.expect("schema");
+    assert_eq!(schema.keyspaces.keys().collect::<Vec<_>>(), [&fetched], "the one keyspace named");
+    assert!(schema.keyspaces[&fetched].tables.contains_key("t"));
+    let token = shardwise::protocol::token::Token::from(7i64);
+    assert_eq!(session.token_endpoints(&fetched, "t", token).len(), 1, "its replication was read");
+    assert!(session.token_endpoints(&other, "t", token).is_empty(), "no replication read for the other");
+    let insert = session.prepare(format!("INSERT INTO {other}.t (pk, v) VALUES (?, ?)")).await.expect("prepare");
+    session.execute(&insert, (1i32, 2i32)).await.expect("a keyspace left out is still written to");
 }
 
 /// The key of `ks.pairs` as a struct matched by name (fields in another

@@ -252,6 +252,35 @@ async fn rest_from<E: shardwise::execute::Executable<()>>(
 /// `SessionBuilder::use_keyspace`: the session starts in the keyspace, on
 /// every pool connection (each checked on its own), so unqualified
 /// statements, unprepared and prepared, run in it; a keyspace that does not
+/// `prepared_cache_capacity` (the official `CachingSession`'s size): a
+/// statement run with values but not prepared is prepared once while it is
+/// among the two used last, and again once two others pushed it out; a
+/// statement dropped from the cache still runs where it is held.
+#[tokio::test]
+async fn a_bounded_prepared_cache_prepares_again_what_it_dropped() {
+    let setup = session(ProtocolVersion::V4, Compression::None).await;
+    let ks = keyspace(&setup, "bounded_cache").await;
+    let s = SessionBuilder::new()
+        .known_node_addr(testkit::shared_node().expect("server"))
+        .prepared_cache_capacity(Some(2))
+        .build()
+        .await
+        .expect("session");
+    let text = |c: &str| Statement::new(format!("INSERT INTO {ks}.every_type (pk, {c}) VALUES (?, ?)"));
+    let prepares = || s.metrics().prepares;
+    let before = prepares();
+    s.execute(&text("i"), (1i32, 1i32)).await.expect("i");
+    s.execute(&text("i"), (2i32, 2i32)).await.expect("i again");
+    assert_eq!(prepares() - before, 1, "prepared once, then found in the cache");
+    let held = s.prepare(text("i")).await.expect("held");
+    s.execute(&text("b"), (3i32, 3i64)).await.expect("b");
+    s.execute(&text("si"), (4i32, 4i16)).await.expect("si");
+    assert_eq!(prepares() - before, 3);
+    s.execute(&text("i"), (5i32, 5i32)).await.expect("i after two others");
+    assert_eq!(prepares() - before, 4, "dropped from the cache, prepared again");
+    s.execute(&held, (6i32, 6i32)).await.expect("a statement dropped from the cache still runs");
+}
+
 /// exist fails `build` with a typed error carrying the server's `Invalid`.
 #[tokio::test]
 async fn a_session_built_with_use_keyspace_runs_unqualified_statements_in_it() {
@@ -485,7 +514,7 @@ async fn speculative_execution_for_idempotent_statements() {
         .known_node_addr(proxies[1].addr())
         .discover_topology(false)
         .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
-        .speculative_execution(Some(shardwise::SpeculativePolicy { delay: Duration::from_micros(1), max_extra: 2 }))
+        .speculative_execution(Some(shardwise::SpeculativePolicy::fixed(2, Duration::from_micros(1))))
         .default_consistency(Consistency::One)
         .build()
         .await
@@ -548,7 +577,7 @@ async fn speculative_execution_never_sends_a_non_idempotent_statement_twice() {
         .known_node_addr(proxies[1].addr())
         .discover_topology(false)
         .protocol_versions(ProtocolVersion::V4, ProtocolVersion::V4)
-        .speculative_execution(Some(shardwise::SpeculativePolicy { delay: Duration::from_micros(1), max_extra: 2 }))
+        .speculative_execution(Some(shardwise::SpeculativePolicy::fixed(2, Duration::from_micros(1))))
         .default_consistency(Consistency::One)
         .build()
         .await

@@ -51,6 +51,39 @@ async fn setup() -> (FrontHandle, Session) {
     (front, session)
 }
 
+/// `pool_size(PoolSize::PerHost(3))` (the official builder's): three
+/// connections to the eight-shard node in all, on shards 0, 1 and 2, and
+/// no more opened later; requests for the other shards go over them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_sized_per_host_spreads_its_connections_over_the_shards() {
+    let front = start_front().await;
+    let three = std::num::NonZeroUsize::new(3).expect("three");
+    let session = SessionBuilder::new()
+        .known_node_addr(front.addr())
+        .default_consistency(Consistency::One)
+        .pool_size(shardwise::PoolSize::PerHost(three))
+        .build()
+        .await
+        .expect("session");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while session.connections().len() < 3 {
+        assert!(Instant::now() < deadline, "only {} connections", session.connections().len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut shards: Vec<u16> = session.connections().iter().map(|c| c.shard()).collect();
+    shards.sort_unstable();
+    assert_eq!(shards, [0, 1, 2], "three in all, one each on the first three shards");
+    let ks = crate::common::simple_keyspace(&session, "per_host").await;
+    let ddl = format!("CREATE TABLE {ks}.kv (pk bigint PRIMARY KEY, v text)");
+    session.execute(&Statement::new(ddl), ()).await.expect("table");
+    let insert = session.prepare(format!("INSERT INTO {ks}.kv (pk, v) VALUES (?, ?)")).await.expect("prepare");
+    for pk in 0..50i64 {
+        session.execute(&insert, (pk, "v")).await.expect("every shard's keys are written");
+    }
+    assert_eq!(session.connections().len(), 3, "still three");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_aware_routing_through_the_emulated_scylla() {
     let (front, session) = setup().await;

@@ -321,20 +321,7 @@ impl Table {
             compaction.push_str(&format!(", '{k}': '{v}'"));
         }
         compaction.push('}');
-        let compression: BTreeMap<String, String> = p
-            .compression
-            .iter()
-            .filter(|(k, v)| !(k.as_str() == "chunk_length_in_kb" && v.as_str() == "16"))
-            .map(
-                |(k, v)| {
-                    if k == "class" {
-                        ("sstable_compression".to_string(), v.clone())
-                    } else {
-                        (k.clone(), v.clone())
-                    }
-                },
-            )
-            .collect();
+        let compression = crate::compression::as_scylla_prints(&p.compression);
         let mut lines = vec![
             format!("bloom_filter_fp_chance = {}", format_double(p.bloom_filter_fp_chance)),
             format!("caching = {{{}}}", map_as_cql_param(caching.iter().map(|(k, v)| (k.as_str(), v.as_str())))),

@@ -5,7 +5,8 @@
 //! (test_describe.py `test_hide_cdc_table`, `test_desc_restore`). Two of
 //! the properties the front prints as ScyllaDB does are refused by
 //! Cassandra as written: `compression = {'sstable_compression': ...}`
-//! (Cassandra wants `class`) and the `'enabled'` key of `caching`, which a
+//! (Cassandra wants `class`, and has no dictionary compressors: see
+//! [`crate::compression`]) and the `'enabled'` key of `caching`, which a
 //! CDC log has (Cassandra knows only `keys` and `rows_per_partition`). In a
 //! `CREATE TABLE`/`ALTER TABLE` the front renames the first here; the
 //! second is the properties check's, which keeps whether caching is
@@ -28,11 +29,7 @@ pub fn cassandra_properties(text: &str) -> Option<String> {
     let mut changed = false;
     if let Some((start, end)) = map_after(&out, "compression") {
         let entries = entries(&out[start + 1..end - 1])?;
-        if entries.iter().any(|(k, _)| k == "sstable_compression") {
-            let fixed: Vec<(String, String)> = entries
-                .into_iter()
-                .map(|(k, v)| if k == "sstable_compression" { ("class".into(), v) } else { (k, v) })
-                .collect();
+        if let Some(fixed) = crate::compression::to_cassandra(&entries) {
             out.replace_range(start..end, &render(&fixed));
             changed = true;
         }
@@ -145,7 +142,12 @@ mod tests {
     fn scylla_words_become_cassandra_words() {
         let alter = "ALTER TABLE ks.t_scylla_cdc_log WITH bloom_filter_fp_chance = 0.01\n    AND caching = {'enabled': 'false', 'keys': 'NONE', 'rows_per_partition': 'NONE'}\n    AND comment = 'caching = {''enabled'': 1}'\n    AND compression = {'sstable_compression': 'org.apache.cassandra.io.compress.LZ4Compressor'};\n";
         let fixed = cassandra_properties(alter).unwrap();
-        assert!(fixed.contains("compression = {'class': 'org.apache.cassandra.io.compress.LZ4Compressor'}"), "{fixed}");
+        assert!(
+            fixed.contains(
+                "compression = {'class': 'org.apache.cassandra.io.compress.LZ4Compressor', 'lz4_compressor_type': 'fast'}"
+            ),
+            "{fixed}"
+        );
         assert!(fixed.contains("comment = 'caching = {''enabled'': 1}'"), "{fixed}");
         // `caching`'s `'enabled'` is the properties check's (it keeps the flag).
         assert!(
@@ -167,8 +169,18 @@ mod tests {
         let text =
             "CREATE TABLE ks.\"tablé\" (p int PRIMARY KEY) WITH compression = {'sstable_compression': 'LZ4Compressor'}";
         let fixed = cassandra_properties(text).unwrap();
-        assert!(fixed.ends_with("compression = {'class': 'LZ4Compressor'}"), "{fixed}");
+        assert!(fixed.ends_with("compression = {'class': 'LZ4Compressor', 'lz4_compressor_type': 'fast'}"), "{fixed}");
         assert_eq!(cassandra_properties("ALTER TABLE \"ڄ\" WITH comment = 'x'"), None);
+    }
+
+    /// ScyllaDB's default compressor, printed by DESCRIBE and replayed, is
+    /// Cassandra's LZ4 without the mark of an LZ4 asked for by name.
+    #[test]
+    fn the_dictionary_compressor_is_replayed_as_cassandras_lz4() {
+        let text =
+            "CREATE TABLE t (p int PRIMARY KEY) WITH compression = {'sstable_compression': 'LZ4WithDictsCompressor'}";
+        let fixed = cassandra_properties(text).unwrap();
+        assert!(fixed.ends_with("compression = {'class': 'LZ4Compressor'}"), "{fixed}");
     }
 
     #[test]

@@ -113,7 +113,7 @@ async fn describe_hides_the_cdc_log_and_replays() {
          AND comment = 'CDC log for {ks}.t' AND compaction = {{'class': 'TimeWindowCompactionStrategy', \
          'compaction_window_size': '60', 'compaction_window_unit': 'MINUTES', \
          'expired_sstable_check_frequency_seconds': '1800'}} \
-         AND compression = {{'sstable_compression': 'org.apache.cassandra.io.compress.LZ4Compressor'}} \
+         AND compression = {{'sstable_compression': 'LZ4WithDictsCompressor'}} \
          AND crc_check_chance = 1 AND default_time_to_live = 0 AND gc_grace_seconds = 0 \
          AND max_index_interval = 2048 AND memtable_flush_period_in_ms = 0 AND min_index_interval = 128 \
          AND speculative_retry = '99.0PERCENTILE' \
@@ -143,4 +143,51 @@ async fn describe_hides_the_cdc_log_and_replays() {
     let err = s.query_unpaged("DESC KEYSPACE nope_ks", &[]).await.expect_err("no keyspace").to_string();
     assert!(err.contains("'nope_ks' not found in keyspaces"), "{err}");
     s.query_unpaged(format!("DROP KEYSPACE {ks}"), &[]).await.expect("drop keyspace");
+}
+
+/// The compressor of a table, as ScyllaDB 2026 prints it: its default
+/// (`LZ4WithDictsCompressor`, `db/config.cc`; test_describe.py's CDC log of
+/// a vector table) when none is given or that one is, the qualified name
+/// of a Cassandra-compatible one asked for by name with its chunk length
+/// (`test_describe_secondary_index`), and each the same after `ALTER`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_prints_the_compressor_scylla_uses() {
+    let front = start_front(FrontConfig::default());
+    let s = session(&front).await;
+    let ks = keyspace(&s, "describe_compression").await;
+    let dicts = "compression = {'sstable_compression': 'LZ4WithDictsCompressor'}";
+    let lz4 = "compression = {'chunk_length_in_kb': '64', 'sstable_compression': 'org.apache.cassandra.io.compress.LZ4Compressor'}";
+    let given = [
+        ("plain", ""),
+        ("dicts", " WITH compression = {'sstable_compression': 'LZ4WithDictsCompressor'}"),
+        ("lz4", " WITH compression = {'sstable_compression': 'LZ4Compressor', 'chunk_length_in_kb': 64}"),
+    ];
+    for (table, with) in given {
+        s.query_unpaged(format!("CREATE TABLE {ks}.{table} (p int PRIMARY KEY){with}"), &[]).await.expect("create");
+    }
+    let printed = |rows: Vec<DescRow>| rows.into_iter().next().and_then(|r| r.3).expect("a statement");
+    for (table, want) in [("plain", dicts), ("dicts", dicts), ("lz4", lz4)] {
+        let desc = printed(describe(&s, &format!("DESC TABLE {ks}.{table}")).await);
+        assert!(collapse(&desc).contains(want), "{table}: {desc}");
+    }
+    s.query_unpaged(
+        format!("ALTER TABLE {ks}.plain WITH compression = {{'sstable_compression': 'LZ4Compressor'}}"),
+        &[],
+    )
+    .await
+    .expect("alter to LZ4");
+    s.query_unpaged(
+        format!("ALTER TABLE {ks}.lz4 WITH compression = {{'sstable_compression': 'LZ4WithDictsCompressor'}}"),
+        &[],
+    )
+    .await
+    .expect("alter to the dictionary LZ4");
+    let plain = printed(describe(&s, &format!("DESC TABLE {ks}.plain")).await);
+    assert!(
+        collapse(&plain)
+            .contains("compression = {'sstable_compression': 'org.apache.cassandra.io.compress.LZ4Compressor'}"),
+        "{plain}"
+    );
+    let altered = printed(describe(&s, &format!("DESC TABLE {ks}.lz4")).await);
+    assert!(collapse(&altered).contains(dicts), "{altered}");
 }

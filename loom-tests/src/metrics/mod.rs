@@ -15,3 +15,8 @@ pub(crate) fn stripe() -> usize {
 #[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links)]
 #[path = "../../../driver/src/metrics/histogram.rs"]
 pub mod histogram;
+
+// Its docs name the driver's speculative policy, left out here.
+#[allow(dead_code, unreachable_pub, rustdoc::private_intra_doc_links, rustdoc::broken_intra_doc_links)]
+#[path = "../../../driver/src/metrics/percentile.rs"]
+pub mod percentile;
