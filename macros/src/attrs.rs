@@ -28,6 +28,9 @@ pub(crate) struct StructAttrs {
     pub flavor_span: Option<Span>,
     /// `#[shardwise(skip_name_checks)]`, where it was given.
     pub skip_name_checks: Option<Span>,
+    /// `#[shardwise(forbid_excess_udt_fields)]`, where it was given
+    /// (`DeserializeValue` only).
+    pub forbid_excess_udt_fields: Option<Span>,
 }
 
 /// One named field of the struct.
@@ -100,6 +103,15 @@ impl<'a> Input<'a> {
             }
         };
         let attrs = parse_struct_attrs(ast)?;
+        if let (Some(span), false) = (attrs.forbid_excess_udt_fields, derive == "DeserializeValue") {
+            return Err(syn::Error::new(
+                span,
+                format!(
+                    "`forbid_excess_udt_fields` applies to #[derive(DeserializeValue)] (a UDT value read into \
+                     the struct), not to #[derive({derive})]"
+                ),
+            ));
+        }
         let mut fields = Vec::with_capacity(named.named.len());
         let mut names = HashSet::new();
         for f in &named.named {
@@ -267,6 +279,7 @@ pub(crate) fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> 
     let mut flavor = Flavor::ByName;
     let mut flavor_span = None;
     let mut skip_name_checks = None;
+    let mut forbid_excess_udt_fields = None;
     for attr in ast.attrs.iter().filter(|a| a.path().is_ident("shardwise")) {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("crate") {
@@ -288,6 +301,9 @@ pub(crate) fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> 
             } else if meta.path.is_ident("skip_name_checks") {
                 skip_name_checks = Some(meta.path.span());
                 Ok(())
+            } else if meta.path.is_ident("forbid_excess_udt_fields") {
+                forbid_excess_udt_fields = Some(meta.path.span());
+                Ok(())
             } else if ["skip", "rename", "flatten", "default_when_null", "allow_missing"]
                 .iter()
                 .any(|a| meta.path.is_ident(a))
@@ -298,7 +314,8 @@ pub(crate) fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> 
                 ))
             } else {
                 Err(meta.error(
-                    "unknown attribute: expected `crate = \"path\"`, `flavor = \"in_order\"` or `skip_name_checks`",
+                    "unknown attribute: expected `crate = \"path\"`, `flavor = \"in_order\"`, `skip_name_checks` \
+                     or `forbid_excess_udt_fields`",
                 ))
             }
         })?;
@@ -307,7 +324,7 @@ pub(crate) fn parse_struct_attrs(ast: &DeriveInput) -> syn::Result<StructAttrs> 
         Some(k) => k,
         None => default_crate_path()?,
     };
-    Ok(StructAttrs { krate, flavor, flavor_span, skip_name_checks })
+    Ok(StructAttrs { krate, flavor, flavor_span, skip_name_checks, forbid_excess_udt_fields })
 }
 
 /// The protocol crate as the deriving crate reaches it, read from its

@@ -92,6 +92,7 @@
 //! |---|---|---|
 //! | `#[shardwise(crate = "path")]` | struct | path of the protocol crate |
 //! | `#[shardwise(flavor = "in_order")]` | struct | `SerializeValues`, `DeserializeRow`: match bind markers or columns by position, not by name (`"by_name"` is the default); names are not compared one by one (the official `enforce_order` compares them), but `SerializeValues` refuses fields named after the markers in another order; refused on the UDT derives |
+//! | `#[shardwise(forbid_excess_udt_fields)]` | struct | `DeserializeValue`: a UDT type with a field the struct does not read (none of its fields, or a skipped one) fails the type check, naming the field (by default such fields are skipped, as official); a compile error on the other derives |
 //! | `#[shardwise(skip_name_checks)]` | struct | with `flavor = "in_order"` only: `SerializeValues` accepts fields named like the markers in another order; `rename` is refused with it (as official); a compile error elsewhere |
 //! | `#[shardwise(rename = "name")]` | field | the column, bind marker or UDT field name, instead of the field's name |
 //! | `#[shardwise(skip)]` | field | `SerializeValues`, `SerializeValue`: not sent; `DeserializeRow`, `DeserializeValue`: not read, set to `Default::default()` |

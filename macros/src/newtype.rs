@@ -27,12 +27,12 @@ pub(crate) fn field(ast: &DeriveInput) -> Option<&syn::Field> {
 /// an identifier here (the code reads `self.0`).
 fn input<'a>(ast: &'a DeriveInput, f: &syn::Field, derive: &str) -> syn::Result<Input<'a>> {
     let attrs = parse_struct_attrs(ast)?;
-    if let Some(span) = attrs.flavor_span.or(attrs.skip_name_checks) {
+    if let Some(span) = attrs.flavor_span.or(attrs.skip_name_checks).or(attrs.forbid_excess_udt_fields) {
         return Err(syn::Error::new(
             span,
             format!(
                 "#[derive({derive})] on a newtype writes and reads its one field's value: \
-                 `flavor` and `skip_name_checks` do not apply"
+                 `flavor`, `skip_name_checks` and `forbid_excess_udt_fields` do not apply"
             ),
         ));
     }

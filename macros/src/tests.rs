@@ -155,6 +155,24 @@ fn attributes_each_derive_refuses() {
     assert!(all_ok(&input));
 }
 
+/// `forbid_excess_udt_fields` is `DeserializeValue`'s alone, and makes its
+/// type check refuse a type field the struct does not read.
+#[test]
+fn forbid_excess_udt_fields_is_for_udts_read() {
+    let input: DeriveInput = parse_quote! {
+        #[shardwise(forbid_excess_udt_fields)]
+        struct S { a: i32, #[shardwise(skip)] b: i32 }
+    };
+    let tokens = udt_de::derive(&input).expect("DeserializeValue takes it").to_string();
+    assert!(tokens.contains("excess_udt_field"), "{tokens}");
+    let plain: DeriveInput = parse_quote! { struct S { a: i32 } };
+    assert!(!udt_de::derive(&plain).expect("plain").to_string().contains("excess_udt_field"));
+    for r in [ser::derive(&input), de::derive(&input), udt_ser::derive(&input)] {
+        let msg = r.map(|t| t.to_string()).unwrap_err().to_string();
+        assert!(msg.contains("`forbid_excess_udt_fields` applies to #[derive(DeserializeValue)]"), "{msg}");
+    }
+}
+
 #[test]
 fn skip_name_checks_needs_in_order() {
     assert_both(

@@ -7,6 +7,9 @@
 //! `Option` field is `None`, another type fails with `UnexpectedNull`,
 //! a `default_when_null` field is its default). A field with
 //! `allow_missing` may be absent from the type: it is then its default.
+//! With `#[shardwise(forbid_excess_udt_fields)]` on the struct, a type with
+//! a field the struct does not read (not one of its fields, or a skipped
+//! one) fails the type check instead, naming it.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -102,6 +105,19 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
         }
     });
     let construct = cg.construct();
+    let excess = input.attrs.forbid_excess_udt_fields.map(|_| {
+        let names = active.iter().map(|f| lit(&f.name));
+        quote! {
+            if let ::core::option::Option::Some(__fields) = #derived::udt_fields(typ) {
+                let __read: &[&str] = &[#(#names),*];
+                for (__name, _) in __fields {
+                    if !__read.contains(&__name.as_str()) {
+                        return ::core::result::Result::Err(#derived::excess_udt_field::<Self>(typ, __name));
+                    }
+                }
+            }
+        }
+    });
 
     Ok(quote! {
         #[automatically_derived]
@@ -112,6 +128,7 @@ pub(crate) fn derive(ast: &DeriveInput) -> syn::Result<TokenStream> {
                 if #derived::udt_fields(typ).is_none() {
                     return ::core::result::Result::Err(#de::TypeCheckError::new::<Self>(typ));
                 }
+                #excess
                 #(#checks)*
                 ::core::result::Result::Ok(())
             }

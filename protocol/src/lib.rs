@@ -37,6 +37,7 @@
 //! | `time` | `time::Date`, `Time`, `OffsetDateTime` (read in UTC), `PrimitiveDateTime` (as UTC) | `date`, `time`, `timestamp`, `timestamp` |
 //! | `num-bigint` | `num_bigint::BigInt` | `varint` |
 //! | `bigdecimal` | `bigdecimal::BigDecimal` (enables `num-bigint`) | `decimal` |
+//! | `secrecy` | `secrecy::Secret<T>` (secrecy 0.8), written as the `T` it wraps (no `DeserializeValue`) | the `T`'s |
 //! | `serde` | serde's `Serialize`/`Deserialize` for [`types::CqlDate`], `CqlTime`, `CqlTimestamp`, `CqlDuration`, `CqlVarint`, `CqlDecimal` and [`types::CqlValue`] | |
 //!
 //! Each Rust type implements [`types::ser::SerializeValue`] and

@@ -18,4 +18,4 @@ pub use filter::{DatacenterFilter, HostFilter};
 pub use node::NodeInfo;
 pub use ring::{ReplicaTable, ReplicationStrategy, RingNode, TokenRing};
 pub use routes::{ClientRoutes, ClientRoutesConfig};
-pub use translation::{AddressTranslator, TranslationError, UntranslatedPeer};
+pub use translation::{AddressTranslator, Translation, TranslationError, UntranslatedPeer};

@@ -70,7 +70,7 @@ pub async fn fetch_nodes(
 
 /// `node` with its address translated by `translator` (if any); `None`,
 /// with a warning, when the translator has no address for it.
-fn translated(node: NodeInfo, translator: Option<&dyn AddressTranslator>) -> Option<NodeInfo> {
+async fn translated(node: NodeInfo, translator: Option<&dyn AddressTranslator>) -> Option<NodeInfo> {
     let Some(translator) = translator else { return Some(node) };
     let peer = UntranslatedPeer {
         host_id: Some(node.host_id),
@@ -78,7 +78,8 @@ fn translated(node: NodeInfo, translator: Option<&dyn AddressTranslator>) -> Opt
         datacenter: node.datacenter.as_deref(),
         rack: node.rack.as_deref(),
     };
-    match translator.translate(&peer) {
+    let translation = translator.translate_address(&peer).await;
+    match translation {
         Ok(address) => Some(NodeInfo { address, ..node }),
         Err(error) => {
             tracing::warn!(host_id = %node.host_id, %error, "a peer left out: its address has no translation");
@@ -131,6 +132,8 @@ pub async fn fetch_nodes_at(
     let connected = nodes.first().map(|n| n.host_id).or(conn.host_id());
     let is_other = |n: &NodeInfo| Some(n.host_id) != connected;
     let port = addr.port();
+    // The peers as their rows name them, translated once all are read.
+    let mut peers = Vec::new();
     let v2 = conn
         .execute(
             &Statement::new(
@@ -143,11 +146,7 @@ pub async fn fetch_nodes_at(
     match v2 {
         Ok(result) => {
             for row in result.rows::<PeerV2Row>().map_err(rows_error)? {
-                nodes.extend(
-                    peer_v2_node(row.map_err(|e| rows_error(e.into()))?, port)
-                        .filter(is_other)
-                        .and_then(|n| translated(n, translator)),
-                );
+                peers.extend(peer_v2_node(row.map_err(|e| rows_error(e.into()))?, port).filter(is_other));
             }
         }
         Err(ExecutionError::Db(e)) if e.kind == ErrorKind::Invalid => {
@@ -159,14 +158,13 @@ pub async fn fetch_nodes_at(
                 )
                 .await?;
             for row in result.rows::<PeerRow>().map_err(rows_error)? {
-                nodes.extend(
-                    peer_node(row.map_err(|e| rows_error(e.into()))?, port)
-                        .filter(is_other)
-                        .and_then(|n| translated(n, translator)),
-                );
+                peers.extend(peer_node(row.map_err(|e| rows_error(e.into()))?, port).filter(is_other));
             }
         }
         Err(e) => return Err(e),
+    }
+    for peer in peers {
+        nodes.extend(translated(peer, translator).await);
     }
     Ok(nodes)
 }

@@ -10,7 +10,9 @@
 //! the session's nodes (and a warning logged), as the official driver does.
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 
 use uuid::Uuid;
 
@@ -45,16 +47,33 @@ pub enum TranslationError {
     },
 }
 
+/// What [`AddressTranslator::translate_address`] returns.
+pub type Translation<'a> = Pin<Box<dyn Future<Output = Result<SocketAddr, TranslationError>> + Send + 'a>>;
+
 /// Turns the address a peers row gives into the one to connect to. Called
-/// on every topology read, so it should be cheap; it must give a node the
-/// same address every time (the session knows nodes by address).
+/// for every peer on every topology read and for the address of every
+/// status event, so it should be cheap; it must give a node the same
+/// address every time (the session knows nodes by address).
 ///
-/// Unlike the official driver's trait, `translate` is not async: a
-/// translator that needs I/O can resolve ahead of time and answer from
-/// what it learned.
+/// Implement [`translate`](Self::translate), or, when finding the address
+/// takes I/O (a lookup, a call to a service),
+/// [`translate_address`](Self::translate_address), the official driver's
+/// async method: the session awaits it (within its
+/// `system_query_timeout`, as the rest of a topology read). A translator
+/// that implements neither translates nothing.
 pub trait AddressTranslator: Send + Sync + std::fmt::Debug {
-    /// The address to connect to for `peer`.
-    fn translate(&self, peer: &UntranslatedPeer<'_>) -> Result<SocketAddr, TranslationError>;
+    /// The address to connect to for `peer`, answered at once. The
+    /// default: none ([`TranslationError::NoRuleForAddress`]), for a
+    /// translator that implements `translate_address` instead.
+    fn translate(&self, peer: &UntranslatedPeer<'_>) -> Result<SocketAddr, TranslationError> {
+        Err(TranslationError::NoRuleForAddress(peer.address))
+    }
+
+    /// The address to connect to for `peer`, awaited: what the session
+    /// calls. The default answers [`translate`](Self::translate).
+    fn translate_address<'a>(&'a self, peer: &'a UntranslatedPeer<'a>) -> Translation<'a> {
+        Box::pin(std::future::ready(self.translate(peer)))
+    }
 
     /// The address to connect to for the node whose `system.local` the
     /// topology was read from, through a connection to `connected`;

@@ -206,9 +206,11 @@ async fn listen(
                 let schema = matches!(event, Event::SchemaChange(_));
                 match &event {
                     Event::SchemaChange(change) => session.forget_tablets(change),
-                    Event::StatusChange { change, node } if change == "DOWN" => session.node_reported_down(*node),
+                    Event::StatusChange { change, node } if change == "DOWN" => {
+                        session.node_reported_down(session.reported_as(*node).await)
+                    }
                     Event::StatusChange { change, node } if change == "UP" => {
-                        session.node_reported_up(*node);
+                        session.node_reported_up(session.reported_as(*node).await);
                         topology_due.get_or_insert(now + delay);
                     }
                     Event::StatusChange { .. } | Event::TopologyChange { .. } => {
@@ -256,8 +258,8 @@ impl Session {
     }
 
     /// The cluster reported a node down: plans skip it until it is up.
-    fn node_reported_down(&self, node: SocketAddr) {
-        for pool in self.state().nodes.iter().filter(|p| self.reported(node, p.addr)) {
+    fn node_reported_down(&self, node: Reported) {
+        for pool in self.state().nodes.iter().filter(|p| node.is(p.addr)) {
             if pool.set_up(false) {
                 self.inner.emit(SessionEvent::NodeDown(pool.addr));
             }
@@ -266,8 +268,8 @@ impl Session {
 
     /// The cluster reported a node up: up at once if a connection is open;
     /// either way its refill tries now instead of after its backoff.
-    fn node_reported_up(&self, node: SocketAddr) {
-        for pool in self.state().nodes.iter().filter(|p| self.reported(node, p.addr)) {
+    fn node_reported_up(&self, node: Reported) {
+        for pool in self.state().nodes.iter().filter(|p| node.is(p.addr)) {
             if pool.slots.has_open() && pool.set_up(true) {
                 self.inner.emit(SessionEvent::NodeUp(pool.addr));
             }
@@ -276,19 +278,47 @@ impl Session {
         }
     }
 
-    /// Whether a status event's `node` is the node the session reaches at
-    /// `addr`: the same IP (an event gives the node's native address, whose
-    /// port may not be the one connected to), or with an address
-    /// translator, exactly the translated address (every translated node
-    /// may share one IP, a proxy's).
-    fn reported(&self, node: SocketAddr, addr: SocketAddr) -> bool {
-        match &self.inner.config.address_translator {
-            None => addr.ip() == node.ip(),
-            Some(translator) => {
-                let peer =
-                    crate::cluster::UntranslatedPeer { host_id: None, address: node, datacenter: None, rack: None };
-                translator.translate(&peer).is_ok_and(|t| t == addr)
+    /// Which of the session's nodes a status event's `node` names: with an
+    /// address translator, the one at exactly its translation (awaited
+    /// within the system query timeout, as a topology read's; every
+    /// translated node may share one IP, a proxy's), else those of its IP
+    /// (an event gives the node's native address, whose port may not be
+    /// the one connected to).
+    async fn reported_as(&self, node: SocketAddr) -> Reported {
+        let Some(translator) = &self.inner.config.address_translator else { return Reported::Ip(node.ip()) };
+        let peer = crate::cluster::UntranslatedPeer { host_id: None, address: node, datacenter: None, rack: None };
+        let timeout = self.inner.config.system_query_timeout;
+        match tokio::time::timeout(timeout, translator.translate_address(&peer)).await {
+            Ok(Ok(at)) => Reported::At(at),
+            Ok(Err(error)) => {
+                tracing::debug!(%node, %error, "a status event for an address without translation");
+                Reported::None
             }
+            Err(_) => {
+                tracing::warn!(%node, ?timeout, "translating a status event's address timed out");
+                Reported::None
+            }
+        }
+    }
+}
+
+/// The nodes a status event names (`Session::reported_as`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reported {
+    /// Every node at this IP.
+    Ip(std::net::IpAddr),
+    /// The node at exactly this address.
+    At(SocketAddr),
+    /// None of the session's.
+    None,
+}
+
+impl Reported {
+    fn is(self, addr: SocketAddr) -> bool {
+        match self {
+            Reported::Ip(ip) => addr.ip() == ip,
+            Reported::At(at) => addr == at,
+            Reported::None => false,
         }
     }
 }

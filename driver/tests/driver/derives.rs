@@ -296,6 +296,46 @@ async fn udt_fields_null_in_the_database_read_as_defaults() {
     assert!(err.to_string().contains("field hits: unexpected null"), "{err}");
 }
 
+/// `stats (hits int, label text)` read by a struct that reads `label` only,
+/// refusing fields it does not read.
+#[derive(Debug, PartialEq, DeserializeValue)]
+#[shardwise(forbid_excess_udt_fields)]
+struct LabelOnly {
+    label: String,
+}
+
+/// The same struct reading both fields.
+#[derive(Debug, PartialEq, DeserializeValue)]
+#[shardwise(forbid_excess_udt_fields)]
+struct BothStats {
+    label: String,
+    hits: Option<i32>,
+}
+
+/// `forbid_excess_udt_fields` (the official attribute): a type with a field
+/// the struct does not read fails the type check, naming the field; the
+/// same type read by a struct with every field, or without the attribute
+/// (`Stats` above skips nothing, `LabelOnly` without it would skip
+/// `hits`), reads.
+#[tokio::test]
+async fn excess_udt_fields_are_refused_when_asked() {
+    let s = session().await;
+    let ks = simple_keyspace(&s, "derives_excess").await;
+    for ddl in [
+        format!("CREATE TYPE {ks}.stats (hits int, label text)"),
+        format!("CREATE TABLE {ks}.pages (id int PRIMARY KEY, stats frozen<stats>)"),
+        format!("INSERT INTO {ks}.pages (id, stats) VALUES (1, {{hits: 3, label: 'home'}})"),
+    ] {
+        s.execute(&Statement::new(ddl), ()).await.expect("cql");
+    }
+    let select = s.prepare(format!("SELECT stats FROM {ks}.pages WHERE id = ?")).await.expect("prepare");
+    let r = s.execute(&select, (1,)).await.expect("select");
+    let err = r.rows::<(LabelOnly,)>().map(|_| ()).expect_err("hits is not read");
+    assert!(err.to_string().contains("field \"hits\", which the struct does not read"), "{err}");
+    let both = r.first_row::<(BothStats,)>().expect("every field read");
+    assert_eq!(both, Some((BothStats { label: "home".into(), hits: Some(3) },)));
+}
+
 /// `profile` as first created: `(nick text)`.
 #[derive(Debug, PartialEq, SerializeValue, DeserializeValue)]
 struct ProfileV1 {

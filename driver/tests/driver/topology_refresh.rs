@@ -565,6 +565,39 @@ async fn down_event_takes_a_node_out_of_plans_until_up() {
 /// and a peer with no translation is left out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn translated_peers_are_reached_at_their_translated_addresses() {
+    translated_peers(|map| Arc::new(map)).await;
+}
+
+/// A translator that answers only asynchronously (the official driver's
+/// `translate_address`, here after a pause as a lookup would take).
+#[derive(Debug)]
+struct Looked(HashMap<SocketAddr, SocketAddr>);
+
+impl shardwise::cluster::AddressTranslator for Looked {
+    fn translate_address<'a>(
+        &'a self,
+        peer: &'a shardwise::cluster::UntranslatedPeer<'a>,
+    ) -> shardwise::cluster::Translation<'a> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            self.0
+                .get(&peer.address)
+                .copied()
+                .ok_or(shardwise::cluster::TranslationError::NoRuleForAddress(peer.address))
+        })
+    }
+}
+
+/// The same with a translator that only answers asynchronously: peers and
+/// status events are translated by awaiting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asynchronous_translator_is_awaited_for_peers_and_events() {
+    translated_peers(|map| Arc::new(Looked(map))).await;
+}
+
+async fn translated_peers(
+    translator: impl FnOnce(HashMap<SocketAddr, SocketAddr>) -> Arc<dyn shardwise::cluster::AddressTranslator>,
+) {
     use testkit::fault::{Direction, FaultProxy};
     let addresses: Vec<IpAddr> = (1..=3).map(ip).collect();
     let fake = FakeCluster::start(&addresses, vec![node(1, 1, &[0]), node(2, 2, &[100]), node(3, 3, &[200])]).await;
@@ -579,7 +612,7 @@ async fn translated_peers_are_reached_at_their_translated_addresses() {
         .await_schema_agreement(false)
         .topology_event_delay(Duration::from_millis(50))
         .topology_refresh_interval(None)
-        .address_translator(Arc::new(map))
+        .address_translator(translator(map))
         .build()
         .await
         .expect("session");

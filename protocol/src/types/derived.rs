@@ -159,6 +159,16 @@ pub fn in_udt_field_value(name: &str, e: DeserializeError) -> DeserializeError {
     DeserializeError::Field { field: name.to_owned(), source: Box::new(e) }
 }
 
+/// The error of a UDT type with field `name`, which struct `T` (deriving
+/// with `forbid_excess_udt_fields`) does not read.
+pub fn excess_udt_field<T: ?Sized>(typ: &ColumnType, name: &str) -> TypeCheckError {
+    TypeCheckError {
+        rust_type: std::any::type_name::<T>(),
+        cql_type: format!("{typ} with field {name:?}, which the struct does not read (forbid_excess_udt_fields)"),
+        column: None,
+    }
+}
+
 /// The error for a struct field that a UDT value did not set, because the
 /// type has no such field (only when the type was not checked first).
 pub fn missing_udt_field<T: ?Sized>(typ: &ColumnType, name: &str) -> DeserializeError {

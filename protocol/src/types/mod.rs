@@ -5,10 +5,11 @@
 //! what the derives of `shardwise-macros` call (structs as user-defined
 //! types, bind markers by name).
 //!
-//! With the features `chrono`, `time`, `num-bigint`, `bigdecimal` and
-//! `serde` (off by default), chrono's and time's dates, times and
-//! timestamps, `BigInt` and `BigDecimal` are values too, and the value types
-//! are serde-serializable: see the [crate documentation](crate#optional-features).
+//! With the features `chrono`, `time`, `num-bigint`, `bigdecimal`,
+//! `secrecy` and `serde` (off by default), chrono's and time's dates, times
+//! and timestamps, `BigInt` and `BigDecimal` are values too, secrecy's
+//! `Secret<T>` is a bind value, and the value types are serde-serializable:
+//! see the [crate documentation](crate#optional-features).
 
 #[cfg(feature = "bigdecimal")]
 mod bigdecimal_types;
@@ -23,6 +24,8 @@ pub mod derived;
 mod dyn_values;
 #[cfg(any(feature = "chrono", feature = "time", feature = "num-bigint"))]
 mod ext;
+#[cfg(feature = "secrecy")]
+mod secrecy_types;
 pub mod ser;
 #[cfg(feature = "serde")]
 mod serde_impls;
