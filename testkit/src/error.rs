@@ -105,6 +105,9 @@ pub enum HarnessError {
     KafkaStartup {
         /// The client address it was to serve.
         addr: SocketAddr,
+        /// Whether its process ended while starting (rather than never
+        /// answering in time).
+        exited: bool,
         /// Why: how the process ended, or what it did not do in time.
         reason: String,
         /// Its log file.

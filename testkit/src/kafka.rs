@@ -235,10 +235,38 @@ pub fn cluster_id(seed: u128) -> String {
     out
 }
 
+/// Starts of a broker, at most, while its process exits as it starts: the
+/// five ports it listens on are found free, then released until the broker
+/// binds them, seconds later (after the log directory is formatted), and
+/// another test's node, front or proxy can take one meanwhile. (Kafka logs
+/// nothing here, without an SLF4J binding, so its reason is not seen.)
+const START_ATTEMPTS: usize = 3;
+
+/// Whether a broker whose `attempt`-th start failed with `error` is started
+/// again, on other ports and in another directory.
+fn start_again(error: &HarnessError, attempt: usize) -> bool {
+    matches!(error, HarnessError::KafkaStartup { exited: true, .. }) && attempt < START_ATTEMPTS
+}
+
 impl Kafka {
     /// Resolves the jars (once per machine), formats a fresh log directory
     /// and starts the broker; waits until it answers (see the module docs).
+    /// A broker that exits as it starts is started again, on other ports
+    /// (three starts in all).
     pub fn start() -> Result<Kafka> {
+        let mut attempt = 1;
+        loop {
+            match Kafka::start_once() {
+                Err(e) if start_again(&e, attempt) => {
+                    eprintln!("testkit: Kafka start {attempt} of {START_ATTEMPTS} failed, trying other ports: {e}");
+                    attempt += 1;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    fn start_once() -> Result<Kafka> {
         let (java, java_major) = find_java()?;
         let lib = ensure_jars(&cache_root()?.join(format!("kafka_2.13-{KAFKA_VERSION}")), &KAFKA)?;
         let archive = Archive::of_jars(&java, java_major, &lib);
@@ -347,6 +375,7 @@ impl Kafka {
                 self.child = None;
                 return Err(HarnessError::KafkaStartup {
                     addr: self.addr,
+                    exited: true,
                     reason: format!("it exited: {status}"),
                     tail: tail_lines(log_path, 40),
                     log: log_path.to_path_buf(),
@@ -358,6 +387,7 @@ impl Kafka {
             if Instant::now() >= deadline {
                 return Err(HarnessError::KafkaStartup {
                     addr: self.addr,
+                    exited: false,
                     reason: format!("no ApiVersions answer on its port after {STARTUP_TIMEOUT:?}"),
                     tail: tail_lines(log_path, 40),
                     log: log_path.to_path_buf(),
@@ -477,6 +507,23 @@ pub fn api_versions(addr: SocketAddr, timeout: Duration) -> std::io::Result<usiz
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Only a broker that exited as it started is started again, and at
+    /// most `START_ATTEMPTS` times in all.
+    #[test]
+    fn a_broker_that_exited_is_started_again_a_bounded_number_of_times() {
+        let failed = |exited| HarnessError::KafkaStartup {
+            addr: "127.0.0.1:9092".parse().unwrap(),
+            exited,
+            reason: String::new(),
+            log: PathBuf::new(),
+            tail: String::new(),
+        };
+        assert!(start_again(&failed(true), 1) && start_again(&failed(true), START_ATTEMPTS - 1));
+        assert!(!start_again(&failed(true), START_ATTEMPTS), "bounded");
+        assert!(!start_again(&failed(false), 1), "one that never answered is not started again");
+        assert!(!start_again(&HarnessError::Config("x".into()), 1));
+    }
 
     #[test]
     fn cluster_ids_are_22_url_safe_characters() {
