@@ -22,24 +22,14 @@ use loom::sync::Arc;
 use loom::thread;
 
 use crate::metrics::histogram::LatencyHistogram;
+use crate::support::model_of_histograms;
 
 const LATENCY: Duration = Duration::from_micros(1_500);
 
 #[test]
 fn racing_records_are_all_counted() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.max_branches = 10_000;
-    // A debug build makes the stripe's 896 loom atomics on the stack
-    // before boxing them, past a model thread's default stack ("coroutine
-    // has overflowed its stack"): the model runs on a thread with room.
-    b.check(|| {
-        thread::Builder::new().stack_size(STACK).spawn(model).expect("spawn").join().expect("model");
-    });
+    model_of_histograms(10_000, model);
 }
-
-/// Room for a stripe built on the stack in a debug build.
-const STACK: usize = 4 << 20;
 
 fn model() {
     let histogram = Arc::new(LatencyHistogram::default());

@@ -16,23 +16,16 @@ use loom::thread;
 
 use crate::metrics::histogram::LatencyHistogram;
 use crate::metrics::percentile::PercentileCache;
+use crate::support::model_of_histograms;
 
 const FAST: Duration = Duration::from_millis(1);
 const SLOW: Duration = Duration::from_millis(10);
 
 #[test]
 fn racing_percentiles_each_get_their_own() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    // Each read of the histogram is 896 loom loads (see histogram_models).
-    b.max_branches = 20_000;
-    b.check(|| {
-        thread::Builder::new().stack_size(STACK).spawn(model).expect("spawn").join().expect("model");
-    });
+    // Up to four reads of the histogram, 896 loom loads each.
+    model_of_histograms(20_000, model);
 }
-
-/// Room for a stripe built on the stack in a debug build.
-const STACK: usize = 4 << 20;
 
 fn model() {
     let histogram = Arc::new(LatencyHistogram::default());
